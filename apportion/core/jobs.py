@@ -1,0 +1,98 @@
+"""Jobs as columns: one numpy array a field, one row a job.
+
+``JobTable`` holds what users asked for (immutable specs). What happens to jobs over time
+(steps done, attained service, status) lives with whoever runs them (the simulator, the
+server), also as arrays over the same rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class JobTable:
+    job_id: np.ndarray  # [n] str
+    submit_time_s: np.ndarray  # [n] float, seconds since the start
+    kind: np.ndarray  # [n] int index into ``kinds``
+    num_gpus: np.ndarray  # [n] int, GPUs requested (the job's scale)
+    total_steps: np.ndarray  # [n] float, steps until done
+    priority: np.ndarray  # [n] float weight, 1 by default; larger means a bigger share
+    user: np.ndarray  # [n] str, "" if unknown
+    queue: np.ndarray  # [n] str, "" if unknown
+    kinds: tuple[str, ...]  # the job-kind vocabulary ``kind`` indexes into
+    # [n, len(allowed_types)] bool; None means every GPU type is allowed
+    allowed: np.ndarray | None = None
+    allowed_types: tuple[str, ...] = ()
+    deadline_s: np.ndarray | None = None  # [n] float, NaN where none
+
+    def __post_init__(self) -> None:
+        n = len(self.job_id)
+        for name in ("submit_time_s", "kind", "num_gpus", "total_steps", "priority", "user", "queue"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
+        if n and np.any(np.diff(self.submit_time_s) < 0):
+            raise ValueError("JobTable rows must be sorted by submit_time_s")
+
+    def __len__(self) -> int:
+        return len(self.job_id)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        job_id,
+        submit_time_s,
+        kind_names,
+        num_gpus,
+        total_steps,
+        priority=None,
+        user=None,
+        queue=None,
+        kinds: tuple[str, ...] | None = None,
+    ) -> JobTable:
+        """Build from plain sequences, sorting by submit time (stable) and indexing kinds."""
+        submit = np.asarray(submit_time_s, dtype=np.float64)
+        order = np.argsort(submit, kind="stable")
+        names = np.asarray(kind_names, dtype=object)
+        vocabulary = tuple(kinds) if kinds is not None else tuple(sorted(set(names.tolist())))
+        index = {k: i for i, k in enumerate(vocabulary)}
+        kind = np.fromiter((index[k] for k in names), dtype=np.int64, count=len(names))
+        n = len(submit)
+
+        def col(values, default, dtype):
+            return np.full(n, default, dtype=dtype) if values is None else np.asarray(values, dtype=dtype)
+
+        return cls(
+            job_id=np.asarray(job_id, dtype=object)[order],
+            submit_time_s=submit[order],
+            kind=kind[order],
+            num_gpus=np.asarray(num_gpus, dtype=np.int64)[order],
+            total_steps=np.asarray(total_steps, dtype=np.float64)[order],
+            priority=col(priority, 1.0, np.float64)[order],
+            user=col(user, "", object)[order],
+            queue=col(queue, "", object)[order],
+            kinds=vocabulary,
+        )
+
+    def take(self, rows: np.ndarray | slice) -> JobTable:
+        """The jobs at ``rows`` (kept in submit order)."""
+        def pick(a):
+            return None if a is None else a[rows]
+
+        return JobTable(
+            job_id=self.job_id[rows],
+            submit_time_s=self.submit_time_s[rows],
+            kind=self.kind[rows],
+            num_gpus=self.num_gpus[rows],
+            total_steps=self.total_steps[rows],
+            priority=self.priority[rows],
+            user=self.user[rows],
+            queue=self.queue[rows],
+            kinds=self.kinds,
+            allowed=pick(self.allowed),
+            allowed_types=self.allowed_types,
+            deadline_s=pick(self.deadline_s),
+        )

@@ -1,0 +1,60 @@
+"""Gavel's round mechanism: which jobs run this round, on which GPU type.
+
+Each (job, type) gets priority = allocated share / received share, where the received
+share is the fraction of its time in the system the job has held that type. Jobs that got
+less than the allocation asked for rise; over rounds, time-shares converge to X.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from apportion.mechanism.greedy import greedy_fill
+
+_NEVER_RECEIVED = 1e-9  # a share never received counts as this tiny fraction
+
+
+@dataclass
+class RoundMechanism:
+    round_s: float = 360.0
+
+    def choose(
+        self,
+        share: np.ndarray,  # [n, T] allocation X for the active jobs
+        received_fraction: np.ndarray,  # [n, T] fraction of each job's time spent on each type
+        num_gpus: np.ndarray,  # [n]
+        capacity: np.ndarray,  # [T]
+    ) -> np.ndarray:
+        """GPU type index each job runs on this round, -1 for jobs that wait."""
+        n, num_types = share.shape
+        whole = share > 1 - 1e-9
+        if np.all(whole | (share < 1e-9)):  # integral X: run exactly the jobs it names, if they fit
+            chosen = np.where(whole.any(axis=1), np.argmax(whole, axis=1), -1)
+            used = np.bincount(chosen[chosen >= 0], weights=num_gpus[chosen >= 0], minlength=num_types)
+            if np.all(used <= capacity):
+                return chosen
+        eligible = share > 1e-9
+        priority = np.where(
+            eligible, share / np.maximum(received_fraction, _NEVER_RECEIVED), -np.inf
+        )
+        preference = np.argsort(-priority, axis=1, kind="stable")  # [n, T] best type first
+        chosen = np.full(n, -1, dtype=np.int64)
+        remaining = capacity.astype(np.int64).copy()
+        rows = np.arange(n)
+        for rank in range(num_types):
+            want = preference[:, rank]
+            ok = (chosen < 0) & eligible[rows, want]
+            for gpu_type in range(num_types):
+                if remaining[gpu_type] <= 0:
+                    continue
+                candidates = np.flatnonzero(ok & (want == gpu_type))
+                if not len(candidates):
+                    continue
+                order = candidates[np.argsort(-priority[candidates, gpu_type], kind="stable")]
+                take = greedy_fill(num_gpus[order], remaining[gpu_type])
+                taken = order[take]
+                chosen[taken] = gpu_type
+                remaining[gpu_type] -= int(num_gpus[taken].sum())
+        return chosen

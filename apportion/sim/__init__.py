@@ -1,0 +1,6 @@
+"""The virtual clock, the simulated executor, and the metrics of a replay."""
+
+from apportion.sim.result import SimResult
+from apportion.sim.simulator import SimConfig, Simulator, simulate
+
+__all__ = ["SimConfig", "SimResult", "Simulator", "simulate"]

@@ -1,0 +1,87 @@
+"""What a replay produced: per-job outcomes, a timeline, and the summary figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+from apportion.core.cluster import Cluster
+from apportion.core.jobs import JobTable
+
+
+class JobStatus(IntEnum):
+    PENDING = 0  # not yet submitted
+    QUEUED = 1
+    RUNNING = 2
+    COMPLETED = 3
+    UNSCHEDULABLE = 4  # asks for more GPUs than any allowed type has, or for types it cannot run on
+
+
+@dataclass(frozen=True)
+class SimResult:
+    policy: str
+    jobs: JobTable
+    cluster: Cluster
+    status: np.ndarray  # [n] JobStatus
+    first_start_s: np.ndarray  # [n] NaN if never started
+    finish_s: np.ndarray  # [n] NaN if not completed
+    preemptions: np.ndarray  # [n] times stopped before finishing
+    moves: np.ndarray  # [n] times moved to other GPUs between consecutive rounds
+    steps_done: np.ndarray  # [n]
+    time_on_type: np.ndarray  # [n, T] seconds each job held GPUs of each type
+    timeline: np.ndarray  # [k, 4] time_s, busy GPUs, running jobs, queued jobs at each decision
+    summary: dict = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, *, policy, jobs, cluster, config, busy_gpu_s, decisions, sim_wall_s, **arrays) -> SimResult:
+        result = cls(policy=policy, jobs=jobs, cluster=cluster, **arrays)
+        result.summary.update(result._summarise(config, busy_gpu_s, decisions, sim_wall_s))
+        return result
+
+    @property
+    def jct_s(self) -> np.ndarray:
+        """Job completion time (finish − submit) of every job; NaN where not completed."""
+        return self.finish_s - self.jobs.submit_time_s
+
+    def gpu_types_used(self) -> list[str]:
+        """Per job, the GPU types it ran on, '+'-joined in cluster order ('' if none)."""
+        names = np.asarray(self.cluster.gpu_types, dtype=object)
+        used = self.time_on_type > 0
+        return ["+".join(names[row]) for row in used]
+
+    def _summarise(self, config, busy_gpu_s: float, decisions: int, sim_wall_s: float) -> dict:
+        completed = self.status == JobStatus.COMPLETED
+        jct = self.jct_s[completed]
+        started = ~np.isnan(self.first_start_s)
+        queueing = (self.first_start_s - self.jobs.submit_time_s)[started]
+        end = float(np.nanmax(self.finish_s)) if completed.any() else 0.0
+        start = float(self.jobs.submit_time_s[0]) if len(self.jobs) else 0.0
+        makespan = end - start
+        capacity_gpu_s = self.cluster.num_gpus * makespan
+
+        def stat(values: np.ndarray, fn) -> float | None:
+            return float(fn(values)) if len(values) else None
+
+        return {
+            "policy": self.policy,
+            "cluster": self.cluster.describe(),
+            "round_s": config.round_s,
+            "restart_cost_s": config.restart_cost_s,
+            "jobs": int(len(self.jobs)),
+            "completed": int(completed.sum()),
+            "unschedulable": int((self.status == JobStatus.UNSCHEDULABLE).sum()),
+            "unfinished": int(((self.status == JobStatus.QUEUED) | (self.status == JobStatus.RUNNING)).sum()),
+            "avg_jct_s": stat(jct, np.mean),
+            "p50_jct_s": stat(jct, lambda v: np.percentile(v, 50)),
+            "p99_jct_s": stat(jct, lambda v: np.percentile(v, 99)),
+            "makespan_s": makespan,
+            "avg_queueing_s": stat(queueing, np.mean),
+            "utilization": busy_gpu_s / capacity_gpu_s if capacity_gpu_s > 0 else 0.0,
+            "busy_gpu_hours": busy_gpu_s / 3600.0,
+            "preemptions": int(self.preemptions.sum()),
+            "moves": int(self.moves.sum()),
+            "decisions": int(decisions),
+            "sim_wall_s": sim_wall_s,
+        }

@@ -1,0 +1,1 @@
+"""LP helpers over HiGHS, built from index arrays (no per-job constraint objects)."""

@@ -1,0 +1,121 @@
+"""The max-min share LP over job classes, kept as one HiGHS model across solves.
+
+Given a[c, t] (normalised throughput a job of class c gets per unit of time on type t),
+m[c] jobs in each class, s[c] GPUs each, and C[t] GPUs of each type:
+
+    stage 1:  max z   s.t.  Σ_t a[c,t] x[c,t] ≥ z        for every class c with m[c] > 0
+                            Σ_c m[c] s[c] x[c,t] ≤ C[t]   for every type t
+                            Σ_t x[c,t] ≤ 1,  0 ≤ x ≤ 1, x[c,t] = 0 where a[c,t] = 0
+    stage 2:  max Σ_c m[c] Σ_t a[c,t] x[c,t]  with z held at its stage-1 optimum,
+
+so capacity that no job's minimum needs is still handed out. Jobs of one class share one
+row: by symmetry and convexity an optimum exists where identical jobs get identical shares.
+
+Between solves only the counts m[c] change (jobs arrive and leave), so the model is edited
+in place and HiGHS restarts its simplex from the previous basis.
+"""
+
+from __future__ import annotations
+
+import highspy
+import numpy as np
+
+_Z_SLACK = 1e-7  # stage 2 may give up this relative fraction of z to stay numerically feasible
+
+
+class SolveError(RuntimeError):
+    """HiGHS did not return an optimal solution."""
+
+
+class MaxMinModel:
+    """One persistent HiGHS model; classes are registered once and never removed."""
+
+    def __init__(self, capacity: np.ndarray) -> None:
+        self.capacity = np.asarray(capacity, dtype=np.float64)
+        self.num_types = len(self.capacity)
+        self.highs = highspy.Highs()
+        self.highs.setOptionValue("output_flag", False)
+        self.highs.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        self.inf = highspy.kHighsInf
+        self.highs.addCol(0.0, 0.0, self.inf, 0, np.zeros(0, np.int32), np.zeros(0))  # z, column 0
+        for cap in self.capacity:  # capacity rows 0..T-1
+            self.highs.addRow(-self.inf, float(cap), 0, np.zeros(0, np.int32), np.zeros(0))
+        self.fair_row: list[int] = []  # per class: row z - Σ a x <= 0
+        self.columns = np.zeros((0, self.num_types), dtype=np.int64)  # [C, T] column of x, -1 if none
+        self.gpus = np.zeros(0)  # [C]
+        self.count = np.zeros(0)  # [C] jobs in each class at the last solve
+        self.col_class = np.zeros(0, dtype=np.int64)  # per x column: its class
+        self.col_type = np.zeros(0, dtype=np.int64)
+        self.col_a = np.zeros(0)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.fair_row)
+
+    def add_class(self, a_row: np.ndarray, gpus: float) -> int:
+        """Register a class (its normalised throughputs and GPUs per job); returns its id."""
+        h = self.highs
+        cid = self.num_classes
+        fair = h.getNumRow()
+        h.addRow(-self.inf, self.inf, 1, np.array([0], np.int32), np.array([1.0]))  # off until counted
+        one = fair + 1
+        h.addRow(-self.inf, 1.0, 0, np.zeros(0, np.int32), np.zeros(0))
+        cols = np.full(self.num_types, -1, dtype=np.int64)
+        for t in np.flatnonzero(a_row > 0):
+            cols[t] = h.getNumCol()
+            rows = np.array([fair, one, t], dtype=np.int32)
+            h.addCol(0.0, 0.0, 0.0, 3, rows, np.array([-a_row[t], 1.0, 0.0]))
+        runnable = np.flatnonzero(cols >= 0)
+        self.fair_row.append(fair)
+        self.columns = np.vstack([self.columns, cols])
+        self.gpus = np.append(self.gpus, gpus)
+        self.count = np.append(self.count, 0.0)
+        self.col_class = np.append(self.col_class, np.full(len(runnable), cid))
+        self.col_type = np.append(self.col_type, runnable)
+        self.col_a = np.append(self.col_a, a_row[runnable])
+        return cid
+
+    def solve(self, count: np.ndarray) -> tuple[np.ndarray, float]:
+        """Shares x[c, t] for every registered class given jobs per class, and the max-min value z."""
+        h = self.highs
+        for cid in np.flatnonzero(count != self.count):
+            m = float(count[cid])
+            cols = self.columns[cid]
+            for t in np.flatnonzero(cols >= 0):
+                h.changeCoeff(int(t), int(cols[t]), m * self.gpus[cid])
+                h.changeColBounds(int(cols[t]), 0.0, 1.0 if m > 0 else 0.0)
+            h.changeRowBounds(self.fair_row[cid], -self.inf, 0.0 if m > 0 else self.inf)
+        self.count = np.asarray(count, dtype=np.float64).copy()
+
+        all_cols = (1 + np.arange(len(self.col_class))).astype(np.int32)
+        # stage 1: maximise z alone
+        h.changeColCost(0, 1.0)
+        h.changeColBounds(0, 0.0, self.inf)
+        h.changeColsCost(len(all_cols), all_cols, np.zeros(len(all_cols)))
+        z = self._run("stage 1")[0]
+        # stage 2: hand out what is left without lowering z
+        h.changeColCost(0, 0.0)
+        h.changeColBounds(0, z * (1 - _Z_SLACK), self.inf)
+        h.changeColsCost(len(all_cols), all_cols, self.count[self.col_class] * self.col_a)
+        values = self._run("stage 2")
+
+        x = np.zeros((self.num_classes, self.num_types))
+        x[self.col_class, self.col_type] = values[1:]
+        return np.clip(x, 0.0, 1.0), z
+
+    def _run(self, stage: str) -> np.ndarray:
+        self.highs.run()
+        status = self.highs.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolveError(f"max-min LP {stage}: {self.highs.modelStatusToString(status)}")
+        return np.asarray(self.highs.getSolution().col_value)
+
+
+def solve_max_min(
+    a: np.ndarray, count: np.ndarray, gpus: np.ndarray, capacity: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """One-off solve: shares x[c, t] and the max-min value z."""
+    model = MaxMinModel(capacity)
+    for row, size in zip(a, gpus):
+        model.add_class(np.asarray(row, dtype=np.float64), float(size))
+    return model.solve(np.asarray(count, dtype=np.float64))

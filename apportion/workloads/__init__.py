@@ -1,0 +1,1 @@
+"""Workload inputs: trace readers, the synthetic generator, cluster files. Imports apportion.core only."""
