@@ -24,6 +24,6 @@ class Allocation:
         """[T] expected GPUs busy of each type: Σ_job X[job, type] · num_gpus[job]."""
         return (self.share * num_gpus[:, None]).sum(axis=0)
 
-    def is_integral(self, tol: float = 1e-9) -> bool:
+    def is_integral(self, tol: float = 1e-6) -> bool:
         """True when every job holds one type all the time or none at all (nothing to rotate)."""
         return bool(np.all((self.share < tol) | (self.share > 1 - tol)))

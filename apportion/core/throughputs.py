@@ -60,38 +60,41 @@ class ThroughputTable:
     def at_scales(self, gpu_counts: np.ndarray) -> ThroughputTable:
         """A table whose scales include every count in ``gpu_counts``.
 
-        A count between two measured scales takes the smaller scale's per-GPU rate; a count
-        above the largest measured scale keeps the last measured doubling's efficiency per
-        further doubling: T(2s) = 2·e·T(s) with e = T(s_max) / (2·T(s_max/2)), capped at 1.
+        A count between two measured scales interpolates linearly between their rates (or
+        keeps the smaller scale's per-GPU rate where the larger is unknown); a count below the
+        smallest measured scale keeps its per-GPU rate. Above the largest measured scale s,
+        each further doubling keeps the last measured doubling's efficiency:
+        T(2s) = 2·e·T(s) with e = T(s) / (2·T(s/2)) capped at 1 (e = 1 where T(s/2) is unknown).
         """
         wanted = sorted(set(int(c) for c in np.unique(gpu_counts)) | set(self.scales))
         if wanted == list(self.scales):
             return self
         out = np.full((len(self.kinds), len(self.gpu_types), len(wanted)), np.nan)
-        measured = np.asarray(self.scales)
         for j, count in enumerate(wanted):
             if count in self.scales:
                 out[:, :, j] = self.steps_per_s[:, :, self.scales.index(count)]
             else:
-                out[:, :, j] = self._extrapolate(count, measured)
+                out[:, :, j] = self._estimate(count)
         return ThroughputTable(
             self.kinds, self.gpu_types, tuple(wanted), out, self.pair_steps_per_s, self.sources
         )
 
-    def _extrapolate(self, count: int, measured: np.ndarray) -> np.ndarray:
-        below = measured[measured < count]
-        if len(below) == 0:  # fewer GPUs than the smallest measured scale: same per-GPU rate
-            base = measured[0]
-            return self.steps_per_s[:, :, 0] * (count / base)
-        base = int(below[-1])
-        base_rate = self.steps_per_s[:, :, self.scales.index(base)]
-        if base != measured[-1] or len(measured) < 2:
-            return base_rate * 1.0  # between measured scales: take the smaller one's rate
-        half = int(measured[-2])
-        half_rate = self.steps_per_s[:, :, self.scales.index(half)]
+    def _estimate(self, count: int) -> np.ndarray:
+        measured = np.asarray(self.scales)
+        rate = lambda scale: self.steps_per_s[:, :, self.scales.index(int(scale))]  # noqa: E731
+        below, above = measured[measured < count], measured[measured > count]
+        if len(below) == 0:
+            return rate(above[0]) * (count / above[0])
+        low = int(below[-1])
+        if len(above):
+            high = int(above[0])
+            per_gpu = rate(low) * (count / low)
+            between = rate(low) + (rate(high) - rate(low)) * (count - low) / (high - low)
+            return np.where(np.isnan(rate(high)), per_gpu, between)
+        if len(below) < 2:
+            return rate(low) * (count / low)
+        half = int(below[-2])
         with np.errstate(invalid="ignore", divide="ignore"):
-            efficiency = np.where(
-                np.isnan(half_rate), 1.0, np.minimum(1.0, base_rate / (half_rate * (base / half)))
-            )
-        doublings = np.log2(count / base)
-        return base_rate * (count / base) * efficiency**doublings
+            efficiency = np.minimum(1.0, rate(low) / (rate(half) * (low / half)))
+        efficiency = np.where(np.isnan(efficiency), 1.0, efficiency)
+        return rate(low) * (count / low) * efficiency ** np.log2(count / low)

@@ -27,8 +27,9 @@ class OrderingPolicy:
     """A policy that ranks jobs and gives whole GPUs in rank order until the cluster is full.
 
     Each job takes its fastest type with room (``agnostic``: the cluster's first type with
-    room, as if all types were equal); a running job keeps its type, so these policies never
-    migrate a job, and only a job ranked above it can take its GPUs.
+    room, as if all types were equal). A running job prefers the type it holds; only a job
+    ranked above it can take that room, and then it moves to another type with room rather
+    than wait.
     """
 
     name = "ordering"

@@ -20,7 +20,8 @@ from __future__ import annotations
 import highspy
 import numpy as np
 
-_Z_SLACK = 1e-7  # stage 2 may give up this relative fraction of z to stay numerically feasible
+_Z_SLACK = 1e-7
+_NOISE = 1e-6  # HiGHS's feasibility tolerance is ~1e-7; smaller shares are rounding, not time  # stage 2 may give up this relative fraction of z to stay numerically feasible
 
 
 class SolveError(RuntimeError):
@@ -86,6 +87,8 @@ class MaxMinModel:
                 h.changeColBounds(int(cols[t]), 0.0, 1.0 if m > 0 else 0.0)
             h.changeRowBounds(self.fair_row[cid], -self.inf, 0.0 if m > 0 else self.inf)
         self.count = np.asarray(count, dtype=np.float64).copy()
+        if not self.count.any():
+            return np.zeros((self.num_classes, self.num_types)), 0.0
 
         all_cols = (1 + np.arange(len(self.col_class))).astype(np.int32)
         # stage 1: maximise z alone
@@ -101,7 +104,7 @@ class MaxMinModel:
 
         x = np.zeros((self.num_classes, self.num_types))
         x[self.col_class, self.col_type] = values[1:]
-        return np.clip(x, 0.0, 1.0), z
+        return _clean(x), z
 
     def _run(self, stage: str) -> np.ndarray:
         self.highs.run()
@@ -109,6 +112,13 @@ class MaxMinModel:
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolveError(f"max-min LP {stage}: {self.highs.modelStatusToString(status)}")
         return np.asarray(self.highs.getSolution().col_value)
+
+
+def _clean(x: np.ndarray) -> np.ndarray:
+    """Drop solver noise: shares below HiGHS's tolerance become 0, rows are kept at most 1."""
+    x = np.where(x < _NOISE, 0.0, np.minimum(x, 1.0))
+    total = x.sum(axis=1, keepdims=True)
+    return np.where(total > 1.0, x / np.maximum(total, 1.0), x)
 
 
 def solve_max_min(

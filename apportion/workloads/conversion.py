@@ -23,12 +23,14 @@ def check_reference_type(throughputs: ThroughputTable, reference_gpu_type: str, 
         ) from None
 
 
-def runnable_kinds(throughputs: ThroughputTable, reference_gpu_type: str, source: str) -> np.ndarray:
-    """Indices of the kinds with a finite, positive steps/s on the reference type on one GPU."""
+def runnable_kinds(
+    throughputs: ThroughputTable, reference_gpu_type: str, source: str, num_gpus: int = 1
+) -> np.ndarray:
+    """Indices of the kinds with a finite, positive steps/s on ``num_gpus`` reference GPUs."""
     every_kind = np.arange(len(throughputs.kinds))
-    rate = _rates_at(throughputs, reference_gpu_type, source, every_kind, np.ones(1, np.int64))
+    rate = _rates_at(throughputs, reference_gpu_type, source, every_kind, np.full(1, num_gpus, np.int64))
     kinds = np.flatnonzero(np.isfinite(rate) & (rate > 0))
-    if len(kinds) == 0:
+    if len(kinds) == 0 and num_gpus == 1:
         raise InputError(
             source, f"no job kind has a known throughput on one '{reference_gpu_type}' GPU"
         )
@@ -36,11 +38,28 @@ def runnable_kinds(throughputs: ThroughputTable, reference_gpu_type: str, source
 
 
 def draw_kinds(
-    throughputs: ThroughputTable, reference_gpu_type: str, count: int, rng: np.random.Generator, source: str
+    throughputs: ThroughputTable,
+    reference_gpu_type: str,
+    num_gpus: np.ndarray,
+    rng: np.random.Generator,
+    source: str,
 ) -> np.ndarray:
-    """``count`` kind indices drawn uniformly among the runnable kinds (see ``runnable_kinds``)."""
-    choices = runnable_kinds(throughputs, reference_gpu_type, source)
-    return choices[rng.integers(len(choices), size=count)]
+    """A kind for each job, uniform among the kinds that run on its GPU count of reference GPUs.
+
+    One uniform draw per job, so a job's kind does not depend on which other jobs are kept.
+    Where no kind is known at a job's GPU count, the kinds runnable on one GPU stand in.
+    """
+    num_gpus = np.asarray(num_gpus, dtype=np.int64)
+    draw = rng.random(len(num_gpus))
+    kind = np.empty(len(num_gpus), dtype=np.int64)
+    single = runnable_kinds(throughputs, reference_gpu_type, source)
+    for count in np.unique(num_gpus):
+        choices = runnable_kinds(throughputs, reference_gpu_type, source, int(count))
+        if len(choices) == 0:
+            choices = single
+        jobs = num_gpus == count
+        kind[jobs] = choices[(draw[jobs] * len(choices)).astype(np.int64)]
+    return kind
 
 
 def steps_for_durations(

@@ -58,7 +58,7 @@ def generate_workload(
     submit = np.concatenate(([0.0], np.cumsum(gaps)))
     num_gpus = GPU_COUNTS[rng.choice(len(GPU_COUNTS), size=n, p=GPU_COUNT_PROBABILITIES)]
     duration = np.clip(rng.lognormal(DURATION_MU, DURATION_SIGMA, size=n), MIN_DURATION_S, MAX_DURATION_S)
-    kind = draw_kinds(throughputs, reference_gpu_type, n, rng, SOURCE)
+    kind = draw_kinds(throughputs, reference_gpu_type, num_gpus, rng, SOURCE)
     steps = steps_for_durations(throughputs, reference_gpu_type, kind, num_gpus, duration, SOURCE)
 
     return JobTable.build(

@@ -60,7 +60,7 @@ def read_workload_csv(
     kind = table["kind"]
     missing_kind = kind < 0
     if missing_kind.any():
-        drawn = draw_kinds(throughputs, reference_gpu_type, n, np.random.default_rng(seed), source)
+        drawn = draw_kinds(throughputs, reference_gpu_type, table["num_gpus"], np.random.default_rng(seed), source)
         kind[missing_kind] = drawn[missing_kind]
 
     submit = table["submit_time_s"]

@@ -1,0 +1,120 @@
+"""One simulation experiment from user-level settings: load inputs, build the policy, run.
+
+Shared by the command line and the benchmarks, so both replay exactly the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apportion.core.cluster import Cluster
+from apportion.core.jobs import JobTable
+from apportion.core.throughputs import ThroughputTable
+from apportion.policies import POLICIES, Policy, make_policy
+from apportion.sim import SimConfig, SimResult, simulate
+from apportion.sim.simulator import ProgressCallback
+from apportion.workloads.catalog import builtin_throughputs
+from apportion.workloads.cluster_file import load_cluster
+from apportion.workloads.gavel_throughputs import read_gavel_throughputs
+from apportion.workloads.synthetic import generate_workload
+from apportion.workloads.trace_csv import read_workload_csv
+
+DEFAULT_CLUSTER = "v100:8,p100:8,k80:8"
+DEFAULT_SYNTHETIC_JOBS = 400
+DEFAULT_RATE_PER_HOUR = 8.0
+AGNOSTIC_SUFFIX = ":agnostic"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    jobs: JobTable
+    cluster: Cluster
+    throughputs: ThroughputTable
+    workload_name: str
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    path: str | None = None  # a Philly-style CSV; None means the seeded synthetic workload
+    jobs: int | None = None  # synthetic: how many; CSV: keep the first N
+    rate_per_hour: float = DEFAULT_RATE_PER_HOUR
+    seed: int = 0
+    start_s: float | None = None
+    end_s: float | None = None
+    reference_gpu_type: str = "v100"
+    cluster: str = DEFAULT_CLUSTER
+    throughputs_path: str | None = None
+
+
+def load_inputs(settings: WorkloadSettings) -> Inputs:
+    """Read (or generate) the workload, the cluster and the throughputs; InputError on bad input."""
+    cluster = load_cluster(settings.cluster)
+    throughputs = builtin_throughputs()
+    if settings.throughputs_path:
+        throughputs = throughputs.merged_with(read_gavel_throughputs(settings.throughputs_path))
+    if settings.path:
+        jobs = read_workload_csv(
+            settings.path,
+            throughputs=throughputs,
+            reference_gpu_type=settings.reference_gpu_type,
+            seed=settings.seed,
+            max_jobs=settings.jobs,
+            start_s=settings.start_s,
+            end_s=settings.end_s,
+        )
+        name = settings.path
+    else:
+        count = settings.jobs if settings.jobs is not None else DEFAULT_SYNTHETIC_JOBS
+        jobs = generate_workload(
+            jobs=count,
+            rate_per_hour=settings.rate_per_hour,
+            throughputs=throughputs,
+            reference_gpu_type=settings.reference_gpu_type,
+            seed=settings.seed,
+        )
+        name = f"synthetic ({count} jobs, {settings.rate_per_hour:g}/h, seed {settings.seed})"
+    return Inputs(jobs, cluster, throughputs, name)
+
+
+def policy_from_spec(spec: str, *, agnostic: bool = False) -> Policy:
+    """``las`` or ``max-min-fairness:agnostic`` → a fresh policy object."""
+    name = spec.strip()
+    if name.endswith(AGNOSTIC_SUFFIX):
+        name, agnostic = name[: -len(AGNOSTIC_SUFFIX)], True
+    policy = make_policy(name, agnostic=agnostic)
+    if agnostic:
+        policy.name = f"{policy.name}{AGNOSTIC_SUFFIX}"
+    return policy
+
+
+def check_policy_specs(specs: list[str]) -> None:
+    """Raise ValueError naming the first unknown policy before any work starts."""
+    for spec in specs:
+        name = spec.strip().removesuffix(AGNOSTIC_SUFFIX)
+        if name not in POLICIES:
+            raise ValueError(f"unknown policy '{spec}' (known: {', '.join(POLICIES)})")
+
+
+def run_policy(
+    inputs: Inputs,
+    policy_spec: str,
+    config: SimConfig = SimConfig(),
+    *,
+    agnostic: bool = False,
+    progress: ProgressCallback | None = None,
+) -> SimResult:
+    """Replay ``inputs`` under one policy."""
+    policy = policy_from_spec(policy_spec, agnostic=agnostic)
+    result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress)
+    result.summary["workload"] = inputs.workload_name
+    return result
+
+
+__all__ = [
+    "Inputs",
+    "WorkloadSettings",
+    "check_policy_specs",
+    "load_inputs",
+    "policy_from_spec",
+    "run_policy",
+]

@@ -1,0 +1,153 @@
+"""Write a replay's results to disk: summary JSON, per-job and timeline CSVs, and PNG plots.
+
+Cells are formatted column by column from numpy arrays and joined into lines in bulk (no
+per-job lookups into the result), so a million-job result takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from apportion.report.plots import comparison_figure, run_figure
+from apportion.sim.result import JobStatus, SimResult
+
+SUMMARY_FILE = "summary.json"
+JOBS_FILE = "jobs.csv"
+TIMELINE_FILE = "timeline.csv"
+REPORT_FILE = "report.png"
+COMPARISON_JSON = "comparison.json"
+COMPARISON_PNG = "comparison.png"
+
+JOB_COLUMNS = (
+    "job_id", "kind", "num_gpus", "submit_s", "start_s", "finish_s", "jct_s", "queueing_s",
+    "gpu_types", "preemptions", "moves", "steps_done", "total_steps", "status",
+)
+TIMELINE_COLUMNS = ("time_s", "busy_gpus", "utilization", "running_jobs", "queued_jobs")
+_NEEDS_QUOTES = ',"\r\n'
+_CHUNK_ROWS = 100_000
+_STATUS_BY_VALUE = {s.value: s.name.lower() for s in JobStatus}
+_STATUS_NAMES = np.array([_STATUS_BY_VALUE.get(v, str(v)) for v in range(max(JobStatus) + 1)], dtype=object)
+
+
+def write_run(result: SimResult, out_dir: Path) -> list[Path]:
+    """Write summary.json, jobs.csv, timeline.csv and report.png for one replay into ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [
+        _write_json(out_dir / SUMMARY_FILE, result.summary),
+        _write_csv(out_dir / JOBS_FILE, JOB_COLUMNS, job_columns(result)),
+        _write_csv(out_dir / TIMELINE_FILE, TIMELINE_COLUMNS, timeline_columns(result)),
+    ]
+    paths.append(_save(run_figure(result), out_dir / REPORT_FILE))
+    return paths
+
+
+def write_comparison(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
+    """Write comparison.json (summaries in the order given) and comparison.png for several replays."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    document = {"policies": [r.summary for r in results]}
+    return [
+        _write_json(out_dir / COMPARISON_JSON, document),
+        _save(comparison_figure(list(results)), out_dir / COMPARISON_PNG),
+    ]
+
+
+def job_columns(result: SimResult) -> list[list[str]]:
+    """The jobs.csv columns, in JOB_COLUMNS order, as lists of cell text."""
+    jobs = result.jobs
+    start = result.first_start_s
+    return [
+        _text(jobs.job_id),
+        _text(np.asarray(jobs.kinds, dtype=object)[jobs.kind]),
+        _integers(jobs.num_gpus),
+        _decimals(jobs.submit_time_s),
+        _decimals(start),
+        _decimals(result.finish_s),
+        _decimals(result.jct_s),
+        _decimals(start - jobs.submit_time_s),
+        _text(gpu_type_labels(result.time_on_type, result.cluster.gpu_types)),
+        _integers(result.preemptions),
+        _integers(result.moves),
+        _decimals(result.steps_done),
+        _decimals(jobs.total_steps),
+        _STATUS_NAMES[result.status].tolist(),
+    ]
+
+
+def timeline_columns(result: SimResult) -> list[list[str]]:
+    """The timeline.csv columns, in TIMELINE_COLUMNS order, as lists of cell text."""
+    timeline = result.timeline
+    gpus = max(result.cluster.num_gpus, 1)
+    return [
+        _decimals(timeline[:, 0]),
+        _integers(timeline[:, 1]),
+        _decimals(timeline[:, 1] / gpus, 6),
+        _integers(timeline[:, 2]),
+        _integers(timeline[:, 3]),
+    ]
+
+
+def gpu_type_labels(time_on_type: np.ndarray, gpu_types: Sequence[str]) -> np.ndarray:
+    """Per job, the GPU types it held, '+'-joined in cluster order ('' if none); one join per distinct set."""
+    used = np.asarray(time_on_type) > 0
+    names = np.asarray(gpu_types, dtype=object)
+    if used.shape[1] > 62:  # too many types for a bit mask: one join per job
+        return np.array(["+".join(names[row]) for row in used], dtype=object)
+    bits = np.arange(used.shape[1], dtype=np.int64)
+    distinct, inverse = np.unique(used.astype(np.int64) @ (1 << bits), return_inverse=True)
+    labels = np.array(["+".join(names[(code >> bits) & 1 == 1]) for code in distinct], dtype=object)
+    return labels[inverse.reshape(-1)]
+
+
+def _decimals(values: np.ndarray, places: int = 3) -> list[str]:
+    """Floats rounded to ``places`` and written by repr (so '3600.0', '12.345'); '' where NaN."""
+    values = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(values)
+    if finite.all():
+        return list(map(repr, np.round(values, places).tolist()))
+    cells = np.full(len(values), "", dtype=object)
+    cells[finite] = list(map(repr, np.round(values[finite], places).tolist()))
+    return cells.tolist()
+
+
+def _integers(values: np.ndarray) -> list[str]:
+    return list(map(str, np.asarray(values).astype(np.int64).tolist()))
+
+
+def _text(values: np.ndarray) -> list[str]:
+    """Cells as text, quoted as the csv module would only in a column that needs it (most never do)."""
+    cells = list(map(str, np.asarray(values, dtype=object).tolist()))
+    joined = "".join(cells)
+    if any(c in joined for c in _NEEDS_QUOTES):
+        cells = [_quote(c) for c in cells]
+    return cells
+
+
+def _quote(cell: str) -> str:
+    return '"' + cell.replace('"', '""') + '"' if any(c in cell for c in _NEEDS_QUOTES) else cell
+
+
+def _write_csv(path: Path, header: Sequence[str], columns: list[list[str]]) -> Path:
+    """Join pre-formatted cells into lines, a chunk of rows at a time (far faster than csv.writer on floats)."""
+    rows = len(columns[0]) if columns else 0
+    with path.open("w", newline="", encoding="utf-8") as f:
+        f.write(",".join(header) + "\n")
+        for lo in range(0, rows, _CHUNK_ROWS):
+            chunk = [column[lo:lo + _CHUNK_ROWS] for column in columns]
+            f.write("\n".join(map(",".join, zip(*chunk))) + "\n")
+    return path
+
+
+def _write_json(path: Path, document: dict) -> Path:
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def _save(figure, path: Path) -> Path:
+    figure.savefig(path, dpi=figure.dpi)
+    return path

@@ -1,0 +1,77 @@
+"""Rich tables of replay summaries, side by side, with durations a person can read at a glance."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+from rich.table import Table
+
+MISSING = "—"
+
+
+def format_duration(seconds: float | None) -> str:
+    """Seconds as '850 ms', '42 s', '3.5 min', '2.1 h' or '4.2 d'; None or NaN as '—'."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return MISSING
+    value = float(seconds)
+    sign, value = ("-" if value < 0 else ""), abs(value)
+    if value == 0:
+        return "0 s"
+    if value < 1:
+        return f"{sign}{value * 1000:.3g} ms"
+    if value < 10:
+        return f"{sign}{value:.1f} s"
+    if value < 59.5:
+        return f"{sign}{value:.0f} s"
+    if value < 59.95 * 60:  # from here on '60.0 min' would show: use hours
+        return f"{sign}{value / 60:.1f} min"
+    if value < 23.95 * 3600:
+        return f"{sign}{value / 3600:.1f} h"
+    return f"{sign}{value / 86400:.1f} d"
+
+
+def _count(value: object) -> str:
+    return MISSING if value is None else f"{int(value):,}"
+
+
+def _percent(value: object) -> str:
+    return MISSING if value is None else f"{float(value) * 100:.1f}%"
+
+
+# (row label, summary key, formatter, which way is better: -1 lower, +1 higher, 0 neither)
+_ROWS: tuple[tuple[str, str, Callable[[object], str], int], ...] = (
+    ("jobs", "jobs", _count, 0),
+    ("completed", "completed", _count, +1),
+    ("unschedulable", "unschedulable", _count, 0),
+    ("avg JCT", "avg_jct_s", format_duration, -1),
+    ("p50 JCT", "p50_jct_s", format_duration, -1),
+    ("p99 JCT", "p99_jct_s", format_duration, -1),
+    ("makespan", "makespan_s", format_duration, -1),
+    ("avg queueing", "avg_queueing_s", format_duration, -1),
+    ("utilization", "utilization", _percent, +1),
+    ("preemptions", "preemptions", _count, -1),
+    ("sim wall time", "sim_wall_s", format_duration, 0),
+)
+
+
+def summary_table(summaries: Sequence[dict], title: str | None = None) -> Table:
+    """One column per summary (headed by its policy), one row per metric; the best of several in bold."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric", style="bold")
+    for i, summary in enumerate(summaries):
+        table.add_column(str(summary.get("policy", f"run {i + 1}")), justify="right")
+    for label, key, fmt, better in _ROWS:
+        values = [s.get(key) for s in summaries]
+        best = _best(values, better) if len(summaries) > 1 else None
+        cells = [f"[bold green]{fmt(v)}[/]" if v is not None and v == best else fmt(v) for v in values]
+        table.add_row(label, *cells)
+    return table
+
+
+def _best(values: list, better: int) -> object:
+    """The best of the known values (lowest or highest), or None when there is no order or no tie-break."""
+    known = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not better or len(set(known)) < 2:
+        return None
+    return min(known) if better < 0 else max(known)
