@@ -54,7 +54,7 @@ JsonOpt = typer.Option(False, "--json", help="Print the summary as JSON instead 
 
 
 def _fail(message: str) -> typer.Exit:
-    errors.print(f"[bold red]error:[/] {message}", highlight=False)
+    errors.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -140,7 +140,7 @@ def simulate(
         console.print(summary_table([result.summary]))
     if out is not None:
         paths = write_run(result, out)
-        console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
+        (errors if as_json else console).print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
 
 
 def _run_in_worker(inputs: Inputs, spec: str, config: SimConfig, agnostic: bool, updates) -> object:
@@ -220,7 +220,7 @@ def compare(
         console.print(summary_table(summaries))
     if out is not None:
         paths = write_comparison(results, out)
-        console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
+        (errors if as_json else console).print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
 
 
 @app.command()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apportion.core.cluster import Cluster
+from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.policies import POLICIES, Policy, make_policy
@@ -52,6 +53,13 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
     throughputs = builtin_throughputs()
     if settings.throughputs_path:
         throughputs = throughputs.merged_with(read_gavel_throughputs(settings.throughputs_path))
+    unknown = [t for t in cluster.gpu_types if t not in throughputs.gpu_types]
+    if unknown:
+        raise InputError(
+            settings.cluster,
+            f"GPU type '{unknown[0]}' has no throughputs (known: {', '.join(throughputs.gpu_types)};"
+            " add one with --throughputs)",
+        )
     if settings.path:
         jobs = read_workload_csv(
             settings.path,
