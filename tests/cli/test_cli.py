@@ -127,3 +127,21 @@ def test_kinds_lists_the_catalog():
 
     assert result.exit_code == 0
     assert "resnet50/bs64" in result.output and "h100" in result.output
+
+
+def test_a_gavel_throughput_file_adds_kinds_and_gpu_types(tmp_path: Path):
+    gavel = tmp_path / "throughputs.json"
+    gavel.write_text(json.dumps({
+        "mi250": {"('MyNet (batch size 32)', 1)": {"null": 2.0}},
+        "v100": {"('MyNet (batch size 32)', 1)": {"null": 1.0}},
+    }))
+    trace = tmp_path / "trace.csv"
+    trace.write_text("job_id,submit_time_s,duration_s,num_gpus,kind,steps\nx,0,1,1,mynet/bs32,7200\n")
+
+    result = run("simulate", "--workload", str(trace), "--throughputs", str(gavel),
+                 "--cluster", "mi250:1", "--policy", "fifo", "--restart-cost-s", "0", "--json")
+
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    # 7200 steps at 2 steps/s on the one mi250: 3600 s
+    assert summary["avg_jct_s"] == pytest.approx(3600.0)
