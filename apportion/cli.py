@@ -49,6 +49,8 @@ ReferenceOpt = typer.Option("v100", "--reference-gpu-type", help="CSV: a trace d
 RoundOpt = typer.Option(360.0, "--round-s", help="Round length in seconds.")
 RestartOpt = typer.Option(10.0, "--restart-cost-s", help="Seconds of no progress each time a job is moved or resumed.")
 AgnosticOpt = typer.Option(False, "--agnostic", help="Treat all GPU types as equally fast (heterogeneity-agnostic baseline).")
+PartitionsOpt = typer.Option(1, "--partitions", help="Solve an LP policy as K random sub-problems (POP) for speed on large clusters.")
+SloOpt = typer.Option(False, "--slo", help="min-cost: honour the workload's deadline_s column.")
 OutOpt = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.")
 JsonOpt = typer.Option(False, "--json", help="Print the summary as JSON instead of a table.")
 
@@ -101,8 +103,10 @@ def _progress() -> Progress:
 def simulate(
     workload: Optional[str] = WorkloadOpt,
     cluster: str = ClusterOpt,
-    policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {', '.join(POLICIES)}."),
+    policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {', '.join(POLICIES)} (NAME:agnostic for the heterogeneity-agnostic variant)."),
     agnostic: bool = AgnosticOpt,
+    partitions: int = PartitionsOpt,
+    slo: bool = SloOpt,
     out: Optional[Path] = OutOpt,
     jobs: Optional[int] = JobsOpt,
     rate: float = RateOpt,
@@ -120,7 +124,7 @@ def simulate(
     With no options: a seeded synthetic workload on a small heterogeneous cluster.
     """
     try:
-        check_policy_specs([policy])
+        check_policy_specs([policy], partitions=partitions, slo=slo)
     except ValueError as exc:
         raise _fail(str(exc)) from None
     settings = _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type)
@@ -132,7 +136,7 @@ def simulate(
         def report(ended: int, total: int, now_s: float) -> None:
             bar.update(task, completed=ended, day=now_s / 86400)
 
-        result = run_policy(inputs, policy, config, agnostic=agnostic, progress=report)
+        result = _run_or_fail(inputs, policy, config, agnostic=agnostic, partitions=partitions, slo=slo, progress=report)
     if as_json:
         console.print_json(json.dumps(result.summary))
     else:
@@ -143,11 +147,18 @@ def simulate(
         (errors if as_json else console).print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
 
 
-def _run_in_worker(inputs: Inputs, spec: str, config: SimConfig, agnostic: bool, updates) -> object:
+def _run_or_fail(inputs: Inputs, spec: str, config: SimConfig, **options):
+    try:
+        return run_policy(inputs, spec, config, **options)
+    except ValueError as exc:  # a policy that cannot work on these inputs, e.g. min-cost without prices
+        raise _fail(str(exc)) from None
+
+
+def _run_in_worker(inputs: Inputs, spec: str, config: SimConfig, options: dict, updates) -> object:
     def report(ended: int, total: int, now_s: float) -> None:
         updates.put((spec, ended, now_s))
 
-    return run_policy(inputs, spec, config, agnostic=agnostic, progress=report)
+    return run_policy(inputs, spec, config, progress=report, **options)
 
 
 @app.command()
@@ -156,6 +167,8 @@ def compare(
     workload: Optional[str] = WorkloadOpt,
     cluster: str = ClusterOpt,
     agnostic: bool = AgnosticOpt,
+    partitions: int = PartitionsOpt,
+    slo: bool = SloOpt,
     out: Optional[Path] = OutOpt,
     jobs: Optional[int] = JobsOpt,
     rate: float = RateOpt,
@@ -174,13 +187,14 @@ def compare(
     if not specs:
         raise _fail("--policies is empty")
     try:
-        check_policy_specs(specs)
+        check_policy_specs(specs, partitions=partitions, slo=slo)
     except ValueError as exc:
         raise _fail(str(exc)) from None
     settings = _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type)
     config = _config(round_s, restart_cost_s)
     inputs = _load(settings)
     processes = workers if workers > 0 else min(len(specs), os.cpu_count() or 1)
+    options = {"agnostic": agnostic, "partitions": partitions, "slo": slo}
 
     results = []
     with _progress() as bar:
@@ -190,7 +204,7 @@ def compare(
                 def report(ended: int, total: int, now_s: float, spec=spec) -> None:
                     bar.update(tasks[spec], completed=ended, day=now_s / 86400)
 
-                results.append(run_policy(inputs, spec, config, agnostic=agnostic, progress=report))
+                results.append(_run_or_fail(inputs, spec, config, progress=report, **options))
         else:
             context = multiprocessing.get_context("spawn")
             with context.Manager() as manager:
@@ -208,8 +222,12 @@ def compare(
                 listener = threading.Thread(target=pump, daemon=True)
                 listener.start()
                 with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
-                    futures = [pool.submit(_run_in_worker, inputs, s, config, agnostic, updates) for s in specs]
-                    results = [f.result() for f in futures]
+                    futures = [pool.submit(_run_in_worker, inputs, s, config, options, updates) for s in specs]
+                    try:
+                        results = [f.result() for f in futures]
+                    except ValueError as exc:
+                        stop.set()
+                        raise _fail(str(exc)) from None
                 stop.set()
                 listener.join()
     summaries = [r.summary for r in results]

@@ -5,9 +5,10 @@ Shared by the command line and the benchmarks, so both replay exactly the same t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from apportion.core.cluster import Cluster
+from apportion.perf.accelerators import ACCELERATORS, ALIASES
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
@@ -49,7 +50,7 @@ class WorkloadSettings:
 
 def load_inputs(settings: WorkloadSettings) -> Inputs:
     """Read (or generate) the workload, the cluster and the throughputs; InputError on bad input."""
-    cluster = load_cluster(settings.cluster)
+    cluster = with_list_prices(load_cluster(settings.cluster))
     throughputs = builtin_throughputs()
     if settings.throughputs_path:
         throughputs = throughputs.merged_with(read_gavel_throughputs(settings.throughputs_path))
@@ -84,23 +85,37 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
     return Inputs(jobs, cluster, throughputs, name)
 
 
-def policy_from_spec(spec: str, *, agnostic: bool = False) -> Policy:
+def with_list_prices(cluster: Cluster) -> Cluster:
+    """The cluster with each unpriced GPU type given its catalog list price, where there is one."""
+    groups = []
+    for group in cluster.groups:
+        if group.price_per_gpu_hour == group.price_per_gpu_hour:  # priced in the cluster file
+            groups.append(group)
+            continue
+        accelerator = ACCELERATORS.get(ALIASES.get(group.gpu_type, group.gpu_type))
+        price = accelerator.price_per_hour if accelerator and accelerator.price_per_hour else float("nan")
+        groups.append(replace(group, price_per_gpu_hour=price))
+    return Cluster(tuple(groups))
+
+
+def policy_from_spec(spec: str, *, agnostic: bool = False, partitions: int = 1, slo: bool = False) -> Policy:
     """``las`` or ``max-min-fairness:agnostic`` → a fresh policy object."""
     name = spec.strip()
     if name.endswith(AGNOSTIC_SUFFIX):
         name, agnostic = name[: -len(AGNOSTIC_SUFFIX)], True
-    policy = make_policy(name, agnostic=agnostic)
+    policy = make_policy(name, agnostic=agnostic, partitions=partitions, slo=slo)
     if agnostic:
         policy.name = f"{policy.name}{AGNOSTIC_SUFFIX}"
     return policy
 
 
-def check_policy_specs(specs: list[str]) -> None:
-    """Raise ValueError naming the first unknown policy before any work starts."""
+def check_policy_specs(specs: list[str], *, partitions: int = 1, slo: bool = False) -> None:
+    """Raise ValueError naming the first unknown policy or misapplied option before any work starts."""
     for spec in specs:
         name = spec.strip().removesuffix(AGNOSTIC_SUFFIX)
         if name not in POLICIES:
             raise ValueError(f"unknown policy '{spec}' (known: {', '.join(POLICIES)})")
+        make_policy(name, partitions=partitions, slo=slo)
 
 
 def run_policy(
@@ -109,12 +124,16 @@ def run_policy(
     config: SimConfig = SimConfig(),
     *,
     agnostic: bool = False,
+    partitions: int = 1,
+    slo: bool = False,
     progress: ProgressCallback | None = None,
 ) -> SimResult:
     """Replay ``inputs`` under one policy."""
-    policy = policy_from_spec(policy_spec, agnostic=agnostic)
+    policy = policy_from_spec(policy_spec, agnostic=agnostic, partitions=partitions, slo=slo)
     result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress)
     result.summary["workload"] = inputs.workload_name
+    if partitions > 1:
+        result.summary["partitions"] = partitions
     return result
 
 

@@ -26,7 +26,7 @@ class JobTable:
     # [n, len(allowed_types)] bool; None means every GPU type is allowed
     allowed: np.ndarray | None = None
     allowed_types: tuple[str, ...] = ()
-    deadline_s: np.ndarray | None = None  # [n] float, NaN where none
+    deadline_s: np.ndarray | None = None  # [n] absolute time (s since the start) to finish by, NaN if none
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
@@ -52,6 +52,7 @@ class JobTable:
         user=None,
         queue=None,
         kinds: tuple[str, ...] | None = None,
+        deadline_after_submit_s=None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds."""
         submit = np.asarray(submit_time_s, dtype=np.float64)
@@ -75,6 +76,9 @@ class JobTable:
             user=col(user, "", object)[order],
             queue=col(queue, "", object)[order],
             kinds=vocabulary,
+            deadline_s=None
+            if deadline_after_submit_s is None or np.all(np.isnan(deadline_after_submit_s))
+            else (submit + np.asarray(deadline_after_submit_s, dtype=np.float64))[order],
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:

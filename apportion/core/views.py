@@ -5,7 +5,7 @@ Policies never learn whether time is simulated or real; these views are all they
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -27,9 +27,23 @@ class JobView:
     queue: np.ndarray  # [n] str
     user: np.ndarray  # [n] str
     now_s: float
+    deadline_s: np.ndarray | None = None  # [n] absolute time each job should finish by, NaN if none
 
     def __len__(self) -> int:
         return len(self.index)
+
+    def subset(self, rows: np.ndarray) -> JobView:
+        """The same view restricted to ``rows`` (positions in this view)."""
+        values = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            values[f.name] = value[rows] if isinstance(value, np.ndarray) else value
+        return JobView(**values)
+
+    @property
+    def elapsed_s(self) -> np.ndarray:
+        """Time since each job was submitted."""
+        return self.now_s - self.submit_time_s
 
     @property
     def remaining_steps(self) -> np.ndarray:
@@ -52,6 +66,18 @@ class ThroughputView:
     @property
     def runnable(self) -> np.ndarray:
         return self.steps_per_s > 0
+
+    def normalised(self, capacity: np.ndarray, *, agnostic: bool = False) -> np.ndarray:
+        """[n, T] what a unit of time on each type is worth to each job, 1 = an average GPU.
+
+        ``agnostic``: every runnable type is worth 1, as if all GPU types were equally fast.
+        """
+        if agnostic:
+            return self.runnable.astype(np.float64)
+        reference = self.reference(capacity)[:, None]
+        return np.divide(
+            self.steps_per_s, reference, out=np.zeros_like(self.steps_per_s), where=reference > 0
+        )
 
     def reference(self, capacity: np.ndarray) -> np.ndarray:
         """Each job's steps/s on an average GPU of the cluster (capacity-weighted over runnable types)."""

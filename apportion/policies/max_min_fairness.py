@@ -27,18 +27,10 @@ class MaxMinFairness:
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
         return float("inf")
 
-    def normalised_throughput(self, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
-        """[n, T] what one unit of time on each type is worth to each job (1 = an average GPU)."""
-        if self.agnostic:
-            return throughputs.runnable.astype(np.float64)
-        steps_per_s = throughputs.steps_per_s
-        reference = throughputs.reference(cluster.capacity)[:, None]
-        return np.divide(steps_per_s, reference, out=np.zeros_like(steps_per_s), where=reference > 0)
-
     def allocate(
         self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView
     ) -> Allocation:
-        a = self.normalised_throughput(cluster, throughputs) / jobs.priority[:, None]
+        a = throughputs.normalised(cluster.capacity, agnostic=self.agnostic) / jobs.priority[:, None]
         share = np.zeros_like(a)
         can_run = (a > 0).any(axis=1)
         if not can_run.any():

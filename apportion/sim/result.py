@@ -45,6 +45,18 @@ class SimResult:
         """Job completion time (finish − submit) of every job; NaN where not completed."""
         return self.finish_s - self.jobs.submit_time_s
 
+    @property
+    def deadline_s(self) -> np.ndarray:
+        """Each job's absolute deadline, NaN where it has none."""
+        return np.full(len(self.jobs), np.nan) if self.jobs.deadline_s is None else self.jobs.deadline_s
+
+    @property
+    def missed_deadline(self) -> np.ndarray:
+        """Jobs with a deadline that finished after it, or never finished."""
+        has = np.isfinite(self.deadline_s)
+        late = ~(self.finish_s <= self.deadline_s)  # NaN finish counts as late
+        return has & late
+
     def gpu_types_used(self) -> list[str]:
         """Per job, the GPU types it ran on, '+'-joined in cluster order ('' if none)."""
         names = np.asarray(self.cluster.gpu_types, dtype=object)
@@ -80,6 +92,8 @@ class SimResult:
             "avg_queueing_s": stat(queueing, np.mean),
             "utilization": busy_gpu_s / capacity_gpu_s if capacity_gpu_s > 0 else 0.0,
             "busy_gpu_hours": busy_gpu_s / 3600.0,
+            "jobs_with_deadline": int(np.isfinite(self.deadline_s).sum()),
+            "deadlines_missed": int(self.missed_deadline.sum()),
             "preemptions": int(self.preemptions.sum()),
             "moves": int(self.moves.sum()),
             "decisions": int(decisions),

@@ -147,6 +147,7 @@ class Simulator:
                 queue=jobs.queue[active],
                 user=jobs.user[active],
                 now_s=now,
+                deadline_s=None if jobs.deadline_s is None else jobs.deadline_s[active],
             )
             active_rates = rates[active]
             if job_set_changed or share_rows is None or now >= reallocate_at:

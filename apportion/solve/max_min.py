@@ -20,12 +20,9 @@ from __future__ import annotations
 import highspy
 import numpy as np
 
-_Z_SLACK = 1e-7
-_NOISE = 1e-6  # HiGHS's feasibility tolerance is ~1e-7; smaller shares are rounding, not time  # stage 2 may give up this relative fraction of z to stay numerically feasible
+from apportion.solve.shares import SolveError, clean_shares
 
-
-class SolveError(RuntimeError):
-    """HiGHS did not return an optimal solution."""
+_Z_SLACK = 1e-7  # stage 2 may give up this relative fraction of z to stay numerically feasible
 
 
 class MaxMinModel:
@@ -104,7 +101,7 @@ class MaxMinModel:
 
         x = np.zeros((self.num_classes, self.num_types))
         x[self.col_class, self.col_type] = values[1:]
-        return _clean(x), z
+        return clean_shares(x), z
 
     def _run(self, stage: str) -> np.ndarray:
         self.highs.run()
@@ -112,13 +109,6 @@ class MaxMinModel:
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolveError(f"max-min LP {stage}: {self.highs.modelStatusToString(status)}")
         return np.asarray(self.highs.getSolution().col_value)
-
-
-def _clean(x: np.ndarray) -> np.ndarray:
-    """Drop solver noise: shares below HiGHS's tolerance become 0, rows are kept at most 1."""
-    x = np.where(x < _NOISE, 0.0, np.minimum(x, 1.0))
-    total = x.sum(axis=1, keepdims=True)
-    return np.where(total > 1.0, x / np.maximum(total, 1.0), x)
 
 
 def solve_max_min(

@@ -22,7 +22,7 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.workloads.conversion import check_reference_type, draw_kinds, steps_for_durations
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
-OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority")
+OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s")
 
 
 def read_workload_csv(
@@ -42,7 +42,8 @@ def read_workload_csv(
     among the kinds with a finite positive steps/s on one reference GPU. Rows without ``steps``
     get ``duration_s × steps/s(kind, reference type, num_gpus)``, the rate at ``num_gpus`` from
     ``throughputs.at_scales``; where that is unknown, the one-GPU rate × ``num_gpus``. Rows with
-    both ``kind`` and ``steps`` are taken as they are. ``start_s``/``end_s`` keep jobs submitted
+    both ``kind`` and ``steps`` are taken as they are. ``deadline_s`` (optional) is how many
+    seconds after its submission a job should finish (for ``min-cost --slo``). ``start_s``/``end_s`` keep jobs submitted
     in [start_s, end_s) and shift them so the first kept job is at 0; then ``max_jobs`` keeps
     the first N by submit time. Bad input raises InputError naming the file, line and column.
     """
@@ -109,6 +110,7 @@ def read_workload_csv(
         user=table["user"][rows],
         queue=table["queue"][rows],
         kinds=throughputs.kinds,
+        deadline_after_submit_s=table["deadline_s"][rows],
     )
 
 
@@ -211,6 +213,10 @@ def _parse_columns(
     if "steps" in columns:
         steps = numbers("steps", optional=True)
         fail(steps <= 0, "steps", "must be > 0, got '{value}'")
+    deadline = np.full(n, np.nan)
+    if "deadline_s" in columns:
+        deadline = numbers("deadline_s", optional=True)
+        fail(deadline <= 0, "deadline_s", "must be > 0 seconds after submission, got '{value}'")
     priority = np.ones(n)
     if "priority" in columns:
         given = numbers("priority", optional=True)
@@ -235,6 +241,7 @@ def _parse_columns(
         "num_gpus": gpus.astype(np.int64),
         "steps": steps,
         "priority": priority,
+        "deadline_s": deadline,
         "kind": kind,
         "user": strings("user"),
         "queue": strings("queue"),

@@ -39,7 +39,7 @@ STEPS_AB = np.array([[2.0, 1.0], [1.0, 1.0]])
 
 
 def test_normalised_throughput_divides_by_the_average_gpu_speed():
-    a = MaxMinFairness().normalised_throughput(cluster(1, 1), ThroughputView(STEPS_AB))
+    a = ThroughputView(STEPS_AB).normalised(cluster(1, 1).capacity)
 
     np.testing.assert_allclose(a, [[4 / 3, 2 / 3], [1.0, 1.0]])
 
@@ -53,7 +53,7 @@ def test_two_jobs_two_types_each_gets_the_type_it_is_relatively_best_at():
     policy = MaxMinFairness()
 
     share = policy.allocate(jobs, cluster(1, 1), tv).share
-    normalised = (share * policy.normalised_throughput(cluster(1, 1), tv)).sum(axis=1)
+    normalised = (share * tv.normalised(cluster(1, 1).capacity, agnostic=policy.agnostic)).sum(axis=1)
 
     np.testing.assert_allclose(share, [[1.0, 0.0], [0.0, 1.0]], atol=1e-6)
     np.testing.assert_allclose(normalised, [4 / 3, 1.0], atol=1e-6)
@@ -72,7 +72,7 @@ def test_three_jobs_two_types_all_get_the_same_normalised_throughput():
     policy = MaxMinFairness()
 
     share = policy.allocate(view([1, 1, 1]), cluster(1, 1), tv).share
-    normalised = (share * policy.normalised_throughput(cluster(1, 1), tv)).sum(axis=1)
+    normalised = (share * tv.normalised(cluster(1, 1).capacity, agnostic=policy.agnostic)).sum(axis=1)
 
     np.testing.assert_allclose(normalised, [8 / 11] * 3, atol=1e-6)
     np.testing.assert_allclose(share, [[6 / 11, 0.0], [5 / 22, 0.5], [5 / 22, 0.5]], atol=1e-6)
@@ -162,7 +162,7 @@ def test_matches_an_lp_over_every_job_on_random_instances(agnostic):
 
         share = policy.allocate(view(gpus, priority), cl, tv).share
 
-        a = policy.normalised_throughput(cl, tv) / priority[:, None]
+        a = tv.normalised(cl.capacity, agnostic=policy.agnostic) / priority[:, None]
         z = independent_max_min(a, gpus, capacity)
         assert (share * a).sum(axis=1).min() == pytest.approx(z, abs=1e-6), f"case {case}"
         assert np.all(share.sum(axis=1) <= 1 + 1e-6)
@@ -184,6 +184,6 @@ def test_the_policy_follows_jobs_across_rounds():
         tv = ThroughputView(kinds[kind[rows]])
         again = kept.allocate(view(gpus[rows], index=rows), cl, tv).share
         fresh = MaxMinFairness().allocate(view(gpus[rows], index=rows), cl, tv).share
-        a = kept.normalised_throughput(cl, tv)
+        a = tv.normalised(cl.capacity, agnostic=kept.agnostic)
 
         assert (again * a).sum(axis=1).min() == pytest.approx((fresh * a).sum(axis=1).min(), abs=1e-6)

@@ -69,7 +69,7 @@ def test_jobs_csv_has_one_row_per_job(run_dir):
     assert [r["job_id"] for r in rows] == ["j1", "j2", "j3"]
     assert list(rows[0]) == [
         "job_id", "kind", "num_gpus", "submit_s", "start_s", "finish_s", "jct_s", "queueing_s",
-        "gpu_types", "preemptions", "moves", "steps_done", "total_steps", "status",
+        "gpu_types", "preemptions", "moves", "steps_done", "total_steps", "status", "deadline_s",
     ]
     assert {r["kind"] for r in rows} == {"a"}
     assert [int(r["num_gpus"]) for r in rows] == [1, 2, 16]

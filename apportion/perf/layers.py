@@ -1,0 +1,440 @@
+"""A per-layer roofline for one training step of a network described layer by layer.
+
+Every layer says how much work its forward pass does: FLOPs (2 per multiply-add), bytes it
+moves to and from GPU memory (weights + input and output activations at the step's precision
+and batch), how many kernels it launches, and how that work splits into parallel pieces (the
+output tiles of a matrix product, or one thread per element). A training step is
+
+    forward             each layer as described
+    backward            2 × the forward FLOPs and bytes of every layer gradients flow through
+                        (one product for the input's gradient, one for the weights'), 2 × its
+                        kernels if it has weights, 1 × otherwise
+    optimizer update    a few memory-bound sweeps over parameters, gradients and optimizer
+                        state, as PyTorch 1.x's ``torch.optim`` wrote them (``OPTIMIZERS``)
+
+and each piece of work costs
+
+    time = max(FLOPs / (peak × utilisation), bytes / (bandwidth × utilisation)) + kernels × launch
+
+with the accelerator's datasheet peak at the precision asked for and its datasheet memory
+bandwidth (``apportion.perf.accelerators``), and a fixed launch cost per kernel.
+
+Constants and where they come from:
+
+- ``KERNEL_LAUNCH_S`` = 5 µs per kernel. An empty kernel's launch "takes approximately 5 us on
+  the Linux system I use" (NVIDIA developer forum, "Performance of launching kernels",
+  forums.developer.nvidia.com/t/performance-of-lauching-kernels/32844); Volkov & Demmel,
+  "Benchmarking GPUs to tune dense linear algebra" (SC08), measured 3–7 µs. It is a host-side
+  cost, the same on every GPU; added, not overlapped, so it is an upper bound on what launches
+  cost a step whose kernels are long enough to hide them.
+- Utilisation of a matrix product (convolutions run as implicit GEMMs): its M × N output is cut
+  into ``GEMM_TILE`` = 128 × 128 tiles, one thread block each (CUTLASS's CUDA-core SGEMM tile,
+  256 threads per block: github.com/NVIDIA/cutlass/issues/74; NVIDIA "Matrix Multiplication
+  Background User's Guide", DU-09799-001, §2.3 typical cuBLAS tiles), one block per SM at a
+  time. Blocks run in waves of ``sms`` blocks; utilisation = blocks / (waves × sms) — NVIDIA's
+  "wave quantization" (same guide, §3.2). When the output has fewer tiles than the GPU has SMs,
+  the K dimension is split across blocks (split-K, as cuBLAS and CUTLASS do) into at most
+  ``sms // tiles`` slices of at least ``SPLIT_K_MIN_DEPTH`` = 128 (an assumption: one tile
+  edge). Work too small to fill the SMs thus runs at a proportionally lower rate, and the same
+  layer fills a 13-SM K80 die sooner than a 132-SM H100.
+- Utilisation of an element-wise kernel (and of the memory term of any non-GEMM layer): one
+  thread per output element; the GPU is full at ``sms × max resident threads per SM`` threads
+  (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability");
+  utilisation = min(1, elements / that).
+- SM counts and resident threads per SM: ``SM_TABLE``, each with its source.
+
+Not fitted to any measured step time. What it leaves out: host-side work (Python, the data
+loader, ``.item()`` synchronisations beyond their kernels), library algorithm choice (cuDNN's
+Winograd/FFT convolutions do fewer multiplies than counted here), caches (every byte counted
+goes to DRAM), clocks below the datasheet boost, and overlap of launches with execution.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from apportion.perf.accelerators import Accelerator, get_accelerator
+
+KERNEL_LAUNCH_S = 5e-6
+GEMM_TILE = (128, 128)
+SPLIT_K_MIN_DEPTH = 128
+
+BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class SMSpec:
+    sms: int
+    max_threads_per_sm: int
+    source: str
+
+
+_CUDA_GUIDE = ("CUDA C++ Programming Guide, Technical Specifications per Compute Capability: "
+               "maximum resident threads per SM")
+SM_TABLE: dict[str, SMSpec] = {
+    "k80": SMSpec(13, 2048, "NVIDIA Tesla K80 datasheet: 4,992 CUDA cores per two-GPU board = 2,496 "
+                            "per GK210; Kepler GK110/GK210 whitepaper: 192 cores per SMX -> 13 SMX; "
+                            f"compute capability 3.7: 2,048 threads ({_CUDA_GUIDE})"),
+    "p100": SMSpec(56, 2048, "NVIDIA Tesla P100 whitepaper: 56 SMs (3,584 FP32 cores, 64 per SM); "
+                             f"compute capability 6.0: 2,048 threads ({_CUDA_GUIDE})"),
+    "v100": SMSpec(80, 2048, "NVIDIA Tesla V100 whitepaper: 80 SMs (5,120 FP32 cores); "
+                             f"compute capability 7.0: 2,048 threads ({_CUDA_GUIDE})"),
+    "t4": SMSpec(40, 1024, "NVIDIA T4 datasheet: 2,560 CUDA cores; Turing whitepaper: 64 FP32 cores "
+                           f"per SM -> 40 SMs; compute capability 7.5: 1,024 threads ({_CUDA_GUIDE})"),
+    "a100-40gb": SMSpec(108, 2048, "NVIDIA A100 whitepaper: 108 SMs (6,912 FP32 cores); compute "
+                                   f"capability 8.0: 2,048 threads ({_CUDA_GUIDE})"),
+    "a100-80gb": SMSpec(108, 2048, "NVIDIA A100 whitepaper: 108 SMs (6,912 FP32 cores); compute "
+                                   f"capability 8.0: 2,048 threads ({_CUDA_GUIDE})"),
+    "h100": SMSpec(132, 2048, "NVIDIA H100 whitepaper: H100 SXM5 132 SMs (16,896 FP32 cores); compute "
+                              f"capability 9.0: 2,048 threads ({_CUDA_GUIDE})"),
+    "h200": SMSpec(132, 2048, "assumed the H100 SXM5's 132 SMs: the H200 datasheet gives the same "
+                              f"compute figures; compute capability 9.0: 2,048 threads ({_CUDA_GUIDE})"),
+}
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A (batched) matrix product: ``batch`` products of an M × K by a K × N matrix."""
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k * self.batch
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer's forward pass: work, traffic, launches, and how the work splits."""
+
+    name: str
+    flops: float  # forward FLOPs, 2 per multiply-add
+    bytes: float  # forward bytes to and from GPU memory
+    kernels: int = 1  # forward kernel launches
+    gemm: Gemm | None = None  # the product it runs as, if it is GEMM-like
+    elements: float = 0.0  # output elements: the parallel work of a non-GEMM kernel
+    weighted: bool = False  # has trainable weights (a weight-gradient product in backward)
+    input_grad: bool = True  # backward computes the gradient of its input
+    backward: bool = True  # gradients flow through it at all
+
+
+@dataclass(frozen=True)
+class OptimizerCost:
+    """Kernels per parameter tensor and element reads + writes per parameter, for one update."""
+
+    name: str
+    kernels_per_tensor: int
+    accesses_per_element: int
+    source: str
+
+
+_TORCH_OPTIM = "PyTorch 1.x torch/optim ({}): {}; plus zero_grad's grad.zero_() (1 kernel, 1 write)"
+OPTIMIZERS: dict[str, OptimizerCost] = {
+    "sgd": OptimizerCost("sgd", 2, 4, _TORCH_OPTIM.format("sgd.py", "p.add_(-lr, d_p): 1 kernel, 3 accesses")),
+    "sgd_clip": OptimizerCost(
+        "sgd_clip", 4, 7,
+        _TORCH_OPTIM.format("sgd.py, nn/utils/clip_grad.py", "clip_grad_norm_: grad.norm() and grad.mul_"
+                            "(clip_coef) per tensor (2 kernels, 3 accesses); p.add_(-lr, d_p) (1, 3)")),
+    "sgd_momentum_wd": OptimizerCost(
+        "sgd_momentum_wd", 5, 12,
+        _TORCH_OPTIM.format("sgd.py", "d_p.add(wd, p) (3 accesses), buf.mul_(m) (2), buf.add_(d_p) (3), "
+                            "p.add_(-lr, buf) (3): 4 kernels, 11 accesses")),
+    "adam": OptimizerCost(
+        "adam", 8, 19,
+        _TORCH_OPTIM.format("adam.py", "exp_avg.mul_().add_() (2+3), exp_avg_sq.mul_().addcmul_() (2+3), "
+                            "exp_avg_sq.sqrt().add_(eps) (2+2), p.addcdiv_() (4): 7 kernels, 18 accesses")),
+    "adam_wd": OptimizerCost(
+        "adam_wd", 9, 22,
+        _TORCH_OPTIM.format("adam.py", "as adam plus grad.add(wd, p) (1 kernel, 3 accesses)")),
+}
+
+
+@dataclass(frozen=True)
+class ParamGroup:
+    """Parameters one optimizer updates: elements and tensors (kernels go per tensor)."""
+
+    elements: int
+    tensors: int
+    optimizer: str  # a key of OPTIMIZERS, or "none" (updated off the GPU, e.g. on the host)
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """Everything one training step runs on one GPU."""
+
+    name: str
+    layers: tuple[Layer, ...]
+    params: tuple[ParamGroup, ...] = ()
+    extra_kernels: int = 0  # small bookkeeping kernels (loss scalars, metrics, data slicing)
+    precision: str = "fp32"
+
+    @property
+    def forward_flops(self) -> float:
+        return sum(layer.flops for layer in self.layers)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """A step's predicted time on one accelerator, split by phase (seconds)."""
+
+    forward: float
+    backward: float
+    optimizer: float
+    launch: float  # the kernel-launch part, already included in the three above
+    kernels: int
+
+    @property
+    def total(self) -> float:
+        return self.forward + self.backward + self.optimizer
+
+
+# --- utilisation -------------------------------------------------------------------------------
+
+
+def sm_spec(gpu: str | Accelerator) -> SMSpec | None:
+    """SM count and resident threads of ``gpu``; None for a device without SMs (the CPU)."""
+    acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
+    return SM_TABLE.get(acc.name)
+
+
+def gemm_utilisation(gemm: Gemm, spec: SMSpec | None) -> float:
+    """Fraction of the SMs a (batched) GEMM keeps busy, over its waves of 128 × 128 tiles."""
+    if spec is None:
+        return 1.0
+    tiles = gemm.batch * math.ceil(gemm.m / GEMM_TILE[0]) * math.ceil(gemm.n / GEMM_TILE[1])
+    blocks = tiles
+    if tiles < spec.sms:  # split-K: spread the reduction over otherwise idle SMs
+        splits = min(spec.sms // tiles, max(1, gemm.k // SPLIT_K_MIN_DEPTH))
+        blocks = tiles * max(1, splits)
+    waves = math.ceil(blocks / spec.sms)
+    return blocks / (waves * spec.sms)
+
+
+def thread_utilisation(elements: float, spec: SMSpec | None) -> float:
+    """Fraction of the GPU's resident-thread slots an element-per-thread kernel fills."""
+    if spec is None or elements <= 0:
+        return 1.0
+    return min(1.0, elements / (spec.sms * spec.max_threads_per_sm))
+
+
+# --- time --------------------------------------------------------------------------------------
+
+
+def _roofline(flops: float, nbytes: float, peak: float, bandwidth: float, u_compute: float,
+              u_memory: float) -> float:
+    return max(flops / (peak * u_compute) if flops else 0.0,
+               nbytes / (bandwidth * u_memory) if nbytes else 0.0)
+
+
+def layer_forward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32") -> float:
+    """Seconds for ``layer``'s forward pass on ``gpu``, launches included."""
+    acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
+    spec = sm_spec(acc)
+    peak, bw = acc.peak(precision), acc.memory_bandwidth
+    if layer.gemm is not None:
+        u_c, u_m = gemm_utilisation(layer.gemm, spec), 1.0
+    else:
+        u_c = u_m = thread_utilisation(layer.elements, spec)
+    return _roofline(layer.flops, layer.bytes, peak, bw, u_c, u_m) + layer.kernels * KERNEL_LAUNCH_S
+
+
+def backward_kernels(layer: Layer) -> int:
+    """Kernels ``layer``'s backward launches: one per product (or per kernel of a weightless
+    element-wise layer); a layer with weights and an input gradient launches twice its forward."""
+    if not layer.backward:
+        return 0
+    if layer.gemm is not None:
+        return layer.kernels * (2 if layer.input_grad else 1)
+    return 2 * layer.kernels if (layer.weighted and layer.input_grad) else layer.kernels
+
+
+def layer_backward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32") -> float:
+    """Seconds for ``layer``'s backward pass on ``gpu``, launches included.
+
+    A GEMM-like layer runs two products of its forward's size: the input's gradient
+    (dX = dY·Wᵀ, an M × K output reducing over N) and the weights' (dW = Xᵀ·dY, K × N reducing
+    over M; for a product of two activations, the second operand's gradient), each with the
+    forward's FLOPs and bytes and its own utilisation. A layer whose input needs no gradient
+    (the first convolution, an embedding) runs only the second. Any other layer costs twice
+    its forward FLOPs and bytes (once if its input needs no gradient).
+    """
+    if not layer.backward:
+        return 0.0
+    acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
+    spec = sm_spec(acc)
+    peak, bw = acc.peak(precision), acc.memory_bandwidth
+    launches = backward_kernels(layer) * KERNEL_LAUNCH_S
+    if layer.gemm is None:
+        factor = 2.0 if layer.input_grad else 1.0
+        u = thread_utilisation(layer.elements, spec)
+        return _roofline(factor * layer.flops, factor * layer.bytes, peak, bw, u, u) + launches
+    g = layer.gemm
+    products = [Gemm(g.k, g.n, g.m, g.batch)]  # weights' (or second operand's) gradient
+    if layer.input_grad:
+        products.append(Gemm(g.m, g.k, g.n, g.batch))
+    return sum(_roofline(layer.flops, layer.bytes, peak, bw, gemm_utilisation(p, spec), 1.0)
+               for p in products) + launches
+
+
+def optimizer_time(group: ParamGroup, gpu: str | Accelerator, precision: str = "fp32") -> float:
+    """Seconds for one optimizer update (and zero_grad) of ``group`` on ``gpu``."""
+    if group.optimizer == "none" or group.elements == 0:
+        return 0.0
+    acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
+    cost = OPTIMIZERS[group.optimizer]
+    per_tensor = group.elements / max(1, group.tensors)
+    u = thread_utilisation(per_tensor, sm_spec(acc))
+    nbytes = cost.accesses_per_element * group.elements * 4  # optimizer state kept in fp32
+    return nbytes / (acc.memory_bandwidth * u) + cost.kernels_per_tensor * group.tensors * KERNEL_LAUNCH_S
+
+
+def step_time(step: TrainingStep, gpu: str | Accelerator) -> StepTime:
+    """The predicted time of one training step of ``step`` on ``gpu``, by phase."""
+    acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
+    p = step.precision
+    forward = sum(layer_forward_time(layer, acc, p) for layer in step.layers)
+    backward = sum(layer_backward_time(layer, acc, p) for layer in step.layers)
+    optimizer = sum(optimizer_time(group, acc, p) for group in step.params)
+    kernels = (sum(layer.kernels for layer in step.layers)
+               + sum(backward_kernels(layer) for layer in step.layers)
+               + sum(OPTIMIZERS[g.optimizer].kernels_per_tensor * g.tensors
+                     for g in step.params if g.optimizer != "none")
+               + step.extra_kernels)
+    forward += step.extra_kernels * KERNEL_LAUNCH_S
+    return StepTime(forward, backward, optimizer, kernels * KERNEL_LAUNCH_S, kernels)
+
+
+# --- building networks -------------------------------------------------------------------------
+
+
+@dataclass
+class Net:
+    """Collects a network's layers and parameters while its forward pass is described.
+
+    A module used several times in one step (CycleGAN's generators, A3C's network over 20
+    time steps) is named by ``module``: its layers are added each time, its parameters once.
+    """
+
+    name: str
+    precision: str = "fp32"
+    layers: list[Layer] = field(default_factory=list)
+    params: dict[str, tuple[int, int, str]] = field(default_factory=dict)  # module -> (elements, tensors, opt)
+    optimizer: str = "sgd"
+    extra_kernels: int = 0
+
+    @property
+    def b(self) -> int:
+        return BYTES_PER_ELEMENT[self.precision]
+
+    def _param(self, module: str | None, elements: int, tensors: int) -> None:
+        if module is not None and elements:
+            self.params.setdefault(module, (elements, tensors, self.optimizer))
+
+    def add(self, layer: Layer) -> None:
+        self.layers.append(layer)
+
+    # layers -------------------------------------------------------------------------------
+
+    def conv2d(self, name: str, shape: tuple[int, int, int, int], cout: int, k: int, stride: int = 1,
+               pad: int = 0, bias: bool = True, module: str | None = None, input_grad: bool = True,
+               backward: bool = True) -> tuple[int, int, int, int]:
+        """A k × k convolution of an (N, C, H, W) input; returns the output shape."""
+        n, cin, h, w = shape
+        ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+        weights = cout * cin * k * k
+        out = n * cout * ho * wo
+        gemm = Gemm(n * ho * wo, cout, cin * k * k)
+        self.add(Layer(name, gemm.flops + (out if bias else 0),
+                       self.b * (weights + n * cin * h * w + out), 1 + bias, gemm, out, True,
+                       input_grad, backward))
+        self._param(module or name, weights + (cout if bias else 0), 1 + bias)
+        return n, cout, ho, wo
+
+    def linear(self, name: str, rows: int, fin: int, fout: int, bias: bool = True,
+               module: str | None = None, backward: bool = True, input_grad: bool = True) -> None:
+        """``rows`` vectors of ``fin`` features times an fin × fout matrix (+ bias)."""
+        gemm = Gemm(rows, fout, fin)
+        self.add(Layer(name, gemm.flops + (rows * fout if bias else 0),
+                       self.b * (fin * fout + rows * fin + rows * fout), 1 + bias, gemm, rows * fout,
+                       True, input_grad, backward))
+        self._param(module or name, fin * fout + (fout if bias else 0), 1 + bias)
+
+    def matmul(self, name: str, batch: int, m: int, n: int, k: int, backward: bool = True) -> None:
+        """A batched product of two activations (attention scores, attention × values)."""
+        gemm = Gemm(m, n, k, batch)
+        self.add(Layer(name, gemm.flops, self.b * batch * (m * k + k * n + m * n), 1, gemm, batch * m * n,
+                       False, True, backward))
+
+    def elementwise(self, name: str, elements: float, reads: float = 1, writes: float = 1,
+                    flops_per_element: float = 1, kernels: int = 1, params: int = 0,
+                    param_tensors: int = 0, module: str | None = None, backward: bool = True) -> None:
+        """A memory-bound kernel touching ``reads + writes`` values per output element."""
+        self.add(Layer(name, flops_per_element * elements, self.b * (reads + writes) * elements, kernels,
+                       None, elements, bool(params), True, backward))
+        self._param(module or name, params, param_tensors)
+
+    def batchnorm(self, name: str, shape: tuple[int, ...], module: str | None = None,
+                  backward: bool = True) -> None:
+        """Training-mode batch norm: a statistics pass and a normalising pass (read, read, write)."""
+        elements = math.prod(shape)
+        self.elementwise(name, elements, reads=2, writes=1, flops_per_element=8, params=2 * shape[1],
+                         param_tensors=2, module=module or name, backward=backward)
+
+    def instancenorm(self, name: str, shape: tuple[int, ...], backward: bool = True) -> None:
+        """InstanceNorm2d without affine parameters: run as batch norm on a reshaped view."""
+        self.elementwise(name, math.prod(shape), reads=2, writes=1, flops_per_element=8, kernels=2,
+                         backward=backward)
+
+    def relu(self, name: str, shape: tuple[int, ...], backward: bool = True) -> None:
+        self.elementwise(name, math.prod(shape), backward=backward)
+
+    def add_tensors(self, name: str, shape: tuple[int, ...], backward: bool = True) -> None:
+        self.elementwise(name, math.prod(shape), reads=2, writes=1, backward=backward)
+
+    def pool(self, name: str, shape: tuple[int, int, int, int], k: int, stride: int, pad: int = 0,
+             backward: bool = True) -> tuple[int, int, int, int]:
+        n, c, h, w = shape
+        ho, wo = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+        out = n * c * ho * wo
+        self.add(Layer(name, out * k * k, self.b * (n * c * h * w + out), 1, None, out, False, True, backward))
+        return n, c, ho, wo
+
+    def embedding(self, name: str, tokens: int, vocab: int, dim: int, module: str | None = None,
+                  backward: bool = True) -> None:
+        """A table lookup: gathers ``tokens`` rows (dense gradient over the whole table)."""
+        self.add(Layer(name, 0, self.b * 2 * tokens * dim + 8 * tokens, 1, None, tokens * dim, True, False,
+                       backward))
+        self._param(module or name, vocab * dim, 1)
+
+    def lstm_layer(self, name: str, steps: int, batch: int, fin: int, hidden: int,
+                   module: str | None = None) -> None:
+        """One cuDNN LSTM layer over ``steps`` time steps: one input product for all steps,
+        then per step a recurrent product and a gate kernel (2 launches per step)."""
+        gates = 4 * hidden
+        self.add(Layer(f"{name}.input", 2.0 * steps * batch * fin * gates,
+                       self.b * (fin * gates + steps * batch * (fin + gates)), 1,
+                       Gemm(steps * batch, gates, fin), steps * batch * gates, True))
+        per_step_bytes = self.b * (hidden * gates + batch * hidden + 2 * batch * gates + 4 * batch * hidden)
+        self.add(Layer(f"{name}.recurrent", steps * (2.0 * batch * hidden * gates + 10 * batch * gates),
+                       steps * per_step_bytes, 2 * steps, Gemm(batch, gates, hidden),
+                       batch * gates, True))
+        self._param(module or name, gates * (fin + hidden) + 2 * gates, 4)
+
+    def softmax_cross_entropy(self, name: str, rows: int, classes: int) -> None:
+        """log_softmax (reads the logits twice, writes once) and the NLL gather."""
+        self.elementwise(f"{name}.log_softmax", rows * classes, reads=2, writes=1, flops_per_element=4)
+        self.elementwise(f"{name}.nll", rows, reads=1, writes=0)
+
+    def build(self) -> TrainingStep:
+        groups: dict[str, list[int]] = {}
+        for elements, tensors, opt in self.params.values():
+            acc = groups.setdefault(opt, [0, 0])
+            acc[0] += elements
+            acc[1] += tensors
+        return TrainingStep(self.name, tuple(self.layers),
+                            tuple(ParamGroup(e, t, o) for o, (e, t) in groups.items()),
+                            self.extra_kernels, self.precision)

@@ -1,0 +1,206 @@
+"""A parallel layout, the constraints it must meet, and the time of its communication.
+
+Layout: t-way tensor parallelism (Megatron-LM's column/row split, Shoeybi et al. 2019),
+p-way pipeline parallelism with a GPipe, 1F1B or interleaved 1F1B schedule (Narayanan et al.
+2021, §2.2), d-way data parallelism, optionally with ZeRO (Rajbhandari et al. 2020). Ranks are
+laid out as Megatron-LM does it: tensor-parallel ranks are adjacent, then data-parallel, then
+pipeline stages outermost; so a tensor-parallel group of t ≤ GPUs-per-node sits inside one node,
+a data-parallel group has min(d, G/t) members per node (1 when t fills the node), and adjacent
+pipeline stages are in different nodes once t·d ≥ G.
+
+Collectives are bandwidth-optimal ring algorithms (Patarasuk & Yuan 2009; NCCL): an all-reduce
+of S bytes over n ranks moves ``2(n−1)/n · S`` per rank, a reduce-scatter or all-gather half
+that. A group that spans N nodes with G of its members in each is reduced hierarchically
+(within the node over NVLink, across nodes over each GPU's own network adapter):
+
+    T_allreduce = 2(G−1)/G · S / B_intra  +  2(N−1)/N · S / (G · B_inter)  +  2(n−1)·α
+
+with B_intra and B_inter the catalog's per-GPU, per-direction bandwidths and α a per-step
+latency. Point-to-point between pipeline stages sends each micro-batch's boundary activation
+(b·s·h elements); across nodes Megatron's scatter/gather optimisation (Narayanan et al. §4.1)
+sends 1/t of it over each of the t adapters and all-gathers it over NVLink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from apportion.perf.accelerators import Accelerator
+from apportion.perf.transformer import RECOMPUTE_MODES, TransformerModel
+
+SCHEDULES = ("none", "gpipe", "1f1b", "interleaved")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+# Per-step latency of a collective (seconds). Estimates of NCCL's per-hop latency over NVLink and
+# InfiniBand (a few microseconds); not from a published table: they matter only for small messages.
+ALPHA_INTRA_S = 5e-6
+ALPHA_INTER_S = 10e-6
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one training job is split over ``tp·pp·dp`` GPUs."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    micro_batch: int = 1
+    global_batch: int = 1
+    recompute: str = "none"  # none | selective | full
+    sequence_parallel: bool = False
+    zero: int = 0  # 0, 1, 2, 3
+    offload: bool = False  # ZeRO-Offload: optimizer state (and gradients for stage ≥ 2) on the host
+    schedule: str = "1f1b"  # none (pp = 1) | gpipe | 1f1b | interleaved
+    virtual_stages: int = 1  # model chunks per GPU, interleaved schedule only
+    overlap_grad_reduce: bool = True  # data-parallel reduction overlapped with the last backward
+    precision: str = "bf16"
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per pipeline per iteration (m = B / (b·d))."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    def describe(self) -> str:
+        parts = [f"tp={self.tp}", f"pp={self.pp}", f"dp={self.dp}", f"mb={self.micro_batch}",
+                 f"recompute={self.recompute}"]
+        if self.sequence_parallel:
+            parts.append("sp")
+        if self.zero:
+            parts.append(f"zero={self.zero}")
+        if self.offload:
+            parts.append("offload")
+        if self.pp > 1:
+            parts.append(self.schedule + (f"(v={self.virtual_stages})" if self.schedule == "interleaved" else ""))
+        return " ".join(parts)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
+    """Every constraint the layout breaks, each naming the constraint; empty when it is valid."""
+    problems: list[str] = []
+    t, p, d, b, B = layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.global_batch
+    for name, value in (("tensor-parallel size", t), ("pipeline-parallel size", p), ("data-parallel size", d),
+                        ("micro-batch size", b), ("global batch", B), ("virtual stages", layout.virtual_stages)):
+        if not isinstance(value, int) or value < 1:
+            problems.append(f"{name} must be a positive integer, got {value!r}")
+    if problems:
+        return problems
+    if layout.recompute not in RECOMPUTE_MODES:
+        problems.append(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {layout.recompute!r}")
+    if layout.precision not in PRECISIONS:
+        problems.append(f"precision must be one of {', '.join(PRECISIONS)}, got {layout.precision!r}")
+    if model.heads % t:
+        problems.append(f"attention heads ({model.heads}) are not divisible by the tensor-parallel size {t}")
+    elif model.kv % t:
+        problems.append(f"key/value heads ({model.kv}) are not divisible by the tensor-parallel size {t}")
+    if model.ffn % t:
+        problems.append(f"MLP hidden size ({model.ffn}) is not divisible by the tensor-parallel size {t}")
+    v = layout.virtual_stages
+    if layout.schedule not in SCHEDULES:
+        problems.append(f"schedule must be one of {', '.join(SCHEDULES)}, got {layout.schedule!r}")
+    elif p == 1 and layout.schedule not in ("none", "1f1b"):
+        problems.append(f"the {layout.schedule} schedule needs more than one pipeline stage")
+    elif layout.schedule != "interleaved" and v != 1:
+        problems.append("virtual stages > 1 need the interleaved schedule")
+    elif layout.schedule == "interleaved" and v < 2:
+        problems.append("the interleaved schedule needs at least 2 virtual stages per GPU")
+    if model.layers % (p * v):
+        what = f"pipeline stages × virtual stages ({p} × {v} = {p * v})" if v > 1 else f"pipeline stages ({p})"
+        problems.append(f"layers ({model.layers}) are not divisible by the {what}")
+    if B % (b * d):
+        problems.append(f"global batch {B} is not divisible by micro-batch × data-parallel size "
+                        f"({b} × {d} = {b * d})")
+    elif layout.schedule == "interleaved" and p > 1 and layout.microbatches % p:
+        problems.append(f"the interleaved schedule needs the number of micro-batches ({layout.microbatches}) "
+                        f"to be a multiple of the pipeline-parallel size {p}")
+    if layout.zero not in (0, 1, 2, 3):
+        problems.append(f"ZeRO stage must be 0, 1, 2 or 3, got {layout.zero}")
+    elif layout.zero >= 2 and p > 1:
+        problems.append(f"ZeRO stage {layout.zero} cannot be combined with pipeline parallelism "
+                        "(DeepSpeed supports only stages 0 and 1 with pipelines)")
+    if layout.offload and layout.zero == 0:
+        problems.append("--offload (ZeRO-Offload) needs ZeRO stage 1, 2 or 3")
+    return problems
+
+
+def check_layout(model: TransformerModel, layout: Layout) -> None:
+    """Raise ``ValueError`` naming the first broken constraint."""
+    problems = layout_problems(model, layout)
+    if problems:
+        raise ValueError(problems[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# where groups lie
+
+
+@dataclass(frozen=True)
+class Group:
+    """A communication group: ``size`` ranks, ``per_node`` of them in each node."""
+
+    size: int
+    per_node: int
+
+    @property
+    def nodes(self) -> int:
+        return max(1, -(-self.size // self.per_node))
+
+
+def tp_group(layout: Layout, acc: Accelerator) -> Group:
+    return Group(layout.tp, min(layout.tp, acc.gpus_per_node))
+
+
+def dp_group(layout: Layout, acc: Accelerator) -> Group:
+    per_node = max(1, min(layout.dp, acc.gpus_per_node // layout.tp)) if layout.tp < acc.gpus_per_node else 1
+    return Group(layout.dp, per_node)
+
+
+def pipeline_crosses_nodes(layout: Layout, acc: Accelerator) -> bool:
+    return layout.tp * layout.dp >= acc.gpus_per_node or layout.gpus > acc.gpus_per_node
+
+
+# ---------------------------------------------------------------------------------------------
+# collective times
+
+
+def allreduce_time(nbytes: float, group: Group, acc: Accelerator) -> float:
+    """Hierarchical ring all-reduce of ``nbytes`` per rank (see the module docstring)."""
+    n = group.size
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    g, nodes = min(group.per_node, n), group.nodes
+    intra = 2 * (g - 1) / g * nbytes / acc.intra_node_bandwidth if g > 1 else 0.0
+    inter = 2 * (nodes - 1) / nodes * nbytes / (g * acc.inter_node_bandwidth) if nodes > 1 else 0.0
+    latency = 2 * (n - 1) * (ALPHA_INTER_S if nodes > 1 else ALPHA_INTRA_S)
+    return intra + inter + latency
+
+
+def allgather_time(nbytes: float, group: Group, acc: Accelerator) -> float:
+    """All-gather (or reduce-scatter) whose full result is ``nbytes``: half an all-reduce."""
+    return allreduce_time(nbytes, group, acc) / 2
+
+
+def p2p_time(nbytes: float, layout: Layout, acc: Accelerator) -> float:
+    """One boundary activation from one pipeline stage to the next."""
+    if layout.pp <= 1 or nbytes <= 0:
+        return 0.0
+    if not pipeline_crosses_nodes(layout, acc):
+        return nbytes / acc.intra_node_bandwidth + ALPHA_INTRA_S
+    t = layout.tp
+    send = nbytes / t / acc.inter_node_bandwidth + ALPHA_INTER_S
+    gather = (t - 1) / t * nbytes / acc.intra_node_bandwidth if t > 1 else 0.0
+    return send + gather
+
+
+def bubble_fraction(schedule: str, pp: int, microbatches: int, virtual_stages: int = 1) -> float:
+    """Pipeline bubble relative to the ideal time: (p−1)/m, or (p−1)/(v·m) when interleaved."""
+    if pp <= 1 or schedule == "none":
+        return 0.0
+    v = virtual_stages if schedule == "interleaved" else 1
+    return (pp - 1) / (v * microbatches)

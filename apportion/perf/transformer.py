@@ -1,0 +1,261 @@
+"""A transformer's shape, its parameter count and its FLOPs per training iteration.
+
+The counts follow Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
+Clusters Using Megatron-LM" (SC'21, arXiv 2104.04473), Section 5.1 and Appendix: a GPT layer
+holds ``12h² + 13h`` parameters (QKV, projection and the two MLP matrices with their biases,
+two LayerNorms), the embeddings ``(V + s)h`` (tied input/output word embedding plus learned
+positions); the final LayerNorm's ``2h`` is left out, as in the paper's Eq. 2. A forward pass
+over ``B`` sequences of length ``s`` costs ``24Bsh² + 4Bs²h`` GEMM FLOPs per layer and
+``2BshV`` for the logits. Training multiplies the layers by 3 (forward + backward, the
+backward costing twice the forward) and by 4 with full recomputation (one more forward),
+the logits by 3: with full recomputation that is exactly the paper's Eq. 3,
+``96Bslh²(1 + s/(6h) + V/(16lh))``; without recomputation the factor is 72.
+
+Llama-like shapes (gated MLP, grouped-query attention, untied output layer, rotary positions,
+no biases) and BERT-like encoders use the same per-GEMM accounting with their own matrix
+sizes; for the GPT family the general code reduces to the paper's formulas exactly (the tests
+check it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class TransformerModel:
+    """A decoder (GPT, Llama) or encoder (BERT) stack of identical layers."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    vocab: int
+    ffn_hidden: int | None = None  # default 4·hidden
+    kv_heads: int | None = None  # grouped-query attention; default = heads
+    gated_mlp: bool = False  # SwiGLU: two input matrices (gate, up) and one output matrix
+    tied_embeddings: bool = True  # the output layer reuses the input word embedding
+    learned_positions: bool = True  # a (seq × hidden) position table; False for rotary
+    bias: bool = True  # linear layers and LayerNorms carry biases
+    family: str = "gpt"
+
+    def __post_init__(self) -> None:
+        for field_name in ("layers", "hidden", "heads", "seq", "vocab"):
+            value = getattr(self, field_name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{field_name} must be a positive integer, got {value!r}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden size {self.hidden} is not divisible by the {self.heads} attention heads")
+        if self.ffn_hidden is not None and self.ffn_hidden <= 0:
+            raise ValueError(f"ffn_hidden must be positive, got {self.ffn_hidden}")
+        if self.kv_heads is not None and (self.kv_heads <= 0 or self.heads % self.kv_heads):
+            raise ValueError(f"attention heads {self.heads} are not divisible by kv_heads {self.kv_heads}")
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden if self.ffn_hidden is not None else 4 * self.hidden
+
+    @property
+    def kv(self) -> int:
+        return self.kv_heads if self.kv_heads is not None else self.heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def qkv_width(self) -> int:
+        """Output width of the fused QKV projection: queries for every head, keys and values per kv head."""
+        return (self.heads + 2 * self.kv) * self.head_dim
+
+    @property
+    def mlp_in_width(self) -> int:
+        return 2 * self.ffn if self.gated_mlp else self.ffn
+
+    def with_(self, **changes) -> "TransformerModel":
+        return replace(self, **changes)
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters
+
+
+def layer_parameters(model: TransformerModel) -> int:
+    """Parameters of one transformer layer (weights, biases, two norms)."""
+    h = model.hidden
+    weights = h * model.qkv_width + h * h + h * model.mlp_in_width + model.ffn * h
+    if not model.bias:
+        return weights + 2 * h  # RMSNorm scales only
+    biases = model.qkv_width + h + model.mlp_in_width + h
+    return weights + biases + 4 * h  # two LayerNorms: scale and shift
+
+
+def embedding_parameters(model: TransformerModel) -> int:
+    """Word embedding (and an untied output layer) plus learned positions."""
+    words = model.vocab * model.hidden * (1 if model.tied_embeddings else 2)
+    positions = model.seq * model.hidden if model.learned_positions else 0
+    return words + positions
+
+
+def parameter_count(model: TransformerModel) -> int:
+    """Eq. 2's accounting: layers plus embeddings (the final norm's 2h is not counted, as in the paper)."""
+    return model.layers * layer_parameters(model) + embedding_parameters(model)
+
+
+def paper_parameter_count(layers: int, hidden: int, vocab: int, seq: int):
+    """Eq. 2 of Narayanan et al. 2021, evaluated exactly (a ``fractions.Fraction``)."""
+    from fractions import Fraction
+
+    l, h, V, s = (Fraction(x) for x in (layers, hidden, vocab, seq))
+    return 12 * l * h**2 * (1 + Fraction(13) / (12 * h) + (V + s) / (12 * l * h))
+
+
+# ---------------------------------------------------------------------------------------------
+# GEMM FLOPs
+
+
+def layer_forward_flops(model: TransformerModel, sequences: int) -> int:
+    """GEMM FLOPs of one layer's forward pass over ``sequences`` sequences (24Bsh² + 4Bs²h for GPT)."""
+    s, h = model.seq, model.hidden
+    tokens = sequences * s
+    linear = 2 * tokens * h * (model.qkv_width + h + model.mlp_in_width + model.ffn)
+    attention = 2 * 2 * sequences * s * s * h  # QKᵀ and (scores · V), every head
+    return linear + attention
+
+
+def attention_core_forward_flops(model: TransformerModel, sequences: int) -> int:
+    """The part selective recomputation repeats: QKᵀ and scores·V (4Bs²h)."""
+    return 4 * sequences * model.seq * model.seq * model.hidden
+
+
+def logits_forward_flops(model: TransformerModel, sequences: int) -> int:
+    return 2 * sequences * model.seq * model.hidden * model.vocab
+
+
+def iteration_flops(model: TransformerModel, global_batch: int, recompute: str = "full") -> int:
+    """GEMM FLOPs of one training iteration, counting recomputed forwards (hardware FLOPs).
+
+    ``full``: 4 × layer forward + 3 × logits (= Eq. 3); ``selective``: 3 × layer forward plus the
+    attention core once more; ``none``: 3 × (layers + logits) (the 72 factor).
+    """
+    if recompute not in RECOMPUTE_MODES:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {recompute!r}")
+    layer = layer_forward_flops(model, global_batch)
+    passes = {"none": 3, "selective": 3, "full": 4}[recompute]
+    total = model.layers * passes * layer + 3 * logits_forward_flops(model, global_batch)
+    if recompute == "selective":
+        total += model.layers * attention_core_forward_flops(model, global_batch)
+    return total
+
+
+def model_flops(model: TransformerModel, global_batch: int) -> int:
+    """FLOPs of forward + backward without any recomputation (the basis of model FLOPs utilisation)."""
+    return iteration_flops(model, global_batch, "none")
+
+
+def paper_iteration_flops(global_batch: int, seq: int, layers: int, hidden: int, vocab: int,
+                          recompute: bool = True):
+    """Eq. 3 of Narayanan et al. 2021 (96 factor; 72 without recomputation), exactly (a Fraction)."""
+    from fractions import Fraction
+
+    B, s, l, h, V = (Fraction(x) for x in (global_batch, seq, layers, hidden, vocab))
+    if recompute:
+        return 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
+    return 72 * B * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
+
+
+# ---------------------------------------------------------------------------------------------
+# per-layer GEMM shapes
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One (batched) matrix product C[m, n] = A[m, k] · B[k, n], ``batch`` times."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k * self.batch
+
+    def backward(self) -> tuple["Gemm", "Gemm"]:
+        """The two backward GEMMs: input gradient dA = dC·Bᵀ and weight gradient dB = Aᵀ·dC."""
+        return (Gemm(self.name + ".dgrad", self.m, self.k, self.n, self.batch),
+                Gemm(self.name + ".wgrad", self.k, self.n, self.m, self.batch))
+
+
+def _split(value: int, parts: int) -> int:
+    return max(1, -(-value // parts))
+
+
+def layer_gemms(model: TransformerModel, micro_batch: int, tp: int) -> list[Gemm]:
+    """Forward GEMMs of one layer on one tensor-parallel rank (Megatron's column/row split).
+
+    QKV and the MLP's first matrix are split by columns, the projection and the MLP's second
+    matrix by rows; attention heads are divided among the ``tp`` ranks. Tokens are ``b·s``.
+    """
+    s, h, d = model.seq, model.hidden, model.head_dim
+    tokens = micro_batch * s
+    heads = _split(model.heads, tp)
+    return [
+        Gemm("qkv", tokens, _split(model.qkv_width, tp), h),
+        Gemm("scores", s, s, d, micro_batch * heads),
+        Gemm("context", s, d, s, micro_batch * heads),
+        Gemm("proj", tokens, h, _split(h, tp)),
+        Gemm("fc1", tokens, _split(model.mlp_in_width, tp), h),
+        Gemm("fc2", tokens, h, _split(model.ffn, tp)),
+    ]
+
+
+def logits_gemm(model: TransformerModel, micro_batch: int, tp: int) -> Gemm:
+    return Gemm("logits", micro_batch * model.seq, _split(model.vocab, tp), model.hidden)
+
+
+# ---------------------------------------------------------------------------------------------
+# presets
+
+_GPT = dict(seq=2048, vocab=51200, family="gpt")
+_LLAMA = dict(vocab=32000, gated_mlp=True, tied_embeddings=False, learned_positions=False, bias=False,
+              family="llama")
+_BERT = dict(seq=512, vocab=30528, family="bert")
+
+PRESETS: dict[str, TransformerModel] = {
+    m.name: m
+    for m in (
+        # GPT-3 (Brown et al. 2020, Table 2.1), with Megatron's padded GPT-2 vocabulary of 51,200
+        TransformerModel("gpt3-125m", layers=12, hidden=768, heads=12, **_GPT),
+        TransformerModel("gpt3-350m", layers=24, hidden=1024, heads=16, **_GPT),
+        TransformerModel("gpt3-1.3b", layers=24, hidden=2048, heads=16, **_GPT),
+        TransformerModel("gpt3-2.7b", layers=32, hidden=2560, heads=32, **_GPT),
+        TransformerModel("gpt3-6.7b", layers=32, hidden=4096, heads=32, **_GPT),
+        TransformerModel("gpt3-13b", layers=40, hidden=5120, heads=40, **_GPT),
+        TransformerModel("gpt3-175b", layers=96, hidden=12288, heads=96, **_GPT),
+        # Megatron-LM's trillion-parameter GPT (Narayanan et al. 2021, Table 1, last row)
+        TransformerModel("megatron-1t", layers=128, hidden=25600, heads=160, **_GPT),
+        # Llama-like (Touvron et al. 2023, Llama 1 7B/13B and Llama 2 70B shapes)
+        TransformerModel("llama-7b-like", layers=32, hidden=4096, heads=32, seq=2048, ffn_hidden=11008, **_LLAMA),
+        TransformerModel("llama-13b-like", layers=40, hidden=5120, heads=40, seq=2048, ffn_hidden=13824, **_LLAMA),
+        TransformerModel("llama-70b-like", layers=80, hidden=8192, heads=64, kv_heads=8, seq=4096,
+                         ffn_hidden=28672, **_LLAMA),
+        # BERT (Devlin et al. 2019), vocabulary 30,522 padded to a multiple of 64
+        TransformerModel("bert-base", layers=12, hidden=768, heads=12, **_BERT),
+        TransformerModel("bert-large", layers=24, hidden=1024, heads=16, **_BERT),
+    )
+}
+
+FAMILY_DEFAULTS: dict[str, dict] = {"gpt": _GPT, "llama": {**_LLAMA, "seq": 2048}, "bert": _BERT}
+
+
+def get_preset(name: str) -> TransformerModel:
+    """The preset called ``name``; unknown names list the known ones."""
+    try:
+        return PRESETS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown model preset '{name}' (known: {', '.join(PRESETS)})") from None

@@ -1,0 +1,130 @@
+"""A maximisation LP assembled from index arrays and solved with HiGHS.
+
+Policies describe their LPs as blocks of columns and rows (numpy arrays of indices and
+values), never as per-job constraint objects. The algorithm is picked by size: dual simplex
+for small problems, interior point (with crossover) above ``IPM_ABOVE_COLUMNS``, where
+simplex is slow on these degenerate LPs.
+"""
+
+from __future__ import annotations
+
+import highspy
+import numpy as np
+from scipy import sparse
+
+from apportion.solve.shares import SolveError, clean_shares
+
+INF = highspy.kHighsInf
+IPM_ABOVE_COLUMNS = 20_000
+
+
+class LinearProgram:
+    """Columns and rows added in blocks; ``solve`` maximises ``cost · x``."""
+
+    def __init__(self) -> None:
+        self._cost: list[np.ndarray] = []
+        self._lower: list[np.ndarray] = []
+        self._upper: list[np.ndarray] = []
+        self._rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._row_lower: list[np.ndarray] = []
+        self._row_upper: list[np.ndarray] = []
+        self.num_cols = 0
+        self.num_rows = 0
+
+    def add_columns(self, count: int, *, cost=0.0, lower=0.0, upper=INF) -> np.ndarray:
+        """``count`` new columns; returns their indices."""
+        self._cost.append(np.broadcast_to(np.asarray(cost, np.float64), (count,)).copy())
+        self._lower.append(np.broadcast_to(np.asarray(lower, np.float64), (count,)).copy())
+        self._upper.append(np.broadcast_to(np.asarray(upper, np.float64), (count,)).copy())
+        first = self.num_cols
+        self.num_cols += count
+        return np.arange(first, self.num_cols)
+
+    def add_rows(self, count: int, row: np.ndarray, col: np.ndarray, value, *, lower=-INF, upper=INF) -> np.ndarray:
+        """``count`` new rows with entries (row within this block, column, value); returns their indices."""
+        first = self.num_rows
+        row = np.asarray(row, np.int64) + first
+        self._rows.append((row, np.asarray(col, np.int64), np.broadcast_to(np.asarray(value, np.float64), row.shape)))
+        self._row_lower.append(np.broadcast_to(np.asarray(lower, np.float64), (count,)).copy())
+        self._row_upper.append(np.broadcast_to(np.asarray(upper, np.float64), (count,)).copy())
+        self.num_rows += count
+        return np.arange(first, self.num_rows)
+
+    def build(self) -> Solver:
+        lp = highspy.HighsLp()
+        lp.num_col_ = self.num_cols
+        lp.num_row_ = self.num_rows
+        lp.sense_ = highspy.ObjSense.kMaximize
+        lp.col_cost_ = np.concatenate(self._cost) if self._cost else np.zeros(0)
+        lp.col_lower_ = np.concatenate(self._lower) if self._lower else np.zeros(0)
+        lp.col_upper_ = np.concatenate(self._upper) if self._upper else np.zeros(0)
+        lp.row_lower_ = np.concatenate(self._row_lower) if self._row_lower else np.zeros(0)
+        lp.row_upper_ = np.concatenate(self._row_upper) if self._row_upper else np.zeros(0)
+        if self._rows:
+            rows = np.concatenate([r for r, _, _ in self._rows])
+            cols = np.concatenate([c for _, c, _ in self._rows])
+            vals = np.concatenate([v for _, _, v in self._rows])
+        else:
+            rows = cols = np.zeros(0, np.int64)
+            vals = np.zeros(0)
+        matrix = sparse.csc_matrix((vals, (rows, cols)), shape=(self.num_rows, self.num_cols))
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
+        lp.a_matrix_.value_ = matrix.data
+        return Solver(lp)
+
+
+class Solver:
+    """One HiGHS model; bounds and costs may change between runs, which then start warm."""
+
+    def __init__(self, lp: highspy.HighsLp) -> None:
+        self.highs = highspy.Highs()
+        self.highs.setOptionValue("output_flag", False)
+        if lp.num_col_ > IPM_ABOVE_COLUMNS:
+            self.highs.setOptionValue("solver", "ipm")
+        self.highs.passModel(lp)
+
+    def run(self, what: str = "LP") -> np.ndarray:
+        """Solve; the column values, or SolveError naming ``what`` and HiGHS's status."""
+        self.highs.run()
+        status = self.highs.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolveError(f"{what}: {self.highs.modelStatusToString(status)}")
+        return np.asarray(self.highs.getSolution().col_value)
+
+    def feasible(self) -> bool:
+        """Solve and say whether the model has a feasible (optimal) solution."""
+        self.highs.run()
+        return self.highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
+
+    def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.highs.changeRowsBounds(len(rows), rows.astype(np.int32), lower.astype(np.float64), upper.astype(np.float64))
+
+    def set_costs(self, cols: np.ndarray, cost: np.ndarray) -> None:
+        self.highs.changeColsCost(len(cols), cols.astype(np.int32), cost.astype(np.float64))
+
+    def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.highs.changeColsBounds(len(cols), cols.astype(np.int32), lower.astype(np.float64), upper.astype(np.float64))
+
+
+def add_share_columns(lp: LinearProgram, runnable: np.ndarray, num_gpus: np.ndarray, capacity: np.ndarray,
+                      cost: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns X[j, t] for the runnable (job, type) pairs with the constraints every allocation has:
+
+    Σ_t X[j, t] ≤ 1 (a job holds at most all of its time) and Σ_j s_j X[j, t] ≤ C_t (capacity).
+    Returns (columns, job of each column, type of each column).
+    """
+    job, gpu_type = np.nonzero(runnable)
+    cols = lp.add_columns(len(job), cost=cost, upper=1.0)
+    n, num_types = runnable.shape
+    lp.add_rows(n, job, cols, 1.0, upper=1.0)
+    lp.add_rows(num_types, gpu_type, cols, num_gpus[job].astype(np.float64), upper=capacity.astype(np.float64))
+    return cols, job, gpu_type
+
+
+def shares_from(values: np.ndarray, cols: np.ndarray, job: np.ndarray, gpu_type: np.ndarray, shape) -> np.ndarray:
+    """The [n, T] share matrix from solved column values, solver noise removed."""
+    share = np.zeros(shape)
+    share[job, gpu_type] = values[cols]
+    return clean_shares(share)
