@@ -66,12 +66,24 @@ class JobClasses:
             self.job_print = np.concatenate([self.job_print, np.full(grow, np.nan)])
         fingerprint = a @ _FINGERPRINT[: a.shape[1]] + gpus * _FINGERPRINT[a.shape[1]]
         stale = np.flatnonzero(self.job_print[index] != fingerprint)
-        for i in stale:
-            key = a[i].tobytes() + np.float64(gpus[i]).tobytes()
-            cid = self.class_of_key.get(key)
-            if cid is None:
-                cid = self.model.add_class(a[i], float(gpus[i]))
-                self.class_of_key[key] = cid
-            self.job_class[index[i]] = cid
-            self.job_print[index[i]] = fingerprint[i]
+        if len(stale):
+            unseen: dict[bytes, int] = {}  # key -> position among the new classes
+            new_rows: list[int] = []
+            pending = np.empty(len(stale), dtype=np.int64)
+            for position, i in enumerate(stale):
+                key = a[i].tobytes() + np.float64(gpus[i]).tobytes()
+                cid = self.class_of_key.get(key)
+                if cid is None:
+                    cid = -1 - unseen.setdefault(key, len(unseen))
+                    if -1 - cid == len(new_rows):
+                        new_rows.append(i)
+                pending[position] = cid
+            if new_rows:
+                ids = self.model.add_classes(a[new_rows], gpus[new_rows].astype(np.float64))
+                for key, position in unseen.items():
+                    self.class_of_key[key] = int(ids[position])
+                fresh = pending < 0
+                pending[fresh] = ids[-1 - pending[fresh]]
+            self.job_class[index[stale]] = pending
+            self.job_print[index[stale]] = fingerprint[stale]
         return self.job_class[index]

@@ -22,6 +22,8 @@ import numpy as np
 
 from apportion.solve.shares import SolveError, clean_shares
 
+IPM_ABOVE_COLUMNS = 20_000  # larger models solve faster by interior point than by (warm) simplex
+
 _Z_SLACK = 1e-7  # stage 2 may give up this relative fraction of z to stay numerically feasible
 
 
@@ -52,26 +54,40 @@ class MaxMinModel:
 
     def add_class(self, a_row: np.ndarray, gpus: float) -> int:
         """Register a class (its normalised throughputs and GPUs per job); returns its id."""
+        return int(self.add_classes(a_row[None, :], np.array([gpus]))[0])
+
+    def add_classes(self, a: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+        """Register classes in one batch (two rows each, a column per runnable type); their ids."""
         h = self.highs
-        cid = self.num_classes
-        fair = h.getNumRow()
-        h.addRow(-self.inf, self.inf, 1, np.array([0], np.int32), np.array([1.0]))  # off until counted
+        k = len(a)
+        first_class = self.num_classes
+        first_row = h.getNumRow()
+        fair = first_row + 2 * np.arange(k)
         one = fair + 1
-        h.addRow(-self.inf, 1.0, 0, np.zeros(0, np.int32), np.zeros(0))
-        cols = np.full(self.num_types, -1, dtype=np.int64)
-        for t in np.flatnonzero(a_row > 0):
-            cols[t] = h.getNumCol()
-            rows = np.array([fair, one, t], dtype=np.int32)
-            h.addCol(0.0, 0.0, 0.0, 3, rows, np.array([-a_row[t], 1.0, 0.0]))
-        runnable = np.flatnonzero(cols >= 0)
-        self.fair_row.append(fair)
-        self.columns = np.vstack([self.columns, cols])
+        # rows, row-wise: fair rows hold z (column 0) and start inactive; "one" rows start empty
+        row_lower = np.full(2 * k, -self.inf)
+        row_upper = np.tile([self.inf, 1.0], k)
+        row_nnz = np.tile([1, 0], k)
+        starts = np.concatenate([[0], np.cumsum(row_nnz)[:-1]]).astype(np.int32)
+        h.addRows(2 * k, row_lower, row_upper, k, starts, np.zeros(k, np.int32), np.ones(k))
+        # columns x[c, t] for runnable (c, t), each in its fair row, its one row and capacity row t
+        cls, typ = np.nonzero(a > 0)
+        first_col = h.getNumCol()
+        m = len(cls)
+        indices = np.column_stack([fair[cls], one[cls], typ]).reshape(-1).astype(np.int32)
+        values = np.column_stack([-a[cls, typ], np.ones(m), np.zeros(m)]).reshape(-1)
+        h.addCols(m, np.zeros(m), np.zeros(m), np.zeros(m), 3 * m, (3 * np.arange(m)).astype(np.int32), indices, values)
+        columns = np.full((k, self.num_types), -1, dtype=np.int64)
+        columns[cls, typ] = first_col + np.arange(m)
+        self.fair_row.extend(fair.tolist())
+        self.columns = np.vstack([self.columns, columns])
         self.gpus = np.append(self.gpus, gpus)
-        self.count = np.append(self.count, 0.0)
-        self.col_class = np.append(self.col_class, np.full(len(runnable), cid))
-        self.col_type = np.append(self.col_type, runnable)
-        self.col_a = np.append(self.col_a, a_row[runnable])
-        return cid
+        self.count = np.append(self.count, np.zeros(k))
+        self.col_class = np.append(self.col_class, first_class + cls)
+        self.col_type = np.append(self.col_type, typ)
+        self.col_a = np.append(self.col_a, a[cls, typ])
+        self.highs.setOptionValue("solver", "ipm" if len(self.col_class) > IPM_ABOVE_COLUMNS else "simplex")
+        return first_class + np.arange(k)
 
     def solve(self, count: np.ndarray) -> tuple[np.ndarray, float]:
         """Shares x[c, t] for every registered class given jobs per class, and the max-min value z."""
@@ -116,6 +132,5 @@ def solve_max_min(
 ) -> tuple[np.ndarray, float]:
     """One-off solve: shares x[c, t] and the max-min value z."""
     model = MaxMinModel(capacity)
-    for row, size in zip(a, gpus):
-        model.add_class(np.asarray(row, dtype=np.float64), float(size))
+    model.add_classes(np.asarray(a, dtype=np.float64), np.asarray(gpus, dtype=np.float64))
     return model.solve(np.asarray(count, dtype=np.float64))
