@@ -1,14 +1,16 @@
-"""Regenerate apportion/workloads/data/catalog.json: Gavel's measurements plus a roofline transfer.
+"""Regenerate apportion/workloads/data/catalog.json: Gavel's measurements plus a per-layer transfer.
 
 k80, p100 and v100 come straight from apportion/workloads/data/gavel_measured.json (Gavel's
-published measurements, with provenance). t4, a100 and h100 were never measured by Gavel; for
-each job kind and scale this script fits
+published measurements, with provenance). t4, a100 and h100 were never measured by Gavel; each
+kind's number on them is its measured v100 number scaled by the per-layer roofline of
+apportion.perf (Habitat's idea):
 
-    step_time(gpu) = a / peak_fp32(gpu) + b / memory_bandwidth(gpu),   a, b >= 0
+    steps/s(target, 1) = steps/s(v100, 1) × time(v100) / time(target)
+    steps/s(target, n) = steps/s(target, 1) × steps/s(v100, n) / steps/s(v100, 1)
 
-to the measured GPUs by non-negative least squares on relative error, and predicts the new GPUs
-from their datasheet figures (ACCELERATORS below). A stand-in until apportion.perf exists; see
-docs/throughputs.md for the model's limits. Run from the repository root:
+time() is apportion.perf.kinds.predict_step_time (the kind's layers, FP32 datasheet peaks and
+bandwidths, SM counts, kernel launches); the multi-GPU scaling is the measured v100 one. See
+docs/perf_kinds.md for the model and its validation. Run from the repository root:
 
     python scripts/build_catalog.py            # rewrites the shipped catalog.json
     python scripts/build_catalog.py --check    # exits 1 if the shipped file is stale
@@ -22,11 +24,11 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
-import numpy as np
-from scipy.optimize import nnls
-
+from apportion.perf.accelerators import get_accelerator
+from apportion.perf.kinds import (ARCHITECTURES, REFERENCE_GPU, REFERENCE_REASON, predict_step_time,
+                                  transfer_steps_per_s)
+from apportion.perf.layers import KERNEL_LAUNCH_S, sm_spec
 from apportion.workloads.gavel_throughputs import gavel_kind_name, parse_gavel_throughputs
 
 DATA = Path(__file__).resolve().parents[1] / "apportion" / "workloads" / "data"
@@ -34,41 +36,13 @@ MEASURED_FILE = DATA / "gavel_measured.json"
 CATALOG_FILE = DATA / "catalog.json"
 
 
-class Accelerator(NamedTuple):
-    name: str
-    peak_fp32_tflops: float  # dense FP32 on the CUDA cores, no tensor cores, at boost clock
-    mem_bandwidth_gb_s: float
-    source: str
-
-
-ACCELERATORS = {
-    "k80": Accelerator(
-        "Tesla K80, one of its two GK210 dies (a K80 board shows up as two GPUs)", 4.37, 240.0,
-        "NVIDIA Tesla K80 datasheet (2014): 8.73 TFLOPS FP32 with GPU Boost and 480 GB/s for "
-        "the two-die board; halved per die",
-    ),
-    "p100": Accelerator(
-        "Tesla P100 PCIe 16 GB (assumed: the Gavel sources read here do not name the variant)",
-        9.3, 732.0,
-        "NVIDIA Tesla P100 PCIe datasheet: 9.3 TFLOPS FP32, 732 GB/s (16 GB HBM2); the SXM2 "
-        "part is 10.6 TFLOPS / 732 GB/s",
-    ),
-    "v100": Accelerator(
-        "Tesla V100 SXM2 16 GB", 15.7, 900.0,
-        "NVIDIA Tesla V100 datasheet: SXM2 15.7 TFLOPS FP32, 900 GB/s HBM2",
-    ),
-    "t4": Accelerator(
-        "T4 16 GB (70 W, PCIe)", 8.1, 320.0,
-        "NVIDIA T4 datasheet: 8.1 TFLOPS FP32, 320 GB/s GDDR6",
-    ),
-    "a100": Accelerator(
-        "A100 SXM4 40 GB", 19.5, 1555.0,
-        "NVIDIA A100 datasheet: 19.5 TFLOPS FP32 (non-tensor), 1,555 GB/s for the 40 GB part",
-    ),
-    "h100": Accelerator(
-        "H100 SXM5 80 GB", 67.0, 3350.0,
-        "NVIDIA H100 datasheet: SXM 67 TFLOPS FP32 (non-tensor), 3.35 TB/s HBM3",
-    ),
+CATALOG_NAMES = {  # the catalog's GPU type -> what apportion.perf.accelerators models it as
+    "k80": "one GK210 die of a Tesla K80 (a K80 board shows up as two GPUs)",
+    "p100": "Tesla P100 PCIe 16 GB (assumed: the Gavel sources read here do not name the variant)",
+    "v100": "Tesla V100 SXM2 16 GB",
+    "t4": "T4 16 GB (70 W, PCIe)",
+    "a100": "A100 SXM4 40 GB",
+    "h100": "H100 SXM5 80 GB",
 }
 MEASURED_TYPES = ("k80", "p100", "v100")
 PREDICTED_TYPES = ("t4", "a100", "h100")
@@ -89,30 +63,33 @@ WORKLOADS_SOURCE = (
 )
 
 
-def fit_roofline(steps_per_s: np.ndarray, gpus: tuple[str, ...]) -> tuple[float, float] | None:
-    """(a, b) >= 0 of step_time = a/TFLOPS + b/(TB/s) fit to the finite rates, or None if < 2."""
-    known = [(g, r) for g, r in zip(gpus, steps_per_s) if math.isfinite(r) and r > 0]
-    if len(known) < 2:
-        return None
-    step_time = np.array([1.0 / r for _, r in known])
-    design = np.array([_roofline_terms(g) for g, _ in known])
-    coef, _ = nnls(design / step_time[:, None], np.ones(len(known)))  # relative error
-    return float(coef[0]), float(coef[1])
+def accelerator_entry(gpu: str) -> dict:
+    """The figures the transfer uses for ``gpu``, with their sources (from apportion.perf)."""
+    acc, spec = get_accelerator(gpu), sm_spec(gpu)
+    return {
+        "name": CATALOG_NAMES[gpu],
+        "perf_accelerator": acc.name,
+        "peak_fp32_tflops": acc.peak("fp32") / 1e12,
+        "mem_bandwidth_gb_s": acc.memory_bandwidth / 1e9,
+        "sms": spec.sms,
+        "max_threads_per_sm": spec.max_threads_per_sm,
+        "source": "; ".join(acc.sources[:1] + (spec.source,)),
+    }
 
 
-def predict(coef: tuple[float, float], gpu: str) -> float:
-    """Steps/s the fitted roofline gives on ``gpu``."""
-    seconds = float(np.dot(coef, _roofline_terms(gpu)))
-    return 1.0 / seconds if seconds > 0 else math.nan
-
-
-def _roofline_terms(gpu: str) -> tuple[float, float]:
-    spec = ACCELERATORS[gpu]
-    return 1.0 / spec.peak_fp32_tflops, 1000.0 / spec.mem_bandwidth_gb_s
+def transfer(kind: str, v100_rates: list[float], gpu: str) -> list[float | None]:
+    """Steps/s of ``kind`` on ``gpu`` at every scale: the v100 measurement moved by the model at
+    one GPU, the v100's measured scaling beyond it. None where v100 has no number."""
+    one = v100_rates[0]
+    if not (math.isfinite(one) and one > 0):
+        return [None] * len(SCALES)
+    at_one = transfer_steps_per_s(kind, one, REFERENCE_GPU, gpu)
+    return [_round(at_one * rate / one) if math.isfinite(rate) and rate > 0 else None
+            for rate in v100_rates]
 
 
 def build_catalog() -> dict:
-    """The catalog document: measured and predicted steps/s, pairs, sources, fits."""
+    """The catalog document: measured and predicted steps/s, pairs, sources, the model's times."""
     measured_doc = json.loads(MEASURED_FILE.read_text(encoding="utf-8"))
     provenance = measured_doc["source"]
     table = parse_gavel_throughputs(measured_doc["throughputs"], str(MEASURED_FILE.name))
@@ -123,23 +100,22 @@ def build_catalog() -> dict:
     for i, kind in enumerate(table.kinds):
         rates = {gpu: [_clean(table.steps_per_s[i, j, s]) for s in range(len(SCALES))]
                  for j, gpu in enumerate(MEASURED_TYPES)}
-        fits = {}
-        for s, scale in enumerate(SCALES):
-            coef = fit_roofline(table.steps_per_s[i, :, s], MEASURED_TYPES)
-            for gpu in PREDICTED_TYPES:
-                rates.setdefault(gpu, []).append(_round(predict(coef, gpu)) if coef else None)
-            if coef:
-                errors = [abs(predict(coef, g) / r - 1.0)
-                          for g, r in zip(MEASURED_TYPES, table.steps_per_s[i, :, s]) if math.isfinite(r)]
-                fits[str(scale)] = {"a_tflop": _round(coef[0]), "b_tb": _round(coef[1]),
-                                    "max_rel_error_on_measured": _round(max(errors), 3)}
+        v100 = list(table.steps_per_s[i, MEASURED_TYPES.index(REFERENCE_GPU), :])
+        for gpu in PREDICTED_TYPES:
+            rates[gpu] = transfer(kind, v100, gpu)
+        model_ms = {gpu: predict_step_time(kind, gpu) * 1e3 for gpu in MEASURED_TYPES + PREDICTED_TYPES}
         kinds[kind] = {
             "gavel_job_type": gavel_types[kind],
             "workload": WORKLOADS[kind.split("/")[0]],
             "source": _source_text(rates, provenance),
             "predicted_gpu_types": list(PREDICTED_TYPES),
             "steps_per_s": rates,
-            "roofline_fit": fits,
+            "model": {
+                "architecture": ARCHITECTURES[kind.split("/")[0]],
+                "step_ms": {gpu: _round(ms) for gpu, ms in model_ms.items()},
+                "time_ratio_to_v100": {gpu: _round(model_ms[REFERENCE_GPU] / model_ms[gpu])
+                                       for gpu in PREDICTED_TYPES},
+            },
         }
     pairs = {gpu: sorted(
         ([a, b, x, y] for (a, b, g), (x, y) in table.pair_steps_per_s.items() if g == gpu),
@@ -148,7 +124,7 @@ def build_catalog() -> dict:
     return {
         "about": "apportion's built-in throughput catalog. Generated by scripts/build_catalog.py "
                  "from apportion/workloads/data/gavel_measured.json; do not edit by hand. "
-                 "See docs/throughputs.md.",
+                 "See docs/throughputs.md and docs/perf_kinds.md.",
         "units": "steps per second of the whole job (all its GPUs together); null = unknown or "
                  "does not fit",
         "gpu_types": list(MEASURED_TYPES + PREDICTED_TYPES),
@@ -156,14 +132,21 @@ def build_catalog() -> dict:
         "measured_source": provenance,
         "workload_descriptions_source": WORKLOADS_SOURCE,
         "prediction_model": (
-            "t4, a100, h100: for each kind and scale, step_time = a / peak_fp32_TFLOPS + "
-            "b / memory_TB_per_s with a, b >= 0, fit by scipy.optimize.nnls on relative error "
-            "to the measured k80/p100/v100 step times (at least two needed), then evaluated with "
-            "the datasheet figures in 'accelerators'. Approximate: FP32 peaks only (no tensor "
-            "cores, no mixed precision), no fixed per-step overhead, multi-GPU communication "
-            "folded into the fitted terms. A stand-in until apportion.perf exists."
+            "t4, a100, h100: steps/s(target, 1) = steps/s measured(v100, 1) x model_time(v100) / "
+            "model_time(target), where model_time is apportion.perf.kinds.predict_step_time: the kind's "
+            "layers as published (forward FLOPs and bytes; backward 2x; PyTorch 1.x optimizer sweeps) "
+            "priced per layer at max(FLOPs / (FP32 peak x utilisation), bytes / (bandwidth x "
+            "utilisation)) plus " f"{KERNEL_LAUNCH_S * 1e6:g}" " us per kernel launch, utilisation "
+            "from 128x128 GEMM tiles over the GPU's SMs (wave quantization) or one thread per element. "
+            "At 2, 4, 8 GPUs the v100's measured scaling is applied: steps/s(target, n) = "
+            "steps/s(target, 1) x steps/s(v100, n) / steps/s(v100, 1). Approximate: FP32 only (no tensor "
+            "cores, no TF32, no mixed precision), host-side time (Python, data loading, emulators) not "
+            "modelled but carried over from the v100 measurement, no interconnect model, memory capacity "
+            "ignored. Validation (leave the GPU out): docs/perf_kinds.md, benchmarks/perf_kinds.py."
         ),
-        "accelerators": {gpu: spec._asdict() for gpu, spec in ACCELERATORS.items()},
+        "reference_gpu": REFERENCE_GPU,
+        "reference_gpu_reason": REFERENCE_REASON,
+        "accelerators": {gpu: accelerator_entry(gpu) for gpu in MEASURED_TYPES + PREDICTED_TYPES},
         "kinds": kinds,
         "pairs_at_one_gpu": {"columns": ["kind", "other_kind", "kind_steps_per_s",
                                          "other_steps_per_s"], **pairs},
@@ -176,9 +159,10 @@ def _source_text(rates: dict, provenance: dict) -> str:
     missing = [f"{gpu} at {', '.join(str(s) for s, r in zip(SCALES, rates[gpu]) if r is None)} GPU(s)"
                for gpu in MEASURED_TYPES if None in rates[gpu]]
     gaps = f" (null where Gavel has no number or the job did not fit: {'; '.join(missing)})" if missing else ""
-    return (f"{measured}{gaps}; t4, a100, h100 predicted by the roofline transfer in "
-            f"scripts/build_catalog.py from those measurements and datasheet peak FP32 / memory "
-            f"bandwidth (a stand-in until apportion.perf)")
+    return (f"{measured}{gaps}; t4, a100, h100 predicted from the v100 measurement by the per-layer "
+            f"roofline transfer of apportion.perf.kinds (model time on v100 / model time on the target, "
+            f"FP32 datasheet peaks and bandwidths; v100's measured multi-GPU scaling beyond one GPU; "
+            f"null where v100 has no number): not measured")
 
 
 def _clean(value: float) -> float | None:

@@ -6,9 +6,12 @@ and batch), how many kernels it launches, and how that work splits into parallel
 output tiles of a matrix product, or one thread per element). A training step is
 
     forward             each layer as described
-    backward            2 × the forward FLOPs and bytes of every layer gradients flow through
-                        (one product for the input's gradient, one for the weights'), 2 × its
-                        kernels if it has weights, 1 × otherwise
+    backward            2 × the forward FLOPs and bytes of every layer gradients flow through:
+                        a GEMM-like layer runs two products of its forward's size (the input's
+                        gradient and the weights'), each at its own utilisation; a layer whose
+                        input needs no gradient (the first convolution, an embedding) runs
+                        only the weights' half; kernels 2 × (1 × for the half case and for
+                        element-wise layers without weights)
     optimizer update    a few memory-bound sweeps over parameters, gradients and optimizer
                         state, as PyTorch 1.x's ``torch.optim`` wrote them (``OPTIMIZERS``)
 
@@ -21,22 +24,23 @@ bandwidth (``apportion.perf.accelerators``), and a fixed launch cost per kernel.
 
 Constants and where they come from:
 
-- ``KERNEL_LAUNCH_S`` = 5 µs per kernel. An empty kernel's launch "takes approximately 5 us on
-  the Linux system I use" (NVIDIA developer forum, "Performance of launching kernels",
-  forums.developer.nvidia.com/t/performance-of-lauching-kernels/32844); Volkov & Demmel,
-  "Benchmarking GPUs to tune dense linear algebra" (SC08), measured 3–7 µs. It is a host-side
-  cost, the same on every GPU; added, not overlapped, so it is an upper bound on what launches
-  cost a step whose kernels are long enough to hide them.
-- Utilisation of a matrix product (convolutions run as implicit GEMMs): its M × N output is cut
-  into ``GEMM_TILE`` = 128 × 128 tiles, one thread block each (CUTLASS's CUDA-core SGEMM tile,
-  256 threads per block: github.com/NVIDIA/cutlass/issues/74; NVIDIA "Matrix Multiplication
-  Background User's Guide", DU-09799-001, §2.3 typical cuBLAS tiles), one block per SM at a
-  time. Blocks run in waves of ``sms`` blocks; utilisation = blocks / (waves × sms) — NVIDIA's
-  "wave quantization" (same guide, §3.2). When the output has fewer tiles than the GPU has SMs,
-  the K dimension is split across blocks (split-K, as cuBLAS and CUTLASS do) into at most
-  ``sms // tiles`` slices of at least ``SPLIT_K_MIN_DEPTH`` = 128 (an assumption: one tile
-  edge). Work too small to fill the SMs thus runs at a proportionally lower rate, and the same
-  layer fills a 13-SM K80 die sooner than a 132-SM H100.
+- ``KERNEL_LAUNCH_S`` = 5 µs per kernel: the launch of an empty kernel, as measured on Linux
+  and reported on NVIDIA's developer forum ("Performance of launching kernels",
+  forums.developer.nvidia.com/t/performance-of-lauching-kernels/32844: about 5 µs); the same
+  forum's "Cost of launching a kernel function" thread (t/18347) recalls ~4 µs from Volkov &
+  Demmel's SC08 paper. It is a host-side cost, the same on every GPU; added, not overlapped,
+  so it is an upper bound on what launches cost a step whose kernels are long enough to hide
+  them. PyTorch's own per-operator host overhead (Python, dispatch) is larger and not modelled.
+- Utilisation of a matrix product (convolutions run as implicit GEMMs): its M × N output is
+  cut into ``GEMM_TILE`` = 128 × 128 tiles, one thread block each (CUTLASS's CUDA-core SGEMM
+  tile, 256 threads per block: github.com/NVIDIA/cutlass/issues/74; NVIDIA "Matrix
+  Multiplication Background User's Guide", DU-09799-001, §2.3 typical cuBLAS tiles), one block
+  per SM at a time (assumed). Blocks run in waves of ``sms`` blocks; utilisation = blocks /
+  (waves × sms) — NVIDIA's "wave quantization" (same guide, §3.2). When the output has fewer
+  tiles than the GPU has SMs, the K dimension is split across blocks (split-K, as cuBLAS and
+  CUTLASS do) into at most ``sms // tiles`` slices of at least ``SPLIT_K_MIN_DEPTH`` = 128 (an
+  assumption: one tile edge). Work too small to fill the SMs thus runs at a proportionally
+  lower rate, and the same layer fills a 13-SM K80 die sooner than a 132-SM H100.
 - Utilisation of an element-wise kernel (and of the memory term of any non-GEMM layer): one
   thread per output element; the GPU is full at ``sms × max resident threads per SM`` threads
   (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability");
@@ -330,7 +334,7 @@ class Net:
     def b(self) -> int:
         return BYTES_PER_ELEMENT[self.precision]
 
-    def _param(self, module: str | None, elements: int, tensors: int) -> None:
+    def param(self, module: str | None, elements: int, tensors: int) -> None:
         if module is not None and elements:
             self.params.setdefault(module, (elements, tensors, self.optimizer))
 
@@ -351,7 +355,7 @@ class Net:
         self.add(Layer(name, gemm.flops + (out if bias else 0),
                        self.b * (weights + n * cin * h * w + out), 1 + bias, gemm, out, True,
                        input_grad, backward))
-        self._param(module or name, weights + (cout if bias else 0), 1 + bias)
+        self.param(module or name, weights + (cout if bias else 0), 1 + bias)
         return n, cout, ho, wo
 
     def linear(self, name: str, rows: int, fin: int, fout: int, bias: bool = True,
@@ -361,7 +365,7 @@ class Net:
         self.add(Layer(name, gemm.flops + (rows * fout if bias else 0),
                        self.b * (fin * fout + rows * fin + rows * fout), 1 + bias, gemm, rows * fout,
                        True, input_grad, backward))
-        self._param(module or name, fin * fout + (fout if bias else 0), 1 + bias)
+        self.param(module or name, fin * fout + (fout if bias else 0), 1 + bias)
 
     def matmul(self, name: str, batch: int, m: int, n: int, k: int, backward: bool = True) -> None:
         """A batched product of two activations (attention scores, attention × values)."""
@@ -375,7 +379,7 @@ class Net:
         """A memory-bound kernel touching ``reads + writes`` values per output element."""
         self.add(Layer(name, flops_per_element * elements, self.b * (reads + writes) * elements, kernels,
                        None, elements, bool(params), True, backward))
-        self._param(module or name, params, param_tensors)
+        self.param(module or name, params, param_tensors)
 
     def batchnorm(self, name: str, shape: tuple[int, ...], module: str | None = None,
                   backward: bool = True) -> None:
@@ -408,7 +412,7 @@ class Net:
         """A table lookup: gathers ``tokens`` rows (dense gradient over the whole table)."""
         self.add(Layer(name, 0, self.b * 2 * tokens * dim + 8 * tokens, 1, None, tokens * dim, True, False,
                        backward))
-        self._param(module or name, vocab * dim, 1)
+        self.param(module or name, vocab * dim, 1)
 
     def lstm_layer(self, name: str, steps: int, batch: int, fin: int, hidden: int,
                    module: str | None = None) -> None:
@@ -422,7 +426,7 @@ class Net:
         self.add(Layer(f"{name}.recurrent", steps * (2.0 * batch * hidden * gates + 10 * batch * gates),
                        steps * per_step_bytes, 2 * steps, Gemm(batch, gates, hidden),
                        batch * gates, True))
-        self._param(module or name, gates * (fin + hidden) + 2 * gates, 4)
+        self.param(module or name, gates * (fin + hidden) + 2 * gates, 4)
 
     def softmax_cross_entropy(self, name: str, rows: int, classes: int) -> None:
         """log_softmax (reads the logits twice, writes once) and the NLL gather."""

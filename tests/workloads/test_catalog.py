@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from apportion.perf.kinds import predict_step_time
 from apportion.workloads.catalog import builtin_throughputs, catalog_table
 from apportion.workloads.gavel_throughputs import parse_gavel_throughputs
 
@@ -94,28 +95,45 @@ def test_catalog_matches_its_raw_measurements():
     np.testing.assert_array_equal(table.steps_per_s[rows][:, :3], measured.steps_per_s)
 
 
-def test_roofline_fit_stays_near_the_points_it_was_fit_on():
-    """Two terms cannot follow every measurement: Gavel's K80 (Kepler) runs well below its
-    datasheet peaks, some small jobs are faster on a P100 than a V100, and a few 8-GPU V100
-    numbers grow faster than linearly. So the stated tolerance is loose: every fitted point
-    within a factor of 3.1 of its measurement, half of them within 15%."""
-    build = load_build_script()
-    measured_doc = json.loads(build.MEASURED_FILE.read_text())
-    measured = parse_gavel_throughputs(measured_doc["throughputs"], "gavel_measured.json")
-    factors = []
-    for i in range(len(measured.kinds)):
-        for s in range(len(measured.scales)):
-            rates = measured.steps_per_s[i, :, s]
-            coef = build.fit_roofline(rates, MEASURED)
-            if coef is None:
-                continue
-            assert coef[0] >= 0 and coef[1] >= 0
-            factors += [abs(math.log(build.predict(coef, gpu) / rate))
-                        for gpu, rate in zip(MEASURED, rates) if math.isfinite(rate)]
+def test_predicted_gpus_are_the_v100_measurement_moved_by_the_layer_model():
+    """t4/a100/h100 at one GPU: v100's measured steps/s × model time(v100) / model time(target);
+    at n GPUs: that × v100's measured scaling from 1 to n GPUs."""
+    table = builtin_throughputs()
+    v100 = table.gpu_types.index("v100")
+    for kind in ("resnet50/bs64", "lm/bs20", "cyclegan"):
+        i = table.kind_index(kind)
+        measured = table.steps_per_s[i, v100]
+        for gpu in PREDICTED:
+            predicted = table.steps_per_s[i, table.gpu_types.index(gpu)]
+            at_one = measured[0] * predict_step_time(kind, "v100") / predict_step_time(kind, gpu)
+            assert predicted[0] == pytest.approx(at_one, rel=1e-5)  # rounded to 6 digits
+            expected = at_one * measured / measured[0]
+            known = np.isfinite(measured)
+            np.testing.assert_allclose(predicted[known], expected[known], rtol=1e-5)
+            assert np.all(np.isnan(predicted[~known]))
 
-    assert len(factors) > 200
-    assert max(factors) < math.log(3.1)
-    assert np.median(factors) < math.log(1.15)
+
+def test_layer_model_transfer_stays_near_gavels_measurements_it_never_saw():
+    """Leave the target out: the layer model is built from architectures and datasheets and
+    never sees a k80 or p100 number, so its k80/v100 and p100/v100 ratios are a fair test of
+    moving a v100 measurement to another GPU. It cannot follow everything: Gavel's K80
+    (Kepler) runs far below its datasheet peak on large convolutions, and several small V100
+    jobs are bound by host-side work the model leaves out. So the stated tolerance is loose
+    (docs/perf_kinds.md has the figures): half the ratios within 25%, every one within a
+    factor of 3.7."""
+    table = builtin_throughputs()
+    v100 = table.gpu_types.index("v100")
+    factors = []
+    for i, kind in enumerate(table.kinds):
+        t_v100 = predict_step_time(kind, "v100")
+        for gpu in ("k80", "p100"):
+            measured = table.steps_per_s[i, table.gpu_types.index(gpu), 0] / table.steps_per_s[i, v100, 0]
+            if math.isfinite(measured):
+                factors.append(abs(math.log(t_v100 / predict_step_time(kind, gpu) / measured)))
+
+    assert len(factors) == 51
+    assert np.median(factors) < math.log(1.25)
+    assert max(factors) < math.log(3.7)
 
 
 def test_build_script_regenerates_the_shipped_catalog(tmp_path):
