@@ -5,8 +5,8 @@ p-way pipeline parallelism with a GPipe, 1F1B or interleaved 1F1B schedule (Nara
 2021, §2.2), d-way data parallelism, optionally with ZeRO (Rajbhandari et al. 2020). Ranks are
 laid out as Megatron-LM does it: tensor-parallel ranks are adjacent, then data-parallel, then
 pipeline stages outermost; so a tensor-parallel group of t ≤ GPUs-per-node sits inside one node,
-a data-parallel group has min(d, G/t) members per node (1 when t fills the node), and adjacent
-pipeline stages are in different nodes once t·d ≥ G.
+a data-parallel group has min(d, G/t) members per node (1 when t fills the node), and pipeline
+sends are timed as crossing nodes once t·d ≥ G or the job spans more than one node.
 
 Collectives are bandwidth-optimal ring algorithms (Patarasuk & Yuan 2009; NCCL): an all-reduce
 of S bytes over n ranks moves ``2(n−1)/n · S`` per rank, a reduce-scatter or all-gather half
@@ -15,9 +15,16 @@ that. A group that spans N nodes with G of its members in each is reduced hierar
 
     T_allreduce = 2(G−1)/G · S / B_intra  +  2(N−1)/N · S / (G · B_inter)  +  2(n−1)·α
 
-with B_intra and B_inter the catalog's per-GPU, per-direction bandwidths and α a per-step
-latency. Point-to-point between pipeline stages sends each micro-batch's boundary activation
-(b·s·h elements); across nodes Megatron's scatter/gather optimisation (Narayanan et al. §4.1)
+with B_intra and B_inter the catalog's per-GPU, per-direction link bandwidths scaled by the
+fraction of them NCCL reaches, and α a per-step latency. Those fractions are public nccl-tests
+measurements: an all-reduce among the 8 NVLink/NVSwitch-connected A100s of one server reaches a
+bus bandwidth of about 200 GB/s of the 300 GB/s per direction (NVIDIA/nccl-tests issues #149,
+"~200 GB/s", and #178, "208 GBps"): 0.67; across nodes over HDR InfiniBand it reaches 84.8 GB/s
+on average of the 100 GB/s its four 200 Gb/s adapters carry for 8 GPUs (nccl-tests issue #119;
+issue #100 reports 91 of 100): 0.85. Both are A100-system measurements, used for every GPU.
+
+Point-to-point between pipeline stages sends each micro-batch's boundary activation (b·s·h
+elements); across nodes Megatron's scatter/gather optimisation (Narayanan et al. §4.1)
 sends 1/t of it over each of the t adapters and all-gathers it over NVLink.
 """
 
@@ -35,6 +42,9 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 # InfiniBand (a few microseconds); not from a published table: they matter only for small messages.
 ALPHA_INTRA_S = 5e-6
 ALPHA_INTER_S = 10e-6
+# Achieved fraction of link bandwidth for NCCL collectives and sends (see the module docstring).
+NCCL_INTRA_EFFICIENCY = 200 / 300
+NCCL_INTER_EFFICIENCY = 84.8 / 100
 
 
 @dataclass(frozen=True)
@@ -169,14 +179,22 @@ def pipeline_crosses_nodes(layout: Layout, acc: Accelerator) -> bool:
 # collective times
 
 
+def _intra(acc: Accelerator) -> float:
+    return NCCL_INTRA_EFFICIENCY * acc.intra_node_bandwidth
+
+
+def _inter(acc: Accelerator) -> float:
+    return NCCL_INTER_EFFICIENCY * acc.inter_node_bandwidth
+
+
 def allreduce_time(nbytes: float, group: Group, acc: Accelerator) -> float:
     """Hierarchical ring all-reduce of ``nbytes`` per rank (see the module docstring)."""
     n = group.size
     if n <= 1 or nbytes <= 0:
         return 0.0
     g, nodes = min(group.per_node, n), group.nodes
-    intra = 2 * (g - 1) / g * nbytes / acc.intra_node_bandwidth if g > 1 else 0.0
-    inter = 2 * (nodes - 1) / nodes * nbytes / (g * acc.inter_node_bandwidth) if nodes > 1 else 0.0
+    intra = 2 * (g - 1) / g * nbytes / _intra(acc) if g > 1 else 0.0
+    inter = 2 * (nodes - 1) / nodes * nbytes / (g * _inter(acc)) if nodes > 1 else 0.0
     latency = 2 * (n - 1) * (ALPHA_INTER_S if nodes > 1 else ALPHA_INTRA_S)
     return intra + inter + latency
 
@@ -191,10 +209,10 @@ def p2p_time(nbytes: float, layout: Layout, acc: Accelerator) -> float:
     if layout.pp <= 1 or nbytes <= 0:
         return 0.0
     if not pipeline_crosses_nodes(layout, acc):
-        return nbytes / acc.intra_node_bandwidth + ALPHA_INTRA_S
+        return nbytes / _intra(acc) + ALPHA_INTRA_S
     t = layout.tp
-    send = nbytes / t / acc.inter_node_bandwidth + ALPHA_INTER_S
-    gather = (t - 1) / t * nbytes / acc.intra_node_bandwidth if t > 1 else 0.0
+    send = nbytes / t / _inter(acc) + ALPHA_INTER_S
+    gather = (t - 1) / t * nbytes / _intra(acc) if t > 1 else 0.0
     return send + gather
 
 

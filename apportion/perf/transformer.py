@@ -253,6 +253,44 @@ PRESETS: dict[str, TransformerModel] = {
 FAMILY_DEFAULTS: dict[str, dict] = {"gpt": _GPT, "llama": {**_LLAMA, "seq": 2048}, "bert": _BERT}
 
 
+def llama_ffn(hidden: int, multiple_of: int = 256) -> int:
+    """Llama's MLP width: 2/3 of 4h, rounded up to a multiple of 256 (11008 for h = 4096)."""
+    return multiple_of * -(-(8 * hidden // 3) // multiple_of)
+
+
+def build_model(family: str = "gpt", preset: str | None = None, *, layers: int | None = None,
+                hidden: int | None = None, heads: int | None = None, seq: int | None = None,
+                vocab: int | None = None, ffn_hidden: int | None = None, kv_heads: int | None = None,
+                name: str | None = None) -> TransformerModel:
+    """A model from a preset and/or explicit sizes; explicit sizes override the preset's."""
+    if preset is not None:
+        base = get_preset(preset)
+        changes = {k: v for k, v in dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
+                                          ffn_hidden=ffn_hidden, kv_heads=kv_heads).items() if v is not None}
+        if changes:
+            changes["name"] = name or base.name + "-custom"
+            if "hidden" in changes and "ffn_hidden" not in changes and base.ffn_hidden is not None:
+                changes["ffn_hidden"] = llama_ffn(changes["hidden"]) if base.gated_mlp else None
+        elif name:
+            changes["name"] = name
+        return replace(base, **changes)
+    family = family.lower()
+    if family not in FAMILY_DEFAULTS:
+        raise ValueError(f"unknown model family '{family}' (known: {', '.join(FAMILY_DEFAULTS)})")
+    missing = [opt for opt, v in (("--layers", layers), ("--hidden", hidden), ("--heads", heads)) if v is None]
+    if missing:
+        raise ValueError(f"give --preset NAME or all of --layers, --hidden and --heads (missing {', '.join(missing)})")
+    defaults = dict(FAMILY_DEFAULTS[family])
+    if seq is not None:
+        defaults["seq"] = seq
+    if vocab is not None:
+        defaults["vocab"] = vocab
+    if ffn_hidden is None and family == "llama":
+        ffn_hidden = llama_ffn(hidden)
+    return TransformerModel(name or f"{family}-{layers}x{hidden}", layers=layers, hidden=hidden, heads=heads,
+                            ffn_hidden=ffn_hidden, kv_heads=kv_heads, **defaults)
+
+
 def get_preset(name: str) -> TransformerModel:
     """The preset called ``name``; unknown names list the known ones."""
     try:

@@ -1,0 +1,393 @@
+"""Predict one training iteration's time and per-GPU memory for a transformer, a layout and a GPU.
+
+The time of an iteration, on the slowest pipeline stage::
+
+    T = m·T_mb,max + (p−1)/v · T_mb,mean          pipeline: steady state plus bubble
+      + 2·v·m·T_p2p                                 stage-boundary sends (fwd activation, bwd gradient)
+      + T_dp,exposed + T_embedding-sync              data-parallel gradient reduction (ZeRO gathers)
+      + T_grad-accumulation + T_optimizer (+ T_offload)
+
+``T_mb`` is one micro-batch's forward and backward over a GPU's layers: the sum of its
+kernels, each timed by the roofline of :mod:`apportion.perf.gemm` (GEMMs by shape; LayerNorm,
+softmax, dropout, GeLU, residual adds and the loss as memory-bound kernels whose bytes are
+counted below), plus the tensor-parallel all-reduces (two in each forward and two in each
+backward, Megatron-LM's f and g operators; sequence parallelism replaces each by an all-gather
+and a reduce-scatter of the same total volume). Full recomputation runs the forward again
+inside the backward; selective recomputation reruns only the attention core (QKᵀ, softmax,
+dropout, scores·V). The element-wise byte counts follow the kernels Megatron-LM ran in 2021
+(fused scale-mask-softmax, fused bias-GeLU, fused bias-dropout-add, apex LayerNorm) and are a
+derivation, not a measurement: see docs/perf.md.
+
+Data-parallel reduction overlaps with the last micro-batch's backward when the layout says so
+(PyTorch DDP-style buckets), except one layer's bucket, which can only start after that layer's
+gradients exist; Megatron-LM's 2021 "local" DDP reduced after the whole backward
+(``overlap_grad_reduce=False``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from apportion.perf.accelerators import Accelerator, get_accelerator
+from apportion.perf.gemm import BYTES, gemm_time, memory_time
+from apportion.perf.memory import (
+    GB,
+    MemoryBreakdown,
+    in_flight_microbatches,
+    layer_activation_bytes,
+    layer_working_bytes,
+    model_state_bytes,
+    state_bytes_per_param,
+)
+from apportion.perf.parallel import (
+    Layout,
+    allgather_time,
+    allreduce_time,
+    bubble_fraction,
+    check_layout,
+    dp_group,
+    Group,
+    p2p_time,
+    tp_group,
+)
+from apportion.perf.transformer import (
+    TransformerModel,
+    iteration_flops,
+    layer_gemms,
+    layer_parameters,
+    logits_gemm,
+    model_flops,
+)
+
+# Memory traffic of the optimizer step, bytes per parameter it updates. Mixed precision (Megatron's
+# FP16 optimizer + apex FusedAdam): copy fp16 grads into fp32 (2 read + 4 write), inf check (4),
+# grad-norm and clipping (4 + 8), Adam (read param, grad, m, v: 16; write param, m, v: 12), copy
+# the fp32 params back to fp16 (4 + 2), zero the grads (2): 58. fp32: Adam (28) + norm/clip (12)
+# + zero grads (4): 44.
+OPTIMIZER_BYTES_PER_PARAM = {"mixed": 58, "fp32": 44}
+# DeepSpeed CPU-Adam on the host (ZeRO-Offload): read fp32 param, grad, m, v; write param, m, v and
+# the fp16 copy: 30 bytes per parameter, bound by host memory bandwidth.
+CPU_ADAM_BYTES_PER_PARAM = 30
+
+# Host links for ZeRO-Offload, per GPU: PCIe bandwidth per direction, and the GPU's share of the
+# host's DRAM bandwidth. Sources: PCIe 3.0/4.0/5.0 x16 = 16/32/64 GB/s per direction (PCI-SIG);
+# DGX A100: 2 × AMD EPYC 7742, 8 channels DDR4-3200 each = 409.6 GB/s for 8 GPUs; DGX H100:
+# 2 × Xeon 8480C, 8 channels DDR5-4800 each = 614.4 GB/s for 8 GPUs. Other hosts: an estimate.
+HOST_LINKS: dict[str, tuple[float, float]] = {
+    "k80": (8e9, 25e9),
+    "p100": (16e9, 25e9),
+    "v100": (16e9, 25e9),
+    "t4": (16e9, 25e9),
+    "a100-40gb": (32e9, 51.2e9),
+    "a100-80gb": (32e9, 51.2e9),
+    "h100": (64e9, 76.8e9),
+    "h200": (64e9, 76.8e9),
+}
+DEFAULT_HOST_LINK = (16e9, 25e9)
+
+
+# ---------------------------------------------------------------------------------------------
+# one layer, one micro-batch
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Seconds for one layer and one micro-batch on one GPU (tensor-parallel rank)."""
+
+    forward: float  # GEMMs + element-wise kernels
+    backward: float  # GEMMs (input and weight gradients) + element-wise kernels
+    attention_core: float  # the forward part selective recomputation repeats
+    tp_comm: float  # one all-reduce (or all-gather + reduce-scatter) of the layer's output
+    gemm_share: float  # fraction of forward+backward compute time spent in GEMMs
+
+
+def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int) -> tuple[float, float, float, float]:
+    """Forward, backward bytes of the memory-bound kernels of one layer, and of its attention core."""
+    s, h = model.seq, model.hidden
+    H = s * b * h
+    Hr = H / t if sp else H  # LayerNorm/dropout tensors: split only under sequence parallelism
+    A = b * (model.heads / t) * s * s  # attention scores per rank
+    F = s * b * model.ffn / t
+    Q = s * b * model.qkv_width / t
+    act_f = (3 * e if model.gated_mlp else 2 * e) * F  # bias-GeLU (or SiLU(gate)·up)
+    act_b = (5 * e if model.gated_mlp else 4 * e) * F  # its backward and the bias gradient
+    core_f = 2 * e * A + (2 * e + 1) * A  # fused scale-mask-softmax, attention dropout
+    forward = (
+        2 * e * Hr  # LayerNorm 1
+        + 2 * e * Q  # QKV bias broadcast into the output before the GEMM (addmm with beta = 1)
+        + core_f
+        + 2 * e * H / t  # context [b·heads, s, d] -> [s, b, h/t] copy
+        + (3 * e + 1) * Hr  # bias-dropout-add after the projection
+        + 2 * e * Hr  # LayerNorm 2
+        + act_f
+        + (3 * e + 1) * Hr  # bias-dropout-add after FC2
+    )
+    backward = (
+        2 * 3 * e * Hr  # two LayerNorm backwards
+        + 2 * 3 * e * Hr  # two residual-gradient accumulations
+        + 3 * e * A + (2 * e + 1) * A  # softmax and dropout backward
+        + 2 * e * H / t  # context copy backward
+        + 2 * (3 * e + 1) * Hr  # two bias-dropout-add backwards with bias-gradient reductions
+        + act_b
+        + e * Q  # QKV bias gradient
+    )
+    return forward, backward, core_f, H
+
+
+@lru_cache(maxsize=8192)
+def _layer_cost(model: TransformerModel, acc_key: tuple, b: int, t: int, sp: bool, precision: str) -> LayerCost:
+    acc = _ACCELERATORS[acc_key]
+    e = BYTES[precision]
+    gemms = layer_gemms(model, b, t)
+    g_fwd = {g.name: gemm_time(g.m, g.n, g.k, acc, precision, g.batch).seconds for g in gemms}
+    g_bwd = sum(gemm_time(x.m, x.n, x.k, acc, precision, x.batch).seconds for g in gemms for x in g.backward())
+    ew_f, ew_b, core_f, H = _elementwise_bytes(model, b, t, sp, e)
+    forward = sum(g_fwd.values()) + memory_time(ew_f, acc)
+    backward = g_bwd + memory_time(ew_b, acc)
+    core = g_fwd["scores"] + g_fwd["context"] + memory_time(core_f, acc)
+    comm = allreduce_time(e * H, _TP_GROUPS[(acc_key, t)], acc) if t > 1 else 0.0
+    gemm_total = sum(g_fwd.values()) + g_bwd
+    return LayerCost(forward, backward, core, comm, gemm_total / (forward + backward))
+
+
+_ACCELERATORS: dict[tuple, Accelerator] = {}
+_TP_GROUPS: dict[tuple, object] = {}
+
+
+def _acc_key(acc: Accelerator) -> tuple:
+    key = (acc.name, tuple(sorted(acc.peak_flops.items())), acc.memory_bandwidth, acc.intra_node_bandwidth,
+           acc.inter_node_bandwidth, acc.gpus_per_node, acc.memory_bytes)
+    _ACCELERATORS.setdefault(key, acc)
+    return key
+
+
+def layer_cost(model: TransformerModel, acc: Accelerator, micro_batch: int, tp: int, sequence_parallel: bool,
+               precision: str) -> LayerCost:
+    key = _acc_key(acc)
+    if (key, tp) not in _TP_GROUPS:
+        _TP_GROUPS[(key, tp)] = tp_group(Layout(tp=tp), acc)
+    return _layer_cost(model, key, micro_batch, tp, sequence_parallel and tp > 1, precision)
+
+
+# ---------------------------------------------------------------------------------------------
+# the prediction
+
+
+@dataclass
+class Prediction:
+    """One layout's predicted iteration: time, throughput, memory, and whether it fits."""
+
+    model: TransformerModel
+    layout: Layout
+    accelerator: str
+    step_time_s: float
+    tflops_per_gpu: float  # hardware FLOPs (recomputation counted, the Megatron papers' convention)
+    mfu: float  # model FLOPs (no recomputation) / (time · GPUs · peak)
+    memory: MemoryBreakdown
+    memory_capacity_bytes: float
+    fits: bool
+    reasons: list[str] = field(default_factory=list)
+    breakdown_s: dict[str, float] = field(default_factory=dict)
+    tokens_per_s: float = 0.0
+    price_per_gpu_hour: float | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.layout.gpus
+
+    def training_time_s(self, tokens: float) -> float:
+        return tokens / self.tokens_per_s
+
+    def cost_usd(self, tokens: float) -> float | None:
+        if self.price_per_gpu_hour is None:
+            return None
+        return self.training_time_s(tokens) / 3600 * self.price_per_gpu_hour * self.gpus
+
+    def to_dict(self, tokens: float | None = None) -> dict:
+        out = {
+            "model": self.model.name,
+            "gpu_type": self.accelerator,
+            "gpus": self.gpus,
+            "layout": self.layout.as_dict(),
+            "step_time_s": self.step_time_s,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            "memory_gb_per_gpu": self.memory.as_gb(),
+            "memory_capacity_gb": self.memory_capacity_bytes / GB,
+            "fits": self.fits,
+            "reasons": list(self.reasons),
+            "time_breakdown_s": dict(self.breakdown_s),
+            "tokens_per_s": self.tokens_per_s,
+        }
+        if tokens is not None:
+            out["tokens"] = tokens
+            out["training_time_s"] = self.training_time_s(tokens)
+            out["cost_usd"] = self.cost_usd(tokens)
+        return out
+
+
+def _stage_params(model: TransformerModel, layout: Layout) -> tuple[float, float]:
+    """Parameters on one GPU of the first and of the last pipeline stage."""
+    t, p = layout.tp, layout.pp
+    per_layer = layer_parameters(model) / t
+    layers = model.layers / p
+    words = model.vocab * model.hidden / t
+    positions = model.seq * model.hidden if model.learned_positions else 0
+    first = layers * per_layer + words + positions
+    # the last stage holds the output layer: its own copy of the tied embedding when p > 1
+    # (Megatron-LM keeps one and all-reduces its gradient with the first stage), or the untied output
+    output = words if (p > 1 or not model.tied_embeddings) else 0.0
+    last = (layers * per_layer if p > 1 else first) + output
+    return first, last
+
+
+def _activation_bytes(model: TransformerModel, layout: Layout, first: bool) -> float:
+    t, p, b = layout.tp, layout.pp, layout.micro_batch
+    e = BYTES[layout.precision]
+    sp = layout.sequence_parallel and t > 1
+    layers = model.layers / p
+    per_layer = layer_activation_bytes(model, b, t, layout.recompute, sp, e)
+    held = in_flight_microbatches(layout.schedule, p, layout.microbatches, layout.virtual_stages) if first else 1.0
+    stored = layers * per_layer * held
+    # what the backward of one layer materialises on top: the whole layer (full recomputation)
+    # or its attention core (selective)
+    if layout.recompute == "full":
+        stored += layer_working_bytes(model, b, t, sp, e)
+    elif layout.recompute == "selective":
+        stored += (2 * e + 1) * model.heads / t * model.seq ** 2 * b
+    sbh = model.seq * b * model.hidden
+    if first:
+        stored += sbh * held  # embedding dropout mask (1 byte each), per micro-batch in flight
+    if not first or p == 1:
+        stored += (e + 4) * model.seq * b * model.vocab / t  # logits and their fp32 copy in the loss
+    return stored
+
+
+def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | str) -> Prediction:
+    """Predict ``layout``'s iteration of ``model`` on ``accelerator``; raises ValueError for an invalid layout."""
+    acc = get_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
+    check_layout(model, layout)
+    t, p, d, b = layout.tp, layout.pp, layout.dp, layout.micro_batch
+    m = layout.microbatches
+    v = layout.virtual_stages if layout.schedule == "interleaved" else 1
+    precision = layout.precision
+    e = BYTES[precision]
+    sp = layout.sequence_parallel and t > 1
+    layers = model.layers // p
+
+    # --- one micro-batch on one GPU -------------------------------------------------------
+    cost = layer_cost(model, acc, b, t, sp, precision)
+    tp_passes = {"none": 4, "selective": 4, "full": 6}[layout.recompute]
+    layer_fwd = cost.forward
+    layer_bwd = cost.backward
+    if layout.recompute == "full":
+        layer_bwd += cost.forward
+    elif layout.recompute == "selective":
+        layer_bwd += cost.attention_core
+    layer_compute = layer_fwd + layer_bwd
+    layer_comm = tp_passes * cost.tp_comm
+    body = layers * (layer_compute + layer_comm)
+
+    sbh = model.seq * b * model.hidden
+    Hr = sbh / t if sp else sbh
+    emb = memory_time((7 * e + 1) * Hr + (5 * e + 1) * Hr, acc)  # lookup + positions + dropout, and backward
+    lg = logits_gemm(model, b, t)
+    logits = gemm_time(lg.m, lg.n, lg.k, acc, precision).seconds
+    logits += sum(gemm_time(x.m, x.n, x.k, acc, precision).seconds for x in lg.backward())
+    loss_elems = model.seq * b * model.vocab / t
+    head = logits + memory_time((5 * e) * Hr + 30 * loss_elems, acc)  # final norm fwd+bwd, vocab-parallel loss
+    head += 2 * (allreduce_time(4 * model.seq * b, tp_group(layout, acc), acc) if t > 1 else 0.0)  # loss max/sum
+    head += cost.tp_comm  # the all-reduce of the logits' input gradient (column-parallel output layer)
+    emb += cost.tp_comm  # the vocabulary-parallel embedding's forward all-reduce
+    if p == 1:
+        stage_times = [body + emb + head]
+    else:
+        stage_times = [body + emb, body + head] + [body] * (p - 2)
+    slowest = max(stage_times)
+    mean = sum(stage_times) / len(stage_times)
+    pipeline = m * slowest + bubble_fraction(layout.schedule, p, m, v) * m * mean
+    p2p = 2 * v * m * p2p_time(e * sbh, layout, acc) if p > 1 else 0.0
+
+    # --- parameters, gradients, optimizer --------------------------------------------------
+    first_params, last_params = _stage_params(model, layout)
+    params_local = max(first_params, last_params)
+    grad_bytes = state_bytes_per_param(precision)[1]
+    dp = dp_group(layout, acc)
+    last_bwd = layers * (layer_bwd + cost.tp_comm * (tp_passes // 2))  # last micro-batch's backward
+    bucket_share = 1 / max(1, layers)
+
+    def exposed(comm: float, window: float) -> float:
+        return max(0.0, comm - window) + comm * bucket_share
+
+    full_reduce = allreduce_time(params_local * grad_bytes, dp, acc)
+    gather = allgather_time(params_local * e, dp, acc)
+    if layout.zero in (0, 1):
+        reduce_part = full_reduce if layout.zero == 0 else full_reduce / 2
+        dp_comm = exposed(reduce_part, last_bwd) if layout.overlap_grad_reduce else reduce_part
+        if layout.zero == 1:
+            dp_comm += gather
+    elif layout.zero == 2:
+        per_mb = full_reduce / 2
+        dp_comm = m * exposed(per_mb, last_bwd) + gather
+    else:  # ZeRO-3: gather each layer's weights for forward (and recompute) and backward, reduce-scatter grads,
+        # layer by layer (so each collective pays its latency), prefetched under the compute
+        fwd_passes = 2 if layout.recompute == "full" else 1
+        n = max(1, layers)
+        layer_gather = n * allgather_time(params_local * e / n, dp, acc)
+        layer_reduce = n * allgather_time(params_local * grad_bytes / n, dp, acc)
+        dp_comm = m * (fwd_passes * exposed(layer_gather, layers * layer_fwd)
+                       + exposed(layer_gather + layer_reduce, last_bwd))
+    embedding_sync = 0.0
+    if p > 1 and model.tied_embeddings:
+        embedding_sync = allreduce_time(model.vocab * model.hidden / t * grad_bytes, Group(2, 1), acc)
+
+    optimizer_params = params_local / (d if layout.zero >= 1 else 1)
+    accumulate = max(0, m - 1) * memory_time(3 * grad_bytes * params_local / (d if layout.zero >= 2 else 1), acc)
+    offload = 0.0
+    if layout.offload:
+        pcie, host = HOST_LINKS.get(acc.name, DEFAULT_HOST_LINK)
+        to_host = optimizer_params * grad_bytes / pcie
+        offload = exposed(to_host, last_bwd) + optimizer_params * CPU_ADAM_BYTES_PER_PARAM / host
+        offload += optimizer_params * e / pcie  # updated fp16 parameters back to the GPU
+        optimizer = 0.0
+    else:
+        kind = "mixed" if precision in ("fp16", "bf16") else "fp32"
+        optimizer = memory_time(OPTIMIZER_BYTES_PER_PARAM[kind] * optimizer_params, acc)
+
+    step = pipeline + p2p + dp_comm + embedding_sync + accumulate + optimizer + offload
+    hw_flops = iteration_flops(model, layout.global_batch, layout.recompute)
+    tflops = hw_flops / (step * layout.gpus) / 1e12
+    mfu = model_flops(model, layout.global_batch) / (step * layout.gpus * acc.peak(precision))
+
+    # --- memory ------------------------------------------------------------------------------
+    parts = []
+    stages = ((True, last_params),) if p == 1 else ((True, first_params), (False, last_params))
+    for is_first, params in stages:
+        states = model_state_bytes(params, precision, layout.zero, d, layout.offload)
+        parts.append(MemoryBreakdown(states.weights, states.gradients, states.optimizer,
+                                     _activation_bytes(model, layout, is_first)))
+    memory = max(parts, key=lambda x: x.total)
+    fits = memory.total <= acc.memory_bytes
+    reasons = []
+    if not fits:
+        gb = memory.as_gb()
+        reasons.append(
+            f"needs {gb['total']:.1f} GB per GPU, more than the {acc.name}'s {acc.memory_bytes / GB:.0f} GB "
+            f"(weights {gb['weights']:.1f}, gradients {gb['gradients']:.1f}, optimizer {gb['optimizer']:.1f}, "
+            f"activations {gb['activations']:.1f})")
+
+    breakdown = {
+        "compute": m * (slowest - layers * layer_comm),
+        "tensor_parallel_comm": m * layers * layer_comm,
+        "pipeline_bubble": pipeline - m * slowest,
+        "pipeline_p2p": p2p,
+        "data_parallel_comm": dp_comm + embedding_sync,
+        "grad_accumulation": accumulate,
+        "optimizer": optimizer + offload,
+    }
+    return Prediction(
+        model=model, layout=layout, accelerator=acc.name, step_time_s=step, tflops_per_gpu=tflops, mfu=mfu,
+        memory=memory, memory_capacity_bytes=acc.memory_bytes, fits=fits, reasons=reasons, breakdown_s=breakdown,
+        tokens_per_s=layout.global_batch * model.seq / step, price_per_gpu_hour=acc.price_per_hour,
+    )

@@ -1,0 +1,45 @@
+"""The planner returns the fastest layouts that fit, and says why the others were turned away."""
+
+from __future__ import annotations
+
+from apportion.perf import gemm_efficiency, get_accelerator, get_preset, plan
+from apportion.perf.gemm import GEMM_CEILING
+
+
+def test_best_layouts_are_sorted_by_step_time_and_all_fit():
+    result = plan(get_preset("gpt3-1.3b"), gpus=8, accelerator="a100-40gb", global_batch=64, top=4)
+
+    times = [p.step_time_s for p in result.best]
+    assert len(result.best) == 4
+    assert times == sorted(times)
+    assert all(p.fits and p.memory.total <= 40e9 for p in result.best)
+    assert all(p.layout.gpus == 8 for p in result.best)
+    assert result.considered > len(result.best)
+
+
+def test_pinned_options_are_kept():
+    result = plan(get_preset("gpt3-1.3b"), gpus=8, accelerator="a100-40gb", global_batch=64, tp=2, recompute="full")
+
+    assert result.best
+    assert all(p.layout.tp == 2 and p.layout.recompute == "full" for p in result.best)
+
+
+def test_a_gpu_too_small_rejects_every_layout_with_the_reason():
+    result = plan(get_preset("gpt3-175b"), gpus=8, accelerator="t4", global_batch=8)
+
+    assert result.best == []
+    misses = result.closest_misses()
+    assert misses and all("needs" in m.reasons[0] and "GB" in m.reasons[0] for m in misses)
+    assert any("does not fit in memory" in line for line in result.rejection_summary())
+
+
+def test_small_gemms_do_not_reach_the_ceiling():
+    acc = get_accelerator("a100-80gb")
+    ceiling = GEMM_CEILING["a100-80gb"]
+
+    large = gemm_efficiency(8192, 8192, 8192, acc)
+    skinny = gemm_efficiency(2048, 2048, 64, acc, batch=16)
+    tiny = gemm_efficiency(64, 64, 64, acc)
+
+    assert large <= ceiling + 1e-9 and large > 0.95 * ceiling
+    assert skinny < large and tiny < 0.05
