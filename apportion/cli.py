@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from apportion.core.errors import InputError
+from apportion.core.queues import QueueConfig
 from apportion.experiment import (
     DEFAULT_CLUSTER,
     DEFAULT_RATE_PER_HOUR,
@@ -28,6 +29,7 @@ from apportion.experiment import (
 from apportion.policies import POLICIES
 from apportion.report import summary_table, write_comparison, write_run
 from apportion.sim import SimConfig
+from apportion.workloads.queues import load_queues
 
 app = typer.Typer(
     add_completion=False,
@@ -51,8 +53,10 @@ RestartOpt = typer.Option(10.0, "--restart-cost-s", help="Seconds of no progress
 AgnosticOpt = typer.Option(False, "--agnostic", help="Treat all GPU types as equally fast (heterogeneity-agnostic baseline).")
 PartitionsOpt = typer.Option(1, "--partitions", help="Solve an LP policy as K random sub-problems (POP) for speed on large clusters.")
 SloOpt = typer.Option(False, "--slo", help="min-cost: honour the workload's deadline_s column.")
+WaterFillingOpt = typer.Option(False, "--water-filling", help="max-min-fairness: raise jobs level by level, so none can rise without lowering a smaller one (slower).")
 OutOpt = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.")
 JsonOpt = typer.Option(False, "--json", help="Print the summary as JSON instead of a table.")
+QueuesOpt = typer.Option(None, "--queues", help="hierarchical: queues YAML (weight, nominal quota per GPU type, borrowing); see docs/queues.md.")
 
 
 def _fail(message: str) -> typer.Exit:
@@ -86,6 +90,23 @@ def _load(settings: WorkloadSettings) -> Inputs:
         raise _fail(str(exc)) from None
 
 
+def _load_queues(path: Optional[str]) -> Optional[QueueConfig]:
+    if path is None:
+        return None
+    try:
+        return load_queues(path)
+    except InputError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _check_queues(queues: Optional[QueueConfig], inputs: Inputs) -> None:
+    if queues is not None:
+        try:
+            queues.check_cluster(inputs.cluster.gpu_types, inputs.cluster.capacity)
+        except InputError as exc:
+            raise _fail(str(exc)) from None
+
+
 def _progress() -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -107,6 +128,8 @@ def simulate(
     agnostic: bool = AgnosticOpt,
     partitions: int = PartitionsOpt,
     slo: bool = SloOpt,
+    water_filling: bool = WaterFillingOpt,
+    queues: Optional[str] = QueuesOpt,
     out: Optional[Path] = OutOpt,
     jobs: Optional[int] = JobsOpt,
     rate: float = RateOpt,
@@ -123,20 +146,22 @@ def simulate(
 
     With no options: a seeded synthetic workload on a small heterogeneous cluster.
     """
+    queue_config = _load_queues(queues)
     try:
-        check_policy_specs([policy], partitions=partitions, slo=slo)
+        check_policy_specs([policy], partitions=partitions, slo=slo, water_filling=water_filling, queues=queue_config)
     except ValueError as exc:
         raise _fail(str(exc)) from None
     settings = _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type)
     config = _config(round_s, restart_cost_s)
     inputs = _load(settings)
+    _check_queues(queue_config, inputs)
     with _progress() as bar:
         task = bar.add_task(policy, total=len(inputs.jobs), day=0.0)
 
         def report(ended: int, total: int, now_s: float) -> None:
             bar.update(task, completed=ended, day=now_s / 86400)
 
-        result = _run_or_fail(inputs, policy, config, agnostic=agnostic, partitions=partitions, slo=slo, progress=report)
+        result = _run_or_fail(inputs, policy, config, agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling, queues=queue_config, progress=report)
     if as_json:
         console.print_json(json.dumps(result.summary))
     else:
@@ -169,6 +194,8 @@ def compare(
     agnostic: bool = AgnosticOpt,
     partitions: int = PartitionsOpt,
     slo: bool = SloOpt,
+    water_filling: bool = WaterFillingOpt,
+    queues: Optional[str] = QueuesOpt,
     out: Optional[Path] = OutOpt,
     jobs: Optional[int] = JobsOpt,
     rate: float = RateOpt,
@@ -186,15 +213,17 @@ def compare(
     specs = [p.strip() for p in policies.split(",") if p.strip()]
     if not specs:
         raise _fail("--policies is empty")
+    queue_config = _load_queues(queues)
     try:
-        check_policy_specs(specs, partitions=partitions, slo=slo)
+        check_policy_specs(specs, partitions=partitions, slo=slo, water_filling=water_filling, queues=queue_config)
     except ValueError as exc:
         raise _fail(str(exc)) from None
     settings = _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type)
     config = _config(round_s, restart_cost_s)
     inputs = _load(settings)
+    _check_queues(queue_config, inputs)
     processes = workers if workers > 0 else min(len(specs), os.cpu_count() or 1)
-    options = {"agnostic": agnostic, "partitions": partitions, "slo": slo}
+    options = {"agnostic": agnostic, "partitions": partitions, "slo": slo, "water_filling": water_filling, "queues": queue_config}
 
     results = []
     with _progress() as bar:

@@ -11,6 +11,7 @@ from apportion.core.cluster import Cluster
 from apportion.perf.accelerators import ACCELERATORS, ALIASES
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
+from apportion.core.queues import QueueConfig
 from apportion.core.throughputs import ThroughputTable
 from apportion.policies import POLICIES, Policy, make_policy
 from apportion.sim import SimConfig, SimResult, simulate
@@ -98,24 +99,43 @@ def with_list_prices(cluster: Cluster) -> Cluster:
     return Cluster(tuple(groups))
 
 
-def policy_from_spec(spec: str, *, agnostic: bool = False, partitions: int = 1, slo: bool = False) -> Policy:
+def policy_from_spec(
+    spec: str,
+    *,
+    agnostic: bool = False,
+    partitions: int = 1,
+    slo: bool = False,
+    water_filling: bool = False,
+    queues: QueueConfig | None = None,
+) -> Policy:
     """``las`` or ``max-min-fairness:agnostic`` → a fresh policy object."""
     name = spec.strip()
     if name.endswith(AGNOSTIC_SUFFIX):
         name, agnostic = name[: -len(AGNOSTIC_SUFFIX)], True
-    policy = make_policy(name, agnostic=agnostic, partitions=partitions, slo=slo)
+    policy = make_policy(
+        name, agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling, queues=queues
+    )
     if agnostic:
         policy.name = f"{policy.name}{AGNOSTIC_SUFFIX}"
     return policy
 
 
-def check_policy_specs(specs: list[str], *, partitions: int = 1, slo: bool = False) -> None:
+def check_policy_specs(
+    specs: list[str],
+    *,
+    partitions: int = 1,
+    slo: bool = False,
+    water_filling: bool = False,
+    queues: QueueConfig | None = None,
+) -> None:
     """Raise ValueError naming the first unknown policy or misapplied option before any work starts."""
-    for spec in specs:
-        name = spec.strip().removesuffix(AGNOSTIC_SUFFIX)
+    names = [spec.strip().removesuffix(AGNOSTIC_SUFFIX) for spec in specs]
+    for spec, name in zip(specs, names):
         if name not in POLICIES:
             raise ValueError(f"unknown policy '{spec}' (known: {', '.join(POLICIES)})")
-        make_policy(name, partitions=partitions, slo=slo)
+        make_policy(name, partitions=partitions, slo=slo, water_filling=water_filling, queues=queues)
+    if queues is not None and "hierarchical" not in names:
+        raise ValueError("--queues applies to hierarchical only")
 
 
 def run_policy(
@@ -126,10 +146,14 @@ def run_policy(
     agnostic: bool = False,
     partitions: int = 1,
     slo: bool = False,
+    water_filling: bool = False,
+    queues: QueueConfig | None = None,
     progress: ProgressCallback | None = None,
 ) -> SimResult:
     """Replay ``inputs`` under one policy."""
-    policy = policy_from_spec(policy_spec, agnostic=agnostic, partitions=partitions, slo=slo)
+    policy = policy_from_spec(
+        policy_spec, agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling, queues=queues
+    )
     result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress)
     result.summary["workload"] = inputs.workload_name
     if partitions > 1:

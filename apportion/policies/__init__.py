@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Callable
 
+from apportion.core.queues import QueueConfig
 from apportion.policies.base import OrderingPolicy, Policy
 from apportion.policies.fifo import Fifo
 from apportion.policies.finish_time_fairness import FinishTimeFairness
+from apportion.policies.hierarchical import Hierarchical
 from apportion.policies.las import Las
 from apportion.policies.max_min_fairness import MaxMinFairness
 from apportion.policies.max_throughput import MaxThroughput
@@ -24,15 +26,26 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "min-makespan": MinMakespan,
     "max-throughput": MaxThroughput,
     "min-cost": MinCost,
+    "hierarchical": Hierarchical,
 }
 LP_POLICIES = frozenset({"max-min-fairness", "finish-time-fairness", "min-makespan", "max-throughput", "min-cost"})
 
 
-def make_policy(name: str, *, agnostic: bool = False, partitions: int = 1, slo: bool = False) -> Policy:
+def make_policy(
+    name: str,
+    *,
+    agnostic: bool = False,
+    partitions: int = 1,
+    slo: bool = False,
+    water_filling: bool = False,
+    queues: QueueConfig | None = None,
+) -> Policy:
     """The policy called ``name`` on the command line; unknown names list the known ones.
 
     ``partitions`` > 1 solves an LP policy as that many POP sub-problems; ``slo`` makes
-    ``min-cost`` honour the workload's deadlines.
+    ``min-cost`` honour the workload's deadlines; ``water_filling`` makes ``max-min-fairness``
+    max-min fair in the strong sense; ``queues`` is what ``hierarchical`` shares by (it needs
+    one; other policies ignore it).
     """
     try:
         factory = POLICIES[name]
@@ -43,6 +56,14 @@ def make_policy(name: str, *, agnostic: bool = False, partitions: int = 1, slo: 
         if name != "min-cost":
             raise ValueError(f"--slo applies to min-cost only, not to '{name}'")
         options["slo"] = True
+    if name == "hierarchical":
+        if queues is None:
+            raise ValueError("hierarchical needs --queues FILE (a queues YAML, see docs/queues.md)")
+        options["queues"] = queues
+    if water_filling:
+        if name != "max-min-fairness":
+            raise ValueError(f"--water-filling applies to max-min-fairness only, not to '{name}'")
+        options["water_filling"] = True
     if partitions > 1:
         if name not in LP_POLICIES:
             raise ValueError(f"--partitions applies to LP policies ({', '.join(sorted(LP_POLICIES))}), not to '{name}'")
@@ -50,4 +71,4 @@ def make_policy(name: str, *, agnostic: bool = False, partitions: int = 1, slo: 
     return factory(**options)
 
 
-__all__ = ["LP_POLICIES", "POLICIES", "OrderingPolicy", "Partitioned", "Policy", "make_policy"]
+__all__ = ["LP_POLICIES", "POLICIES", "OrderingPolicy", "Hierarchical", "Partitioned", "Policy", "make_policy"]

@@ -8,8 +8,11 @@ m[c] jobs in each class, s[c] GPUs each, and C[t] GPUs of each type:
                             Σ_t x[c,t] ≤ 1,  0 ≤ x ≤ 1, x[c,t] = 0 where a[c,t] = 0
     stage 2:  max Σ_c m[c] Σ_t a[c,t] x[c,t]  with z held at its stage-1 optimum,
 
-so capacity that no job's minimum needs is still handed out. Jobs of one class share one
-row: by symmetry and convexity an optimum exists where identical jobs get identical shares.
+so capacity that no job's minimum needs is still handed out (Gavel's LP). With
+``water_filling``, stage 1 repeats level by level until no class can rise without lowering a
+smaller one (max-min fairness in the strong sense), and stage 2 keeps every class at its
+level. Jobs of one class share one row: by symmetry and convexity an optimum exists where
+identical jobs get identical shares.
 
 Between solves only the counts m[c] change (jobs arrive and leave), so the model is edited
 in place and HiGHS restarts its simplex from the previous basis.
@@ -24,14 +27,16 @@ from apportion.solve.shares import SolveError, clean_shares
 
 IPM_ABOVE_COLUMNS = 20_000  # larger models solve faster by interior point than by (warm) simplex
 
-_Z_SLACK = 1e-7  # stage 2 may give up this relative fraction of z to stay numerically feasible
+_Z_SLACK = 1e-7  # a frozen level gives up this relative fraction of z to stay numerically feasible
+_RISE = 1e-4  # water-filling tests whether a class can rise by this fraction of the current level
 
 
 class MaxMinModel:
     """One persistent HiGHS model; classes are registered once and never removed."""
 
-    def __init__(self, capacity: np.ndarray) -> None:
+    def __init__(self, capacity: np.ndarray, *, water_filling: bool = False) -> None:
         self.capacity = np.asarray(capacity, dtype=np.float64)
+        self.water_filling = water_filling
         self.num_types = len(self.capacity)
         self.highs = highspy.Highs()
         self.highs.setOptionValue("output_flag", False)
@@ -47,6 +52,8 @@ class MaxMinModel:
         self.col_class = np.zeros(0, dtype=np.int64)  # per x column: its class
         self.col_type = np.zeros(0, dtype=np.int64)
         self.col_a = np.zeros(0)
+        self.col_index = np.zeros(0, dtype=np.int64)  # per x column: its index in the HiGHS model
+        self.rise_col = np.zeros(0, dtype=np.int64)  # per class: column t_c, its rise above z in water-filling
 
     @property
     def num_classes(self) -> int:
@@ -79,6 +86,11 @@ class MaxMinModel:
         h.addCols(m, np.zeros(m), np.zeros(m), np.zeros(m), 3 * m, (3 * np.arange(m)).astype(np.int32), indices, values)
         columns = np.full((k, self.num_types), -1, dtype=np.int64)
         columns[cls, typ] = first_col + np.arange(m)
+        # rise columns t_c (fixed at 0 except while water-filling asks which classes can rise)
+        rise = h.getNumCol() + np.arange(k)
+        h.addCols(k, np.zeros(k), np.zeros(k), np.zeros(k), k, np.arange(k, dtype=np.int32),
+                  fair.astype(np.int32), np.ones(k))
+        self.rise_col = np.append(self.rise_col, rise)
         self.fair_row.extend(fair.tolist())
         self.columns = np.vstack([self.columns, columns])
         self.gpus = np.append(self.gpus, gpus)
@@ -86,6 +98,7 @@ class MaxMinModel:
         self.col_class = np.append(self.col_class, first_class + cls)
         self.col_type = np.append(self.col_type, typ)
         self.col_a = np.append(self.col_a, a[cls, typ])
+        self.col_index = np.append(self.col_index, first_col + np.arange(m))
         self.highs.setOptionValue("solver", "ipm" if len(self.col_class) > IPM_ABOVE_COLUMNS else "simplex")
         return first_class + np.arange(k)
 
@@ -103,21 +116,80 @@ class MaxMinModel:
         if not self.count.any():
             return np.zeros((self.num_classes, self.num_types)), 0.0
 
-        all_cols = (1 + np.arange(len(self.col_class))).astype(np.int32)
-        # stage 1: maximise z alone
-        h.changeColCost(0, 1.0)
-        h.changeColBounds(0, 0.0, self.inf)
-        h.changeColsCost(len(all_cols), all_cols, np.zeros(len(all_cols)))
-        z = self._run("stage 1")[0]
-        # stage 2: hand out what is left without lowering z
+        x_cols = self.col_index.astype(np.int32)
+        h.changeColsCost(len(x_cols), x_cols, np.zeros(len(x_cols)))
+        levels, z = self._water_fill() if self.water_filling else self._one_level()
+        # last stage: hand out what is left without lowering any class below its level
         h.changeColCost(0, 0.0)
-        h.changeColBounds(0, z * (1 - _Z_SLACK), self.inf)
-        h.changeColsCost(len(all_cols), all_cols, self.count[self.col_class] * self.col_a)
-        values = self._run("stage 2")
+        h.changeColBounds(0, 0.0, self.inf)
+        h.changeColsCost(len(x_cols), x_cols, self.count[self.col_class] * self.col_a)
+        values = self._run("last stage")
+        self._unfreeze(levels)
 
         x = np.zeros((self.num_classes, self.num_types))
-        x[self.col_class, self.col_type] = values[1:]
+        x[self.col_class, self.col_type] = values[x_cols]
         return clean_shares(x), z
+
+    def _water_fill(self) -> tuple[np.ndarray, float]:
+        """Max-min fairness in the strong sense: no class can rise without lowering a smaller one.
+
+        Each level: (1) maximise the common level z of the classes not yet frozen; (2) with z
+        held, give each of them a rise t_c ≤ δ and maximise Σ t_c. Any class that could rise
+        alone also rises here (the average of the single-class solutions raises them all
+        together), so the classes left at t_c = 0 are exactly those z is limited by: freeze
+        them at z and go on with the rest. Returns the levels (NaN where not counted) and the
+        smallest level.
+        """
+        h = self.highs
+        levels = np.full(self.num_classes, np.nan)
+        waiting = np.flatnonzero(self.count > 0)
+        smallest = None
+        while len(waiting):
+            h.changeColCost(0, 1.0)
+            h.changeColBounds(0, 0.0, self.inf)
+            z = float(self._run("water-filling level")[0])
+            smallest = z if smallest is None else smallest
+            frozen_now = waiting
+            if len(waiting) > 1:
+                delta = _RISE * max(z, 1e-9)
+                rise = self.rise_col[waiting].astype(np.int32)
+                h.changeColCost(0, 0.0)
+                h.changeColBounds(0, z * (1 - _Z_SLACK), z * (1 - _Z_SLACK))
+                h.changeColsCost(len(rise), rise, np.ones(len(rise)))
+                h.changeColsBounds(len(rise), rise, np.zeros(len(rise)), np.full(len(rise), delta))
+                values = self._run("water-filling rise")
+                risen = values[self.rise_col[waiting]] > 0.5 * delta
+                h.changeColsCost(len(rise), rise, np.zeros(len(rise)))
+                h.changeColsBounds(len(rise), rise, np.zeros(len(rise)), np.zeros(len(rise)))
+                if risen.any() and not risen.all():
+                    frozen_now = waiting[~risen]
+            level = z * (1 - _Z_SLACK)
+            for c in frozen_now:
+                h.changeCoeff(self.fair_row[c], 0, 0.0)
+                h.changeRowBounds(self.fair_row[c], -self.inf, -level)
+            levels[frozen_now] = level
+            waiting = np.setdiff1d(waiting, frozen_now)
+        return levels, (smallest or 0.0)
+
+    def _one_level(self) -> tuple[np.ndarray, float]:
+        """Gavel's LP: the largest common level z, every counted class held at it."""
+        h = self.highs
+        h.changeColCost(0, 1.0)
+        h.changeColBounds(0, 0.0, self.inf)
+        z = float(self._run("max-min level")[0])
+        levels = np.full(self.num_classes, np.nan)
+        counted = np.flatnonzero(self.count > 0)
+        level = z * (1 - _Z_SLACK)
+        for c in counted:
+            self.highs.changeCoeff(self.fair_row[c], 0, 0.0)
+            self.highs.changeRowBounds(self.fair_row[c], -self.inf, -level)
+        levels[counted] = level
+        return levels, z
+
+    def _unfreeze(self, levels: np.ndarray) -> None:
+        for c in np.flatnonzero(~np.isnan(levels)):
+            self.highs.changeCoeff(self.fair_row[c], 0, 1.0)
+            self.highs.changeRowBounds(self.fair_row[c], -self.inf, 0.0)
 
     def _run(self, stage: str) -> np.ndarray:
         self.highs.run()
@@ -128,9 +200,9 @@ class MaxMinModel:
 
 
 def solve_max_min(
-    a: np.ndarray, count: np.ndarray, gpus: np.ndarray, capacity: np.ndarray
+    a: np.ndarray, count: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, *, water_filling: bool = False
 ) -> tuple[np.ndarray, float]:
     """One-off solve: shares x[c, t] and the max-min value z."""
-    model = MaxMinModel(capacity)
+    model = MaxMinModel(capacity, water_filling=water_filling)
     model.add_classes(np.asarray(a, dtype=np.float64), np.asarray(gpus, dtype=np.float64))
     return model.solve(np.asarray(count, dtype=np.float64))

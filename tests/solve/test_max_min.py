@@ -8,8 +8,7 @@ from apportion.solve.max_min import MaxMinModel, solve_max_min
 
 
 def per_job_max_min(a, count, gpus, capacity):
-    """An independent LP with one row per job (classes expanded m[c] times): max z and the
-    best total Σ_j a[j]·x[j] at that z."""
+    """An independent LP with one row per job (classes expanded m[c] times): max z."""
     rows = np.repeat(np.arange(len(a)), count.astype(int))
     a_j, s_j = a[rows], gpus[rows]
     n, types = a_j.shape
@@ -30,11 +29,37 @@ def per_job_max_min(a, count, gpus, capacity):
     cost[-1] = -1.0
     first = linprog(cost, A_ub=A, b_ub=b, bounds=bounds, method="highs")
     assert first.status == 0
-    z = -first.fun
-    bounds[-1] = (z * (1 - 1e-9), None)
-    total = linprog(np.concatenate([-a_j.reshape(-1), [0.0]]), A_ub=A, b_ub=b, bounds=bounds, method="highs")
-    assert total.status == 0
-    return z, -total.fun
+    return -first.fun
+
+
+def can_rise_without_lowering_a_smaller_one(c, levels, a, count, gpus, capacity):
+    """Per class (jobs of a class share a value): the most class ``c`` could reach while every
+    other counted class at a level ≤ c's (to solver tolerance) keeps at least its level."""
+    used = np.flatnonzero(count > 0)
+    types = a.shape[1]
+    nv = len(a) * types
+    A, b = [], []
+    for t in range(types):  # capacity
+        row = np.zeros(nv)
+        row[t::types] = count * gpus
+        A.append(row)
+        b.append(capacity[t])
+    for d in used:
+        row = np.zeros(nv)  # a class holds at most all of its time
+        row[d * types:(d + 1) * types] = 1.0
+        A.append(row)
+        b.append(1.0)
+        if d != c and levels[d] <= levels[c] * (1 + 1e-3):  # smaller (or equal, to 0.1%) classes keep theirs
+            row = np.zeros(nv)
+            row[d * types:(d + 1) * types] = -a[d]
+            A.append(row)
+            b.append(-levels[d] * (1 - 1e-9))  # the solution itself meets these, so this stays feasible
+    cost = np.zeros(nv)
+    cost[c * types:(c + 1) * types] = -a[c]
+    bounds = [(0.0, 1.0 if a[k, t] > 0 else 0.0) for k in range(len(a)) for t in range(types)]
+    best = linprog(cost, A_ub=np.array(A), b_ub=np.array(b), bounds=bounds, method="highs")
+    assert best.status == 0
+    return -best.fun
 
 
 def check_feasible(x, a, count, gpus, capacity):
@@ -79,7 +104,7 @@ def random_instance(rng, classes, types):
     return a, gpus, capacity
 
 
-def test_matches_an_lp_over_every_job_on_random_instances():
+def test_water_filling_is_max_min_fair_on_random_instances():
     rng = np.random.default_rng(1)
     for case in range(20):
         types = int(rng.integers(2, 4))
@@ -91,12 +116,30 @@ def test_matches_an_lp_over_every_job_on_random_instances():
             count = rng.integers(0, 6, size=classes).astype(float)
             count[0] = max(count[0], 1.0)
 
+        x, z = solve_max_min(a, count, gpus, capacity, water_filling=True)
+
+        want_z = per_job_max_min(a, count, gpus, capacity)
+        assert z == pytest.approx(want_z, abs=1e-6), f"case {case}"
+        levels = (a * x).sum(axis=1)
+        assert levels[count > 0].min() == pytest.approx(want_z, abs=1e-6)
+        check_feasible(x, a, count, gpus, capacity)
+        # max-min fair in the strong sense: no class can rise without lowering a smaller one
+        for c in np.flatnonzero(count > 0):
+            best = can_rise_without_lowering_a_smaller_one(c, levels, a, count, gpus, capacity)
+            assert best <= levels[c] * (1 + 1e-3) + 1e-6, f"case {case}: class {c} could rise from {levels[c]} to {best}"
+
+
+def test_gavels_single_level_lp_reaches_the_same_smallest_level():
+    rng = np.random.default_rng(4)
+    for case in range(10):
+        a, gpus, capacity = random_instance(rng, int(rng.integers(3, 8)), int(rng.integers(2, 4)))
+        count = rng.integers(1, 6, size=len(a)).astype(float)
+
         x, z = solve_max_min(a, count, gpus, capacity)
 
-        want_z, want_total = per_job_max_min(a, count, gpus, capacity)
-        assert z == pytest.approx(want_z, abs=1e-6), f"case {case}"
-        assert ((count[:, None] * a * x).sum()) == pytest.approx(want_total, abs=1e-5)
-        assert (a * x).sum(axis=1)[count > 0].min() == pytest.approx(want_z, abs=1e-6)
+        assert z == pytest.approx(per_job_max_min(a, count, gpus, capacity), abs=1e-6), f"case {case}"
+        # shares under 1e-6 are dropped as solver noise, which can shave that much off a level
+        assert (a * x).sum(axis=1).min() == pytest.approx(z, abs=1e-5)
         check_feasible(x, a, count, gpus, capacity)
 
 
