@@ -107,6 +107,23 @@ def _check_queues(queues: Optional[QueueConfig], inputs: Inputs) -> None:
             raise _fail(str(exc)) from None
 
 
+def _prepare(
+    specs: list[str], options: dict, queues_path: Optional[str], settings: WorkloadSettings,
+    round_s: float, restart_cost_s: float,
+) -> tuple[Inputs, SimConfig, dict]:
+    """Check the policies and their options, load the inputs; one-line errors, exit 2."""
+    queue_config = _load_queues(queues_path)
+    options = {**options, "queues": queue_config}
+    try:
+        check_policy_specs(specs, **{k: v for k, v in options.items() if k != "agnostic"})
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    config = _config(round_s, restart_cost_s)
+    inputs = _load(settings)
+    _check_queues(queue_config, inputs)
+    return inputs, config, options
+
+
 def _progress() -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -146,22 +163,18 @@ def simulate(
 
     With no options: a seeded synthetic workload on a small heterogeneous cluster.
     """
-    queue_config = _load_queues(queues)
-    try:
-        check_policy_specs([policy], partitions=partitions, slo=slo, water_filling=water_filling, queues=queue_config)
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-    settings = _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type)
-    config = _config(round_s, restart_cost_s)
-    inputs = _load(settings)
-    _check_queues(queue_config, inputs)
+    inputs, config, options = _prepare(
+        [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling),
+        queues, _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type),
+        round_s, restart_cost_s,
+    )
     with _progress() as bar:
         task = bar.add_task(policy, total=len(inputs.jobs), day=0.0)
 
         def report(ended: int, total: int, now_s: float) -> None:
             bar.update(task, completed=ended, day=now_s / 86400)
 
-        result = _run_or_fail(inputs, policy, config, agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling, queues=queue_config, progress=report)
+        result = _run_or_fail(inputs, policy, config, progress=report, **options)
     if as_json:
         console.print_json(json.dumps(result.summary))
     else:
@@ -213,17 +226,12 @@ def compare(
     specs = [p.strip() for p in policies.split(",") if p.strip()]
     if not specs:
         raise _fail("--policies is empty")
-    queue_config = _load_queues(queues)
-    try:
-        check_policy_specs(specs, partitions=partitions, slo=slo, water_filling=water_filling, queues=queue_config)
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-    settings = _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type)
-    config = _config(round_s, restart_cost_s)
-    inputs = _load(settings)
-    _check_queues(queue_config, inputs)
+    inputs, config, options = _prepare(
+        specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling),
+        queues, _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type),
+        round_s, restart_cost_s,
+    )
     processes = workers if workers > 0 else min(len(specs), os.cpu_count() or 1)
-    options = {"agnostic": agnostic, "partitions": partitions, "slo": slo, "water_filling": water_filling, "queues": queue_config}
 
     results = []
     with _progress() as bar:

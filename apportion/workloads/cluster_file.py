@@ -9,6 +9,7 @@ import yaml
 
 from apportion.core.cluster import Cluster, cluster_from_mapping, parse_cluster_shorthand
 from apportion.core.errors import InputError
+from apportion.workloads.yaml_file import read_yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -27,20 +28,7 @@ def load_cluster(spec: str) -> Cluster:
 
 def _load_yaml(path: Path) -> Cluster:
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, "no such cluster file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(source, f"cannot read: {err}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        line = mark.line + 1 if mark else None
-        raise InputError(source, f"YAML syntax error: {problem}", line=line) from None
+    data, root = read_yaml(path, "cluster")
     try:
         return cluster_from_mapping(data, source=source)
     except InputError as err:

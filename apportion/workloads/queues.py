@@ -26,23 +26,12 @@ import yaml
 
 from apportion.core.errors import InputError
 from apportion.core.queues import QueueConfig, queue_config_from_mapping
+from apportion.workloads.yaml_file import read_yaml
 
 
 def load_queues(path: str | Path) -> QueueConfig:
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, "no such queues file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(source, f"cannot read: {err}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise InputError(source, f"YAML syntax error: {problem}", line=mark.line + 1 if mark else None) from None
+    data, root = read_yaml(path, "queues")
     lines = _field_lines(root)
     try:
         config = queue_config_from_mapping(data, source)
