@@ -26,6 +26,18 @@ issue #100 reports 91 of 100): 0.85. Both are A100-system measurements, used for
 Point-to-point between pipeline stages sends each micro-batch's boundary activation (b·s·h
 elements); across nodes Megatron's scatter/gather optimisation (Narayanan et al. §4.1)
 sends 1/t of it over each of the t adapters and all-gathers it over NVLink.
+
+The data-parallel reduction of a large job is slower across nodes than a two-node nccl-tests
+run: every data-parallel group of the job reduces at the same time, through the same fabric.
+Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (MLSys'23,
+arXiv 2205.05198, §6.3), measured it on Selene (DGX A100, 8 HDR adapters per node): taking the
+530B model (t = 8, p = 35) from one to 8-way data parallelism, with the same batch per
+replica and no overlap, raised the iteration from 37.83 to 39.15 s. The 1.32 s is one
+all-reduce of a stage's gradients (2.06·10⁹ parameters on the first stage) among 8 ranks, one
+per node; it implies an effective cross-node efficiency of 0.44 of the line rate if the
+gradients were fp32 (Megatron-LM reduces in fp32 when training in bf16) and 0.22 if fp16. The
+paper does not say which; ``DP_INTER_EFFICIENCY`` takes the higher (the smaller correction),
+0.44, for the collectives of data-parallel groups that span nodes.
 """
 
 from __future__ import annotations
@@ -45,6 +57,10 @@ ALPHA_INTER_S = 10e-6
 # Achieved fraction of link bandwidth for NCCL collectives and sends (see the module docstring).
 NCCL_INTRA_EFFICIENCY = 200 / 300
 NCCL_INTER_EFFICIENCY = 84.8 / 100
+# Cross-node efficiency of a data-parallel reduction when the whole job reduces at once
+# (Korthikanti et al. 2022, §6.3; see the module docstring): the fp32 all-reduce of 2.06e9
+# gradients among 8 nodes takes 0.68 s at 0.848 and 1.32 s measured: 0.848 × 0.68 / 1.32 = 0.44.
+DP_INTER_EFFICIENCY = 0.44
 
 
 @dataclass(frozen=True)
@@ -183,25 +199,31 @@ def _intra(acc: Accelerator) -> float:
     return NCCL_INTRA_EFFICIENCY * acc.intra_node_bandwidth
 
 
-def _inter(acc: Accelerator) -> float:
-    return NCCL_INTER_EFFICIENCY * acc.inter_node_bandwidth
+def _inter(acc: Accelerator, efficiency: float = NCCL_INTER_EFFICIENCY) -> float:
+    return efficiency * acc.inter_node_bandwidth
 
 
-def allreduce_time(nbytes: float, group: Group, acc: Accelerator) -> float:
-    """Hierarchical ring all-reduce of ``nbytes`` per rank (see the module docstring)."""
+def allreduce_time(nbytes: float, group: Group, acc: Accelerator,
+                   inter_efficiency: float = NCCL_INTER_EFFICIENCY) -> float:
+    """Hierarchical ring all-reduce of ``nbytes`` per rank (see the module docstring).
+
+    ``inter_efficiency`` is the fraction of the network's line rate the cross-node phase reaches
+    (``DP_INTER_EFFICIENCY`` for a data-parallel reduction of a large job).
+    """
     n = group.size
     if n <= 1 or nbytes <= 0:
         return 0.0
     g, nodes = min(group.per_node, n), group.nodes
     intra = 2 * (g - 1) / g * nbytes / _intra(acc) if g > 1 else 0.0
-    inter = 2 * (nodes - 1) / nodes * nbytes / (g * _inter(acc)) if nodes > 1 else 0.0
+    inter = 2 * (nodes - 1) / nodes * nbytes / (g * _inter(acc, inter_efficiency)) if nodes > 1 else 0.0
     latency = 2 * (n - 1) * (ALPHA_INTER_S if nodes > 1 else ALPHA_INTRA_S)
     return intra + inter + latency
 
 
-def allgather_time(nbytes: float, group: Group, acc: Accelerator) -> float:
+def allgather_time(nbytes: float, group: Group, acc: Accelerator,
+                   inter_efficiency: float = NCCL_INTER_EFFICIENCY) -> float:
     """All-gather (or reduce-scatter) whose full result is ``nbytes``: half an all-reduce."""
-    return allreduce_time(nbytes, group, acc) / 2
+    return allreduce_time(nbytes, group, acc, inter_efficiency) / 2
 
 
 def p2p_time(nbytes: float, layout: Layout, acc: Accelerator) -> float:

@@ -15,8 +15,12 @@ backward, Megatron-LM's f and g operators; sequence parallelism replaces each by
 and a reduce-scatter of the same total volume). Full recomputation runs the forward again
 inside the backward; selective recomputation reruns only the attention core (QKᵀ, softmax,
 dropout, scores·V). The element-wise byte counts follow the kernels Megatron-LM ran in 2021
-(fused scale-mask-softmax, fused bias-GeLU, fused bias-dropout-add, apex LayerNorm) and are a
-derivation, not a measurement: see docs/perf.md.
+(fused causal scale-mask-softmax, fused bias-GeLU, fused bias-dropout-add, its fused LayerNorm)
+and are a derivation from their source, not a measurement: see docs/perf.md. They stream at
+η_mem = 0.90 of the datasheet bandwidth, except the explicit attention core (the batched QKᵀ and
+scores·V GEMMs and the softmax) and the dropout on its s × s probabilities, which run at the
+efficiencies Dao et al. 2022 measured for Megatron-LM's attention on an A100
+(:data:`~apportion.perf.gemm.ATTENTION_CORE_EFFICIENCY`, :data:`~apportion.perf.gemm.DROPOUT_EFFICIENCY`).
 
 Data-parallel reduction overlaps with the last micro-batch's backward when the layout says so
 (PyTorch DDP-style buckets), except one layer's bucket, which can only start after that layer's
@@ -30,7 +34,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from apportion.perf.accelerators import Accelerator, get_accelerator
-from apportion.perf.gemm import BYTES, gemm_time, memory_time
+from apportion.perf.gemm import (
+    ATTENTION_CORE_EFFICIENCY,
+    BYTES,
+    DROPOUT_EFFICIENCY,
+    MEMORY_EFFICIENCY,
+    gemm_time,
+    memory_time,
+)
 from apportion.perf.memory import (
     GB,
     MemoryBreakdown,
@@ -41,6 +52,7 @@ from apportion.perf.memory import (
     state_bytes_per_param,
 )
 from apportion.perf.parallel import (
+    DP_INTER_EFFICIENCY,
     Layout,
     allgather_time,
     allreduce_time,
@@ -102,8 +114,34 @@ class LayerCost:
     gemm_share: float  # fraction of forward+backward compute time spent in GEMMs
 
 
-def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int) -> tuple[float, float, float, float]:
-    """Forward, backward bytes of the memory-bound kernels of one layer, and of its attention core."""
+@dataclass(frozen=True)
+class _KernelBytes:
+    """HBM bytes of one layer's memory-bound kernels for one micro-batch, grouped by the
+    efficiency they stream at (see :mod:`apportion.perf.gemm`)."""
+
+    other_fwd: float  # LayerNorms, bias broadcast, copies, bias-dropout-adds, bias-GeLU: η_mem
+    other_bwd: float
+    softmax_fwd: float  # fused scale-mask-softmax over the s × s scores: ATTENTION_CORE_EFFICIENCY
+    softmax_bwd: float
+    dropout: float  # attention dropout, forward (and again backward): DROPOUT_EFFICIENCY
+    H: float  # s·b·h elements, the size of one tensor-parallel all-reduce
+
+
+def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int) -> _KernelBytes:
+    """Bytes of the memory-bound kernels of one layer (forward, backward), by kernel family.
+
+    Derived from the kernels Megatron-LM ran in 2021 (NVIDIA/Megatron-LM, megatron/model/
+    transformer.py and megatron/fused_kernels/):
+
+    * the causal softmax (``scaled_upper_triang_masked_softmax.h``) loads only the row's
+      unmasked prefix, ``element_index < local_seq`` with ``local_seq = row + 1``, and writes
+      the whole row (zeros past the diagonal): forward ``e·A/2`` read + ``e·A`` written =
+      1.5e·A; its backward loads the prefix of the gradient and of the output and writes the
+      whole row: 2e·A. The padding-mask kernel of an encoder reads everything: 2e·A and 3e·A.
+    * the LayerNorm backward (``layer_norm_cuda_kernel.cu``, ``HostLayerNormGradient``) runs
+      ``cuComputePartGradGammaBeta`` (reads dout and input) and then ``cuComputeGradInput``
+      (reads both again, writes the input gradient): 5e per element, not 3e.
+    """
     s, h = model.seq, model.hidden
     H = s * b * h
     Hr = H / t if sp else H  # LayerNorm/dropout tensors: split only under sequence parallelism
@@ -112,11 +150,10 @@ def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int
     Q = s * b * model.qkv_width / t
     act_f = (3 * e if model.gated_mlp else 2 * e) * F  # bias-GeLU (or SiLU(gate)·up)
     act_b = (5 * e if model.gated_mlp else 4 * e) * F  # its backward and the bias gradient
-    core_f = 2 * e * A + (2 * e + 1) * A  # fused scale-mask-softmax, attention dropout
+    softmax_f, softmax_b = (1.5 * e * A, 2 * e * A) if model.causal else (2 * e * A, 3 * e * A)
     forward = (
         2 * e * Hr  # LayerNorm 1
         + 2 * e * Q  # QKV bias broadcast into the output before the GEMM (addmm with beta = 1)
-        + core_f
         + 2 * e * H / t  # context [b·heads, s, d] -> [s, b, h/t] copy
         + (3 * e + 1) * Hr  # bias-dropout-add after the projection
         + 2 * e * Hr  # LayerNorm 2
@@ -124,15 +161,14 @@ def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int
         + (3 * e + 1) * Hr  # bias-dropout-add after FC2
     )
     backward = (
-        2 * 3 * e * Hr  # two LayerNorm backwards
+        2 * 5 * e * Hr  # two LayerNorm backwards (two kernels, each reading dout and the input)
         + 2 * 3 * e * Hr  # two residual-gradient accumulations
-        + 3 * e * A + (2 * e + 1) * A  # softmax and dropout backward
         + 2 * e * H / t  # context copy backward
         + 2 * (3 * e + 1) * Hr  # two bias-dropout-add backwards with bias-gradient reductions
         + act_b
         + e * Q  # QKV bias gradient
     )
-    return forward, backward, core_f, H
+    return _KernelBytes(forward, backward, softmax_f, softmax_b, (2 * e + 1) * A, H)
 
 
 @lru_cache(maxsize=8192)
@@ -140,15 +176,24 @@ def _layer_cost(model: TransformerModel, acc_key: tuple, b: int, t: int, sp: boo
     acc = _ACCELERATORS[acc_key]
     e = BYTES[precision]
     gemms = layer_gemms(model, b, t)
-    g_fwd = {g.name: gemm_time(g.m, g.n, g.k, acc, precision, g.batch).seconds for g in gemms}
-    g_bwd = sum(gemm_time(x.m, x.n, x.k, acc, precision, x.batch).seconds for g in gemms for x in g.backward())
-    ew_f, ew_b, core_f, H = _elementwise_bytes(model, b, t, sp, e)
-    forward = sum(g_fwd.values()) + memory_time(ew_f, acc)
-    backward = g_bwd + memory_time(ew_b, acc)
-    core = g_fwd["scores"] + g_fwd["context"] + memory_time(core_f, acc)
-    comm = allreduce_time(e * H, _TP_GROUPS[(acc_key, t)], acc) if t > 1 else 0.0
+    core = ("scores", "context")  # attention core: memory roof at ATTENTION_CORE_EFFICIENCY
+
+    def gt(g) -> float:
+        eff = ATTENTION_CORE_EFFICIENCY if g.name.split(".")[0] in core else MEMORY_EFFICIENCY
+        return gemm_time(g.m, g.n, g.k, acc, precision, g.batch, memory_efficiency=eff).seconds
+
+    g_fwd = {g.name: gt(g) for g in gemms}
+    g_bwd = sum(gt(x) for g in gemms for x in g.backward())
+    kb = _elementwise_bytes(model, b, t, sp, e)
+    dropout = memory_time(kb.dropout, acc, DROPOUT_EFFICIENCY)  # the same bytes forward and backward
+    softmax_f = memory_time(kb.softmax_fwd, acc, ATTENTION_CORE_EFFICIENCY)
+    softmax_b = memory_time(kb.softmax_bwd, acc, ATTENTION_CORE_EFFICIENCY)
+    forward = sum(g_fwd.values()) + memory_time(kb.other_fwd, acc) + softmax_f + dropout
+    backward = g_bwd + memory_time(kb.other_bwd, acc) + softmax_b + dropout
+    core_f = g_fwd["scores"] + g_fwd["context"] + softmax_f + dropout
+    comm = allreduce_time(e * kb.H, _TP_GROUPS[(acc_key, t)], acc) if t > 1 else 0.0
     gemm_total = sum(g_fwd.values()) + g_bwd
-    return LayerCost(forward, backward, core, comm, gemm_total / (forward + backward))
+    return LayerCost(forward, backward, core_f, comm, gemm_total / (forward + backward))
 
 
 _ACCELERATORS: dict[tuple, Accelerator] = {}
@@ -296,7 +341,7 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     logits = gemm_time(lg.m, lg.n, lg.k, acc, precision).seconds
     logits += sum(gemm_time(x.m, x.n, x.k, acc, precision).seconds for x in lg.backward())
     loss_elems = model.seq * b * model.vocab / t
-    head = logits + memory_time((5 * e) * Hr + 30 * loss_elems, acc)  # final norm fwd+bwd, vocab-parallel loss
+    head = logits + memory_time((7 * e) * Hr + 30 * loss_elems, acc)  # final norm fwd (2e) + bwd (5e), vocab-parallel loss
     head += 2 * (allreduce_time(4 * model.seq * b, tp_group(layout, acc), acc) if t > 1 else 0.0)  # loss max/sum
     head += cost.tp_comm  # the all-reduce of the logits' input gradient (column-parallel output layer)
     emb += cost.tp_comm  # the vocabulary-parallel embedding's forward all-reduce
@@ -320,11 +365,17 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     def exposed(comm: float, window: float) -> float:
         return max(0.0, comm - window) + comm * bucket_share
 
-    full_reduce = allreduce_time(params_local * grad_bytes, dp, acc)
-    gather = allgather_time(params_local * e, dp, acc)
+    full_reduce = allreduce_time(params_local * grad_bytes, dp, acc, DP_INTER_EFFICIENCY)
+    gather = allgather_time(params_local * e, dp, acc, DP_INTER_EFFICIENCY)
     if layout.zero in (0, 1):
         reduce_part = full_reduce if layout.zero == 0 else full_reduce / 2
         dp_comm = exposed(reduce_part, last_bwd) if layout.overlap_grad_reduce else reduce_part
+        if layout.zero == 0 and d > 1:
+            # the gradient copies around the reduction, on the compute stream: PyTorch DDP copies
+            # each gradient into its bucket and back (2 × read + write); Megatron-LM's 2021 local
+            # DDP (no contiguous buffer) flattens the gradients, divides them by d in place and
+            # copies them back (megatron/model/distributed.py: _flatten_dense_tensors, /=, copy_)
+            dp_comm += memory_time((4 if layout.overlap_grad_reduce else 6) * grad_bytes * params_local, acc)
         if layout.zero == 1:
             dp_comm += gather
     elif layout.zero == 2:
@@ -334,8 +385,8 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
         # layer by layer (so each collective pays its latency), prefetched under the compute
         fwd_passes = 2 if layout.recompute == "full" else 1
         n = max(1, layers)
-        layer_gather = n * allgather_time(params_local * e / n, dp, acc)
-        layer_reduce = n * allgather_time(params_local * grad_bytes / n, dp, acc)
+        layer_gather = n * allgather_time(params_local * e / n, dp, acc, DP_INTER_EFFICIENCY)
+        layer_reduce = n * allgather_time(params_local * grad_bytes / n, dp, acc, DP_INTER_EFFICIENCY)
         dp_comm = m * (fwd_passes * exposed(layer_gather, layers * layer_fwd)
                        + exposed(layer_gather + layer_reduce, last_bwd))
     embedding_sync = 0.0

@@ -75,6 +75,11 @@ class TransformerModel:
     def mlp_in_width(self) -> int:
         return 2 * self.ffn if self.gated_mlp else self.ffn
 
+    @property
+    def causal(self) -> bool:
+        """Decoders (GPT, Llama) mask attention causally; encoders (BERT) use a padding mask."""
+        return self.family != "bert"
+
     def with_(self, **changes) -> "TransformerModel":
         return replace(self, **changes)
 
