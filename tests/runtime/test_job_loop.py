@@ -1,0 +1,242 @@
+"""The Job loop in-process, with plain Python state (no torch) and a fake lease server."""
+
+import os
+import signal
+import socket
+import time
+
+import httpx
+import pytest
+
+from apportion.runtime import (
+    PREEMPTED_EXIT_CODE,
+    Checkpointer,
+    Job,
+    JobEnv,
+    LeaseClient,
+    ServerUnreachable,
+    StaleAttempt,
+)
+from apportion.runtime.testing import FakeLeaseServer
+
+ENV_NAMES = [
+    "APPORTION_SERVER", "APPORTION_JOB_ID", "APPORTION_ATTEMPT", "APPORTION_LEASE_END",
+    "APPORTION_TOTAL_STEPS", "APPORTION_CHECKPOINT_DIR", "APPORTION_TOKEN", "APPORTION_SLOTS",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(job: Job, state: dict, sleep_s: float = 0.0) -> list[int]:
+    seen = []
+    for step in job.steps(lambda: dict(state)):
+        seen.append(step)
+        state["done"] = step + 1
+        if sleep_s:
+            time.sleep(sleep_s)
+    return seen
+
+
+def test_env_is_read_and_an_empty_cuda_list_stays_empty():
+    env = JobEnv.from_environ(
+        {
+            "APPORTION_SERVER": "http://h:1/", "APPORTION_JOB_ID": "7", "APPORTION_ATTEMPT": "3",
+            "APPORTION_LEASE_END": "1700000000.5", "APPORTION_TOTAL_STEPS": "100",
+            "APPORTION_CHECKPOINT_DIR": "/c", "APPORTION_SLOTS": "gpu:0,gpu:3", "CUDA_VISIBLE_DEVICES": "",
+        }
+    )  # fmt: skip
+    assert (env.server, env.job_id, env.attempt, env.lease_end) == ("http://h:1", "7", 3, 1700000000.5)
+    assert (env.total_steps, env.checkpoint_dir, env.slots) == (100, "/c", ("gpu:0", "gpu:3"))
+    assert env.cuda_visible_devices == "" and not env.standalone
+    assert JobEnv.from_environ({}).standalone
+
+
+def test_standalone_runs_to_the_end_and_the_environment_wins_over_defaults(tmp_path, monkeypatch):
+    job = Job.from_env(total_steps=5)
+    assert job.standalone and job.checkpointer is None
+    assert run(job, {}) == [0, 1, 2, 3, 4] and job.step == 5
+
+    monkeypatch.setenv("APPORTION_TOTAL_STEPS", "3")
+    monkeypatch.setenv("APPORTION_CHECKPOINT_DIR", str(tmp_path / "env"))
+    job = Job.from_env(total_steps=5, checkpoint_dir=tmp_path / "arg")
+    assert job.total_steps == 3 and job.checkpointer.directory == tmp_path / "env"
+
+
+def test_renewed_leases_write_no_checkpoint_and_progress_is_reported(tmp_path, monkeypatch):
+    with FakeLeaseServer() as server:
+        for name, value in server.job_env(total_steps=40, checkpoint_dir=str(tmp_path)).items():
+            monkeypatch.setenv(name, value)
+        job = Job.from_env(report_every_s=0.05)
+        assert run(job, {}, sleep_s=0.005) == list(range(40))
+        leases = server.lease_calls()
+        progress = server.progress_calls()
+    assert len(leases) == 40 and all(c["answer"]["renew"] for c in leases)
+    assert [c["attempt"] for c in leases] == [1] * len(leases)
+    assert os.listdir(tmp_path) == []  # renewal never checkpoints
+    assert progress[-1]["steps_done"] == 40 and progress[-1]["steps_per_s"] > 0
+    assert len(progress) >= 2  # periodic reports besides the final one
+    assert job.steps_per_s and 20 < job.steps_per_s < 200  # about 1 / 5 ms
+
+
+def test_the_job_says_hello_once_then_asks_only_near_its_lease_end(tmp_path, monkeypatch):
+    far = time.time() + 3600
+    with FakeLeaseServer(on_lease=lambda body: {"renew": True, "lease_end": far}) as server:
+        env = server.job_env(total_steps=30, checkpoint_dir=str(tmp_path), lease_end=far)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        job = Job.from_env()
+        run(job, {})
+        assert [c["steps_done"] for c in server.lease_calls()] == [0]  # before the first step
+    assert job.lease_end == far and os.listdir(tmp_path) == []
+
+
+def test_a_refused_lease_checkpoints_the_last_completed_step_and_exits_75(tmp_path, monkeypatch):
+    with FakeLeaseServer(refuse_at=[10]) as server:
+        for name, value in server.job_env(total_steps=25, checkpoint_dir=str(tmp_path)).items():
+            monkeypatch.setenv(name, value)
+        state = {"done": 0}
+        job = Job.from_env()
+        with pytest.raises(SystemExit) as exit_info:
+            run(job, state)
+        assert exit_info.value.code == PREEMPTED_EXIT_CODE
+        assert state["done"] == 10
+        assert Checkpointer(tmp_path).load_latest()[:2] == (10, {"done": 10})
+
+        monkeypatch.setenv("APPORTION_ATTEMPT", "2")
+        monkeypatch.setenv("APPORTION_LEASE_END", str(time.time()))
+        job = Job.from_env()
+        state = job.restore({"done": 0})
+        assert job.resumed and job.step == 10 and state == {"done": 10}
+        assert run(job, state) == list(range(10, 25))
+        assert server.lease_calls()[-1]["attempt"] == 2
+
+
+def test_refusal_right_after_a_resume_rewrites_nothing(tmp_path, monkeypatch):
+    Checkpointer(tmp_path).save({"done": 4}, 4)
+    before = os.stat(tmp_path / "step-00000004.pt").st_mtime_ns
+    with FakeLeaseServer(refuse_at=[0]) as server:
+        for name, value in server.job_env(total_steps=9, checkpoint_dir=str(tmp_path)).items():
+            monkeypatch.setenv(name, value)
+        job = Job.from_env()
+        state = job.restore()
+        with pytest.raises(SystemExit):
+            run(job, state)
+    assert os.listdir(tmp_path) == ["step-00000004.pt"]
+    assert os.stat(tmp_path / "step-00000004.pt").st_mtime_ns == before
+
+
+def free_port() -> int:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_server_never_stops_training(tmp_path):
+    port = free_port()
+    env = JobEnv(job_id="j", server=f"http://127.0.0.1:{port}", lease_end=time.time())
+    client = LeaseClient(env.server, "j", 1, deadline_s=0.1, backoff_s=0.02)
+    messages = []
+    job = Job(30, env=env, client=client, checkpoint_dir=tmp_path, lease_retry_s=0.05, log=messages.append)
+    assert run(job, {}, sleep_s=0.005) == list(range(30))
+    assert any("lease renewal failed" in m for m in messages)
+    assert any("finished 30/30" in m for m in messages)
+
+
+def test_a_server_that_comes_back_is_obeyed_and_no_step_is_lost(tmp_path):
+    port = free_port()
+    env = JobEnv(job_id="j", server=f"http://127.0.0.1:{port}", lease_end=time.time())
+    client = LeaseClient(env.server, "j", 1, deadline_s=0.05, backoff_s=0.01)
+    messages = []
+    job = Job(
+        500, env=env, client=client, checkpoint_dir=tmp_path, lease_retry_s=0.01, lease_retry_max_s=0.05,
+        log=messages.append,
+    )  # fmt: skip
+    server = FakeLeaseServer(refuse_at=[0], port=port)  # back from its restart, it wants the GPUs
+    state = {"done": 0}
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            for step in job.steps(lambda: dict(state)):
+                state["done"] = step + 1
+                time.sleep(0.002)
+                if step == 20:
+                    server.start()
+    finally:
+        server.stop()
+    assert exit_info.value.code == PREEMPTED_EXIT_CODE
+    assert any("lease renewal failed" in m for m in messages)
+    assert 20 < job.step < 500 and server.lease_calls()[0]["steps_done"] == job.step
+    assert Checkpointer(tmp_path).load_latest()[:2] == (job.step, {"done": job.step})
+
+
+def test_a_stale_attempt_exits_without_writing(tmp_path, monkeypatch):
+    def move_on(body):  # after 8 steps the server starts attempt 2 elsewhere
+        if body["steps_done"] >= 8:
+            server.current_attempt = 2
+        return None
+
+    with FakeLeaseServer(current_attempt=1, on_lease=move_on) as server:
+        for name, value in server.job_env(attempt=1, total_steps=20, checkpoint_dir=str(tmp_path)).items():
+            monkeypatch.setenv(name, value)
+        job = Job.from_env(checkpoint_every_s=1000.0)
+        with pytest.raises(SystemExit) as exit_info:
+            run(job, {})
+        assert server.lease_calls()[-1]["status"] == 409
+    assert exit_info.value.code == PREEMPTED_EXIT_CODE
+    assert job.step == 9 and os.listdir(tmp_path) == []
+
+
+def test_sigterm_checkpoints_at_the_next_step_boundary(tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    job = Job(20, checkpoint_dir=tmp_path)
+    state = {"done": 0}
+    with pytest.raises(SystemExit) as exit_info:
+        for step in job.steps(lambda: dict(state)):
+            state["done"] = step + 1
+            if step == 6:
+                os.kill(os.getpid(), signal.SIGTERM)
+    assert exit_info.value.code == PREEMPTED_EXIT_CODE
+    assert Checkpointer(tmp_path).load_latest()[:2] == (7, {"done": 7})
+    assert signal.getsignal(signal.SIGTERM) is before  # the old handler is back
+
+
+def test_periodic_checkpoints_are_written_in_the_background(tmp_path):
+    job = Job(12, checkpoint_dir=tmp_path, checkpoint_every_s=0.0, keep=2)
+    state = {"done": 0}
+    for step in job.steps(lambda: dict(state)):
+        state["done"] = step + 1
+        while job.checkpointer.writing:  # a slow disk would make the job skip boundaries
+            time.sleep(0.001)
+    assert sorted(os.listdir(tmp_path)) == ["step-00000010.pt", "step-00000011.pt"]
+    assert Checkpointer(tmp_path).load_latest()[:2] == (11, {"done": 11})  # a boundary's state
+
+
+def test_the_client_retries_5xx_then_answers_and_maps_409_to_stale_attempt():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) < 3:
+            return httpx.Response(503)
+        if request.url.path.endswith("/progress"):
+            return httpx.Response(409, json={"detail": "stale"})
+        return httpx.Response(200, json={"renew": True, "lease_end": 123.0})
+
+    transport = httpx.MockTransport(handler)
+    client = LeaseClient("http://server", "j", 4, token="s3cret", backoff_s=0.001, transport=transport)
+    answer = client.lease(17)
+    assert (answer.renew, answer.lease_end) == (True, 123.0) and len(calls) == 3
+    assert calls[-1].headers["Authorization"] == "Bearer s3cret"
+    assert calls[-1].read() == b'{"attempt":4,"steps_done":17}'
+    with pytest.raises(StaleAttempt):
+        client.progress(18, 2.5)
+
+    down = LeaseClient(
+        "http://server", "j", 1, deadline_s=0.05, backoff_s=0.01,
+        transport=httpx.MockTransport(lambda r: (_ for _ in ()).throw(httpx.ConnectError("refused"))),
+    )  # fmt: skip
+    with pytest.raises(ServerUnreachable, match="ConnectError"):
+        down.lease(1)
