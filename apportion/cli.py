@@ -456,6 +456,303 @@ def plan(
         console.print(f"rejected {len(result.rejected)}: " + "; ".join(summary), highlight=False)
 
 
+# the real scheduler: `apportion serve` and its clients ------------------------------------
+
+ServerOpt = typer.Option(None, "--server", help="The server's URL (default: $APPORTION_SERVER, else http://127.0.0.1:8642).")
+ClientTokenOpt = typer.Option(None, "--token", help="Bearer token, when the server requires one (default: $APPORTION_TOKEN).")
+UserOpt = typer.Option(None, "--user", help="Act as this user (default: the job file's user, else your OS user).")
+
+
+def _client(server: Optional[str], token: Optional[str]):
+    from apportion.serve.client import Client
+
+    return Client(server, token)
+
+
+def _call(function, *args):
+    from apportion.serve.client import ClientError
+
+    try:
+        return function(*args)
+    except ClientError as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.command()
+def serve(
+    state_dir: Path = typer.Option(Path("~/.apportion/server"), "--state-dir", help="Where the state file, logs and default checkpoints live."),
+    port: int = typer.Option(8642, "--port", help="HTTP port (0: any free port)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback requires --token."),
+    token: Optional[str] = typer.Option(None, "--token", help="Require 'Authorization: Bearer TOKEN' on every call."),
+    slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1)."),
+    policy: str = typer.Option("las", "--policy", "-p", help=f"One of: {', '.join(POLICIES)} (NAME:agnostic as in simulate)."),
+    round_s: float = typer.Option(180.0, "--round-s", help="Round length in seconds of wall time."),
+    max_retries: int = typer.Option(3, "--max-retries", help="Crashes retried from the last checkpoint before a job is marked failed."),
+    grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL."),
+    las_thresholds: Optional[str] = typer.Option(None, "--las-thresholds", help="las: queue thresholds in GPU-seconds, e.g. 3600,36000 (the default)."),
+    queues: Optional[str] = QueuesOpt,
+) -> None:
+    """Run the scheduler on this machine: start, preempt and resume the jobs submitted to it."""
+    import numpy as np
+
+    from apportion.experiment import policy_from_spec
+    from apportion.policies.las import Las
+    from apportion.serve.scheduler import check_policy
+    from apportion.serve.server import ServerError, ServerOptions
+    from apportion.serve.server import serve as run_server
+    from apportion.serve.slots import describe, detect_gpus, parse_slots
+
+    if round_s <= 0:
+        raise _fail(f"--round-s must be positive, got {round_s}")
+    if max_retries < 0:
+        raise _fail(f"--max-retries must be >= 0, got {max_retries}")
+    if grace_s < 0:
+        raise _fail(f"--grace-s must be >= 0, got {grace_s}")
+    if not 0 <= port <= 65535:
+        raise _fail(f"--port must be 0-65535, got {port}")
+    gpus = detect_gpus()
+    try:
+        offered = parse_slots(slots, gpus) if slots else gpus
+    except InputError as exc:
+        raise _fail(str(exc)) from None
+    no_gpus = not offered
+    if no_gpus:
+        offered = parse_slots("cpu:1")
+    queue_config = _load_queues(queues)
+    prices = _list_prices({s.gpu_type for s in offered})
+
+    def make_policy():
+        if las_thresholds is None:
+            return policy_from_spec(policy, queues=queue_config)
+        if policy.removesuffix(":agnostic") != "las":
+            raise ValueError(f"--las-thresholds applies to las only, not to '{policy}'")
+        try:
+            values = tuple(float(v) for v in las_thresholds.split(",") if v.strip())
+        except ValueError:
+            raise ValueError(f"--las-thresholds must be GPU-seconds separated by commas, got '{las_thresholds}'") from None
+        if not values or min(values) <= 0:
+            raise ValueError(f"--las-thresholds must be positive GPU-seconds, got '{las_thresholds}'")
+        chosen = Las(thresholds_gpu_s=values, agnostic=policy.endswith(":agnostic"))
+        chosen.name = policy
+        return chosen
+
+    try:
+        check_policy_specs([policy], queues=queue_config)
+        if queue_config is not None:
+            types = list(dict.fromkeys(s.gpu_type for s in offered))
+            queue_config.check_cluster(tuple(types), np.array([sum(s.gpu_type == t for s in offered) for t in types]))
+        check_policy(make_policy(), offered, prices)
+        chosen_policy = make_policy()
+    except (ValueError, InputError) as exc:
+        raise _fail(str(exc)) from None
+    options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=token, round_s=round_s,
+                            grace_s=grace_s, max_retries=max_retries, prices=prices)
+
+    def log(message: str) -> None:
+        console.print(f"[dim]{_clock()}[/] {message}", highlight=False, soft_wrap=True)
+
+    def ready(scheduler) -> None:
+        log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
+            f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
+
+    if no_gpus:
+        errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
+    try:
+        run_server(options, offered, chosen_policy, log, ready)
+    except ServerError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _list_prices(gpu_types: set[str]) -> dict[str, float]:
+    """The catalog's list price per GPU-hour of each type that has one (min-cost needs them)."""
+    from apportion.perf.accelerators import ACCELERATORS, ALIASES
+
+    prices = {}
+    for gpu_type in gpu_types:
+        accelerator = ACCELERATORS.get(ALIASES.get(gpu_type, gpu_type))
+        if accelerator is not None and accelerator.price_per_hour:
+            prices[gpu_type] = float(accelerator.price_per_hour)
+    return prices
+
+
+def _clock(when: Optional[float] = None) -> str:
+    import time as _time
+
+    return _time.strftime("%H:%M:%S", _time.localtime(when))
+
+
+@app.command()
+def submit(
+    job_file: Path = typer.Argument(..., help="A job YAML (see docs/serve.md)."),
+    user: Optional[str] = UserOpt,
+    server: Optional[str] = ServerOpt,
+    token: Optional[str] = ClientTokenOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print {\"id\": ...} as JSON."),
+) -> None:
+    """Submit a job file to the server; a malformed file is rejected here with the field named."""
+    from apportion.serve.client import ClientError
+    from apportion.serve.jobspec import default_user, field_line, load_job_file
+
+    try:
+        spec = load_job_file(job_file)
+    except InputError as exc:
+        raise _fail(str(exc)) from None
+    owner = user or spec.user or default_user()
+    try:
+        job_id = _client(server, token).submit(spec, owner)
+    except ClientError as exc:
+        if exc.field and exc.message:  # the server's own checks (what fits on it): name the file's line
+            raise _fail(str(InputError(str(job_file), exc.message, line=field_line(job_file, exc.field),
+                                       field=exc.field))) from None
+        raise _fail(str(exc)) from None
+    if as_json:
+        console.print_json(json.dumps({"id": job_id}))
+    else:
+        console.print(f"submitted job {job_id}: {spec.name} ({owner}, {spec.gpus} slot(s), {spec.total_steps} steps)",
+                      highlight=False)
+
+
+def _span(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _submitted(when: float, now: float) -> str:
+    import time as _time
+
+    return _time.strftime("%H:%M:%S" if now - when < 86400 else "%Y-%m-%d %H:%M", _time.localtime(when))
+
+
+@app.command("queue")
+def queue_(
+    as_json: bool = typer.Option(False, "--json", help="Print the jobs as a JSON list."),
+    show_all: bool = typer.Option(False, "--all", help="Every job ever submitted (default: active jobs, and jobs that ended in the last hour)."),
+    server: Optional[str] = ServerOpt,
+    token: Optional[str] = ClientTokenOpt,
+) -> None:
+    """List jobs: ID NAME USER QUEUE PRIO STATUS(REASON) GPUS ALLOC SUBMITTED RUNTIME PROGRESS."""
+    import time as _time
+
+    from rich import box
+    from rich.table import Table
+
+    jobs = _call(_client(server, token).jobs)
+    now = _time.time()
+    if not show_all:
+        jobs = [j for j in jobs if j["finished"] is None or now - j["finished"] < 3600
+                or j["status"] not in ("completed", "failed", "cancelled")]
+    if as_json:
+        console.print_json(json.dumps(jobs))
+        return
+    if not jobs:
+        console.print("no jobs" + ("" if show_all else " (--all shows jobs that ended more than an hour ago)"))
+        return
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    for column in ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS"):
+        table.add_column(column, justify="right" if column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS") else "left",
+                         no_wrap=True, overflow="ellipsis")
+    colours = {"running": "green", "completed": "blue", "failed": "red", "preempted": "yellow", "cancelled": "dim"}
+    for j in jobs:
+        reason = j["reason"].splitlines()[0] if j["reason"] else ""
+        if len(reason) > 60:
+            reason = reason[:57] + "..."
+        status = f"[{colours.get(j['status'], 'default')}]{j['status']}[/]" + (f"({_escape(reason)})" if reason else "")
+        progress = f"{j['steps_done']}/{j['total_steps']} ({100 * j['steps_done'] / max(1, j['total_steps']):.0f}%)"
+        table.add_row(j["id"], _escape(j["name"]), _escape(j["user"]), _escape(j["queue"] or "-"), f"{j['priority']:g}",
+                      status, str(j["gpus"]), j["alloc"] or "-", _submitted(j["submitted"], now),
+                      _span(j["runtime_s"]), progress)
+    (console if console.is_terminal else Console(width=250)).print(table)
+    for j in jobs:
+        if j["status"] == "failed" and j["last_lines"]:
+            console.print(f"[red]job {j['id']} ({_escape(j['name'])}) failed[/]; its last lines:", highlight=False)
+            for line in j["last_lines"].splitlines()[-10:]:
+                console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+@app.command()
+def cancel(
+    job_id: str = typer.Argument(..., help="The job's id (see `apportion queue`)."),
+    user: Optional[str] = UserOpt,
+    server: Optional[str] = ServerOpt,
+    token: Optional[str] = ClientTokenOpt,
+) -> None:
+    """Cancel a job: a running attempt gets SIGTERM (then SIGKILL after the grace period)."""
+    from apportion.serve.jobspec import default_user
+
+    _call(_client(server, token).cancel, job_id, user or default_user())
+    console.print(f"cancelled job {job_id}", highlight=False)
+
+
+@app.command()
+def logs(
+    job_id: str = typer.Argument(..., help="The job's id."),
+    attempt: Optional[int] = typer.Option(None, "--attempt", help="Which attempt (default: the latest)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the job writes, across attempts, until it ends."),
+    server: Optional[str] = ServerOpt,
+    token: Optional[str] = ClientTokenOpt,
+) -> None:
+    """Print a job's output (stdout and stderr) of one attempt."""
+    import sys
+    import time as _time
+
+    client = _client(server, token)
+    offset, number = 0, attempt
+    while True:
+        chunk = _call(client.logs, job_id, number, offset)
+        if chunk["text"]:
+            sys.stdout.write(chunk["text"])
+            sys.stdout.flush()
+        number, offset = chunk["attempt"] or None, chunk["offset"]
+        if chunk["text"] and not chunk["done"]:
+            continue
+        if not follow:
+            break
+        if chunk["done"]:
+            if attempt is not None:
+                break
+            if chunk["attempts"] > (chunk["attempt"] or 0):
+                number, offset = (chunk["attempt"] or 0) + 1, 0
+                errors.print(f"--- attempt {number} ---", highlight=False)
+                continue
+            if chunk["status"] in ("completed", "failed", "cancelled"):
+                break
+        _time.sleep(0.5)
+
+
+@app.command()
+def status(
+    as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+    server: Optional[str] = ServerOpt,
+    token: Optional[str] = ClientTokenOpt,
+) -> None:
+    """The server: policy, round, slots and who holds them, jobs by status."""
+    info = _call(_client(server, token).status)
+    if as_json:
+        console.print_json(json.dumps(info))
+        return
+    console.print(f"[bold]{info['server']}[/]: policy {info['policy']}, round {info['round']} "
+                  f"(every {info['round_s']:g} s, next in {info['next_round_in_s']:.0f} s)", highlight=False)
+    console.print(f"state: {info['state_dir']} (server pid {info['pid']})", highlight=False, soft_wrap=True)
+    slots = ", ".join(f"{s['id']}({s['gpu_type']})={'job ' + s['job'] if s['job'] else 'idle'}" for s in info["slots"])
+    console.print(f"slots: {slots}", highlight=False)
+    console.print("jobs: " + ", ".join(f"{n} {k}" for k, n in info["counts"].items()), highlight=False)
+    if info["round_ms"]["median"] is not None:
+        console.print(f"round overhead: median {info['round_ms']['median']:.1f} ms over {info['round_ms']['rounds_this_run']} rounds",
+                      highlight=False)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

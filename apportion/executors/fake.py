@@ -1,0 +1,96 @@
+"""An executor with no processes, for tests and for measuring the scheduler's own overhead.
+
+Attempts "run" until the caller ends them with :meth:`FakeExecutor.finish`; SIGTERM ends an
+attempt with exit code 75 (it checkpointed), SIGKILL with no exit record, unless told to
+ignore signals.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from apportion.executors.local import Attempt, Exit
+
+
+class FakeExecutor:
+    def __init__(self, state_dir: str | Path = "/nonexistent", *, obey_sigterm: bool = True) -> None:
+        self.state_dir = Path(state_dir)
+        self.obey_sigterm = obey_sigterm
+        self._pids = itertools.count(1_000_000)
+        self._running: dict[int, Attempt] = {}
+        self._ended: list[Exit] = []
+        self.started: list[Attempt] = []  # every attempt ever started, in order
+        self.envs: dict[tuple[int, int], dict[str, str]] = {}
+        self.signals: list[tuple[int, str]] = []
+        self.exit_codes: dict[tuple[int, int], int] = {}  # what an attempt's exit file would say
+        self.logs: dict[tuple[int, int], str] = {}  # what an attempt's log would say
+
+    def log_path(self, job_id: int, attempt: int) -> Path:
+        return self.state_dir / "jobs" / str(job_id) / f"attempt-{attempt}.log"
+
+    def exit_record(self, job_id: int, attempt: int) -> int | None:
+        return self.exit_codes.get((job_id, attempt))
+
+    def tail(self, job_id: int, attempt: int, lines: int = 20) -> str:
+        return "\n".join(self.logs.get((job_id, attempt), "").splitlines()[-lines:])
+
+    def start(self, job_id, attempt, command, env, workdir, slots) -> Attempt:
+        if job_id in self._running:
+            raise AssertionError(f"job {job_id} started twice at once")
+        handle = Attempt(job_id, attempt, next(self._pids), 1, tuple(slots))
+        self._running[job_id] = handle
+        self.started.append(handle)
+        self.envs[(job_id, attempt)] = dict(env)
+        return handle
+
+    def finish(self, job_id: int, code: int | None) -> None:
+        """End job ``job_id``'s attempt with ``code`` (seen at the next poll)."""
+        attempt = self._running.pop(job_id)
+        if code is not None:
+            self.exit_codes[(job_id, attempt.attempt)] = code
+        self._ended.append(Exit(job_id, attempt.attempt, code))
+
+    def end_unseen(self, job_id: int, code: int | None) -> None:
+        """End an attempt while no server watches (it died): only its exit record tells."""
+        attempt = self._running.pop(job_id)
+        if code is not None:
+            self.exit_codes[(job_id, attempt.attempt)] = code
+
+    def forget(self) -> None:
+        """What a new server's executor knows before ``scan``: nothing (exits not yet seen are lost)."""
+        self._ended = []
+
+    def running(self) -> dict[int, Attempt]:
+        return dict(self._running)
+
+    def scan(self) -> list[Attempt]:
+        return list(self._running.values())
+
+    def adopt(self, attempt: Attempt) -> bool:
+        return attempt.job_id in self._running
+
+    def tracked(self) -> dict[int, Attempt]:
+        return dict(self._running)
+
+    def is_alive(self, job_id: int) -> bool:
+        return job_id in self._running
+
+    def terminate(self, job_id: int) -> bool:
+        self.signals.append((job_id, "TERM"))
+        if job_id in self._running and self.obey_sigterm:
+            self.finish(job_id, 75)
+        return True
+
+    def kill(self, job_id: int) -> bool:
+        self.signals.append((job_id, "KILL"))
+        if job_id in self._running:
+            self.finish(job_id, None)
+        return True
+
+    def kill_attempt(self, attempt: Attempt) -> None:
+        self._running.pop(attempt.job_id, None)
+
+    def poll(self) -> list[Exit]:
+        ended, self._ended = self._ended, []
+        return ended

@@ -1,0 +1,210 @@
+"""Run attempts as local process groups; stop them with SIGTERM, then SIGKILL; find them again.
+
+Each attempt is ``python -m apportion.executors.wrapper ... -- COMMAND`` started with
+``start_new_session=True``: the wrapper leads a new process group that the job's processes
+share, so one ``killpg`` reaches all of them. Its stdout and stderr (the job's too) go to
+``STATE_DIR/jobs/ID/attempt-N.log``; the wrapper writes the exit code to
+``attempt-N.exit``. Nothing ties an attempt to the server's life: a server that dies and
+starts again finds its attempts by their command lines (``scan``) and adopts them, checking
+the process start time so that a reused PID is never mistaken for an attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from apportion.executors.wrapper import MARKER
+
+
+@dataclass(frozen=True)
+class Attempt:
+    job_id: int
+    attempt: int
+    pid: int  # the wrapper: leader of the attempt's process group
+    proc_start: int | None  # start time in clock ticks since boot, from /proc/PID/stat
+    slots: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Exit:
+    job_id: int
+    attempt: int
+    code: int | None  # the job's exit code (negative: killed by that signal); None: gone with no record
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks, or None when there is no such (live) process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    if not fields or fields[0] in ("Z", "X"):  # a zombie has exited already
+        return None
+    return int(fields[19])
+
+
+def tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
+    """The last ``lines`` lines of a file (empty when it does not exist)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace").rstrip("\n")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class LocalExecutor:
+    def __init__(self, state_dir: str | Path, python: str = sys.executable) -> None:
+        self.state_dir = Path(os.path.realpath(state_dir))
+        self.python = python
+        self._children: dict[int, tuple[Attempt, subprocess.Popen]] = {}
+        self._adopted: dict[int, Attempt] = {}
+
+    # files -------------------------------------------------------------------------------
+
+    def job_dir(self, job_id: int) -> Path:
+        return self.state_dir / "jobs" / str(job_id)
+
+    def log_path(self, job_id: int, attempt: int) -> Path:
+        return self.job_dir(job_id) / f"attempt-{attempt}.log"
+
+    def exit_path(self, job_id: int, attempt: int) -> Path:
+        return self.job_dir(job_id) / f"attempt-{attempt}.exit"
+
+    def exit_record(self, job_id: int, attempt: int) -> int | None:
+        try:
+            return int(json.loads(self.exit_path(job_id, attempt).read_text())["code"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def tail(self, job_id: int, attempt: int, lines: int = 20) -> str:
+        return tail(self.log_path(job_id, attempt), lines)
+
+    # processes ---------------------------------------------------------------------------
+
+    def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
+              workdir: str | None, slots: tuple[str, ...]) -> Attempt:
+        """Start one attempt in its own process group; OSError if it cannot be started."""
+        directory = self.job_dir(job_id)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.exit_path(job_id, attempt).unlink(missing_ok=True)
+        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        wrapper = [
+            self.python, "-m", MARKER, "--state-dir", str(self.state_dir), "--job", str(job_id),
+            "--attempt", str(attempt), "--slots", ",".join(slots) or "-",
+            "--exit-file", str(self.exit_path(job_id, attempt)), "--workdir", workdir or str(directory),
+            "--", *argv,
+        ]
+        with open(self.log_path(job_id, attempt), "ab") as log:
+            process = subprocess.Popen(
+                wrapper, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                cwd=str(directory), start_new_session=True, close_fds=True,
+            )
+        handle = Attempt(job_id, attempt, process.pid, process_start(process.pid), tuple(slots))
+        self._children[job_id] = (handle, process)
+        return handle
+
+    def scan(self) -> list[Attempt]:
+        """Attempts of this state directory that are alive on this machine, found by command line."""
+        found = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                    argv = handle.read().decode("utf-8", "replace").split("\0")
+            except OSError:
+                continue
+            if MARKER not in argv or "--" not in argv:
+                continue
+            options = argv[argv.index(MARKER) + 1: argv.index("--")]
+            values = dict(zip(options[::2], options[1::2]))
+            if values.get("--state-dir") != str(self.state_dir):
+                continue
+            pid = int(entry.name)
+            started = process_start(pid)
+            if started is None:
+                continue
+            try:
+                job_id, attempt = int(values["--job"]), int(values["--attempt"])
+            except (KeyError, ValueError):
+                continue
+            slots = tuple(s for s in values.get("--slots", "").split(",") if s and s != "-")
+            found.append(Attempt(job_id, attempt, pid, started, slots))
+        return found
+
+    def adopt(self, attempt: Attempt) -> bool:
+        """Track an attempt started by an earlier server; False when it is no longer alive."""
+        started = process_start(attempt.pid)
+        if started is None or (attempt.proc_start is not None and started != attempt.proc_start):
+            return False
+        self._adopted[attempt.job_id] = Attempt(attempt.job_id, attempt.attempt, attempt.pid, started, attempt.slots)
+        return True
+
+    def tracked(self) -> dict[int, Attempt]:
+        out = {job: a for job, a in self._adopted.items()}
+        out.update({job: a for job, (a, _) in self._children.items()})
+        return out
+
+    def is_alive(self, job_id: int) -> bool:
+        if job_id in self._children:
+            return self._children[job_id][1].poll() is None
+        attempt = self._adopted.get(job_id)
+        return attempt is not None and process_start(attempt.pid) == attempt.proc_start
+
+    def terminate(self, job_id: int) -> bool:
+        """SIGTERM to the attempt's whole process group."""
+        return self._signal(job_id, signal.SIGTERM)
+
+    def kill(self, job_id: int) -> bool:
+        """SIGKILL to the attempt's whole process group."""
+        return self._signal(job_id, signal.SIGKILL)
+
+    def kill_attempt(self, attempt: Attempt) -> None:
+        """SIGKILL a stray attempt (one this server does not track), after checking it is that process."""
+        if process_start(attempt.pid) == attempt.proc_start:
+            try:
+                os.killpg(attempt.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _signal(self, job_id: int, sig: int) -> bool:
+        attempt = self.tracked().get(job_id)
+        if attempt is None or not self.is_alive(job_id):
+            return False
+        try:
+            os.killpg(attempt.pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def poll(self) -> list[Exit]:
+        """Attempts that have ended since the last call, with their exit codes."""
+        ended = []
+        for job_id, (attempt, process) in list(self._children.items()):
+            returncode = process.poll()
+            if returncode is None:
+                continue
+            del self._children[job_id]
+            code = self.exit_record(job_id, attempt.attempt)
+            if code is None and returncode >= 0:  # the wrapper itself failed before the job ran
+                code = returncode
+            ended.append(Exit(job_id, attempt.attempt, code))
+        for job_id, attempt in list(self._adopted.items()):
+            if process_start(attempt.pid) == attempt.proc_start:
+                continue
+            del self._adopted[job_id]
+            ended.append(Exit(job_id, attempt.attempt, self.exit_record(job_id, attempt.attempt)))
+        return ended

@@ -1,0 +1,266 @@
+"""A job file: what a user asks the server to run, read and checked before anything is stored.
+
+```yaml
+name: cnn                         # required; also the throughput kind unless `kind` is given
+command: python examples/train_cnn.py --seed 0   # a shell line, or a list of arguments
+gpus: 1                           # GPUs (or CPU slots) the job runs on; default 1
+gpu_types: [v100, h100]           # allowed types; default any
+total_steps: 200                  # or `epochs` × `steps_per_epoch`
+priority: 1                       # weight >= 0; default 1; 0 = best effort
+queue: research                   # default ""
+user: alice                       # default: the user running `apportion submit`
+checkpoint_dir: ckpt/cnn          # default STATE_DIR/jobs/ID/checkpoints
+env: {LR: "0.1"}                  # extra environment variables
+workdir: .                        # where the command runs; default the directory `submit` ran in
+kind: resnet18/bs32               # throughput kind; default `name`
+```
+
+Relative ``workdir`` and ``checkpoint_dir`` are resolved against the job file's directory
+(``checkpoint_dir`` against ``workdir`` when both are relative). Errors are one
+:class:`InputError` naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from apportion.core.errors import InputError
+from apportion.workloads.yaml_file import read_yaml
+
+FIELDS = (
+    "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
+    "queue", "user", "checkpoint_dir", "env", "workdir", "kind",
+)
+# variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
+RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
+RESERVED_ENV_PREFIX = "APPORTION_"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    command: str | list[str]  # a shell line, or argv
+    total_steps: int
+    gpus: int = 1
+    gpu_types: tuple[str, ...] | None = None  # None: any type
+    priority: float = 1.0
+    queue: str = ""
+    user: str | None = None
+    checkpoint_dir: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+    kind: str | None = None
+
+    @property
+    def throughput_kind(self) -> str:
+        return self.kind or self.name
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able fields (the body of ``POST /jobs``), leaving out what is unset."""
+        data = asdict(self)
+        data["gpu_types"] = list(self.gpu_types) if self.gpu_types is not None else None
+        return {k: v for k, v in data.items() if v is not None}
+
+    def allows(self, gpu_type: str) -> bool:
+        return self.gpu_types is None or gpu_type in self.gpu_types
+
+
+def load_job_file(path: str | Path, *, cwd: str | Path | None = None) -> JobSpec:
+    """Read and check a job YAML; relative paths are made absolute. InputError on any problem."""
+    source = str(path)
+    data, root = read_yaml(path, "job")
+    lines = _key_lines(root)
+    base = Path(path).resolve().parent
+    try:
+        spec = spec_from_mapping(data, source)
+    except InputError as err:
+        if err.line is None and err.field is not None:
+            line = lines.get(err.field) or lines.get(err.field.split(".")[0].split("[")[0])
+            raise InputError(source, err.message, line=line, field=err.field) from None
+        raise
+    workdir = Path(spec.workdir).expanduser() if spec.workdir else Path(cwd) if cwd else Path.cwd()
+    if not workdir.is_absolute():
+        workdir = base / workdir
+    checkpoint = spec.checkpoint_dir
+    if checkpoint is not None:
+        ckpt = Path(checkpoint).expanduser()
+        checkpoint = str(ckpt if ckpt.is_absolute() else (workdir if spec.workdir else base) / ckpt)
+    return _replace(spec, workdir=str(workdir.resolve()), checkpoint_dir=checkpoint)
+
+
+def field_line(path: str | Path, field: str) -> int | None:
+    """The line of ``field`` in a job file (None when it is not there or the file cannot be read)."""
+    try:
+        _, root = read_yaml(path, "job")
+    except InputError:
+        return None
+    lines = _key_lines(root)
+    return lines.get(field) or lines.get(field.split(".")[0].split("[")[0])
+
+
+def spec_from_mapping(data: object, source: str) -> JobSpec:
+    """Check a parsed job file (or a ``POST /jobs`` body) field by field."""
+    if not isinstance(data, dict):
+        raise InputError(source, "a job file must be a mapping of fields (name, command, total_steps, …)")
+    unknown = sorted(str(k) for k in data if k not in FIELDS)
+    if unknown:
+        raise InputError(source, f"unknown field (known: {', '.join(FIELDS)})", field=unknown[0])
+
+    name = _text(data, "name", source, required=True)
+    if "\n" in name or len(name) > 200:
+        raise InputError(source, "must be one line of at most 200 characters", field="name")
+    command = _command(data.get("command"), source)
+    gpus = _positive_int(data, "gpus", source, default=1)
+    total_steps = _steps(data, source)
+    priority = data.get("priority", 1.0)
+    if not _is_number(priority) or priority < 0:
+        raise InputError(source, f"must be a number >= 0, got {priority!r}", field="priority")
+    return JobSpec(
+        name=name,
+        command=command,
+        total_steps=total_steps,
+        gpus=gpus,
+        gpu_types=_gpu_types(data.get("gpu_types"), source),
+        priority=float(priority),
+        queue=_text(data, "queue", source, default=""),
+        user=_text(data, "user", source, default=None),
+        checkpoint_dir=_text(data, "checkpoint_dir", source, default=None),
+        env=_env(data.get("env"), source),
+        workdir=_text(data, "workdir", source, default=None),
+        kind=_text(data, "kind", source, default=None),
+    )
+
+
+def _replace(spec: JobSpec, **changes) -> JobSpec:
+    values = {**asdict(spec), **changes}
+    values["gpu_types"] = spec.gpu_types
+    return JobSpec(**values)
+
+
+def _text(data: dict, key: str, source: str, *, required: bool = False, default=None):
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise InputError(source, "is required", field=key)
+        return default
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise InputError(source, f"must be a string, got {type(value).__name__}", field=key)
+    text = str(value).strip()
+    if required and not text:
+        raise InputError(source, "must not be empty", field=key)
+    return text
+
+
+def _command(value: object, source: str) -> str | list[str]:
+    if value is None:
+        raise InputError(source, "is required: a shell line, or a list of arguments", field="command")
+    if isinstance(value, str):
+        if not value.strip():
+            raise InputError(source, "must not be empty", field="command")
+        return value.strip()
+    if isinstance(value, list) and value:
+        for i, arg in enumerate(value):
+            if isinstance(arg, bool) or not isinstance(arg, (str, int, float)):
+                raise InputError(source, f"must be a string, got {arg!r}", field=f"command[{i}]")
+        return [str(a) for a in value]
+    raise InputError(source, f"must be a shell line or a non-empty list of arguments, got {value!r}", field="command")
+
+
+def _positive_int(data: dict, key: str, source: str, *, default: int | None = None) -> int:
+    value = data.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(source, f"must be a positive integer, got {value!r}", field=key)
+    return value
+
+
+def _steps(data: dict, source: str) -> int:
+    has_total = data.get("total_steps") is not None
+    has_epochs = data.get("epochs") is not None or data.get("steps_per_epoch") is not None
+    if has_total and has_epochs:
+        raise InputError(source, "give total_steps, or epochs and steps_per_epoch, not both", field="total_steps")
+    if has_total:
+        return _positive_int(data, "total_steps", source)
+    if has_epochs:
+        if data.get("epochs") is None:
+            raise InputError(source, "is required with steps_per_epoch", field="epochs")
+        if data.get("steps_per_epoch") is None:
+            raise InputError(source, "is required with epochs", field="steps_per_epoch")
+        return _positive_int(data, "epochs", source) * _positive_int(data, "steps_per_epoch", source)
+    raise InputError(source, "is required (or epochs and steps_per_epoch)", field="total_steps")
+
+
+def _gpu_types(value: object, source: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [v for v in value.split(",")]
+    if not isinstance(value, list) or not value:
+        raise InputError(source, f"must be a list of GPU types such as [v100, cpu], got {value!r}", field="gpu_types")
+    types = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise InputError(source, f"must be a GPU type name, got {item!r}", field=f"gpu_types[{i}]")
+        if item.strip().lower() not in types:
+            types.append(item.strip().lower())
+    return tuple(types)
+
+
+def _env(value: object, source: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(source, f"must be a mapping of variable to value, got {value!r}", field="env")
+    env = {}
+    for key, item in value.items():
+        name = str(key)
+        where = f"env.{name}"
+        if not _ENV_NAME.match(name):
+            raise InputError(source, "is not a valid environment variable name", field=where)
+        if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV:
+            raise InputError(source, "is set by the server for every attempt; a job may not set it", field=where)
+        if isinstance(item, bool):
+            item = "1" if item else "0"
+        if not isinstance(item, (str, int, float)):
+            raise InputError(source, f"must be a string or a number, got {item!r}", field=where)
+        env[name] = str(item)
+    return env
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _key_lines(root: yaml.Node | None) -> dict[str, int]:
+    """1-based line of each top-level key, and of ``env.NAME`` and ``command[i]`` / ``gpu_types[i]``."""
+    lines: dict[str, int] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return lines
+    for key, value in root.value:
+        name = str(key.value)
+        lines[name] = key.start_mark.line + 1
+        if isinstance(value, yaml.MappingNode):
+            for sub_key, _ in value.value:
+                lines[f"{name}.{sub_key.value}"] = sub_key.start_mark.line + 1
+        elif isinstance(value, yaml.SequenceNode):
+            for i, item in enumerate(value.value):
+                lines[f"{name}[{i}]"] = item.start_mark.line + 1
+    return lines
+
+
+def default_user() -> str:
+    """The OS user running this process (the identity a client sends by default)."""
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except Exception:  # no passwd entry, e.g. in a container with an arbitrary uid
+        return os.environ.get("USER", "") or str(os.getuid())

@@ -1,0 +1,250 @@
+"""The server's state in one SQLite file (``STATE_DIR/state.db``): jobs, throughput estimates, events.
+
+Every change is one transaction, so a server killed at any moment leaves a consistent file;
+a restarted server re-reads everything from it. One connection, shared by the HTTP threads
+and the scheduler thread behind a lock; WAL mode so readers (``sqlite3 state.db``) never block it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
+ACTIVE = ("queued", "running", "preempted")  # the scheduler still has work to do for these
+TERMINAL = ("completed", "failed", "cancelled")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    user TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    priority REAL NOT NULL,
+    kind TEXT NOT NULL,
+    gpus INTEGER NOT NULL,
+    gpu_types TEXT NOT NULL DEFAULT '', -- allowed types, comma-separated; '' = any
+    total_steps INTEGER NOT NULL,
+    spec TEXT NOT NULL,                 -- the JobSpec as JSON
+    status TEXT NOT NULL,               -- one of STATUSES
+    reason TEXT NOT NULL DEFAULT '',
+    steps_done INTEGER NOT NULL DEFAULT 0,
+    attempt INTEGER NOT NULL DEFAULT 0, -- attempts started so far = the current attempt's number
+    retries INTEGER NOT NULL DEFAULT 0, -- crashes retried
+    preemptions INTEGER NOT NULL DEFAULT 0,
+    pid INTEGER,                        -- the live attempt's process (group leader); NULL when none
+    proc_start INTEGER,                 -- its start time in clock ticks (/proc/PID/stat), against PID reuse
+    slots TEXT NOT NULL DEFAULT '',     -- slots the live attempt holds, or the slots it will start on
+    gpu_type TEXT,                      -- the type of those slots
+    lease_end REAL,                     -- Unix time the current lease ends
+    stop TEXT,                          -- NULL, 'preempt' or 'cancel': the live attempt must go
+    stop_at REAL,                       -- when it should be gone (SIGTERM after a grace period)
+    term_at REAL,                       -- when SIGTERM was sent
+    submitted REAL NOT NULL,
+    started REAL,                       -- first start of any attempt
+    finished REAL,
+    run_s REAL NOT NULL DEFAULT 0,      -- seconds its attempts held slots
+    service_gpu_s REAL NOT NULL DEFAULT 0,
+    service_by_type TEXT NOT NULL DEFAULT '{}',  -- {gpu_type: seconds held}
+    accounted_at REAL,                  -- service counted up to here for the live attempt
+    attempt_started REAL,               -- when the current attempt started
+    contact_at REAL,                    -- the current attempt's first lease call
+    exit_code INTEGER,
+    last_lines TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
+CREATE TABLE IF NOT EXISTS throughputs (
+    kind TEXT NOT NULL,
+    gpu_type TEXT NOT NULL,
+    gpus INTEGER NOT NULL,
+    steps_per_s REAL NOT NULL,
+    samples INTEGER NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (kind, gpu_type, gpus)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    job_id INTEGER,
+    event TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class StateStore:
+    """Thin, typed access to the state file. Rows come back as plain dicts."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._depth = 0
+        self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """All writes inside happen at once or not at all; nests (inner blocks join the outer one)."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._conn
+                finally:
+                    self._depth -= 1
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self._conn
+            except BaseException:
+                self._depth = 0
+                self._conn.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            self._conn.execute("COMMIT")
+
+    # jobs --------------------------------------------------------------------------------
+
+    def insert_job(self, *, spec: dict, name: str, user: str, queue: str, priority: float, kind: str,
+                   gpus: int, total_steps: int, submitted: float) -> int:
+        allowed = ",".join(spec.get("gpu_types") or ())
+        with self.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO jobs (name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
+                " reason, submitted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'waiting for its first round', ?)",
+                (name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted),
+            )
+            job_id = int(cursor.lastrowid)
+            self.add_event(submitted, job_id, "submit", f"{name} by {user}")
+            return job_id
+
+    def update_job(self, job_id: int, **fields) -> None:
+        if not fields:
+            return
+        columns = ", ".join(f"{k} = ?" for k in fields)
+        values = [json.dumps(v) if k == "service_by_type" else v for k, v in fields.items()]
+        with self.transaction() as conn:
+            conn.execute(f"UPDATE jobs SET {columns} WHERE id = ?", (*values, job_id))
+
+    def job(self, job_id: int) -> dict | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return _job(row) if row is not None else None
+
+    def jobs(self, where: str = "", params: tuple = (), order: str = "id") -> list[dict]:
+        sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        return [_job(r) for r in rows]
+
+    def active_jobs(self) -> list[dict]:
+        """Jobs the scheduler still looks after: waiting or running, or with a live attempt."""
+        return self.jobs("status IN ('queued', 'running', 'preempted') OR pid IS NOT NULL")
+
+    def round_table(self) -> dict[str, tuple]:
+        """What a round needs of every active job, as columns (name -> tuple over jobs, by id):
+        the round's hot path reads no spec and builds no object per job."""
+        with self._lock:
+            cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE status IN"
+                                        " ('queued', 'running', 'preempted') OR pid IS NOT NULL ORDER BY id")
+            cursor.row_factory = None
+            rows = cursor.fetchall()
+        columns = list(zip(*rows)) if rows else [()] * len(_ROUND_NAMES)
+        return dict(zip(_ROUND_NAMES, columns))
+
+    def anyone_waiting(self) -> bool:
+        """Is an active job neither running nor promised slots?"""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM jobs WHERE status IN ('queued', 'running', 'preempted')"
+                " AND pid IS NULL AND slots = '')").fetchone()[0] == 1
+
+    def slots_taken(self) -> set[str]:
+        """Slots held by live attempts or promised to jobs about to start."""
+        with self._lock:
+            rows = self._conn.execute("SELECT slots FROM jobs WHERE slots != ''").fetchall()
+        return {s for (text,) in rows for s in text.split(",")}
+
+    def live_jobs(self) -> list[dict]:
+        return self.jobs("pid IS NOT NULL")
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
+        counts = dict.fromkeys(STATUSES, 0)
+        counts.update({status: n for status, n in rows})
+        return counts
+
+    # throughputs -------------------------------------------------------------------------
+
+    def throughputs(self) -> dict[tuple[str, str, int], tuple[float, int]]:
+        with self._lock:
+            rows = self._conn.execute("SELECT kind, gpu_type, gpus, steps_per_s, samples FROM throughputs").fetchall()
+        return {(k, t, g): (r, n) for k, t, g, r, n in rows}
+
+    def put_throughput(self, kind: str, gpu_type: str, gpus: int, steps_per_s: float, samples: int,
+                       now: float) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO throughputs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, gpu_type, gpus) DO UPDATE"
+                " SET steps_per_s = excluded.steps_per_s, samples = excluded.samples, updated = excluded.updated",
+                (kind, gpu_type, gpus, steps_per_s, samples, now),
+            )
+
+    # events and meta ---------------------------------------------------------------------
+
+    def add_event(self, time: float, job_id: int | None, event: str, detail: str = "") -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT INTO events (time, job_id, event, detail) VALUES (?, ?, ?, ?)",
+                         (time, job_id, event, detail))
+
+    def events(self, job_id: int | None = None, limit: int | None = None) -> list[dict]:
+        sql = "SELECT * FROM events" + (" WHERE job_id = ?" if job_id is not None else "") + " ORDER BY id"
+        params: tuple = (job_id,) if job_id is not None else ()
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        events = [dict(r) for r in rows]
+        return events[-limit:] if limit else events
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row is not None else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                         (key, value))
+
+
+_ROUND_NAMES = (
+    "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
+    "started", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
+    "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user",
+)
+_ROUND_COLUMNS = ", ".join(_ROUND_NAMES)
+
+
+def _job(row: sqlite3.Row) -> dict:
+    job = dict(row)
+    job["spec"] = json.loads(job["spec"])
+    job["service_by_type"] = json.loads(job["service_by_type"] or "{}")
+    job["slot_list"] = [s for s in job["slots"].split(",") if s]
+    job["allowed"] = tuple(job["gpu_types"].split(",")) if job["gpu_types"] else None
+    return job

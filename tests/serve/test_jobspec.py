@@ -1,0 +1,99 @@
+"""Job files: what is accepted, and a malformed one named by file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from apportion.core.errors import InputError
+from apportion.serve.jobspec import load_job_file, spec_from_mapping
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def write(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_full_job_file(tmp_path):
+    path = write(tmp_path, """\
+name: resnet
+command: python train.py --lr 0.1
+gpus: 2
+gpu_types: [V100, a100]
+total_steps: 500
+priority: 2
+queue: research
+user: ann
+checkpoint_dir: ckpt
+env: {LR: 0.1, DEBUG: true}
+kind: resnet50/bs64
+""")
+    spec = load_job_file(path, cwd=tmp_path)
+    assert spec.name == "resnet" and spec.command == "python train.py --lr 0.1"
+    assert spec.gpus == 2 and spec.gpu_types == ("v100", "a100") and spec.total_steps == 500
+    assert spec.priority == 2.0 and spec.queue == "research" and spec.user == "ann"
+    assert spec.env == {"LR": "0.1", "DEBUG": "1"}
+    assert spec.throughput_kind == "resnet50/bs64"
+    assert spec.workdir == str(tmp_path.resolve())
+    assert spec.checkpoint_dir == str(tmp_path.resolve() / "ckpt")
+
+
+def test_defaults_and_epochs(tmp_path):
+    spec = load_job_file(write(tmp_path, "name: small\ncommand: [python, t.py]\nepochs: 3\nsteps_per_epoch: 40\n"),
+                         cwd="/somewhere")
+    assert spec.total_steps == 120 and spec.gpus == 1 and spec.gpu_types is None and spec.priority == 1.0
+    assert spec.command == ["python", "t.py"] and spec.throughput_kind == "small"
+    assert spec.workdir == "/somewhere" and spec.checkpoint_dir is None and spec.user is None
+
+
+@pytest.mark.parametrize("example", ["cnn.yaml", "lm.yaml"])
+def test_the_examples_are_valid(example):
+    spec = load_job_file(EXAMPLES / example)
+    assert spec.total_steps > 0 and spec.gpus == 1 and "cpu" in spec.gpu_types
+    assert spec.workdir == str(EXAMPLES.parent)  # `workdir: ..`: the repository root, wherever submit runs
+
+
+@pytest.mark.parametrize(
+    "text, field, line, words",
+    [
+        ("command: python t.py\ntotal_steps: 10\n", "name", None, "is required"),
+        ("name: a\ntotal_steps: 10\n", "command", None, "is required"),
+        ("name: a\ncommand: x\n", "total_steps", None, "is required"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ngpus: 0\n", "gpus", 4, "positive integer"),
+        ("name: a\ncommand: x\ntotal_steps: ten\n", "total_steps", 3, "positive integer"),
+        ("name: a\ncommand: x\ntotal_steps: 10\nepochs: 2\n", "total_steps", 3, "not both"),
+        ("name: a\ncommand: x\nepochs: 2\n", "steps_per_epoch", None, "is required with epochs"),
+        ("name: a\ncommand: x\ntotal_steps: 10\npriority: -1\n", "priority", 4, ">= 0"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ngpu: 2\n", "gpu", 4, "unknown field"),
+        ("name: a\ncommand: x\ntotal_steps: 10\nenv:\n  OK: 1\n  APPORTION_JOB_ID: 3\n", "env.APPORTION_JOB_ID", 6, "set by the server"),
+        ("name: a\ncommand: [python, {x: 1}]\ntotal_steps: 10\n", "command[1]", 2, "must be a string"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ngpu_types: 7\n", "gpu_types", 4, "list of GPU types"),
+    ],
+)
+def test_a_malformed_file_names_its_field_and_line(tmp_path, text, field, line, words):
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        load_job_file(path)
+    assert err.value.field == field
+    assert err.value.line == line
+    assert words in str(err.value)
+    assert str(err.value).startswith(str(path))
+
+
+def test_yaml_syntax_errors_and_missing_files(tmp_path):
+    with pytest.raises(InputError, match=r"job.yaml:3: YAML syntax error"):
+        load_job_file(write(tmp_path, "name: a\ncommand: [unclosed\n"))
+    with pytest.raises(InputError, match="no such job file"):
+        load_job_file(tmp_path / "nope.yaml")
+    with pytest.raises(InputError, match="must be a mapping"):
+        load_job_file(write(tmp_path, "- a\n- b\n", "list.yaml"))
+
+
+def test_a_request_body_is_checked_the_same_way():
+    with pytest.raises(InputError) as err:
+        spec_from_mapping({"name": "a", "command": "x", "total_steps": 0}, "request")
+    assert str(err.value) == "request: field 'total_steps': must be a positive integer, got 0"

@@ -1,0 +1,131 @@
+"""LocalExecutor with real (tiny, torch-free) processes: process groups, logs, exit codes,
+SIGTERM/SIGKILL of the whole group, and finding attempts again after a server restart."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from apportion.executors.local import LocalExecutor, process_start
+
+
+def wait_exits(executor, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ended = executor.poll()
+        if ended:
+            return ended
+        time.sleep(0.05)
+    raise AssertionError("no attempt ended in time")
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def env(**extra):
+    return {**os.environ, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def test_an_attempt_runs_in_its_own_group_with_its_env_and_log(tmp_path):
+    executor = LocalExecutor(tmp_path)
+    code = "import os; print('slots', os.environ['APPORTION_SLOTS'], 'cvd', repr(os.environ['CUDA_VISIBLE_DEVICES'])); raise SystemExit(75)"
+    attempt = executor.start(7, 1, py(code), env(APPORTION_SLOTS="cpu:1", CUDA_VISIBLE_DEVICES=""),
+                             str(tmp_path), ("cpu:1",))
+    assert os.getpgid(attempt.pid) == attempt.pid != os.getpgid(0)  # a new process group, led by the wrapper
+    (ended,) = wait_exits(executor)
+    assert (ended.job_id, ended.attempt, ended.code) == (7, 1, 75)
+    log = executor.log_path(7, 1).read_text()
+    assert "slots cpu:1 cvd ''" in log
+    assert executor.exit_record(7, 1) == 75
+
+
+def test_a_shell_command_and_its_workdir(tmp_path):
+    executor = LocalExecutor(tmp_path / "state")
+    (tmp_path / "work").mkdir()
+    executor.start(1, 1, "pwd && echo to-stderr >&2 && exit 3", env(), str(tmp_path / "work"), ("cpu:0",))
+    (ended,) = wait_exits(executor)
+    assert ended.code == 3
+    assert executor.tail(1, 1).splitlines() == [str(tmp_path / "work"), "to-stderr"]
+
+
+def test_a_command_that_cannot_start_is_a_crash_with_a_message(tmp_path):
+    executor = LocalExecutor(tmp_path)
+    executor.start(1, 1, ["/no/such/program"], env(), str(tmp_path), ())
+    (ended,) = wait_exits(executor)
+    assert ended.code == 127
+    assert "cannot start /no/such/program" in executor.tail(1, 1)
+
+
+def test_sigterm_reaches_the_whole_group_and_sigkill_ends_what_ignores_it(tmp_path):
+    executor = LocalExecutor(tmp_path)
+    marker = tmp_path / "grandchild.pid"
+    code = (
+        "import signal, subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(marker)!r}, 'w').write(str(child.pid))\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    attempt = executor.start(3, 1, py(code), env(), str(tmp_path), ())
+    deadline = time.time() + 10
+    while "ready" not in executor.log_path(3, 1).read_text() and time.time() < deadline:
+        time.sleep(0.05)
+    grandchild = int(marker.read_text())
+    assert executor.terminate(3)
+    time.sleep(0.5)
+    assert process_start(grandchild) is None  # the sleeping grandchild died of SIGTERM
+    assert executor.is_alive(3)  # the job itself ignores it
+    assert executor.kill(3)
+    (ended,) = wait_exits(executor)
+    assert ended.code is None  # killed with the wrapper: no exit record
+    assert process_start(attempt.pid) is None
+
+
+def test_stray_processes_of_a_finished_attempt_are_cleaned_up(tmp_path):
+    executor = LocalExecutor(tmp_path)
+    marker = tmp_path / "orphan.pid"
+    code = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(marker)!r}, 'w').write(str(child.pid))\n"
+    )
+    executor.start(4, 1, py(code), env(), str(tmp_path), ())
+    (ended,) = wait_exits(executor)
+    assert ended.code == 0
+    time.sleep(0.2)
+    assert process_start(int(marker.read_text())) is None
+
+
+def test_a_new_executor_finds_and_adopts_running_attempts_and_reads_exits_it_missed(tmp_path):
+    first = LocalExecutor(tmp_path)
+    first.start(5, 2, py("import time; time.sleep(1.5); raise SystemExit(75)"), env(), str(tmp_path), ("cpu:0", "cpu:1"))
+    first.start(6, 1, py("import time; time.sleep(60)"), env(), str(tmp_path), ("cpu:2",))
+
+    second = LocalExecutor(tmp_path)  # as a restarted server would
+    found = {a.job_id: a for a in second.scan()}
+    assert set(found) == {5, 6}
+    assert found[5].attempt == 2 and found[5].slots == ("cpu:0", "cpu:1")
+    assert all(second.adopt(a) for a in found.values())
+    assert LocalExecutor(tmp_path / "elsewhere").scan() == []  # another state dir's attempts are not ours
+
+    ended = wait_exits(second)
+    assert [(e.job_id, e.attempt, e.code) for e in ended] == [(5, 2, 75)]
+    assert second.kill(6)
+    deadline = time.time() + 5
+    while second.is_alive(6) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not second.is_alive(6)
+    first.poll()  # reap
+
+
+def test_a_reused_pid_is_not_adopted(tmp_path):
+    executor = LocalExecutor(tmp_path)
+    attempt = executor.start(8, 1, py("import time; time.sleep(30)"), env(), str(tmp_path), ())
+    other = LocalExecutor(tmp_path)
+    wrong = type(attempt)(8, 1, attempt.pid, attempt.proc_start + 1, ())
+    assert not other.adopt(wrong)
+    executor.kill(8)
+    wait_exits(executor)

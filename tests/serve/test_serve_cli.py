@@ -1,0 +1,165 @@
+"""`apportion serve / submit / queue / cancel / logs / status` as a user runs them, against a
+real server process whose jobs are a torch-free stand-in (contract_job.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from apportion.cli import app
+from serve_helpers import CONTRACT_JOB, Server, free_port, wait_for
+
+runner = CliRunner()
+
+
+def cli(*args: str):
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("serve-cli")
+    with Server(base / "state", "--slots", "cpu:2", "--round-s", "2", "--max-retries", "1", "--grace-s", "3") as running:
+        yield running
+
+
+def job_file(directory: Path, name: str, steps: int = 20, **env) -> Path:
+    path = directory / f"{name}.yaml"
+    env_lines = "".join(f"  {k}: \"{v}\"\n" for k, v in env.items())
+    path.write_text(f"name: {name}\ncommand: [{sys.executable}, {CONTRACT_JOB}]\ntotal_steps: {steps}\n"
+                    f"user: ann\n" + (f"env:\n{env_lines}" if env else ""))
+    return path
+
+
+def submit(server, path: Path, *extra: str) -> str:
+    result = cli("submit", str(path), "--server", server.url, *extra)
+    assert result.exit_code == 0, result.output
+    return re.search(r"submitted job (\d+)", result.output).group(1)
+
+
+def job(server, job_id: str) -> dict:
+    return next(j for j in server.jobs() if j["id"] == job_id)
+
+
+def finished(server, job_id: str):
+    row = job(server, job_id)
+    return row if row["status"] in ("completed", "failed", "cancelled") else None
+
+
+def test_submit_queue_logs_and_status(server, tmp_path):
+    job_id = submit(server, job_file(tmp_path, "quick", steps=30, STEP_S="0.02"))
+    wait_for(lambda: finished(server, job_id), 30, "the job to finish", server)
+
+    table = cli("queue", "--server", server.url)
+    assert table.exit_code == 0, table.output
+    header = table.output.splitlines()[1].split()
+    assert header == ["ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED",
+                      "RUNTIME", "PROGRESS"]
+    assert re.search(rf"\b{job_id}\s+quick\s+ann\s+-\s+1\s+completed\s+1\s+-\s+\S+\s+\S+\s+30/30 \(100%\)",
+                     table.output), table.output
+
+    listed = json.loads(cli("queue", "--json", "--server", server.url).output)
+    row = next(j for j in listed if j["id"] == job_id)
+    assert (row["status"], row["steps_done"], row["total_steps"], row["preemptions"]) == ("completed", 30, 30, 0)
+
+    logs = cli("logs", job_id, "--server", server.url)
+    assert logs.exit_code == 0 and "final_checksum=" in logs.output
+
+    status = cli("status", "--server", server.url)
+    assert status.exit_code == 0 and "policy las" in status.output and "cpu:0(cpu)" in status.output
+    assert json.loads(cli("status", "--json", "--server", server.url).output)["round_s"] == 2.0
+
+
+def test_logs_follow_runs_until_the_job_ends(server, tmp_path):
+    job_id = submit(server, job_file(tmp_path, "followed", steps=40, STEP_S="0.03"))
+    result = cli("logs", job_id, "--follow", "--server", server.url)
+    assert result.exit_code == 0, result.output
+    assert "resuming at step 0" in result.output and "final_checksum=" in result.output
+    assert job(server, job_id)["status"] == "completed"
+
+
+def test_a_crash_is_retried_from_its_checkpoint(server, tmp_path):
+    job_id = submit(server, job_file(tmp_path, "crash-once", steps=30, STEP_S="0.02", CRASH_AT="12",
+                                     CRASH_ON_ATTEMPT="1"))
+    row = wait_for(lambda: finished(server, job_id), 30, "the job to finish", server)
+    assert (row["status"], row["retries"], row["attempts"], row["steps_done"]) == ("completed", 1, 2, 30)
+
+
+def test_a_job_that_keeps_crashing_fails_with_its_last_lines(server, tmp_path):
+    job_id = submit(server, job_file(tmp_path, "doomed", steps=30, STEP_S="0.01", CRASH_AT="3",
+                                     CRASH_ON_ATTEMPT="*"))
+    row = wait_for(lambda: finished(server, job_id), 30, "the job to fail", server)
+    assert row["status"] == "failed" and row["attempts"] == 2  # --max-retries 1
+    assert "boom at step 3" in row["reason"] and "exit 3" in row["reason"]
+    assert row["last_lines"].splitlines()[-1] == "boom at step 3"
+    table = cli("queue", "--server", server.url).output
+    assert f"job {job_id} (doomed) failed; its last lines:" in table and "boom at step 3" in table
+    assert cli("logs", job_id, "--server", server.url).output.rstrip().endswith("boom at step 3")
+
+
+def test_cancel_is_for_the_owner_only(server, tmp_path):
+    job_id = submit(server, job_file(tmp_path, "long", steps=100000, STEP_S="0.05"))
+    refused = cli("cancel", job_id, "--user", "mallory", "--server", server.url)
+    assert refused.exit_code == 2
+    assert f"job {job_id} belongs to 'ann', not 'mallory'" in refused.output
+    done = cli("cancel", job_id, "--user", "ann", "--server", server.url)
+    assert done.exit_code == 0, done.output
+    row = wait_for(lambda: (lambda r: r if r["alloc"] == "" else None)(job(server, job_id)), 30,
+                   "the cancelled job to let go of its slot", server)
+    assert row["status"] == "cancelled"
+
+
+def test_a_malformed_job_file_is_rejected_at_submit_and_nothing_is_stored(server, tmp_path):
+    before = len(server.jobs())
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ncommand: python x.py\ntotal_steps: 10\ngpus: lots\n")
+    result = cli("submit", str(bad), "--server", server.url)
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {bad}:4: field 'gpus': must be a positive integer, got 'lots'"
+    too_big = job_file(tmp_path, "too-big")
+    too_big.write_text(too_big.read_text() + "gpus: 3\n")
+    result = cli("submit", str(too_big), "--server", server.url)
+    assert result.exit_code == 2
+    assert result.output.strip() == (f"error: {too_big}:5: field 'gpus': asks for 3; the most this server has of"
+                                     " an allowed type is 2 (cpu)")
+    assert len(server.jobs()) == before
+
+
+def test_an_unreachable_server_is_one_line_naming_its_url(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    for args in (["queue"], ["status"], ["cancel", "1"], ["logs", "1"], ["submit", str(job_file(tmp_path, "x"))]):
+        result = cli(*args, "--server", url)
+        assert result.exit_code == 2, args
+        assert result.output.startswith(f"error: cannot reach the apportion server at {url}")
+        assert len(result.output.strip().splitlines()) == 1
+
+
+def test_serve_refuses_a_public_address_without_a_token(tmp_path):
+    result = cli("serve", "--state-dir", str(tmp_path), "--host", "0.0.0.0", "--slots", "cpu:1")
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: --host 0.0.0.0 is not loopback: set --token so that only callers with it get in"
+
+
+def test_serve_refuses_a_second_server_on_the_same_state_dir(server):
+    result = cli("serve", "--state-dir", str(server.state_dir), "--port", str(free_port()), "--slots", "cpu:1")
+    assert result.exit_code == 2
+    assert re.fullmatch(rf"error: another apportion server \(pid \d+\) is using {re.escape(str(server.state_dir))}",
+                        result.output.strip())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--slots", "cpu:zero"], "error: --slots: 'cpu:zero' is not TYPE:COUNT (e.g. 'cpu:2' or 'h100:4')"),
+    (["--policy", "nope"], "error: unknown policy 'nope'"),
+    (["--policy", "min-cost", "--slots", "cpu:1"], "error: min-cost needs a positive price per GPU-hour"),
+    (["--policy", "fifo", "--las-thresholds", "5"], "error: --las-thresholds applies to las only"),
+    (["--round-s", "0"], "error: --round-s must be positive"),
+])
+def test_serve_option_errors(tmp_path, args, message):
+    result = cli("serve", "--state-dir", str(tmp_path), *args)
+    assert result.exit_code == 2
+    assert result.output.strip().startswith(message), result.output
