@@ -115,7 +115,7 @@ def _prepare(
     queue_config = _load_queues(queues_path)
     options = {**options, "queues": queue_config}
     try:
-        check_policy_specs(specs, **{k: v for k, v in options.items() if k != "agnostic"})
+        check_policy_specs(specs, **options)
     except ValueError as exc:
         raise _fail(str(exc)) from None
     config = _config(round_s, restart_cost_s)

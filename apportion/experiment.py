@@ -11,7 +11,6 @@ from apportion.core.cluster import Cluster
 from apportion.perf.accelerators import ACCELERATORS, ALIASES
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
-from apportion.core.queues import QueueConfig
 from apportion.core.throughputs import ThroughputTable
 from apportion.policies import POLICIES, Policy, make_policy
 from apportion.sim import SimConfig, SimResult, simulate
@@ -99,42 +98,28 @@ def with_list_prices(cluster: Cluster) -> Cluster:
     return Cluster(tuple(groups))
 
 
-def policy_from_spec(
-    spec: str,
-    *,
-    agnostic: bool = False,
-    partitions: int = 1,
-    slo: bool = False,
-    water_filling: bool = False,
-    queues: QueueConfig | None = None,
-) -> Policy:
-    """``las`` or ``max-min-fairness:agnostic`` → a fresh policy object."""
+def policy_from_spec(spec: str, **options) -> Policy:
+    """``las`` or ``max-min-fairness:agnostic`` → a fresh policy object.
+
+    ``options`` are make_policy's (agnostic, partitions, slo, water_filling, queues).
+    """
     name = spec.strip()
     if name.endswith(AGNOSTIC_SUFFIX):
-        name, agnostic = name[: -len(AGNOSTIC_SUFFIX)], True
-    policy = make_policy(
-        name, agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling, queues=queues
-    )
-    if agnostic:
+        name, options = name[: -len(AGNOSTIC_SUFFIX)], {**options, "agnostic": True}
+    policy = make_policy(name, **options)
+    if options.get("agnostic"):
         policy.name = f"{policy.name}{AGNOSTIC_SUFFIX}"
     return policy
 
 
-def check_policy_specs(
-    specs: list[str],
-    *,
-    partitions: int = 1,
-    slo: bool = False,
-    water_filling: bool = False,
-    queues: QueueConfig | None = None,
-) -> None:
+def check_policy_specs(specs: list[str], **options) -> None:
     """Raise ValueError naming the first unknown policy or misapplied option before any work starts."""
     names = [spec.strip().removesuffix(AGNOSTIC_SUFFIX) for spec in specs]
     for spec, name in zip(specs, names):
         if name not in POLICIES:
             raise ValueError(f"unknown policy '{spec}' (known: {', '.join(POLICIES)})")
-        make_policy(name, partitions=partitions, slo=slo, water_filling=water_filling, queues=queues)
-    if queues is not None and "hierarchical" not in names:
+        make_policy(name, **options)
+    if options.get("queues") is not None and "hierarchical" not in names:
         raise ValueError("--queues applies to hierarchical only")
 
 
@@ -143,21 +128,15 @@ def run_policy(
     policy_spec: str,
     config: SimConfig = SimConfig(),
     *,
-    agnostic: bool = False,
-    partitions: int = 1,
-    slo: bool = False,
-    water_filling: bool = False,
-    queues: QueueConfig | None = None,
     progress: ProgressCallback | None = None,
+    **options,
 ) -> SimResult:
-    """Replay ``inputs`` under one policy."""
-    policy = policy_from_spec(
-        policy_spec, agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling, queues=queues
-    )
+    """Replay ``inputs`` under one policy; ``options`` as for policy_from_spec."""
+    policy = policy_from_spec(policy_spec, **options)
     result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress)
     result.summary["workload"] = inputs.workload_name
-    if partitions > 1:
-        result.summary["partitions"] = partitions
+    if options.get("partitions", 1) > 1:
+        result.summary["partitions"] = options["partitions"]
     return result
 
 

@@ -12,7 +12,6 @@ weights: it prints `final_checksum=...` (SHA-256 of all parameters) to show it.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
@@ -21,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from apportion.runtime import Job, ResumableSampler, rng_state, set_rng_state
+from apportion.runtime import Job, ResumableSampler, rng_state, set_rng_state, weights_checksum
 
 
 def synthetic_images(n: int, classes: int, size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,16 +39,6 @@ def make_model(classes: int, size: int) -> nn.Module:
         nn.Flatten(), nn.Linear(32 * (size // 4) ** 2, classes),
     )  # fmt: skip
 
-
-def checksum(model: nn.Module) -> tuple[str, float]:
-    digest = hashlib.sha256()
-    total = 0.0
-    for name, tensor in model.state_dict().items():
-        host = tensor.detach().cpu().contiguous()
-        digest.update(name.encode())
-        digest.update(host.numpy().tobytes())
-        total += host.double().sum().item()
-    return digest.hexdigest()[:16], total
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         if (step + 1) % args.log_every == 0:
             print(f"step {step + 1} loss {loss.item():.4f}", flush=True)
 
-    digest, total = checksum(model)
+    digest, total = weights_checksum(model)
     print(f"final_checksum={digest} param_sum={total:.12e} steps={job.step} device={device.type}", flush=True)
     if args.out:
         torch.save(model.state_dict(), args.out)

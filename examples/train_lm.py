@@ -13,7 +13,6 @@ It prints `final_checksum=...` (SHA-256 of all parameters) at the end.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 import os
 
@@ -23,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from apportion.runtime import Job, ResumableSampler, rng_state, set_rng_state
+from apportion.runtime import Job, ResumableSampler, rng_state, set_rng_state, weights_checksum
 
 
 def synthetic_tokens(sequences: int, length: int, vocab: int, seed: int) -> torch.Tensor:
@@ -60,16 +59,6 @@ class TinyLM(nn.Module):
         x = self.blocks(x, mask=self.mask[:n, :n], is_causal=True)
         return self.head(self.norm(x))
 
-
-def checksum(model: nn.Module) -> tuple[str, float]:
-    digest = hashlib.sha256()
-    total = 0.0
-    for name, tensor in model.state_dict().items():
-        host = tensor.detach().cpu().contiguous()
-        digest.update(name.encode())
-        digest.update(host.numpy().tobytes())
-        total += host.double().sum().item()
-    return digest.hexdigest()[:16], total
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -127,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         if (step + 1) % args.log_every == 0:
             print(f"step {step + 1} loss {loss.item():.4f}", flush=True)
 
-    digest, total = checksum(model)
+    digest, total = weights_checksum(model)
     print(f"final_checksum={digest} param_sum={total:.12e} steps={job.step} device={device.type}", flush=True)
     if args.out:
         torch.save(model.state_dict(), args.out)

@@ -10,8 +10,10 @@ from apportion.runtime.env import JobEnv
 from apportion.runtime.job import PREEMPTED_EXIT_CODE, STALE_EXIT_CODE, Job
 from apportion.runtime.rng import rng_state, set_rng_state
 from apportion.runtime.sampler import ResumableSampler
+from apportion.runtime.weights import weights_checksum
 
 __all__ = [
+    "weights_checksum",
     "PREEMPTED_EXIT_CODE",
     "STALE_EXIT_CODE",
     "Checkpointer",

@@ -501,10 +501,13 @@ class Scheduler:
         pending = self.store.jobs("pid IS NULL AND slots != '' AND status IN ('queued', 'running', 'preempted')")
         if not pending:
             return
-        held = {s for r in self.store.live_jobs() for s in r["slot_list"]}
+        holders_of: dict[str, set[str]] = {}  # slot -> ids of the live jobs holding it
+        for x in self.store.live_jobs():
+            for slot in x["slot_list"]:
+                holders_of.setdefault(slot, set()).add(str(x["id"]))
         for r in pending:
-            if held.intersection(r["slot_list"]):
-                holders = sorted({str(x["id"]) for x in self.store.live_jobs() if set(x["slot_list"]) & set(r["slot_list"])})
+            holders = sorted(set().union(*(holders_of.get(slot, set()) for slot in r["slot_list"])))
+            if holders:
                 reason = f"starting on {r['slots']} when job {', '.join(holders)} releases it"
                 if r["reason"] != reason:
                     self.store.update_job(r["id"], reason=reason)
@@ -512,7 +515,8 @@ class Scheduler:
             if self.executor.is_alive(r["id"]):  # never two attempts at once
                 continue
             self._start(r, now)
-            held.update(r["slot_list"])
+            for slot in r["slot_list"]:
+                holders_of.setdefault(slot, set()).add(str(r["id"]))
 
     def _start(self, row: dict, now: float) -> None:
         job_id, attempt = row["id"], row["attempt"] + 1
