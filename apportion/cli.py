@@ -56,6 +56,7 @@ SloOpt = typer.Option(False, "--slo", help="min-cost: honour the workload's dead
 WaterFillingOpt = typer.Option(False, "--water-filling", help="max-min-fairness: raise jobs level by level, so none can rise without lowering a smaller one (slower).")
 OutOpt = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.")
 JsonOpt = typer.Option(False, "--json", help="Print the summary as JSON instead of a table.")
+SpaceSharingOpt = typer.Option(False, "--space-sharing", help="max-min-fairness, max-throughput, min-cost: let two one-GPU jobs share a GPU where their pair's speed is known (or NAME:space-sharing).")
 QueuesOpt = typer.Option(None, "--queues", help="hierarchical: queues YAML (weight, nominal quota per GPU type, borrowing); see docs/queues.md.")
 
 
@@ -141,11 +142,12 @@ def _progress() -> Progress:
 def simulate(
     workload: Optional[str] = WorkloadOpt,
     cluster: str = ClusterOpt,
-    policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {', '.join(POLICIES)} (NAME:agnostic for the heterogeneity-agnostic variant)."),
+    policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {', '.join(POLICIES)} (NAME:agnostic for the heterogeneity-agnostic variant, NAME:space-sharing to share GPUs)."),
     agnostic: bool = AgnosticOpt,
     partitions: int = PartitionsOpt,
     slo: bool = SloOpt,
     water_filling: bool = WaterFillingOpt,
+    space_sharing: bool = SpaceSharingOpt,
     queues: Optional[str] = QueuesOpt,
     out: Optional[Path] = OutOpt,
     jobs: Optional[int] = JobsOpt,
@@ -164,7 +166,8 @@ def simulate(
     With no options: a seeded synthetic workload on a small heterogeneous cluster.
     """
     inputs, config, options = _prepare(
-        [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling),
+        [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
+             space_sharing=space_sharing),
         queues, _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type),
         round_s, restart_cost_s,
     )
@@ -201,13 +204,14 @@ def _run_in_worker(inputs: Inputs, spec: str, config: SimConfig, options: dict, 
 
 @app.command()
 def compare(
-    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help="Comma-separated; NAME:agnostic for the agnostic variant."),
+    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help="Comma-separated; NAME:agnostic and NAME:space-sharing for the variants."),
     workload: Optional[str] = WorkloadOpt,
     cluster: str = ClusterOpt,
     agnostic: bool = AgnosticOpt,
     partitions: int = PartitionsOpt,
     slo: bool = SloOpt,
     water_filling: bool = WaterFillingOpt,
+    space_sharing: bool = SpaceSharingOpt,
     queues: Optional[str] = QueuesOpt,
     out: Optional[Path] = OutOpt,
     jobs: Optional[int] = JobsOpt,
@@ -227,7 +231,8 @@ def compare(
     if not specs:
         raise _fail("--policies is empty")
     inputs, config, options = _prepare(
-        specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling),
+        specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
+             space_sharing=space_sharing),
         queues, _settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type),
         round_s, restart_cost_s,
     )

@@ -24,7 +24,6 @@ from apportion.workloads.trace_csv import read_workload_csv
 DEFAULT_CLUSTER = "v100:8,p100:8,k80:8"
 DEFAULT_SYNTHETIC_JOBS = 400
 DEFAULT_RATE_PER_HOUR = 8.0
-AGNOSTIC_SUFFIX = ":agnostic"
 
 
 @dataclass(frozen=True)
@@ -98,27 +97,44 @@ def with_list_prices(cluster: Cluster) -> Cluster:
     return Cluster(tuple(groups))
 
 
-def policy_from_spec(spec: str, **options) -> Policy:
-    """``las`` or ``max-min-fairness:agnostic`` → a fresh policy object.
+SPEC_VARIANTS = {"agnostic": "agnostic", "space-sharing": "space_sharing"}  # NAME:variant → option
 
-    ``options`` are make_policy's (agnostic, partitions, slo, water_filling, queues).
+
+def parse_policy_spec(spec: str) -> tuple[str, dict]:
+    """``max-min-fairness:agnostic`` → ("max-min-fairness", {"agnostic": True}); variants combine."""
+    name, *variants = [part.strip() for part in spec.strip().split(":")]
+    options = {}
+    for variant in variants:
+        if variant not in SPEC_VARIANTS:
+            raise ValueError(
+                f"unknown policy variant ':{variant}' in '{spec.strip()}' (known: "
+                f"{', '.join(':' + v for v in SPEC_VARIANTS)})"
+            )
+        options[SPEC_VARIANTS[variant]] = True
+    return name, options
+
+
+def policy_from_spec(spec: str, **options) -> Policy:
+    """``las``, ``max-min-fairness:agnostic`` or ``max-min-fairness:space-sharing`` → a fresh policy.
+
+    ``options`` are make_policy's (agnostic, partitions, slo, water_filling, space_sharing, queues).
     """
-    name = spec.strip()
-    if name.endswith(AGNOSTIC_SUFFIX):
-        name, options = name[: -len(AGNOSTIC_SUFFIX)], {**options, "agnostic": True}
+    name, variant_options = parse_policy_spec(spec)
+    options = {**options, **variant_options}
     policy = make_policy(name, **options)
-    if options.get("agnostic"):
-        policy.name = f"{policy.name}{AGNOSTIC_SUFFIX}"
+    policy.name = ":".join([policy.name] + [v for v, option in SPEC_VARIANTS.items() if options.get(option)])
     return policy
 
 
 def check_policy_specs(specs: list[str], **options) -> None:
     """Raise ValueError naming the first unknown policy or misapplied option before any work starts."""
-    names = [spec.strip().removesuffix(AGNOSTIC_SUFFIX) for spec in specs]
-    for spec, name in zip(specs, names):
+    names = []
+    for spec in specs:
+        name, variant_options = parse_policy_spec(spec)
         if name not in POLICIES:
-            raise ValueError(f"unknown policy '{spec}' (known: {', '.join(POLICIES)})")
-        make_policy(name, **options)
+            raise ValueError(f"unknown policy '{spec.strip()}' (known: {', '.join(POLICIES)})")
+        make_policy(name, **{**options, **variant_options})
+        names.append(name)
     if options.get("queues") is not None and "hierarchical" not in names:
         raise ValueError("--queues applies to hierarchical only")
 
@@ -145,6 +161,7 @@ __all__ = [
     "WorkloadSettings",
     "check_policy_specs",
     "load_inputs",
+    "parse_policy_spec",
     "policy_from_spec",
     "run_policy",
 ]

@@ -1,7 +1,8 @@
 """Steps/s of each job kind on each GPU type at each scale (number of GPUs).
 
-A value of NaN means "not known / cannot run there". Space-sharing pairs (two jobs on the
-same GPUs) are kept separately, keyed by (kind, other kind, GPU type), for later policies.
+A value of NaN means "not known / cannot run there". Space-sharing pairs (two jobs on one
+GPU) are kept separately, keyed by (kind, other kind, GPU type); a pair rate of 0 means the
+two did not fit on that GPU together.
 """
 
 from __future__ import annotations
@@ -36,6 +37,23 @@ class ThroughputTable:
             return self.kinds.index(kind)
         except ValueError:
             raise KeyError(kind) from None
+
+    def pair_matrix(self, gpu_types: tuple[str, ...]) -> np.ndarray:
+        """[K, K, T] steps/s of kind i while sharing one GPU of each given type with kind j.
+
+        NaN where the pair is unknown, 0 where it is known not to fit; the partner's own rate
+        is ``[j, i, t]``.
+        """
+        out = np.full((len(self.kinds), len(self.kinds), len(gpu_types)), np.nan)
+        kind_at = {kind: i for i, kind in enumerate(self.kinds)}
+        type_at = {gpu: t for t, gpu in enumerate(gpu_types)}
+        for (kind, other, gpu), (this_rate, other_rate) in self.pair_steps_per_s.items():
+            i, j, t = kind_at.get(kind), kind_at.get(other), type_at.get(gpu)
+            if i is None or j is None or t is None:
+                continue
+            out[i, j, t] = this_rate
+            out[j, i, t] = other_rate
+        return out
 
     def merged_with(self, other: ThroughputTable) -> ThroughputTable:
         """This table with ``other``'s known numbers laid on top (other wins where both know)."""

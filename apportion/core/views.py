@@ -59,9 +59,15 @@ class ClusterView:
 
 @dataclass(frozen=True)
 class ThroughputView:
-    """steps/s of each active job on each GPU type at the job's scale; 0 where it cannot run."""
+    """steps/s of each active job on each GPU type at the job's scale; 0 where it cannot run.
+
+    ``pair_steps_per_s`` (space sharing) is indexed by job kind, not by job: ``[i, j, t]`` is
+    the steps/s of a one-GPU job of kind i sharing a GPU of type t with one of kind j; NaN
+    where unknown, 0 where the two do not fit together. None: no pair is ever formed.
+    """
 
     steps_per_s: np.ndarray  # [n, T]
+    pair_steps_per_s: np.ndarray | None = None  # [K, K, T] by JobView.kind
 
     @property
     def runnable(self) -> np.ndarray:

@@ -29,6 +29,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "hierarchical": Hierarchical,
 }
 LP_POLICIES = frozenset({"max-min-fairness", "finish-time-fairness", "min-makespan", "max-throughput", "min-cost"})
+SPACE_SHARING_POLICIES = frozenset({"max-min-fairness", "max-throughput", "min-cost"})
 
 
 def make_policy(
@@ -38,13 +39,15 @@ def make_policy(
     partitions: int = 1,
     slo: bool = False,
     water_filling: bool = False,
+    space_sharing: bool = False,
     queues: QueueConfig | None = None,
 ) -> Policy:
     """The policy called ``name`` on the command line; unknown names list the known ones.
 
     ``partitions`` > 1 solves an LP policy as that many POP sub-problems; ``slo`` makes
     ``min-cost`` honour the workload's deadlines; ``water_filling`` makes ``max-min-fairness``
-    max-min fair in the strong sense; ``queues`` is what ``hierarchical`` shares by (it needs
+    max-min fair in the strong sense; ``space_sharing`` lets pairs of one-GPU jobs share a GPU
+where the throughputs know the pair; ``queues`` is what ``hierarchical`` shares by (it needs
     one; other policies ignore it).
     """
     try:
@@ -64,6 +67,14 @@ def make_policy(
         if name != "max-min-fairness":
             raise ValueError(f"--water-filling applies to max-min-fairness only, not to '{name}'")
         options["water_filling"] = True
+    if space_sharing:
+        if name not in SPACE_SHARING_POLICIES:
+            raise ValueError(
+                f"--space-sharing applies to {', '.join(sorted(SPACE_SHARING_POLICIES))}, not to '{name}'"
+            )
+        if slo or water_filling:
+            raise ValueError("--space-sharing cannot be combined with --slo or --water-filling")
+        options["space_sharing"] = True
     if partitions > 1:
         if name not in LP_POLICIES:
             raise ValueError(f"--partitions applies to LP policies ({', '.join(sorted(LP_POLICIES))}), not to '{name}'")
@@ -71,4 +82,4 @@ def make_policy(
     return factory(**options)
 
 
-__all__ = ["LP_POLICIES", "POLICIES", "OrderingPolicy", "Hierarchical", "Partitioned", "Policy", "make_policy"]
+__all__ = ["LP_POLICIES", "SPACE_SHARING_POLICIES", "POLICIES", "OrderingPolicy", "Hierarchical", "Partitioned", "Policy", "make_policy"]

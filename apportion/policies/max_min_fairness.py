@@ -6,7 +6,8 @@ by the job's priority weight, then hands out what is left by total normalised th
 ``water_filling`` raises the jobs that can still rise level by level instead, so that no
 job's normalised throughput can rise without lowering a smaller one (about twice the solver
 work). ``agnostic`` treats every GPU type as equally fast (time shares only), the baseline
-Gavel compares against.
+Gavel compares against. ``space_sharing`` adds candidate pairs of one-GPU jobs sharing a GPU
+(apportion.policies.pairs), where the throughputs know the pair's speeds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
+from apportion.policies import pairs
 from apportion.solve.max_min import MaxMinModel
 
 _FINGERPRINT = np.random.default_rng(20201104).uniform(1.0, 2.0, size=64)
@@ -23,9 +25,12 @@ _FINGERPRINT = np.random.default_rng(20201104).uniform(1.0, 2.0, size=64)
 class MaxMinFairness:
     name = "max-min-fairness"
 
-    def __init__(self, *, agnostic: bool = False, water_filling: bool = False) -> None:
+    def __init__(self, *, agnostic: bool = False, water_filling: bool = False, space_sharing: bool = False) -> None:
+        if water_filling and space_sharing:
+            raise ValueError("max-min-fairness: --water-filling and --space-sharing cannot be combined")
         self.agnostic = agnostic
         self.water_filling = water_filling
+        self.space_sharing = space_sharing
         self._classes: JobClasses | None = None  # kept across rounds: HiGHS restarts warm
 
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
@@ -39,6 +44,8 @@ class MaxMinFairness:
         can_run = (a > 0).any(axis=1)
         if not can_run.any():
             return Allocation(jobs.index, share)
+        if self.space_sharing and throughputs.pair_steps_per_s is not None:
+            return pairs.solve_max_min(jobs, cluster, throughputs, a)[0]
         if self._classes is None or not np.array_equal(self._classes.model.capacity, cluster.capacity):
             self._classes = JobClasses(MaxMinModel(cluster.capacity, water_filling=self.water_filling))
         model = self._classes.model

@@ -4,7 +4,8 @@ With ``slo``, a job with a deadline must progress at least at the rate that fini
 time: Σ_t X[j,t]·T[j,t] ≥ remaining_j / (deadline_j − now). A deadline the cluster cannot
 meet is not dropped: a slack variable with a large penalty lets the LP stay feasible, and the
 jobs whose slack is used are listed in ``unmeetable`` (the policy's prediction; the
-simulator's summary counts the deadlines actually missed).
+simulator's summary counts the deadlines actually missed). With ``space_sharing`` (not with
+``slo``), candidate pairs of one-GPU jobs may share a GPU (apportion.policies.pairs).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
+from apportion.policies import pairs
 from apportion.solve.lp import LinearProgram, add_share_columns, shares_from
 
 _PENALTY = 1e4  # per unit of missing deadline rate, in multiples of the largest objective term
@@ -21,9 +23,12 @@ _PENALTY = 1e4  # per unit of missing deadline rate, in multiples of the largest
 class MinCost:
     name = "min-cost"
 
-    def __init__(self, *, agnostic: bool = False, slo: bool = False) -> None:
+    def __init__(self, *, agnostic: bool = False, slo: bool = False, space_sharing: bool = False) -> None:
+        if slo and space_sharing:
+            raise ValueError("min-cost: --slo and --space-sharing cannot be combined")
         self.agnostic = agnostic
         self.slo = slo
+        self.space_sharing = space_sharing
         self.unmeetable: np.ndarray = np.zeros(0, dtype=np.int64)  # job rows, at the last solve
 
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
@@ -38,6 +43,8 @@ class MinCost:
                 f"{', '.join(missing)} (set price_per_gpu_hour in the cluster YAML)"
             )
         value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic) / prices[None, :]
+        if self.space_sharing and throughputs.pair_steps_per_s is not None:
+            return pairs.solve_max_total(jobs, cluster, throughputs, value)
         lp = LinearProgram()
         runnable = value > 0
         cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity, value[runnable])

@@ -31,6 +31,10 @@ class Partitioned:
     def agnostic(self) -> bool:
         return bool(getattr(self.parts[0], "agnostic", False))
 
+    @property
+    def space_sharing(self) -> bool:
+        return bool(getattr(self.parts[0], "space_sharing", False))
+
     def partition_of(self, index: np.ndarray) -> np.ndarray:
         mixed = (index.astype(np.uint64) + np.uint64(self.seed)) * _MIX
         return ((mixed >> np.uint64(33)) % np.uint64(len(self.parts))).astype(np.int64)
@@ -45,10 +49,16 @@ class Partitioned:
     def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
         part = self.partition_of(jobs.index)
         share = np.zeros(throughputs.steps_per_s.shape)
+        pair_jobs, pair_share = [], []
         sub_cluster = ClusterView(cluster.gpu_types, cluster.capacity / len(self.parts), cluster.price_per_gpu_hour)
         for k, policy in enumerate(self.parts):
             rows = np.flatnonzero(part == k)
             if len(rows):
-                sub = policy.allocate(jobs.subset(rows), sub_cluster, ThroughputView(throughputs.steps_per_s[rows]))
+                sub_throughputs = ThroughputView(throughputs.steps_per_s[rows], throughputs.pair_steps_per_s)
+                sub = policy.allocate(jobs.subset(rows), sub_cluster, sub_throughputs)
                 share[rows] = sub.share
+                pair_jobs.append(rows[sub.pair_jobs])
+                pair_share.append(sub.pair_share)
+        if any(len(p) for p in pair_jobs):
+            return Allocation(jobs.index, share, np.concatenate(pair_jobs), np.concatenate(pair_share))
         return Allocation(jobs.index, share)

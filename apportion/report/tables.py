@@ -51,8 +51,10 @@ _ROWS: tuple[tuple[str, str, Callable[[object], str], int], ...] = (
     ("avg queueing", "avg_queueing_s", format_duration, -1),
     ("utilization", "utilization", _percent, +1),
     ("preemptions", "preemptions", _count, -1),
+    ("shared GPU-h", "shared_gpu_hours", lambda v: MISSING if v is None else f"{float(v):,.1f}", 0),
     ("sim wall time", "sim_wall_s", format_duration, 0),
 )
+_OPTIONAL = {"shared_gpu_hours"}  # shown only when some run reports it
 
 
 def summary_table(summaries: Sequence[dict], title: str | None = None) -> Table:
@@ -63,6 +65,8 @@ def summary_table(summaries: Sequence[dict], title: str | None = None) -> Table:
         table.add_column(str(summary.get("policy", f"run {i + 1}")), justify="right")
     for label, key, fmt, better in _ROWS:
         values = [s.get(key) for s in summaries]
+        if key in _OPTIONAL and all(v is None for v in values):
+            continue
         best = _best(values, better) if len(summaries) > 1 else None
         cells = [f"[bold green]{fmt(v)}[/]" if v is not None and v == best else fmt(v) for v in values]
         table.add_row(label, *cells)

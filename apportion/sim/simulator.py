@@ -18,6 +18,8 @@ from apportion.core.cluster import Cluster
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import ClusterView, JobView, ThroughputView
+from apportion.core.allocation import Allocation
+from apportion.mechanism.pairs import choose_with_pairs
 from apportion.mechanism.placement import place_on_gpus
 from apportion.mechanism.rounds import RoundMechanism
 from apportion.policies.base import Policy
@@ -67,6 +69,8 @@ class Simulator:
         self.config = config
         self.progress = progress
         self.rates = job_throughputs(jobs, cluster, throughputs)
+        # space sharing: steps/s of kind i sharing a GPU with kind j, [K, K, T]; None without pairs
+        self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if throughputs.pair_steps_per_s else None
         self.cluster_view = ClusterView(cluster.gpu_types, cluster.capacity, cluster.price_per_gpu_hour)
         self.mechanism = RoundMechanism(config.round_s)
 
@@ -92,11 +96,15 @@ class Simulator:
         local_of = np.full(n, -1, dtype=np.int64)
 
         gpu_job = np.full(cluster.num_gpus, -1, dtype=np.int64)  # JobTable row on each GPU
+        gpu_partner = np.full(cluster.num_gpus, -1, dtype=np.int64)  # the second job sharing it, -1 if none
+        time_alone_on_type = np.zeros((n, num_types))  # what the mechanism compares single shares with
+        pair_clock = PairClock(n, num_types)
+        shared_gpu_s = 0.0
         active = np.zeros(0, dtype=np.int64)
         next_arrival = 0
         ended = 0
         now = 0.0
-        share_rows: np.ndarray | None = None
+        allocation: Allocation | None = None
         allocation_integral = False
         reallocate_at = math.inf
         timeline: list[tuple[float, int, int, int]] = []
@@ -128,10 +136,15 @@ class Simulator:
             held = gpu_job >= 0
             previous_owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
             previous_owner[held] = local_of[gpu_job[held]]
+            previous_partner = np.full(cluster.num_gpus, -1, dtype=np.int64)
+            shared = gpu_partner >= 0
+            previous_partner[shared] = local_of[gpu_partner[shared]]
             was_running = np.zeros(len(active), dtype=bool)
             was_running[previous_owner[held]] = True
+            was_running[previous_partner[shared]] = True
             running_type = np.full(len(active), -1, dtype=np.int64)
             running_type[previous_owner[held]] = cluster.gpu_type[held]
+            running_type[previous_partner[shared]] = cluster.gpu_type[shared]
 
             view = JobView(
                 index=active,
@@ -150,16 +163,35 @@ class Simulator:
                 deadline_s=None if jobs.deadline_s is None else jobs.deadline_s[active],
             )
             active_rates = rates[active]
-            if job_set_changed or share_rows is None or now >= reallocate_at:
-                allocation = self.policy.allocate(view, self.cluster_view, ThroughputView(active_rates))
-                share_rows = allocation.share
+            if job_set_changed or allocation is None or now >= reallocate_at:
+                allocation = self.policy.allocate(
+                    view, self.cluster_view, ThroughputView(active_rates, self.pair_rates)
+                )
                 allocation_integral = allocation.is_integral()
-            share = share_rows
+            share = allocation.share
 
             in_system = np.maximum(now - view.submit_time_s, 1e-9)
-            received = time_on_type[active] / in_system[:, None]
-            chosen = self.mechanism.choose(share, received, view.num_gpus, cluster.capacity)
-            owner, kept = place_on_gpus(cluster, previous_owner, chosen, view.num_gpus)
+            received = time_alone_on_type[active] / in_system[:, None]
+            partner = np.full(len(active), -1, dtype=np.int64)
+            if allocation.has_pairs:
+                pair_rows = active[allocation.pair_jobs]
+                pair_in_system = np.minimum(in_system[allocation.pair_jobs[:, 0]], in_system[allocation.pair_jobs[:, 1]])
+                pair_received = pair_clock.seconds(pair_rows) / pair_in_system[:, None]
+                chosen, pair_chosen = choose_with_pairs(
+                    share, received, allocation.pair_jobs, allocation.pair_share, pair_received,
+                    view.num_gpus, cluster.capacity,
+                )
+                together = allocation.pair_jobs[pair_chosen >= 0]
+                partner[together[:, 0]] = together[:, 1]
+                partner[together[:, 1]] = together[:, 0]
+            else:
+                chosen = self.mechanism.choose(share, received, view.num_gpus, cluster.capacity)
+            if shared.any() or (partner >= 0).any():
+                owner, second, kept = _place_units(cluster, previous_owner, previous_partner, chosen, partner, view.num_gpus)
+                gpu_partner = np.where(second >= 0, active[np.maximum(second, 0)], -1)
+            else:
+                owner, kept = place_on_gpus(cluster, previous_owner, chosen, view.num_gpus)
+                gpu_partner[:] = -1
             running = chosen >= 0
             gpu_job = np.where(owner >= 0, active[np.maximum(owner, 0)], -1)
 
@@ -177,11 +209,16 @@ class Simulator:
             run_rows = active[running]
             run_type = chosen[running]
             run_rate = active_rates[running, run_type]
+            run_partner = partner[running]
+            paired = run_partner >= 0
+            if paired.any():
+                partner_kind = jobs.kind[active[run_partner[paired]]]
+                run_rate[paired] = self.pair_rates[jobs.kind[run_rows[paired]], partner_kind, run_type[paired]]
             run_delay = delay[running]
             time_to_finish = run_delay + (jobs.total_steps[run_rows] - steps_done[run_rows]) / run_rate
 
             end = now + round_s
-            whole_share = share.sum(axis=1) > 1 - 1e-9
+            whole_share = allocation.time_fraction() > 1 - 1e-9
             stable = allocation_integral and bool(np.all(running[whole_share]))
             if not running.any() and next_arrival < n:
                 end = _next_boundary(now, float(jobs.submit_time_s[next_arrival]), round_s)
@@ -202,7 +239,22 @@ class Simulator:
             )
             attained_gpu_s[run_rows] += held_s * gpus[run_rows]
             time_on_type[run_rows, run_type] += held_s
-            busy_gpu_s += float(np.sum(held_s * gpus[run_rows]))
+            time_alone_on_type[run_rows[~paired], run_type[~paired]] += held_s[~paired]
+            gpu_held_s = held_s * gpus[run_rows]
+            if paired.any():
+                # a shared GPU is busy while either of its two jobs holds it: count it once
+                held_by = np.zeros(len(active))
+                held_by[np.flatnonzero(running)] = held_s
+                pair_s = np.maximum(held_by, held_by[np.maximum(partner, 0)])[running][paired]
+                first = run_rows[paired] < active[run_partner[paired]]
+                gpu_held_s[np.flatnonzero(paired)] = np.where(first, pair_s, 0.0)
+                shared_gpu_s += float(np.sum(np.where(first, np.minimum(held_s[paired], held_by[run_partner[paired]]), 0.0)))
+                pair_clock.add(
+                    np.column_stack([run_rows[paired][first], active[run_partner[paired][first]]]),
+                    run_type[paired][first],
+                    np.minimum(held_s[paired], held_by[run_partner[paired]])[first],
+                )
+            busy_gpu_s += float(np.sum(gpu_held_s))
             timeline.append((now, int(gpus[run_rows].sum()), len(run_rows), len(active) - len(run_rows)))
             decisions += 1
 
@@ -213,7 +265,10 @@ class Simulator:
                 ended += len(done_rows)
                 active = active[status[active] != JobStatus.COMPLETED]
                 gpu_job[np.isin(gpu_job, done_rows)] = -1
-                share_rows = None  # job set changed: re-solve next round
+                gpu_partner[np.isin(gpu_partner, done_rows)] = -1
+                lone = (gpu_job < 0) & (gpu_partner >= 0)  # the first of a pair finished: its partner stays
+                gpu_job[lone], gpu_partner[lone] = gpu_partner[lone], -1
+                allocation = None  # job set changed: re-solve next round
             elif not running.any() and next_arrival >= n:
                 break  # nothing can run and nothing will arrive: leave the rest unfinished
             now = end
@@ -223,7 +278,7 @@ class Simulator:
 
         if self.progress is not None:
             self.progress(ended, n, now)
-        return SimResult.build(
+        result = SimResult.build(
             policy=self.policy.name,
             jobs=jobs,
             cluster=cluster,
@@ -240,6 +295,82 @@ class Simulator:
             decisions=decisions,
             sim_wall_s=time.perf_counter() - wall_start,
         )
+        if getattr(self.policy, "space_sharing", False):
+            result.summary["shared_gpu_hours"] = shared_gpu_s / 3600.0
+        return result
+
+
+class PairClock:
+    """Seconds each pair of jobs has run together on each GPU type, as sorted keys and values."""
+
+    def __init__(self, num_jobs: int, num_types: int) -> None:
+        self.num_jobs = num_jobs
+        self.num_types = num_types
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.values = np.zeros(0)
+
+    def _key(self, rows: np.ndarray) -> np.ndarray:
+        """[P, T] keys of every type for each pair of JobTable rows."""
+        low, high = rows.min(axis=1).astype(np.int64), rows.max(axis=1).astype(np.int64)
+        return ((low * self.num_jobs + high) * self.num_types)[:, None] + np.arange(self.num_types)[None, :]
+
+    def seconds(self, rows: np.ndarray) -> np.ndarray:
+        """[P, T] seconds together so far."""
+        keys = self._key(rows)
+        position = np.searchsorted(self.keys, keys)
+        clipped = np.minimum(position, max(len(self.keys) - 1, 0))
+        found = (position < len(self.keys)) & (self.keys[clipped] == keys) if len(self.keys) else np.zeros(keys.shape, bool)
+        return np.where(found, self.values[clipped] if len(self.keys) else 0.0, 0.0)
+
+    def add(self, rows: np.ndarray, gpu_type: np.ndarray, seconds: np.ndarray) -> None:
+        keys = self._key(rows)[np.arange(len(rows)), gpu_type]
+        keys, merged = np.unique(np.concatenate([self.keys, keys]), return_inverse=True)
+        values = np.zeros(len(keys))
+        np.add.at(values, merged.reshape(-1), np.concatenate([self.values, seconds]))
+        self.keys, self.values = keys, values
+
+
+def _place_units(
+    cluster: Cluster,
+    previous_owner: np.ndarray,
+    previous_partner: np.ndarray,
+    chosen: np.ndarray,
+    partner: np.ndarray,
+    num_gpus: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Placement when some jobs share GPUs: each pair is placed as one unit on its GPUs.
+
+    Returns the first and second job on each GPU (-1 where idle or not shared) and, per job,
+    whether it kept exactly its GPUs (a unit that is the same pair, or the same job alone,
+    on the same type).
+    """
+    n = len(chosen)
+    index = np.arange(n)
+    lead = (chosen >= 0) & ((partner < 0) | (index < partner))
+    unit_first = np.flatnonzero(lead)
+    unit_second = partner[unit_first]
+    unit_key = unit_first * (n + 1) + unit_second + 1
+    order = np.argsort(unit_key)
+    held = previous_owner >= 0
+    low = np.where(previous_partner >= 0, np.minimum(previous_owner, previous_partner), previous_owner)
+    high = np.where(previous_partner >= 0, np.maximum(previous_owner, previous_partner), -1)
+    gpu_key = low * (n + 1) + high + 1
+    position = np.minimum(np.searchsorted(unit_key[order], gpu_key), max(len(unit_key) - 1, 0))
+    previous_unit = np.full(len(previous_owner), -1, dtype=np.int64)
+    if len(unit_key):
+        match = held & (unit_key[order][position] == gpu_key)
+        previous_unit[match] = order[position[match]]
+    unit_owner, unit_kept = place_on_gpus(cluster, previous_unit, chosen[unit_first], num_gpus[unit_first])
+    busy = unit_owner >= 0
+    first = np.full(len(unit_owner), -1, dtype=np.int64)
+    second = np.full(len(unit_owner), -1, dtype=np.int64)
+    first[busy] = unit_first[unit_owner[busy]]
+    second[busy] = unit_second[unit_owner[busy]]
+    kept = np.zeros(n, dtype=bool)
+    kept[unit_first] = unit_kept
+    paired = unit_second >= 0
+    kept[unit_second[paired]] = unit_kept[paired]
+    return first, second, kept
 
 
 def _next_boundary(now: float, when: float, round_s: float) -> float:

@@ -61,6 +61,16 @@ def test_compare_runs_each_policy_on_the_same_workload(tmp_path: Path):
     assert (tmp_path / "comparison.json").exists() and (tmp_path / "comparison.png").exists()
 
 
+def test_compare_with_and_without_space_sharing_on_the_catalog():
+    result = run("compare", "--policies", "max-min-fairness,max-min-fairness:space-sharing", "--jobs", "80",
+                 "--rate", "40", "--cluster", "v100:4,p100:4,k80:4", "--workers", "1", "--json")
+
+    assert result.exit_code == 0, result.output
+    summaries = json.loads(result.stdout)["policies"]
+    assert [s["policy"] for s in summaries] == ["max-min-fairness", "max-min-fairness:space-sharing"]
+    assert "shared_gpu_hours" not in summaries[0] and summaries[1]["shared_gpu_hours"] > 0
+
+
 def test_compare_in_parallel_processes_matches_one_process():
     serial = json.loads(run("compare", "--policies", "fifo,las", "--jobs", "40", "--workers", "1", "--json").stdout)
     parallel = json.loads(run("compare", "--policies", "fifo,las", "--jobs", "40", "--workers", "2", "--json").stdout)
@@ -92,6 +102,8 @@ def test_a_trace_csv_replays_job_for_job(tmp_path: Path):
         (("--policy", "nope"), "unknown policy 'nope' (known: fifo, srtf, las, max-min-fairness, finish-time-fairness, min-makespan, max-throughput, min-cost, hierarchical)"),
         (("--jobs", "0"), "--jobs must be positive"),
         (("--workload", "/no/such/trace.csv"), "/no/such/trace.csv"),
+        (("--policy", "max-min-fairness:shared"), "unknown policy variant ':shared'"),
+        (("--policy", "las", "--space-sharing"), "--space-sharing applies to max-min-fairness, max-throughput, min-cost, not to 'las'"),
     ],
 )
 def test_bad_input_is_one_line_naming_what_is_wrong(args, expected):

@@ -132,3 +132,14 @@ def test_a_table_measured_only_on_one_gpu_scales_linearly_like_an_unknown_half()
     assert unknown_half.at_scales(np.array([4])).steps_per_s[0, 0, -1] == pytest.approx(20.0)
     # 16 GPUs of a kind measured only on 1 GPU: 16 * 10 = 160 steps/s, not 10
     assert one_scale.at_scales(np.array([16])).steps_per_s[0, 0, -1] == pytest.approx(160.0)
+
+
+def test_pair_matrix_holds_each_members_rate_by_kind_and_type():
+    table = ThroughputTable(("a", "b"), ("v100", "k80"), (1,), np.ones((2, 2, 1)),
+                            {("a", "b", "k80"): (0.7, 0.4)})
+
+    matrix = table.pair_matrix(("k80", "v100"))
+
+    assert matrix.shape == (2, 2, 2)
+    assert matrix[0, 1, 0] == 0.7 and matrix[1, 0, 0] == 0.4
+    assert np.isnan(matrix[0, 1, 1]) and np.isnan(matrix[0, 0, 0])

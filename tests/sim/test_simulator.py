@@ -327,3 +327,46 @@ def test_the_default_synthetic_workload_runs_whole_on_the_builtin_table():
 
     assert result.summary["unschedulable"] == 0
     assert result.summary["completed"] == 300
+
+
+def test_space_sharing_runs_two_jobs_on_one_gpu_and_counts_the_gpu_once():
+    """a and b each run 1 step/s alone and 0.8 together on one v100 (together 1.6 > 1). With
+    space sharing, max-min fairness pairs them all the time: both finish 3600 steps at
+    3600 / 0.8 = 4500 s, never preempted; the GPU was busy (and shared) 4500 s, counted once.
+    Without it they take turns and finish after 7200 s or later."""
+    throughputs = dataclasses.replace(
+        table({"a": [1.0], "b": [1.0]}, gpu_types=("v100",)),
+        pair_steps_per_s={("a", "b", "v100"): (0.8, 0.8)},
+    )
+    workload = jobs([0.0, 0.0], [1, 1], [3600.0, 3600.0], kind_names=["a", "b"], kinds=("a", "b"))
+    cluster = parse_cluster_shorthand("v100:1")
+
+    shared = simulate(workload, cluster, throughputs, make_policy("max-min-fairness", space_sharing=True))
+    alone = simulate(workload, cluster, throughputs, make_policy("max-min-fairness"))
+
+    assert shared.finish_s.tolist() == [4500.0, 4500.0]
+    assert shared.steps_done.tolist() == [3600.0, 3600.0]
+    assert shared.preemptions.tolist() == [0, 0]
+    assert shared.summary["busy_gpu_hours"] == pytest.approx(4500 / 3600)
+    assert shared.summary["shared_gpu_hours"] == pytest.approx(4500 / 3600)
+    assert shared.summary["utilization"] == pytest.approx(1.0)
+    assert alone.finish_s.max() >= 7200.0
+
+
+def test_space_sharing_replay_keeps_every_job_whole_and_the_gpus_within_capacity():
+    """A seeded catalog workload: every job that fits completes exactly its steps (8-GPU jobs
+    cannot fit on 4 GPUs of a type), and the busy GPU time never exceeds what the cluster has
+    over the makespan."""
+    from apportion.workloads.catalog import builtin_throughputs
+    from apportion.workloads.synthetic import generate_workload
+
+    catalog = builtin_throughputs()
+    workload = generate_workload(jobs=120, rate_per_hour=60.0, throughputs=catalog, seed=3)
+    cluster = parse_cluster_shorthand("v100:4,p100:4,k80:4")
+    result = simulate(workload, cluster, catalog, make_policy("max-min-fairness", space_sharing=True))
+
+    completed = result.status == JobStatus.COMPLETED
+    assert np.array_equal(~completed, workload.num_gpus > 4)
+    np.testing.assert_allclose(result.steps_done[completed], workload.total_steps[completed])
+    assert result.summary["shared_gpu_hours"] > 0
+    assert result.summary["busy_gpu_hours"] <= cluster.num_gpus * result.summary["makespan_s"] / 3600 + 1e-6

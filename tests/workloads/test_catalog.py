@@ -69,10 +69,17 @@ def test_unmeasured_scales_stay_unknown():
     assert np.all(np.isnan(table.steps_per_s[table.kind_index("resnet50/bs128"), k80]))  # no fit
 
 
-def test_pairs_are_gavels_one_gpu_measurements():
+def test_pairs_are_gavels_one_gpu_measurements_and_the_pair_model_elsewhere():
     table = builtin_throughputs()
 
-    assert len(table.pair_steps_per_s) == 26 * 26 * 3
+    assert len(table.pair_steps_per_s) == 26 * 26 * 6
+    # a100: each job's smallest measured fraction of its speed alone, times its a100 speed
+    a100 = table.gpu_types.index("a100")
+    fractions = [np.array(table.pair_steps_per_s[("lm/bs5", "a3c", gpu)])
+                 / table.steps_per_s[[table.kind_index("lm/bs5"), table.kind_index("a3c")], table.gpu_types.index(gpu), 0]
+                 for gpu in ("k80", "p100", "v100")]
+    expected = np.min(fractions, axis=0) * table.steps_per_s[[table.kind_index("lm/bs5"), table.kind_index("a3c")], a100, 0]
+    np.testing.assert_allclose(table.pair_steps_per_s[("lm/bs5", "a3c", "a100")], expected, rtol=1e-5)
     assert table.pair_steps_per_s[("resnet18/bs16", "resnet50/bs16", "k80")] == (
         2.4539953436775868, 0.9827032498016068)
     assert table.pair_steps_per_s[("resnet50/bs64", "resnet50/bs64", "k80")] == (0.0, 0.0)  # no fit
