@@ -22,6 +22,9 @@ class Policy(Protocol):
         """Seconds until the allocation could change with no job arriving or leaving (inf: never)."""
         ...
 
+    # Optional: never_runs(jobs, cluster, throughputs) -> [n] bool, the jobs this policy can never
+    # run whatever else happens; the simulator reports them unschedulable on arrival.
+
 
 class OrderingPolicy:
     """A policy that ranks jobs and gives whole GPUs in rank order until the cluster is full.

@@ -84,6 +84,16 @@ class Hierarchical:
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
         return float("inf")
 
+    def never_runs(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
+        """[n] jobs in a queue that may not borrow whose nominal quota of every type they can run
+        on is smaller than the job: they can never run, so they are unschedulable, not waiting."""
+        names, name_of = np.unique(jobs.queue.astype(str), return_inverse=True)
+        queues = [self.config.queue(name) for name in names]
+        nominal = self.config.nominal_matrix(queues, cluster.gpu_types)[name_of.reshape(-1)]  # [n, T]
+        fixed = np.array([not q.borrowing for q in queues], dtype=bool)[name_of.reshape(-1)]
+        room = (throughputs.steps_per_s > 0) & (nominal >= jobs.num_gpus[:, None])
+        return fixed & ~room.any(axis=1)
+
     def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
         shares = self.entitle(jobs, cluster, throughputs)
         share = np.zeros(throughputs.steps_per_s.shape)

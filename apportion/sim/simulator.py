@@ -74,6 +74,20 @@ class Simulator:
         self.cluster_view = ClusterView(cluster.gpu_types, cluster.capacity, cluster.price_per_gpu_hour)
         self.mechanism = RoundMechanism(config.round_s)
 
+    def _never_run(self, rates: np.ndarray) -> np.ndarray:
+        """[n] jobs the policy says it can never run (e.g. larger than a non-borrowing queue's quota)."""
+        never_runs = getattr(self.policy, "never_runs", None)
+        jobs, n = self.jobs, len(self.jobs)
+        if never_runs is None or n == 0:
+            return np.zeros(n, dtype=bool)
+        everyone = JobView(
+            index=np.arange(n), submit_time_s=jobs.submit_time_s, kind=jobs.kind, num_gpus=jobs.num_gpus,
+            priority=jobs.priority, total_steps=jobs.total_steps, steps_done=np.zeros(n),
+            attained_service_s=np.zeros(n), first_start_s=np.full(n, np.nan), running_type=np.full(n, -1),
+            queue=jobs.queue, user=jobs.user, now_s=0.0, deadline_s=jobs.deadline_s,
+        )
+        return np.asarray(never_runs(everyone, self.cluster_view, ThroughputView(rates)), dtype=bool)
+
     def run(self) -> SimResult:
         wall_start = time.perf_counter()
         jobs, cluster, rates = self.jobs, self.cluster, self.rates
@@ -82,8 +96,8 @@ class Simulator:
         gpus = jobs.num_gpus
 
         fits = (rates > 0) & (gpus[:, None] <= cluster.capacity[None, :])
-        schedulable = fits.any(axis=1)
         rates = np.where(fits, rates, 0.0)
+        schedulable = fits.any(axis=1) & ~self._never_run(rates)
 
         status = np.full(n, JobStatus.PENDING, dtype=np.int8)
         steps_done = np.zeros(n)

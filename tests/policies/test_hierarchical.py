@@ -289,3 +289,19 @@ def test_a_replay_gives_the_lenders_quota_back_at_the_next_round():
     assert result.first_start_s.tolist() == [0.0, 0.0, 1080.0]
     assert result.finish_s[2] == pytest.approx(1080.0 + 3600.0)
     assert result.status.tolist() == [JobStatus.COMPLETED] * 3
+
+
+def test_a_job_larger_than_its_non_borrowing_queues_quota_is_unschedulable_not_left_waiting():
+    # "small" may not borrow and holds 1 v100: its 2-GPU job can never run. "open" borrows and
+    # has no quota at all, so its 2-GPU job runs on what is idle. The first is reported
+    # unschedulable on arrival; the others complete.
+    jobs = table([0.0, 0.0, 0.0], ["small", "small", "open"], [3600.0, 3600.0, 3600.0], [2, 1, 2])
+    queues = config(Queue("small", nominal={"v100": 1}, borrowing=False), Queue("open"))
+    policy = make_policy("hierarchical", queues=queues)
+
+    never = policy.never_runs(view(["small", "small", "open"], num_gpus=[2, 1, 2]), cluster(v100=4), rates(3, [1.0]))
+    result = simulate(jobs, parse_cluster_shorthand("v100:4"), ONE_STEP_A_SECOND, policy)
+
+    assert never.tolist() == [True, False, False]
+    assert result.status.tolist() == [JobStatus.UNSCHEDULABLE, JobStatus.COMPLETED, JobStatus.COMPLETED]
+    assert result.summary["unschedulable"] == 1 and result.summary["unfinished"] == 0
