@@ -46,13 +46,8 @@ class MaxMinFairness:
             return Allocation(jobs.index, share)
         if self.space_sharing and throughputs.pair_steps_per_s is not None:
             return pairs.solve_max_min(jobs, cluster, throughputs, a)[0]
-        if self._classes is None or not np.array_equal(self._classes.model.capacity, cluster.capacity):
-            self._classes = JobClasses(MaxMinModel(cluster.capacity, water_filling=self.water_filling))
-        model = self._classes.model
-        class_of = self._classes.classify(jobs.index[can_run], a[can_run], jobs.num_gpus[can_run])
-        count = np.bincount(class_of, minlength=model.num_classes).astype(np.float64)
-        x, _ = model.solve(count)
-        share[can_run] = x[class_of]
+        self._classes = JobClasses.for_cluster(self._classes, cluster.capacity, water_filling=self.water_filling)
+        share[can_run] = self._classes.shares(jobs.index[can_run], a[can_run], jobs.num_gpus[can_run], level=True)
         return Allocation(jobs.index, share)
 
 
@@ -68,6 +63,20 @@ class JobClasses:
         self.class_of_key: dict[bytes, int] = {}
         self.job_class = np.full(0, -1, dtype=np.int64)
         self.job_print = np.full(0, np.nan)
+
+    @classmethod
+    def for_cluster(cls, kept: JobClasses | None, capacity: np.ndarray, *, water_filling: bool = False) -> JobClasses:
+        """``kept`` if it was built for this capacity (its model then restarts warm), else a new one."""
+        if kept is not None and np.array_equal(kept.model.capacity, capacity):
+            return kept
+        return cls(MaxMinModel(capacity, water_filling=water_filling))
+
+    def shares(self, index: np.ndarray, a: np.ndarray, gpus: np.ndarray, *, level: bool) -> np.ndarray:
+        """[n, T] each job's class shares: max-min then total (``level``), or the most total alone."""
+        class_of = self.classify(index, a, gpus)
+        count = np.bincount(class_of, minlength=self.model.num_classes).astype(np.float64)
+        x, _ = self.model.solve(count, level=level)
+        return x[class_of]
 
     def classify(self, index: np.ndarray, a: np.ndarray, gpus: np.ndarray) -> np.ndarray:
         if len(index) and index.max() >= len(self.job_class):
@@ -90,7 +99,8 @@ class JobClasses:
                         new_rows.append(i)
                 pending[position] = cid
             if new_rows:
-                ids = self.model.add_classes(a[new_rows], gpus[new_rows].astype(np.float64))
+                members = np.bincount(-1 - pending[pending < 0], minlength=len(new_rows)).astype(np.float64)
+                ids = self.model.add_classes(a[new_rows], gpus[new_rows].astype(np.float64), members)
                 for key, position in unseen.items():
                     self.class_of_key[key] = int(ids[position])
                 fresh = pending < 0

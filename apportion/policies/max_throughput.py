@@ -1,7 +1,9 @@
 """Most total normalised throughput: maximise Σ_j w_j Σ_t X[j,t]·T[j,t]/T_ref[j].
 
 Each job's throughput counts relative to its speed on an average GPU of the cluster, so a
-fast kind does not crowd out the rest just by running more steps per second. With
+fast kind does not crowd out the rest just by running more steps per second. Jobs with equal
+rows share one LP column per type (an optimum exists where they get equal shares), and the
+model is kept across rounds so HiGHS restarts warm when only job counts change. With
 ``space_sharing``, candidate pairs of one-GPU jobs may share a GPU (apportion.policies.pairs).
 """
 
@@ -12,7 +14,7 @@ import numpy as np
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
-from apportion.solve.lp import LinearProgram, add_share_columns, shares_from
+from apportion.policies.max_min_fairness import JobClasses
 
 
 class MaxThroughput:
@@ -21,6 +23,7 @@ class MaxThroughput:
     def __init__(self, *, agnostic: bool = False, space_sharing: bool = False) -> None:
         self.agnostic = agnostic
         self.space_sharing = space_sharing
+        self._classes: JobClasses | None = None  # kept across rounds: HiGHS restarts warm
 
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
         return float("inf")
@@ -29,7 +32,9 @@ class MaxThroughput:
         value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic) * jobs.priority[:, None]
         if self.space_sharing and throughputs.pair_steps_per_s is not None:
             return pairs.solve_max_total(jobs, cluster, throughputs, value)
-        lp = LinearProgram()
-        cols, job, gpu_type = add_share_columns(lp, value > 0, jobs.num_gpus, cluster.capacity, value[value > 0])
-        values = lp.build().run("max-throughput LP")
-        return Allocation(jobs.index, shares_from(values, cols, job, gpu_type, value.shape))
+        share = np.zeros(value.shape)
+        can_run = (value > 0).any(axis=1)
+        if can_run.any():
+            self._classes = JobClasses.for_cluster(self._classes, cluster.capacity)
+            share[can_run] = self._classes.shares(jobs.index[can_run], value[can_run], jobs.num_gpus[can_run], level=False)
+        return Allocation(jobs.index, share)

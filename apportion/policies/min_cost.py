@@ -15,6 +15,7 @@ import numpy as np
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
+from apportion.policies.max_min_fairness import JobClasses
 from apportion.solve.lp import LinearProgram, add_share_columns, shares_from
 
 _PENALTY = 1e4  # per unit of missing deadline rate, in multiples of the largest objective term
@@ -29,6 +30,7 @@ class MinCost:
         self.agnostic = agnostic
         self.slo = slo
         self.space_sharing = space_sharing
+        self._classes: JobClasses | None = None  # without deadlines: kept across rounds, restarts warm
         self.unmeetable: np.ndarray = np.zeros(0, dtype=np.int64)  # job rows, at the last solve
 
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
@@ -45,6 +47,13 @@ class MinCost:
         value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic) / prices[None, :]
         if self.space_sharing and throughputs.pair_steps_per_s is not None:
             return pairs.solve_max_total(jobs, cluster, throughputs, value)
+        if not (self.slo and jobs.deadline_s is not None):
+            share = np.zeros(value.shape)
+            can_run = (value > 0).any(axis=1)
+            if can_run.any():
+                self._classes = JobClasses.for_cluster(self._classes, cluster.capacity)
+                share[can_run] = self._classes.shares(jobs.index[can_run], value[can_run], jobs.num_gpus[can_run], level=False)
+            return Allocation(jobs.index, share)
         lp = LinearProgram()
         runnable = value > 0
         cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity, value[runnable])

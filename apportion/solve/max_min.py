@@ -63,8 +63,13 @@ class MaxMinModel:
         """Register a class (its normalised throughputs and GPUs per job); returns its id."""
         return int(self.add_classes(a_row[None, :], np.array([gpus]))[0])
 
-    def add_classes(self, a: np.ndarray, gpus: np.ndarray) -> np.ndarray:
-        """Register classes in one batch (two rows each, a column per runnable type); their ids."""
+    def add_classes(self, a: np.ndarray, gpus: np.ndarray, count: np.ndarray | None = None) -> np.ndarray:
+        """Register classes in one batch (two rows each, a column per runnable type); their ids.
+
+        ``count`` (jobs in each new class at the next solve) is written into the model now, so
+        that solve() need not edit those classes one coefficient at a time.
+        """
+        count = np.zeros(len(a)) if count is None else np.asarray(count, dtype=np.float64)
         h = self.highs
         k = len(a)
         first_class = self.num_classes
@@ -73,7 +78,7 @@ class MaxMinModel:
         one = fair + 1
         # rows, row-wise: fair rows hold z (column 0) and start inactive; "one" rows start empty
         row_lower = np.full(2 * k, -self.inf)
-        row_upper = np.tile([self.inf, 1.0], k)
+        row_upper = np.column_stack([np.where(count > 0, 0.0, self.inf), np.ones(k)]).reshape(-1)
         row_nnz = np.tile([1, 0], k)
         starts = np.concatenate([[0], np.cumsum(row_nnz)[:-1]]).astype(np.int32)
         h.addRows(2 * k, row_lower, row_upper, k, starts, np.zeros(k, np.int32), np.ones(k))
@@ -82,8 +87,9 @@ class MaxMinModel:
         first_col = h.getNumCol()
         m = len(cls)
         indices = np.column_stack([fair[cls], one[cls], typ]).reshape(-1).astype(np.int32)
-        values = np.column_stack([-a[cls, typ], np.ones(m), np.zeros(m)]).reshape(-1)
-        h.addCols(m, np.zeros(m), np.zeros(m), np.zeros(m), 3 * m, (3 * np.arange(m)).astype(np.int32), indices, values)
+        values = np.column_stack([-a[cls, typ], np.ones(m), count[cls] * gpus[cls]]).reshape(-1)
+        upper = np.where(count[cls] > 0, 1.0, 0.0)
+        h.addCols(m, np.zeros(m), np.zeros(m), upper, 3 * m, (3 * np.arange(m)).astype(np.int32), indices, values)
         columns = np.full((k, self.num_types), -1, dtype=np.int64)
         columns[cls, typ] = first_col + np.arange(m)
         # rise columns t_c (fixed at 0 except while water-filling asks which classes can rise)
@@ -94,16 +100,19 @@ class MaxMinModel:
         self.fair_row.extend(fair.tolist())
         self.columns = np.vstack([self.columns, columns])
         self.gpus = np.append(self.gpus, gpus)
-        self.count = np.append(self.count, np.zeros(k))
+        self.count = np.append(self.count, count)
         self.col_class = np.append(self.col_class, first_class + cls)
         self.col_type = np.append(self.col_type, typ)
         self.col_a = np.append(self.col_a, a[cls, typ])
         self.col_index = np.append(self.col_index, first_col + np.arange(m))
-        self.highs.setOptionValue("solver", "ipm" if len(self.col_class) > IPM_ABOVE_COLUMNS else "simplex")
         return first_class + np.arange(k)
 
-    def solve(self, count: np.ndarray) -> tuple[np.ndarray, float]:
-        """Shares x[c, t] for every registered class given jobs per class, and the max-min value z."""
+    def solve(self, count: np.ndarray, *, level: bool = True) -> tuple[np.ndarray, float]:
+        """Shares x[c, t] for every registered class given jobs per class, and the max-min value z.
+
+        ``level=False`` skips the max-min stage: the most total Σ m a x alone (z = 0), which is
+        max-throughput's LP on the same warm model.
+        """
         h = self.highs
         for cid in np.flatnonzero(count != self.count):
             m = float(count[cid])
@@ -118,10 +127,20 @@ class MaxMinModel:
 
         x_cols = self.col_index.astype(np.int32)
         h.changeColsCost(len(x_cols), x_cols, np.zeros(len(x_cols)))
-        levels, z = self._water_fill() if self.water_filling else self._one_level()
+        large = len(self.col_class) > IPM_ABOVE_COLUMNS
+        h.setOptionValue("solver", "ipm" if large and level else "simplex")
+        levels = np.full(self.num_classes, np.nan)  # classes whose fair rows were frozen at a level
+        if not level:  # the total alone is not degenerate like the max-min stage: simplex is quick
+            z, z_bounds = 0.0, (0.0, 0.0)  # z = 0: presolve drops the fair rows
+        elif self.water_filling:
+            levels, z = self._water_fill()
+            z_bounds = (0.0, self.inf)  # every counted class is frozen at its own level
+        else:
+            z = self._one_level()
+            z_bounds = (z * (1 - _Z_SLACK),) * 2  # every counted class keeps Σ a x ≥ z
         # last stage: hand out what is left without lowering any class below its level
         h.changeColCost(0, 0.0)
-        h.changeColBounds(0, 0.0, self.inf)
+        h.changeColBounds(0, *z_bounds)
         h.changeColsCost(len(x_cols), x_cols, self.count[self.col_class] * self.col_a)
         values = self._run("last stage")
         self._unfreeze(levels)
@@ -171,20 +190,12 @@ class MaxMinModel:
             waiting = np.setdiff1d(waiting, frozen_now)
         return levels, (smallest or 0.0)
 
-    def _one_level(self) -> tuple[np.ndarray, float]:
-        """Gavel's LP: the largest common level z, every counted class held at it."""
+    def _one_level(self) -> float:
+        """Gavel's LP: the largest common level z of every counted class."""
         h = self.highs
         h.changeColCost(0, 1.0)
         h.changeColBounds(0, 0.0, self.inf)
-        z = float(self._run("max-min level")[0])
-        levels = np.full(self.num_classes, np.nan)
-        counted = np.flatnonzero(self.count > 0)
-        level = z * (1 - _Z_SLACK)
-        for c in counted:
-            self.highs.changeCoeff(self.fair_row[c], 0, 0.0)
-            self.highs.changeRowBounds(self.fair_row[c], -self.inf, -level)
-        levels[counted] = level
-        return levels, z
+        return float(self._run("max-min level")[0])
 
     def _unfreeze(self, levels: np.ndarray) -> None:
         for c in np.flatnonzero(~np.isnan(levels)):
@@ -204,5 +215,5 @@ def solve_max_min(
 ) -> tuple[np.ndarray, float]:
     """One-off solve: shares x[c, t] and the max-min value z."""
     model = MaxMinModel(capacity, water_filling=water_filling)
-    model.add_classes(np.asarray(a, dtype=np.float64), np.asarray(gpus, dtype=np.float64))
+    model.add_classes(np.asarray(a, dtype=np.float64), np.asarray(gpus, dtype=np.float64), np.asarray(count, dtype=np.float64))
     return model.solve(np.asarray(count, dtype=np.float64))
