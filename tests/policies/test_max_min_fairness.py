@@ -187,3 +187,24 @@ def test_the_policy_follows_jobs_across_rounds():
         a = tv.normalised(cl.capacity, agnostic=kept.agnostic)
 
         assert (again * a).sum(axis=1).min() == pytest.approx((fresh * a).sum(axis=1).min(), abs=1e-6)
+
+
+def test_many_distinct_jobs_are_solved_through_prices_with_the_same_optimum():
+    """Above max_min_dual.SMALL classes the policy prices the capacity rows instead of solving
+    the full LP; the max-min value and the total handed out are the full LP's."""
+    from apportion.solve import max_min_dual
+    from apportion.solve.max_min import solve_max_min
+
+    rng = np.random.default_rng(7)
+    n = max_min_dual.SMALL + 100
+    steps = rng.lognormal(0.0, 0.5, size=(n, 3)) * rng.uniform(1, 20, size=(n, 1))
+    jobs, tv = view(np.ones(n, dtype=np.int64)), ThroughputView(steps)
+    capacity = cluster(n / 6, n / 6, n / 6)
+    a = tv.normalised(capacity.capacity)
+
+    share = MaxMinFairness().allocate(jobs, capacity, tv).share
+    x_ref, z_ref = solve_max_min(a, np.ones(n), np.ones(n), capacity.capacity)
+
+    assert (share * a).sum(axis=1).min() == pytest.approx(z_ref, rel=1e-6)
+    assert (share * a).sum() == pytest.approx((x_ref * a).sum(), rel=1e-6)
+    assert np.all(share.sum(axis=0) <= capacity.capacity * (1 + 1e-9))

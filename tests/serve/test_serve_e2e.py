@@ -4,7 +4,7 @@ with SIGKILL. Every job must finish exactly its steps with the weights of an uni
 The jobs are examples/cnn.yaml (twice, seeds 0 and 1) and examples/lm.yaml, with fewer steps
 and larger batches than the files give (so that a step takes tens of milliseconds and jobs
 outlive a few 2-second rounds). ``las`` with thresholds every 2 GPU-seconds makes the three
-jobs take turns on the two CPU slots, so each one is preempted and resumed.
+jobs take turns on the two CPU slots, so jobs are preempted and resumed.
 """
 
 from __future__ import annotations
@@ -133,10 +133,16 @@ def test_three_jobs_take_turns_under_las_and_end_as_if_never_stopped(tmp_path, r
         ids = submit_all(server, tmp_path)
         wait_for(lambda: all_done(server, len(JOBS)), 240, "all jobs to finish", server)
         jobs = check_finished(server, ids, references)
+    # The two jobs submitted first start together and climb LAS's queues side by side, so they
+    # overtake each other and are preempted in turn. The last one starts with the least attained
+    # service; whether it ever overtakes one of them depends on timing, so it is not required.
+    for name in ("cnn-seed0", "cnn-seed1"):
+        assert jobs[name]["preemptions"] >= 1, f"{name} was never preempted: {jobs[name]}"
     for name, job in jobs.items():
-        assert job["preemptions"] >= 1, f"{name} was never preempted: {job}"
         assert job["attempts"] == job["preemptions"] + 1 + job["retries"]
         assert job["retries"] == 0
+        if job["preemptions"] == 0:
+            continue
         last = (server.state_dir / "jobs" / job["id"] / f"attempt-{job['attempts']}.log").read_text()
         assert "resumed from step-" in last  # the last attempt started from a checkpoint
         first = (server.state_dir / "jobs" / job["id"] / "attempt-1.log").read_text()
