@@ -72,6 +72,18 @@ class JobClasses:
             return kept
         return cls(MaxMinModel(capacity, water_filling=water_filling))
 
+    @classmethod
+    def most_total(cls, kept: JobClasses | None, jobs: JobView, capacity: np.ndarray,
+                   value: np.ndarray) -> tuple[JobClasses | None, np.ndarray]:
+        """The most total Σ value·share over classes (max-throughput, min-cost); the classes to keep."""
+        share = np.zeros(value.shape)
+        can_run = (value > 0).any(axis=1)
+        if not can_run.any():
+            return kept, share
+        kept = cls.for_cluster(kept, capacity)
+        share[can_run] = kept.shares(jobs.index[can_run], value[can_run], jobs.num_gpus[can_run], level=False)
+        return kept, share
+
     def shares(self, index: np.ndarray, a: np.ndarray, gpus: np.ndarray, *, level: bool) -> np.ndarray:
         """[n, T] each job's class shares: max-min then total (``level``), or the most total alone.
 

@@ -32,9 +32,5 @@ class MaxThroughput:
         value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic) * jobs.priority[:, None]
         if self.space_sharing and throughputs.pair_steps_per_s is not None:
             return pairs.solve_max_total(jobs, cluster, throughputs, value)
-        share = np.zeros(value.shape)
-        can_run = (value > 0).any(axis=1)
-        if can_run.any():
-            self._classes = JobClasses.for_cluster(self._classes, cluster.capacity)
-            share[can_run] = self._classes.shares(jobs.index[can_run], value[can_run], jobs.num_gpus[can_run], level=False)
+        self._classes, share = JobClasses.most_total(self._classes, jobs, cluster.capacity, value)
         return Allocation(jobs.index, share)
