@@ -24,6 +24,7 @@ from apportion.experiment import (
     WorkloadSettings,
     check_policy_specs,
     load_inputs,
+    parse_policy_spec,
     run_policy,
 )
 from apportion.policies import POLICIES
@@ -542,6 +543,8 @@ def serve(
         return chosen
 
     try:
+        if parse_policy_spec(policy)[1].get("space_sharing"):
+            raise ValueError(f"apportion serve does not space-share GPUs; use '{policy.split(':')[0]}' (see docs/space-sharing.md)")
         check_policy_specs([policy], queues=queue_config)
         if queue_config is not None:
             types = list(dict.fromkeys(s.gpu_type for s in offered))
