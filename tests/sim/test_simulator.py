@@ -370,3 +370,22 @@ def test_space_sharing_replay_keeps_every_job_whole_and_the_gpus_within_capacity
     np.testing.assert_allclose(result.steps_done[completed], workload.total_steps[completed])
     assert result.summary["shared_gpu_hours"] > 0
     assert result.summary["busy_gpu_hours"] <= cluster.num_gpus * result.summary["makespan_s"] / 3600 + 1e-6
+
+
+def test_when_one_of_a_pair_finishes_the_other_keeps_its_gpu_and_runs_alone():
+    """a (3600 steps) and b (7200) share the v100 at 0.8 steps/s each. a ends at 4500 s; b goes
+    on at its pair speed to the round's end (4680 s: 3744 steps), then alone at 1 step/s on the
+    same GPU with no restart: 3456 more steps, done at 8136 s."""
+    throughputs = dataclasses.replace(
+        table({"a": [1.0], "b": [1.0]}, gpu_types=("v100",)),
+        pair_steps_per_s={("a", "b", "v100"): (0.8, 0.8)},
+    )
+    workload = jobs([0.0, 0.0], [1, 1], [3600.0, 7200.0], kind_names=["a", "b"], kinds=("a", "b"))
+
+    result = simulate(workload, parse_cluster_shorthand("v100:1"), throughputs,
+                      make_policy("max-min-fairness", space_sharing=True))
+
+    assert result.finish_s.tolist() == [4500.0, pytest.approx(8136.0)]
+    assert result.preemptions.tolist() == [0, 0] and result.moves.tolist() == [0, 0]
+    assert result.summary["shared_gpu_hours"] == pytest.approx(4500 / 3600)
+    assert result.summary["busy_gpu_hours"] == pytest.approx(8136 / 3600)
