@@ -57,7 +57,7 @@ SloOpt = typer.Option(False, "--slo", help="min-cost: honour the workload's dead
 WaterFillingOpt = typer.Option(False, "--water-filling", help="max-min-fairness: raise jobs level by level, so none can rise without lowering a smaller one (slower).")
 OutOpt = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.")
 JsonOpt = typer.Option(False, "--json", help="Print the summary as JSON instead of a table.")
-SpaceSharingOpt = typer.Option(False, "--space-sharing", help="max-min-fairness, max-throughput, min-cost: let two one-GPU jobs share a GPU where their pair's speed is known (or NAME:space-sharing).")
+SpaceSharingOpt = typer.Option(False, "--space-sharing", help="LP policies: let two one-GPU jobs share a GPU where their pair's speed is known (or NAME:space-sharing).")
 QueuesOpt = typer.Option(None, "--queues", help="hierarchical: queues YAML (weight, nominal quota per GPU type, borrowing); see docs/queues.md.")
 
 

@@ -29,7 +29,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "hierarchical": Hierarchical,
 }
 LP_POLICIES = frozenset({"max-min-fairness", "finish-time-fairness", "min-makespan", "max-throughput", "min-cost"})
-SPACE_SHARING_POLICIES = frozenset({"max-min-fairness", "max-throughput", "min-cost"})
+SPACE_SHARING_POLICIES = LP_POLICIES
 
 
 def make_policy(

@@ -6,6 +6,9 @@ fraction min(1, G / (n·s_j)) spread over the GPU types in proportion to their c
 policy minimises the worst ρ. For a fixed ρ the constraints are linear —
 rate_j(X) ≥ remaining_j / (ρ·D_j − elapsed_j) — so ρ is found by bisection on one HiGHS model
 whose row bounds change between solves (warm starts); the isolated share itself gives ρ ≤ 1.
+With ``space_sharing`` each test is instead whether the max-min level of
+T[j,t] / needed_rate_j(ρ), with candidate pairs of one-GPU jobs (apportion.policies.pairs),
+reaches 1.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
+from apportion.policies import pairs
 from apportion.solve.lp import INF, LinearProgram, add_share_columns, shares_from
 
 RELATIVE_TOLERANCE = 1e-4  # bisection stops when ρ is known to this relative precision
@@ -22,8 +26,9 @@ RELATIVE_TOLERANCE = 1e-4  # bisection stops when ρ is known to this relative p
 class FinishTimeFairness:
     name = "finish-time-fairness"
 
-    def __init__(self, *, agnostic: bool = False) -> None:
+    def __init__(self, *, agnostic: bool = False, space_sharing: bool = False) -> None:
         self.agnostic = agnostic
+        self.space_sharing = space_sharing
         self.worst_ratio = float("nan")  # ρ at the last solve
 
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
@@ -51,7 +56,16 @@ class FinishTimeFairness:
             time_left = ratio * isolated_finish - elapsed
             return np.where(time_left > 0, remaining / np.maximum(time_left, 1e-12), INF)
 
+        sharing = self.space_sharing and throughputs.pair_steps_per_s is not None
+
+        def worth(ratio: float) -> np.ndarray:
+            """T[j,t] / needed_rate_j: a max-min level of 1 meets every job's needed rate."""
+            needed = needed_rate(ratio)
+            return np.where(np.isfinite(needed)[:, None], steps_per_s / np.minimum(needed, np.finfo(float).max)[:, None], 0.0)
+
         def feasible(ratio: float) -> bool:
+            if sharing:
+                return pairs.max_min_level(jobs, cluster, throughputs, worth(ratio)) >= 1 - 1e-9
             solver.set_row_bounds(rate_rows, needed_rate(ratio), np.full(n, INF))
             return solver.feasible()
 
@@ -66,6 +80,9 @@ class FinishTimeFairness:
             else:
                 low = middle
         self.worst_ratio = high
+        if sharing:
+            normalised = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)
+            return pairs.solve_max_min(jobs, cluster, throughputs, worth(high * (1 + 1e-7)), objective=normalised)[0]
         # stage 2: hold every job at ρ = high, spend what is left on normalised throughput
         solver.set_row_bounds(rate_rows, needed_rate(high * (1 + 1e-7)), np.full(n, INF))
         value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)

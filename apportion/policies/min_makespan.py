@@ -1,7 +1,9 @@
 """Finish the current jobs as early as possible: minimise M with remaining_j / rate_j(X) ≤ M.
 
 As an LP in w = 1/M: maximise w s.t. Σ_t X[j,t]·T[j,t] ≥ remaining_j · w for every job;
-then, with w held, hand out what is left by normalised throughput.
+then, with w held, hand out what is left by normalised throughput. With ``space_sharing``
+this is the max-min LP over T[j,t] / remaining_j with candidate pairs of one-GPU jobs
+(apportion.policies.pairs): its level is w.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
+from apportion.policies import pairs
 from apportion.solve.lp import LinearProgram, add_share_columns, shares_from
 
 _W_SLACK = 1e-7
@@ -18,8 +21,9 @@ _W_SLACK = 1e-7
 class MinMakespan:
     name = "min-makespan"
 
-    def __init__(self, *, agnostic: bool = False) -> None:
+    def __init__(self, *, agnostic: bool = False, space_sharing: bool = False) -> None:
         self.agnostic = agnostic
+        self.space_sharing = space_sharing
         self.makespan_s = float("nan")  # the predicted time to finish every job, at the last solve
 
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
@@ -28,6 +32,12 @@ class MinMakespan:
     def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
         steps_per_s = throughputs.steps_per_s
         runnable = steps_per_s > 0
+        if self.space_sharing and throughputs.pair_steps_per_s is not None:
+            value = steps_per_s / np.maximum(jobs.remaining_steps, 1e-12)[:, None]
+            normalised = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)
+            allocation, best_w = pairs.solve_max_min(jobs, cluster, throughputs, value, objective=normalised)
+            self.makespan_s = 1.0 / best_w if best_w > 0 else float("inf")
+            return allocation
         lp = LinearProgram()
         cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity)
         w = lp.add_columns(1, cost=1.0)

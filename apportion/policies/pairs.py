@@ -39,6 +39,8 @@ class SharingProblem:
     value: np.ndarray  # [C, T] what a unit of time alone on each type is worth to one job
     pair_class: np.ndarray  # [Q, 2] classes of each candidate pair (first <= second)
     pair_value: np.ndarray  # [Q, T, 2] worth of a unit of pair time to each member; 0 where not formed
+    objective: np.ndarray  # [C, T] what the last stage maximises per unit of time alone (default: value)
+    pair_objective: np.ndarray  # [Q, T, 2] the same per unit of pair time
 
 
 def sharing_problem(
@@ -48,21 +50,24 @@ def sharing_problem(
     *,
     partners: int = DEFAULT_PARTNERS,
     all_pairs: bool = False,
+    objective: np.ndarray | None = None,
 ) -> SharingProblem:
     """Classes of ``jobs`` and their candidate pairs; ``value`` [n, T] is each job's worth of a
-    unit of time alone on each type (the policy's own normalisation and weights).
+    unit of time alone on each type (the policy's own normalisation and weights), ``objective``
+    [n, T] what a last stage maximises in total, if not ``value``.
 
     ``all_pairs`` keeps every pair that beats time-slicing, however many (the exact problem,
     for checking the bounded list against).
     """
     steps = throughputs.steps_per_s
+    objective = value if objective is None else objective
     can_run = (value > 0).any(axis=1)
-    rows = np.column_stack([jobs.kind, jobs.num_gpus, value, steps])[can_run]
+    rows = np.column_stack([jobs.kind, jobs.num_gpus, value, steps, objective])[can_run]
     class_of = np.full(len(jobs), -1, dtype=np.int64)
     if not can_run.any():
-        empty = np.zeros((0, value.shape[1]))
-        return SharingProblem(class_of, np.zeros(0), np.zeros(0), empty, np.zeros((0, 2), np.int64),
-                              np.zeros((0, value.shape[1], 2)))
+        empty, no_pairs = np.zeros((0, value.shape[1])), np.zeros((0, value.shape[1], 2))
+        return SharingProblem(class_of, np.zeros(0), np.zeros(0), empty, np.zeros((0, 2), np.int64), no_pairs,
+                              empty, no_pairs)
     keys, first, inverse, count = np.unique(rows, axis=0, return_index=True, return_inverse=True, return_counts=True)
     class_of[can_run] = inverse.reshape(-1)
     member = np.flatnonzero(can_run)[first]  # one job of each class
@@ -70,15 +75,23 @@ def sharing_problem(
     class_steps = steps[member]
     class_kind = jobs.kind[member].astype(np.int64)
     class_gpus = jobs.num_gpus[member].astype(np.float64)
-    pair_class, pair_value = _candidate_pairs(
+    pair_class, pair_rate = _candidate_pairs(
         throughputs.pair_steps_per_s, class_kind, class_gpus, class_value, class_steps, count,
         partners=partners, all_pairs=all_pairs,
     )
-    return SharingProblem(class_of, count.astype(np.float64), class_gpus, class_value, pair_class, pair_value)
+    class_objective = objective[member]
+
+    def worth(per_unit: np.ndarray) -> np.ndarray:
+        """[Q, T, 2] each member's worth of a unit of pair time, from its worth per step/s alone."""
+        per_step = np.divide(per_unit, class_steps, out=np.zeros_like(per_unit), where=class_steps > 0)
+        return pair_rate * np.stack([per_step[pair_class[:, 0]], per_step[pair_class[:, 1]]], axis=2)
+
+    return SharingProblem(class_of, count.astype(np.float64), class_gpus, class_value, pair_class,
+                          worth(class_value), class_objective, worth(class_objective))
 
 
 def _candidate_pairs(pair_rates, kind, gpus, value, steps, count, *, partners: int, all_pairs: bool):
-    """[Q, 2] class pairs worth forming and [Q, T, 2] their members' worth per unit of pair time.
+    """[Q, 2] class pairs worth forming and [Q, T, 2] their members' steps/s together (0 where not formed).
 
     How much a pair gains over time-slicing depends only on the two kinds and the types both
     may run on, so gains are computed per group (kind, runnable types), never per pair of
@@ -135,12 +148,11 @@ def _candidate_pairs(pair_rates, kind, gpus, value, steps, count, *, partners: i
     first, second = pair_class[:, 0], pair_class[:, 1]
     group_first, group_second = group_of[position[first]], group_of[position[second]]
     formed = gain[group_first, group_second] > 1 + _GAIN  # [Q, T]: types where the pair beats time-slicing
-    factor = np.divide(value, steps, out=np.zeros_like(value), where=steps > 0)  # worth per step/s
-    pair_value = np.stack([
-        np.where(formed, rates[group_first, group_second] * factor[first], 0.0),
-        np.where(formed, rates[group_second, group_first] * factor[second], 0.0),
+    pair_rate = np.stack([
+        np.where(formed, rates[group_first, group_second], 0.0),
+        np.where(formed, rates[group_second, group_first], 0.0),
     ], axis=2)
-    return pair_class.astype(np.int64), pair_value
+    return pair_class.astype(np.int64), pair_rate
 
 
 class SharingLP:
@@ -182,7 +194,10 @@ class SharingLP:
         )
         x_worth = p.value[self.x_class, self.x_type]
         y_worth = p.pair_value[self.y_pair, self.y_type]  # [Y, 2]
-        self.total_worth = np.concatenate([p.count[self.x_class] * x_worth, y_worth.sum(axis=1)])
+        self.total_worth = np.concatenate([
+            p.count[self.x_class] * p.objective[self.x_class, self.x_type],
+            p.pair_objective[self.y_pair, self.y_type].sum(axis=1),
+        ])
         if with_level:  # w_c - z >= 0 for every class
             lp.add_rows(
                 num_classes,
@@ -196,17 +211,21 @@ class SharingLP:
         self.num_cols = lp.num_cols
 
     def max_total(self) -> np.ndarray:
-        """Maximise the total worth Σ_c m_c w_c; returns column values."""
+        """Maximise the total Σ_c m_c w_c of the problem's objective; returns column values."""
         cols = np.concatenate([self.x_cols, self.y_cols])
         self.solver.set_costs(cols, self.total_worth)
         return self.solver.run("space-sharing LP")
 
-    def max_min(self) -> tuple[np.ndarray, float]:
-        """Gavel's two stages: the largest common worth z, then the most total worth keeping it."""
+    def level(self) -> float:
+        """The largest common worth z every class can reach at once."""
         cols = np.concatenate([self.x_cols, self.y_cols])
         self.solver.set_costs(cols, np.zeros(len(cols)))
         self.solver.set_costs(np.array([self.z]), np.ones(1))
-        z = float(self.solver.run("space-sharing max-min level")[self.z])
+        return float(self.solver.run("space-sharing max-min level")[self.z])
+
+    def max_min(self) -> tuple[np.ndarray, float]:
+        """Gavel's two stages: the largest common worth z, then the most total objective keeping it."""
+        z = self.level()
         level = z * (1 - _Z_SLACK)
         self.solver.set_col_bounds(np.array([self.z]), np.array([level]), np.array([level]))
         self.solver.set_costs(np.array([self.z]), np.zeros(1))
@@ -278,15 +297,26 @@ def _spread(first: np.ndarray, second: np.ndarray, same: bool) -> tuple[np.ndarr
 
 
 def solve_max_min(jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray,
-                  *, partners: int = DEFAULT_PARTNERS, all_pairs: bool = False) -> tuple[Allocation, float]:
-    """Max-min fairness over ``value`` with candidate pairs; the allocation and the max-min worth."""
-    problem = sharing_problem(jobs, throughputs, value, partners=partners, all_pairs=all_pairs)
+                  *, partners: int = DEFAULT_PARTNERS, all_pairs: bool = False,
+                  objective: np.ndarray | None = None) -> tuple[Allocation, float]:
+    """Max-min over ``value`` with candidate pairs, then the most total ``objective`` (default:
+    ``value``) keeping that level; the allocation and the max-min worth."""
+    problem = sharing_problem(jobs, throughputs, value, partners=partners, all_pairs=all_pairs, objective=objective)
     if not len(problem.count):
         return Allocation(jobs.index, np.zeros(value.shape)), 0.0
     lp = SharingLP(problem, cluster.capacity, with_level=True)
     values, z = lp.max_min()
     x, y = lp.shares(values)
     return to_allocation(jobs, problem, x, y), z
+
+
+def max_min_level(jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray) -> float:
+    """The max-min worth alone (no last stage), with candidate pairs."""
+    problem = sharing_problem(jobs, throughputs, value)
+    if not len(problem.count):
+        return 0.0
+    lp = SharingLP(problem, cluster.capacity, with_level=True)
+    return lp.level()
 
 
 def solve_max_total(jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray,

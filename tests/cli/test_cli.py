@@ -103,7 +103,7 @@ def test_a_trace_csv_replays_job_for_job(tmp_path: Path):
         (("--jobs", "0"), "--jobs must be positive"),
         (("--workload", "/no/such/trace.csv"), "/no/such/trace.csv"),
         (("--policy", "max-min-fairness:shared"), "unknown policy variant ':shared'"),
-        (("--policy", "las", "--space-sharing"), "--space-sharing applies to max-min-fairness, max-throughput, min-cost, not to 'las'"),
+        (("--policy", "las", "--space-sharing"), "--space-sharing applies to finish-time-fairness, max-min-fairness, max-throughput, min-cost, min-makespan, not to 'las'"),
     ],
 )
 def test_bad_input_is_one_line_naming_what_is_wrong(args, expected):

@@ -64,6 +64,27 @@ def test_a_pair_no_better_than_time_slicing_or_that_does_not_fit_is_never_formed
     np.testing.assert_allclose(allocation.share, [[0.5], [0.5]], atol=1e-6)
 
 
+def test_min_makespan_pairs_two_jobs_that_finish_sooner_together():
+    """R = 1e6 steps each at 1 step/s alone: taking turns on one GPU ends at 2R s; together at
+    0.8 steps/s both end at R / 0.8."""
+    policy = make_policy("min-makespan", space_sharing=True)
+    jobs = view([0, 1])
+    allocation = policy.allocate(jobs, one_gpu(), ThroughputView(np.ones((2, 1)), pair_rates(0.8, 0.8)))
+
+    np.testing.assert_allclose(allocation.pair_share, [[1.0]], atol=1e-6)
+    assert policy.makespan_s == pytest.approx(1e6 / 0.8, rel=1e-6)
+
+
+def test_finish_time_fairness_with_a_pair_beats_the_isolated_share():
+    """Two jobs, one GPU: the isolated 1/2 share finishes each at 2·R (R = remaining steps at 1
+    step/s). Sharing at 0.8 each finishes at R / 0.8: the worst ratio falls from 1 to 0.625."""
+    policy = make_policy("finish-time-fairness", space_sharing=True)
+    allocation = policy.allocate(view([0, 1]), one_gpu(), ThroughputView(np.ones((2, 1)), pair_rates(0.8, 0.8)))
+
+    assert policy.worst_ratio == pytest.approx(0.625, rel=2e-4)
+    assert allocation.pair_share.sum() == pytest.approx(1.0, abs=1e-5)
+
+
 def test_multi_gpu_jobs_are_never_paired():
     allocation = make_policy("max-throughput", space_sharing=True).allocate(
         view([0, 1], num_gpus=[2, 2]), one_gpu(2.0), ThroughputView(np.ones((2, 1)), pair_rates(0.9, 0.9)))
