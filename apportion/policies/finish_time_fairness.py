@@ -64,7 +64,9 @@ class FinishTimeFairness:
             return np.where(np.isfinite(needed)[:, None], steps_per_s / np.minimum(needed, np.finfo(float).max)[:, None], 0.0)
 
         def feasible(ratio: float) -> bool:
-            if sharing:
+            if sharing:  # a job whose finish at this ratio is already past cannot meet it
+                if not np.all(np.isfinite(needed_rate(ratio))):
+                    return False
                 return pairs.max_min_level(jobs, cluster, throughputs, worth(ratio)) >= 1 - 1e-9
             solver.set_row_bounds(rate_rows, needed_rate(ratio), np.full(n, INF))
             return solver.feasible()

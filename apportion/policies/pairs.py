@@ -68,7 +68,7 @@ def sharing_problem(
         empty, no_pairs = np.zeros((0, value.shape[1])), np.zeros((0, value.shape[1], 2))
         return SharingProblem(class_of, np.zeros(0), np.zeros(0), empty, np.zeros((0, 2), np.int64), no_pairs,
                               empty, no_pairs)
-    keys, first, inverse, count = np.unique(rows, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    _, first, inverse, count = np.unique(rows, axis=0, return_index=True, return_inverse=True, return_counts=True)
     class_of[can_run] = inverse.reshape(-1)
     member = np.flatnonzero(can_run)[first]  # one job of each class
     class_value = value[member]
