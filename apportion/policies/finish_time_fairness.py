@@ -6,9 +6,8 @@ fraction min(1, G / (n·s_j)) spread over the GPU types in proportion to their c
 policy minimises the worst ρ. For a fixed ρ the constraints are linear —
 rate_j(X) ≥ remaining_j / (ρ·D_j − elapsed_j) — so ρ is found by bisection on one HiGHS model
 whose row bounds change between solves (warm starts); the isolated share itself gives ρ ≤ 1.
-With ``space_sharing`` each test is instead whether the max-min level of
-T[j,t] / needed_rate_j(ρ), with candidate pairs of one-GPU jobs (apportion.policies.pairs),
-reaches 1.
+With ``space_sharing`` the same tests run on the space-sharing LP (candidate pairs of one-GPU
+jobs, apportion.policies.pairs), its rate rows' floors moved the same way.
 """
 
 from __future__ import annotations
@@ -47,27 +46,32 @@ class FinishTimeFairness:
         elapsed = np.maximum(jobs.elapsed_s, 0.0)
         isolated_finish = elapsed + remaining / self.isolated_rate(jobs, cluster, throughputs)
 
-        lp = LinearProgram()
-        cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity)
-        rate_rows = lp.add_rows(n, job, cols, steps_per_s[job, gpu_type], lower=0.0)
-        solver = lp.build()
-
         def needed_rate(ratio: float) -> np.ndarray:
             time_left = ratio * isolated_finish - elapsed
             return np.where(time_left > 0, remaining / np.maximum(time_left, 1e-12), INF)
 
-        sharing = self.space_sharing and throughputs.pair_steps_per_s is not None
+        sharing = None
+        if self.space_sharing and throughputs.pair_steps_per_s is not None:
+            normalised = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)
+            problem = pairs.sharing_problem(jobs, throughputs, steps_per_s, objective=normalised,
+                                            distinct=np.column_stack([remaining, elapsed, isolated_finish]))
+            sharing = pairs.SharingLP(problem, cluster.capacity, with_level=True)
+            runs = problem.class_of >= 0
+        else:
+            lp = LinearProgram()
+            cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity)
+            rate_rows = lp.add_rows(n, job, cols, steps_per_s[job, gpu_type], lower=0.0)
+            solver = lp.build()
 
-        def worth(ratio: float) -> np.ndarray:
-            """T[j,t] / needed_rate_j: a max-min level of 1 meets every job's needed rate."""
-            needed = needed_rate(ratio)
-            return np.where(np.isfinite(needed)[:, None], steps_per_s / np.minimum(needed, np.finfo(float).max)[:, None], 0.0)
+        def class_floor(ratio: float) -> np.ndarray:
+            """Each class's needed rate (its jobs are alike, so any member's)."""
+            floor = np.zeros(len(problem.count))
+            floor[problem.class_of[runs]] = needed_rate(ratio)[runs]
+            return floor
 
         def feasible(ratio: float) -> bool:
-            if sharing:  # a job whose finish at this ratio is already past cannot meet it
-                if not np.all(np.isfinite(needed_rate(ratio))):
-                    return False
-                return pairs.max_min_level(jobs, cluster, throughputs, worth(ratio)) >= 1 - 1e-9
+            if sharing is not None:
+                return sharing.meets(class_floor(ratio))
             solver.set_row_bounds(rate_rows, needed_rate(ratio), np.full(n, INF))
             return solver.feasible()
 
@@ -82,9 +86,9 @@ class FinishTimeFairness:
             else:
                 low = middle
         self.worst_ratio = high
-        if sharing:
-            normalised = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)
-            return pairs.solve_max_min(jobs, cluster, throughputs, worth(high * (1 + 1e-7)), objective=normalised)[0]
+        if sharing is not None:
+            x, y = sharing.shares(sharing.max_total_above(class_floor(high * (1 + 1e-7))))
+            return pairs.to_allocation(jobs, problem, x, y)
         # stage 2: hold every job at ρ = high, spend what is left on normalised throughput
         solver.set_row_bounds(rate_rows, needed_rate(high * (1 + 1e-7)), np.full(n, INF))
         value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)

@@ -51,10 +51,12 @@ def sharing_problem(
     partners: int = DEFAULT_PARTNERS,
     all_pairs: bool = False,
     objective: np.ndarray | None = None,
+    distinct: np.ndarray | None = None,
 ) -> SharingProblem:
     """Classes of ``jobs`` and their candidate pairs; ``value`` [n, T] is each job's worth of a
     unit of time alone on each type (the policy's own normalisation and weights), ``objective``
-    [n, T] what a last stage maximises in total, if not ``value``.
+    [n, T] what a last stage maximises in total, if not ``value``; ``distinct`` [n, k] more
+    columns that must also be equal for two jobs to share a class.
 
     ``all_pairs`` keeps every pair that beats time-slicing, however many (the exact problem,
     for checking the bounded list against).
@@ -62,7 +64,8 @@ def sharing_problem(
     steps = throughputs.steps_per_s
     objective = value if objective is None else objective
     can_run = (value > 0).any(axis=1)
-    rows = np.column_stack([jobs.kind, jobs.num_gpus, value, steps, objective])[can_run]
+    extra = np.zeros((len(jobs), 0)) if distinct is None else np.asarray(distinct, dtype=np.float64).reshape(len(jobs), -1)
+    rows = np.column_stack([jobs.kind, jobs.num_gpus, value, steps, objective, extra])[can_run]
     class_of = np.full(len(jobs), -1, dtype=np.int64)
     if not can_run.any():
         empty, no_pairs = np.zeros((0, value.shape[1])), np.zeros((0, value.shape[1], 2))
@@ -198,8 +201,9 @@ class SharingLP:
             p.count[self.x_class] * p.objective[self.x_class, self.x_type],
             p.pair_objective[self.y_pair, self.y_type].sum(axis=1),
         ])
+        self.level_rows = np.zeros(0, dtype=np.int64)
         if with_level:  # w_c - z >= 0 for every class
-            lp.add_rows(
+            self.level_rows = lp.add_rows(
                 num_classes,
                 np.concatenate([self.x_class, side_class[:, 0], side_class[:, 1], np.arange(num_classes)]),
                 np.concatenate([self.x_cols, self.y_cols, self.y_cols, np.full(num_classes, self.z)]),
@@ -222,6 +226,20 @@ class SharingLP:
         self.solver.set_costs(cols, np.zeros(len(cols)))
         self.solver.set_costs(np.array([self.z]), np.ones(1))
         return float(self.solver.run("space-sharing max-min level")[self.z])
+
+    def meets(self, floor: np.ndarray) -> bool:
+        """Whether every class can reach its own worth ``floor[c]`` at once (z held at 0)."""
+        zero = np.zeros(1)
+        self.solver.set_col_bounds(np.array([self.z]), zero, zero)
+        self.solver.set_row_bounds(self.level_rows, floor, np.full(len(floor), np.inf))
+        return self.solver.feasible()
+
+    def max_total_above(self, floor: np.ndarray) -> np.ndarray:
+        """The most total objective with every class at or above its worth ``floor[c]``."""
+        self.meets(floor)
+        cols = np.concatenate([self.x_cols, self.y_cols])
+        self.solver.set_costs(cols, self.total_worth)
+        return self.solver.run("space-sharing LP above floors")
 
     def max_min(self) -> tuple[np.ndarray, float]:
         """Gavel's two stages: the largest common worth z, then the most total objective keeping it."""
@@ -308,15 +326,6 @@ def solve_max_min(jobs: JobView, cluster: ClusterView, throughputs: ThroughputVi
     values, z = lp.max_min()
     x, y = lp.shares(values)
     return to_allocation(jobs, problem, x, y), z
-
-
-def max_min_level(jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray) -> float:
-    """The max-min worth alone (no last stage), with candidate pairs."""
-    problem = sharing_problem(jobs, throughputs, value)
-    if not len(problem.count):
-        return 0.0
-    lp = SharingLP(problem, cluster.capacity, with_level=True)
-    return lp.level()
 
 
 def solve_max_total(jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray,
