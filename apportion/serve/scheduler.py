@@ -177,6 +177,20 @@ class Scheduler:
         if spec.gpus > self.capacity[largest]:
             raise InputError(source, f"asks for {spec.gpus}; the most this server has of an allowed type is "
                              f"{self.capacity[largest]} ({largest})", field="gpus")
+        never_runs = getattr(self.policy, "never_runs", None)
+        if never_runs is not None:
+            view = JobView(
+                index=np.array([0]), submit_time_s=np.zeros(1), kind=np.zeros(1, dtype=np.int64),
+                num_gpus=np.array([spec.gpus]), priority=np.ones(1), total_steps=np.ones(1), steps_done=np.zeros(1),
+                attained_service_s=np.zeros(1), first_start_s=np.full(1, np.nan), running_type=np.full(1, -1),
+                queue=np.array([spec.queue], dtype=object), user=np.array([""], dtype=object), now_s=0.0,
+            )
+            cluster = ClusterView(tuple(self.gpu_types), np.array([self.capacity[t] for t in self.gpu_types]),
+                                  np.full(len(self.gpu_types), np.nan))
+            allowed = np.array([[1.0 if spec.allows(t) else 0.0 for t in self.gpu_types]])
+            if never_runs(view, cluster, ThroughputView(allowed))[0]:
+                raise InputError(source, f"asks for {spec.gpus}; queue '{spec.queue}' may not borrow and its "
+                                 f"nominal quota of every allowed type is smaller, so it could never run", field="gpus")
 
     def cancel(self, job_id: int, user: str) -> None:
         with self.lock:

@@ -233,6 +233,21 @@ def test_a_job_that_cannot_fit_is_rejected_at_submit_and_nothing_is_stored(tmp_p
     assert scheduler.store.jobs() == []
 
 
+def test_a_job_larger_than_its_non_borrowing_queues_quota_is_rejected_at_submit(tmp_path):
+    from apportion.core.queues import Queue, QueueConfig
+
+    queues = QueueConfig((Queue("small", nominal={"cpu": 1}, borrowing=False), Queue("open")))
+    scheduler, _, _ = make(tmp_path, slots="cpu:2", policy=make_policy("hierarchical", queues=queues))
+    with pytest.raises(InputError) as never:
+        scheduler.submit(job("wide", gpus=2, queue="small"), "ann")
+
+    assert never.value.field == "gpus" and "queue 'small' may not borrow" in str(never.value)
+    assert scheduler.store.jobs() == []
+    scheduler.submit(job("narrow", gpus=1, queue="small"), "ann")
+    scheduler.submit(job("wide", gpus=2, queue="open"), "ann")
+    assert [j["name"] for j in scheduler.store.jobs()] == ["narrow", "wide"]
+
+
 def test_priority_zero_runs_under_a_weighted_policy(tmp_path):
     scheduler, executor, _ = make(tmp_path, slots="cpu:1", policy=make_policy("max-min-fairness"))
     scheduler.submit(job("best-effort", priority=0), "ann")
