@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from apportion.mechanism.rounds import _MIN_SHARE, _NEVER_RECEIVED
+from apportion.mechanism.rounds import MIN_SHARE, NEVER_RECEIVED
 
 
 def choose_with_pairs(
@@ -24,11 +24,11 @@ def choose_with_pairs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(type each job runs on this round or -1, type each pair runs on together or -1)."""
     n, num_types = share.shape
-    single_job, single_type = np.nonzero(share >= _MIN_SHARE)
-    pair_row, pair_type = np.nonzero(pair_share >= _MIN_SHARE)
+    single_job, single_type = np.nonzero(share >= MIN_SHARE)
+    pair_row, pair_type = np.nonzero(pair_share >= MIN_SHARE)
     priority = np.concatenate([
-        share[single_job, single_type] / np.maximum(received_fraction[single_job, single_type], _NEVER_RECEIVED),
-        pair_share[pair_row, pair_type] / np.maximum(pair_received[pair_row, pair_type], _NEVER_RECEIVED),
+        share[single_job, single_type] / np.maximum(received_fraction[single_job, single_type], NEVER_RECEIVED),
+        pair_share[pair_row, pair_type] / np.maximum(pair_received[pair_row, pair_type], NEVER_RECEIVED),
     ])
     first = np.concatenate([single_job, pair_jobs[pair_row, 0]])
     second = np.concatenate([np.full(len(single_job), -1), pair_jobs[pair_row, 1]])

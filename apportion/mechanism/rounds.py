@@ -13,8 +13,8 @@ import numpy as np
 
 from apportion.mechanism.greedy import greedy_fill
 
-_NEVER_RECEIVED = 1e-9  # a share never received counts as this tiny fraction
-_MIN_SHARE = 1e-6  # smaller shares are LP rounding noise, not time a job should get
+NEVER_RECEIVED = 1e-9  # a share never received counts as this tiny fraction
+MIN_SHARE = 1e-6  # smaller shares are LP rounding noise, not time a job should get
 
 
 @dataclass
@@ -30,15 +30,15 @@ class RoundMechanism:
     ) -> np.ndarray:
         """GPU type index each job runs on this round, -1 for jobs that wait."""
         n, num_types = share.shape
-        whole = share > 1 - _MIN_SHARE
-        if np.all(whole | (share < _MIN_SHARE)):  # integral X: run exactly the jobs it names, if they fit
+        whole = share > 1 - MIN_SHARE
+        if np.all(whole | (share < MIN_SHARE)):  # integral X: run exactly the jobs it names, if they fit
             chosen = np.where(whole.any(axis=1), np.argmax(whole, axis=1), -1)
             used = np.bincount(chosen[chosen >= 0], weights=num_gpus[chosen >= 0], minlength=num_types)
             if np.all(used <= capacity):
                 return chosen
-        eligible = share >= _MIN_SHARE
+        eligible = share >= MIN_SHARE
         priority = np.where(
-            eligible, share / np.maximum(received_fraction, _NEVER_RECEIVED), -np.inf
+            eligible, share / np.maximum(received_fraction, NEVER_RECEIVED), -np.inf
         )
         preference = np.argsort(-priority, axis=1, kind="stable")  # [n, T] best type first
         chosen = np.full(n, -1, dtype=np.int64)

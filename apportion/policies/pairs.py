@@ -79,7 +79,7 @@ def sharing_problem(
     class_kind = jobs.kind[member].astype(np.int64)
     class_gpus = jobs.num_gpus[member].astype(np.float64)
     pair_class, pair_rate = _candidate_pairs(
-        throughputs.pair_steps_per_s, class_kind, class_gpus, class_value, class_steps, count,
+        throughputs.pair_steps_per_s, class_kind, class_gpus, class_steps, count,
         partners=partners, all_pairs=all_pairs,
     )
     class_objective = objective[member]
@@ -93,7 +93,7 @@ def sharing_problem(
                           worth(class_value), class_objective, worth(class_objective))
 
 
-def _candidate_pairs(pair_rates, kind, gpus, value, steps, count, *, partners: int, all_pairs: bool):
+def _candidate_pairs(pair_rates, kind, gpus, steps, count, *, partners: int, all_pairs: bool):
     """[Q, 2] class pairs worth forming and [Q, T, 2] their members' steps/s together (0 where not formed).
 
     How much a pair gains over time-slicing depends only on the two kinds and the types both
@@ -101,7 +101,7 @@ def _candidate_pairs(pair_rates, kind, gpus, value, steps, count, *, partners: i
     jobs. Each class takes its ``partners`` best partner groups and, in each, the
     ``CLASSES_PER_GROUP`` largest classes.
     """
-    num_types = value.shape[1]
+    num_types = steps.shape[1]
     none = (np.zeros((0, 2), np.int64), np.zeros((0, num_types, 2)))
     if pair_rates is None:
         return none

@@ -14,11 +14,11 @@ from typing import Callable
 
 import numpy as np
 
+from apportion.core.allocation import Allocation
 from apportion.core.cluster import Cluster
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import ClusterView, JobView, ThroughputView
-from apportion.core.allocation import Allocation
 from apportion.mechanism.pairs import choose_with_pairs
 from apportion.mechanism.placement import place_on_gpus
 from apportion.mechanism.rounds import RoundMechanism
@@ -69,8 +69,10 @@ class Simulator:
         self.config = config
         self.progress = progress
         self.rates = job_throughputs(jobs, cluster, throughputs)
-        # space sharing: steps/s of kind i sharing a GPU with kind j, [K, K, T]; None without pairs
-        self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if throughputs.pair_steps_per_s else None
+        # space sharing: steps/s of kind i sharing a GPU with kind j, [K, K, T]; None when the policy
+        # does not share GPUs or no pair is known
+        sharing = getattr(policy, "space_sharing", False) and throughputs.pair_steps_per_s
+        self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if sharing else None
         self.cluster_view = ClusterView(cluster.gpu_types, cluster.capacity, cluster.price_per_gpu_hour)
         self.mechanism = RoundMechanism(config.round_s)
 
@@ -256,18 +258,17 @@ class Simulator:
             time_alone_on_type[run_rows[~paired], run_type[~paired]] += held_s[~paired]
             gpu_held_s = held_s * gpus[run_rows]
             if paired.any():
-                # a shared GPU is busy while either of its two jobs holds it: count it once
+                # a shared GPU is busy while either of its two jobs holds it: count it once, on the
+                # pair's lead (its smaller JobTable row)
                 held_by = np.zeros(len(active))
-                held_by[np.flatnonzero(running)] = held_s
-                pair_s = np.maximum(held_by, held_by[np.maximum(partner, 0)])[running][paired]
-                first = run_rows[paired] < active[run_partner[paired]]
-                gpu_held_s[np.flatnonzero(paired)] = np.where(first, pair_s, 0.0)
-                shared_gpu_s += float(np.sum(np.where(first, np.minimum(held_s[paired], held_by[run_partner[paired]]), 0.0)))
-                pair_clock.add(
-                    np.column_stack([run_rows[paired][first], active[run_partner[paired][first]]]),
-                    run_type[paired][first],
-                    np.minimum(held_s[paired], held_by[run_partner[paired]])[first],
-                )
+                held_by[running] = held_s
+                lead = np.flatnonzero(paired & (run_rows < active[np.maximum(run_partner, 0)]))
+                other_held = held_by[run_partner[lead]]
+                together = np.minimum(held_s[lead], other_held)
+                gpu_held_s[paired] = 0.0
+                gpu_held_s[lead] = np.maximum(held_s[lead], other_held)
+                shared_gpu_s += float(together.sum())
+                pair_clock.add(np.column_stack([run_rows[lead], active[run_partner[lead]]]), run_type[lead], together)
             busy_gpu_s += float(np.sum(gpu_held_s))
             timeline.append((now, int(gpus[run_rows].sum()), len(run_rows), len(active) - len(run_rows)))
             decisions += 1
@@ -331,10 +332,10 @@ class PairClock:
     def seconds(self, rows: np.ndarray) -> np.ndarray:
         """[P, T] seconds together so far."""
         keys = self._key(rows)
-        position = np.searchsorted(self.keys, keys)
-        clipped = np.minimum(position, max(len(self.keys) - 1, 0))
-        found = (position < len(self.keys)) & (self.keys[clipped] == keys) if len(self.keys) else np.zeros(keys.shape, bool)
-        return np.where(found, self.values[clipped] if len(self.keys) else 0.0, 0.0)
+        if not len(self.keys):
+            return np.zeros(keys.shape)
+        position = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        return np.where(self.keys[position] == keys, self.values[position], 0.0)
 
     def add(self, rows: np.ndarray, gpu_type: np.ndarray, seconds: np.ndarray) -> None:
         keys = self._key(rows)[np.arange(len(rows)), gpu_type]
