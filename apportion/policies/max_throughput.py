@@ -14,7 +14,7 @@ import numpy as np
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
-from apportion.policies.max_min_fairness import JobClasses
+from apportion.policies.classes import JobClasses
 
 
 class MaxThroughput:

@@ -15,7 +15,7 @@ import numpy as np
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
-from apportion.policies.max_min_fairness import JobClasses
+from apportion.policies.classes import JobClasses
 from apportion.solve.lp import LinearProgram, add_share_columns, shares_from
 
 _PENALTY = 1e4  # per unit of missing deadline rate, in multiples of the largest objective term
