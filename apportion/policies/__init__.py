@@ -29,7 +29,6 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "hierarchical": Hierarchical,
 }
 LP_POLICIES = frozenset({"max-min-fairness", "finish-time-fairness", "min-makespan", "max-throughput", "min-cost"})
-SPACE_SHARING_POLICIES = LP_POLICIES
 
 
 def make_policy(
@@ -68,9 +67,9 @@ where the throughputs know the pair; ``queues`` is what ``hierarchical`` shares 
             raise ValueError(f"--water-filling applies to max-min-fairness only, not to '{name}'")
         options["water_filling"] = True
     if space_sharing:
-        if name not in SPACE_SHARING_POLICIES:
+        if name not in LP_POLICIES:
             raise ValueError(
-                f"--space-sharing applies to {', '.join(sorted(SPACE_SHARING_POLICIES))}, not to '{name}'"
+                f"--space-sharing applies to {', '.join(sorted(LP_POLICIES))}, not to '{name}'"
             )
         if slo or water_filling:
             raise ValueError("--space-sharing cannot be combined with --slo or --water-filling")
@@ -82,4 +81,4 @@ where the throughputs know the pair; ``queues`` is what ``hierarchical`` shares 
     return factory(**options)
 
 
-__all__ = ["LP_POLICIES", "SPACE_SHARING_POLICIES", "POLICIES", "OrderingPolicy", "Hierarchical", "Partitioned", "Policy", "make_policy"]
+__all__ = ["LP_POLICIES", "POLICIES", "OrderingPolicy", "Hierarchical", "Partitioned", "Policy", "make_policy"]

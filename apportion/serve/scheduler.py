@@ -179,12 +179,7 @@ class Scheduler:
                              f"{self.capacity[largest]} ({largest})", field="gpus")
         never_runs = getattr(self.policy, "never_runs", None)
         if never_runs is not None:
-            view = JobView(
-                index=np.array([0]), submit_time_s=np.zeros(1), kind=np.zeros(1, dtype=np.int64),
-                num_gpus=np.array([spec.gpus]), priority=np.ones(1), total_steps=np.ones(1), steps_done=np.zeros(1),
-                attained_service_s=np.zeros(1), first_start_s=np.full(1, np.nan), running_type=np.full(1, -1),
-                queue=np.array([spec.queue], dtype=object), user=np.array([""], dtype=object), now_s=0.0,
-            )
+            view = _one_job(gpus=spec.gpus, queue=spec.queue)
             cluster = ClusterView(tuple(self.gpu_types), np.array([self.capacity[t] for t in self.gpu_types]),
                                   np.full(len(self.gpu_types), np.nan))
             allowed = np.array([[1.0 if spec.allows(t) else 0.0 for t in self.gpu_types]])
@@ -784,11 +779,15 @@ def check_policy(policy: Policy, slots: list[Slot], prices: dict[str, float] | N
     (min-cost without prices, say). Use a throwaway policy object: policies keep state."""
     types = list(dict.fromkeys(s.gpu_type for s in slots))
     capacity = np.array([sum(s.gpu_type == t for s in slots) for t in types], dtype=np.int64)
-    view = JobView(
-        index=np.array([0]), submit_time_s=np.zeros(1), kind=np.zeros(1, dtype=np.int64),
-        num_gpus=np.ones(1, dtype=np.int64), priority=np.ones(1), total_steps=np.ones(1), steps_done=np.zeros(1),
-        attained_service_s=np.zeros(1), first_start_s=np.full(1, np.nan), running_type=np.full(1, -1),
-        queue=np.array([""], dtype=object), user=np.array([""], dtype=object), now_s=0.0,
-    )
     cluster = ClusterView(tuple(types), capacity, np.array([(prices or {}).get(t, math.nan) for t in types]))
-    policy.allocate(view, cluster, ThroughputView(np.ones((1, len(types)))))
+    policy.allocate(_one_job(), cluster, ThroughputView(np.ones((1, len(types)))))
+
+
+def _one_job(gpus: int = 1, queue: str = "") -> JobView:
+    """A JobView of one made-up, never-started job, to ask a policy about it."""
+    return JobView(
+        index=np.array([0]), submit_time_s=np.zeros(1), kind=np.zeros(1, dtype=np.int64),
+        num_gpus=np.array([gpus], dtype=np.int64), priority=np.ones(1), total_steps=np.ones(1), steps_done=np.zeros(1),
+        attained_service_s=np.zeros(1), first_start_s=np.full(1, np.nan), running_type=np.full(1, -1),
+        queue=np.array([queue], dtype=object), user=np.array([""], dtype=object), now_s=0.0,
+    )
