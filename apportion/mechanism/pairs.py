@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from apportion.core.cluster import Cluster
+from apportion.mechanism.placement import place_on_gpus
 from apportion.mechanism.rounds import MIN_SHARE, NEVER_RECEIVED
 
 
@@ -58,3 +60,46 @@ def choose_with_pairs(
         if not remaining.any():
             break
     return chosen, pair_chosen
+
+
+def place_units(
+    cluster: Cluster,
+    previous_owner: np.ndarray,
+    previous_partner: np.ndarray,
+    chosen: np.ndarray,
+    partner: np.ndarray,
+    num_gpus: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Placement when some jobs share GPUs: each pair is placed as one unit on its GPUs.
+
+    Returns the first and second job on each GPU (-1 where idle or not shared) and, per job,
+    whether it kept exactly its GPUs (a unit that is the same pair, or the same job alone,
+    on the same type).
+    """
+    n = len(chosen)
+    index = np.arange(n)
+    lead = (chosen >= 0) & ((partner < 0) | (index < partner))
+    unit_first = np.flatnonzero(lead)
+    unit_second = partner[unit_first]
+    unit_key = unit_first * (n + 1) + unit_second + 1
+    order = np.argsort(unit_key)
+    held = previous_owner >= 0
+    low = np.where(previous_partner >= 0, np.minimum(previous_owner, previous_partner), previous_owner)
+    high = np.where(previous_partner >= 0, np.maximum(previous_owner, previous_partner), -1)
+    gpu_key = low * (n + 1) + high + 1
+    position = np.minimum(np.searchsorted(unit_key[order], gpu_key), max(len(unit_key) - 1, 0))
+    previous_unit = np.full(len(previous_owner), -1, dtype=np.int64)
+    if len(unit_key):
+        match = held & (unit_key[order][position] == gpu_key)
+        previous_unit[match] = order[position[match]]
+    unit_owner, unit_kept = place_on_gpus(cluster, previous_unit, chosen[unit_first], num_gpus[unit_first])
+    busy = unit_owner >= 0
+    first = np.full(len(unit_owner), -1, dtype=np.int64)
+    second = np.full(len(unit_owner), -1, dtype=np.int64)
+    first[busy] = unit_first[unit_owner[busy]]
+    second[busy] = unit_second[unit_owner[busy]]
+    kept = np.zeros(n, dtype=bool)
+    kept[unit_first] = unit_kept
+    paired = unit_second >= 0
+    kept[unit_second[paired]] = unit_kept[paired]
+    return first, second, kept

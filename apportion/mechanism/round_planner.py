@@ -1,0 +1,175 @@
+"""The round, once: the simulator and the server both ask this who runs where next.
+
+A round's state goes in (the active jobs with their service so far, their speeds, the
+seconds each has held each type alone and each pair has run together, who holds each GPU
+now); a decision comes out (the type each job runs on, alone or with which partner, on which
+GPUs, who kept their GPUs, whether the policy re-solved). The two clocks differ only in how
+they build the state and what they do with the decision: the simulator advances progress by
+throughput, the server starts and stops processes.
+
+The policy is re-solved when the set of jobs, the cluster, or the speeds change, and when
+the policy said its answer could change by itself (``Policy.next_change_s``); otherwise the
+last allocation stands and only the mechanism runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from apportion.core.allocation import Allocation
+from apportion.core.cluster import Cluster
+from apportion.core.views import ClusterView, JobView, ThroughputView
+from apportion.mechanism.pair_clock import PairClock
+from apportion.mechanism.pairs import choose_with_pairs, place_units
+from apportion.mechanism.placement import place_on_gpus
+from apportion.mechanism.rounds import RoundMechanism
+
+IN_SYSTEM_FLOOR_S = 1e-9  # a job submitted this instant has been in the system this long
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """What a round is decided from; positions are rows of ``jobs``."""
+
+    jobs: JobView  # the active jobs (arrived, not finished), with attained service
+    rates: np.ndarray  # [n, T] steps/s of each job alone on each type at its scale; 0 = cannot run
+    time_alone_s: np.ndarray  # [n, T] seconds each job has held each type alone
+    holder: np.ndarray  # [G] position of the job holding each GPU now, -1 when idle
+    partner: np.ndarray  # [G] position of a second job sharing the GPU, -1 when not shared
+    rates_version: int = 0  # bumped by the caller when measured speeds moved enough to re-solve
+
+
+@dataclass(frozen=True)
+class RoundDecision:
+    """Who runs where this round; positions are rows of the state's ``jobs``."""
+
+    chosen_type: np.ndarray  # [n] type index each job runs on, -1 when it waits
+    partner: np.ndarray  # [n] position of the job it shares its GPUs with, -1 when alone
+    owner: np.ndarray  # [G] position of the job on each GPU, -1 when idle
+    second: np.ndarray  # [G] position of the second job sharing each GPU, -1 when not shared
+    kept: np.ndarray  # [n] kept exactly its GPUs (alone, or with the same partner): lease renewed
+    was_running: np.ndarray  # [n] held GPUs before this round
+    allocation: Allocation
+    resolved: bool  # the policy was asked this round
+    reallocate_at: float  # the policy must be asked again by then (inf: only on a change)
+
+    @property
+    def running(self) -> np.ndarray:
+        return self.chosen_type >= 0
+
+    @property
+    def preempted(self) -> np.ndarray:
+        """[n] jobs that held GPUs and lose them."""
+        return self.was_running & ~self.running
+
+    @property
+    def moved(self) -> np.ndarray:
+        """[n] jobs that keep running but on other GPUs (or with another partner): a restart."""
+        return self.was_running & self.running & ~self.kept
+
+
+def running_types(cluster: Cluster, holder: np.ndarray, partner: np.ndarray, num_jobs: int) -> np.ndarray:
+    """[n] the GPU type each job holds now (-1: none), from who holds each GPU."""
+    running_type = np.full(num_jobs, -1, dtype=np.int64)
+    held = holder >= 0
+    running_type[holder[held]] = cluster.gpu_type[held]
+    shared = partner >= 0
+    running_type[partner[shared]] = cluster.gpu_type[shared]
+    return running_type
+
+
+class RoundPlanner:
+    """Policy → allocation → mechanism → placement, for one round at a time.
+
+    Holds the policy's last allocation and decides when to ask again. ``pair_rates``
+    ([K, K, T] steps/s of kind i sharing a GPU with kind j) is given only to a policy that
+    shares GPUs; with it, allocations may pair jobs and the pair clock decides whose turn it is.
+    """
+
+    def __init__(self, policy, cluster: Cluster, *, pair_rates: np.ndarray | None = None,
+                 pair_clock: PairClock | None = None) -> None:
+        self.policy = policy
+        self.cluster = cluster
+        self.pair_rates = pair_rates if self.space_sharing(policy) else None
+        self.pair_clock = pair_clock if pair_clock is not None else PairClock(len(cluster.gpu_types))
+        self.mechanism = RoundMechanism()
+        self._views: dict[int, tuple[Cluster, ClusterView]] = {}
+        self._allocation: Allocation | None = None
+        self._solved_for: tuple | None = None
+        self._reallocate_at = math.inf
+
+    @staticmethod
+    def space_sharing(policy) -> bool:
+        return bool(getattr(policy, "space_sharing", False))
+
+    def cluster_view(self, cluster: Cluster | None = None) -> ClusterView:
+        cluster = cluster or self.cluster
+        cached = self._views.get(id(cluster))
+        if cached is None or cached[0] is not cluster:
+            if len(self._views) > 256:
+                self._views.clear()
+            cached = (cluster, ClusterView(cluster.gpu_types, cluster.capacity, cluster.price_per_gpu_hour))
+            self._views[id(cluster)] = cached
+        return cached[1]
+
+    def never_runs(self, jobs: JobView, rates: np.ndarray, cluster: Cluster | None = None) -> np.ndarray:
+        """[n] jobs the policy says it can never run whatever else happens (e.g. larger than a
+        non-borrowing queue's quota); all False for policies that do not say."""
+        never_runs = getattr(self.policy, "never_runs", None)
+        if never_runs is None or len(jobs) == 0:
+            return np.zeros(len(jobs), dtype=bool)
+        return np.asarray(never_runs(jobs, self.cluster_view(cluster), ThroughputView(rates)), dtype=bool)
+
+    def invalidate(self) -> None:
+        """Ask the policy again next round, whatever changed."""
+        self._allocation = None
+
+    def plan(self, state: RoundState, cluster: Cluster | None = None) -> RoundDecision:
+        """Decide one round over ``cluster`` (default: the planner's), from ``state``."""
+        cluster = cluster or self.cluster
+        jobs = state.jobs
+        n = len(jobs)
+        was_running = np.zeros(n, dtype=bool)
+        was_running[state.holder[state.holder >= 0]] = True
+        was_running[state.partner[state.partner >= 0]] = True
+
+        solved_for = (jobs.index.tobytes(), id(cluster), state.rates_version)
+        resolved = (self._allocation is None or solved_for != self._solved_for
+                    or jobs.now_s >= self._reallocate_at)
+        if resolved:
+            self._allocation = self.policy.allocate(
+                jobs, self.cluster_view(cluster), ThroughputView(state.rates, self.pair_rates))
+            self._solved_for = solved_for
+        allocation = self._allocation
+
+        in_system = np.maximum(jobs.now_s - jobs.submit_time_s, IN_SYSTEM_FLOOR_S)
+        received = state.time_alone_s / in_system[:, None]
+        partner = np.full(n, -1, dtype=np.int64)
+        if allocation.has_pairs:
+            pairs = allocation.pair_jobs
+            pair_in_system = np.minimum(in_system[pairs[:, 0]], in_system[pairs[:, 1]])
+            pair_received = self.pair_clock.seconds(jobs.index[pairs]) / pair_in_system[:, None]
+            chosen, pair_chosen = choose_with_pairs(
+                allocation.share, received, pairs, allocation.pair_share, pair_received,
+                jobs.num_gpus, cluster.capacity,
+            )
+            together = pairs[pair_chosen >= 0]
+            partner[together[:, 0]] = together[:, 1]
+            partner[together[:, 1]] = together[:, 0]
+        else:
+            chosen = self.mechanism.choose(allocation.share, received, jobs.num_gpus, cluster.capacity)
+
+        if (state.partner >= 0).any() or (partner >= 0).any():
+            owner, second, kept = place_units(cluster, state.holder, state.partner, chosen, partner, jobs.num_gpus)
+        else:
+            owner, kept = place_on_gpus(cluster, state.holder, chosen, jobs.num_gpus)
+            second = np.full(len(owner), -1, dtype=np.int64)
+        self._reallocate_at = jobs.now_s + self.policy.next_change_s(jobs, chosen >= 0)
+        return RoundDecision(
+            chosen_type=chosen, partner=partner, owner=owner, second=second, kept=kept,
+            was_running=was_running, allocation=allocation, resolved=resolved,
+            reallocate_at=self._reallocate_at,
+        )
