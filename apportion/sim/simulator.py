@@ -24,6 +24,7 @@ from apportion.mechanism.placement import place_on_gpus
 from apportion.mechanism.rounds import RoundMechanism
 from apportion.policies.base import Policy
 from apportion.sim.result import JobStatus, SimResult
+from apportion.sim.unschedulable import unschedulable_reasons
 
 ProgressCallback = Callable[[int, int, float], None]  # (jobs ended, jobs in all, virtual time)
 
@@ -99,7 +100,9 @@ class Simulator:
 
         fits = (rates > 0) & (gpus[:, None] <= cluster.capacity[None, :])
         rates = np.where(fits, rates, 0.0)
-        schedulable = fits.any(axis=1) & ~self._never_run(rates)
+        never_run = self._never_run(rates)
+        schedulable = fits.any(axis=1) & ~never_run
+        reasons = unschedulable_reasons(jobs, cluster, self.rates, never_run)
 
         status = np.full(n, JobStatus.PENDING, dtype=np.int8)
         steps_done = np.zeros(n)
@@ -309,6 +312,7 @@ class Simulator:
             timeline=np.asarray(timeline, dtype=np.float64).reshape(-1, 4),
             decisions=decisions,
             sim_wall_s=time.perf_counter() - wall_start,
+            unschedulable_reason=reasons,
         )
         if getattr(self.policy, "space_sharing", False):
             result.summary["shared_gpu_hours"] = shared_gpu_s / 3600.0
