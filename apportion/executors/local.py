@@ -16,10 +16,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.executors.wrapper import MARKER
+
+EXEC_WAIT_S = 1.0  # how long a scan waits for a process group leader's exec to finish
+PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (no command line, ever)
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,8 @@ class Exit:
     code: int | None  # the job's exit code (negative: killed by that signal); None: gone with no record
 
 
-def process_start(pid: int) -> int | None:
-    """The start time of process ``pid`` in clock ticks, or None when there is no such (live) process."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first), or None when gone or a zombie."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read().decode("ascii", "replace")
@@ -48,7 +52,23 @@ def process_start(pid: int) -> int | None:
     fields = stat[stat.rfind(")") + 2:].split()
     if not fields or fields[0] in ("Z", "X"):  # a zombie has exited already
         return None
-    return int(fields[19])
+    return fields
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks, or None when there is no such (live) process."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[19])
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    """The argument vector of process ``pid`` (empty while an exec is still under way), or None when gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    return raw.decode("utf-8", "replace").split("\0") if raw else []
 
 
 def tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
@@ -116,34 +136,60 @@ class LocalExecutor:
         self._children[job_id] = (handle, process)
         return handle
 
-    def scan(self) -> list[Attempt]:
-        """Attempts of this state directory that are alive on this machine, found by command line."""
-        found = []
+    def scan(self, exec_wait_s: float = EXEC_WAIT_S) -> list[Attempt]:
+        """Attempts of this state directory that are alive on this machine, found by command line.
+
+        Only a process group leader can be an attempt: the wrapper leads its own group, and a
+        child it has forked but not yet exec'd shows the wrapper's command line under another
+        PID. A leader whose command line is still empty is in the middle of its exec (the
+        kernel fills it in last); it is read again for up to ``exec_wait_s`` seconds.
+        """
+        found, pending = [], []
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
-                    argv = handle.read().decode("utf-8", "replace").split("\0")
-            except OSError:
-                continue
-            if MARKER not in argv or "--" not in argv:
-                continue
-            options = argv[argv.index(MARKER) + 1: argv.index("--")]
-            values = dict(zip(options[::2], options[1::2]))
-            if values.get("--state-dir") != str(self.state_dir):
-                continue
             pid = int(entry.name)
-            started = process_start(pid)
-            if started is None:
+            fields = _stat(pid)
+            if fields is None or int(fields[2]) != pid or int(fields[6]) & PF_KTHREAD:
                 continue
-            try:
-                job_id, attempt = int(values["--job"]), int(values["--attempt"])
-            except (KeyError, ValueError):
-                continue
-            slots = tuple(s for s in values.get("--slots", "").split(",") if s and s != "-")
-            found.append(Attempt(job_id, attempt, pid, started, slots))
-        return found
+            argv = _cmdline(pid)
+            if argv == []:
+                pending.append(pid)
+            elif argv is not None:
+                found.append((pid, argv))
+        deadline = time.monotonic() + exec_wait_s
+        while pending:
+            still = []
+            for pid in pending:
+                argv = _cmdline(pid)
+                if argv == []:
+                    still.append(pid)
+                elif argv is not None:
+                    found.append((pid, argv))
+            pending = still
+            if not pending or time.monotonic() >= deadline:
+                break
+            time.sleep(0.002)
+        attempts = (self._attempt(pid, argv) for pid, argv in found)
+        return sorted((a for a in attempts if a is not None), key=lambda a: a.pid)
+
+    def _attempt(self, pid: int, argv: list[str]) -> Attempt | None:
+        """The attempt that a wrapper's command line describes, or None when it is no wrapper of ours."""
+        if MARKER not in argv or "--" not in argv:
+            return None
+        options = argv[argv.index(MARKER) + 1: argv.index("--")]
+        values = dict(zip(options[::2], options[1::2]))
+        if values.get("--state-dir") != str(self.state_dir):
+            return None
+        started = process_start(pid)
+        if started is None:
+            return None
+        try:
+            job_id, attempt = int(values["--job"]), int(values["--attempt"])
+        except (KeyError, ValueError):
+            return None
+        slots = tuple(s for s in values.get("--slots", "").split(",") if s and s != "-")
+        return Attempt(job_id, attempt, pid, started, slots)
 
     def adopt(self, attempt: Attempt) -> bool:
         """Track an attempt started by an earlier server; False when it is no longer alive."""

@@ -25,6 +25,7 @@ COMPARISON_PNG = "comparison.png"
 JOB_COLUMNS = (
     "job_id", "kind", "num_gpus", "submit_s", "start_s", "finish_s", "jct_s", "queueing_s",
     "gpu_types", "preemptions", "moves", "steps_done", "total_steps", "status", "deadline_s",
+    "unschedulable_reason",
 )
 TIMELINE_COLUMNS = ("time_s", "busy_gpus", "utilization", "running_jobs", "queued_jobs")
 _NEEDS_QUOTES = ',"\r\n'
@@ -77,6 +78,7 @@ def job_columns(result: SimResult) -> list[list[str]]:
         _decimals(jobs.total_steps),
         _STATUS_NAMES[result.status].tolist(),
         _decimals(np.full(len(jobs), np.nan) if jobs.deadline_s is None else jobs.deadline_s),
+        _text(result.reasons),
     ]
 
 

@@ -1,11 +1,15 @@
-"""Rich tables of replay summaries, side by side, with durations a person can read at a glance."""
+"""Rich tables of replay summaries, side by side, with durations a person can read at a glance,
+and the lines that name the jobs a replay could never run."""
 
 from __future__ import annotations
 
 import math
 from typing import Callable, Sequence
 
+import numpy as np
 from rich.table import Table
+
+from apportion.sim.result import JobStatus, SimResult
 
 MISSING = "—"
 
@@ -79,3 +83,19 @@ def _best(values: list, better: int) -> object:
     if not better or len(set(known)) < 2:
         return None
     return min(known) if better < 0 else max(known)
+
+
+def unschedulable_lines(result: SimResult, limit: int = 5) -> list[str]:
+    """Plain-text lines naming the first ``limit`` jobs that can never run, each with its reason,
+    then "… and N more"; no lines when every job could run. Print them under the summary table."""
+    rows = np.flatnonzero(result.status == JobStatus.UNSCHEDULABLE)
+    if len(rows) == 0:
+        return []
+    reasons = result.reasons
+    noun = "job" if len(rows) == 1 else "jobs"
+    lines = [f"{len(rows):,} unschedulable {noun} under {result.policy}:"]
+    for row in rows[:limit].tolist():
+        lines.append(f"  {result.jobs.job_id[row]}: {reasons[row] or 'it can never run here'}")
+    if len(rows) > limit:
+        lines.append(f"  … and {len(rows) - limit:,} more (jobs.csv names them all, in column unschedulable_reason)")
+    return lines

@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from apportion.core.errors import InputError
+from apportion.core.limits import MAX_GPUS, MAX_STEPS
 from apportion.workloads.yaml_file import read_yaml
 
 FIELDS = (
@@ -117,7 +118,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
     if "\n" in name or len(name) > 200:
         raise InputError(source, "must be one line of at most 200 characters", field="name")
     command = _command(data.get("command"), source)
-    gpus = _positive_int(data, "gpus", source, default=1)
+    gpus = _positive_int(data, "gpus", source, default=1, most=MAX_GPUS)
     total_steps = _steps(data, source)
     priority = data.get("priority", 1.0)
     if not _is_number(priority) or priority < 0:
@@ -173,16 +174,20 @@ def _command(value: object, source: str) -> str | list[str]:
     raise InputError(source, f"must be a shell line or a non-empty list of arguments, got {value!r}", field="command")
 
 
-def _positive_int(data: dict, key: str, source: str, *, default: int | None = None) -> int:
+def _positive_int(data: dict, key: str, source: str, *, default: int | None = None, most: int = MAX_STEPS) -> int:
+    """A whole number from 1 to ``most`` (a float such as ``1e3`` is taken when it is whole)."""
     value = data.get(key, default)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(source, f"must be a positive integer, got {value!r}", field=key)
+    if value > most:
+        raise InputError(source, f"must be at most {most:,}, got {value:.3g}", field=key)
     return value
 
 
 def _steps(data: dict, source: str) -> int:
+    """``total_steps``, or ``epochs`` × ``steps_per_epoch``; at most MAX_STEPS (2**53) either way."""
     has_total = data.get("total_steps") is not None
     has_epochs = data.get("epochs") is not None or data.get("steps_per_epoch") is not None
     if has_total and has_epochs:
@@ -194,7 +199,11 @@ def _steps(data: dict, source: str) -> int:
             raise InputError(source, "is required with steps_per_epoch", field="epochs")
         if data.get("steps_per_epoch") is None:
             raise InputError(source, "is required with epochs", field="steps_per_epoch")
-        return _positive_int(data, "epochs", source) * _positive_int(data, "steps_per_epoch", source)
+        total = _positive_int(data, "epochs", source) * _positive_int(data, "steps_per_epoch", source)
+        if total > MAX_STEPS:
+            raise InputError(source, f"epochs × steps_per_epoch is {total:.3g}, more than {MAX_STEPS:,} (2**53) steps",
+                             field="steps_per_epoch")
+        return total
     raise InputError(source, "is required (or epochs and steps_per_epoch)", field="total_steps")
 
 

@@ -16,7 +16,7 @@ class JobStatus(IntEnum):
     QUEUED = 1
     RUNNING = 2
     COMPLETED = 3
-    UNSCHEDULABLE = 4  # asks for more GPUs than any allowed type has, or for types it cannot run on
+    UNSCHEDULABLE = 4  # can never run here; SimResult.unschedulable_reason says why
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class SimResult:
     time_on_type: np.ndarray  # [n, T] seconds each job held GPUs of each type
     timeline: np.ndarray  # [k, 4] time_s, busy GPUs, running jobs, queued jobs at each decision
     summary: dict = field(default_factory=dict)
+    unschedulable_reason: np.ndarray | None = None  # [n] why each job can never run, "" if it can
 
     @classmethod
     def build(cls, *, policy, jobs, cluster, config, busy_gpu_s, decisions, sim_wall_s, **arrays) -> SimResult:
@@ -56,6 +57,13 @@ class SimResult:
         has = np.isfinite(self.deadline_s)
         late = ~(self.finish_s <= self.deadline_s)  # NaN finish counts as late
         return has & late
+
+    @property
+    def reasons(self) -> np.ndarray:
+        """[n] why each job can never run ("" where it can, or where the replay gave no reasons)."""
+        if self.unschedulable_reason is None:
+            return np.full(len(self.jobs), "", dtype=object)
+        return self.unschedulable_reason
 
     def gpu_types_used(self) -> list[str]:
         """Per job, the GPU types it ran on, '+'-joined in cluster order ('' if none)."""

@@ -21,6 +21,7 @@ from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState, running_types
 from apportion.policies.base import Policy
 from apportion.sim.result import JobStatus, SimResult
+from apportion.sim.unschedulable import unschedulable_reasons
 
 ProgressCallback = Callable[[int, int, float], None]  # (jobs ended, jobs in all, virtual time)
 
@@ -108,10 +109,13 @@ class Simulator:
     def _start(self) -> Replay:
         """Mask what cannot run anywhere, and which jobs can never run at all."""
         jobs, cluster = self.jobs, self.cluster
-        fits = (self.rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
-        self.rates = np.where(fits, self.rates, 0.0)
+        rates = self.rates
+        fits = (rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
+        self.rates = np.where(fits, rates, 0.0)
         replay = Replay.empty(len(jobs), cluster)
-        replay.schedulable = fits.any(axis=1) & ~self._never_run()
+        never_run = self._never_run()
+        replay.schedulable = fits.any(axis=1) & ~never_run
+        self.unschedulable_reason = unschedulable_reasons(jobs, cluster, rates, never_run)
         return replay
 
     def _never_run(self) -> np.ndarray:
@@ -274,6 +278,7 @@ class Simulator:
             timeline=np.asarray(replay.timeline, dtype=np.float64).reshape(-1, 4),
             decisions=replay.decisions,
             sim_wall_s=wall_s,
+            unschedulable_reason=self.unschedulable_reason,
         )
         if RoundPlanner.space_sharing(self.policy):
             result.summary["shared_gpu_hours"] = replay.shared_gpu_s / 3600.0

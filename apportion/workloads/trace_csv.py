@@ -18,6 +18,7 @@ import numpy as np
 
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
+from apportion.core.limits import MAX_DURATION_S, MAX_GPUS, MAX_STEPS, MAX_SUBMIT_TIME_S, describe_seconds
 from apportion.core.throughputs import ThroughputTable
 from apportion.workloads.conversion import check_reference_type, draw_kinds, steps_for_durations
 
@@ -97,6 +98,16 @@ def read_workload_csv(
                 "become steps; give a 'steps' value or pick another reference GPU type",
                 line=int(lines[row]),
                 field="kind",
+            )
+        bad = np.flatnonzero(steps > MAX_STEPS)
+        if len(bad):
+            row = rows[bad[0]]
+            raise InputError(
+                source,
+                f"{table['duration_s'][row]:g} s on '{reference_gpu_type}' is {steps[bad[0]]:.3g} steps, more than "
+                f"{MAX_STEPS:,} (2**53); give a 'steps' value or a shorter duration",
+                line=int(lines[row]),
+                field="duration_s",
             )
 
     kind_names = np.asarray(throughputs.kinds, dtype=object)[kind[rows]]
@@ -203,20 +214,24 @@ def _parse_columns(
         fail(repeated, "job_id", "job id '{value}' appears on an earlier line too")
 
     submit = numbers("submit_time_s")
-    fail(submit < 0, "submit_time_s", "must be >= 0, got '{value}'")
+    fail((submit < 0) | (submit > MAX_SUBMIT_TIME_S), "submit_time_s",
+         f"must be from 0 to {describe_seconds(MAX_SUBMIT_TIME_S)}, got '{{value}}'")
     duration = numbers("duration_s")
-    fail(duration <= 0, "duration_s", "must be > 0, got '{value}'")
+    fail((duration <= 0) | (duration > MAX_DURATION_S), "duration_s",
+         f"must be > 0 and at most {describe_seconds(MAX_DURATION_S)}, got '{{value}}'")
     gpus = numbers("num_gpus")
-    fail((gpus < 1) | (gpus != np.round(gpus)), "num_gpus", "must be a whole number >= 1, got '{value}'")
+    fail((gpus < 1) | (gpus > MAX_GPUS) | (gpus != np.round(gpus)), "num_gpus",
+         f"must be a whole number from 1 to {MAX_GPUS:,} (2**20), got '{{value}}'")
 
     steps = np.full(n, np.nan)
     if "steps" in columns:
         steps = numbers("steps", optional=True)
-        fail(steps <= 0, "steps", "must be > 0, got '{value}'")
+        fail((steps <= 0) | (steps > MAX_STEPS), "steps", f"must be > 0 and at most {MAX_STEPS:,} (2**53), got '{{value}}'")
     deadline = np.full(n, np.nan)
     if "deadline_s" in columns:
         deadline = numbers("deadline_s", optional=True)
-        fail(deadline <= 0, "deadline_s", "must be > 0 seconds after submission, got '{value}'")
+        fail((deadline <= 0) | (deadline > MAX_DURATION_S), "deadline_s",
+             f"must be > 0 and at most {describe_seconds(MAX_DURATION_S)} after submission, got '{{value}}'")
     priority = np.ones(n)
     if "priority" in columns:
         given = numbers("priority", optional=True)

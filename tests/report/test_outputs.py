@@ -9,7 +9,7 @@ import pytest
 from apportion.core import JobTable, ThroughputTable
 from apportion.core.cluster import parse_cluster_shorthand
 from apportion.policies import make_policy
-from apportion.report import write_comparison, write_run
+from apportion.report import unschedulable_lines, write_comparison, write_run
 from apportion.report.outputs import gpu_type_labels
 from apportion.sim import simulate
 
@@ -70,6 +70,7 @@ def test_jobs_csv_has_one_row_per_job(run_dir):
     assert list(rows[0]) == [
         "job_id", "kind", "num_gpus", "submit_s", "start_s", "finish_s", "jct_s", "queueing_s",
         "gpu_types", "preemptions", "moves", "steps_done", "total_steps", "status", "deadline_s",
+        "unschedulable_reason",
     ]
     assert {r["kind"] for r in rows} == {"a"}
     assert [int(r["num_gpus"]) for r in rows] == [1, 2, 16]
@@ -84,6 +85,25 @@ def test_unschedulable_job_has_empty_times(run_dir):
     assert j3["start_s"] == j3["finish_s"] == j3["jct_s"] == j3["queueing_s"] == ""
     assert j3["gpu_types"] == ""
     assert float(j3["submit_s"]) == 100.0
+
+
+def test_jobs_that_can_never_run_say_why_in_jobs_csv_and_under_the_summary(tmp_path):
+    table = ThroughputTable(("a", "b"), ("v100", "k80"), (1, 2, 4, 8, 16),
+                            np.array([[[1.0, 2, 4, 8, 16], [0.5, 1, 2, 4, 8]], [[np.nan] * 5, [np.nan] * 5]]))
+    jobs = JobTable.build(job_id=["fits", "too-big", "b-job"], submit_time_s=[0, 0, 0], kind_names=["a", "a", "b"],
+                          num_gpus=[1, 16, 1], total_steps=[3600, 10, 10], kinds=("a", "b"))
+    result = simulate(jobs, parse_cluster_shorthand("v100:2,k80:4"), table, make_policy("fifo"))
+    write_run(result, tmp_path)
+
+    rows = {r["job_id"]: r for r in read_csv(tmp_path / "jobs.csv")}
+    assert rows["fits"]["unschedulable_reason"] == ""
+    assert rows["too-big"]["unschedulable_reason"] == "needs 16 GPUs; the largest type that runs a has 4 (k80)"
+    assert rows["b-job"]["unschedulable_reason"] == "no GPU type in the cluster runs b"
+    assert unschedulable_lines(result) == [
+        "2 unschedulable jobs under fifo:",
+        "  too-big: needs 16 GPUs; the largest type that runs a has 4 (k80)",
+        "  b-job: no GPU type in the cluster runs b",
+    ]
 
 
 def test_completed_jobs_jct_is_finish_minus_submit(run_dir):

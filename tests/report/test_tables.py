@@ -1,11 +1,16 @@
-"""summary_table and format_duration: what a person reads in the terminal."""
+"""summary_table, format_duration and unschedulable_lines: what a person reads in the terminal."""
 
 import math
 
+import numpy as np
 import pytest
 from rich.console import Console
 
-from apportion.report import format_duration, summary_table
+from apportion.core import JobTable, ThroughputTable
+from apportion.core.cluster import parse_cluster_shorthand
+from apportion.policies import make_policy
+from apportion.report import format_duration, summary_table, unschedulable_lines
+from apportion.sim import simulate
 
 
 def render(table) -> str:
@@ -81,3 +86,22 @@ def test_missing_metrics_show_a_dash():
 
     avg_row = next(line for line in text.splitlines() if "avg JCT" in line)
     assert "—" in avg_row
+
+
+def replay(num_gpus: list[int]):
+    table = ThroughputTable(("a",), ("v100",), (1, 2, 4, 8), np.array([[[1.0, 2, 4, 8]]]))
+    jobs = JobTable.build(job_id=[f"j{i}" for i in range(len(num_gpus))], submit_time_s=[0.0] * len(num_gpus),
+                          kind_names=["a"] * len(num_gpus), num_gpus=num_gpus, total_steps=[60.0] * len(num_gpus),
+                          kinds=("a",))
+    return simulate(jobs, parse_cluster_shorthand("v100:4"), table, make_policy("fifo"))
+
+
+def test_no_lines_when_every_job_could_run():
+    assert unschedulable_lines(replay([1, 4])) == []
+
+
+def test_the_first_unschedulable_jobs_are_named_and_the_rest_counted():
+    lines = unschedulable_lines(replay([1] + [8] * 7), limit=5)
+    assert lines[0] == "7 unschedulable jobs under fifo:"
+    assert lines[1:6] == [f"  j{i}: needs 8 GPUs; the largest type that runs a has 4 (v100)" for i in range(1, 6)]
+    assert lines[6:] == ["  … and 2 more (jobs.csv names them all, in column unschedulable_reason)"]

@@ -138,11 +138,17 @@ def test_max_jobs_and_time_window(tmp_path):
     "bad_row, field, message",
     [
         ("j3,20,abc,1,,,,", "duration_s", "'abc' is not a number"),
-        ("j3,20,0,1,,,,", "duration_s", "must be > 0, got '0'"),
+        ("j3,20,0,1,,,,", "duration_s", "must be > 0 and at most 315,576,000 s (10 years), got '0'"),
         ("j3,20,,1,,,,", "duration_s", "'' is not a number"),
-        ("j3,-5,10,1,,,,", "submit_time_s", "must be >= 0, got '-5'"),
-        ("j3,20,10,0,,,,", "num_gpus", "must be a whole number >= 1, got '0'"),
-        ("j3,20,10,1.5,,,,", "num_gpus", "must be a whole number >= 1, got '1.5'"),
+        ("j3,-5,10,1,,,,", "submit_time_s", "must be from 0 to 3,155,760,000 s (100 years), got '-5'"),
+        ("j3,20,10,0,,,,", "num_gpus", "must be a whole number from 1 to 1,048,576 (2**20), got '0'"),
+        ("j3,20,10,1.5,,,,", "num_gpus", "must be a whole number from 1 to 1,048,576 (2**20), got '1.5'"),
+        ("j3,20,10,1e23,,,,", "num_gpus", "must be a whole number from 1 to 1,048,576 (2**20), got '1e23'"),
+        ("j3,20,10,2000000,,,,", "num_gpus", "must be a whole number from 1 to 1,048,576 (2**20), got '2000000'"),
+        ("j3,20,10,inf,,,,", "num_gpus", "'inf' is not a finite number"),
+        ("j3,20,1e30,1,,,,", "duration_s", "must be > 0 and at most 315,576,000 s (10 years), got '1e30'"),
+        ("j3,20,-inf,1,,,,", "duration_s", "'-inf' is not a finite number"),
+        ("j3,1e30,10,1,,,,", "submit_time_s", "must be from 0 to 3,155,760,000 s (100 years), got '1e30'"),
         ("j3,20,nan,1,,,,", "duration_s", "'nan' is not a finite number"),
         ("j1,20,10,1,,,,", "job_id", "job id 'j1' appears on an earlier line too"),
     ],
@@ -162,7 +168,9 @@ def test_a_bad_row_names_the_file_line_and_field(tmp_path, bad_row, field, messa
     "kind, steps, field, message",
     [
         ("bert/bs8", "", "kind", "unknown job kind 'bert/bs8' (known: resnet50/bs64, lm/bs20, k80only/bs8)"),
-        ("lm/bs20", "-3", "steps", "must be > 0, got '-3'"),
+        ("lm/bs20", "-3", "steps", "must be > 0 and at most 9,007,199,254,740,992 (2**53), got '-3'"),
+        ("lm/bs20", "1e16", "steps", "must be > 0 and at most 9,007,199,254,740,992 (2**53), got '1e16'"),
+        ("lm/bs20", "nan", "steps", "'nan' is not a finite number"),
         ("k80only/bs8", "", "kind", "kind 'k80only/bs8' has no throughput on 'v100'"),
     ],
 )
@@ -173,6 +181,32 @@ def test_bad_kind_or_steps(tmp_path, kind, steps, field, message):
         read_workload_csv(path, throughputs=throughputs())
     assert (caught.value.line, caught.value.field) == (3, field)
     assert message in str(caught.value)
+
+
+def test_the_largest_job_a_row_may_describe_is_read_as_it_is(tmp_path):
+    header = "job_id,submit_time_s,duration_s,num_gpus,kind,steps,deadline_s"
+    ten_years = 10 * 365.25 * 24 * 3600
+    path = write(tmp_path, f"{header}\nbig,0,{ten_years},1048576,resnet50/bs64,9007199254740992,{ten_years}\n")
+    jobs = read_workload_csv(path, throughputs=throughputs())
+    assert (int(jobs.num_gpus[0]), jobs.total_steps[0]) == (2**20, 2.0**53)
+
+
+def test_a_deadline_beyond_ten_years_is_an_error(tmp_path):
+    path = write(tmp_path, "job_id,submit_time_s,duration_s,num_gpus,deadline_s\nj1,0,10,1,4e8\n")
+    with pytest.raises(InputError) as caught:
+        read_workload_csv(path, throughputs=throughputs())
+    assert (caught.value.line, caught.value.field) == (2, "deadline_s")
+    assert "at most 315,576,000 s (10 years) after submission, got '4e8'" in str(caught.value)
+
+
+def test_a_duration_that_becomes_more_than_2_to_the_53_steps_is_an_error(tmp_path):
+    # a kind at 100 steps/s on one v100, scaling linearly: on 1,048,576 of them for 10 years
+    fast = ThroughputTable(kinds=("tiny/bs1",), gpu_types=("v100",), scales=(1,), steps_per_s=np.array([[[100.0]]]))
+    path = write(tmp_path, "job_id,submit_time_s,duration_s,num_gpus,kind\nj1,0,315000000,1048576,tiny/bs1\n")
+    with pytest.raises(InputError) as caught:
+        read_workload_csv(path, throughputs=fast)
+    assert (caught.value.line, caught.value.field) == (2, "duration_s")
+    assert "more than 9,007,199,254,740,992 (2**53); give a 'steps' value or a shorter duration" in str(caught.value)
 
 
 def test_a_missing_required_column_is_reported_on_the_header_line(tmp_path):
