@@ -45,7 +45,7 @@ import numpy as np
 from apportion.core.cluster import Cluster, NodeGroup
 from apportion.core.errors import InputError
 from apportion.core.views import ClusterView, JobView, ThroughputView
-from apportion.executors.local import Exit
+from apportion.executors.base import Exit
 from apportion.mechanism.placement import place_on_gpus
 from apportion.mechanism.rounds import RoundMechanism
 from apportion.policies.base import Policy
