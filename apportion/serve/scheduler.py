@@ -507,7 +507,7 @@ class Scheduler:
     # starting, stopping, ending ----------------------------------------------------------
 
     def _start_ready(self, now: float) -> None:
-        pending = self.store.jobs("pid IS NULL AND slots != '' AND status IN ('queued', 'running', 'preempted')")
+        pending = self.store.pending_starts()
         if not pending:
             return
         holders_of: dict[str, set[str]] = {}  # slot -> ids of the live jobs holding it
@@ -586,7 +586,7 @@ class Scheduler:
 
     def _escalate(self, now: float) -> None:
         """SIGTERM an attempt still alive ``grace_s`` after it should have gone; SIGKILL after as long again."""
-        for r in self.store.jobs("pid IS NOT NULL AND stop IS NOT NULL"):
+        for r in self.store.stopping_attempts():
             if r["term_at"] is None and now >= (r["stop_at"] or now) + self.config.grace_s:
                 self.executor.terminate(r["id"])
                 with self.store.transaction():
