@@ -50,6 +50,7 @@ class AttemptLifecycle:
                 holders_of.setdefault(slot, set()).add(str(r["id"]))
 
     def _start(self, row: dict, now: float) -> None:
+        """Start the job's next attempt on its promised slots; one that cannot start counts as a crash."""
         job_id, attempt = row["id"], row["attempt"] + 1
         spec = row["spec"]
         checkpoint_dir = spec.get("checkpoint_dir") or str(self.config.state_dir / "jobs" / str(job_id) / "checkpoints")

@@ -61,6 +61,7 @@ class Requests:
         return job_id
 
     def _check_fits(self, spec, source: str) -> None:
+        """InputError unless the job could ever run here: an allowed type, enough slots of it, a queue that fits."""
         usable = [t for t in self.gpu_types if spec.allows(t)]
         if not usable:
             raise InputError(source, f"none of {', '.join(spec.gpu_types or ())} is offered here "
