@@ -10,10 +10,12 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from apportion.executors.local import Attempt, Exit
+from apportion.executors.base import Attempt, Exit
 
 
 class FakeExecutor:
+    """An ``Executor`` whose attempts are entries in a dict, ended by the caller."""
+
     def __init__(self, state_dir: str | Path = "/nonexistent", *, obey_sigterm: bool = True) -> None:
         self.state_dir = Path(state_dir)
         self.obey_sigterm = obey_sigterm

@@ -17,29 +17,13 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from apportion.executors.base import Attempt, Exit
 from apportion.executors.wrapper import MARKER
 
 EXEC_WAIT_S = 1.0  # how long a scan waits for a process group leader's exec to finish
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (no command line, ever)
-
-
-@dataclass(frozen=True)
-class Attempt:
-    job_id: int
-    attempt: int
-    pid: int  # the wrapper: leader of the attempt's process group
-    proc_start: int | None  # start time in clock ticks since boot, from /proc/PID/stat
-    slots: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Exit:
-    job_id: int
-    attempt: int
-    code: int | None  # the job's exit code (negative: killed by that signal); None: gone with no record
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -86,6 +70,8 @@ def tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
 
 
 class LocalExecutor:
+    """The ``Executor`` of this machine: each attempt a process group, found again through ``/proc``."""
+
     def __init__(self, state_dir: str | Path, python: str = sys.executable) -> None:
         self.state_dir = Path(os.path.realpath(state_dir))
         self.python = python

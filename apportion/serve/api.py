@@ -78,7 +78,7 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
 
     @app.get("/jobs/{job_id}")
     def job(job_id: str) -> dict:
-        return scheduler.job_info(scheduler._row(_id(job_id)))
+        return scheduler.job_info(scheduler.row(_id(job_id)))
 
     @app.post("/jobs/{job_id}/cancel")
     def cancel(job_id: str, body: CancelBody) -> dict:
@@ -97,7 +97,7 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
     @app.get("/jobs/{job_id}/logs")
     def logs(job_id: str, attempt: Optional[int] = Query(default=None), offset: int = Query(default=0, ge=0),
              limit: int = Query(default=LOG_CHUNK, ge=1, le=LOG_CHUNK)) -> dict:
-        row = scheduler._row(_id(job_id))
+        row = scheduler.row(_id(job_id))
         latest = row["attempt"]
         number = latest if attempt is None else attempt
         if latest == 0 and attempt is None:

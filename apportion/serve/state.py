@@ -17,6 +17,7 @@ from typing import Iterator
 STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
 ACTIVE = ("queued", "running", "preempted")  # the scheduler still has work to do for these
 TERMINAL = ("completed", "failed", "cancelled")
+_IS_ACTIVE = "status IN ('queued', 'running', 'preempted')"  # ACTIVE, in SQL
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -147,22 +148,38 @@ class StateStore:
             row = self._conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return _job(row) if row is not None else None
 
-    def jobs(self, where: str = "", params: tuple = (), order: str = "id") -> list[dict]:
-        sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
-        with self._lock:
-            rows = self._conn.execute(sql, params).fetchall()
-        return [_job(r) for r in rows]
+    def jobs(self) -> list[dict]:
+        """Every job, by id."""
+        return self._select()
 
     def active_jobs(self) -> list[dict]:
         """Jobs the scheduler still looks after: waiting or running, or with a live attempt."""
-        return self.jobs("status IN ('queued', 'running', 'preempted') OR pid IS NOT NULL")
+        return self._select(f"{_IS_ACTIVE} OR pid IS NOT NULL")
+
+    def live_jobs(self) -> list[dict]:
+        """Jobs with a live attempt."""
+        return self._select("pid IS NOT NULL")
+
+    def stopping_attempts(self) -> list[dict]:
+        """Jobs whose live attempt has been told to go (preempted or cancelled)."""
+        return self._select("pid IS NOT NULL AND stop IS NOT NULL")
+
+    def pending_starts(self) -> list[dict]:
+        """Active jobs promised slots by a round and not started on them yet."""
+        return self._select(f"pid IS NULL AND slots != '' AND {_IS_ACTIVE}")
+
+    def _select(self, where: str = "") -> list[dict]:
+        sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
+        with self._lock:
+            rows = self._conn.execute(sql).fetchall()
+        return [_job(r) for r in rows]
 
     def round_table(self) -> dict[str, tuple]:
         """What a round needs of every active job, as columns (name -> tuple over jobs, by id):
         the round's hot path reads no spec and builds no object per job."""
         with self._lock:
-            cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE status IN"
-                                        " ('queued', 'running', 'preempted') OR pid IS NOT NULL ORDER BY id")
+            cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {_IS_ACTIVE}"
+                                        " OR pid IS NOT NULL ORDER BY id")
             cursor.row_factory = None
             rows = cursor.fetchall()
         columns = list(zip(*rows)) if rows else [()] * len(_ROUND_NAMES)
@@ -172,17 +189,13 @@ class StateStore:
         """Is an active job neither running nor promised slots?"""
         with self._lock:
             return self._conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM jobs WHERE status IN ('queued', 'running', 'preempted')"
-                " AND pid IS NULL AND slots = '')").fetchone()[0] == 1
+                f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {_IS_ACTIVE} AND pid IS NULL AND slots = '')").fetchone()[0] == 1
 
     def slots_taken(self) -> set[str]:
         """Slots held by live attempts or promised to jobs about to start."""
         with self._lock:
             rows = self._conn.execute("SELECT slots FROM jobs WHERE slots != ''").fetchall()
         return {s for (text,) in rows for s in text.split(",")}
-
-    def live_jobs(self) -> list[dict]:
-        return self.jobs("pid IS NOT NULL")
 
     def counts(self) -> dict[str, int]:
         with self._lock:

@@ -64,3 +64,18 @@ def test_the_file_is_in_wal_mode_and_readable_by_others_while_open(tmp_path):
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert other.execute("SELECT name FROM jobs").fetchall() == [("a",)]
     other.close()
+
+
+def test_named_queries_pick_the_jobs_a_scheduler_step_needs(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    waiting, promised, running, stopping, cancelled = (add(store, name) for name in "abcde")
+    store.update_job(promised, slots="cpu:0")
+    store.update_job(running, status="running", pid=11, slots="cpu:1")
+    store.update_job(stopping, status="running", pid=12, slots="cpu:2", stop="preempt", stop_at=5.0)
+    store.update_job(cancelled, status="cancelled", slots="cpu:3")  # not active: starts nothing
+    assert [r["id"] for r in store.pending_starts()] == [promised]
+    assert [r["id"] for r in store.stopping_attempts()] == [stopping]
+    assert [r["id"] for r in store.live_jobs()] == [running, stopping]
+    assert [r["id"] for r in store.active_jobs()] == [waiting, promised, running, stopping]
+    assert [r["id"] for r in store.jobs()] == [waiting, promised, running, stopping, cancelled]
+    assert store.anyone_waiting() and store.slots_taken() == {"cpu:0", "cpu:1", "cpu:2", "cpu:3"}

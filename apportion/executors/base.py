@@ -1,0 +1,77 @@
+"""What the scheduler asks of an executor: start, signal, watch and find again a job's attempts.
+
+``Attempt`` is a started attempt, ``Exit`` one that ended; ``Executor`` is every call the
+server makes on an executor, so that another executor (a fake one for tests, Ray) plugs in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Attempt:
+    job_id: int
+    attempt: int
+    pid: int  # its process (locally: the wrapper, leader of the attempt's process group)
+    proc_start: int | None  # start time in clock ticks since boot, from /proc/PID/stat
+    slots: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Exit:
+    job_id: int
+    attempt: int
+    code: int | None  # the job's exit code (negative: killed by that signal); None: gone with no record
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs at most one attempt per job; the scheduler decides which, where and when."""
+
+    def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
+              workdir: str | None, slots: tuple[str, ...]) -> Attempt:
+        """Start attempt ``attempt`` of job ``job_id`` on ``slots`` with exactly ``env``; OSError if it cannot."""
+        ...
+
+    def poll(self) -> list[Exit]:
+        """The attempts that ended since the last call, each reported once."""
+        ...
+
+    def is_alive(self, job_id: int) -> bool:
+        """Does the job have an attempt this executor tracks that has not ended?"""
+        ...
+
+    def terminate(self, job_id: int) -> bool:
+        """SIGTERM the job's tracked attempt (it should checkpoint and exit 75); False if there is none."""
+        ...
+
+    def kill(self, job_id: int) -> bool:
+        """SIGKILL the job's tracked attempt and everything it started; False if there is none."""
+        ...
+
+    def scan(self) -> list[Attempt]:
+        """Attempts of this state directory still alive, whoever started them (for a restarted server)."""
+        ...
+
+    def adopt(self, attempt: Attempt) -> bool:
+        """Track an attempt found by ``scan`` as if started here; False if it is no longer alive."""
+        ...
+
+    def kill_attempt(self, attempt: Attempt) -> None:
+        """SIGKILL an attempt found by ``scan`` that is not to be adopted (a stray)."""
+        ...
+
+    def exit_record(self, job_id: int, attempt: int) -> int | None:
+        """The exit code an attempt left behind, or None when it left none."""
+        ...
+
+    def tail(self, job_id: int, attempt: int, lines: int = 20) -> str:
+        """The last ``lines`` lines of an attempt's output ('' when there is none)."""
+        ...
+
+    def log_path(self, job_id: int, attempt: int) -> Path:
+        """Where an attempt's output (stdout and stderr) is written."""
+        ...

@@ -1,0 +1,73 @@
+"""What the scheduler's parts share: its configuration, and one server's state (the state file,
+the executor, the policy, the clock, one lock, the slots and the round clock)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from apportion.executors.base import Executor
+from apportion.policies.base import Policy
+from apportion.serve.slots import Slot
+from apportion.serve.state import StateStore
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    state_dir: Path
+    server_url: str = "http://127.0.0.1:8642"
+    round_s: float = 180.0
+    grace_s: float = 30.0  # after a lease ends (or SIGTERM), how long to wait before escalating
+    max_retries: int = 3  # crashes retried from the last checkpoint before a job is failed
+    token: str | None = None
+    default_steps_per_s: float = 1.0  # a kind never measured on a type
+    fill_gap_s: float = 1.0  # the least time between rounds started early to fill idle slots
+    plan_ahead_s: float | None = None  # decide a round this long before it starts; None: min(round_s / 2, 10)
+    renew_wait_s: float = 1.5  # a lease call near the lease's end waits at most this long for its round
+    # (apportion.runtime gives a lease call 3 s)
+    start_timeout_s: float | None = None  # an attempt silent this long may be preempted; None: max(2 rounds, 60 s)
+    tick_s: float = 0.1
+    prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
+    cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+
+class SchedulerState:
+    """One server's shared state. The parts that handle requests, rounds, attempts and recovery
+    each hold it, and change the state file and the round clock only under ``lock``."""
+
+    def __init__(self, store: StateStore, executor: Executor, slots: list[Slot], policy: Policy,
+                 config: ServeConfig, clock: Callable[[], float], log: Callable[[str], None]) -> None:
+        if not slots:
+            raise ValueError("a server needs at least one slot")
+        self.store = store
+        self.executor = executor
+        self.policy = policy
+        self.config = config
+        self.clock = clock
+        self.log = log
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)  # notified after every round
+
+        types: list[str] = []
+        for s in slots:
+            if s.gpu_type not in types:
+                types.append(s.gpu_type)
+        self.gpu_types = tuple(types)
+        # GPU ids of the one-node-per-type cluster, in the order place_on_gpus numbers them
+        self.slots = [s for t in types for s in slots if s.gpu_type == t]
+        self.slot_by_id = {s.id: s for s in self.slots}
+        self.capacity = {t: sum(s.gpu_type == t for s in slots) for t in types}
+
+        self.round = int(store.meta("round", "0") or 0)
+        ahead = config.plan_ahead_s if config.plan_ahead_s is not None else min(config.round_s / 2, 10.0)
+        self.plan_ahead_s = min(max(0.0, ahead), config.round_s)
+        self.round_end = 0.0  # the current round ends (and the next one starts) here
+        self.dirty = True  # a job arrived or ended since the last round: idle slots may be fillable
+
+    @property
+    def next_plan_at(self) -> float:
+        """When the next round is decided: ``plan_ahead_s`` before the current one ends."""
+        return self.round_end - self.plan_ahead_s

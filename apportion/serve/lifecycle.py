@@ -1,0 +1,189 @@
+"""The attempts' lifecycle: starting them (with the contract's environment), escalating from a
+lease's end to SIGTERM and SIGKILL, and settling an attempt that ended (completed, preempted,
+cancelled, or crashed: retried from its checkpoint up to ``max_retries``, then failed).
+
+A job never has two attempts at once: an attempt starts only when the job has none alive.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from apportion.executors.base import Exit
+from apportion.serve.context import SchedulerState
+from apportion.serve.rounds import account
+
+EXIT_PREEMPTED = 75
+
+
+class AttemptLifecycle:
+    """Starts, stops and settles the attempts of one server's jobs."""
+
+    def __init__(self, state: SchedulerState) -> None:
+        self.state = state
+        self.store, self.executor, self.config, self.log = state.store, state.executor, state.config, state.log
+        self.slots, self.slot_by_id = state.slots, state.slot_by_id
+        self._killed: set[int] = set()  # SIGKILL sent to these jobs' attempts
+
+    def start_ready(self, now: float) -> None:
+        """Start the jobs a round placed whose slots are free and that have no attempt alive."""
+        pending = self.store.pending_starts()
+        if not pending:
+            return
+        holders_of: dict[str, set[str]] = {}  # slot -> ids of the live jobs holding it
+        for x in self.store.live_jobs():
+            for slot in x["slot_list"]:
+                holders_of.setdefault(slot, set()).add(str(x["id"]))
+        for r in pending:
+            holders = sorted(set().union(*(holders_of.get(slot, set()) for slot in r["slot_list"])))
+            if holders:
+                reason = f"starting on {r['slots']} when job {', '.join(holders)} releases it"
+                if r["reason"] != reason:
+                    self.store.update_job(r["id"], reason=reason)
+                continue
+            if self.executor.is_alive(r["id"]):  # never two attempts at once
+                continue
+            self._start(r, now)
+            for slot in r["slot_list"]:
+                holders_of.setdefault(slot, set()).add(str(r["id"]))
+
+    def _start(self, row: dict, now: float) -> None:
+        """Start the job's next attempt on its promised slots; one that cannot start counts as a crash."""
+        job_id, attempt = row["id"], row["attempt"] + 1
+        spec = row["spec"]
+        checkpoint_dir = spec.get("checkpoint_dir") or str(self.config.state_dir / "jobs" / str(job_id) / "checkpoints")
+        lease_end = max(row["lease_end"] or 0.0, self.state.round_end, now + min(self.config.round_s, 1.0))
+        slots = tuple(row["slot_list"])
+        env = self._environment(row, attempt, lease_end, checkpoint_dir, slots)
+        try:
+            Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+            handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots)
+        except OSError as err:
+            message = f"apportion: cannot start attempt {attempt}: {err}"
+            try:
+                log = self.executor.log_path(job_id, attempt)
+                log.parent.mkdir(parents=True, exist_ok=True)
+                with open(log, "a", encoding="utf-8") as out:
+                    out.write(message + "\n")
+            except OSError:
+                pass
+            with self.store.transaction():
+                self._crashed(dict(row, attempt=attempt), None, now, dict(attempt=attempt, slots="", gpu_type=None),
+                              last_lines=message)
+            return
+        with self.store.transaction():
+            self.store.update_job(
+                job_id, attempt=attempt, status="running", pid=handle.pid, proc_start=handle.proc_start,
+                lease_end=lease_end, started=row["started"] if row["started"] is not None else now,
+                accounted_at=now, reason=f"starting attempt {attempt}", stop=None, stop_at=None, term_at=None,
+                exit_code=None, attempt_started=now, contact_at=None,
+            )
+            self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)} pid {handle.pid}")
+        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)} (pid {handle.pid})")
+
+    def _environment(self, row: dict, attempt: int, lease_end: float, checkpoint_dir: str,
+                     slots: tuple[str, ...]) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_") and k != "CUDA_VISIBLE_DEVICES"}
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        devices = [self.slot_by_id[s].device for s in slots if s in self.slot_by_id and self.slot_by_id[s].device]
+        cpu_slots = sum(1 for s in slots if s in self.slot_by_id and self.slot_by_id[s].gpu_type == "cpu")
+        if cpu_slots:  # a CPU slot is a share of the host's cores
+            per_slot = max(1, self.config.cpu_threads // max(1, sum(s.gpu_type == "cpu" for s in self.slots)))
+            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(per_slot * cpu_slots)
+        env.update(row["spec"].get("env") or {})
+        env.update({
+            "APPORTION_SERVER": self.config.server_url,
+            "APPORTION_JOB_ID": str(row["id"]),
+            "APPORTION_ATTEMPT": str(attempt),
+            "APPORTION_LEASE_END": repr(float(lease_end)),
+            "APPORTION_TOTAL_STEPS": str(row["total_steps"]),
+            "APPORTION_CHECKPOINT_DIR": checkpoint_dir,
+            "APPORTION_SLOTS": ",".join(slots),
+            "CUDA_VISIBLE_DEVICES": ",".join(devices),
+        })
+        if self.config.token:
+            env["APPORTION_TOKEN"] = self.config.token
+        return env
+
+    def escalate(self, now: float) -> None:
+        """SIGTERM an attempt still alive ``grace_s`` after it should have gone; SIGKILL after as long again."""
+        for r in self.store.stopping_attempts():
+            if r["term_at"] is None and now >= (r["stop_at"] or now) + self.config.grace_s:
+                self.executor.terminate(r["id"])
+                with self.store.transaction():
+                    self.store.update_job(r["id"], term_at=now, reason="did not stop at its lease end: SIGTERM sent")
+                    self.store.add_event(now, r["id"], "sigterm", f"attempt {r['attempt']}")
+                self.log(f"job {r['id']}: SIGTERM (still running {self.config.grace_s:g} s after its lease end)")
+            elif r["term_at"] is not None and now >= r["term_at"] + self.config.grace_s and r["id"] not in self._killed:
+                self.executor.kill(r["id"])
+                self._killed.add(r["id"])
+                with self.store.transaction():
+                    self.store.update_job(r["id"], reason="did not exit after SIGTERM: SIGKILL sent")
+                    self.store.add_event(now, r["id"], "sigkill", f"attempt {r['attempt']}")
+                self.log(f"job {r['id']}: SIGKILL")
+
+    def on_exit(self, ended: Exit, now: float) -> None:
+        """Settle an attempt that ended: its event and the job's new state in one transaction."""
+        with self.store.transaction():
+            self._settle(ended, now)
+
+    def _settle(self, ended: Exit, now: float) -> None:
+        row = self.store.job(ended.job_id)
+        if row is None or row["pid"] is None or ended.attempt != row["attempt"]:
+            return
+        self._killed.discard(ended.job_id)
+        acct = account(row, now)
+        code = ended.code
+        what = "killed (no exit code)" if code is None else (
+            f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}")
+        self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}")
+        self.state.dirty = True
+        released = dict(acct, pid=None, proc_start=None, slots="", gpu_type=None, lease_end=None, stop=None,
+                        stop_at=None, term_at=None, accounted_at=None, exit_code=code)
+        if row["status"] == "cancelled" or row["stop"] == "cancel":
+            by = row["reason"].replace("; stopping", "")
+            self.store.update_job(row["id"], status="cancelled", reason=by, **released)
+            self.log(f"job {row['id']} cancelled ({what})")
+        elif code == 0:
+            self.store.update_job(row["id"], status="completed", reason="", finished=now, **released)
+            self.log(f"job {row['id']} completed (attempt {row['attempt']}, {row['preemptions']} preemptions)")
+        elif code == EXIT_PREEMPTED or (row["stop"] == "preempt" and (code is None or code < 0 or row["term_at"])):
+            self.store.update_job(
+                row["id"], status="preempted", preemptions=row["preemptions"] + 1,
+                reason=f"waiting to resume from step {row['steps_done']}", **released)
+            self.log(f"job {row['id']} preempted at step {row['steps_done']} ({what})")
+        else:
+            self._crashed(row, code, now, released)
+
+    def _crashed(self, row: dict, code: int | None, now: float, released: dict, last_lines: str | None = None) -> None:
+        lines = last_lines if last_lines is not None else self.executor.tail(row["id"], row["attempt"], 20)
+        last = next((line.strip() for line in reversed(lines.splitlines()) if line.strip()), "")
+        what = "could not start" if last_lines is not None else (
+            "killed (no exit code)" if code is None else (f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}"))
+        retries = row["retries"] + 1
+        if retries > self.config.max_retries:
+            self.store.update_job(
+                row["id"], status="failed", retries=retries, finished=now, last_lines=lines,
+                reason=f"{what} on attempt {row['attempt']}, after {_times(self.config.max_retries, 'retry', 'retries')}"
+                + (f": {last}" if last else ""),
+                **released)
+            self.store.add_event(now, row["id"], "fail", what)
+            self.log(f"job {row['id']} failed: {what}" + (f": {last}" if last else ""))
+        else:
+            self.store.update_job(
+                row["id"], status="queued", retries=retries, last_lines=lines,
+                reason=f"{what}; retry {retries} of {self.config.max_retries} from its last checkpoint", **released)
+            self.log(f"job {row['id']} crashed ({what}); retry {retries} of {self.config.max_retries}")
+
+
+def _times(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

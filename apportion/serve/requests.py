@@ -1,0 +1,161 @@
+"""The HTTP API's side of the scheduler: submit, cancel, lease and progress, and their checks.
+
+A request that does not fit raises: InputError (a bad job spec, naming the field), NotFound,
+Forbidden (another user's job) or Conflict (a stale attempt, a job that has ended).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from apportion.core.errors import InputError
+from apportion.core.views import ClusterView, ThroughputView
+from apportion.serve.context import SchedulerState
+from apportion.serve.estimates import ThroughputEstimates
+from apportion.serve.jobspec import spec_from_mapping
+from apportion.serve.policy_check import one_job_view
+from apportion.serve.state import TERMINAL
+
+
+class NotFound(Exception):
+    """No such job (or no such attempt of it)."""
+
+
+class Forbidden(Exception):
+    """The job belongs to another user."""
+
+
+class Conflict(Exception):
+    """The request does not fit the job's state (a stale attempt, cancelling a finished job)."""
+
+
+class Requests:
+    """Answers the API's calls about jobs, under the server's lock."""
+
+    def __init__(self, state: SchedulerState, throughputs: ThroughputEstimates) -> None:
+        self.state = state
+        self.throughputs = throughputs
+        self.store, self.executor, self.policy, self.config = state.store, state.executor, state.policy, state.config
+        self.clock, self.log, self.lock, self.changed = state.clock, state.log, state.lock, state.changed
+        self.gpu_types, self.capacity = state.gpu_types, state.capacity
+
+    def submit(self, body: dict, user: str, source: str = "request") -> int:
+        """Check a job spec (InputError naming the field) and store it; returns the job id."""
+        spec = spec_from_mapping(body, source)
+        if spec.workdir is not None and not Path(spec.workdir).is_dir():
+            raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
+        self._check_fits(spec, source)
+        with self.lock:
+            now = self.clock()
+            data = spec.to_dict()
+            data["user"] = spec.user or user
+            job_id = self.store.insert_job(
+                spec=data, name=spec.name, user=data["user"], queue=spec.queue, priority=spec.priority,
+                kind=spec.throughput_kind, gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
+            )
+            self.state.dirty = True
+        self.log(f"job {job_id} submitted: {spec.name} by {data['user']}, {spec.gpus} slot(s), {spec.total_steps} steps")
+        return job_id
+
+    def _check_fits(self, spec, source: str) -> None:
+        """InputError unless the job could ever run here: an allowed type, enough slots of it, a queue that fits."""
+        usable = [t for t in self.gpu_types if spec.allows(t)]
+        if not usable:
+            raise InputError(source, f"none of {', '.join(spec.gpu_types or ())} is offered here "
+                             f"(this server has {', '.join(self.gpu_types)})", field="gpu_types")
+        largest = max(usable, key=lambda t: self.capacity[t])
+        if spec.gpus > self.capacity[largest]:
+            raise InputError(source, f"asks for {spec.gpus}; the most this server has of an allowed type is "
+                             f"{self.capacity[largest]} ({largest})", field="gpus")
+        never_runs = getattr(self.policy, "never_runs", None)
+        if never_runs is not None:
+            view = one_job_view(gpus=spec.gpus, queue=spec.queue)
+            cluster = ClusterView(tuple(self.gpu_types), np.array([self.capacity[t] for t in self.gpu_types]),
+                                  np.full(len(self.gpu_types), np.nan))
+            allowed = np.array([[1.0 if spec.allows(t) else 0.0 for t in self.gpu_types]])
+            if never_runs(view, cluster, ThroughputView(allowed))[0]:
+                raise InputError(source, f"asks for {spec.gpus}; queue '{spec.queue}' may not borrow and its "
+                                 f"nominal quota of every allowed type is smaller, so it could never run", field="gpus")
+
+    def cancel(self, job_id: int, user: str) -> None:
+        with self.lock:
+            row = self.row(job_id)
+            if user != row["user"]:
+                raise Forbidden(f"job {job_id} belongs to {row['user']!r}, not {user!r}")
+            if row["status"] in TERMINAL:
+                raise Conflict(f"job {job_id} has already {_past(row['status'])}")
+            now = self.clock()
+            with self.store.transaction():
+                if row["pid"] is not None:
+                    self.store.update_job(job_id, status="cancelled", stop="cancel", term_at=now, finished=now,
+                                          reason=f"cancelled by {user}; stopping")
+                else:
+                    self.store.update_job(job_id, status="cancelled", slots="", gpu_type=None, finished=now,
+                                          reason=f"cancelled by {user}")
+                self.store.add_event(now, job_id, "cancel", f"by {user}")
+            if row["pid"] is not None:
+                self.executor.terminate(job_id)
+            self.state.dirty = True
+            self.changed.notify_all()
+        self.log(f"job {job_id} cancelled by {user}")
+
+    def lease(self, job_id: int, attempt: int, steps_done: int | None = None) -> dict:
+        """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75).
+
+        Rounds are decided ahead of time, so the answer is usually known already. A call that
+        comes earlier, close to its lease's end while the deciding round is due within
+        ``renew_wait_s``, waits for that one round (the runtime's timeout is longer).
+        """
+        with self.changed:
+            row = self.current(job_id, attempt)
+            now = self.clock()
+            fields = {} if steps_done is None else {"steps_done": int(steps_done)}
+            if row["contact_at"] is None:  # its first lease call: a full round from now
+                fields["contact_at"] = now
+                if row["stop"] is None and row["status"] == "running":
+                    fields["lease_end"] = max(row["lease_end"] or now, now + self.config.round_s)
+                    fields["reason"] = ""
+            if fields:
+                self.store.update_job(job_id, **fields)
+                row.update(fields)
+            wait = self.config.renew_wait_s
+            give_up, asked_in_round = now + wait, self.state.round
+            while ("lease_end" not in fields and row["stop"] is None and row["status"] == "running"
+                   and row["lease_end"] is not None
+                   and self.state.round == asked_in_round and row["lease_end"] - now <= wait
+                   and self.state.next_plan_at - now <= wait and now < give_up):
+                self.changed.wait(timeout=min(give_up - now, 0.25))
+                row = self.current(job_id, attempt)
+                now = self.clock()
+            if row["stop"] is not None or row["status"] != "running":
+                return {"renew": False}
+            return {"renew": True, "lease_end": row["lease_end"]}
+
+    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None) -> None:
+        """A progress report: the job's steps done, and a measured steps/s for the estimates."""
+        with self.lock:
+            row = self.current(job_id, attempt)
+            self.store.update_job(job_id, steps_done=int(steps_done))
+            if steps_per_s is not None and steps_per_s > 0 and math.isfinite(steps_per_s) and row["gpu_type"]:
+                self.throughputs.record(row["kind"], row["gpu_type"], row["gpus"], steps_per_s, self.clock())
+
+    def row(self, job_id: int) -> dict:
+        """Job ``job_id``'s row; NotFound if there is none."""
+        row = self.store.job(job_id)
+        if row is None:
+            raise NotFound(f"no job {job_id}")
+        return row
+
+    def current(self, job_id: int, attempt: int) -> dict:
+        """The job's row if ``attempt`` is its live attempt; Conflict if not (a stale attempt)."""
+        row = self.row(job_id)
+        if attempt != row["attempt"] or row["pid"] is None:
+            raise Conflict(f"attempt {attempt} of job {job_id} is not its current attempt ({row['attempt']})")
+        return row
+
+
+def _past(status: str) -> str:
+    return {"completed": "completed", "failed": "failed", "cancelled": "been cancelled"}.get(status, status)
