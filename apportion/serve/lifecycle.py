@@ -7,6 +7,7 @@ A job never has two attempts at once: an attempt starts only when the job has no
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -33,11 +34,16 @@ class AttemptLifecycle:
         if not pending:
             return
         holders_of: dict[str, set[str]] = {}  # slot -> ids of the live jobs holding it
+        staying: set[str] = set()  # live jobs not told to go: a partner may start beside them
         for x in self.store.live_jobs():
             for slot in x["slot_list"]:
                 holders_of.setdefault(slot, set()).add(str(x["id"]))
+            if x["stop"] is None:
+                staying.add(str(x["id"]))
         for r in pending:
             holders = sorted(set().union(*(holders_of.get(slot, set()) for slot in r["slot_list"])))
+            if r["partner"] is not None and holders == [str(r["partner"])] and holders[0] in staying:
+                holders = []  # space sharing: it starts beside its partner on the same slot
             if holders:
                 reason = f"starting on {r['slots']} when job {', '.join(holders)} releases it"
                 if r["reason"] != reason:
@@ -46,6 +52,7 @@ class AttemptLifecycle:
             if self.executor.is_alive(r["id"]):  # never two attempts at once
                 continue
             self._start(r, now)
+            staying.add(str(r["id"]))
             for slot in r["slot_list"]:
                 holders_of.setdefault(slot, set()).add(str(r["id"]))
 
@@ -70,7 +77,7 @@ class AttemptLifecycle:
             except OSError:
                 pass
             with self.store.transaction():
-                self._crashed(dict(row, attempt=attempt), None, now, dict(attempt=attempt, slots="", gpu_type=None),
+                self._crashed(dict(row, attempt=attempt), None, now, dict(attempt=attempt, slots="", gpu_type=None, partner=None),
                               last_lines=message)
             return
         with self.store.transaction():
@@ -103,6 +110,8 @@ class AttemptLifecycle:
             "APPORTION_SLOTS": ",".join(slots),
             "CUDA_VISIBLE_DEVICES": ",".join(devices),
         })
+        if row.get("partner"):  # space sharing: another job runs on the same slot, at the speed of the pair
+            env["APPORTION_SHARED_WITH"] = str(row["partner"])
         if self.config.token:
             env["APPORTION_TOKEN"] = self.config.token
         return env
@@ -140,7 +149,7 @@ class AttemptLifecycle:
             f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}")
         self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}")
         self.state.dirty = True
-        released = dict(acct, pid=None, proc_start=None, slots="", gpu_type=None, lease_end=None, stop=None,
+        released = dict(acct, pid=None, proc_start=None, slots="", gpu_type=None, partner=None, lease_end=None, stop=None,
                         stop_at=None, term_at=None, accounted_at=None, exit_code=code)
         if row["status"] == "cancelled" or row["stop"] == "cancel":
             by = row["reason"].replace("; stopping", "")
@@ -150,10 +159,18 @@ class AttemptLifecycle:
             self.store.update_job(row["id"], status="completed", reason="", finished=now, **released)
             self.log(f"job {row['id']} completed (attempt {row['attempt']}, {row['preemptions']} preemptions)")
         elif code == EXIT_PREEMPTED or (row["stop"] == "preempt" and (code is None or code < 0 or row["term_at"])):
-            self.store.update_job(
-                row["id"], status="preempted", preemptions=row["preemptions"] + 1,
-                reason=f"waiting to resume from step {row['steps_done']}", **released)
-            self.log(f"job {row['id']} preempted at step {row['steps_done']} ({what})")
+            if row["move_to"]:  # it was moved: it restarts on the slots its round gave it
+                move = json.loads(row["move_to"])
+                self.store.update_job(
+                    row["id"], status="preempted", **dict(released, slots=move["slots"], gpu_type=move["gpu_type"],
+                                                          partner=move["partner"]), move_to="",
+                    reason=f"moving to {move['slots']} from step {row['steps_done']}")
+                self.log(f"job {row['id']} stopped at step {row['steps_done']} to move to {move['slots']} ({what})")
+            else:
+                self.store.update_job(
+                    row["id"], status="preempted", preemptions=row["preemptions"] + 1,
+                    reason=f"waiting to resume from step {row['steps_done']}", **released)
+                self.log(f"job {row['id']} preempted at step {row['steps_done']} ({what})")
         else:
             self._crashed(row, code, now, released)
 

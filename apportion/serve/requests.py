@@ -93,7 +93,7 @@ class Requests:
                     self.store.update_job(job_id, status="cancelled", stop="cancel", term_at=now, finished=now,
                                           reason=f"cancelled by {user}; stopping")
                 else:
-                    self.store.update_job(job_id, status="cancelled", slots="", gpu_type=None, finished=now,
+                    self.store.update_job(job_id, status="cancelled", slots="", gpu_type=None, partner=None, finished=now,
                                           reason=f"cancelled by {user}")
                 self.store.add_event(now, job_id, "cancel", f"by {user}")
             if row["pid"] is not None:
@@ -139,7 +139,9 @@ class Requests:
         with self.lock:
             row = self.current(job_id, attempt)
             self.store.update_job(job_id, steps_done=int(steps_done))
-            if steps_per_s is not None and steps_per_s > 0 and math.isfinite(steps_per_s) and row["gpu_type"]:
+            # a job sharing its slot reports its speed together, not the speed alone the estimates hold
+            if (steps_per_s is not None and steps_per_s > 0 and math.isfinite(steps_per_s) and row["gpu_type"]
+                    and not row.get("partner")):
                 self.throughputs.record(row["kind"], row["gpu_type"], row["gpus"], steps_per_s, self.clock())
 
     def row(self, job_id: int) -> dict:

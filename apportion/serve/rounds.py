@@ -1,8 +1,9 @@
-"""The round adapter: the simulator's round (policy → mechanism → placement) over the state file.
+"""The round adapter: the shared round planner over the state file, on the wall clock.
 
-Each round reads the active jobs as columns, builds the simulator's JobView, ClusterView and
-ThroughputView, calls ``policy.allocate``, ``RoundMechanism.choose`` and ``place_on_gpus``,
-and writes what changed (leases renewed, preemptions, slots promised) in one transaction.
+Each round reads the active jobs as columns, builds the same RoundState the simulator builds
+(the jobs' view, their speeds, time alone per type, time together per pair, who holds each
+slot), asks the same :class:`~apportion.mechanism.round_planner.RoundPlanner`, and writes
+what changed (leases renewed, preemptions, slots promised, partners) in one transaction.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from apportion.core.cluster import Cluster, NodeGroup
-from apportion.core.views import ClusterView, JobView, ThroughputView
-from apportion.mechanism.placement import place_on_gpus
-from apportion.mechanism.rounds import RoundMechanism
+from apportion.core.views import JobView
+from apportion.mechanism.pair_clock import PairClock
+from apportion.mechanism.round_planner import RoundPlanner, RoundState
 from apportion.serve.context import SchedulerState
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.slots import Slot
@@ -46,16 +47,13 @@ class Rounds:
         self.store, self.policy, self.config, self.log = state.store, state.policy, state.config, state.log
         self.lock, self.changed = state.lock, state.changed
         self.gpu_types, self.slots = state.gpu_types, state.slots
-        self.mechanism = RoundMechanism(state.config.round_s)
+        self.planner = RoundPlanner(state.policy, Cluster(tuple(NodeGroup(t, n, max(1, n)) for t, n in
+                                                          state.capacity.items())))
         self.start_timeout_s = (state.config.start_timeout_s if state.config.start_timeout_s is not None
                                 else max(2 * state.config.round_s, 60.0))
         self.last_round_at = -math.inf
         self.stats = RoundStats()
-        self._clusters: dict[tuple[str, ...], tuple[Cluster, ClusterView]] = {}
-        self._share: np.ndarray | None = None
-        self._share_ids: tuple = ()
-        self._reallocate_at = math.inf
-        self._share_version = -1
+        self._clusters: dict[tuple[int, ...], Cluster] = {}
 
     def plan(self, now: float, start: float | None = None) -> None:
         """Decide the round that starts at ``start`` (default now): policy → mechanism →
@@ -81,6 +79,9 @@ class Rounds:
                 _merge(changes, r, lease_end=max(r["lease_end"] or 0.0, lease_end),
                        reason=f"starting attempt {r['attempt']}")
             left_out = {i for i, r in live.items() if r["stop"] is not None or self._starting(r, now)}
+            for i, r in live.items():  # a move holds only for the round that decided it
+                if r["stop"] is not None and r["move_to"]:
+                    _merge(changes, r, move_to="")
             rows = np.array([i for i, s in enumerate(status) if s in ACTIVE and i not in left_out], dtype=np.int64)
             rates = self._rates(table, rows)
             runnable = rates.max(axis=1) > 0 if len(rows) else np.zeros(0, dtype=bool)
@@ -114,111 +115,131 @@ class Rounds:
         return (row["pid"] is not None and row["stop"] is None and row["status"] == "running"
                 and row["contact_at"] is None and now - (row["attempt_started"] or now) < self.start_timeout_s)
 
-    def _cluster(self, available: list[Slot]) -> tuple[Cluster, ClusterView]:
-        """One node per slot type holding the ``available`` slots (cached: the same few sets recur)."""
-        key = tuple(s.id for s in available)
-        if key not in self._clusters:
-            counts = [sum(s.gpu_type == t for s in available) for t in self.gpu_types]
-            cluster = Cluster(tuple(NodeGroup(t, n, max(1, n), self.config.prices.get(t, math.nan))
-                                    for t, n in zip(self.gpu_types, counts)))
+    def _cluster(self, available: list[Slot]) -> Cluster:
+        """One node per slot type holding the ``available`` slots (cached: the same few sets recur,
+        and the planner re-solves only when the cluster object changes)."""
+        counts = tuple(sum(s.gpu_type == t for s in available) for t in self.gpu_types)
+        if counts not in self._clusters:
             if len(self._clusters) > 256:
                 self._clusters.clear()
-            self._clusters[key] = (cluster, ClusterView(cluster.gpu_types, cluster.capacity, cluster.price_per_gpu_hour))
-        return self._clusters[key]
+            self._clusters[counts] = Cluster(tuple(NodeGroup(t, n, max(1, n), self.config.prices.get(t, math.nan))
+                                                   for t, n in zip(self.gpu_types, counts)))
+        return self._clusters[counts]
 
     def _place(self, table: dict, live: dict[int, dict], rows: np.ndarray, rates: np.ndarray, now: float,
                lease_end: float, available: list[Slot], changes: dict[int, dict], events: list[tuple]) -> None:
-        """The simulator's round over the job rows ``rows`` of ``table``, and what it changes."""
+        """The shared round over the job rows ``rows`` of ``table``, and what it changes."""
         n, num_types = len(rows), len(self.gpu_types)
 
         def column(name: str, dtype=None) -> np.ndarray:
             return np.asarray(table[name], dtype=dtype)[rows]
 
         ids = column("id", np.int64)
-        gpus = column("gpus", np.int64)
         status = column("status", object)
         slots = column("slots", object)
         is_live = np.fromiter((i in live for i in rows), dtype=bool, count=n)
         if not available:  # every slot is held by an attempt still starting
             for j in np.flatnonzero(~is_live):
-                _merge(changes, _row(table, rows[j]), slots="", gpu_type=None, reason="waiting for slots")
+                _merge(changes, _row(table, rows[j]), slots="", gpu_type=None, partner=None, reason="waiting for slots")
             return
-        cluster, cluster_view = self._cluster(available)
+        cluster = self._cluster(available)
         position = {s.id: k for k, s in enumerate(available)}
         type_index = {t: k for k, t in enumerate(self.gpu_types)}
+        parsed = {j: live[rows[j]] if is_live[j] else _row(table, rows[j])
+                  for j in np.flatnonzero(is_live | (column("service_by_type", object) != "{}")
+                                          | (column("shared_by_type", object) != "{}") | (slots != ""))}
 
-        kinds, kind = np.unique(column("kind", object).astype(str), return_inverse=True)
-        submitted = column("submitted", np.float64)
-        first_start = np.array([np.nan if v is None else v for v in table["started"]], dtype=np.float64)[rows]
+        time_alone = np.zeros((n, num_types))
         running_type = np.full(n, -1, dtype=np.int64)
-        on_type = np.zeros((n, num_types))
-        service = table["service_by_type"]
-        for j in np.flatnonzero(is_live | (column("service_by_type", object) != "{}")):
-            held = live[rows[j]]["service_by_type"] if is_live[j] else json.loads(service[rows[j]])
-            for gpu_type, seconds in held.items():
+        together: dict[tuple[int, int, int], float] = {}  # (job id, partner id, type) -> seconds
+        for j, r in parsed.items():
+            for gpu_type, seconds in r["service_by_type"].items():
                 if gpu_type in type_index:
-                    on_type[j, type_index[gpu_type]] = seconds
-        for j in np.flatnonzero(is_live):
-            running_type[j] = type_index.get(live[rows[j]]["gpu_type"], -1)
+                    time_alone[j, type_index[gpu_type]] = seconds
+            for key, seconds in r["shared_by_type"].items():
+                partner, _, gpu_type = key.partition(":")
+                if gpu_type in type_index:
+                    together[(int(r["id"]), int(partner), type_index[gpu_type])] = seconds
+            if is_live[j]:
+                running_type[j] = type_index.get(r["gpu_type"], -1)
+        self.planner.pair_clock = _pair_clock(together, num_types)
+
+        kind = self.throughputs.kind_indices(column("kind", object))
         view = JobView(
             index=ids,
-            submit_time_s=submitted,
-            kind=kind.astype(np.int64),
-            num_gpus=gpus,
+            submit_time_s=column("submitted", np.float64),
+            kind=kind,
+            num_gpus=column("gpus", np.int64),
             priority=np.maximum(column("priority", np.float64), MIN_WEIGHT),
             total_steps=column("total_steps", np.float64),
             steps_done=column("steps_done", np.float64),
             attained_service_s=np.array([live[i]["service_gpu_s"] if i in live else table["service_gpu_s"][i]
                                          for i in rows], dtype=np.float64),
-            first_start_s=first_start,
+            first_start_s=np.array([np.nan if v is None else v for v in table["started"]], dtype=np.float64)[rows],
             running_type=running_type,
             queue=column("queue", object),
             user=column("user", object),
             now_s=now,
         )
-        key = (ids.tobytes(), tuple(cluster.capacity.tolist()))
-        if (self._share is None or key != self._share_ids or now >= self._reallocate_at
-                or self._share_version != self.throughputs.version):
-            allocation = self.policy.allocate(view, cluster_view, ThroughputView(rates))
-            self._share, self._share_ids, self._share_version = allocation.share, key, self.throughputs.version
-        share = self._share
+        if RoundPlanner.space_sharing(self.policy):
+            self.planner.pair_rates = self.throughputs.pair_rates(self.gpu_types, int(kind.max()) + 1)
 
-        received = on_type / np.maximum(now - submitted, 1e-9)[:, None]
-        chosen = self.mechanism.choose(share, received, gpus, cluster.capacity)
-
-        # who holds (a live attempt) or is promised (a pending start) each slot now
-        previous_owner = np.full(len(available), -1, dtype=np.int64)
+        # who holds (a live attempt) or is promised (a pending start) each slot now, and who shares it
+        holder = np.full(len(available), -1, dtype=np.int64)
+        partner = np.full(len(available), -1, dtype=np.int64)
+        position_of_id = {int(i): j for j, i in enumerate(ids)}
         for j in np.flatnonzero(is_live):
             for s in live[rows[j]]["slot_list"]:
                 if s in position:
-                    previous_owner[position[s]] = j
-        pending = np.flatnonzero(~is_live & (slots != ""))
-        for j in pending:
-            positions = [position.get(s) for s in slots[j].split(",")]
-            if None not in positions and np.all(previous_owner[positions] < 0):
-                previous_owner[positions] = j
-        owner, kept = place_on_gpus(cluster, previous_owner, chosen, gpus)
-        self._reallocate_at = now + self.policy.next_change_s(view, chosen >= 0)
+                    if holder[position[s]] < 0:
+                        holder[position[s]] = j
+                    else:
+                        partner[position[s]] = j
+        for j in np.flatnonzero(~is_live & (slots != "")):
+            places = [position.get(s) for s in slots[j].split(",")]
+            if None in places:
+                continue
+            if np.all(holder[places] < 0):
+                holder[places] = j
+            elif len(places) == 1 and partner[places[0]] < 0 and \
+                    position_of_id.get(parsed[j]["partner"] or -1) == holder[places[0]]:
+                partner[places[0]] = j
+        decision = self.planner.plan(
+            RoundState(view, rates, time_alone, holder, partner, rates_version=self.throughputs.version), cluster)
 
         slots_of: dict[int, list[str]] = {}
-        for gpu in np.flatnonzero(owner >= 0):
-            slots_of.setdefault(int(owner[gpu]), []).append(available[gpu].id)
+        for gpu in np.flatnonzero(decision.owner >= 0):
+            slots_of.setdefault(int(decision.owner[gpu]), []).append(available[gpu].id)
+        for gpu in np.flatnonzero(decision.second >= 0):
+            slots_of.setdefault(int(decision.second[gpu]), []).append(available[gpu].id)
+        chosen, kept = decision.chosen_type, decision.kept
         for j in np.flatnonzero(is_live | (chosen >= 0) | (slots != "")):  # the few that hold, get or lose slots
-            r = live.get(rows[j]) or _row(table, rows[j])
+            r = parsed.get(j) or _row(table, rows[j])
+            mate = int(ids[decision.partner[j]]) if decision.partner[j] >= 0 else None
             if r["pid"] is not None and chosen[j] >= 0 and kept[j]:
-                _merge(changes, r, lease_end=lease_end, reason="")
-            elif r["pid"] is not None:  # loses its slots (or would move): checkpoint and go at the lease's end
+                _merge(changes, r, lease_end=lease_end, partner=mate,
+                       reason=f"sharing its slot with job {mate}" if mate else "")
+            elif r["pid"] is not None and chosen[j] >= 0:  # moves: checkpoint, then restart on its new slots
                 stop_at = max(r["lease_end"] or now, now)
-                _merge(changes, r, stop="preempt", stop_at=stop_at,
+                mine = slots_of.get(int(j), [])
+                move_to = json.dumps({"slots": ",".join(mine), "gpu_type": self.gpu_types[chosen[j]], "partner": mate})
+                _merge(changes, r, stop="preempt", stop_at=stop_at, move_to=move_to,
+                       reason=f"round {self.state.round + 1}: moving to {','.join(mine)}; checkpointing at its lease end")
+                events.append((now, r["id"], "move", f"round {self.state.round + 1}, to {','.join(mine)}, "
+                                                      f"lease ends {stop_at:.3f}"))
+                self.log(f"job {r['id']} moves to {','.join(mine)} in round {self.state.round + 1}")
+            elif r["pid"] is not None:  # loses its slots: checkpoint and go at the lease's end
+                stop_at = max(r["lease_end"] or now, now)
+                _merge(changes, r, stop="preempt", stop_at=stop_at, move_to="",
                        reason=f"round {self.state.round + 1}: preempted; checkpointing at its lease end")
                 events.append((now, r["id"], "preempt", f"round {self.state.round + 1}, lease ends {stop_at:.3f}"))
                 self.log(f"job {r['id']} preempted in round {self.state.round + 1}")
             elif chosen[j] >= 0:
                 mine = slots_of.get(int(j), [])
                 _merge(changes, r, slots=",".join(mine), gpu_type=self.gpu_types[chosen[j]], lease_end=lease_end,
-                       reason=f"starting on {','.join(mine)}")
+                       partner=mate, reason=f"starting on {','.join(mine)}" + (f" with job {mate}" if mate else ""))
             else:
-                _merge(changes, r, slots="", gpu_type=None, reason=_waiting(r["status"], r["steps_done"]))
+                _merge(changes, r, slots="", gpu_type=None, partner=None, reason=_waiting(r["status"], r["steps_done"]))
         reasons = table["reason"]
         for j in np.flatnonzero(~is_live & (chosen < 0) & (slots == "")):  # the many that wait: only new reasons
             i = rows[j]
@@ -238,19 +259,40 @@ class Rounds:
 
 
 def account(row: dict, now: float) -> dict:
-    """Service the live attempt has received since it was last counted (the fields to update)."""
+    """Service the live attempt has received since it was last counted (the fields to update):
+    time alone on its type, or time together with its partner when it shares its slot."""
     if row["pid"] is None or row["accounted_at"] is None:
         return {}
     dt = max(0.0, now - row["accounted_at"])
-    by_type = dict(row["service_by_type"])
-    if row["gpu_type"]:
-        by_type[row["gpu_type"]] = by_type.get(row["gpu_type"], 0.0) + dt
-    return {
+    fields = {
         "run_s": row["run_s"] + dt,
         "service_gpu_s": row["service_gpu_s"] + dt * max(1, len(row["slot_list"])),
-        "service_by_type": by_type,
         "accounted_at": now,
     }
+    if row["gpu_type"] and row.get("partner"):
+        together = dict(row.get("shared_by_type") or {})
+        key = f"{row['partner']}:{row['gpu_type']}"
+        together[key] = together.get(key, 0.0) + dt
+        fields["shared_by_type"] = together
+    elif row["gpu_type"]:
+        by_type = dict(row["service_by_type"])
+        by_type[row["gpu_type"]] = by_type.get(row["gpu_type"], 0.0) + dt
+        fields["service_by_type"] = by_type
+    return fields
+
+
+def _pair_clock(together: dict[tuple[int, int, int], float], num_types: int) -> PairClock:
+    """The pair clock from what each job recorded with each partner: a pair's time together is
+    the smaller of its two members' counts (one may have run on after the other finished)."""
+    seconds: dict[tuple[int, int, int], float] = {}
+    for (job, partner, gpu_type), value in together.items():
+        key = (min(job, partner), max(job, partner), gpu_type)
+        seconds[key] = min(value, seconds.get(key, math.inf))
+    clock = PairClock(num_types)
+    if seconds:
+        keys = list(seconds)
+        clock.add(np.array([k[:2] for k in keys]), np.array([k[2] for k in keys]), np.array(list(seconds.values())))
+    return clock
 
 
 def _row(table: dict, i: int) -> dict:
@@ -259,6 +301,8 @@ def _row(table: dict, i: int) -> dict:
     row["slot_list"] = row["slots"].split(",") if row["slots"] else []
     text = row["service_by_type"]
     row["service_by_type"] = json.loads(text) if text != "{}" else {}
+    shared = row["shared_by_type"]
+    row["shared_by_type"] = json.loads(shared) if shared != "{}" else {}
     return row
 
 

@@ -39,6 +39,7 @@ import threading
 import time
 from typing import Callable
 
+from apportion.core.throughputs import ThroughputTable
 from apportion.executors.base import Executor
 from apportion.policies.base import Policy
 from apportion.serve.context import SchedulerState, ServeConfig
@@ -69,9 +70,11 @@ class Scheduler:
         *,
         clock: Callable[[], float] = time.time,
         log: Callable[[str], None] | None = None,
+        throughputs: ThroughputTable | None = None,
     ) -> None:
+        """``throughputs``: speeds (and pair speeds) to assume for kinds not yet measured here."""
         self.state = SchedulerState(store, executor, slots, policy, config, clock, log or (lambda message: None))
-        self.throughputs = ThroughputEstimates(store, self.state.capacity, config.default_steps_per_s)
+        self.throughputs = ThroughputEstimates(store, self.state.capacity, config.default_steps_per_s, throughputs)
         self.requests = Requests(self.state, self.throughputs)
         self.rounds = Rounds(self.state, self.throughputs)
         self.lifecycle = AttemptLifecycle(self.state)

@@ -50,7 +50,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished REAL,
     run_s REAL NOT NULL DEFAULT 0,      -- seconds its attempts held slots
     service_gpu_s REAL NOT NULL DEFAULT 0,
-    service_by_type TEXT NOT NULL DEFAULT '{}',  -- {gpu_type: seconds held}
+    service_by_type TEXT NOT NULL DEFAULT '{}',  -- {gpu_type: seconds held alone}
+    partner INTEGER,                    -- the job sharing its slot this round (space sharing); NULL alone
+    shared_by_type TEXT NOT NULL DEFAULT '{}',   -- {"PARTNER_ID:gpu_type": seconds held together}
+    move_to TEXT NOT NULL DEFAULT '',   -- a round moved the live attempt: {slots, gpu_type, partner} to restart on
     accounted_at REAL,                  -- service counted up to here for the live attempt
     attempt_started REAL,               -- when the current attempt started
     contact_at REAL,                    -- the current attempt's first lease call
@@ -93,6 +96,14 @@ class StateStore:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._depth = 0
         self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """A state file written by an older apportion gains the columns added since, with their defaults."""
+        have = {row[1] for row in self._conn.execute("PRAGMA table_info(jobs)")}
+        for name, definition in _ADDED_COLUMNS.items():
+            if name not in have:
+                self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
 
     def close(self) -> None:
         with self._lock:
@@ -139,7 +150,7 @@ class StateStore:
         if not fields:
             return
         columns = ", ".join(f"{k} = ?" for k in fields)
-        values = [json.dumps(v) if k == "service_by_type" else v for k, v in fields.items()]
+        values = [json.dumps(v) if k in _JSON_COLUMNS else v for k, v in fields.items()]
         with self.transaction() as conn:
             conn.execute(f"UPDATE jobs SET {columns} WHERE id = ?", (*values, job_id))
 
@@ -249,8 +260,11 @@ class StateStore:
 _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
-    "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user",
+    "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
 )
+_JSON_COLUMNS = ("service_by_type", "shared_by_type")
+_ADDED_COLUMNS = {"partner": "INTEGER", "shared_by_type": "TEXT NOT NULL DEFAULT '{}'",
+                  "move_to": "TEXT NOT NULL DEFAULT ''"}
 _ROUND_COLUMNS = ", ".join(_ROUND_NAMES)
 
 
@@ -258,6 +272,7 @@ def _job(row: sqlite3.Row) -> dict:
     job = dict(row)
     job["spec"] = json.loads(job["spec"])
     job["service_by_type"] = json.loads(job["service_by_type"] or "{}")
+    job["shared_by_type"] = json.loads(job.get("shared_by_type") or "{}")
     job["slot_list"] = [s for s in job["slots"].split(",") if s]
     job["allowed"] = tuple(job["gpu_types"].split(",")) if job["gpu_types"] else None
     return job
