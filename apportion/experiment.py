@@ -12,7 +12,7 @@ from apportion.perf.accelerators import ACCELERATORS, ALIASES
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
-from apportion.policies import POLICIES, Policy, make_policy
+from apportion.policies import Policy, registry
 from apportion.sim import SimConfig, SimResult, simulate
 from apportion.sim.simulator import ProgressCallback
 from apportion.workloads.catalog import builtin_throughputs
@@ -97,46 +97,23 @@ def with_list_prices(cluster: Cluster) -> Cluster:
     return Cluster(tuple(groups))
 
 
-SPEC_VARIANTS = {"agnostic": "agnostic", "space-sharing": "space_sharing"}  # NAME:variant → option
-
-
 def parse_policy_spec(spec: str) -> tuple[str, dict]:
     """``max-min-fairness:agnostic`` → ("max-min-fairness", {"agnostic": True}); variants combine."""
-    name, *variants = [part.strip() for part in spec.strip().split(":")]
-    options = {}
-    for variant in variants:
-        if variant not in SPEC_VARIANTS:
-            raise ValueError(
-                f"unknown policy variant ':{variant}' in '{spec.strip()}' (known: "
-                f"{', '.join(':' + v for v in SPEC_VARIANTS)})"
-            )
-        options[SPEC_VARIANTS[variant]] = True
-    return name, options
+    return registry.parse_spec(spec)
 
 
 def policy_from_spec(spec: str, **options) -> Policy:
     """``las``, ``max-min-fairness:agnostic`` or ``max-min-fairness:space-sharing`` → a fresh policy.
 
-    ``options`` are make_policy's (agnostic, partitions, slo, water_filling, space_sharing, queues).
+    ``options`` are the policy's (agnostic, partitions, slo, water_filling, space_sharing, queues, …:
+    see apportion.policies.registry); its ``name`` is the spec with every variant asked for.
     """
-    name, variant_options = parse_policy_spec(spec)
-    options = {**options, **variant_options}
-    policy = make_policy(name, **options)
-    policy.name = ":".join([policy.name] + [v for v, option in SPEC_VARIANTS.items() if options.get(option)])
-    return policy
+    return registry.make_policy(spec, **options)
 
 
 def check_policy_specs(specs: list[str], **options) -> None:
     """Raise ValueError naming the first unknown policy or misapplied option before any work starts."""
-    names = []
-    for spec in specs:
-        name, variant_options = parse_policy_spec(spec)
-        if name not in POLICIES:
-            raise ValueError(f"unknown policy '{spec.strip()}' (known: {', '.join(POLICIES)})")
-        make_policy(name, **{**options, **variant_options})
-        names.append(name)
-    if options.get("queues") is not None and "hierarchical" not in names:
-        raise ValueError("--queues applies to hierarchical only")
+    registry.check_specs(specs, **options)
 
 
 def run_policy(

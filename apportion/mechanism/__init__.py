@@ -1,7 +1,6 @@
 """Rounds, priorities, leases, and gang placement of jobs onto concrete GPUs."""
 
-from apportion.mechanism.greedy import greedy_fill
 from apportion.mechanism.placement import Placement, place_on_gpus
 from apportion.mechanism.rounds import RoundMechanism
 
-__all__ = ["Placement", "RoundMechanism", "greedy_fill", "place_on_gpus"]
+__all__ = ["Placement", "RoundMechanism", "place_on_gpus"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from apportion.mechanism.greedy import greedy_fill
+from apportion.core.packing import greedy_fill
 
 NEVER_RECEIVED = 1e-9  # a share never received counts as this tiny fraction
 MIN_SHARE = 1e-6  # smaller shares are LP rounding noise, not time a job should get

@@ -8,7 +8,7 @@ import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
-from apportion.mechanism.greedy import greedy_fill
+from apportion.core.packing import greedy_fill
 
 
 class Policy(Protocol):

@@ -12,86 +12,97 @@ jobs, apportion.policies.pairs), its rate rows' floors moved the same way.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
+from apportion.policies.lp import LPPolicy
 from apportion.solve.lp import INF, LinearProgram, add_share_columns, shares_from
 
 RELATIVE_TOLERANCE = 1e-4  # bisection stops when ρ is known to this relative precision
 
 
-class FinishTimeFairness:
+class FinishTimeFairness(LPPolicy):
     name = "finish-time-fairness"
 
     def __init__(self, *, agnostic: bool = False, space_sharing: bool = False) -> None:
-        self.agnostic = agnostic
-        self.space_sharing = space_sharing
+        super().__init__(agnostic=agnostic, space_sharing=space_sharing)
         self.worst_ratio = float("nan")  # ρ at the last solve
-
-    def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
-        return float("inf")
 
     def isolated_rate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
         gpus = float(cluster.capacity.sum())
         time_fraction = np.minimum(1.0, gpus / (len(jobs) * jobs.num_gpus))
         return time_fraction * (throughputs.steps_per_s @ (cluster.capacity / gpus))
 
-    def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
+    def isolated_finish(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
+        """[n] when each job would finish (from its submission) on its isolated share."""
+        return _elapsed(jobs) + jobs.remaining_steps / self.isolated_rate(jobs, cluster, throughputs)
+
+    def solve(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray) -> Allocation:
         steps_per_s = throughputs.steps_per_s
         runnable = steps_per_s > 0
         n = len(jobs)
-        remaining = jobs.remaining_steps
-        elapsed = np.maximum(jobs.elapsed_s, 0.0)
-        isolated_finish = elapsed + remaining / self.isolated_rate(jobs, cluster, throughputs)
+        isolated_finish = self.isolated_finish(jobs, cluster, throughputs)
+        lp = LinearProgram()
+        cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity)
+        rate_rows = lp.add_rows(n, job, cols, steps_per_s[job, gpu_type], lower=0.0)
+        solver = lp.build()
 
-        def needed_rate(ratio: float) -> np.ndarray:
-            time_left = ratio * isolated_finish - elapsed
-            return np.where(time_left > 0, remaining / np.maximum(time_left, 1e-12), INF)
+        def feasible(ratio: float) -> bool:
+            solver.set_row_bounds(rate_rows, needed_rate(jobs, isolated_finish, ratio), np.full(n, INF))
+            return solver.feasible()
 
-        sharing = None
-        if self.space_sharing and throughputs.pair_steps_per_s is not None:
-            normalised = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)
-            problem = pairs.sharing_problem(jobs, throughputs, steps_per_s, objective=normalised,
-                                            distinct=np.column_stack([remaining, elapsed, isolated_finish]))
-            sharing = pairs.SharingLP(problem, cluster.capacity, with_level=True)
-            runs = problem.class_of >= 0
-        else:
-            lp = LinearProgram()
-            cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity)
-            rate_rows = lp.add_rows(n, job, cols, steps_per_s[job, gpu_type], lower=0.0)
-            solver = lp.build()
+        self.worst_ratio = high = lowest_ratio(jobs, throughputs, isolated_finish, feasible)
+        # stage 2: hold every job at ρ = high, spend what is left on normalised throughput
+        solver.set_row_bounds(rate_rows, needed_rate(jobs, isolated_finish, high * (1 + 1e-7)), np.full(n, INF))
+        solver.set_costs(cols, value[job, gpu_type])
+        values = solver.run("finish-time-fairness LP")
+        return Allocation(jobs.index, shares_from(values, cols, job, gpu_type, runnable.shape))
+
+    def solve_sharing(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView,
+                      value: np.ndarray) -> Allocation:
+        isolated_finish = self.isolated_finish(jobs, cluster, throughputs)
+        distinct = np.column_stack([jobs.remaining_steps, _elapsed(jobs), isolated_finish])
+        problem = pairs.sharing_problem(jobs, throughputs, throughputs.steps_per_s, objective=value, distinct=distinct)
+        sharing = pairs.SharingLP(problem, cluster.capacity, with_level=True)
+        runs = problem.class_of >= 0
 
         def class_floor(ratio: float) -> np.ndarray:
             """Each class's needed rate (its jobs are alike, so any member's)."""
             floor = np.zeros(len(problem.count))
-            floor[problem.class_of[runs]] = needed_rate(ratio)[runs]
+            floor[problem.class_of[runs]] = needed_rate(jobs, isolated_finish, ratio)[runs]
             return floor
 
-        def feasible(ratio: float) -> bool:
-            if sharing is not None:
-                return sharing.meets(class_floor(ratio))
-            solver.set_row_bounds(rate_rows, needed_rate(ratio), np.full(n, INF))
-            return solver.feasible()
+        self.worst_ratio = high = lowest_ratio(jobs, throughputs, isolated_finish,
+                                               lambda ratio: sharing.meets(class_floor(ratio)))
+        x, y = sharing.shares(sharing.max_total_above(class_floor(high * (1 + 1e-7))))
+        return pairs.to_allocation(jobs, problem, x, y)
 
-        fastest_finish = elapsed + remaining / steps_per_s.max(axis=1)
-        low, high = float(np.max(fastest_finish / isolated_finish)) * (1 - 1e-9), 1.0
-        if feasible(low):
-            high = low
-        while high - low > RELATIVE_TOLERANCE * high:
-            middle = 0.5 * (low + high)
-            if feasible(middle):
-                high = middle
-            else:
-                low = middle
-        self.worst_ratio = high
-        if sharing is not None:
-            x, y = sharing.shares(sharing.max_total_above(class_floor(high * (1 + 1e-7))))
-            return pairs.to_allocation(jobs, problem, x, y)
-        # stage 2: hold every job at ρ = high, spend what is left on normalised throughput
-        solver.set_row_bounds(rate_rows, needed_rate(high * (1 + 1e-7)), np.full(n, INF))
-        value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)
-        solver.set_costs(cols, value[job, gpu_type])
-        values = solver.run("finish-time-fairness LP")
-        return Allocation(jobs.index, shares_from(values, cols, job, gpu_type, runnable.shape))
+
+def _elapsed(jobs: JobView) -> np.ndarray:
+    return np.maximum(jobs.elapsed_s, 0.0)
+
+
+def needed_rate(jobs: JobView, isolated_finish: np.ndarray, ratio: float) -> np.ndarray:
+    """[n] the rate each job needs to finish by ``ratio`` times its isolated finish time (inf: too late)."""
+    time_left = ratio * isolated_finish - _elapsed(jobs)
+    return np.where(time_left > 0, jobs.remaining_steps / np.maximum(time_left, 1e-12), INF)
+
+
+def lowest_ratio(jobs: JobView, throughputs: ThroughputView, isolated_finish: np.ndarray,
+                 feasible: Callable[[float], bool]) -> float:
+    """The smallest feasible worst ρ, by bisection between running flat out and the isolated share (ρ = 1)."""
+    fastest_finish = _elapsed(jobs) + jobs.remaining_steps / throughputs.steps_per_s.max(axis=1)
+    low, high = float(np.max(fastest_finish / isolated_finish)) * (1 - 1e-9), 1.0
+    if feasible(low):
+        high = low
+    while high - low > RELATIVE_TOLERANCE * high:
+        middle = 0.5 * (low + high)
+        if feasible(middle):
+            high = middle
+        else:
+            low = middle
+    return high

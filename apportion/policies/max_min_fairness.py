@@ -18,32 +18,28 @@ from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
 from apportion.policies.classes import JobClasses
+from apportion.policies.lp import LPPolicy
 
 
-class MaxMinFairness:
+class MaxMinFairness(LPPolicy):
     name = "max-min-fairness"
 
     def __init__(self, *, agnostic: bool = False, water_filling: bool = False, space_sharing: bool = False) -> None:
-        if water_filling and space_sharing:
-            raise ValueError("max-min-fairness: --water-filling and --space-sharing cannot be combined")
-        self.agnostic = agnostic
+        super().__init__(agnostic=agnostic, space_sharing=space_sharing, water_filling=water_filling)
         self.water_filling = water_filling
-        self.space_sharing = space_sharing
-        self._classes: JobClasses | None = None  # kept across rounds: HiGHS restarts warm
 
-    def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
-        return float("inf")
+    def value(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
+        return super().value(jobs, cluster, throughputs) / jobs.priority[:, None]
 
-    def allocate(
-        self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView
-    ) -> Allocation:
-        a = throughputs.normalised(cluster.capacity, agnostic=self.agnostic) / jobs.priority[:, None]
-        share = np.zeros_like(a)
-        can_run = (a > 0).any(axis=1)
+    def solve_sharing(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView,
+                      value: np.ndarray) -> Allocation:
+        return pairs.solve_max_min(jobs, cluster, throughputs, value)[0]
+
+    def solve(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray) -> Allocation:
+        share = np.zeros_like(value)
+        can_run = (value > 0).any(axis=1)
         if not can_run.any():
             return Allocation(jobs.index, share)
-        if self.space_sharing and throughputs.pair_steps_per_s is not None:
-            return pairs.solve_max_min(jobs, cluster, throughputs, a)[0]
         self._classes = JobClasses.for_cluster(self._classes, cluster.capacity, water_filling=self.water_filling)
-        share[can_run] = self._classes.shares(jobs.index[can_run], a[can_run], jobs.num_gpus[can_run], level=True)
+        share[can_run] = self._classes.shares(jobs.index[can_run], value[can_run], jobs.num_gpus[can_run], level=True)
         return Allocation(jobs.index, share)

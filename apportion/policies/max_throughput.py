@@ -14,23 +14,18 @@ import numpy as np
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
-from apportion.policies.classes import JobClasses
+from apportion.policies.lp import LPPolicy
 
 
-class MaxThroughput:
+class MaxThroughput(LPPolicy):
     name = "max-throughput"
 
-    def __init__(self, *, agnostic: bool = False, space_sharing: bool = False) -> None:
-        self.agnostic = agnostic
-        self.space_sharing = space_sharing
-        self._classes: JobClasses | None = None  # kept across rounds: HiGHS restarts warm
+    def value(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
+        return super().value(jobs, cluster, throughputs) * jobs.priority[:, None]
 
-    def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
-        return float("inf")
+    def solve_sharing(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView,
+                      value: np.ndarray) -> Allocation:
+        return pairs.solve_max_total(jobs, cluster, throughputs, value)
 
-    def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
-        value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic) * jobs.priority[:, None]
-        if self.space_sharing and throughputs.pair_steps_per_s is not None:
-            return pairs.solve_max_total(jobs, cluster, throughputs, value)
-        self._classes, share = JobClasses.most_total(self._classes, jobs, cluster.capacity, value)
-        return Allocation(jobs.index, share)
+    def solve(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray) -> Allocation:
+        return self.most_total(jobs, cluster, value)

@@ -15,28 +15,21 @@ import numpy as np
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
-from apportion.policies.classes import JobClasses
+from apportion.policies.lp import LPPolicy
 from apportion.solve.lp import LinearProgram, add_share_columns, shares_from
 
 _PENALTY = 1e4  # per unit of missing deadline rate, in multiples of the largest objective term
 
 
-class MinCost:
+class MinCost(LPPolicy):
     name = "min-cost"
 
     def __init__(self, *, agnostic: bool = False, slo: bool = False, space_sharing: bool = False) -> None:
-        if slo and space_sharing:
-            raise ValueError("min-cost: --slo and --space-sharing cannot be combined")
-        self.agnostic = agnostic
+        super().__init__(agnostic=agnostic, space_sharing=space_sharing, slo=slo)
         self.slo = slo
-        self.space_sharing = space_sharing
-        self._classes: JobClasses | None = None  # without deadlines: kept across rounds, restarts warm
         self.unmeetable: np.ndarray = np.zeros(0, dtype=np.int64)  # job rows, at the last solve
 
-    def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
-        return float("inf")
-
-    def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
+    def value(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
         prices = cluster.price_per_gpu_hour
         if np.any(np.isnan(prices)) or np.any(prices <= 0):
             missing = [t for t, p in zip(cluster.gpu_types, prices) if not p > 0]
@@ -44,12 +37,15 @@ class MinCost:
                 f"min-cost needs a positive price per GPU-hour for every GPU type; none for "
                 f"{', '.join(missing)} (set price_per_gpu_hour in the cluster YAML)"
             )
-        value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic) / prices[None, :]
-        if self.space_sharing and throughputs.pair_steps_per_s is not None:
-            return pairs.solve_max_total(jobs, cluster, throughputs, value)
+        return super().value(jobs, cluster, throughputs) / prices[None, :]
+
+    def solve_sharing(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView,
+                      value: np.ndarray) -> Allocation:
+        return pairs.solve_max_total(jobs, cluster, throughputs, value)
+
+    def solve(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray) -> Allocation:
         if not (self.slo and jobs.deadline_s is not None):
-            self._classes, share = JobClasses.most_total(self._classes, jobs, cluster.capacity, value)
-            return Allocation(jobs.index, share)
+            return self.most_total(jobs, cluster, value)
         lp = LinearProgram()
         runnable = value > 0
         cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity, value[runnable])

@@ -13,31 +13,29 @@ import numpy as np
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
+from apportion.policies.lp import LPPolicy
 from apportion.solve.lp import LinearProgram, add_share_columns, shares_from
 
 _W_SLACK = 1e-7
 
 
-class MinMakespan:
+class MinMakespan(LPPolicy):
     name = "min-makespan"
 
     def __init__(self, *, agnostic: bool = False, space_sharing: bool = False) -> None:
-        self.agnostic = agnostic
-        self.space_sharing = space_sharing
+        super().__init__(agnostic=agnostic, space_sharing=space_sharing)
         self.makespan_s = float("nan")  # the predicted time to finish every job, at the last solve
 
-    def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
-        return float("inf")
+    def solve_sharing(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView,
+                      value: np.ndarray) -> Allocation:
+        finishing = throughputs.steps_per_s / np.maximum(jobs.remaining_steps, 1e-12)[:, None]
+        allocation, best_w = pairs.solve_max_min(jobs, cluster, throughputs, finishing, objective=value)
+        self.makespan_s = 1.0 / best_w if best_w > 0 else float("inf")
+        return allocation
 
-    def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
+    def solve(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray) -> Allocation:
         steps_per_s = throughputs.steps_per_s
         runnable = steps_per_s > 0
-        if self.space_sharing and throughputs.pair_steps_per_s is not None:
-            value = steps_per_s / np.maximum(jobs.remaining_steps, 1e-12)[:, None]
-            normalised = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)
-            allocation, best_w = pairs.solve_max_min(jobs, cluster, throughputs, value, objective=normalised)
-            self.makespan_s = 1.0 / best_w if best_w > 0 else float("inf")
-            return allocation
         lp = LinearProgram()
         cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity)
         w = lp.add_columns(1, cost=1.0)
@@ -53,7 +51,6 @@ class MinMakespan:
         best_w = solver.run("min-makespan LP")[w[0]]
         self.makespan_s = 1.0 / best_w if best_w > 0 else float("inf")
         # stage 2: keep w, spend what is left on normalised throughput
-        value = throughputs.normalised(cluster.capacity, agnostic=self.agnostic)
         solver.set_costs(np.concatenate([cols, w]), np.concatenate([value[job, gpu_type], [0.0]]))
         solver.set_col_bounds(w, np.array([best_w * (1 - _W_SLACK)]), np.array([np.inf]))
         values = solver.run("min-makespan LP, stage 2")

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from apportion.mechanism.greedy import greedy_fill
+from apportion.core.packing import greedy_fill
 
 
 def first_fit(sizes, capacity):

@@ -1,4 +1,6 @@
-"""Sequential first-fit in priority order, done in a few vectorised passes."""
+"""Sequential first-fit in priority order, done in a few vectorised passes.
+
+Shared by the ordering policies and the round mechanism, so it sits below both."""
 
 from __future__ import annotations
 

@@ -1,0 +1,329 @@
+"""Every policy apportion knows, in one declarative table, imported only when one is built.
+
+A policy is asked for as ``NAME[:variant…]`` (``max-min-fairness:agnostic:space-sharing``)
+plus keyword options. Each entry says where its class lives, what it does, whether it is an
+LP (so POP ``partitions`` apply), and which options it takes, with their types and meaning;
+``make_policy`` checks a request against the entry and fails with one line naming what is
+wrong, before any solver is imported. The built policy's ``name`` is its full spec.
+
+Adding a policy
+---------------
+1. Write one module, ``apportion/policies/my_policy.py``, with one class: a ``name``, an
+   ``allocate(jobs, cluster, throughputs)`` and a ``next_change_s(jobs, running)``
+   (subclass ``OrderingPolicy`` to rank jobs for whole GPUs, ``LPPolicy`` for an LP). Its
+   constructor takes its options as keyword arguments.
+2. Add one ``PolicyEntry`` to ``_BUILT_IN`` below: its name, ``"module:Class"``, a one-line
+   summary, ``is_lp``, and its options (``AGNOSTIC`` and ``LP_OPTIONS`` are the usual ones).
+   The command line, ``make_policy`` and the simulator's invariant tests (which run every
+   registered policy) pick it up from there.
+3. Add one test of what the policy promises, in ``tests/policies/``.
+
+Code outside apportion may instead ``register(PolicyEntry(...))`` with the class itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from types import MappingProxyType
+
+from apportion.core.queues import Queue, QueueConfig
+
+if TYPE_CHECKING:
+    from apportion.policies.base import Policy
+
+
+@dataclass(frozen=True)
+class Option:
+    """One keyword option of a policy: its type, meaning, and how it is spelled and checked."""
+
+    name: str  # the keyword argument, e.g. "water_filling"
+    type: type
+    help: str  # what it means, one line
+    default: Any = None  # the value that means "not asked for" (the constructor's default)
+    required: bool = False
+    variant: bool = False  # may also be asked for as NAME:variant (the flag without its dashes)
+    flag: str | None = None  # command-line spelling; default --name-with-dashes
+    metavar: str = ""  # what follows the flag, for messages ("FILE")
+    excludes: tuple[str, ...] = ()  # options it cannot be combined with
+    shared: bool = False  # given once for a comparison: policies that do not take it ignore it
+    applies_to: str = ""  # how to name the policies that take it, where a rule decides ("LP policies")
+    check: Callable[[Any], Any] | None = None  # value -> the value to pass on; ValueError: what is wrong
+    example: Callable[[], Any] | None = None  # a value tests can build, for required options
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def variant_name(self) -> str:
+        return self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """One policy: where its class is, what it does, and the options it takes."""
+
+    name: str
+    target: str | Callable[..., Policy]  # "module:Class", imported on first use, or the class itself
+    summary: str
+    is_lp: bool = False
+    options: tuple[Option, ...] = ()
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return tuple(o.variant_name for o in self.options if o.variant)
+
+    def option(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    def load(self) -> Callable[..., Policy]:
+        """The policy's class (or factory), importing its module now."""
+        if not isinstance(self.target, str):
+            return self.target
+        module, _, attribute = self.target.partition(":")
+        return getattr(import_module(module), attribute)
+
+    def example_options(self) -> dict[str, Any]:
+        """Values for the options this policy cannot go without, so that a test can build it."""
+        return {o.name: o.example() for o in self.options if o.required and o.example is not None}
+
+
+def _positive_numbers(value: Any) -> tuple[float, ...]:
+    """``"3600,36000"`` or a sequence of numbers → a tuple of positive floats."""
+    text = value if isinstance(value, str) else ",".join(str(v) for v in value)
+    try:
+        numbers = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"must be GPU-seconds separated by commas, got '{text}'") from None
+    if not numbers or min(numbers) <= 0:
+        raise ValueError(f"must be positive GPU-seconds, got '{text}'")
+    return numbers
+
+
+def _at_least_one(value: Any) -> int:
+    if int(value) != value or value < 1:
+        raise ValueError(f"must be a whole number >= 1, got {value}")
+    return int(value)
+
+
+def _one_queue() -> QueueConfig:
+    return QueueConfig((Queue("default"),), source="<example>")
+
+
+AGNOSTIC = Option("agnostic", bool, "treat every GPU type as equally fast (time shares only)", False, variant=True)
+SPACE_SHARING = Option("space_sharing", bool, "let two one-GPU jobs share a GPU where their pair's speed is known",
+                       False, variant=True)
+PARTITIONS = Option("partitions", int, "solve as K random sub-problems (POP), for speed on large clusters", 1,
+                    metavar="K", applies_to="LP policies", check=_at_least_one)
+LP_OPTIONS = (AGNOSTIC, SPACE_SHARING, PARTITIONS)
+
+_BUILT_IN = (
+    PolicyEntry("fifo", "apportion.policies.fifo:Fifo", "non-preemptive, in submission order",
+                options=(AGNOSTIC,)),
+    PolicyEntry("srtf", "apportion.policies.srtf:Srtf", "shortest remaining time, at each job's fastest speed",
+                options=(AGNOSTIC,)),
+    PolicyEntry("las", "apportion.policies.las:Las", "Tiresias' least attained service, in discrete queues",
+                options=(AGNOSTIC, Option("thresholds_gpu_s", tuple, "queue thresholds in GPU-seconds "
+                                          "(default 3600,36000)", flag="--las-thresholds", metavar="S,S,…",
+                                          check=_positive_numbers))),
+    PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
+                "Gavel's max-min fairness over normalised throughput", is_lp=True,
+                options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "
+                                             "without lowering a smaller one", False, excludes=("space_sharing",)),)),
+    PolicyEntry("finish-time-fairness", "apportion.policies.finish_time_fairness:FinishTimeFairness",
+                "Themis' finish-time fairness: the smallest worst ratio to an isolated share", is_lp=True,
+                options=LP_OPTIONS),
+    PolicyEntry("min-makespan", "apportion.policies.min_makespan:MinMakespan",
+                "finish the current jobs as early as possible", is_lp=True, options=LP_OPTIONS),
+    PolicyEntry("max-throughput", "apportion.policies.max_throughput:MaxThroughput",
+                "most total normalised throughput", is_lp=True, options=LP_OPTIONS),
+    PolicyEntry("min-cost", "apportion.policies.min_cost:MinCost", "most normalised throughput per dollar",
+                is_lp=True, options=LP_OPTIONS + (Option("slo", bool, "honour the workload's deadlines", False,
+                                                         excludes=("space_sharing",)),)),
+    PolicyEntry("hierarchical", "apportion.policies.hierarchical:Hierarchical",
+                "fairness across Kueue-style queues, then inside each queue",
+                options=(AGNOSTIC, Option("queues", QueueConfig, "a queues YAML, see docs/queues.md", required=True,
+                                          metavar="FILE", shared=True, example=_one_queue))),
+)
+
+_ENTRIES: dict[str, PolicyEntry] = {entry.name: entry for entry in _BUILT_IN}
+ENTRIES: Mapping[str, PolicyEntry] = MappingProxyType(_ENTRIES)  # name -> entry, registered ones included
+
+
+class _Names(Set):
+    """The names of the registered policies that pass ``keep``, always up to date."""
+
+    def __init__(self, keep: Callable[[PolicyEntry], bool]) -> None:
+        self._keep = keep
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, entry in _ENTRIES.items() if self._keep(entry))
+
+    def __contains__(self, name: object) -> bool:
+        return name in _ENTRIES and self._keep(_ENTRIES[name])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"{{{', '.join(repr(n) for n in self)}}}"
+
+
+LP_NAMES: Set[str] = _Names(lambda entry: entry.is_lp)
+
+
+def register(entry: PolicyEntry) -> PolicyEntry:
+    """Add a policy; ValueError if its name is taken."""
+    if entry.name in _ENTRIES:
+        raise ValueError(f"policy '{entry.name}' is already registered")
+    _ENTRIES[entry.name] = entry
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Remove a policy added with ``register``."""
+    _ENTRIES.pop(name)
+
+
+def policy_names() -> tuple[str, ...]:
+    """Every registered policy's name, built-in ones first, in the table's order."""
+    return tuple(_ENTRIES)
+
+
+def policy_info(name: str) -> PolicyEntry:
+    """The entry of the policy ``name`` (variants in a spec are ignored); ValueError if unknown."""
+    base = name.strip().split(":")[0].strip()
+    if base not in _ENTRIES:
+        raise ValueError(f"unknown policy '{name.strip()}' (known: {', '.join(_ENTRIES)})")
+    return _ENTRIES[base]
+
+
+def variant_names() -> tuple[str, ...]:
+    """Every variant some registered policy accepts, in the table's order."""
+    seen = dict.fromkeys(v for entry in _ENTRIES.values() for v in entry.variants)
+    return tuple(seen)
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, bool]]:
+    """``max-min-fairness:agnostic`` → ("max-min-fairness", {"agnostic": True}); variants combine."""
+    name, *variants = [part.strip() for part in spec.strip().split(":")]
+    known = variant_names()
+    options = {}
+    for variant in variants:
+        if variant not in known:
+            raise ValueError(
+                f"unknown policy variant ':{variant}' in '{spec.strip()}' (known: {', '.join(':' + v for v in known)})"
+            )
+        options[variant.replace("-", "_")] = True
+    return name, options
+
+
+def make_policy(spec: str, **options: Any) -> Policy:
+    """A fresh policy from ``NAME[:variant…]`` and its keyword options (variants win over them).
+
+    An option left at its default is not asked for; a ``shared`` option is ignored by a policy
+    that does not take it. ValueError, one line, for anything that does not apply.
+    """
+    name, variant_options = parse_spec(spec)
+    if name not in _ENTRIES:
+        raise ValueError(f"unknown policy '{spec.strip()}' (known: {', '.join(_ENTRIES)})")
+    entry = _ENTRIES[name]
+    given = _check_options(entry, {**options, **variant_options})
+    partitions = given.pop("partitions", 1)
+    factory = entry.load()
+    if partitions > 1:
+        from apportion.policies.partitioned import Partitioned
+
+        policy = Partitioned(lambda: factory(**given), partitions)
+    else:
+        policy = factory(**given)
+    policy.name = ":".join([entry.name] + [o.variant_name for o in entry.options if o.variant and given.get(o.name)])
+    return policy
+
+
+def check_specs(specs: list[str], **options: Any) -> None:
+    """Build each spec once with ``options``, and refuse a shared option that none of them takes."""
+    entries = []
+    for spec in specs:
+        make_policy(spec, **options)
+        entries.append(policy_info(spec))
+    for option_name, value in options.items():
+        option = _declared(option_name)
+        if option.shared and not _left_at_default(value, option) and not any(
+            e.option(option_name) for e in entries
+        ):
+            raise ValueError(f"{option.cli_flag} applies to {_takers(option_name)} only")
+
+
+def _declared(option_name: str) -> Option:
+    """The option called ``option_name`` as some registered policy declares it."""
+    for entry in _ENTRIES.values():
+        option = entry.option(option_name)
+        if option is not None:
+            return option
+    known = dict.fromkeys(o.name for e in _ENTRIES.values() for o in e.options)
+    raise ValueError(f"unknown policy option '{option_name}' (known: {', '.join(known)})")
+
+
+def _left_at_default(value: Any, option: Option) -> bool:
+    """Whether ``value`` asks for nothing: None, or a plain value equal to the default (False, 1)."""
+    return value is None or (isinstance(value, (bool, int, float)) and value == option.default)
+
+
+def _takers(option_name: str) -> str:
+    return ", ".join(sorted(name for name, e in _ENTRIES.items() if e.option(option_name)))
+
+
+def _check_options(entry: PolicyEntry, options: dict[str, Any]) -> dict[str, Any]:
+    """The options asked for, checked against ``entry`` and converted; ValueError naming the first wrong one."""
+    given = {}
+    for option_name, value in options.items():
+        declared = _declared(option_name)
+        if _left_at_default(value, declared):
+            continue
+        option = entry.option(option_name)
+        if option is None:
+            if declared.shared:
+                continue
+            takers = _takers(option_name)
+            if "," not in takers:
+                takers += " only"
+            elif declared.applies_to:
+                takers = f"{declared.applies_to} ({takers})"
+            raise ValueError(f"{declared.cli_flag} applies to {takers}, not to '{entry.name}'")
+        if option.check is not None:
+            try:
+                value = option.check(value)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{option.cli_flag} {exc}") from None
+        elif option.type is bool:
+            value = bool(value)
+        given[option_name] = value
+    for option in entry.options:
+        if option.required and option.name not in given:
+            raise ValueError(f"{entry.name} needs {option.cli_flag} {option.metavar} ({option.help})")
+        for other in option.excludes:
+            if option.name in given and other in given:
+                raise ValueError(f"{option.cli_flag} cannot be combined with {entry.option(other).cli_flag}")
+    return given
+
+
+__all__ = [
+    "AGNOSTIC",
+    "ENTRIES",
+    "LP_NAMES",
+    "LP_OPTIONS",
+    "Option",
+    "PolicyEntry",
+    "check_specs",
+    "make_policy",
+    "parse_spec",
+    "policy_info",
+    "policy_names",
+    "register",
+    "unregister",
+    "variant_names",
+]
