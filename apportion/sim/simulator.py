@@ -239,7 +239,8 @@ class Simulator:
             self.planner.pair_clock.add(np.column_stack([run_rows[lead], active[run_partner[lead]]]),
                                         run_type[lead], together)
         replay.busy_gpu_s += float(np.sum(gpu_held_s))
-        replay.timeline.append((now, int(gpus.sum()), len(run_rows), len(active) - len(run_rows)))
+        busy_gpus = int(np.count_nonzero(replay.gpu_job >= 0))  # a GPU two jobs share counts once
+        replay.timeline.append((now, busy_gpus, len(run_rows), len(active) - len(run_rows)))
         replay.decisions += 1
 
         done_rows = run_rows[finishing]
