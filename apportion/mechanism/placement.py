@@ -8,6 +8,7 @@ whole nodes stay free for gangs.
 
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +36,13 @@ def place_on_gpus(
     chosen_type: np.ndarray,  # [n] GPU type index each job runs on this round, -1 if it waits
     num_gpus: np.ndarray,  # [n] GPUs each job runs on
 ) -> tuple[np.ndarray, np.ndarray]:
-    """GPU owners for this round ([G], -1 idle), and for each job whether it kept exactly its GPUs."""
+    """GPU owners for this round ([G], -1 idle), and for each job whether it kept exactly its GPUs.
+
+    Keeping is decided with numpy over all GPUs. The jobs left to place (a few hundred at most
+    in a round) are placed in plain Python over per-node lists of free GPUs: at this size a
+    list walk is several times cheaper than the dozens of tiny numpy calls per GPU type it
+    replaces, and it makes the same choices (see ``_place_type``).
+    """
     n = len(chosen_type)
     owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
     held = np.flatnonzero(previous_owner >= 0)
@@ -47,90 +54,114 @@ def place_on_gpus(
     kept = np.zeros(n, dtype=bool)
     kept[owner[keep_gpus]] = True
 
-    free = owner < 0
-    todo = (chosen_type >= 0) & ~kept
-    for t in range(len(cluster.gpu_types)):
-        jobs = np.flatnonzero(todo & (chosen_type == t))
-        if not len(jobs):
-            continue
-        counts = num_gpus[jobs]
-        free_of_type = free & (cluster.gpu_type == t)
-        node_free = np.bincount(cluster.gpu_node[free_of_type], minlength=cluster.num_nodes)
-        gangs = jobs[counts > 1]
-        gangs = gangs[np.argsort(-num_gpus[gangs], kind="stable")]
-        gangs = _place_whole_node_gangs(cluster, t, gangs, num_gpus, free_of_type, node_free, owner)
-        for job in gangs:
-            owner[_gang_gpus(cluster, free_of_type, node_free, int(num_gpus[job]))] = job
-        singles = jobs[counts == 1]
-        if len(singles):
-            ids = np.flatnonzero(free_of_type)
-            if len(ids) < len(singles):
-                raise ValueError(f"placement over capacity on GPU type {cluster.gpu_types[t]}")
-            order = np.lexsort((ids, node_free[cluster.gpu_node[ids]]))
-            owner[ids[order[: len(singles)]]] = singles
-        free = owner < 0
+    todo = np.flatnonzero((chosen_type >= 0) & ~kept)
+    if not len(todo):  # every running job kept its GPUs: nothing left to place
+        return owner, kept
+    free_ids = np.flatnonzero(owner < 0)
+    free_list = free_ids.tolist()
+    bounds = np.searchsorted(free_ids, cluster.node_first_gpu).tolist() + [len(free_list)]
+    free_on = [free_list[bounds[i] : bounds[i + 1]] for i in range(cluster.num_nodes)]  # free ids per node
+    by_type: dict[int, list[tuple[int, int]]] = {}
+    for job, gpu_type, count in zip(todo.tolist(), chosen_type[todo].tolist(), num_gpus[todo].astype(np.int64).tolist()):
+        by_type.setdefault(gpu_type, []).append((job, count))
+    layout = _layout(cluster)
+    placed_gpus: list[int] = []
+    placed_jobs: list[int] = []
+    for t, jobs in by_type.items():
+        nodes, sizes = layout[t]
+        _place_type(cluster.gpu_types[t], jobs, nodes, sizes, free_on, placed_gpus, placed_jobs)
+    owner[placed_gpus] = placed_jobs
     return owner, kept
 
 
-def _place_whole_node_gangs(
-    cluster: Cluster,
-    gpu_type: int,
-    gangs: np.ndarray,
-    num_gpus: np.ndarray,
-    free_of_type: np.ndarray,
-    node_free: np.ndarray,
-    owner: np.ndarray,
-) -> np.ndarray:
-    """Give gangs that are whole multiples of the node size whole free nodes, all at once.
+_LAYOUT: list = [None, None]  # the last cluster seen, and its nodes and node sizes per GPU type
 
-    The same nodes the one-gang-at-a-time rule would pick; returns the gangs left to place.
+
+def _layout(cluster: Cluster) -> list[tuple[list[int], list[int]]]:
+    """Per GPU type: its nodes (ascending) and their sizes, as lists; cached for the last cluster."""
+    if _LAYOUT[0] is not cluster:
+        node_type, node_gpus = cluster.node_type.tolist(), cluster.node_gpus.tolist()
+        per_type = []
+        for t in range(len(cluster.gpu_types)):
+            nodes = [node for node, nt in enumerate(node_type) if nt == t]
+            per_type.append((nodes, [node_gpus[node] for node in nodes]))
+        _LAYOUT[:] = [cluster, per_type]
+    return _LAYOUT[1]
+
+
+def _place_type(
+    type_name: str,
+    jobs: list[tuple[int, int]],  # (job, GPUs) to place on this type, by ascending job index
+    nodes: list[int],  # this type's nodes, ascending
+    sizes: list[int],  # GPUs in each of those nodes
+    free_on: list[list[int]],  # free GPU ids per node (all nodes); taken ids are removed
+    placed_gpus: list[int],
+    placed_jobs: list[int],
+) -> None:
+    """Place one GPU type's jobs: gangs largest first, then single-GPU jobs; appends (GPU, job).
+
+    Gangs go largest first (ties by job index). While every node of the type has the same
+    size, gangs that are whole multiples of it take whole free nodes in node order, as a batch
+    that stops at the first such gang that no longer fits; every other gang takes the
+    tightest single node that fits it (lowest index on ties), else the emptiest nodes in turn.
+    Single-GPU jobs then fill the fullest nodes first, lowest GPU id first.
+
+    ``by_free[f]`` lists the nodes with exactly f free GPUs, ascending, so "tightest fit",
+    "emptiest" and "fullest first" are short walks over free counts rather than over nodes.
     """
-    type_nodes = np.flatnonzero(cluster.node_type == gpu_type)
-    node_size = cluster.node_gpus[type_nodes]
-    if not len(gangs) or not np.all(node_size == node_size[0]):
-        return gangs
-    per_node = int(node_size[0])
-    multiple = num_gpus[gangs] % per_node == 0
-    if not multiple.any():
-        return gangs
-    whole_nodes = type_nodes[node_free[type_nodes] == per_node]
-    batch = gangs[multiple]
-    nodes_needed = np.cumsum(num_gpus[batch] // per_node)
-    fitting = int(np.searchsorted(nodes_needed, len(whole_nodes), side="right"))
-    if fitting == 0:
-        return gangs
-    used_nodes = whole_nodes[: nodes_needed[fitting - 1]]
-    node_job = np.repeat(batch[:fitting], num_gpus[batch[:fitting]] // per_node)
-    gpus = (cluster.node_first_gpu[used_nodes][:, None] + np.arange(per_node)[None, :]).reshape(-1)
-    owner[gpus] = np.repeat(node_job, per_node)
-    free_of_type[gpus] = False
-    node_free[used_nodes] = 0
-    placed = np.zeros(len(gangs), dtype=bool)
-    placed[np.flatnonzero(multiple)[:fitting]] = True
-    return gangs[~placed]
+    largest = max(sizes, default=0)
+    by_free: list[list[int]] = [[] for _ in range(largest + 1)]
+    for node in nodes:
+        by_free[len(free_on[node])].append(node)
 
+    def take(node: int, count: int, job: int) -> int:
+        """Give ``job`` up to ``count`` of the node's lowest free GPU ids; how many it got."""
+        free = free_on[node]
+        got = free[:count]
+        free_on[node] = free[count:]
+        by_free[len(free)].remove(node)
+        insort(by_free[len(free) - len(got)], node)
+        placed_gpus.extend(got)
+        placed_jobs.extend([job] * len(got))
+        return len(got)
 
-def _gang_gpus(
-    cluster: Cluster, free_of_type: np.ndarray, node_free: np.ndarray, count: int
-) -> np.ndarray:
-    """GPU ids for one gang: the tightest single node that fits, else the emptiest nodes.
-
-    Marks the GPUs it takes as no longer free in ``free_of_type`` and ``node_free``.
-    """
-    fits = np.flatnonzero(node_free >= count)
-    single = int(fits[np.argmin(node_free[fits])]) if len(fits) else -1
-    picked: list[np.ndarray] = []
-    needed = count
-    while needed > 0:
-        node = single if single >= 0 else int(np.argmax(node_free))
-        if node_free[node] == 0:
-            break
-        first = cluster.node_first_gpu[node]
-        on_node = first + np.flatnonzero(free_of_type[first : first + cluster.node_gpus[node]])[:needed]
-        free_of_type[on_node] = False
-        picked.append(on_node)
-        node_free[node] -= len(on_node)
-        needed -= len(on_node)
-    if needed > 0:
-        raise ValueError("placement over capacity")
-    return np.concatenate(picked)
+    gangs = sorted((job_count for job_count in jobs if job_count[1] > 1), key=lambda jc: -jc[1])
+    if gangs and sizes and all(size == largest for size in sizes):
+        whole = by_free[largest]  # wholly free nodes, ascending
+        used = 0
+        rest = []
+        batch_open = True
+        for job, count in gangs:
+            if count % largest:
+                rest.append((job, count))
+                continue
+            need = count // largest
+            if batch_open and used + need <= len(whole):
+                for node in whole[used : used + need]:
+                    placed_gpus.extend(free_on[node])
+                    free_on[node] = []
+                placed_jobs.extend([job] * count)
+                used += need
+            else:
+                batch_open = False  # the batch is the longest prefix that fits
+                rest.append((job, count))
+        by_free[largest] = whole[used:]
+        gangs = rest
+    for job, count in gangs:
+        fitting = next((group for group in by_free[count:] if group), None)  # the tightest single node
+        needed = count
+        while needed > 0:
+            if fitting is not None:
+                node = fitting[0]
+            else:  # the emptiest node (lowest index on ties)
+                node = next((group[0] for group in reversed(by_free[1:]) if group), -1)
+                if node < 0:
+                    raise ValueError("placement over capacity")
+            needed -= take(node, needed, job)
+    singles = [job for job, count in jobs if count == 1]
+    if singles:
+        ids = [gpu for group in by_free[1:] for node in group for gpu in free_on[node]]  # fullest nodes first
+        if len(ids) < len(singles):
+            raise ValueError(f"placement over capacity on GPU type {type_name}")
+        placed_gpus.extend(ids[: len(singles)])
+        placed_jobs.extend(singles)

@@ -43,19 +43,23 @@ class RoundMechanism:
         preference = np.argsort(-priority, axis=1, kind="stable")  # [n, T] best type first
         chosen = np.full(n, -1, dtype=np.int64)
         remaining = capacity.astype(np.int64).copy()
-        rows = np.arange(n)
         for rank in range(num_types):
             want = preference[:, rank]
-            ok = (chosen < 0) & eligible[rows, want]
+            ok = np.flatnonzero((chosen < 0) & np.take_along_axis(eligible, preference[:, rank : rank + 1], axis=1)[:, 0])
+            if not len(ok):  # no job left whose rank-th choice it is eligible for
+                continue
+            # candidates of every type at once, by type, then priority (highest first), then job index
+            ok_type = want[ok]
+            by_type = ok[np.lexsort((-priority[ok, ok_type], ok_type))]
+            bounds = np.searchsorted(want[by_type], np.arange(num_types + 1)).tolist()
             for gpu_type in range(num_types):
-                if remaining[gpu_type] <= 0:
+                if remaining[gpu_type] <= 0 or bounds[gpu_type] == bounds[gpu_type + 1]:
                     continue
-                candidates = np.flatnonzero(ok & (want == gpu_type))
-                if not len(candidates):
-                    continue
-                order = candidates[np.argsort(-priority[candidates, gpu_type], kind="stable")]
+                order = by_type[bounds[gpu_type] : bounds[gpu_type + 1]]
                 take = greedy_fill(num_gpus[order], remaining[gpu_type])
                 taken = order[take]
                 chosen[taken] = gpu_type
                 remaining[gpu_type] -= int(num_gpus[taken].sum())
+            if not np.any(remaining > 0):
+                break  # the cluster is full: later ranks take nothing
         return chosen

@@ -8,7 +8,6 @@ import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
-from apportion.core.packing import greedy_fill
 
 
 class Policy(Protocol):
@@ -76,9 +75,10 @@ def allocate_in_order(
     A job's best type is its fastest (``agnostic``: the cluster's first); with
     ``current_type`` given, a running job's best type is the one it holds.
 
-    Exactly the sequential loop's answer. Each pass lets every remaining job pick its best
-    type that still has room and fills each type in order; everything before the first job
-    that lost its pick to an earlier one is final, and the next pass resumes there.
+    The sequential loop itself, in plain Python over lists: a round takes a few hundred jobs
+    at most, and the walk stops as soon as no GPU is left or no job still to come fits in
+    what is left. Each job's types are ranked once with numpy, best first and ties to the
+    lower type index (argmax's rule); types it cannot run on are left out.
     """
     n, num_types = steps_per_s.shape
     runnable = steps_per_s > 0
@@ -90,32 +90,34 @@ def allocate_in_order(
         holding = np.flatnonzero(current_type >= 0)
         score[holding, current_type[holding]] = np.inf
     share = np.zeros((n, num_types))
-    remaining = capacity.astype(np.int64).copy()
-    demand = np.cumsum(num_gpus[order])  # a pass looks only as far as the free GPUs could reach
-    position = 0
-    while position < len(order) and remaining.max() > 0:
-        before = demand[position - 1] if position else 0
-        reach = int(np.searchsorted(demand, before + remaining.sum(), side="right")) + 1
-        rest = order[position:reach]
-        sizes = num_gpus[rest]
-        room = remaining[None, :] >= sizes[:, None]
-        pick_score = np.where(room, score[rest], -np.inf)
-        pick = np.argmax(pick_score, axis=1)
-        can = pick_score[np.arange(len(rest)), pick] > -np.inf
-        first_miss = len(rest)
-        takes = []
-        for gpu_type in range(num_types):
-            candidates = np.flatnonzero(can & (pick == gpu_type))
-            if not len(candidates):
+    remaining = capacity.astype(np.int64).tolist()
+    if not len(order) or max(remaining, default=0) <= 0:
+        return share
+    sizes = num_gpus[order]
+    smallest_after = np.minimum.accumulate(sizes[::-1])[::-1]  # smallest job from each position on
+    taken_rows: list[int] = []
+    taken_types: list[int] = []
+    most = max(remaining)
+    start, chunk = 0, 256
+    while start < len(order) and smallest_after[start] <= most:
+        # rank the next chunk of jobs only: the walk usually ends long before the last job
+        stop = min(start + chunk, len(order))
+        fits = np.flatnonzero(sizes[start:stop] <= most) + start  # larger jobs never fit: room only shrinks
+        rows = order[fits]
+        ranked = np.argsort(-score[rows], axis=1, kind="stable")
+        usable = np.take_along_axis(score[rows], ranked, axis=1) > -np.inf
+        for row, size, types, ok in zip(rows.tolist(), sizes[fits].tolist(), ranked.tolist(), usable.tolist()):
+            if size > most:
                 continue
-            take = greedy_fill(sizes[candidates], remaining[gpu_type])
-            missed = candidates[~take]
-            if len(missed):
-                first_miss = min(first_miss, int(missed[0]))
-            takes.append((gpu_type, candidates[take]))
-        for gpu_type, taken in takes:
-            taken = taken[taken < first_miss]
-            share[rest[taken], gpu_type] = 1.0
-            remaining[gpu_type] -= int(sizes[taken].sum())
-        position += first_miss
+            for gpu_type, can in zip(types, ok):
+                if not can:
+                    break
+                if remaining[gpu_type] >= size:
+                    remaining[gpu_type] -= size
+                    taken_rows.append(row)
+                    taken_types.append(gpu_type)
+                    most = max(remaining)
+                    break
+        start, chunk = stop, chunk * 2
+    share[taken_rows, taken_types] = 1.0
     return share
