@@ -17,13 +17,10 @@ from apportion.sim import SimConfig, SimResult, simulate
 from apportion.sim.simulator import ProgressCallback
 from apportion.workloads.catalog import builtin_throughputs
 from apportion.workloads.cluster_file import load_cluster
+from apportion.workloads.defaults import DEFAULT_CLUSTER, DEFAULT_RATE_PER_HOUR, DEFAULT_SYNTHETIC_JOBS
 from apportion.workloads.gavel_throughputs import read_gavel_throughputs
 from apportion.workloads.synthetic import generate_workload
 from apportion.workloads.trace_csv import read_workload_csv
-
-DEFAULT_CLUSTER = "v100:8,p100:8,k80:8"
-DEFAULT_SYNTHETIC_JOBS = 400
-DEFAULT_RATE_PER_HOUR = 8.0
 
 
 @dataclass(frozen=True)

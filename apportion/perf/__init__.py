@@ -14,7 +14,7 @@ Transformers (GPT, Llama-like, BERT) on tensor/pipeline/data-parallel layouts::
 See docs/perf.md for the model, its constants and their sources.
 """
 
-from apportion.perf.accelerators import ACCELERATORS, Accelerator, get_accelerator
+from apportion.perf.accelerators import ACCELERATORS, Accelerator, get_accelerator, list_price, list_prices
 from apportion.perf.gemm import gemm_efficiency, gemm_time
 from apportion.perf.memory import (
     MemoryBreakdown,
@@ -23,7 +23,7 @@ from apportion.perf.memory import (
     model_state_bytes,
 )
 from apportion.perf.parallel import Layout, check_layout, layout_problems
-from apportion.perf.planner import Plan, Rejected, plan
+from apportion.perf.planner import Plan, Rejected, fixed_layout, plan
 from apportion.perf.step import Prediction, predict
 from apportion.perf.transformer import (
     PRESETS,
@@ -45,6 +45,7 @@ __all__ = [
     "Rejected",
     "TransformerModel",
     "check_layout",
+    "fixed_layout",
     "gemm_efficiency",
     "gemm_time",
     "get_accelerator",
@@ -53,6 +54,8 @@ __all__ = [
     "iteration_flops",
     "layer_activation_bytes",
     "layout_problems",
+    "list_price",
+    "list_prices",
     "model_flops",
     "model_state_bytes",
     "parameter_count",

@@ -8,6 +8,7 @@ nodes (its share of the node's network adapters).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 TERA = 1e12
@@ -123,3 +124,16 @@ def get_accelerator(name: str) -> Accelerator:
         return ACCELERATORS[key]
     except KeyError:
         raise ValueError(f"unknown GPU type '{name}' (known: {', '.join(ACCELERATORS)})") from None
+
+
+def list_price(gpu_type: str) -> float | None:
+    """The on-demand list price per GPU-hour of ``gpu_type`` (a catalog name or alias); None where the catalog has none."""
+    accelerator = ACCELERATORS.get(ALIASES.get(gpu_type, gpu_type))
+    if accelerator is None or not accelerator.price_per_hour:
+        return None
+    return float(accelerator.price_per_hour)
+
+
+def list_prices(gpu_types: Iterable[str]) -> dict[str, float]:
+    """Each of ``gpu_types`` that has a list price, with it: the prices min-cost needs of a cluster."""
+    return {gpu_type: price for gpu_type in gpu_types if (price := list_price(gpu_type)) is not None}

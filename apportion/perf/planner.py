@@ -156,3 +156,21 @@ def default_precision(acc: Accelerator) -> str:
     if "fp16" in acc.peak_flops:
         return "fp16"
     return "fp32"
+
+
+def fixed_layout(gpus: int, accelerator: Accelerator | str, global_batch: int, tp: int, pp: int, micro_batch: int, *,
+                 recompute: str | None = None, sequence_parallel: bool | None = None, zero: int | None = None,
+                 offload: bool = False, schedule: str | None = None, virtual_stages: int | None = None,
+                 precision: str | None = None, overlap_grad_reduce: bool = True) -> Layout:
+    """The one layout ``tp``·``pp``·(``gpus``/tp·pp) with what is not given at its default: no
+    recomputation, no ZeRO, 1F1B (interleaved with virtual stages, none without a pipeline), the
+    GPU's best precision. ValueError when tp·pp does not divide the GPUs."""
+    acc = get_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
+    if gpus % (tp * pp):
+        raise ValueError(f"{gpus} GPUs are not divisible by tensor × pipeline-parallel size ({tp} × {pp} = {tp * pp})")
+    if schedule is None:
+        schedule = "interleaved" if (virtual_stages or 1) > 1 else ("1f1b" if pp > 1 else "none")
+    return Layout(tp=tp, pp=pp, dp=gpus // (tp * pp), micro_batch=micro_batch, global_batch=global_batch,
+                  recompute=recompute or "none", sequence_parallel=bool(sequence_parallel), zero=zero or 0,
+                  offload=offload, schedule=schedule, virtual_stages=virtual_stages or 1,
+                  overlap_grad_reduce=overlap_grad_reduce, precision=precision or default_precision(acc))

@@ -12,6 +12,7 @@ import highspy
 import numpy as np
 from scipy import sparse
 
+from apportion.solve.highs import quiet_highs
 from apportion.solve.shares import SolveError, clean_shares
 
 INF = highspy.kHighsInf
@@ -79,8 +80,7 @@ class Solver:
     """One HiGHS model; bounds and costs may change between runs, which then start warm."""
 
     def __init__(self, lp: highspy.HighsLp) -> None:
-        self.highs = highspy.Highs()
-        self.highs.setOptionValue("output_flag", False)
+        self.highs = quiet_highs()
         if lp.num_col_ > IPM_ABOVE_COLUMNS:
             self.highs.setOptionValue("solver", "ipm")
         self.highs.passModel(lp)

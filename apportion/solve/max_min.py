@@ -23,6 +23,7 @@ from __future__ import annotations
 import highspy
 import numpy as np
 
+from apportion.solve.highs import quiet_highs
 from apportion.solve.shares import SolveError, clean_shares
 
 IPM_ABOVE_COLUMNS = 20_000  # larger models solve faster by interior point than by (warm) simplex
@@ -38,8 +39,7 @@ class MaxMinModel:
         self.capacity = np.asarray(capacity, dtype=np.float64)
         self.water_filling = water_filling
         self.num_types = len(self.capacity)
-        self.highs = highspy.Highs()
-        self.highs.setOptionValue("output_flag", False)
+        self.highs = quiet_highs()
         self.highs.changeObjectiveSense(highspy.ObjSense.kMaximize)
         self.inf = highspy.kHighsInf
         self.highs.addCol(0.0, 0.0, self.inf, 0, np.zeros(0, np.int32), np.zeros(0))  # z, column 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import highspy
 import numpy as np
 
+from apportion.solve.highs import quiet_highs
 from apportion.solve.lp import LinearProgram
 from apportion.solve.max_min import _Z_SLACK, solve_max_min
 from apportion.solve.shares import clean_shares
@@ -89,9 +90,8 @@ def _descend(oracle, start: np.ndarray, upper: np.ndarray, tolerance) -> tuple[n
     down to a level between its bound and the best value). Returns the best λ seen, a lower
     bound on the minimum and the best value. Works in λ/upper."""
     num = len(start)
-    model, step = highspy.Highs(), highspy.Highs()
+    model, step = quiet_highs(), quiet_highs()
     for h in (model, step):
-        h.setOptionValue("output_flag", False)
         h.setOptionValue("primal_feasibility_tolerance", 1e-10)
         h.setOptionValue("dual_feasibility_tolerance", 1e-10)
         h.addCols(num, np.zeros(num), np.zeros(num), np.ones(num), 0,

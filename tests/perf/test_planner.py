@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from apportion.perf import gemm_efficiency, get_accelerator, get_preset, plan
+import pytest
+
+from apportion.perf import fixed_layout, gemm_efficiency, get_accelerator, get_preset, list_price, list_prices, plan
 from apportion.perf.gemm import GEMM_CEILING
 
 
@@ -43,3 +45,26 @@ def test_small_gemms_do_not_reach_the_ceiling():
 
     assert large <= ceiling + 1e-9 and large > 0.95 * ceiling
     assert skinny < large and tiny < 0.05
+
+
+def test_a_fixed_layout_fills_in_the_defaults():
+    no_pipeline = fixed_layout(16, "a100-80gb", 64, tp=8, pp=1, micro_batch=2)
+    interleaved = fixed_layout(16, "a100-80gb", 64, tp=2, pp=4, micro_batch=1, virtual_stages=2)
+
+    assert (no_pipeline.dp, no_pipeline.schedule, no_pipeline.recompute, no_pipeline.zero) == (2, "none", "none", 0)
+    assert no_pipeline.precision == "bf16"
+    assert (interleaved.dp, interleaved.schedule, interleaved.virtual_stages) == (2, "interleaved", 2)
+    assert fixed_layout(8, "v100", 8, tp=1, pp=2, micro_batch=1).schedule == "1f1b"
+    assert fixed_layout(8, "v100", 8, tp=1, pp=2, micro_batch=1).precision == "fp16"
+
+
+def test_a_fixed_layout_must_divide_the_gpus():
+    with pytest.raises(ValueError, match="not divisible"):
+        fixed_layout(12, "a100-80gb", 64, tp=8, pp=1, micro_batch=1)
+
+
+def test_list_prices_name_only_the_priced_types():
+    prices = list_prices(["v100", "a100", "cpu", "nonesuch"])
+
+    assert set(prices) == {"v100", "a100"}
+    assert prices["a100"] == list_price("a100-40gb") > 0

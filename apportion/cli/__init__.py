@@ -1,0 +1,35 @@
+"""The ``apportion`` command: parse, call the library, print. Nothing else lives here.
+
+One module a group of commands: ``simulate`` (simulate, compare, kinds), ``plan``, ``serve``
+and ``jobs`` (the server's clients); ``options`` holds the options several of them share.
+Each command imports what it needs when it runs, so that ``apportion queue`` or ``--help``
+never pay for the solvers, the simulator or matplotlib.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from apportion.cli import jobs, plan, serve, simulate
+from apportion.cli.options import ListsPolicies
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Share a cluster of accelerators among deep-learning training jobs.",
+)
+
+app.command(cls=ListsPolicies)(simulate.simulate)
+app.command()(simulate.compare)
+app.command()(simulate.kinds)
+app.command()(plan.plan)
+app.command(cls=ListsPolicies)(serve.serve)
+app.command()(jobs.submit)
+app.command()(jobs.queue)
+app.command()(jobs.cancel)
+app.command()(jobs.logs)
+app.command()(jobs.status)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()

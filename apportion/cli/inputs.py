@@ -1,0 +1,72 @@
+"""The shared options turned into the library's inputs, with a one-line error (exit 2) for bad ones."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from apportion.cli.output import fail
+
+if TYPE_CHECKING:
+    from apportion.core.queues import QueueConfig
+    from apportion.experiment import Inputs, WorkloadSettings
+    from apportion.sim import SimConfig
+
+
+def workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference) -> WorkloadSettings:
+    from apportion.experiment import WorkloadSettings
+
+    if jobs is not None and jobs <= 0:
+        raise fail(f"--jobs must be positive, got {jobs}")
+    if rate <= 0:
+        raise fail(f"--rate must be positive, got {rate}")
+    return WorkloadSettings(
+        path=workload, jobs=jobs, rate_per_hour=rate, seed=seed, start_s=start_s, end_s=end_s,
+        reference_gpu_type=reference, cluster=cluster, throughputs_path=throughputs,
+    )
+
+
+def sim_config(round_s: float, restart_cost_s: float) -> SimConfig:
+    from apportion.sim import SimConfig
+
+    if round_s <= 0:
+        raise fail(f"--round-s must be positive, got {round_s}")
+    if restart_cost_s < 0:
+        raise fail(f"--restart-cost-s must be >= 0, got {restart_cost_s}")
+    return SimConfig(round_s=round_s, restart_cost_s=restart_cost_s)
+
+
+def load_queues(path: Optional[str]) -> Optional[QueueConfig]:
+    """The --queues file, or None without one."""
+    if path is None:
+        return None
+    from apportion.core.errors import InputError
+    from apportion.workloads.queues import load_queues as read
+
+    try:
+        return read(path)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+
+
+def prepare_replay(
+    specs: list[str], options: dict, queues_path: Optional[str], settings: WorkloadSettings,
+    round_s: float, restart_cost_s: float,
+) -> tuple[Inputs, SimConfig, dict]:
+    """Check the policies and their options, then load the inputs: (inputs, config, policy options)."""
+    from apportion.core.errors import InputError
+    from apportion.experiment import check_policy_specs, load_inputs
+
+    queue_config = load_queues(queues_path)
+    options = {**options, "queues": queue_config}
+    try:
+        check_policy_specs(specs, **options)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    config = sim_config(round_s, restart_cost_s)
+    try:
+        inputs = load_inputs(settings)
+        if queue_config is not None:
+            queue_config.check_cluster(inputs.cluster.gpu_types, inputs.cluster.capacity)
+    except (InputError, OSError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    return inputs, config, options

@@ -1,0 +1,202 @@
+"""The server's clients: `apportion submit`, `queue`, `cancel`, `logs` and `status`.
+
+Light on purpose: these import the HTTP client and nothing of the scheduler itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from apportion.cli import options as opt
+from apportion.cli.output import console, errors, fail, print_json
+from apportion.stdio import stdout_to_stderr
+
+
+def _client(server: Optional[str], token: Optional[str]):
+    from apportion.serve.client import Client
+
+    return Client(server, token)
+
+
+def _call(function, *args):
+    """``function(*args)`` of the client, its stdout kept off ours; a client error is one line, exit 2."""
+    from apportion.serve.client import ClientError
+
+    try:
+        with stdout_to_stderr():
+            return function(*args)
+    except ClientError as exc:
+        raise fail(str(exc)) from None
+
+
+def submit(
+    job_file: Path = typer.Argument(..., help="A job YAML (see docs/serve.md)."),
+    user: Optional[str] = opt.User,
+    server: Optional[str] = opt.Server,
+    token: Optional[str] = opt.Token,
+    as_json: bool = opt.json_option('{"id": ...}'),
+) -> None:
+    """Submit a job file to the server; a malformed file is rejected here with the field named."""
+    from apportion.core.errors import InputError
+    from apportion.serve.client import ClientError
+    from apportion.serve.jobspec import default_user, field_line, load_job_file
+
+    try:
+        spec = load_job_file(job_file)
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    owner = user or spec.user or default_user()
+    try:
+        with stdout_to_stderr():
+            job_id = _client(server, token).submit(spec, owner)
+    except ClientError as exc:
+        if exc.field and exc.message:  # the server's own checks (what fits on it): name the file's line
+            raise fail(str(InputError(str(job_file), exc.message, line=field_line(job_file, exc.field),
+                                       field=exc.field))) from None
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json({"id": job_id})
+    else:
+        console.print(f"submitted job {job_id}: {spec.name} ({owner}, {spec.gpus} slot(s), {spec.total_steps} steps)",
+                      highlight=False)
+
+
+def _span(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _submitted(when: float, now: float) -> str:
+    import time as _time
+
+    return _time.strftime("%H:%M:%S" if now - when < 86400 else "%Y-%m-%d %H:%M", _time.localtime(when))
+
+
+def queue(
+    as_json: bool = opt.json_option("the jobs (a list)"),
+    show_all: bool = typer.Option(False, "--all", help="Every job ever submitted (default: active jobs, and jobs that ended in the last hour)."),
+    server: Optional[str] = opt.Server,
+    token: Optional[str] = opt.Token,
+) -> None:
+    """List jobs: ID NAME USER QUEUE PRIO STATUS(REASON) GPUS ALLOC SUBMITTED RUNTIME PROGRESS."""
+    import time as _time
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    jobs = _call(_client(server, token).jobs)
+    now = _time.time()
+    if not show_all:
+        jobs = [j for j in jobs if j["finished"] is None or now - j["finished"] < 3600
+                or j["status"] not in ("completed", "failed", "cancelled")]
+    if as_json:
+        print_json(jobs)
+        return
+    if not jobs:
+        console.print("no jobs" + ("" if show_all else " (--all shows jobs that ended more than an hour ago)"))
+        return
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    for column in ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS"):
+        table.add_column(column, justify="right" if column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS") else "left",
+                         no_wrap=True, overflow="ellipsis")
+    colours = {"running": "green", "completed": "blue", "failed": "red", "preempted": "yellow", "cancelled": "dim"}
+    for j in jobs:
+        reason = j["reason"].splitlines()[0] if j["reason"] else ""
+        if len(reason) > 60:
+            reason = reason[:57] + "..."
+        status = f"[{colours.get(j['status'], 'default')}]{j['status']}[/]" + (f"({_escape(reason)})" if reason else "")
+        progress = f"{j['steps_done']}/{j['total_steps']} ({100 * j['steps_done'] / max(1, j['total_steps']):.0f}%)"
+        table.add_row(j["id"], _escape(j["name"]), _escape(j["user"]), _escape(j["queue"] or "-"), f"{j['priority']:g}",
+                      status, str(j["gpus"]), j["alloc"] or "-", _submitted(j["submitted"], now),
+                      _span(j["runtime_s"]), progress)
+    (console if console.is_terminal else Console(width=250)).print(table)
+    for j in jobs:
+        if j["status"] == "failed" and j["last_lines"]:
+            console.print(f"[red]job {j['id']} ({_escape(j['name'])}) failed[/]; its last lines:", highlight=False)
+            for line in j["last_lines"].splitlines()[-10:]:
+                console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def cancel(
+    job_id: str = typer.Argument(..., help="The job's id (see `apportion queue`)."),
+    user: Optional[str] = opt.User,
+    server: Optional[str] = opt.Server,
+    token: Optional[str] = opt.Token,
+) -> None:
+    """Cancel a job: a running attempt gets SIGTERM (then SIGKILL after the grace period)."""
+    from apportion.serve.jobspec import default_user
+
+    _call(_client(server, token).cancel, job_id, user or default_user())
+    console.print(f"cancelled job {job_id}", highlight=False)
+
+
+def logs(
+    job_id: str = typer.Argument(..., help="The job's id."),
+    attempt: Optional[int] = typer.Option(None, "--attempt", help="Which attempt (default: the latest)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the job writes, across attempts, until it ends."),
+    server: Optional[str] = opt.Server,
+    token: Optional[str] = opt.Token,
+) -> None:
+    """Print a job's output (stdout and stderr) of one attempt."""
+    import sys
+    import time as _time
+
+    client = _client(server, token)
+    offset, number = 0, attempt
+    while True:
+        chunk = _call(client.logs, job_id, number, offset)
+        if chunk["text"]:
+            sys.stdout.write(chunk["text"])
+            sys.stdout.flush()
+        number, offset = chunk["attempt"] or None, chunk["offset"]
+        if chunk["text"] and not chunk["done"]:
+            continue
+        if not follow:
+            break
+        if chunk["done"]:
+            if attempt is not None:
+                break
+            if chunk["attempts"] > (chunk["attempt"] or 0):
+                number, offset = (chunk["attempt"] or 0) + 1, 0
+                errors.print(f"--- attempt {number} ---", highlight=False)
+                continue
+            if chunk["status"] in ("completed", "failed", "cancelled"):
+                break
+        _time.sleep(0.5)
+
+
+def status(
+    as_json: bool = opt.json_option("the status"),
+    server: Optional[str] = opt.Server,
+    token: Optional[str] = opt.Token,
+) -> None:
+    """The server: policy, round, slots and who holds them, jobs by status."""
+    info = _call(_client(server, token).status)
+    if as_json:
+        print_json(info)
+        return
+    console.print(f"[bold]{info['server']}[/]: policy {info['policy']}, round {info['round']} "
+                  f"(every {info['round_s']:g} s, next in {info['next_round_in_s']:.0f} s)", highlight=False)
+    console.print(f"state: {info['state_dir']} (server pid {info['pid']})", highlight=False, soft_wrap=True)
+    slots = ", ".join(f"{s['id']}({s['gpu_type']})={'job ' + s['job'] if s['job'] else 'idle'}" for s in info["slots"])
+    console.print(f"slots: {slots}", highlight=False)
+    console.print("jobs: " + ", ".join(f"{n} {k}" for k, n in info["counts"].items()), highlight=False)
+    if info["round_ms"]["median"] is not None:
+        console.print(f"round overhead: median {info['round_ms']['median']:.1f} ms over {info['round_ms']['rounds_this_run']} rounds",
+                      highlight=False)

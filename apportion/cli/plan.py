@@ -1,0 +1,169 @@
+"""`apportion plan`: the predicted step time, TFLOP/s and memory of a transformer's training."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from apportion.cli.options import json_option
+from apportion.cli.output import console, errors, fail, print_json
+from apportion.stdio import stdout_to_stderr
+
+
+def _count(text: str, option: str) -> float:
+    """'300e9', '300B', '1.5T', '2M', '1000' -> a number of tokens."""
+    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+    raw = text.strip().lower().replace("_", "").replace(",", "")
+    try:
+        value = float(raw[:-1]) * scale[raw[-1]] if raw and raw[-1] in scale else float(raw)
+    except ValueError:
+        raise fail(f"{option} must be a number such as 300e9, 300B or 1.5T, got '{text}'") from None
+    if value <= 0:
+        raise fail(f"{option} must be positive, got '{text}'")
+    return value
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f} d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min"
+
+
+def plan(
+    model: str = typer.Option("gpt", "--model", help="Model family when no preset is given: gpt, llama or bert."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="A named model (gpt3-175b, gpt3-6.7b, gpt3-1.3b, llama-7b-like, llama-70b-like, bert-large, …); --layers etc. override it."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Transformer layers."),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
+    heads: Optional[int] = typer.Option(None, "--heads", help="Attention heads."),
+    seq: Optional[int] = typer.Option(None, "--seq", help="Sequence length (default: the family's, 2048 for GPT)."),
+    vocab: Optional[int] = typer.Option(None, "--vocab", help="Vocabulary size (default: the family's, 51200 for GPT)."),
+    ffn_hidden: Optional[int] = typer.Option(None, "--ffn-hidden", help="MLP width (default 4·hidden; Llama: 8/3·hidden rounded to 256)."),
+    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="Key/value heads for grouped-query attention."),
+    gpus: int = typer.Option(8, "--gpus", help="GPUs in all."),
+    gpu_type: str = typer.Option("a100-80gb", "--gpu-type", help="An accelerator of the catalog."),
+    global_batch: int = typer.Option(512, "--global-batch", help="Sequences per iteration."),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size (searched when not given)."),
+    pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel size (searched when not given)."),
+    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="Micro-batch size (searched when not given)."),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="none, selective or full."),
+    sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (with tp > 1)."),
+    zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage 0, 1, 2 or 3."),
+    offload: bool = typer.Option(False, "--offload", help="ZeRO-Offload: optimizer state on the host (needs --zero ≥ 1)."),
+    schedule: Optional[str] = typer.Option(None, "--schedule", help="Pipeline schedule: 1f1b, interleaved or gpipe."),
+    virtual_stages: Optional[int] = typer.Option(None, "--virtual-stages", help="Model chunks per GPU for the interleaved schedule."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, tf32 or fp32 (default: bf16 where the GPU has it)."),
+    no_overlap: bool = typer.Option(False, "--no-overlap-grad-reduce", help="Reduce gradients after the backward pass instead of overlapping it."),
+    tokens: str = typer.Option("300e9", "--tokens", help="Training tokens for the time and cost columns (300e9, 1T, …)."),
+    top: int = typer.Option(5, "--top", help="How many layouts to show."),
+    as_json: bool = json_option("the numbers"),
+) -> None:
+    """Predict step time, TFLOP/s and memory per GPU of a transformer's training; find the best layouts.
+
+    With --tp, --pp and --micro-batch all given, predicts that one layout (recompute none, no
+    ZeRO, 1F1B unless told otherwise); otherwise searches the layouts and prints the fastest
+    that fit in memory.
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from apportion.perf import fixed_layout, get_accelerator, parameter_count, predict
+    from apportion.perf import plan as search
+    from apportion.perf.transformer import build_model
+
+    token_count = _count(tokens, "--tokens")
+    if top < 1:
+        raise fail(f"--top must be at least 1, got {top}")
+    try:
+        acc = get_accelerator(gpu_type)
+        shape = build_model(model, preset, layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
+                            ffn_hidden=ffn_hidden, kv_heads=kv_heads)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if gpus < 1:
+        raise fail(f"--gpus must be positive, got {gpus}")
+    params = parameter_count(shape)
+    header = (f"{shape.name} ({params / 1e9:.1f}B parameters, {shape.layers} layers, hidden {shape.hidden}, "
+              f"{shape.heads} heads, seq {shape.seq}) on {gpus} × {acc.name}, global batch {global_batch}")
+
+    if tp is not None and pp is not None and micro_batch is not None:
+        try:
+            layout = fixed_layout(gpus, acc, global_batch, tp, pp, micro_batch, recompute=recompute,
+                                  sequence_parallel=sequence_parallel, zero=zero, offload=offload, schedule=schedule,
+                                  virtual_stages=virtual_stages, precision=precision,
+                                  overlap_grad_reduce=not no_overlap)
+            with stdout_to_stderr():
+                one = predict(shape, layout, acc)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if as_json:
+            print_json({**one.to_dict(token_count), "parameters": params})
+            return
+        console.print(header, highlight=False)
+        console.print(f"layout: {layout.describe()}", highlight=False)
+        mem = one.memory.as_gb()
+        cost = one.cost_usd(token_count)
+        view = Table(show_header=False, box=None)
+        view.add_row("step time", f"{one.step_time_s:.3f} s")
+        view.add_row("TFLOP/s per GPU", f"{one.tflops_per_gpu:.1f} ({one.mfu:.1%} model FLOPs utilisation)")
+        view.add_row("memory per GPU", f"{mem['total']:.1f} GB of {acc.memory_bytes / 1e9:.0f}: weights {mem['weights']:.1f}, "
+                     f"gradients {mem['gradients']:.1f}, optimizer {mem['optimizer']:.1f}, activations {mem['activations']:.1f}")
+        view.add_row("fits", "yes" if one.fits else "[bold red]no[/]: " + "; ".join(one.reasons))
+        view.add_row("time per step", ", ".join(f"{k.replace('_', ' ')} {v:.3f} s" for k, v in one.breakdown_s.items() if v > 0))
+        view.add_row(f"{token_count:.3g} tokens", f"{_duration(one.training_time_s(token_count))}"
+                     + (f", ${cost:,.0f}" if cost is not None else ", no list price for this GPU"))
+        console.print(view)
+        return
+
+    try:
+        with stdout_to_stderr():
+            result = search(shape, gpus, acc, global_batch, top=top, tp=tp, pp=pp, micro_batch=micro_batch,
+                            recompute=recompute, sequence_parallel=sequence_parallel, zero=zero, offload=offload,
+                            schedule=schedule, virtual_stages=virtual_stages, precision=precision,
+                            overlap_grad_reduce=not no_overlap)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if not result.best and not result.closest_misses(1):
+        reasons = result.rejection_summary(1)
+        first = result.rejected[0].reasons[0] if result.rejected else "no layout to consider"
+        raise fail(f"no valid layout for {gpus} GPUs: {first}" + (f" ({reasons[0].split(' × ')[0]} layouts)" if reasons else ""))
+    if as_json:
+        print_json({
+            "model": shape.name, "parameters": params, "gpu_type": acc.name, "gpus": gpus,
+            "global_batch": global_batch, "tokens": token_count,
+            "layouts": [p.to_dict(token_count) for p in result.best],
+            "considered": result.considered, "rejected": len(result.rejected),
+            "rejection_summary": result.rejection_summary(),
+        })
+        if not result.best:
+            raise typer.Exit(code=1)
+        return
+    console.print(header, highlight=False)
+    if not result.best:
+        errors.print(f"[bold red]no layout fits[/] in the {acc.name}'s {acc.memory_bytes / 1e9:.0f} GB; closest:", highlight=False)
+        for miss in result.closest_misses():
+            errors.print(f"  {miss.layout.describe()}: {miss.reasons[0]}", highlight=False)
+        raise typer.Exit(code=1)
+    view = Table(title=f"best {len(result.best)} of {result.considered} layouts; time and cost for "
+                       f"{token_count:.3g} tokens", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("t·p·d", "mb", "recompute", "zero", "pipeline", "step s", "TFLOP/s", "MFU", "GB/GPU",
+                   "w+g+o+act", "time", "cost"):
+        view.add_column(column, justify="left" if column in ("recompute", "pipeline", "w+g+o+act") else "right",
+                        no_wrap=True)
+    for p in result.best:
+        lay, mem = p.layout, p.memory.as_gb()
+        cost = p.cost_usd(token_count)
+        sched = "—" if lay.pp == 1 else (f"interl. v={lay.virtual_stages}" if lay.schedule == "interleaved" else lay.schedule)
+        view.add_row(f"{lay.tp}·{lay.pp}·{lay.dp}", str(lay.micro_batch),
+                     lay.recompute + ("+sp" if lay.sequence_parallel else ""),
+                     str(lay.zero) + ("+off" if lay.offload else ""), sched,
+                     f"{p.step_time_s:.2f}", f"{p.tflops_per_gpu:.0f}", f"{p.mfu:.0%}", f"{mem['total']:.1f}",
+                     f"{mem['weights']:.0f}+{mem['gradients']:.0f}+{mem['optimizer']:.0f}+{mem['activations']:.0f}",
+                     _duration(p.training_time_s(token_count)), f"${cost / 1e6:,.2f}M" if cost is not None else "—")
+    Console(width=max(console.width, 140)).print(view)
+    summary = result.rejection_summary(3)
+    if summary:
+        console.print(f"rejected {len(result.rejected)}: " + "; ".join(summary), highlight=False)

@@ -1,0 +1,106 @@
+"""`apportion serve`: the real scheduler on this machine, with the policies of the simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from apportion.cli import options as opt
+from apportion.cli.inputs import load_queues
+from apportion.cli.output import console, errors, fail
+
+
+def serve(
+    state_dir: Path = typer.Option(Path("~/.apportion/server"), "--state-dir", help="Where the state file, logs and default checkpoints live."),
+    port: int = typer.Option(8642, "--port", help="HTTP port (0: any free port)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback requires --token."),
+    token: Optional[str] = typer.Option(None, "--token", help="Require 'Authorization: Bearer TOKEN' on every call."),
+    slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1)."),
+    policy: str = typer.Option("las", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic as in simulate)."),
+    round_s: float = opt.round_option(180.0, "Round length in seconds of wall time."),
+    max_retries: int = typer.Option(3, "--max-retries", help="Crashes retried from the last checkpoint before a job is marked failed."),
+    grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL."),
+    las_thresholds: Optional[str] = typer.Option(None, "--las-thresholds", help="las: queue thresholds in GPU-seconds, e.g. 3600,36000 (the default)."),
+    queues: Optional[str] = opt.Queues,
+) -> None:
+    """Run the scheduler on this machine: start, preempt and resume the jobs submitted to it."""
+    import numpy as np
+
+    from apportion.core.errors import InputError
+    from apportion.experiment import check_policy_specs, parse_policy_spec, policy_from_spec
+    from apportion.perf.accelerators import list_prices
+    from apportion.policies.las import Las
+    from apportion.serve.scheduler import check_policy
+    from apportion.serve.server import ServerError, ServerOptions
+    from apportion.serve.server import serve as run_server
+    from apportion.serve.slots import describe, detect_gpus, parse_slots
+
+    if round_s <= 0:
+        raise fail(f"--round-s must be positive, got {round_s}")
+    if max_retries < 0:
+        raise fail(f"--max-retries must be >= 0, got {max_retries}")
+    if grace_s < 0:
+        raise fail(f"--grace-s must be >= 0, got {grace_s}")
+    if not 0 <= port <= 65535:
+        raise fail(f"--port must be 0-65535, got {port}")
+    gpus = detect_gpus()
+    try:
+        offered = parse_slots(slots, gpus) if slots else gpus
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    no_gpus = not offered
+    if no_gpus:
+        offered = parse_slots("cpu:1")
+    queue_config = load_queues(queues)
+    prices = list_prices({s.gpu_type for s in offered})
+
+    def make_policy():
+        if las_thresholds is None:
+            return policy_from_spec(policy, queues=queue_config)
+        if policy.removesuffix(":agnostic") != "las":
+            raise ValueError(f"--las-thresholds applies to las only, not to '{policy}'")
+        try:
+            values = tuple(float(v) for v in las_thresholds.split(",") if v.strip())
+        except ValueError:
+            raise ValueError(f"--las-thresholds must be GPU-seconds separated by commas, got '{las_thresholds}'") from None
+        if not values or min(values) <= 0:
+            raise ValueError(f"--las-thresholds must be positive GPU-seconds, got '{las_thresholds}'")
+        chosen = Las(thresholds_gpu_s=values, agnostic=policy.endswith(":agnostic"))
+        chosen.name = policy
+        return chosen
+
+    try:
+        if parse_policy_spec(policy)[1].get("space_sharing"):
+            raise ValueError(f"apportion serve does not space-share GPUs; use '{policy.split(':')[0]}' (see docs/space-sharing.md)")
+        check_policy_specs([policy], queues=queue_config)
+        if queue_config is not None:
+            types = list(dict.fromkeys(s.gpu_type for s in offered))
+            queue_config.check_cluster(tuple(types), np.array([sum(s.gpu_type == t for s in offered) for t in types]))
+        check_policy(make_policy(), offered, prices)
+        chosen_policy = make_policy()
+    except (ValueError, InputError) as exc:
+        raise fail(str(exc)) from None
+    options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=token, round_s=round_s,
+                            grace_s=grace_s, max_retries=max_retries, prices=prices)
+
+    def log(message: str) -> None:
+        console.print(f"[dim]{_clock()}[/] {message}", highlight=False, soft_wrap=True)
+
+    def ready(scheduler) -> None:
+        log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
+            f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
+
+    if no_gpus:
+        errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
+    try:
+        run_server(options, offered, chosen_policy, log, ready)
+    except ServerError as exc:
+        raise fail(str(exc)) from None
+
+
+def _clock(when: Optional[float] = None) -> str:
+    import time as _time
+
+    return _time.strftime("%H:%M:%S", _time.localtime(when))

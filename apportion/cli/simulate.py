@@ -1,0 +1,155 @@
+"""`apportion simulate`, `compare` and `kinds`: replays of a workload on a cluster on paper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from apportion.cli import options as opt
+from apportion.cli.inputs import prepare_replay, workload_settings
+from apportion.cli.output import console, fail, print_json, print_wrote, progress_bar
+from apportion.stdio import stdout_to_stderr
+
+
+def simulate(
+    workload: Optional[str] = opt.Workload,
+    cluster: str = opt.Cluster,
+    policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic for the heterogeneity-agnostic variant, NAME:space-sharing to share GPUs)."),
+    agnostic: bool = opt.Agnostic,
+    partitions: int = opt.Partitions,
+    slo: bool = opt.Slo,
+    water_filling: bool = opt.WaterFilling,
+    space_sharing: bool = opt.SpaceSharing,
+    queues: Optional[str] = opt.Queues,
+    out: Optional[Path] = opt.Out,
+    jobs: Optional[int] = opt.Jobs,
+    rate: float = opt.Rate,
+    seed: int = opt.Seed,
+    start_s: Optional[float] = opt.Start,
+    end_s: Optional[float] = opt.End,
+    throughputs: Optional[str] = opt.Throughputs,
+    reference_gpu_type: str = opt.Reference,
+    round_s: float = opt.SimRound,
+    restart_cost_s: float = opt.RestartCost,
+    as_json: bool = opt.json_option("the summary"),
+) -> None:
+    """Replay a workload on a cluster under one policy and summarise it.
+
+    With no options: a seeded synthetic workload on a small heterogeneous cluster.
+    """
+    from apportion.experiment import run_policy
+
+    with stdout_to_stderr():
+        inputs, config, options = prepare_replay(
+            [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
+                           space_sharing=space_sharing),
+            queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
+                                      reference_gpu_type),
+            round_s, restart_cost_s,
+        )
+        with progress_bar() as bar:
+            task = bar.add_task(policy, total=len(inputs.jobs), day=0.0)
+
+            def report(ended: int, total: int, now_s: float) -> None:
+                bar.update(task, completed=ended, day=now_s / 86400)
+
+            try:
+                result = run_policy(inputs, policy, config, progress=report, **options)
+            except ValueError as exc:  # a policy that cannot work on these inputs, e.g. min-cost without prices
+                raise fail(str(exc)) from None
+    if as_json:
+        print_json(result.summary)
+    else:
+        from apportion.report.tables import summary_table
+
+        console.print(f"[bold]{policy}[/]: {inputs.workload_name} on {inputs.cluster.describe()}", highlight=False)
+        console.print(summary_table([result.summary]))
+    if out is not None:
+        from apportion.report.outputs import write_run
+
+        with stdout_to_stderr():
+            paths = write_run(result, out)
+        print_wrote(paths, as_json)
+
+
+def compare(
+    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help="Comma-separated; NAME:agnostic and NAME:space-sharing for the variants."),
+    workload: Optional[str] = opt.Workload,
+    cluster: str = opt.Cluster,
+    agnostic: bool = opt.Agnostic,
+    partitions: int = opt.Partitions,
+    slo: bool = opt.Slo,
+    water_filling: bool = opt.WaterFilling,
+    space_sharing: bool = opt.SpaceSharing,
+    queues: Optional[str] = opt.Queues,
+    out: Optional[Path] = opt.Out,
+    jobs: Optional[int] = opt.Jobs,
+    rate: float = opt.Rate,
+    seed: int = opt.Seed,
+    start_s: Optional[float] = opt.Start,
+    end_s: Optional[float] = opt.End,
+    throughputs: Optional[str] = opt.Throughputs,
+    reference_gpu_type: str = opt.Reference,
+    round_s: float = opt.SimRound,
+    restart_cost_s: float = opt.RestartCost,
+    workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count)."),
+    as_json: bool = opt.json_option("the summaries"),
+) -> None:
+    """Run several policies on the same workload and print them side by side."""
+    from apportion.compare import run_policies
+
+    specs = [p.strip() for p in policies.split(",") if p.strip()]
+    if not specs:
+        raise fail("--policies is empty")
+    with stdout_to_stderr():
+        inputs, config, options = prepare_replay(
+            specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
+                        space_sharing=space_sharing),
+            queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
+                                      reference_gpu_type),
+            round_s, restart_cost_s,
+        )
+        with progress_bar() as bar:
+            tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in specs}
+
+            def report(spec: str, ended: int, total: int, now_s: float) -> None:
+                bar.update(tasks[spec], completed=ended, day=now_s / 86400)
+
+            try:
+                results = run_policies(inputs, specs, config, workers=workers, progress=report, **options)
+            except ValueError as exc:
+                raise fail(str(exc)) from None
+    summaries = [r.summary for r in results]
+    if as_json:
+        print_json({"policies": summaries})
+    else:
+        from apportion.report.tables import summary_table
+
+        console.print(f"{inputs.workload_name} on {inputs.cluster.describe()}", highlight=False)
+        console.print(summary_table(summaries))
+    if out is not None:
+        from apportion.report.outputs import write_comparison
+
+        with stdout_to_stderr():
+            paths = write_comparison(results, out)
+        print_wrote(paths, as_json)
+
+
+def kinds() -> None:
+    """List the built-in job kinds and their steps/s on each GPU type (1 GPU)."""
+    from rich.table import Table
+
+    from apportion.workloads.catalog import builtin_throughputs
+
+    with stdout_to_stderr():
+        table = builtin_throughputs()
+    view = Table(title="built-in job kinds: steps/s on one GPU", header_style="bold")
+    view.add_column("kind")
+    for gpu in table.gpu_types:
+        view.add_column(gpu, justify="right")
+    for k, kind in enumerate(table.kinds):
+        view.add_row(kind, *(f"{v:.2f}" if v == v else "—" for v in table.steps_per_s[k, :, 0]))
+    console.print(view)
+    console.print("k80/p100/v100: Gavel's measurements; t4/a100/h100: roofline prediction (docs/throughputs.md).")
