@@ -18,7 +18,7 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback requires --token."),
     token: Optional[str] = typer.Option(None, "--token", help="Require 'Authorization: Bearer TOKEN' on every call."),
     slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1)."),
-    policy: str = typer.Option("las", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic as in simulate)."),
+    policy: str = typer.Option("las", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing as in simulate)."),
     round_s: float = opt.round_option(180.0, "Round length in seconds of wall time."),
     max_retries: int = typer.Option(3, "--max-retries", help="Crashes retried from the last checkpoint before a job is marked failed."),
     grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL."),
@@ -29,9 +29,8 @@ def serve(
     import numpy as np
 
     from apportion.core.errors import InputError
-    from apportion.experiment import check_policy_specs, parse_policy_spec, policy_from_spec
+    from apportion.experiment import check_policy_specs, policy_from_spec
     from apportion.perf.accelerators import list_prices
-    from apportion.policies.las import Las
     from apportion.serve.scheduler import check_policy
     from apportion.serve.server import ServerError, ServerOptions
     from apportion.serve.server import serve as run_server
@@ -56,30 +55,17 @@ def serve(
     queue_config = load_queues(queues)
     prices = list_prices({s.gpu_type for s in offered})
 
-    def make_policy():
-        if las_thresholds is None:
-            return policy_from_spec(policy, queues=queue_config)
-        if policy.removesuffix(":agnostic") != "las":
-            raise ValueError(f"--las-thresholds applies to las only, not to '{policy}'")
-        try:
-            values = tuple(float(v) for v in las_thresholds.split(",") if v.strip())
-        except ValueError:
-            raise ValueError(f"--las-thresholds must be GPU-seconds separated by commas, got '{las_thresholds}'") from None
-        if not values or min(values) <= 0:
-            raise ValueError(f"--las-thresholds must be positive GPU-seconds, got '{las_thresholds}'")
-        chosen = Las(thresholds_gpu_s=values, agnostic=policy.endswith(":agnostic"))
-        chosen.name = policy
-        return chosen
+    policy_options = {"queues": queue_config}
+    if las_thresholds is not None:
+        policy_options["thresholds_gpu_s"] = las_thresholds
 
     try:
-        if parse_policy_spec(policy)[1].get("space_sharing"):
-            raise ValueError(f"apportion serve does not space-share GPUs; use '{policy.split(':')[0]}' (see docs/space-sharing.md)")
-        check_policy_specs([policy], queues=queue_config)
+        check_policy_specs([policy], **policy_options)
         if queue_config is not None:
             types = list(dict.fromkeys(s.gpu_type for s in offered))
             queue_config.check_cluster(tuple(types), np.array([sum(s.gpu_type == t for s in offered) for t in types]))
-        check_policy(make_policy(), offered, prices)
-        chosen_policy = make_policy()
+        check_policy(policy_from_spec(policy, **policy_options), offered, prices)
+        chosen_policy = policy_from_spec(policy, **policy_options)
     except (ValueError, InputError) as exc:
         raise fail(str(exc)) from None
     options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=token, round_s=round_s,

@@ -62,10 +62,12 @@ def simulate(
     if as_json:
         print_json(result.summary)
     else:
-        from apportion.report.tables import summary_table
+        from apportion.report.tables import summary_table, unschedulable_lines
 
         console.print(f"[bold]{policy}[/]: {inputs.workload_name} on {inputs.cluster.describe()}", highlight=False)
         console.print(summary_table([result.summary]))
+        for line in unschedulable_lines(result):
+            console.print(line, highlight=False, markup=False)
     if out is not None:
         from apportion.report.outputs import write_run
 
@@ -125,10 +127,13 @@ def compare(
     if as_json:
         print_json({"policies": summaries})
     else:
-        from apportion.report.tables import summary_table
+        from apportion.report.tables import summary_table, unschedulable_lines
 
         console.print(f"{inputs.workload_name} on {inputs.cluster.describe()}", highlight=False)
         console.print(summary_table(summaries))
+        for result in results:
+            for line in unschedulable_lines(result):
+                console.print(line, highlight=False, markup=False)
     if out is not None:
         from apportion.report.outputs import write_comparison
 

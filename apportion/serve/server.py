@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from apportion.executors.local import LocalExecutor
+from apportion.workloads.catalog import builtin_throughputs
 from apportion.policies.base import Policy
 from apportion.serve.scheduler import Scheduler, ServeConfig
 from apportion.serve.slots import Slot
@@ -102,7 +103,8 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         state_dir=state_dir, server_url=server_url(options.host, port), round_s=options.round_s,
         grace_s=options.grace_s, max_retries=options.max_retries, token=options.token, prices=dict(options.prices or {}),
     )
-    scheduler = Scheduler(store, LocalExecutor(state_dir), slots, policy, config, log=log)
+    scheduler = Scheduler(store, LocalExecutor(state_dir), slots, policy, config, log=log,
+                          throughputs=builtin_throughputs())
     found = scheduler.recover()
     if found["adopted"] or found["ended"] or found["strays"]:
         log(f"recovered: adopted jobs {found['adopted'] or '-'}, ended while down {found['ended'] or '-'}, "

@@ -157,3 +157,14 @@ def test_a_gavel_throughput_file_adds_kinds_and_gpu_types(tmp_path: Path):
     summary = json.loads(result.stdout)
     # 7200 steps at 2 steps/s on the one mi250: 3600 s
     assert summary["avg_jct_s"] == pytest.approx(3600.0)
+
+
+def test_simulate_names_the_jobs_that_can_never_run_under_its_summary(tmp_path: Path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("job_id,submit_time_s,num_gpus,duration_s\nok,0,1,600\nhuge,10,64,600\n")
+
+    result = run("simulate", "--workload", str(trace), "--cluster", "v100:8,k80:4", "--policy", "fifo")
+
+    assert result.exit_code == 0, result.output
+    assert "1 unschedulable job under fifo:" in result.stdout
+    assert "huge: needs 64 GPUs; the largest type that runs" in result.stdout

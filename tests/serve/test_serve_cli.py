@@ -155,7 +155,6 @@ def test_serve_refuses_a_second_server_on_the_same_state_dir(server):
 @pytest.mark.parametrize("args, message", [
     (["--slots", "cpu:zero"], "error: --slots: 'cpu:zero' is not TYPE:COUNT (e.g. 'cpu:2' or 'h100:4')"),
     (["--policy", "nope"], "error: unknown policy 'nope'"),
-    (["--policy", "max-min-fairness:space-sharing"], "error: apportion serve does not space-share GPUs"),
     (["--policy", "min-cost", "--slots", "cpu:1"], "error: min-cost needs a positive price per GPU-hour"),
     (["--policy", "fifo", "--las-thresholds", "5"], "error: --las-thresholds applies to las only"),
     (["--round-s", "0"], "error: --round-s must be positive"),

@@ -278,3 +278,33 @@ def test_a_restarted_server_adopts_live_attempts_and_settles_those_that_ended_me
     again.tick()
     assert executor.running()[3].attempt == 2  # resumed, once
     assert len([a for a in executor.started if a.job_id == 1]) == 1  # job 1 was never started twice
+
+
+def test_space_sharing_starts_a_pair_on_one_slot_and_tells_each_who_shares_it(tmp_path):
+    """a and b run 1 step/s alone and 0.8 together on a v100 (1.6 > 1): max-min fairness with
+    space sharing starts both on the one slot, each told its partner, and renews both leases."""
+    import numpy as np
+
+    from apportion.core.throughputs import ThroughputTable
+
+    throughputs = ThroughputTable(kinds=("a", "b"), gpu_types=("v100",), scales=(1,),
+                                  steps_per_s=np.ones((2, 1, 1)), pair_steps_per_s={("a", "b", "v100"): (0.8, 0.8)})
+    clock = Clock()
+    executor = FakeExecutor(tmp_path)
+    config = ServeConfig(state_dir=tmp_path, round_s=10.0, fill_gap_s=0.0, renew_wait_s=0.0)
+    scheduler = Scheduler(StateStore(tmp_path / "state.db"), executor, parse_slots("v100:1"),
+                          make_policy("max-min-fairness", space_sharing=True), config, clock=clock,
+                          throughputs=throughputs)
+    first = scheduler.submit(job("a", kind="a"), "ann")
+    second = scheduler.submit(job("b", kind="b"), "bob")
+    scheduler.tick()
+
+    assert {a.job_id for a in executor.started} == {first, second}
+    assert executor.envs[(first, 1)]["APPORTION_SHARED_WITH"] == str(second)
+    assert executor.envs[(second, 1)]["APPORTION_SHARED_WITH"] == str(first)
+    assert executor.envs[(first, 1)]["APPORTION_SLOTS"] == executor.envs[(second, 1)]["APPORTION_SLOTS"] == "gpu:0"
+    for job_id in (first, second):
+        scheduler.lease(job_id, 1)
+    run_for(scheduler, clock, 25.0)
+    assert all(scheduler.lease(job_id, 1)["renew"] for job_id in (first, second))
+    assert executor.signals == []
