@@ -114,13 +114,17 @@ class MaxMinModel:
         max-throughput's LP on the same warm model.
         """
         h = self.highs
-        for cid in np.flatnonzero(count != self.count):
-            m = float(count[cid])
-            cols = self.columns[cid]
-            for t in np.flatnonzero(cols >= 0):
-                h.changeCoeff(int(t), int(cols[t]), m * self.gpus[cid])
-                h.changeColBounds(int(cols[t]), 0.0, 1.0 if m > 0 else 0.0)
-            h.changeRowBounds(self.fair_row[cid], -self.inf, 0.0 if m > 0 else self.inf)
+        changed = np.flatnonzero(count != self.count)
+        if len(changed):  # the same edits as class by class, with the bounds set in two batched calls
+            m = np.asarray(count, dtype=np.float64)[changed]
+            member, gpu_type = np.nonzero(self.columns[changed] >= 0)
+            cols = self.columns[changed][member, gpu_type]
+            for t, col, value in zip(gpu_type.tolist(), cols.tolist(), (m * self.gpus[changed])[member].tolist()):
+                h.changeCoeff(t, col, value)
+            h.changeColsBounds(len(cols), cols.astype(np.int32), np.zeros(len(cols)),
+                               np.where(m[member] > 0, 1.0, 0.0))
+            h.changeRowsBounds(len(changed), np.asarray(self.fair_row, dtype=np.int32)[changed],
+                               np.full(len(changed), -self.inf), np.where(m > 0, 0.0, self.inf))
         self.count = np.asarray(count, dtype=np.float64).copy()
         if not self.count.any():
             return np.zeros((self.num_classes, self.num_types)), 0.0
