@@ -142,7 +142,7 @@ def add_user(store: StateStore, name: str, admin: bool, now: float, replace: boo
 
     ValueError when the name is not a plain word, or the user exists and ``replace`` is not set.
     """
-    if not USER_NAME.match(name or ""):
+    if not USER_NAME.fullmatch(name or ""):
         raise ValueError(f"user name {name!r}: letters, digits, '.', '_' and '-', starting with a letter or"
                          " digit, at most 64")
     secret = secrets.token_hex(32)
@@ -194,10 +194,10 @@ class Authenticator:
                                "APPORTION_TOKEN or ~/.config/apportion/token")
         if self.admin_token is not None and hmac.compare_digest(given.encode(), self.admin_token.encode()):
             return Identity(user="admin", admin=True)
-        match = _ATTEMPT_TOKEN.match(given)
+        match = _ATTEMPT_TOKEN.fullmatch(given)
         if match:
             return self._attempt(int(match.group(1)), int(match.group(2)), match.group(3))
-        match = _USER_TOKEN.match(given)
+        match = _USER_TOKEN.fullmatch(given)
         if match:
             return self._user(int(match.group(1)), match.group(2), given)
         raise Unauthorized("this credential is not one this server knows")
