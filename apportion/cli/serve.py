@@ -82,6 +82,13 @@ def serve(
     def ready(scheduler) -> None:
         log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
             f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
+        if admin_token or scheduler.store.has_users():
+            active = sum(u["revoked"] is None for u in scheduler.store.users())
+            runs_as = "their users' OS accounts" if run_as_setting.mode == "mapped" else "this server's OS user"
+            log(f"credentials required: {active} user(s){', and an admin token' if admin_token else ''}; "
+                f"jobs run as {runs_as}")
+        else:
+            log("open: no credentials, a caller is who it says it is (apportion users add NAME to change that)")
 
     if no_gpus:
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
