@@ -20,10 +20,11 @@ JOB = {"name": "cnn", "command": "python train.py", "total_steps": 100}
 class Cluster:
     """A server whose state file holds alice, bob and an admin, root; ``as_(name)`` calls as one of them."""
 
-    def __init__(self, tmp_path, slots: str = "cpu:2") -> None:
+    def __init__(self, tmp_path, max_retries: int = 3) -> None:
         self.store = StateStore(tmp_path / "state.db")
-        self.scheduler = Scheduler(self.store, FakeExecutor(tmp_path), parse_slots(slots), Las(),
-                                   ServeConfig(state_dir=tmp_path, round_s=60.0, renew_wait_s=0.0))
+        self.scheduler = Scheduler(self.store, FakeExecutor(tmp_path), parse_slots("cpu:2"), Las(),
+                                   ServeConfig(state_dir=tmp_path, round_s=60.0, renew_wait_s=0.0,
+                                               max_retries=max_retries))
         self.client = TestClient(create_app(self.scheduler))
         self.credential = {name: add_user(self.store, name, admin=name == "root", now=0.0)
                            for name in ("alice", "bob", "root")}
@@ -89,9 +90,9 @@ def test_only_the_owner_or_an_admin_reads_a_jobs_logs(cluster, tmp_path):
     assert cluster.get(f"/jobs/{job}/logs", "root").json()["text"] == "loss 0.5\n"
 
 
-def test_a_failed_jobs_last_lines_are_shown_to_its_owner_only(cluster):
+def test_a_failed_jobs_last_lines_are_shown_to_its_owner_only(tmp_path):
+    cluster = Cluster(tmp_path, max_retries=0)  # failed at its first crash
     job = cluster.submit("bob")
-    cluster.scheduler.config.__dict__["max_retries"] = 0  # frozen dataclass: fail at the first crash
     cluster.scheduler.tick()
     cluster.scheduler.executor.logs[(int(job), 1)] = "password=hunter2\nboom"
     cluster.scheduler.executor.finish(int(job), 1)
