@@ -1,7 +1,8 @@
 """The ``apportion`` command: parse, call the library, print. Nothing else lives here.
 
-One module a group of commands: ``simulate`` (simulate, compare, kinds), ``plan``, ``serve``
-and ``jobs`` (the server's clients); ``options`` holds the options several of them share.
+One module a group of commands: ``simulate`` (simulate, compare, kinds), ``plan``, ``serve``,
+``jobs`` (the server's clients) and ``users`` (its credentials); ``options`` holds the options
+several of them share.
 Each command imports what it needs when it runs, so that ``apportion queue`` or ``--help``
 never pay for the solvers, the simulator or matplotlib.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from apportion.cli import jobs, plan, serve, simulate
+from apportion.cli import jobs, plan, serve, simulate, users
 from apportion.cli.options import ListsPolicies
 
 app = typer.Typer(
@@ -29,6 +30,7 @@ app.command()(jobs.queue)
 app.command()(jobs.cancel)
 app.command()(jobs.logs)
 app.command()(jobs.status)
+app.add_typer(users.app, name="users")
 
 
 def main() -> None:  # pragma: no cover - console entry point

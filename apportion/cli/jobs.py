@@ -15,10 +15,25 @@ from apportion.cli.output import console, errors, fail, print_json
 from apportion.stdio import stdout_to_stderr
 
 
-def _client(server: Optional[str], token: Optional[str]):
-    from apportion.serve.client import Client
+def _client(server: Optional[str], token: Optional[str], token_file: Optional[Path] = None):
+    """The API client, with the caller's credential (one-line error for an unusable one)."""
+    from apportion.serve.client import Client, ClientError
 
-    return Client(server, token)
+    try:
+        client = Client(server, token, token_file=token_file)
+    except ClientError as exc:
+        raise fail(str(exc)) from None
+    if token is not None:
+        errors.print("warning: --token is visible to every user of this machine (ps, /proc); use --token-file, "
+                     "APPORTION_TOKEN or ~/.config/apportion/token", highlight=False)
+    return client
+
+
+def _claimed(client, user: Optional[str]) -> Optional[str]:
+    """The user a request names: ``--user``, else (with no credential, whose user the server knows) the OS user."""
+    from apportion.serve.jobspec import default_user
+
+    return user or (None if client.token else default_user())
 
 
 def _call(function, *args):
@@ -37,31 +52,32 @@ def submit(
     user: Optional[str] = opt.User,
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
+    token_file: Optional[Path] = opt.TokenFile,
     as_json: bool = opt.json_option('{"id": ...}'),
 ) -> None:
     """Submit a job file to the server; a malformed file is rejected here with the field named."""
     from apportion.core.errors import InputError
     from apportion.serve.client import ClientError
-    from apportion.serve.jobspec import default_user, field_line, load_job_file
+    from apportion.serve.jobspec import field_line, load_job_file
 
     try:
         spec = load_job_file(job_file)
     except InputError as exc:
         raise fail(str(exc)) from None
-    owner = user or spec.user or default_user()
+    client = _client(server, token, token_file)
     try:
         with stdout_to_stderr():
-            job_id = _client(server, token).submit(spec, owner)
+            answer = client.submit(spec, user or spec.user or _claimed(client, None))
     except ClientError as exc:
         if exc.field and exc.message:  # the server's own checks (what fits on it): name the file's line
             raise fail(str(InputError(str(job_file), exc.message, line=field_line(job_file, exc.field),
                                        field=exc.field))) from None
         raise fail(str(exc)) from None
     if as_json:
-        print_json({"id": job_id})
+        print_json({"id": answer["id"]})
     else:
-        console.print(f"submitted job {job_id}: {spec.name} ({owner}, {spec.gpus} slot(s), {spec.total_steps} steps)",
-                      highlight=False)
+        console.print(f"submitted job {answer['id']}: {spec.name} ({answer['user']}, {spec.gpus} slot(s), "
+                      f"{spec.total_steps} steps)", highlight=False)
 
 
 def _span(seconds: Optional[float]) -> str:
@@ -86,6 +102,7 @@ def queue(
     show_all: bool = typer.Option(False, "--all", help="Every job ever submitted (default: active jobs, and jobs that ended in the last hour)."),
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
+    token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
     """List jobs: ID NAME USER QUEUE PRIO STATUS(REASON) GPUS ALLOC SUBMITTED RUNTIME PROGRESS."""
     import time as _time
@@ -94,7 +111,7 @@ def queue(
     from rich.console import Console
     from rich.table import Table
 
-    jobs = _call(_client(server, token).jobs)
+    jobs = _call(_client(server, token, token_file).jobs)
     now = _time.time()
     if not show_all:
         jobs = [j for j in jobs if j["finished"] is None or now - j["finished"] < 3600
@@ -138,11 +155,11 @@ def cancel(
     user: Optional[str] = opt.User,
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
+    token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
     """Cancel a job: a running attempt gets SIGTERM (then SIGKILL after the grace period)."""
-    from apportion.serve.jobspec import default_user
-
-    _call(_client(server, token).cancel, job_id, user or default_user())
+    client = _client(server, token, token_file)
+    _call(client.cancel, job_id, _claimed(client, user))
     console.print(f"cancelled job {job_id}", highlight=False)
 
 
@@ -152,12 +169,13 @@ def logs(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the job writes, across attempts, until it ends."),
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
+    token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
     """Print a job's output (stdout and stderr) of one attempt."""
     import sys
     import time as _time
 
-    client = _client(server, token)
+    client = _client(server, token, token_file)
     offset, number = 0, attempt
     while True:
         chunk = _call(client.logs, job_id, number, offset)
@@ -185,9 +203,10 @@ def status(
     as_json: bool = opt.json_option("the status"),
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
+    token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
     """The server: policy, round, slots and who holds them, jobs by status."""
-    info = _call(_client(server, token).status)
+    info = _call(_client(server, token, token_file).status)
     if as_json:
         print_json(info)
         return

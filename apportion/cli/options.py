@@ -60,5 +60,6 @@ Queues = typer.Option(None, "--queues", help="hierarchical: queues YAML (weight,
 
 # the server a client command talks to (submit, queue, cancel, logs, status)
 Server = typer.Option(None, "--server", help="The server's URL (default: $APPORTION_SERVER, else http://127.0.0.1:8642).")
-Token = typer.Option(None, "--token", help="Bearer token, when the server requires one (default: $APPORTION_TOKEN).")
-User = typer.Option(None, "--user", help="Act as this user (default: the job file's user, else your OS user).")
+Token = typer.Option(None, "--token", help="Your credential (visible to others in ps: prefer --token-file, $APPORTION_TOKEN or ~/.config/apportion/token).")
+TokenFile = typer.Option(None, "--token-file", help="A file (mode 600) holding your credential (default: $APPORTION_TOKEN, else ~/.config/apportion/token).")
+User = typer.Option(None, "--user", help="Act as this user (default: your credential's user, else the job file's, else your OS user); with a credential, for admins only.")

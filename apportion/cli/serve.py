@@ -16,7 +16,10 @@ def serve(
     state_dir: Path = typer.Option(Path("~/.apportion/server"), "--state-dir", help="Where the state file, logs and default checkpoints live."),
     port: int = typer.Option(8642, "--port", help="HTTP port (0: any free port)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback requires --token."),
-    token: Optional[str] = typer.Option(None, "--token", help="Require 'Authorization: Bearer TOKEN' on every call."),
+    token: Optional[str] = typer.Option(None, "--token", help="An admin token (deprecated: other users see it in ps; use --token-file)."),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token: its bearer may act as any user (people get their own with `apportion users add`)."),
+    run_as: Optional[str] = typer.Option(None, "--run-as", help="Which OS account runs jobs: server-user (default unless root), mapped (with --user-map; root only), refuse (default as root: do not start)."),
+    user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: YAML or JSON mapping each apportion user to an OS account."),
     slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1)."),
     policy: str = typer.Option("las", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing as in simulate)."),
     round_s: float = opt.round_option(180.0, "Round length in seconds of wall time."),
@@ -68,8 +71,10 @@ def serve(
         chosen_policy = policy_from_spec(policy, **policy_options)
     except (ValueError, InputError) as exc:
         raise fail(str(exc)) from None
-    options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=token, round_s=round_s,
-                            grace_s=grace_s, max_retries=max_retries, prices=prices)
+    admin_token, run_as_setting = _credentials(token, token_file, run_as, user_map)
+    options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=admin_token,
+                            run_as=run_as_setting, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
+                            prices=prices)
 
     def log(message: str) -> None:
         console.print(f"[dim]{_clock()}[/] {message}", highlight=False, soft_wrap=True)
@@ -77,12 +82,43 @@ def serve(
     def ready(scheduler) -> None:
         log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
             f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
+        if admin_token or scheduler.store.has_users():
+            active = sum(u["revoked"] is None for u in scheduler.store.users())
+            runs_as = "their users' OS accounts" if run_as_setting.mode == "mapped" else "this server's OS user"
+            log(f"credentials required: {active} user(s){', and an admin token' if admin_token else ''}; "
+                f"jobs run as {runs_as}")
+        else:
+            log("open: no credentials, a caller is who it says it is (apportion users add NAME to change that)")
 
     if no_gpus:
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
     try:
         run_server(options, offered, chosen_policy, log, ready)
     except ServerError as exc:
+        raise fail(str(exc)) from None
+
+
+def _credentials(token: Optional[str], token_file: Optional[Path], run_as: Optional[str], user_map: Optional[Path]):
+    """The admin token (from --token-file, or the deprecated --token) and the run-as setting; one-line errors."""
+    import os
+
+    from apportion.serve.auth import check_secret, read_secret_file
+    from apportion.serve.runas import choose, load_user_map
+
+    if token is not None and token_file is not None:
+        raise fail("give --token-file or --token, not both")
+    try:
+        if token is not None:
+            admin_token = check_secret(token, "--token")
+            errors.print("warning: --token is visible to every user of this machine (ps, /proc); "
+                         "use --token-file", highlight=False)
+        elif token_file is not None:
+            admin_token = read_secret_file(token_file, f"--token-file {token_file}")
+        else:
+            admin_token = None
+        mapping = load_user_map(user_map) if user_map is not None else None
+        return admin_token, choose(run_as, os.geteuid(), mapping)
+    except ValueError as exc:
         raise fail(str(exc)) from None
 
 

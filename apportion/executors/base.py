@@ -32,8 +32,12 @@ class Executor(Protocol):
     """Runs at most one attempt per job; the scheduler decides which, where and when."""
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
-              workdir: str | None, slots: tuple[str, ...]) -> Attempt:
-        """Start attempt ``attempt`` of job ``job_id`` on ``slots`` with exactly ``env``; OSError if it cannot."""
+              workdir: str | None, slots: tuple[str, ...], *, run_as=None) -> Attempt:
+        """Start attempt ``attempt`` of job ``job_id`` on ``slots`` with exactly ``env``; OSError if it cannot.
+
+        ``run_as`` (an ``apportion.serve.runas.Account``; passed only when set): run the job's
+        command as that OS account instead of the server's.
+        """
         ...
 
     def poll(self) -> list[Exit]:

@@ -24,6 +24,7 @@ class FakeExecutor:
         self._ended: list[Exit] = []
         self.started: list[Attempt] = []  # every attempt ever started, in order
         self.envs: dict[tuple[int, int], dict[str, str]] = {}
+        self.accounts: dict[tuple[int, int], object] = {}  # the OS account each attempt was to run as (None: ours)
         self.signals: list[tuple[int, str]] = []
         self.exit_codes: dict[tuple[int, int], int] = {}  # what an attempt's exit file would say
         self.logs: dict[tuple[int, int], str] = {}  # what an attempt's log would say
@@ -37,13 +38,14 @@ class FakeExecutor:
     def tail(self, job_id: int, attempt: int, lines: int = 20) -> str:
         return "\n".join(self.logs.get((job_id, attempt), "").splitlines()[-lines:])
 
-    def start(self, job_id, attempt, command, env, workdir, slots) -> Attempt:
+    def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None) -> Attempt:
         if job_id in self._running:
             raise AssertionError(f"job {job_id} started twice at once")
         handle = Attempt(job_id, attempt, next(self._pids), 1, tuple(slots))
         self._running[job_id] = handle
         self.started.append(handle)
         self.envs[(job_id, attempt)] = dict(env)
+        self.accounts[(job_id, attempt)] = run_as
         return handle
 
     def finish(self, job_id: int, code: int | None) -> None:

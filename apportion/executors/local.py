@@ -101,19 +101,24 @@ class LocalExecutor:
     # processes ---------------------------------------------------------------------------
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
-              workdir: str | None, slots: tuple[str, ...]) -> Attempt:
-        """Start one attempt in its own process group; OSError if it cannot be started."""
+              workdir: str | None, slots: tuple[str, ...], *, run_as=None) -> Attempt:
+        """Start one attempt in its own process group; OSError if it cannot be started.
+
+        With ``run_as`` the wrapper stays this process's user and starts the command as that account.
+        """
         directory = self.job_dir(job_id)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.exit_path(job_id, attempt).unlink(missing_ok=True)
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         wrapper = [
             self.python, "-m", MARKER, "--state-dir", str(self.state_dir), "--job", str(job_id),
             "--attempt", str(attempt), "--slots", ",".join(slots) or "-",
             "--exit-file", str(self.exit_path(job_id, attempt)), "--workdir", workdir or str(directory),
+            *(["--run-as", run_as.argument()] if run_as is not None else []),
             "--", *argv,
         ]
-        with open(self.log_path(job_id, attempt), "ab") as log:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        with os.fdopen(os.open(self.log_path(job_id, attempt), flags, 0o600), "ab") as log:  # owner-only
             process = subprocess.Popen(
                 wrapper, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 cwd=str(directory), start_new_session=True, close_fds=True,

@@ -40,13 +40,21 @@ def _ignore(signum, frame) -> None:  # a handler, not SIG_IGN: children must not
     pass
 
 
+def _account(run_as: str | None) -> dict:
+    """Popen's arguments to start the command as ``--run-as UID:GID:GROUPS`` (none: as this process's user)."""
+    if not run_as:
+        return {}
+    uid, gid, groups = run_as.split(":")
+    return {"user": int(uid), "group": int(gid), "extra_groups": [int(g) for g in groups.split(",") if g]}
+
+
 def main(argv: list[str] | None = None) -> int:
     options, command = parse(sys.argv[1:] if argv is None else argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _ignore)
     started = time.time()
     try:
-        child = subprocess.Popen(command, cwd=options.get("workdir") or None)
+        child = subprocess.Popen(command, cwd=options.get("workdir") or None, **_account(options.get("run-as")))
     except OSError as err:
         print(f"apportion: cannot start {command[0] if command else '(empty command)'}: {err}",
               file=sys.stderr, flush=True)

@@ -1,13 +1,13 @@
 """The HTTP API of ``apportion serve`` (docs/serve-contract.md), over a Scheduler.
 
-Who is asking is the ``user`` field of a request (the client sends its OS user by default).
-On loopback that is trusted as given; a server bound to any other address requires a bearer
-token from every caller, jobs included.
+Every call's caller is an :class:`~apportion.serve.auth.Identity`, from its bearer credential
+(auth.py). Users list jobs and see the server; a job's owner or an admin cancels it and reads
+its logs; an attempt's own credential renews that attempt's lease and reports its progress.
+A server with no credentials configured (loopback only) takes the ``user`` a request names.
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import Any, Optional
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query
@@ -15,6 +15,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from apportion.core.errors import InputError
+from apportion.serve.auth import Authenticator, Identity, NotAllowed, Unauthorized
+from apportion.serve.runas import NoAccount
 from apportion.serve.scheduler import Conflict, Forbidden, NotFound, Scheduler
 from apportion.serve.state import TERMINAL
 
@@ -37,15 +39,25 @@ class CancelBody(BaseModel):
 
 
 def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
-    def authorize(authorization: Optional[str] = Header(default=None)) -> None:
-        if token is None:
-            return
-        scheme, _, given = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip(), token):
-            raise HTTPException(status_code=401, detail="this server requires a token: Authorization: Bearer TOKEN"
-                                " (apportion --token, or APPORTION_TOKEN)")
+    """The API over ``scheduler``; ``token``: the server's admin token (auth.py), if any."""
+    authenticator = Authenticator(scheduler.store, token)
 
-    app = FastAPI(title="apportion", dependencies=[Depends(authorize)], docs_url=None, redoc_url=None)
+    def caller(authorization: Optional[str] = Header(default=None)) -> Identity:
+        try:
+            return authenticator.identify(authorization)
+        except Unauthorized as exc:
+            raise HTTPException(status_code=401, detail=str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
+
+    def user_caller(who: Identity = Depends(caller)) -> Identity:
+        """A person's (or the admin token's) credential: an attempt's may not list, submit, cancel or read."""
+        who.require_user()
+        return who
+
+    app = FastAPI(title="apportion", docs_url=None, redoc_url=None)
+
+    @app.exception_handler(NotAllowed)
+    def _not_allowed(request, exc):
+        return JSONResponse(status_code=403, content={"detail": str(exc)})
 
     @app.exception_handler(NotFound)
     def _not_found(request, exc):
@@ -64,40 +76,52 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
         return JSONResponse(status_code=400, content={"detail": str(exc), "field": exc.field, "message": exc.message})
 
     @app.post("/jobs")
-    def submit(body: dict[str, Any] = Body(...)) -> dict:
-        user = body.get("user")
-        if not isinstance(user, str) or not user.strip():
+    def submit(body: dict[str, Any] = Body(...), who: Identity = Depends(user_caller)) -> dict:
+        user = who.acting_as(body.get("user"))
+        if user is None:
             raise InputError("request", "is required: who submits the job", field="user")
-        job_id = scheduler.submit(body, user.strip())
-        return {"id": str(job_id)}
+        try:
+            scheduler.config.run_as.account(user)  # a user with no OS account to run as is refused now
+        except NoAccount as exc:
+            raise NotAllowed(str(exc)) from None
+        job_id = scheduler.submit({**body, "user": user}, user)
+        return {"id": str(job_id), "user": user}
 
     @app.get("/jobs")
-    def jobs() -> list[dict]:
+    def jobs(who: Identity = Depends(user_caller)) -> list[dict]:
         now = scheduler.clock()
-        return [scheduler.job_info(row, now) for row in scheduler.store.jobs()]
+        return [_shown(scheduler.job_info(row, now), who) for row in scheduler.store.jobs()]
 
     @app.get("/jobs/{job_id}")
-    def job(job_id: str) -> dict:
-        return scheduler.job_info(scheduler.row(_id(job_id)))
+    def job(job_id: str, who: Identity = Depends(user_caller)) -> dict:
+        return _shown(scheduler.job_info(scheduler.row(_id(job_id))), who)
 
     @app.post("/jobs/{job_id}/cancel")
-    def cancel(job_id: str, body: CancelBody) -> dict:
-        scheduler.cancel(_id(job_id), body.user)
+    def cancel(job_id: str, body: CancelBody, who: Identity = Depends(user_caller)) -> dict:
+        if who.open:  # no credentials: the user the request names
+            scheduler.cancel(_id(job_id), body.user)
+        else:
+            who.acting_as(body.user)  # a user naming someone else is refused, not ignored
+            scheduler.cancel(_id(job_id), who.user, admin=who.admin)
         return {}
 
     @app.post("/jobs/{job_id}/lease")
-    def lease(job_id: str, body: LeaseBody) -> dict:
+    def lease(job_id: str, body: LeaseBody, who: Identity = Depends(caller)) -> dict:
+        who.require_attempt(_id(job_id), body.attempt)
         return scheduler.lease(_id(job_id), body.attempt, body.steps_done)
 
     @app.post("/jobs/{job_id}/progress")
-    def progress(job_id: str, body: ProgressBody) -> dict:
+    def progress(job_id: str, body: ProgressBody, who: Identity = Depends(caller)) -> dict:
+        who.require_attempt(_id(job_id), body.attempt)
         scheduler.progress(_id(job_id), body.attempt, body.steps_done, body.steps_per_s)
         return {}
 
     @app.get("/jobs/{job_id}/logs")
     def logs(job_id: str, attempt: Optional[int] = Query(default=None), offset: int = Query(default=0, ge=0),
-             limit: int = Query(default=LOG_CHUNK, ge=1, le=LOG_CHUNK)) -> dict:
+             limit: int = Query(default=LOG_CHUNK, ge=1, le=LOG_CHUNK), who: Identity = Depends(user_caller)) -> dict:
         row = scheduler.row(_id(job_id))
+        if not who.may_see(row["user"]):
+            raise NotAllowed(f"job {row['id']} belongs to {row['user']!r}: only they or an admin may read its logs")
         latest = row["attempt"]
         number = latest if attempt is None else attempt
         if latest == 0 and attempt is None:
@@ -119,10 +143,17 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
                 "status": row["status"]}
 
     @app.get("/status")
-    def status() -> dict:
+    def status(who: Identity = Depends(user_caller)) -> dict:
         return scheduler.status()
 
     return app
+
+
+def _shown(info: dict, who: Identity) -> dict:
+    """A job as ``who`` may see it: the last lines of its log only for its owner and admins."""
+    if info["last_lines"] and not who.may_see(info["user"]):
+        info["last_lines"] = ""
+    return info
 
 
 def _id(text: str) -> int:

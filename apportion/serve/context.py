@@ -11,6 +11,7 @@ from typing import Callable
 
 from apportion.executors.base import Executor
 from apportion.policies.base import Policy
+from apportion.serve.runas import RunAs
 from apportion.serve.slots import Slot
 from apportion.serve.state import StateStore
 
@@ -22,7 +23,8 @@ class ServeConfig:
     round_s: float = 180.0
     grace_s: float = 30.0  # after a lease ends (or SIGTERM), how long to wait before escalating
     max_retries: int = 3  # crashes retried from the last checkpoint before a job is failed
-    token: str | None = None
+    token: str | None = None  # the server's admin token (auth.py); never given to jobs
+    run_as: RunAs = field(default_factory=RunAs)  # which OS account jobs run as (runas.py)
     default_steps_per_s: float = 1.0  # a kind never measured on a type
     fill_gap_s: float = 1.0  # the least time between rounds started early to fill idle slots
     plan_ahead_s: float | None = None  # decide a round this long before it starts; None: min(round_s / 2, 10)

@@ -13,7 +13,9 @@ import signal
 from pathlib import Path
 
 from apportion.executors.base import Exit
+from apportion.serve.auth import issue_attempt_credential
 from apportion.serve.context import SchedulerState
+from apportion.serve.runas import NoAccount, prepare_job_dirs
 from apportion.serve.rounds import account
 
 EXIT_PREEMPTED = 75
@@ -65,9 +67,15 @@ class AttemptLifecycle:
         slots = tuple(row["slot_list"])
         env = self._environment(row, attempt, lease_end, checkpoint_dir, slots)
         try:
-            Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
-            handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots)
-        except OSError as err:
+            account = self.config.run_as.account(row["user"])  # None: as the server's own OS user
+            if account is None:
+                Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+            else:
+                env.update({**account.environ(), **(spec.get("env") or {})})
+                prepare_job_dirs(account, self.config.state_dir, job_id, checkpoint_dir)
+            handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots,
+                                         **({"run_as": account} if account is not None else {}))
+        except (OSError, NoAccount) as err:
             message = f"apportion: cannot start attempt {attempt}: {err}"
             try:
                 log = self.executor.log_path(job_id, attempt)
@@ -112,8 +120,8 @@ class AttemptLifecycle:
         })
         if row.get("partner"):  # space sharing: another job runs on the same slot, at the speed of the pair
             env["APPORTION_SHARED_WITH"] = str(row["partner"])
-        if self.config.token:
-            env["APPORTION_TOKEN"] = self.config.token
+        # its own credential: renews this attempt's lease and reports its progress, nothing else
+        env["APPORTION_TOKEN"] = issue_attempt_credential(self.store, row["id"], attempt)
         return env
 
     def escalate(self, now: float) -> None:

@@ -80,10 +80,11 @@ class Requests:
                 raise InputError(source, f"asks for {spec.gpus}; queue '{spec.queue}' may not borrow and its "
                                  f"nominal quota of every allowed type is smaller, so it could never run", field="gpus")
 
-    def cancel(self, job_id: int, user: str) -> None:
+    def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
+        """Cancel job ``job_id`` for ``user``: Forbidden unless it is theirs or they are an admin."""
         with self.lock:
             row = self.row(job_id)
-            if user != row["user"]:
+            if user != row["user"] and not admin:
                 raise Forbidden(f"job {job_id} belongs to {row['user']!r}, not {user!r}")
             if row["status"] in TERMINAL:
                 raise Conflict(f"job {job_id} has already {_past(row['status'])}")

@@ -100,9 +100,9 @@ class Scheduler:
         """Check a job spec (InputError naming the field) and store it; returns the job id."""
         return self.requests.submit(body, user, source)
 
-    def cancel(self, job_id: int, user: str) -> None:
-        """Cancel the job now if it has no attempt, else SIGTERM its attempt; only its user may."""
-        self.requests.cancel(job_id, user)
+    def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
+        """Cancel the job now if it has no attempt, else SIGTERM its attempt; only its user (or an admin) may."""
+        self.requests.cancel(job_id, user, admin)
 
     def lease(self, job_id: int, attempt: int, steps_done: int | None = None) -> dict:
         """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75)."""

@@ -7,13 +7,16 @@ import ipaddress
 import os
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from apportion.executors.local import LocalExecutor
 from apportion.workloads.catalog import builtin_throughputs
 from apportion.policies.base import Policy
+from apportion.serve.auth import check_secret
+from apportion.serve.private import private_dir, tighten
+from apportion.serve.runas import RunAs
 from apportion.serve.scheduler import Scheduler, ServeConfig
 from apportion.serve.slots import Slot
 from apportion.serve.state import StateStore
@@ -28,7 +31,8 @@ class ServerOptions:
     state_dir: Path
     host: str = "127.0.0.1"
     port: int = 8642
-    token: str | None = None
+    token: str | None = None  # the admin token (auth.py): its bearer is an admin
+    run_as: RunAs = field(default_factory=RunAs)  # which OS account jobs run as (runas.py)
     round_s: float = 180.0
     grace_s: float = 30.0
     max_retries: int = 3
@@ -46,8 +50,9 @@ def is_loopback(host: str) -> bool:
 
 def lock_state_dir(state_dir: Path):
     """Hold an exclusive lock on STATE_DIR/server.lock for this process's life (released even on SIGKILL)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(state_dir / "server.lock", "a+")
+    private_dir(state_dir)
+    handle = os.fdopen(os.open(state_dir / "server.lock", os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600),
+                       "a+")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -85,6 +90,37 @@ def server_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def _has_users(path: Path) -> bool:
+    if not path.exists():
+        return False
+    store = StateStore(path)
+    try:
+        return store.has_users()
+    finally:
+        store.close()
+
+
+def check_credentials(options: ServerOptions, has_users: bool) -> None:
+    """ServerError unless the server's credentials fit its address and run-as mode.
+
+    An open server (no user in the state file, no admin token) trusts the user a request
+    names, which is only tolerable on loopback and never when jobs run as that user's account.
+    """
+    if options.token is not None:
+        try:
+            check_secret(options.token, "the admin token")
+        except ValueError as exc:
+            raise ServerError(str(exc)) from None
+    if has_users or options.token:
+        return
+    if not is_loopback(options.host):
+        raise ServerError(f"--host {options.host} is not loopback: add users first (apportion users add NAME "
+                          "--state-dir ...) or give --token-file, so that only callers with a credential get in")
+    if options.run_as.mode == "mapped":
+        raise ServerError("--run-as mapped runs each job as its user's OS account, so users must prove who they are:"
+                          " add them first (apportion users add NAME --state-dir ...)")
+
+
 def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callable[[str], None],
           ready: Callable[[Scheduler], None] | None = None) -> None:
     """Run until SIGINT/SIGTERM. Jobs keep running when the server stops; the next one adopts them."""
@@ -92,16 +128,18 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
 
     from apportion.serve.api import create_app
 
-    if not is_loopback(options.host) and not options.token:
-        raise ServerError(f"--host {options.host} is not loopback: set --token so that only callers with it get in")
     state_dir = Path(os.path.realpath(options.state_dir))
+    check_credentials(options, _has_users(state_dir / "state.db"))  # before anything is created
     lock = lock_state_dir(state_dir)
     sock = listen(options.host, options.port)
     port = sock.getsockname()[1]
     store = StateStore(state_dir / "state.db")
+    # owner-only, but for mapped accounts traversable down to each job's directory (runas.py)
+    tighten(state_dir, 0o711 if options.run_as.mode == "mapped" else 0o700)
     config = ServeConfig(
         state_dir=state_dir, server_url=server_url(options.host, port), round_s=options.round_s,
-        grace_s=options.grace_s, max_retries=options.max_retries, token=options.token, prices=dict(options.prices or {}),
+        grace_s=options.grace_s, max_retries=options.max_retries, token=options.token, run_as=options.run_as,
+        prices=dict(options.prices or {}),
     )
     scheduler = Scheduler(store, LocalExecutor(state_dir), slots, policy, config, log=log,
                           throughputs=builtin_throughputs())

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from apportion.serve.private import private_dir, private_file, tighten
+
 STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
 ACTIVE = ("queued", "running", "preempted")  # the scheduler still has work to do for these
 TERMINAL = ("completed", "failed", "cancelled")
@@ -79,6 +81,22 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS users (      -- who may call the API (apportion users add): see auth.py
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- the number in the user's credential
+    name TEXT NOT NULL UNIQUE,
+    admin INTEGER NOT NULL DEFAULT 0,
+    salt TEXT NOT NULL,                 -- hex
+    digest TEXT NOT NULL,               -- hex, of the credential's secret under kdf
+    kdf TEXT NOT NULL,                  -- e.g. scrypt:16384:8:1
+    created REAL NOT NULL,
+    revoked REAL                        -- when its credential was revoked; NULL while it works
+);
+CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
+    job_id INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (job_id, attempt)
+);
 """
 
 
@@ -87,7 +105,8 @@ class StateStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
+        private_file(self.path)  # the jobs' specs (their env) and the credentials' hashes: owner-only
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
         self._conn.row_factory = sqlite3.Row
@@ -97,6 +116,8 @@ class StateStore:
         self._depth = 0
         self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
         self._add_missing_columns()
+        for suffix in ("-wal", "-shm"):  # SQLite gives them the file's mode; an older state dir's may be wider
+            tighten(Path(f"{self.path}{suffix}"), 0o600)
 
     def _add_missing_columns(self) -> None:
         """A state file written by an older apportion gains the columns added since, with their defaults."""
@@ -255,6 +276,61 @@ class StateStore:
         with self.transaction() as conn:
             conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                          (key, value))
+
+
+    # users and credentials ----------------------------------------------------------------
+
+    def put_user(self, name: str, *, admin: bool, salt: str, digest: str, kdf: str, now: float) -> int:
+        """Add user ``name`` (or give an existing one a new credential and role); returns its id."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO users (name, admin, salt, digest, kdf, created) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET admin = excluded.admin, salt = excluded.salt,"
+                " digest = excluded.digest, kdf = excluded.kdf, created = excluded.created, revoked = NULL",
+                (name, int(admin), salt, digest, kdf, now))
+            self.add_event(now, None, "user", f"{name}: new credential" + (" (admin)" if admin else ""))
+            return int(conn.execute("SELECT id FROM users WHERE name = ?", (name,)).fetchone()[0])
+
+    def revoke_user(self, name: str, now: float) -> bool:
+        """End user ``name``'s credential; False when there is no such user with a working one."""
+        with self.transaction() as conn:
+            changed = conn.execute("UPDATE users SET revoked = ? WHERE name = ? AND revoked IS NULL",
+                                   (now, name)).rowcount
+            if changed:
+                self.add_event(now, None, "user", f"{name}: credential revoked")
+        return bool(changed)
+
+    def user(self, name: str) -> dict | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+        return dict(row) if row is not None else None
+
+    def user_by_id(self, user_id: int) -> dict | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
+        return dict(row) if row is not None else None
+
+    def users(self) -> list[dict]:
+        """Every user ever added (revoked ones too), by name; without their hashes."""
+        with self._lock:
+            rows = self._conn.execute("SELECT id, name, admin, created, revoked FROM users ORDER BY name").fetchall()
+        return [dict(r) for r in rows]
+
+    def has_users(self) -> bool:
+        """Has any user ever been added? (Then the server asks every caller for a credential.)"""
+        with self._lock:
+            return self._conn.execute("SELECT EXISTS (SELECT 1 FROM users)").fetchone()[0] == 1
+
+    def put_attempt_credential(self, job_id: int, attempt: int, digest: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO attempt_credentials VALUES (?, ?, ?)", (job_id, attempt, digest))
+
+    def attempt_credential(self, job_id: int, attempt: int) -> str | None:
+        """The digest of the credential of attempt ``attempt`` of job ``job_id``, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT digest FROM attempt_credentials WHERE job_id = ? AND attempt = ?",
+                                     (job_id, attempt)).fetchone()
+        return row[0] if row is not None else None
 
 
 _ROUND_NAMES = (

@@ -18,6 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 CONTRACT_JOB = Path(__file__).resolve().parent / "contract_job.py"
 
 
+# a server running as root refuses to run jobs as root unless told to (these tests run as whoever runs them)
+AS_ROOT = ("--run-as", "server-user") if os.geteuid() == 0 else ()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -44,7 +48,7 @@ class Server:
 
     def start(self, timeout: float = 30.0) -> Server:
         command = [sys.executable, "-m", "apportion.cli", "serve", "--state-dir", str(self.state_dir),
-                   "--port", str(self.port), *self.args]
+                   "--port", str(self.port), *AS_ROOT, *self.args]
         with open(self.output, "ab") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=job_env(),
                                             cwd=str(REPO), start_new_session=True)
@@ -53,10 +57,12 @@ class Server:
             if self.process.poll() is not None:
                 raise AssertionError(f"the server exited with {self.process.returncode}:\n{self.log()}")
             try:
-                httpx.get(f"{self.url}/status", timeout=1.0).raise_for_status()
-                return self
+                answer = httpx.get(f"{self.url}/status", timeout=1.0)
+                if answer.status_code in (200, 401):  # 401: up, and asking for credentials
+                    return self
             except httpx.HTTPError:
-                time.sleep(0.1)
+                pass
+            time.sleep(0.1)
         raise AssertionError(f"the server did not answer within {timeout} s:\n{self.log()}")
 
     def log(self) -> str:
@@ -82,8 +88,9 @@ class Server:
         for attempt in LocalExecutor(self.state_dir).scan():
             LocalExecutor(self.state_dir).kill_attempt(attempt)
 
-    def jobs(self) -> list[dict]:
-        return httpx.get(f"{self.url}/jobs", timeout=10).json()
+    def jobs(self, token: str | None = None) -> list[dict]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.get(f"{self.url}/jobs", timeout=10, headers=headers).json()
 
     def __enter__(self) -> Server:
         return self.start()

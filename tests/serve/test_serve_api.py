@@ -25,8 +25,8 @@ def make(tmp_path, token=None):
 
 def test_submit_list_get_and_the_job_fields(tmp_path):
     scheduler, client = make(tmp_path)
-    assert client.post("/jobs", json=JOB).json() == {"id": "1"}
-    assert client.post("/jobs", json={**JOB, "name": "two", "user": "bob"}).json() == {"id": "2"}
+    assert client.post("/jobs", json=JOB).json() == {"id": "1", "user": "ann"}
+    assert client.post("/jobs", json={**JOB, "name": "two", "user": "bob"}).json() == {"id": "2", "user": "bob"}
     scheduler.tick()
 
     jobs = client.get("/jobs").json()
@@ -103,29 +103,29 @@ def test_status(tmp_path):
     assert status["counts"]["running"] == 1
 
 
-def test_a_token_is_required_from_every_caller_when_set(tmp_path):
+def test_an_admin_token_is_required_from_every_caller_when_set(tmp_path):
     scheduler, client = make(tmp_path, token="s3cret")
     assert client.get("/jobs").status_code == 401
     assert client.post("/jobs", json=JOB, headers={"Authorization": "Bearer wrong"}).status_code == 401
     ok = {"Authorization": "Bearer s3cret"}
-    assert client.post("/jobs", json=JOB, headers=ok).json() == {"id": "1"}
+    assert client.post("/jobs", json=JOB, headers=ok).json() == {"id": "1", "user": "ann"}  # an admin names the user
     scheduler.tick()
     assert client.post("/jobs/1/lease", json={"attempt": 1}).status_code == 401
     assert client.post("/jobs/1/lease", json={"attempt": 1}, headers=ok).status_code == 200
-    assert scheduler.executor.envs[(1, 1)].get("APPORTION_TOKEN") is None  # set in ServeConfig.token only
 
 
-def test_jobs_get_the_token_in_their_environment(tmp_path):
+def test_jobs_get_their_own_credential_never_the_servers_token(tmp_path):
     config = ServeConfig(state_dir=tmp_path, token="s3cret")
     scheduler = Scheduler(StateStore(tmp_path / "state.db"), FakeExecutor(tmp_path), parse_slots("cpu:1"), Las(), config)
     scheduler.submit({k: v for k, v in JOB.items() if k != "user"}, "ann")
     scheduler.tick()
-    assert scheduler.executor.envs[(1, 1)]["APPORTION_TOKEN"] == "s3cret"
+    credential = scheduler.executor.envs[(1, 1)]["APPORTION_TOKEN"]
+    assert credential.startswith("a1.1.") and "s3cret" not in credential
 
 
 def test_binding_beyond_loopback_needs_a_token(tmp_path):
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
-    with pytest.raises(ServerError, match="--host 0.0.0.0 is not loopback: set --token"):
+    with pytest.raises(ServerError, match="--host 0.0.0.0 is not loopback: add users first"):
         serve(ServerOptions(state_dir=tmp_path, host="0.0.0.0", port=0), parse_slots("cpu:1"), Las(), print)
     assert not (tmp_path / "state.db").exists()

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from apportion.cli import app
-from serve_helpers import CONTRACT_JOB, Server, free_port, wait_for
+from serve_helpers import AS_ROOT, CONTRACT_JOB, Server, free_port, wait_for
 
 runner = CliRunner()
 
@@ -139,14 +139,17 @@ def test_an_unreachable_server_is_one_line_naming_its_url(tmp_path):
         assert len(result.output.strip().splitlines()) == 1
 
 
-def test_serve_refuses_a_public_address_without_a_token(tmp_path):
-    result = cli("serve", "--state-dir", str(tmp_path), "--host", "0.0.0.0", "--slots", "cpu:1")
+def test_serve_refuses_a_public_address_without_credentials(tmp_path):
+    result = cli("serve", "--state-dir", str(tmp_path), "--host", "0.0.0.0", "--slots", "cpu:1", *AS_ROOT)
     assert result.exit_code == 2
-    assert result.output.strip() == "error: --host 0.0.0.0 is not loopback: set --token so that only callers with it get in"
+    assert result.output.strip() == ("error: --host 0.0.0.0 is not loopback: add users first (apportion users add NAME"
+                                     " --state-dir ...) or give --token-file, so that only callers with a credential"
+                                     " get in")
 
 
 def test_serve_refuses_a_second_server_on_the_same_state_dir(server):
-    result = cli("serve", "--state-dir", str(server.state_dir), "--port", str(free_port()), "--slots", "cpu:1")
+    result = cli("serve", "--state-dir", str(server.state_dir), "--port", str(free_port()), "--slots", "cpu:1",
+                 *AS_ROOT)
     assert result.exit_code == 2
     assert re.fullmatch(rf"error: another apportion server \(pid \d+\) is using {re.escape(str(server.state_dir))}",
                         result.output.strip())

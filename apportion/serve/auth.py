@@ -1,0 +1,225 @@
+"""Who is calling the server's API, from the credential in ``Authorization: Bearer``.
+
+Three kinds of credential, each a random secret that the state file holds only as a hash:
+
+- a **user's**, issued by ``apportion users add NAME`` (``u<ID>.<SECRET>``, stored as a salted
+  scrypt hash): its bearer is that user, an admin if the user was added with ``--admin``;
+- the **server's admin token** (``apportion serve --token-file``), compared in constant time:
+  its bearer is an admin and may name the user it acts for;
+- an **attempt's**, made for each attempt the server starts and given to it as
+  ``APPORTION_TOKEN`` (``a<JOB>.<ATTEMPT>.<SECRET>``, stored as a SHA-256 digest: the secret is
+  256 random bits, nothing to guess): it may renew the lease of that attempt and report its
+  progress, nothing else, and only while that attempt is the job's current one.
+
+A server with no user in its state file and no admin token is *open*: it binds to loopback
+only, asks for no credential, and takes the ``user`` a request names as given (one person's
+machine). Adding the first user turns credentials on for every caller from then on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apportion.serve.state import StateStore
+
+_SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1}
+KDF = "scrypt:16384:8:1"  # how a user's secret is hashed, stored beside each hash
+USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_USER_TOKEN = re.compile(r"^u(\d+)\.([0-9a-f]{64})$")
+_ATTEMPT_TOKEN = re.compile(r"^a(\d+)\.(\d+)\.([0-9a-f]{64})$")
+
+
+class Unauthorized(Exception):
+    """No credential, or one the server does not know (HTTP 401)."""
+
+
+class NotAllowed(Exception):
+    """A known caller asking for what its credential does not allow (HTTP 403)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The caller. ``user`` is None in an open server (no credentials: the request names its user)."""
+
+    user: str | None = None
+    admin: bool = False
+    attempt: tuple[int, int] | None = None  # an attempt's credential: (job id, attempt number)
+
+    @property
+    def open(self) -> bool:
+        """True when the server checks no credential (every caller is trusted as it claims)."""
+        return self.user is None and not self.admin and self.attempt is None
+
+    def may_see(self, owner: str) -> bool:
+        """May this caller read the logs of (and cancel) a job of ``owner``?"""
+        return self.open or self.admin or (self.attempt is None and self.user == owner)
+
+    def acting_as(self, claimed: str | None) -> str | None:
+        """The user a request acts for: the credential's, or for an admin (or an open server) the one it names.
+
+        NotAllowed when a user's credential names someone else: only admins act for others.
+        """
+        claimed = claimed.strip() if isinstance(claimed, str) and claimed.strip() else None
+        if self.open or self.admin:
+            return claimed or self.user
+        if claimed is not None and claimed != self.user:
+            raise NotAllowed(f"you are {self.user!r}: acting as {claimed!r} is for admins (leave --user and the "
+                             "job file's user out)")
+        return self.user
+
+    def require_user(self) -> None:
+        """NotAllowed for an attempt's credential: it may only renew its lease and report progress."""
+        if self.attempt is not None:
+            raise NotAllowed(f"this is the credential of attempt {self.attempt[1]} of job {self.attempt[0]}: "
+                             "it may only renew that attempt's lease and report its progress")
+
+    def require_attempt(self, job_id: int, attempt: int) -> None:
+        """NotAllowed unless this caller may renew the lease of (and report for) that attempt."""
+        if self.open or self.admin:
+            return
+        if self.attempt is None:
+            raise NotAllowed("only a job's own attempt (its APPORTION_TOKEN) may renew its lease or report progress")
+        if self.attempt != (job_id, attempt):
+            raise NotAllowed(f"this is the credential of attempt {self.attempt[1]} of job {self.attempt[0]}, "
+                             f"not of attempt {attempt} of job {job_id}")
+
+
+OPEN = Identity()
+
+
+def check_secret(secret: str | None, where: str) -> str:
+    """``secret`` without surrounding whitespace; ValueError (one line naming ``where``) when it is
+    empty or holds whitespace or control characters (no such header could carry it)."""
+    text = (secret or "").strip()
+    if not text:
+        raise ValueError(f"{where} is empty: a credential needs a secret")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError(f"{where} holds whitespace or control characters: a credential is one word")
+    return text
+
+
+def read_secret_file(path: str | Path, where: str | None = None) -> str:
+    """The credential in file ``path`` (surrounding whitespace dropped); ValueError (one line) when it
+    cannot be read, is empty, or other users may read it (it must be 0600 or narrower, as ssh asks of keys)."""
+    path = Path(path).expanduser()
+    where = where or str(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{where}: cannot read it: {getattr(err, 'strerror', None) or err}") from None
+    if mode & 0o044:
+        raise ValueError(f"{where}: other users may read it: chmod 600 {path}")
+    return check_secret(text, where)
+
+
+def hash_secret(secret: str, salt: bytes | None = None) -> tuple[str, str]:
+    """(salt, digest) in hex: scrypt of ``secret`` with a fresh 16-byte salt (or ``salt``)."""
+    salt = secrets.token_bytes(16) if salt is None else salt
+    digest = hashlib.scrypt(secret.encode(), salt=salt, dklen=32, **_SCRYPT)
+    return salt.hex(), digest.hex()
+
+
+def secret_matches(secret: str, salt: str, digest: str, kdf: str = KDF) -> bool:
+    """Does ``secret`` hash to ``digest`` under ``salt`` (constant-time comparison)?"""
+    if kdf != KDF:
+        return False
+    return hmac.compare_digest(hash_secret(secret, bytes.fromhex(salt))[1], digest)
+
+
+def add_user(store: StateStore, name: str, admin: bool, now: float, replace: bool = False) -> str:
+    """Store user ``name`` with a new credential and return it (the only time it is ever shown).
+
+    ValueError when the name is not a plain word, or the user exists and ``replace`` is not set.
+    """
+    if not USER_NAME.fullmatch(name or ""):
+        raise ValueError(f"user name {name!r}: letters, digits, '.', '_' and '-', starting with a letter or"
+                         " digit, at most 64")
+    secret = secrets.token_hex(32)
+    salt, digest = hash_secret(secret)
+    existing = store.user(name)
+    if existing is not None and existing["revoked"] is None and not replace:
+        raise ValueError(f"user {name!r} already has a credential (--replace issues a new one, "
+                         "`apportion users revoke` ends it)")
+    user_id = store.put_user(name, admin=admin, salt=salt, digest=digest, kdf=KDF, now=now)
+    return f"u{user_id}.{secret}"
+
+
+def issue_attempt_credential(store: StateStore, job_id: int, attempt: int) -> str:
+    """A new credential for attempt ``attempt`` of job ``job_id`` (its digest stored): what the
+    attempt gets as ``APPORTION_TOKEN``."""
+    secret = secrets.token_hex(32)
+    store.put_attempt_credential(job_id, attempt, hashlib.sha256(secret.encode()).hexdigest())
+    return f"a{job_id}.{attempt}.{secret}"
+
+
+class Authenticator:
+    """Maps a request's ``Authorization`` header to an :class:`Identity` (Unauthorized when it cannot).
+
+    A user's credential is checked with scrypt once; a match is remembered (by the SHA-256 of
+    the whole credential) so later calls cost one lookup, which still sees a revocation at once.
+    """
+
+    def __init__(self, store: StateStore, admin_token: str | None = None) -> None:
+        self.store = store
+        self.admin_token = admin_token
+        self._on = admin_token is not None
+        self._verified: dict[str, tuple[int, str]] = {}  # sha256(credential) -> (user id, stored digest)
+        self._lock = threading.Lock()
+
+    @property
+    def required(self) -> bool:
+        """Does this server ask every caller for a credential? Once on (a user was added), stays on."""
+        if not self._on and self.store.has_users():
+            self._on = True
+        return self._on
+
+    def identify(self, authorization: str | None) -> Identity:
+        if not self.required:
+            return OPEN
+        scheme, _, given = (authorization or "").partition(" ")
+        given = given.strip()
+        if scheme.lower() != "bearer" or not given:
+            raise Unauthorized("this server requires a credential (Authorization: Bearer ...): --token-file, "
+                               "APPORTION_TOKEN or ~/.config/apportion/token")
+        if self.admin_token is not None and hmac.compare_digest(given.encode(), self.admin_token.encode()):
+            return Identity(user="admin", admin=True)
+        match = _ATTEMPT_TOKEN.fullmatch(given)
+        if match:
+            return self._attempt(int(match.group(1)), int(match.group(2)), match.group(3))
+        match = _USER_TOKEN.fullmatch(given)
+        if match:
+            return self._user(int(match.group(1)), match.group(2), given)
+        raise Unauthorized("this credential is not one this server knows")
+
+    def _attempt(self, job_id: int, attempt: int, secret: str) -> Identity:
+        stored = self.store.attempt_credential(job_id, attempt)
+        if stored is None or not hmac.compare_digest(hashlib.sha256(secret.encode()).hexdigest(), stored):
+            raise Unauthorized("this credential is not one this server knows")
+        return Identity(attempt=(job_id, attempt))
+
+    def _user(self, user_id: int, secret: str, whole: str) -> Identity:
+        row = self.store.user_by_id(user_id)
+        if row is None:
+            raise Unauthorized("this credential is not one this server knows")
+        if row["revoked"] is not None:
+            raise Unauthorized(f"the credential of user {row['name']!r} has been revoked")
+        key = hashlib.sha256(whole.encode()).hexdigest()
+        with self._lock:
+            known = self._verified.get(key)
+        if known != (user_id, row["digest"]):
+            if not secret_matches(secret, row["salt"], row["digest"], row["kdf"]):
+                raise Unauthorized("this credential is not one this server knows")
+            with self._lock:
+                self._verified[key] = (user_id, row["digest"])
+        return Identity(user=row["name"], admin=bool(row["admin"]))

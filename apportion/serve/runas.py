@@ -1,0 +1,149 @@
+"""Which OS account a job's command runs as (``apportion serve --run-as``).
+
+- ``server-user`` (the default when the server is not root): as the server's own OS user.
+  The jobs of every apportion user can then read each other's files and signal each other's
+  processes; fine for one person, or a team that shares one account anyway.
+- ``mapped`` (``--user-map FILE``, root only, credentials required): as the OS account the
+  job's apportion user maps to. The wrapper that supervises the attempt stays root (it writes
+  the exit record and kills the process group); only the job's command drops to the account,
+  with its groups, ``HOME``, ``USER`` and ``LOGNAME``.
+- ``refuse`` (the default when the server is root): a server running as root does not start,
+  rather than run every job as root. As any other user it changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MODES = ("server-user", "mapped", "refuse")
+
+
+class NoAccount(LookupError):
+    """The job's user maps to no usable OS account (one line)."""
+
+
+@dataclass(frozen=True)
+class Account:
+    """An OS account a job runs as."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+    home: str = "/"
+
+    def environ(self) -> dict[str, str]:
+        """What a login as this account would set: the job's environment starts from the server's."""
+        return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name}
+
+    def argument(self) -> str:
+        """``UID:GID:G1,G2``, for the wrapper's ``--run-as``."""
+        return f"{self.uid}:{self.gid}:{','.join(str(g) for g in self.groups)}"
+
+    @classmethod
+    def from_argument(cls, text: str) -> Account:
+        uid, gid, groups = text.split(":")
+        return cls(name=uid, uid=int(uid), gid=int(gid), groups=tuple(int(g) for g in groups.split(",") if g))
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The chosen mode, and for ``mapped`` the apportion user → OS account names."""
+
+    mode: str = "server-user"
+    mapping: dict[str, str] = field(default_factory=dict)
+
+    def account(self, user: str) -> Account | None:
+        """The account ``user``'s jobs run as; None: the server's own. NoAccount when unmapped."""
+        if self.mode != "mapped":
+            return None
+        name = self.mapping.get(user)
+        if name is None:
+            raise NoAccount(f"user {user!r} has no OS account in this server's --user-map, so its jobs cannot run")
+        return lookup(name, user)
+
+
+def lookup(name: str, user: str) -> Account:
+    """The OS account ``name`` (mapped from apportion user ``user``); NoAccount for a missing or root one."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise NoAccount(f"user {user!r} maps to OS account {name!r}, which does not exist on this machine") from None
+    if entry.pw_uid == 0:
+        raise NoAccount(f"user {user!r} maps to OS account {name!r}, which is root: jobs never run as root")
+    return Account(name=entry.pw_name, uid=entry.pw_uid, gid=entry.pw_gid,
+                   groups=tuple(os.getgrouplist(entry.pw_name, entry.pw_gid)), home=entry.pw_dir)
+
+
+def load_user_map(path: str | Path) -> dict[str, str]:
+    """``{apportion user: OS account}`` from a YAML or JSON mapping; ValueError naming the file."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"--user-map {path}: {err.strerror or err}") from None
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as err:  # yaml.YAMLError, json.JSONDecodeError
+        raise ValueError(f"--user-map {path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
+                         f"{str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f"--user-map {path}: must map apportion users to OS accounts, e.g. 'alice: alice'")
+    mapping = {}
+    for user, account in data.items():
+        if not isinstance(user, str) or not isinstance(account, str) or not account.strip():
+            raise ValueError(f"--user-map {path}: {user!r}: the OS account must be a name, got {account!r}")
+        mapping[user] = account.strip()
+    return mapping
+
+
+def choose(mode: str | None, euid: int, user_map: dict[str, str] | None = None) -> RunAs:
+    """The run-as setting a server with effective uid ``euid`` uses; ValueError (one line) when it must not start."""
+    if mode is None:
+        mode = "refuse" if euid == 0 else "server-user"
+    if mode not in MODES:
+        raise ValueError(f"--run-as must be one of {', '.join(MODES)}, got {mode!r}")
+    if user_map is not None and mode != "mapped":
+        raise ValueError("--user-map is for --run-as mapped")
+    if mode == "refuse":
+        if euid == 0:
+            raise ValueError("apportion serve is running as root, and would run every job as root: give "
+                             "--run-as mapped --user-map FILE (each user's jobs as their OS account) or "
+                             "--run-as server-user (accept root jobs)")
+        return RunAs("server-user")
+    if mode == "mapped":
+        if user_map is None:
+            raise ValueError("--run-as mapped needs --user-map FILE (apportion user: OS account)")
+        if euid != 0:
+            raise ValueError("--run-as mapped starts jobs as other OS accounts, which needs a server running as root")
+        return RunAs("mapped", dict(user_map))
+    return RunAs("server-user")
+
+
+def prepare_job_dirs(account: Account, state_dir: Path, job_id: int, checkpoint_dir: str) -> None:
+    """Let a job running as ``account`` reach its directory (STATE_DIR/jobs/ID, where its command
+    runs when the job file names no workdir) and own its default checkpoint directory in it.
+
+    The directories down to STATE_DIR/jobs/ID become traversable but not listable (0711); logs
+    and the state file in them stay the server's (0600). The default checkpoint directory is
+    the account's own (0700). A checkpoint directory the job file names is the job's to create,
+    as its own account: the server never creates it as root.
+    """
+    jobs = Path(state_dir) / "jobs"
+    job_dir = jobs / str(job_id)
+    job_dir.mkdir(parents=True, exist_ok=True, mode=0o711)
+    for directory in (Path(state_dir), jobs, job_dir):
+        os.chmod(directory, 0o711)
+    path = Path(checkpoint_dir)
+    if path == job_dir / "checkpoints":
+        path.mkdir(exist_ok=True, mode=0o700)
+        os.chown(path, account.uid, account.gid)
