@@ -42,6 +42,7 @@ class WorkloadSettings:
     reference_gpu_type: str = "v100"
     cluster: str = DEFAULT_CLUSTER
     throughputs_path: str | None = None
+    shape: str = "philly"  # synthetic: "philly", "gavel" or "gavel-1gpu" (apportion.workloads.synthetic)
 
 
 def load_inputs(settings: WorkloadSettings) -> Inputs:
@@ -76,8 +77,10 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
             throughputs=throughputs,
             reference_gpu_type=settings.reference_gpu_type,
             seed=settings.seed,
+            shape=settings.shape,
         )
-        name = f"synthetic ({count} jobs, {settings.rate_per_hour:g}/h, seed {settings.seed})"
+        shape = "" if settings.shape == "philly" else f" {settings.shape}"
+        name = f"synthetic{shape} ({count} jobs, {settings.rate_per_hour:g}/h, seed {settings.seed})"
     return Inputs(jobs, cluster, throughputs, name)
 
 

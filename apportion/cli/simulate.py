@@ -27,6 +27,7 @@ def simulate(
     jobs: Optional[int] = opt.Jobs,
     rate: float = opt.Rate,
     seed: int = opt.Seed,
+    shape: str = opt.Shape,
     start_s: Optional[float] = opt.Start,
     end_s: Optional[float] = opt.End,
     throughputs: Optional[str] = opt.Throughputs,
@@ -46,7 +47,7 @@ def simulate(
             [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
                            space_sharing=space_sharing),
             queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                      reference_gpu_type),
+                                      reference_gpu_type, shape),
             round_s, restart_cost_s,
         )
         with progress_bar() as bar:
@@ -90,6 +91,7 @@ def compare(
     jobs: Optional[int] = opt.Jobs,
     rate: float = opt.Rate,
     seed: int = opt.Seed,
+    shape: str = opt.Shape,
     start_s: Optional[float] = opt.Start,
     end_s: Optional[float] = opt.End,
     throughputs: Optional[str] = opt.Throughputs,
@@ -110,7 +112,7 @@ def compare(
             specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
                         space_sharing=space_sharing),
             queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                      reference_gpu_type),
+                                      reference_gpu_type, shape),
             round_s, restart_cost_s,
         )
         with progress_bar() as bar:
