@@ -56,6 +56,7 @@ Agnostic = typer.Option(False, "--agnostic", help="Treat all GPU types as equall
 Partitions = typer.Option(1, "--partitions", help="Solve an LP policy as K random sub-problems (POP) for speed on large clusters.")
 Slo = typer.Option(False, "--slo", help="min-cost: honour the workload's deadline_s column.")
 WaterFilling = typer.Option(False, "--water-filling", help="max-min-fairness: raise jobs level by level, so none can rise without lowering a smaller one (slower).")
+ShareBy = typer.Option(None, "--share-by", help="max-min-fairness: what is made equal, gpu-time (default, Gavel's: normalised throughput × GPUs) or rate (normalised throughput alone).")
 SpaceSharing = typer.Option(False, "--space-sharing", help="LP policies: let two one-GPU jobs share a GPU where their pair's speed is known (or NAME:space-sharing).")
 Queues = typer.Option(None, "--queues", help="hierarchical: queues YAML (weight, nominal quota per GPU type, borrowing); see docs/queues.md.")
 

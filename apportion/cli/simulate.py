@@ -21,6 +21,7 @@ def simulate(
     partitions: int = opt.Partitions,
     slo: bool = opt.Slo,
     water_filling: bool = opt.WaterFilling,
+    share_by: Optional[str] = opt.ShareBy,
     space_sharing: bool = opt.SpaceSharing,
     queues: Optional[str] = opt.Queues,
     out: Optional[Path] = opt.Out,
@@ -45,7 +46,7 @@ def simulate(
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
-                           space_sharing=space_sharing),
+                           space_sharing=space_sharing, share_by=share_by),
             queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
                                       reference_gpu_type, shape),
             round_s, restart_cost_s,
@@ -85,6 +86,7 @@ def compare(
     partitions: int = opt.Partitions,
     slo: bool = opt.Slo,
     water_filling: bool = opt.WaterFilling,
+    share_by: Optional[str] = opt.ShareBy,
     space_sharing: bool = opt.SpaceSharing,
     queues: Optional[str] = opt.Queues,
     out: Optional[Path] = opt.Out,
@@ -110,7 +112,7 @@ def compare(
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
-                        space_sharing=space_sharing),
+                        space_sharing=space_sharing, share_by=share_by),
             queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
                                       reference_gpu_type, shape),
             round_s, restart_cost_s,

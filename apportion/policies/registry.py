@@ -103,6 +103,14 @@ def _positive_numbers(value: Any) -> tuple[float, ...]:
     return numbers
 
 
+def _one_of(*choices: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got '{value}'")
+        return value
+    return check
+
+
 def _at_least_one(value: Any) -> int:
     if int(value) != value or value < 1:
         raise ValueError(f"must be a whole number >= 1, got {value}")
@@ -132,7 +140,11 @@ _BUILT_IN = (
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
                 "Gavel's max-min fairness over normalised throughput", is_lp=True,
                 options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "
-                                             "without lowering a smaller one", False, excludes=("space_sharing",)),)),
+                                             "without lowering a smaller one", False, excludes=("space_sharing",)),
+                                      Option("share_by", str, "what is made equal: gpu-time (Gavel's: normalised "
+                                             "throughput × GPUs) or rate (normalised throughput alone)", "gpu-time",
+                                             metavar="gpu-time|rate", shared=True,
+                                             check=_one_of("gpu-time", "rate")))),
     PolicyEntry("finish-time-fairness", "apportion.policies.finish_time_fairness:FinishTimeFairness",
                 "Themis' finish-time fairness: the smallest worst ratio to an isolated share", is_lp=True,
                 options=LP_OPTIONS),
@@ -270,7 +282,7 @@ def _declared(option_name: str) -> Option:
 
 def _left_at_default(value: Any, option: Option) -> bool:
     """Whether ``value`` asks for nothing: None, or a plain value equal to the default (False, 1)."""
-    return value is None or (isinstance(value, (bool, int, float)) and value == option.default)
+    return value is None or (isinstance(value, (bool, int, float, str)) and value == option.default)
 
 
 def _takers(option_name: str) -> str:
