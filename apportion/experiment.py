@@ -124,7 +124,13 @@ def run_policy(
     progress: ProgressCallback | None = None,
     **options,
 ) -> SimResult:
-    """Replay ``inputs`` under one policy; ``options`` as for policy_from_spec."""
+    """Replay ``inputs`` under one policy; ``options`` as for policy_from_spec.
+
+    A policy that weighs moves against their cost (``restart_cost_s``: fifo, srtf, las) is
+    told the mechanism's, unless ``options`` name another.
+    """
+    if registry.policy_info(policy_spec).option("restart_cost_s") and options.get("restart_cost_s") is None:
+        options = {**options, "restart_cost_s": config.restart_cost_s}
     policy = policy_from_spec(policy_spec, **options)
     result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress)
     result.summary["workload"] = inputs.workload_name
