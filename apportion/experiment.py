@@ -42,6 +42,7 @@ class WorkloadSettings:
     reference_gpu_type: str = "v100"
     cluster: str = DEFAULT_CLUSTER
     throughputs_path: str | None = None
+    shape: str = "philly"  # synthetic: "philly", "gavel" or "gavel-1gpu" (apportion.workloads.synthetic)
 
 
 def load_inputs(settings: WorkloadSettings) -> Inputs:
@@ -76,8 +77,10 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
             throughputs=throughputs,
             reference_gpu_type=settings.reference_gpu_type,
             seed=settings.seed,
+            shape=settings.shape,
         )
-        name = f"synthetic ({count} jobs, {settings.rate_per_hour:g}/h, seed {settings.seed})"
+        shape = "" if settings.shape == "philly" else f" {settings.shape}"
+        name = f"synthetic{shape} ({count} jobs, {settings.rate_per_hour:g}/h, seed {settings.seed})"
     return Inputs(jobs, cluster, throughputs, name)
 
 
@@ -121,7 +124,13 @@ def run_policy(
     progress: ProgressCallback | None = None,
     **options,
 ) -> SimResult:
-    """Replay ``inputs`` under one policy; ``options`` as for policy_from_spec."""
+    """Replay ``inputs`` under one policy; ``options`` as for policy_from_spec.
+
+    A policy that weighs moves against their cost (``restart_cost_s``: fifo, srtf, las) is
+    told the mechanism's, unless ``options`` name another.
+    """
+    if registry.policy_info(policy_spec).option("restart_cost_s") and options.get("restart_cost_s") is None:
+        options = {**options, "restart_cost_s": config.restart_cost_s}
     policy = policy_from_spec(policy_spec, **options)
     result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress)
     result.summary["workload"] = inputs.workload_name

@@ -12,16 +12,22 @@ if TYPE_CHECKING:
     from apportion.sim import SimConfig
 
 
-def workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference) -> WorkloadSettings:
+def workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference,
+                      shape: str = "philly") -> WorkloadSettings:
     from apportion.experiment import WorkloadSettings
+    from apportion.workloads.synthetic import SHAPES
 
     if jobs is not None and jobs <= 0:
         raise fail(f"--jobs must be positive, got {jobs}")
     if rate <= 0:
         raise fail(f"--rate must be positive, got {rate}")
+    if shape not in SHAPES:
+        raise fail(f"--shape must be one of {', '.join(SHAPES)}, got '{shape}'")
+    if workload and shape != "philly":
+        raise fail("--shape applies to the synthetic workload only, not to --workload")
     return WorkloadSettings(
         path=workload, jobs=jobs, rate_per_hour=rate, seed=seed, start_s=start_s, end_s=end_s,
-        reference_gpu_type=reference, cluster=cluster, throughputs_path=throughputs,
+        reference_gpu_type=reference, cluster=cluster, throughputs_path=throughputs, shape=shape,
     )
 
 

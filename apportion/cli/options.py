@@ -41,6 +41,7 @@ Workload = typer.Option(None, "--workload", "-w", help="Philly-style CSV (.csv o
 Cluster = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="YAML file, or TYPE:GPUS[:GPUS_PER_NODE],... (4 GPUs a node by default).")
 Jobs = typer.Option(None, "--jobs", "-n", help="Synthetic: how many jobs (default 400). CSV: keep the first N.")
 Rate = typer.Option(DEFAULT_RATE_PER_HOUR, "--rate", help="Synthetic: Poisson arrivals, jobs per hour.")
+Shape = typer.Option("philly", "--shape", help="Synthetic: philly (apportion's Philly fit), gavel (Gavel's generator: 1/2/4/8 GPUs, its durations) or gavel-1gpu (the same, one GPU each).")
 Seed = typer.Option(0, "--seed", help="Seed for the synthetic workload and for job kinds given to trace rows.")
 Start = typer.Option(None, "--start-s", help="CSV: keep jobs submitted at or after this second.")
 End = typer.Option(None, "--end-s", help="CSV: keep jobs submitted before this second.")
@@ -55,6 +56,7 @@ Agnostic = typer.Option(False, "--agnostic", help="Treat all GPU types as equall
 Partitions = typer.Option(1, "--partitions", help="Solve an LP policy as K random sub-problems (POP) for speed on large clusters.")
 Slo = typer.Option(False, "--slo", help="min-cost: honour the workload's deadline_s column.")
 WaterFilling = typer.Option(False, "--water-filling", help="max-min-fairness: raise jobs level by level, so none can rise without lowering a smaller one (slower).")
+ShareBy = typer.Option(None, "--share-by", help="max-min-fairness: what is made equal, gpu-time (default, Gavel's: normalised throughput × GPUs) or rate (normalised throughput alone).")
 SpaceSharing = typer.Option(False, "--space-sharing", help="LP policies: let two one-GPU jobs share a GPU where their pair's speed is known (or NAME:space-sharing).")
 Queues = typer.Option(None, "--queues", help="hierarchical: queues YAML (weight, nominal quota per GPU type, borrowing); see docs/queues.md.")
 

@@ -21,12 +21,14 @@ def simulate(
     partitions: int = opt.Partitions,
     slo: bool = opt.Slo,
     water_filling: bool = opt.WaterFilling,
+    share_by: Optional[str] = opt.ShareBy,
     space_sharing: bool = opt.SpaceSharing,
     queues: Optional[str] = opt.Queues,
     out: Optional[Path] = opt.Out,
     jobs: Optional[int] = opt.Jobs,
     rate: float = opt.Rate,
     seed: int = opt.Seed,
+    shape: str = opt.Shape,
     start_s: Optional[float] = opt.Start,
     end_s: Optional[float] = opt.End,
     throughputs: Optional[str] = opt.Throughputs,
@@ -44,9 +46,9 @@ def simulate(
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
-                           space_sharing=space_sharing),
+                           space_sharing=space_sharing, share_by=share_by),
             queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                      reference_gpu_type),
+                                      reference_gpu_type, shape),
             round_s, restart_cost_s,
         )
         with progress_bar() as bar:
@@ -84,12 +86,14 @@ def compare(
     partitions: int = opt.Partitions,
     slo: bool = opt.Slo,
     water_filling: bool = opt.WaterFilling,
+    share_by: Optional[str] = opt.ShareBy,
     space_sharing: bool = opt.SpaceSharing,
     queues: Optional[str] = opt.Queues,
     out: Optional[Path] = opt.Out,
     jobs: Optional[int] = opt.Jobs,
     rate: float = opt.Rate,
     seed: int = opt.Seed,
+    shape: str = opt.Shape,
     start_s: Optional[float] = opt.Start,
     end_s: Optional[float] = opt.End,
     throughputs: Optional[str] = opt.Throughputs,
@@ -108,9 +112,9 @@ def compare(
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
-                        space_sharing=space_sharing),
+                        space_sharing=space_sharing, share_by=share_by),
             queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                      reference_gpu_type),
+                                      reference_gpu_type, shape),
             round_s, restart_cost_s,
         )
         with progress_bar() as bar:

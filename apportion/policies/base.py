@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import numpy as np
@@ -25,19 +26,28 @@ class Policy(Protocol):
     # run whatever else happens; the simulator reports them unschedulable on arrival.
 
 
+DEFAULT_RESTART_COST_S = 10.0  # the simulator's default (SimConfig.restart_cost_s)
+
+
 class OrderingPolicy:
     """A policy that ranks jobs and gives whole GPUs in rank order until the cluster is full.
 
     Each job takes its fastest type with room (``agnostic``: the cluster's first type with
     room, as if all types were equal). A running job prefers the type it holds; only a job
     ranked above it can take that room, and then it moves to another type with room rather
-    than wait.
+    than wait. It also moves, when its turn comes, to a faster type whose GPUs are free (held
+    by no job still to come) when the time that saves on its remaining steps is more than
+    ``restart_cost_s``, the seconds of progress a move costs (the experiment passes the
+    mechanism's; ``inf`` never moves a job by choice), as Gavel's heterogeneity-aware FIFO does.
     """
 
     name = "ordering"
 
-    def __init__(self, *, agnostic: bool = False) -> None:
+    def __init__(self, *, agnostic: bool = False, restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
+        if not restart_cost_s >= 0:
+            raise ValueError(f"{self.name}: restart_cost_s must be >= 0, got {restart_cost_s}")
         self.agnostic = agnostic
+        self.restart_cost_s = float(restart_cost_s)
 
     def rank_key(self, jobs: JobView, throughputs: ThroughputView) -> np.ndarray:
         """Smaller runs first."""
@@ -57,6 +67,8 @@ class OrderingPolicy:
             cluster.capacity,
             agnostic=self.agnostic,
             current_type=jobs.running_type,
+            remaining_steps=jobs.remaining_steps,
+            restart_cost_s=self.restart_cost_s,
         )
         return Allocation(jobs.index, share)
 
@@ -69,11 +81,16 @@ def allocate_in_order(
     *,
     agnostic: bool = False,
     current_type: np.ndarray | None = None,
+    remaining_steps: np.ndarray | None = None,
+    restart_cost_s: float = math.inf,
 ) -> np.ndarray:
     """X with whole GPUs (0/1 shares): walking ``order``, each job takes its best type with room.
 
     A job's best type is its fastest (``agnostic``: the cluster's first); with
-    ``current_type`` given, a running job's best type is the one it holds.
+    ``current_type`` given, a running job's best type is the one it holds. With
+    ``remaining_steps`` too, a running job first moves to the fastest type on which it would
+    finish more than ``restart_cost_s`` sooner, if that type has enough free GPUs: room that
+    no job still to come holds now, so a move never pushes out a job that keeps running.
 
     The sequential loop itself, in plain Python over lists: a round takes a few hundred jobs
     at most, and the walk stops as soon as no GPU is left or no job still to come fits in
@@ -93,6 +110,14 @@ def allocate_in_order(
     remaining = capacity.astype(np.int64).tolist()
     if not len(order) or max(remaining, default=0) <= 0:
         return share
+    moves, held, reserved = {}, None, None
+    if current_type is not None and remaining_steps is not None and not agnostic:
+        moves = faster_types(steps_per_s, current_type, remaining_steps, restart_cost_s)
+        if moves:  # GPUs each type holds for running jobs the walk has not reached yet
+            held = current_type.tolist()
+            running = current_type >= 0
+            reserved = np.bincount(current_type[running], weights=num_gpus[running],
+                                   minlength=num_types).astype(np.int64).tolist()
     sizes = num_gpus[order]
     smallest_after = np.minimum.accumulate(sizes[::-1])[::-1]  # smallest job from each position on
     taken_rows: list[int] = []
@@ -103,11 +128,28 @@ def allocate_in_order(
         # rank the next chunk of jobs only: the walk usually ends long before the last job
         stop = min(start + chunk, len(order))
         fits = np.flatnonzero(sizes[start:stop] <= most) + start  # larger jobs never fit: room only shrinks
+        if reserved is not None:  # a running job that can never fit gives up what it holds
+            for row in order[start:stop][sizes[start:stop] > most].tolist():
+                if held[row] >= 0:
+                    reserved[held[row]] -= int(num_gpus[row])
         rows = order[fits]
         ranked = np.argsort(-score[rows], axis=1, kind="stable")
         usable = np.take_along_axis(score[rows], ranked, axis=1) > -np.inf
         for row, size, types, ok in zip(rows.tolist(), sizes[fits].tolist(), ranked.tolist(), usable.tolist()):
+            if reserved is not None and held[row] >= 0:
+                reserved[held[row]] -= size
             if size > most:
+                continue
+            moved = False
+            for gpu_type in moves.get(row, ()):
+                if remaining[gpu_type] - reserved[gpu_type] >= size:
+                    remaining[gpu_type] -= size
+                    taken_rows.append(row)
+                    taken_types.append(gpu_type)
+                    most = max(remaining)
+                    moved = True
+                    break
+            if moved:
                 continue
             for gpu_type, can in zip(types, ok):
                 if not can:
@@ -121,3 +163,27 @@ def allocate_in_order(
         start, chunk = stop, chunk * 2
     share[taken_rows, taken_types] = 1.0
     return share
+
+
+def faster_types(
+    steps_per_s: np.ndarray, current_type: np.ndarray, remaining_steps: np.ndarray, restart_cost_s: float
+) -> dict[int, list[int]]:
+    """{row: types, fastest first} on which each running job would finish more than
+    ``restart_cost_s`` sooner than where it runs now; only rows that have one."""
+    if not math.isfinite(restart_cost_s):
+        return {}
+    rows = np.flatnonzero(current_type >= 0)
+    if not len(rows):
+        return {}
+    rates = steps_per_s[rows]
+    here = rates[np.arange(len(rows)), current_type[rows]]
+    left = np.maximum(remaining_steps[rows], 0.0)
+    finish_here = np.divide(left, here, out=np.full(len(rows), np.inf), where=here > 0)
+    finish_there = np.divide(left[:, None], rates, out=np.full(rates.shape, np.inf), where=rates > 0)
+    with np.errstate(invalid="ignore"):  # inf - inf where a job runs on neither
+        pays = (finish_here[:, None] - finish_there > restart_cost_s) & (here > 0)[:, None]
+    moves = {}
+    for i in np.flatnonzero(pays.any(axis=1)).tolist():
+        types = np.flatnonzero(pays[i])
+        moves[int(rows[i])] = types[np.argsort(-rates[i, types], kind="stable")].tolist()
+    return moves

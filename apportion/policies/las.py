@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from apportion.core.views import JobView, ThroughputView
-from apportion.policies.base import OrderingPolicy
+from apportion.policies.base import DEFAULT_RESTART_COST_S, OrderingPolicy
 
 DEFAULT_THRESHOLDS_GPU_S = (3600.0, 36000.0)  # 1 and 10 GPU-hours
 
@@ -19,9 +19,10 @@ class Las(OrderingPolicy):
     name = "las"
 
     def __init__(
-        self, *, thresholds_gpu_s: tuple[float, ...] = DEFAULT_THRESHOLDS_GPU_S, agnostic: bool = False
+        self, *, thresholds_gpu_s: tuple[float, ...] = DEFAULT_THRESHOLDS_GPU_S, agnostic: bool = False,
+        restart_cost_s: float = DEFAULT_RESTART_COST_S,
     ) -> None:
-        super().__init__(agnostic=agnostic)
+        super().__init__(agnostic=agnostic, restart_cost_s=restart_cost_s)
         self.thresholds_gpu_s = np.asarray(sorted(thresholds_gpu_s), dtype=np.float64)
 
     def queue_level(self, attained_service_s: np.ndarray) -> np.ndarray:

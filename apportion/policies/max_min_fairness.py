@@ -3,6 +3,13 @@
 A job's normalised throughput is Σ_t X[j,t]·T[j,t] / T_ref[j], where T_ref is its speed on
 an average GPU of the cluster; the LP maximises the smallest normalised throughput divided
 by the job's priority weight, then hands out what is left by total normalised throughput.
+
+``share_by`` says what is made equal. ``"gpu-time"`` (the default, Gavel's): normalised
+throughput × the job's GPU count, so that every job gets the same GPU time on an average
+GPU, and an 8-GPU job runs 1/8 of the time a one-GPU job runs. ``"rate"``: normalised
+throughput alone, so that every job advances at the same fraction of its own full speed and
+an 8-GPU job holds 8 times the GPU time of a one-GPU job; with mixed sizes, large jobs then
+crowd out many small ones and the average JCT is worse (docs/gavel-comparison.md).
 ``water_filling`` raises the jobs that can still rise level by level instead, so that no
 job's normalised throughput can rise without lowering a smaller one (about twice the solver
 work). ``agnostic`` treats every GPU type as equally fast (time shares only), the baseline
@@ -21,15 +28,25 @@ from apportion.policies.classes import JobClasses
 from apportion.policies.lp import LPPolicy
 
 
+SHARE_BY = ("gpu-time", "rate")  # the first is the default
+
+
 class MaxMinFairness(LPPolicy):
     name = "max-min-fairness"
 
-    def __init__(self, *, agnostic: bool = False, water_filling: bool = False, space_sharing: bool = False) -> None:
+    def __init__(self, *, agnostic: bool = False, water_filling: bool = False, space_sharing: bool = False,
+                 share_by: str = SHARE_BY[0]) -> None:
         super().__init__(agnostic=agnostic, space_sharing=space_sharing, water_filling=water_filling)
+        if share_by not in SHARE_BY:
+            raise ValueError(f"{self.name}: share_by must be one of {', '.join(SHARE_BY)}, got '{share_by}'")
         self.water_filling = water_filling
+        self.share_by = share_by
 
     def value(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
-        return super().value(jobs, cluster, throughputs) / jobs.priority[:, None]
+        weight = 1.0 / jobs.priority
+        if self.share_by == "gpu-time":
+            weight = weight * jobs.num_gpus
+        return super().value(jobs, cluster, throughputs) * weight[:, None]
 
     def solve_sharing(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView,
                       value: np.ndarray) -> Allocation:

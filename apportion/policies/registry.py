@@ -103,6 +103,20 @@ def _positive_numbers(value: Any) -> tuple[float, ...]:
     return numbers
 
 
+def _one_of(*choices: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got '{value}'")
+        return value
+    return check
+
+
+def _non_negative(value: Any) -> float:
+    if not float(value) >= 0:
+        raise ValueError(f"must be >= 0, got {value}")
+    return float(value)
+
+
 def _at_least_one(value: Any) -> int:
     if int(value) != value or value < 1:
         raise ValueError(f"must be a whole number >= 1, got {value}")
@@ -119,20 +133,28 @@ SPACE_SHARING = Option("space_sharing", bool, "let two one-GPU jobs share a GPU 
 PARTITIONS = Option("partitions", int, "solve as K random sub-problems (POP), for speed on large clusters", 1,
                     metavar="K", applies_to="LP policies", check=_at_least_one)
 LP_OPTIONS = (AGNOSTIC, SPACE_SHARING, PARTITIONS)
+RESTART_COST = Option("restart_cost_s", float, "seconds a move costs: a running job moves to a faster free type "
+                      "only when it saves more (run_policy passes the mechanism's)", 10.0, shared=True,
+                      check=_non_negative)
+ORDERING_OPTIONS = (AGNOSTIC, RESTART_COST)
 
 _BUILT_IN = (
     PolicyEntry("fifo", "apportion.policies.fifo:Fifo", "non-preemptive, in submission order",
-                options=(AGNOSTIC,)),
+                options=ORDERING_OPTIONS),
     PolicyEntry("srtf", "apportion.policies.srtf:Srtf", "shortest remaining time, at each job's fastest speed",
-                options=(AGNOSTIC,)),
+                options=ORDERING_OPTIONS),
     PolicyEntry("las", "apportion.policies.las:Las", "Tiresias' least attained service, in discrete queues",
-                options=(AGNOSTIC, Option("thresholds_gpu_s", tuple, "queue thresholds in GPU-seconds "
+                options=ORDERING_OPTIONS + (Option("thresholds_gpu_s", tuple, "queue thresholds in GPU-seconds "
                                           "(default 3600,36000)", flag="--las-thresholds", metavar="S,S,…",
-                                          check=_positive_numbers))),
+                                          check=_positive_numbers),)),
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
                 "Gavel's max-min fairness over normalised throughput", is_lp=True,
                 options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "
-                                             "without lowering a smaller one", False, excludes=("space_sharing",)),)),
+                                             "without lowering a smaller one", False, excludes=("space_sharing",)),
+                                      Option("share_by", str, "what is made equal: gpu-time (Gavel's: normalised "
+                                             "throughput × GPUs) or rate (normalised throughput alone)", "gpu-time",
+                                             metavar="gpu-time|rate", shared=True,
+                                             check=_one_of("gpu-time", "rate")))),
     PolicyEntry("finish-time-fairness", "apportion.policies.finish_time_fairness:FinishTimeFairness",
                 "Themis' finish-time fairness: the smallest worst ratio to an isolated share", is_lp=True,
                 options=LP_OPTIONS),
@@ -270,7 +292,7 @@ def _declared(option_name: str) -> Option:
 
 def _left_at_default(value: Any, option: Option) -> bool:
     """Whether ``value`` asks for nothing: None, or a plain value equal to the default (False, 1)."""
-    return value is None or (isinstance(value, (bool, int, float)) and value == option.default)
+    return value is None or (isinstance(value, (bool, int, float, str)) and value == option.default)
 
 
 def _takers(option_name: str) -> str:

@@ -9,6 +9,11 @@ Distributions (parameters from the stats in ../shared/traces/README.md, Philly t
   (sigma = (ln 11265 − ln 1144) / z_0.9 ≈ 1.785), clipped to [60 s, 30 days];
 - kind: uniform among kinds with a finite positive steps/s on one reference GPU;
 - steps: duration × steps/s of the kind on ``num_gpus`` reference GPUs (as for traces).
+
+``shape="gavel"`` draws GPUs and durations as Gavel's generator does instead
+(apportion.workloads.gavel_shape), so that results can be set beside Gavel's simulator;
+``shape="gavel-1gpu"`` is the same with every job on one GPU (Gavel's default). Arrivals,
+kinds and steps are drawn as above in every shape.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.workloads.conversion import check_reference_type, draw_kinds, steps_for_durations
+from apportion.workloads.gavel_shape import gavel_durations, gavel_gpu_counts
 
 GPU_COUNTS = np.array([1, 2, 4, 8])
 PHILLY_JOBS_AT_GPU_COUNT = np.array([76_627, 1_818, 1_870, 1_643])
@@ -35,6 +41,7 @@ MIN_DURATION_S = 60.0
 MAX_DURATION_S = 30 * 24 * 3600.0
 
 SOURCE = "synthetic workload"
+SHAPES = ("philly", "gavel", "gavel-1gpu")  # the first is the default
 
 
 def generate_workload(
@@ -44,20 +51,27 @@ def generate_workload(
     throughputs: ThroughputTable,
     reference_gpu_type: str = "v100",
     seed: int = 0,
+    shape: str = "philly",
 ) -> JobTable:
-    """``jobs`` jobs drawn with ``numpy.random.default_rng(seed)`` from the module's distributions."""
+    """``jobs`` jobs drawn with ``numpy.random.default_rng(seed)`` from the distributions of ``shape``."""
     if isinstance(jobs, bool) or int(jobs) != jobs or jobs < 1:
         raise InputError(SOURCE, f"must be a whole number >= 1, got {jobs!r}", field="jobs")
     if not (math.isfinite(rate_per_hour) and rate_per_hour > 0):
         raise InputError(SOURCE, f"must be a positive number, got {rate_per_hour!r}", field="rate_per_hour")
+    if shape not in SHAPES:
+        raise InputError(SOURCE, f"unknown shape '{shape}' (known: {', '.join(SHAPES)})", field="shape")
     check_reference_type(throughputs, reference_gpu_type, SOURCE)
     n = int(jobs)
     rng = np.random.default_rng(seed)
 
     gaps = rng.exponential(3600.0 / rate_per_hour, size=n - 1)
     submit = np.concatenate(([0.0], np.cumsum(gaps)))
-    num_gpus = GPU_COUNTS[rng.choice(len(GPU_COUNTS), size=n, p=GPU_COUNT_PROBABILITIES)]
-    duration = np.clip(rng.lognormal(DURATION_MU, DURATION_SIGMA, size=n), MIN_DURATION_S, MAX_DURATION_S)
+    if shape == "philly":
+        num_gpus = GPU_COUNTS[rng.choice(len(GPU_COUNTS), size=n, p=GPU_COUNT_PROBABILITIES)]
+        duration = np.clip(rng.lognormal(DURATION_MU, DURATION_SIGMA, size=n), MIN_DURATION_S, MAX_DURATION_S)
+    else:
+        num_gpus = gavel_gpu_counts(rng, n, multi_gpu=shape == "gavel")
+        duration = gavel_durations(rng, n)
     kind = draw_kinds(throughputs, reference_gpu_type, num_gpus, rng, SOURCE)
     steps = steps_for_durations(throughputs, reference_gpu_type, kind, num_gpus, duration, SOURCE)
 

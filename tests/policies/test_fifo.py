@@ -122,11 +122,56 @@ def test_fifo_lets_a_smaller_later_job_use_gpus_the_first_cannot():
     assert share.tolist() == [[0], [1]]
 
 
-def test_fifo_keeps_a_running_job_on_its_type_even_when_a_faster_one_is_free():
-    jobs = view(submit=[0], num_gpus=[1], running_type=[1])
-    share = Fifo().allocate(jobs, cluster(1, 1), ThroughputView(np.array([[5.0, 1.0]]))).share
+# One v100 (type 0) and one k80 (type 1); the kind runs 5 steps/s on a v100 and 1 on a k80.
+V100_K80 = np.array([[5.0, 1.0]])
 
-    assert share.tolist() == [[0, 1]]  # no migration
+
+def test_a_long_job_on_a_k80_moves_to_a_free_v100():
+    """1000 steps left: 1000 s on the k80, 200 s + 10 s restart on the v100: it moves."""
+    jobs = view(submit=[0], num_gpus=[1], running_type=[1])
+    share = Fifo(restart_cost_s=10.0).allocate(jobs, cluster(1, 1), ThroughputView(V100_K80)).share
+
+    assert share.tolist() == [[1, 0]]
+
+
+def test_a_job_close_to_done_stays_where_it_is():
+    """10 steps left: 10 s on the k80, 2 s + 10 s restart on the v100: moving would lose 2 s."""
+    jobs = view(submit=[0], num_gpus=[1], running_type=[1], steps_done=np.array([990.0]))
+    share = Fifo(restart_cost_s=10.0).allocate(jobs, cluster(1, 1), ThroughputView(V100_K80)).share
+
+    assert share.tolist() == [[0, 1]]
+
+
+def test_the_running_job_moves_before_a_waiting_one_takes_the_v100():
+    """FIFO order decides who gets the freed v100: the earlier, running job; the waiting one
+    starts on the k80 it leaves."""
+    jobs = view(submit=[0, 50], num_gpus=[1, 1], running_type=[1, -1])
+    share = Fifo().allocate(jobs, cluster(1, 1), ThroughputView(np.repeat(V100_K80, 2, axis=0))).share
+
+    assert share.tolist() == [[1, 0], [0, 1]]
+
+
+def test_a_move_never_pushes_out_a_job_that_keeps_running():
+    """The v100 is held by a later running job: the earlier job stays on its k80."""
+    jobs = view(submit=[0, 50], num_gpus=[1, 1], running_type=[1, 0])
+    share = Fifo().allocate(jobs, cluster(1, 1), ThroughputView(np.repeat(V100_K80, 2, axis=0))).share
+
+    assert share.tolist() == [[0, 1], [1, 0]]
+
+
+def test_a_move_needs_room_for_the_whole_gang():
+    """A 2-GPU job on k80s does not move to one free v100 (of two, the other held)."""
+    jobs = view(submit=[0, 50], num_gpus=[2, 1], running_type=[1, 0])
+    share = Fifo().allocate(jobs, cluster(2, 2), ThroughputView(np.repeat(V100_K80, 2, axis=0))).share
+
+    assert share.tolist() == [[0, 1], [1, 0]]
+
+
+def test_an_infinite_restart_cost_never_moves_a_job():
+    jobs = view(submit=[0], num_gpus=[1], running_type=[1])
+    share = Fifo(restart_cost_s=float("inf")).allocate(jobs, cluster(1, 1), ThroughputView(V100_K80)).share
+
+    assert share.tolist() == [[0, 1]]
 
 
 def test_agnostic_fifo_takes_the_first_type_with_room():

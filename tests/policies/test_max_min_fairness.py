@@ -104,11 +104,41 @@ def test_priority_two_gets_twice_the_normalised_throughput():
 
 
 def test_a_two_gpu_job_on_a_two_gpu_type_and_a_one_gpu_job_share_it_by_time():
-    """One type of 2 GPUs: a 2-GPU job and a 1-GPU job. Capacity: 2 x2 + x1 <= 2, each
-    x <= 1; maximise min(x1, x2): x1 = x2 = 2/3."""
-    share = MaxMinFairness().allocate(view([2, 1]), cluster(2), ThroughputView(np.ones((2, 1)))).share
+    """One type of 2 GPUs: a 2-GPU job and a 1-GPU job. Capacity: 2 x2 + x1 <= 2, each x <= 1.
 
-    np.testing.assert_allclose(share[:, 0], [2 / 3, 2 / 3], atol=1e-6)
+    ``rate``: maximise min(x1, x2): x1 = x2 = 2/3 (the 2-GPU job holds 4/3 GPUs, the other 2/3).
+    ``gpu-time`` (default): maximise min(x1, 2 x2): x1 = 2 x2 = z, 2z <= 2 => z = 1: x1 = 1,
+    x2 = 1/2, one GPU each.
+    """
+    jobs, tv = view([2, 1]), ThroughputView(np.ones((2, 1)))
+
+    by_rate = MaxMinFairness(share_by="rate").allocate(jobs, cluster(2), tv).share
+    by_gpu_time = MaxMinFairness().allocate(jobs, cluster(2), tv).share
+
+    np.testing.assert_allclose(by_rate[:, 0], [2 / 3, 2 / 3], atol=1e-6)
+    np.testing.assert_allclose(by_gpu_time[:, 0], [1 / 2, 1.0], atol=1e-6)
+
+
+def test_a_one_gpu_and_a_four_gpu_job_on_four_gpus():
+    """Equal speeds (normalised throughput 1 everywhere), one type of 4 GPUs: x1 + 4 x4 <= 4.
+
+    ``rate``: x1 = x4 = z, 5z <= 4 => z = 4/5; the rest cannot raise the total (x1 may not
+    rise without x4 falling below 4/5): GPU time 0.8 and 3.2.
+    ``gpu-time``: x1 = 4 x4 = z would give z = 2, but x1 <= 1, so z = 1 with x4 >= 1/4; what
+    is left goes to x4, up to 4 x4 <= 3: x1 = 1, x4 = 3/4: GPU time 1 and 3.
+    """
+    jobs, tv = view([1, 4]), ThroughputView(np.ones((2, 1)))
+
+    by_rate = MaxMinFairness(share_by="rate").allocate(jobs, cluster(4), tv).share
+    by_gpu_time = MaxMinFairness(share_by="gpu-time").allocate(jobs, cluster(4), tv).share
+
+    np.testing.assert_allclose(by_rate[:, 0], [0.8, 0.8], atol=1e-6)
+    np.testing.assert_allclose(by_gpu_time[:, 0], [1.0, 0.75], atol=1e-6)
+
+
+def test_share_by_is_checked():
+    with pytest.raises(ValueError, match="share_by"):
+        MaxMinFairness(share_by="steps")
 
 
 def test_a_job_that_runs_nowhere_gets_nothing_and_costs_nobody():
@@ -147,7 +177,8 @@ def independent_max_min(a, gpus, capacity):
 
 
 @pytest.mark.parametrize("agnostic", [False, True])
-def test_matches_an_lp_over_every_job_on_random_instances(agnostic):
+@pytest.mark.parametrize("share_by", ["gpu-time", "rate"])
+def test_matches_an_lp_over_every_job_on_random_instances(agnostic, share_by):
     rng = np.random.default_rng(99)
     for case in range(25):
         n, types = int(rng.integers(8, 31)), int(rng.integers(2, 4))
@@ -158,13 +189,14 @@ def test_matches_an_lp_over_every_job_on_random_instances(agnostic):
         priority = rng.choice([1.0, 1.0, 2.0], size=n)
         capacity = rng.integers(1, 11, size=types)
         cl, tv = cluster(*capacity), ThroughputView(steps)
-        policy = MaxMinFairness(agnostic=agnostic)
+        policy = MaxMinFairness(agnostic=agnostic, share_by=share_by)
 
         share = policy.allocate(view(gpus, priority), cl, tv).share
 
-        a = tv.normalised(cl.capacity, agnostic=policy.agnostic) / priority[:, None]
+        weight = (gpus if share_by == "gpu-time" else 1.0) / priority
+        a = tv.normalised(cl.capacity, agnostic=policy.agnostic) * weight[:, None]
         z = independent_max_min(a, gpus, capacity)
-        assert (share * a).sum(axis=1).min() == pytest.approx(z, abs=1e-6), f"case {case}"
+        assert (share * a).sum(axis=1).min() == pytest.approx(z, rel=1e-5, abs=1e-6), f"case {case}"
         assert np.all(share.sum(axis=1) <= 1 + 1e-6)
         assert np.all((share * gpus[:, None]).sum(axis=0) <= capacity + 1e-6)
         assert np.all(share[a == 0] == 0)
@@ -184,7 +216,7 @@ def test_the_policy_follows_jobs_across_rounds():
         tv = ThroughputView(kinds[kind[rows]])
         again = kept.allocate(view(gpus[rows], index=rows), cl, tv).share
         fresh = MaxMinFairness().allocate(view(gpus[rows], index=rows), cl, tv).share
-        a = tv.normalised(cl.capacity, agnostic=kept.agnostic)
+        a = tv.normalised(cl.capacity, agnostic=kept.agnostic) * gpus[rows][:, None]  # gpu-time
 
         assert (again * a).sum(axis=1).min() == pytest.approx((fresh * a).sum(axis=1).min(), abs=1e-6)
 

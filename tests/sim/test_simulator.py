@@ -73,6 +73,29 @@ def test_a_lone_job_finishes_after_exactly_its_work(policy):
     assert result.gpu_types_used() == ["v100"]
 
 
+V100_FAST = table({"a": [4.0, 1.0]}, gpu_types=("v100", "k80"))
+
+
+def test_fifo_moves_a_long_job_from_a_k80_to_the_v100_a_finished_job_frees():
+    """v100 4 steps/s, k80 1. Job 0 (1440 steps) takes the v100 and ends at 360 s; job 1 (7200
+    steps) starts on the k80 and has done 360 by then. Left: 6840 s on the k80, or 10 s restart
+    + 1710 s on the v100: it moves, and ends at 360 + 10 + 1710 = 2080 s (7200 s if it stayed)."""
+    result = simulate(jobs([0.0, 0.0], [1, 1], [1440.0, 7200.0]), parse_cluster_shorthand("v100:1,k80:1"),
+                      V100_FAST, make_policy("fifo", restart_cost_s=10.0), SimConfig(restart_cost_s=10.0))
+
+    assert result.finish_s.tolist() == [360.0, 2080.0]
+    assert result.moves.tolist() == [0, 1] and result.preemptions.tolist() == [0, 0]
+
+
+def test_fifo_leaves_a_job_close_to_done_on_its_k80():
+    """Job 1 needs 372 steps: 12 left at 360 s, 12 s on the k80 against 10 s + 3 s on the v100."""
+    result = simulate(jobs([0.0, 0.0], [1, 1], [1440.0, 372.0]), parse_cluster_shorthand("v100:1,k80:1"),
+                      V100_FAST, make_policy("fifo", restart_cost_s=10.0), SimConfig(restart_cost_s=10.0))
+
+    assert result.finish_s.tolist() == [360.0, 372.0]
+    assert result.moves.tolist() == [0, 0]
+
+
 def test_a_job_arriving_between_rounds_starts_at_the_next_round():
     # submitted at 100 s; rounds start every 360 s, so it starts at 360 and ends at 360 + 3600
     result = simulate(jobs([100.0], [1], [3600.0]), parse_cluster_shorthand("v100:1"), ONE_STEP_A_SECOND, make_policy("fifo"))
@@ -322,7 +345,10 @@ def test_fifo_never_preempts():
     result = run_random("fifo")
 
     assert result.summary["preemptions"] == 0
-    assert result.summary["moves"] == 0
+    # it may move a running job to a faster free type; with moves priced out, it never does
+    never_moves = simulate(random_workload(), priced(RANDOM_CLUSTER), RANDOM_TABLE,
+                           make_policy("fifo", restart_cost_s=float("inf")))
+    assert never_moves.summary["preemptions"] == 0 and never_moves.summary["moves"] == 0
     # and starts jobs in submission order whenever they fit: a job never starts before
     # an earlier job of the same size
     for size in (1, 2, 4):
@@ -423,3 +449,14 @@ def test_when_one_of_a_pair_finishes_the_other_keeps_its_gpu_and_runs_alone():
     assert result.preemptions.tolist() == [0, 0] and result.moves.tolist() == [0, 0]
     assert result.summary["shared_gpu_hours"] == pytest.approx(4500 / 3600)
     assert result.summary["busy_gpu_hours"] == pytest.approx(8136 / 3600)
+
+
+@pytest.mark.parametrize("restart_cost_s, finish_s", [(10.0, 2080.0), (6000.0, 7200.0)])
+def test_run_policy_tells_fifo_the_mechanisms_restart_cost(restart_cost_s, finish_s):
+    """As above: moving saves 6840 - 1710 = 5130 s, worth a 10 s restart, not a 6000 s one."""
+    from apportion.experiment import Inputs, run_policy
+
+    inputs = Inputs(jobs([0.0, 0.0], [1, 1], [1440.0, 7200.0]), parse_cluster_shorthand("v100:1,k80:1"), V100_FAST, "t")
+    result = run_policy(inputs, "fifo", SimConfig(restart_cost_s=restart_cost_s))
+
+    assert result.finish_s[1] == finish_s
