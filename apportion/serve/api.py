@@ -11,29 +11,16 @@ import secrets
 from typing import Any, Optional
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 
 from apportion.core.errors import InputError
+from apportion.serve import bodies
+from apportion.serve.bounds import MAX_ATTEMPT, MAX_JOB_ID, MAX_LOG_OFFSET, clip
 from apportion.serve.scheduler import Conflict, Forbidden, NotFound, Scheduler
 from apportion.serve.state import TERMINAL
 
 LOG_CHUNK = 256 * 1024
-
-
-class LeaseBody(BaseModel):
-    attempt: int
-    steps_done: Optional[int] = None
-
-
-class ProgressBody(BaseModel):
-    attempt: int
-    steps_done: int
-    steps_per_s: Optional[float] = None
-
-
-class CancelBody(BaseModel):
-    user: str = ""
 
 
 def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
@@ -61,14 +48,15 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
 
     @app.exception_handler(InputError)
     def _bad_input(request, exc: InputError):
-        return JSONResponse(status_code=400, content={"detail": str(exc), "field": exc.field, "message": exc.message})
+        return _input_error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    def _unreadable(request, exc: RequestValidationError):
+        return _input_error(_validation_error(exc))
 
     @app.post("/jobs")
-    def submit(body: dict[str, Any] = Body(...)) -> dict:
-        user = body.get("user")
-        if not isinstance(user, str) or not user.strip():
-            raise InputError("request", "is required: who submits the job", field="user")
-        job_id = scheduler.submit(body, user.strip())
+    def submit(body: Any = Body(...)) -> dict:
+        job_id = scheduler.submit(bodies.mapping(body), bodies.submitter(body))
         return {"id": str(job_id)}
 
     @app.get("/jobs")
@@ -81,21 +69,22 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
         return scheduler.job_info(scheduler.row(_id(job_id)))
 
     @app.post("/jobs/{job_id}/cancel")
-    def cancel(job_id: str, body: CancelBody) -> dict:
-        scheduler.cancel(_id(job_id), body.user)
+    def cancel(job_id: str, body: Any = Body(default=None)) -> dict:
+        scheduler.cancel(_id(job_id), bodies.cancel({} if body is None else body))
         return {}
 
     @app.post("/jobs/{job_id}/lease")
-    def lease(job_id: str, body: LeaseBody) -> dict:
-        return scheduler.lease(_id(job_id), body.attempt, body.steps_done)
+    def lease(job_id: str, body: Any = Body(...)) -> dict:
+        return scheduler.lease(_id(job_id), *bodies.lease(body))
 
     @app.post("/jobs/{job_id}/progress")
-    def progress(job_id: str, body: ProgressBody) -> dict:
-        scheduler.progress(_id(job_id), body.attempt, body.steps_done, body.steps_per_s)
-        return {}
+    def progress(job_id: str, body: Any = Body(...)) -> dict:
+        note = scheduler.progress(_id(job_id), *bodies.progress(body))
+        return {"note": note} if note else {}
 
     @app.get("/jobs/{job_id}/logs")
-    def logs(job_id: str, attempt: Optional[int] = Query(default=None), offset: int = Query(default=0, ge=0),
+    def logs(job_id: str, attempt: Optional[int] = Query(default=None, ge=0, le=MAX_ATTEMPT),
+             offset: int = Query(default=0, ge=0, le=MAX_LOG_OFFSET),
              limit: int = Query(default=LOG_CHUNK, ge=1, le=LOG_CHUNK)) -> dict:
         row = scheduler.row(_id(job_id))
         latest = row["attempt"]
@@ -126,10 +115,33 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
 
 
 def _id(text: str) -> int:
+    """A job id from a path; NotFound for anything that cannot be one (the state file holds 63 bits)."""
     try:
-        return int(text)
+        job_id = int(text) if len(text) <= 20 else -1
     except ValueError:
-        raise NotFound(f"no job {text}") from None
+        job_id = -1
+    if not 1 <= job_id <= MAX_JOB_ID:
+        raise NotFound(f"no job {clip(text)}")
+    return job_id
+
+
+def _input_error(exc: InputError) -> JSONResponse:
+    """A 400 naming the field: ``{"detail": one line, "field": name or null, "message": what is wrong}``."""
+    return JSONResponse(status_code=400, content={"detail": str(exc), "field": exc.field, "message": exc.message})
+
+
+def _validation_error(exc: RequestValidationError) -> InputError:
+    """FastAPI's own check of a request (a body that is not JSON, a query parameter out of range)
+    as one InputError naming the field."""
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":
+        return InputError("request", "the body is not valid JSON")
+    where = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    if first.get("type") == "missing" and not where:
+        return InputError("request", "the body must be a JSON object")
+    message = str(first.get("msg", "is not valid")).replace("Input should be", "must be")
+    return InputError("request", message, field=clip(".".join(where)) if where else None)
 
 
 def _decode(data: bytes) -> tuple[str, int]:

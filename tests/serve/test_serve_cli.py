@@ -120,7 +120,7 @@ def test_a_malformed_job_file_is_rejected_at_submit_and_nothing_is_stored(server
     bad.write_text("name: bad\ncommand: python x.py\ntotal_steps: 10\ngpus: lots\n")
     result = cli("submit", str(bad), "--server", server.url)
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: {bad}:4: field 'gpus': must be a positive integer, got 'lots'"
+    assert result.output.strip() == f"error: {bad}:4: field 'gpus': must be a whole number from 1 to 1,048,576, got 'lots' (a string)"
     too_big = job_file(tmp_path, "too-big")
     too_big.write_text(too_big.read_text() + "gpus: 3\n")
     result = cli("submit", str(too_big), "--server", server.url)
