@@ -37,13 +37,18 @@ def print_json(data) -> None:
     console.print_json(json.dumps(data))
 
 
-def print_table(table) -> None:
-    """A rich table on stdout: fitted to a terminal; into a pipe or a file at its full width, so
-    that no cell is cut to '…' (a pipe has no width; rich would assume 80 columns)."""
+def print_table(table, at_least: int = 0) -> None:
+    """A rich table on stdout: fitted to a terminal (or ``at_least`` wide); into a pipe or a file
+    at its full width, so that no cell is cut to '…' (a pipe has no width; rich assumes 80)."""
     if console.is_terminal:
-        console.print(table)
+        (console if console.width >= at_least else Console(width=at_least)).print(table)
     else:
         Console(file=console.file, width=WIDEST, color_system=None).print(table)
+
+
+def print_line(text: str, *, markup: bool = False) -> None:
+    """One line of text on stdout: wrapped by a terminal, never broken into a pipe or a file."""
+    console.print(text, highlight=False, markup=markup, soft_wrap=not console.is_terminal)
 
 
 def print_wrote(paths, as_json: bool) -> None:

@@ -9,7 +9,9 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.inputs import prepare_replay, workload_settings
-from apportion.cli.output import console, escape, fail, out_dir_problem, print_json, print_table, print_wrote, progress_bar
+from apportion.cli.output import (
+    console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
+)
 from apportion.stdio import stdout_to_stderr
 
 
@@ -69,7 +71,7 @@ def simulate(
                       f"{escape(inputs.cluster.describe())}", highlight=False)
         print_table(summary_table([result.summary]))
         for line in unschedulable_lines(result):
-            console.print(line, highlight=False, markup=False)
+            print_line(line)
     if out is not None:
         from apportion.report.outputs import write_run
 
@@ -136,7 +138,7 @@ def compare(
         print_table(summary_table(summaries))
         for result in results:
             for line in unschedulable_lines(result):
-                console.print(line, highlight=False, markup=False)
+                print_line(line)
     if out is not None:
         from apportion.report.outputs import write_comparison
 
