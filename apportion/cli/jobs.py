@@ -104,7 +104,7 @@ def queue(
     if not jobs:
         console.print("no jobs" + ("" if show_all else " (--all shows jobs that ended more than an hour ago)"))
         return
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
     for column in ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS"):
         table.add_column(column, justify="right" if column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS") else "left",
                          no_wrap=True, overflow="ellipsis")
