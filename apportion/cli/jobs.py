@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.output import console, errors, fail, print_json
+from apportion.cli.output import console, errors, escape, fail, print_json, print_table
 from apportion.stdio import stdout_to_stderr
 
 
@@ -76,7 +76,8 @@ def submit(
     if as_json:
         print_json({"id": answer["id"]})
     else:
-        console.print(f"submitted job {answer['id']}: {spec.name} ({answer['user']}, {spec.gpus} slot(s), "
+        console.print(f"submitted job {escape(answer['id'])}: {escape(spec.name)} ({escape(answer['user'])}, "
+                      f"{spec.gpus} slot(s), "
                       f"{spec.total_steps} steps)", highlight=False)
 
 
@@ -108,7 +109,6 @@ def queue(
     import time as _time
 
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     jobs = _call(_client(server, token, token_file).jobs)
@@ -122,32 +122,35 @@ def queue(
     if not jobs:
         console.print("no jobs" + ("" if show_all else " (--all shows jobs that ended more than an hour ago)"))
         return
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
     for column in ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS"):
         table.add_column(column, justify="right" if column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS") else "left",
                          no_wrap=True, overflow="ellipsis")
     colours = {"running": "green", "completed": "blue", "failed": "red", "preempted": "yellow", "cancelled": "dim"}
     for j in jobs:
-        reason = j["reason"].splitlines()[0] if j["reason"] else ""
-        if len(reason) > 60:
-            reason = reason[:57] + "..."
-        status = f"[{colours.get(j['status'], 'default')}]{j['status']}[/]" + (f"({_escape(reason)})" if reason else "")
+        reason = _cell(j["reason"], 60)
+        status = (f"[{colours.get(j['status'], 'default')}]{_cell(j['status'])}[/]"
+                  + (f"({reason})" if reason else ""))
         progress = f"{j['steps_done']}/{j['total_steps']} ({100 * j['steps_done'] / max(1, j['total_steps']):.0f}%)"
-        table.add_row(j["id"], _escape(j["name"]), _escape(j["user"]), _escape(j["queue"] or "-"), f"{j['priority']:g}",
-                      status, str(j["gpus"]), j["alloc"] or "-", _submitted(j["submitted"], now),
-                      _span(j["runtime_s"]), progress)
-    (console if console.is_terminal else Console(width=250)).print(table)
+        table.add_row(_cell(j["id"]), _cell(j["name"]), _cell(j["user"]), _cell(j["queue"] or "-"),
+                      f"{j['priority']:g}", status, str(j["gpus"]), _cell(j["alloc"] or "-"),
+                      _submitted(j["submitted"], now), _span(j["runtime_s"]), progress)
+    print_table(table)
     for j in jobs:
         if j["status"] == "failed" and j["last_lines"]:
-            console.print(f"[red]job {j['id']} ({_escape(j['name'])}) failed[/]; its last lines:", highlight=False)
+            console.print(f"[red]job {_cell(j['id'])} ({_cell(j['name'])}) failed[/]; its last lines:", highlight=False)
             for line in j["last_lines"].splitlines()[-10:]:
                 console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
 
 
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+def _cell(text: object, most: int = 64) -> str:
+    """A user's string as a table cell: its first line, at most ``most`` characters, markup escaped
+    (a state file written before names had bounds may hold a name of any length)."""
+    lines = str(text).splitlines()
+    line = lines[0] if lines else ""
+    if len(line) > most:
+        line = line[: most - 3] + "..."
+    return escape(line)
 
 
 def cancel(
@@ -160,7 +163,7 @@ def cancel(
     """Cancel a job: a running attempt gets SIGTERM (then SIGKILL after the grace period)."""
     client = _client(server, token, token_file)
     _call(client.cancel, job_id, _claimed(client, user))
-    console.print(f"cancelled job {job_id}", highlight=False)
+    console.print(f"cancelled job {escape(job_id)}", highlight=False)
 
 
 def logs(
@@ -210,12 +213,12 @@ def status(
     if as_json:
         print_json(info)
         return
-    console.print(f"[bold]{info['server']}[/]: policy {info['policy']}, round {info['round']} "
+    console.print(f"[bold]{escape(info['server'])}[/]: policy {escape(info['policy'])}, round {info['round']} "
                   f"(every {info['round_s']:g} s, next in {info['next_round_in_s']:.0f} s)", highlight=False)
-    console.print(f"state: {info['state_dir']} (server pid {info['pid']})", highlight=False, soft_wrap=True)
+    console.print(f"state: {escape(info['state_dir'])} (server pid {info['pid']})", highlight=False, soft_wrap=True)
     slots = ", ".join(f"{s['id']}({s['gpu_type']})={'job ' + s['job'] if s['job'] else 'idle'}" for s in info["slots"])
-    console.print(f"slots: {slots}", highlight=False)
-    console.print("jobs: " + ", ".join(f"{n} {k}" for k, n in info["counts"].items()), highlight=False)
+    console.print(f"slots: {escape(slots)}", highlight=False)
+    console.print("jobs: " + escape(", ".join(f"{n} {k}" for k, n in info["counts"].items())), highlight=False)
     if info["round_ms"]["median"] is not None:
         console.print(f"round overhead: median {info['round_ms']['median']:.1f} ms over {info['round_ms']['rounds_this_run']} rounds",
                       highlight=False)

@@ -1,19 +1,34 @@
-"""What every command prints through: the stdout and stderr consoles, JSON, one-line errors."""
+"""What every command prints through: the stdout and stderr consoles, JSON, tables, one-line
+errors, and the check that an output directory can be written before any work is done.
+
+Text that comes from a user (a job's name, a file path, a server's answer) is printed with
+:func:`escape`, so that ``[blink]root[/blink]`` shows as typed instead of as rich markup.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape as _escape_markup
 
 console = Console()
 errors = Console(stderr=True)
 
+WIDEST = 100_000  # a table printed into a pipe or a file is never cut: it may be this wide
+
+
+def escape(text: object) -> str:
+    """``text`` made safe to print with markup on: every ``[`` that would open a tag is escaped."""
+    return _escape_markup(str(text))
+
 
 def fail(message: str) -> typer.Exit:
     """Print ``error: message`` on stderr; raise the result to exit with status 2."""
-    errors.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -22,13 +37,28 @@ def print_json(data) -> None:
     console.print_json(json.dumps(data))
 
 
+def print_table(table, at_least: int = 0) -> None:
+    """A rich table on stdout: fitted to a terminal (or ``at_least`` wide); into a pipe or a file
+    at its full width, so that no cell is cut to '…' (a pipe has no width; rich assumes 80)."""
+    if console.is_terminal:
+        (console if console.width >= at_least else Console(width=at_least)).print(table)
+    else:
+        Console(file=console.file, width=WIDEST, color_system=None).print(table)
+
+
+def print_line(text: str, *, markup: bool = False) -> None:
+    """One line of text on stdout: wrapped by a terminal, never broken into a pipe or a file."""
+    console.print(text, highlight=False, markup=markup, soft_wrap=not console.is_terminal)
+
+
 def print_wrote(paths, as_json: bool) -> None:
     """Name the files written: on stdout after a table, on stderr after JSON (stdout stays JSON)."""
-    (errors if as_json else console).print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
+    (errors if as_json else console).print(f"wrote {escape(', '.join(str(p) for p in paths))}", highlight=False)
 
 
-def progress_bar():
-    """A replay's progress on stderr: jobs ended and virtual day, shown only in a terminal."""
+def progress_bar(as_json: bool = False):
+    """A replay's progress on stderr: jobs ended and virtual day. Shown only when both stdout and
+    stderr are a terminal and the output is not JSON: nothing in a pipe, a log file or a script."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -39,5 +69,25 @@ def progress_bar():
         TimeElapsedColumn(),
         console=errors,
         transient=True,
-        disable=not errors.is_terminal,
+        disable=as_json or not (errors.is_terminal and console.is_terminal),
     )
+
+
+def out_dir_problem(path: Path) -> str | None:
+    """Why files cannot be written into directory ``path`` (it is a file, or it cannot be created
+    or written), or None when they can. Checked before a long run, creating nothing."""
+    path = Path(path).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            return f"{path} exists and is not a directory"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return f"{path} is not writable"
+        return None
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot create {path}: {parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot create {path}: {parent} is not writable"
+    return None

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from apportion.cli.options import json_option
-from apportion.cli.output import console, errors, fail, print_json
+from apportion.cli.output import console, errors, fail, print_json, print_line, print_table
 from apportion.stdio import stdout_to_stderr
 
 
@@ -67,7 +67,6 @@ def plan(
     that fit in memory.
     """
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     from apportion.perf import fixed_layout, get_accelerator, parameter_count, predict
@@ -141,7 +140,7 @@ def plan(
         if not result.best:
             raise typer.Exit(code=1)
         return
-    console.print(header, highlight=False)
+    print_line(header)
     if not result.best:
         errors.print(f"[bold red]no layout fits[/] in the {acc.name}'s {acc.memory_bytes / 1e9:.0f} GB; closest:", highlight=False)
         for miss in result.closest_misses():
@@ -163,7 +162,7 @@ def plan(
                      f"{p.step_time_s:.2f}", f"{p.tflops_per_gpu:.0f}", f"{p.mfu:.0%}", f"{mem['total']:.1f}",
                      f"{mem['weights']:.0f}+{mem['gradients']:.0f}+{mem['optimizer']:.0f}+{mem['activations']:.0f}",
                      _duration(p.training_time_s(token_count)), f"${cost / 1e6:,.2f}M" if cost is not None else "—")
-    Console(width=max(console.width, 140)).print(view)
+    print_table(view, at_least=140)
     summary = result.rejection_summary(3)
     if summary:
-        console.print(f"rejected {len(result.rejected)}: " + "; ".join(summary), highlight=False)
+        print_line(f"rejected {len(result.rejected)}: " + "; ".join(summary))

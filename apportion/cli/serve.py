@@ -9,7 +9,7 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.inputs import load_queues
-from apportion.cli.output import console, errors, fail
+from apportion.cli.output import console, errors, escape, fail
 
 
 def serve(
@@ -76,8 +76,8 @@ def serve(
                             run_as=run_as_setting, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
                             prices=prices)
 
-    def log(message: str) -> None:
-        console.print(f"[dim]{_clock()}[/] {message}", highlight=False, soft_wrap=True)
+    def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
+        console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)
 
     def ready(scheduler) -> None:
         log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "

@@ -9,7 +9,9 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.inputs import prepare_replay, workload_settings
-from apportion.cli.output import console, fail, print_json, print_wrote, progress_bar
+from apportion.cli.output import (
+    console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
+)
 from apportion.stdio import stdout_to_stderr
 
 
@@ -43,6 +45,7 @@ def simulate(
     """
     from apportion.experiment import run_policy
 
+    _check_out(out)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
@@ -51,7 +54,7 @@ def simulate(
                                       reference_gpu_type, shape),
             round_s, restart_cost_s,
         )
-        with progress_bar() as bar:
+        with progress_bar(as_json) as bar:
             task = bar.add_task(policy, total=len(inputs.jobs), day=0.0)
 
             def report(ended: int, total: int, now_s: float) -> None:
@@ -66,10 +69,11 @@ def simulate(
     else:
         from apportion.report.tables import summary_table, unschedulable_lines
 
-        console.print(f"[bold]{policy}[/]: {inputs.workload_name} on {inputs.cluster.describe()}", highlight=False)
-        console.print(summary_table([result.summary]))
+        console.print(f"[bold]{escape(policy)}[/]: {escape(inputs.workload_name)} on "
+                      f"{escape(inputs.cluster.describe())}", highlight=False)
+        print_table(summary_table([result.summary]))
         for line in unschedulable_lines(result):
-            console.print(line, highlight=False, markup=False)
+            print_line(line)
     if out is not None:
         from apportion.report.outputs import write_run
 
@@ -109,6 +113,7 @@ def compare(
     specs = [p.strip() for p in policies.split(",") if p.strip()]
     if not specs:
         raise fail("--policies is empty")
+    _check_out(out)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
@@ -117,7 +122,7 @@ def compare(
                                       reference_gpu_type, shape),
             round_s, restart_cost_s,
         )
-        with progress_bar() as bar:
+        with progress_bar(as_json) as bar:
             tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in specs}
 
             def report(spec: str, ended: int, total: int, now_s: float) -> None:
@@ -133,11 +138,11 @@ def compare(
     else:
         from apportion.report.tables import summary_table, unschedulable_lines
 
-        console.print(f"{inputs.workload_name} on {inputs.cluster.describe()}", highlight=False)
-        console.print(summary_table(summaries))
+        console.print(f"{escape(inputs.workload_name)} on {escape(inputs.cluster.describe())}", highlight=False)
+        print_table(summary_table(summaries))
         for result in results:
             for line in unschedulable_lines(result):
-                console.print(line, highlight=False, markup=False)
+                print_line(line)
     if out is not None:
         from apportion.report.outputs import write_comparison
 
@@ -159,6 +164,13 @@ def kinds() -> None:
     for gpu in table.gpu_types:
         view.add_column(gpu, justify="right")
     for k, kind in enumerate(table.kinds):
-        view.add_row(kind, *(f"{v:.2f}" if v == v else "—" for v in table.steps_per_s[k, :, 0]))
-    console.print(view)
+        view.add_row(escape(kind), *(f"{v:.2f}" if v == v else "—" for v in table.steps_per_s[k, :, 0]))
+    print_table(view)
     console.print("k80/p100/v100: Gavel's measurements; t4/a100/h100: roofline prediction (docs/throughputs.md).")
+
+
+def _check_out(out: Optional[Path]) -> None:
+    """Refuse an ``--out`` that cannot be written before the replay, not after it."""
+    problem = None if out is None else out_dir_problem(out)
+    if problem is not None:
+        raise fail(f"--out: {problem}")

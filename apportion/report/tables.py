@@ -7,6 +7,7 @@ import math
 from typing import Callable, Sequence
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from apportion.sim.result import JobStatus, SimResult
@@ -66,7 +67,7 @@ def summary_table(summaries: Sequence[dict], title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("metric", style="bold")
     for i, summary in enumerate(summaries):
-        table.add_column(str(summary.get("policy", f"run {i + 1}")), justify="right")
+        table.add_column(escape(str(summary.get("policy", f"run {i + 1}"))), justify="right")
     for label, key, fmt, better in _ROWS:
         values = [s.get(key) for s in summaries]
         if key in _OPTIONAL and all(v is None for v in values):

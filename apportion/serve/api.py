@@ -11,31 +11,18 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 
 from apportion.core.errors import InputError
+from apportion.serve import bodies
 from apportion.serve.auth import Authenticator, Identity, NotAllowed, Unauthorized
+from apportion.serve.bounds import MAX_ATTEMPT, MAX_JOB_ID, MAX_LOG_OFFSET, clip
 from apportion.serve.runas import NoAccount
 from apportion.serve.scheduler import Conflict, Forbidden, NotFound, Scheduler
 from apportion.serve.state import TERMINAL
 
 LOG_CHUNK = 256 * 1024
-
-
-class LeaseBody(BaseModel):
-    attempt: int
-    steps_done: Optional[int] = None
-
-
-class ProgressBody(BaseModel):
-    attempt: int
-    steps_done: int
-    steps_per_s: Optional[float] = None
-
-
-class CancelBody(BaseModel):
-    user: str = ""
 
 
 def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
@@ -73,11 +60,16 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
 
     @app.exception_handler(InputError)
     def _bad_input(request, exc: InputError):
-        return JSONResponse(status_code=400, content={"detail": str(exc), "field": exc.field, "message": exc.message})
+        return _input_error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    def _unreadable(request, exc: RequestValidationError):
+        return _input_error(_validation_error(exc))
 
     @app.post("/jobs")
-    def submit(body: dict[str, Any] = Body(...), who: Identity = Depends(user_caller)) -> dict:
-        user = who.acting_as(body.get("user"))
+    def submit(body: Any = Body(...), who: Identity = Depends(user_caller)) -> dict:
+        body = bodies.mapping(body)
+        user = who.acting_as(bodies.submitter(body) if body.get("user") is not None else None)
         if user is None:
             raise InputError("request", "is required: who submits the job", field="user")
         try:
@@ -97,27 +89,31 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
         return _shown(scheduler.job_info(scheduler.row(_id(job_id))), who)
 
     @app.post("/jobs/{job_id}/cancel")
-    def cancel(job_id: str, body: CancelBody, who: Identity = Depends(user_caller)) -> dict:
+    def cancel(job_id: str, body: Any = Body(default=None), who: Identity = Depends(user_caller)) -> dict:
+        named = bodies.cancel({} if body is None else body)
         if who.open:  # no credentials: the user the request names
-            scheduler.cancel(_id(job_id), body.user)
+            scheduler.cancel(_id(job_id), named)
         else:
-            who.acting_as(body.user)  # a user naming someone else is refused, not ignored
+            who.acting_as(named)  # a user naming someone else is refused, not ignored
             scheduler.cancel(_id(job_id), who.user, admin=who.admin)
         return {}
 
     @app.post("/jobs/{job_id}/lease")
-    def lease(job_id: str, body: LeaseBody, who: Identity = Depends(caller)) -> dict:
-        who.require_attempt(_id(job_id), body.attempt)
-        return scheduler.lease(_id(job_id), body.attempt, body.steps_done)
+    def lease(job_id: str, body: Any = Body(...), who: Identity = Depends(caller)) -> dict:
+        attempt, steps_done = bodies.lease(body)
+        who.require_attempt(_id(job_id), attempt)
+        return scheduler.lease(_id(job_id), attempt, steps_done)
 
     @app.post("/jobs/{job_id}/progress")
-    def progress(job_id: str, body: ProgressBody, who: Identity = Depends(caller)) -> dict:
-        who.require_attempt(_id(job_id), body.attempt)
-        scheduler.progress(_id(job_id), body.attempt, body.steps_done, body.steps_per_s)
-        return {}
+    def progress(job_id: str, body: Any = Body(...), who: Identity = Depends(caller)) -> dict:
+        attempt, steps_done, steps_per_s = bodies.progress(body)
+        who.require_attempt(_id(job_id), attempt)
+        note = scheduler.progress(_id(job_id), attempt, steps_done, steps_per_s)
+        return {"note": note} if note else {}
 
     @app.get("/jobs/{job_id}/logs")
-    def logs(job_id: str, attempt: Optional[int] = Query(default=None), offset: int = Query(default=0, ge=0),
+    def logs(job_id: str, attempt: Optional[int] = Query(default=None, ge=0, le=MAX_ATTEMPT),
+             offset: int = Query(default=0, ge=0, le=MAX_LOG_OFFSET),
              limit: int = Query(default=LOG_CHUNK, ge=1, le=LOG_CHUNK), who: Identity = Depends(user_caller)) -> dict:
         row = scheduler.row(_id(job_id))
         if not who.may_see(row["user"]):
@@ -157,10 +153,33 @@ def _shown(info: dict, who: Identity) -> dict:
 
 
 def _id(text: str) -> int:
+    """A job id from a path; NotFound for anything that cannot be one (the state file holds 63 bits)."""
     try:
-        return int(text)
+        job_id = int(text) if len(text) <= 20 else -1
     except ValueError:
-        raise NotFound(f"no job {text}") from None
+        job_id = -1
+    if not 1 <= job_id <= MAX_JOB_ID:
+        raise NotFound(f"no job {clip(text)}")
+    return job_id
+
+
+def _input_error(exc: InputError) -> JSONResponse:
+    """A 400 naming the field: ``{"detail": one line, "field": name or null, "message": what is wrong}``."""
+    return JSONResponse(status_code=400, content={"detail": str(exc), "field": exc.field, "message": exc.message})
+
+
+def _validation_error(exc: RequestValidationError) -> InputError:
+    """FastAPI's own check of a request (a body that is not JSON, a query parameter out of range)
+    as one InputError naming the field."""
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":
+        return InputError("request", "the body is not valid JSON")
+    where = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    if first.get("type") == "missing" and not where:
+        return InputError("request", "the body must be a JSON object")
+    message = str(first.get("msg", "is not valid")).replace("Input should be", "must be")
+    return InputError("request", message, field=clip(".".join(where)) if where else None)
 
 
 def _decode(data: bytes) -> tuple[str, int]:

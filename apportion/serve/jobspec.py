@@ -16,13 +16,13 @@ kind: resnet18/bs32               # throughput kind; default `name`
 ```
 
 Relative ``workdir`` and ``checkpoint_dir`` are resolved against the job file's directory
-(``checkpoint_dir`` against ``workdir`` when both are relative). Errors are one
+(``checkpoint_dir`` against ``workdir`` when both are relative). Every field has a bound
+(``apportion.serve.bounds``: names 256 characters, commands 16 KiB, …). Errors are one
 :class:`InputError` naming the file, the line and the field.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -31,7 +31,10 @@ from pathlib import Path
 import yaml
 
 from apportion.core.errors import InputError
-from apportion.core.limits import MAX_GPUS, MAX_STEPS
+from apportion.serve.bounds import (
+    MAX_ARGS, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_NAME, MAX_PATH, MAX_PRIORITY,
+    MAX_STEPS, check_int, check_line, check_number, check_text, clip,
+)
 from apportion.workloads.yaml_file import read_yaml
 
 FIELDS = (
@@ -41,7 +44,7 @@ FIELDS = (
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
 RESERVED_ENV_PREFIX = "APPORTION_"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -112,29 +115,25 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         raise InputError(source, "a job file must be a mapping of fields (name, command, total_steps, …)")
     unknown = sorted(str(k) for k in data if k not in FIELDS)
     if unknown:
-        raise InputError(source, f"unknown field (known: {', '.join(FIELDS)})", field=unknown[0])
+        raise InputError(source, f"unknown field (known: {', '.join(FIELDS)})", field=clip(unknown[0]))
 
     name = _text(data, "name", source, required=True)
-    if "\n" in name or len(name) > 200:
-        raise InputError(source, "must be one line of at most 200 characters", field="name")
     command = _command(data.get("command"), source)
     gpus = _positive_int(data, "gpus", source, default=1, most=MAX_GPUS)
     total_steps = _steps(data, source)
-    priority = data.get("priority", 1.0)
-    if not _is_number(priority) or priority < 0:
-        raise InputError(source, f"must be a number >= 0, got {priority!r}", field="priority")
+    priority = check_number(data.get("priority", 1.0), "priority", source, least=0.0, most=MAX_PRIORITY)
     return JobSpec(
         name=name,
         command=command,
         total_steps=total_steps,
         gpus=gpus,
         gpu_types=_gpu_types(data.get("gpu_types"), source),
-        priority=float(priority),
+        priority=priority,
         queue=_text(data, "queue", source, default=""),
         user=_text(data, "user", source, default=None),
-        checkpoint_dir=_text(data, "checkpoint_dir", source, default=None),
+        checkpoint_dir=_text(data, "checkpoint_dir", source, default=None, most=MAX_PATH),
         env=_env(data.get("env"), source),
-        workdir=_text(data, "workdir", source, default=None),
+        workdir=_text(data, "workdir", source, default=None, most=MAX_PATH),
         kind=_text(data, "kind", source, default=None),
     )
 
@@ -145,7 +144,9 @@ def _replace(spec: JobSpec, **changes) -> JobSpec:
     return JobSpec(**values)
 
 
-def _text(data: dict, key: str, source: str, *, required: bool = False, default=None):
+def _text(data: dict, key: str, source: str, *, required: bool = False, default=None, most: int = MAX_NAME):
+    """A string field (a number is taken as its text): one line of at most MAX_NAME characters,
+    or for a path (``most=MAX_PATH``) any text without NUL."""
     value = data.get(key)
     if value is None:
         if required:
@@ -156,7 +157,9 @@ def _text(data: dict, key: str, source: str, *, required: bool = False, default=
     text = str(value).strip()
     if required and not text:
         raise InputError(source, "must not be empty", field=key)
-    return text
+    if most == MAX_NAME:
+        return check_line(text, key, source)
+    return check_text(text, key, source, most=most)
 
 
 def _command(value: object, source: str) -> str | list[str]:
@@ -165,25 +168,25 @@ def _command(value: object, source: str) -> str | list[str]:
     if isinstance(value, str):
         if not value.strip():
             raise InputError(source, "must not be empty", field="command")
-        return value.strip()
+        return check_text(value.strip(), "command", source, most=MAX_COMMAND)
     if isinstance(value, list) and value:
+        if len(value) > MAX_ARGS:
+            raise InputError(source, f"must have at most {MAX_ARGS:,} arguments, got {len(value):,}", field="command")
+        args = []
         for i, arg in enumerate(value):
             if isinstance(arg, bool) or not isinstance(arg, (str, int, float)):
-                raise InputError(source, f"must be a string, got {arg!r}", field=f"command[{i}]")
-        return [str(a) for a in value]
-    raise InputError(source, f"must be a shell line or a non-empty list of arguments, got {value!r}", field="command")
+                raise InputError(source, f"must be a string, got {_short(arg)}", field=f"command[{i}]")
+            args.append(check_text(str(arg), f"command[{i}]", source, most=MAX_COMMAND))
+        if sum(len(a) for a in args) > MAX_COMMAND:
+            raise InputError(source, f"must be at most {MAX_COMMAND:,} characters in all", field="command")
+        return args
+    raise InputError(source, f"must be a shell line or a non-empty list of arguments, got {_short(value)}",
+                     field="command")
 
 
 def _positive_int(data: dict, key: str, source: str, *, default: int | None = None, most: int = MAX_STEPS) -> int:
     """A whole number from 1 to ``most`` (a float such as ``1e3`` is taken when it is whole)."""
-    value = data.get(key, default)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(source, f"must be a positive integer, got {value!r}", field=key)
-    if value > most:
-        raise InputError(source, f"must be at most {most:,}, got {value:.3g}", field=key)
-    return value
+    return check_int(data.get(key, default), key, source, least=1, most=most)
 
 
 def _steps(data: dict, source: str) -> int:
@@ -213,13 +216,17 @@ def _gpu_types(value: object, source: str) -> tuple[str, ...] | None:
     if isinstance(value, str):
         value = [v for v in value.split(",")]
     if not isinstance(value, list) or not value:
-        raise InputError(source, f"must be a list of GPU types such as [v100, cpu], got {value!r}", field="gpu_types")
+        raise InputError(source, f"must be a list of GPU types such as [v100, cpu], got {_short(value)}",
+                         field="gpu_types")
+    if len(value) > MAX_GPU_TYPES:
+        raise InputError(source, f"must list at most {MAX_GPU_TYPES} types, got {len(value):,}", field="gpu_types")
     types = []
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
-            raise InputError(source, f"must be a GPU type name, got {item!r}", field=f"gpu_types[{i}]")
-        if item.strip().lower() not in types:
-            types.append(item.strip().lower())
+            raise InputError(source, f"must be a GPU type name, got {_short(item)}", field=f"gpu_types[{i}]")
+        name = check_line(item.strip().lower(), f"gpu_types[{i}]", source)
+        if name not in types:
+            types.append(name)
     return tuple(types)
 
 
@@ -227,25 +234,29 @@ def _env(value: object, source: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InputError(source, f"must be a mapping of variable to value, got {value!r}", field="env")
+        raise InputError(source, f"must be a mapping of variable to value, got {_short(value)}", field="env")
+    if len(value) > MAX_ENV:
+        raise InputError(source, f"must set at most {MAX_ENV} variables, got {len(value):,}", field="env")
     env = {}
     for key, item in value.items():
         name = str(key)
-        where = f"env.{name}"
-        if not _ENV_NAME.match(name):
-            raise InputError(source, "is not a valid environment variable name", field=where)
+        where = f"env.{clip(name)}"
+        if len(name) > MAX_NAME or not _ENV_NAME.fullmatch(name):
+            raise InputError(source, f"is not a valid environment variable name (letters, digits and _, "
+                             f"at most {MAX_NAME} characters)", field=where)
         if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV:
             raise InputError(source, "is set by the server for every attempt; a job may not set it", field=where)
         if isinstance(item, bool):
             item = "1" if item else "0"
         if not isinstance(item, (str, int, float)):
-            raise InputError(source, f"must be a string or a number, got {item!r}", field=where)
-        env[name] = str(item)
+            raise InputError(source, f"must be a string or a number, got {_short(item)}", field=where)
+        env[name] = check_text(str(item), where, source, most=MAX_ENV_VALUE)
     return env
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _short(value: object) -> str:
+    """``repr(value)``, cut short for an error message."""
+    return clip(repr(value), 80)
 
 
 def _key_lines(root: yaml.Node | None) -> dict[str, int]:

@@ -1,7 +1,13 @@
 """The HTTP API's side of the scheduler: submit, cancel, lease and progress, and their checks.
 
-A request that does not fit raises: InputError (a bad job spec, naming the field), NotFound,
-Forbidden (another user's job) or Conflict (a stale attempt, a job that has ended).
+A request that does not fit raises, before it changes anything: InputError (a bad job spec, a
+``steps_done`` beyond the job's total; naming the field), NotFound, Forbidden (another user's
+job) or Conflict (a stale attempt, a job that has ended).
+
+What a job reports about itself is trusted only so far: its ``steps_done`` must lie within
+``[0, total_steps]`` (a resumed attempt may report fewer steps than before), and its
+``steps_per_s`` moves the shared throughput estimate by at most a factor RATE_FACTOR from the
+current one (and never past MAX_STEPS_PER_S), so one job cannot distort the allocation of others.
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ import numpy as np
 
 from apportion.core.errors import InputError
 from apportion.core.views import ClusterView, ThroughputView
+from apportion.serve.bounds import MAX_STEPS_PER_S
 from apportion.serve.context import SchedulerState
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import spec_from_mapping
 from apportion.serve.policy_check import one_job_view
 from apportion.serve.state import TERMINAL
+
+RATE_FACTOR = 10.0  # a progress report moves the estimate it feeds to at most ×10 (or ÷10) of its value
 
 
 class NotFound(Exception):
@@ -112,6 +121,8 @@ class Requests:
         """
         with self.changed:
             row = self.current(job_id, attempt)
+            if steps_done is not None:
+                _check_steps(steps_done, row)
             now = self.clock()
             fields = {} if steps_done is None else {"steps_done": int(steps_done)}
             if row["contact_at"] is None:  # its first lease call: a full round from now
@@ -135,15 +146,23 @@ class Requests:
                 return {"renew": False}
             return {"renew": True, "lease_end": row["lease_end"]}
 
-    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None) -> None:
-        """A progress report: the job's steps done, and a measured steps/s for the estimates."""
+    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None) -> str:
+        """A progress report: the job's steps done, and a measured steps/s for the estimates.
+
+        Returns "" when the rate was used as reported, else a note saying how it was used."""
         with self.lock:
             row = self.current(job_id, attempt)
-            self.store.update_job(job_id, steps_done=int(steps_done))
-            # a job sharing its slot reports its speed together, not the speed alone the estimates hold
-            if (steps_per_s is not None and steps_per_s > 0 and math.isfinite(steps_per_s) and row["gpu_type"]
-                    and not row.get("partner")):
-                self.throughputs.record(row["kind"], row["gpu_type"], row["gpus"], steps_per_s, self.clock())
+            _check_steps(steps_done, row)
+            with self.store.transaction():
+                self.store.update_job(job_id, steps_done=int(steps_done))
+                # a job sharing its slot reports its speed together, not the speed alone the estimates hold
+                if steps_per_s is None or not row["gpu_type"] or row.get("partner"):
+                    return ""
+                key = (row["kind"], row["gpu_type"], row["gpus"])
+                used, note = plausible_rate(steps_per_s, self.throughputs.rate(*key, None))
+                if used is not None:
+                    self.throughputs.record(*key, used, self.clock())
+                return note
 
     def row(self, job_id: int) -> dict:
         """Job ``job_id``'s row; NotFound if there is none."""
@@ -158,6 +177,30 @@ class Requests:
         if attempt != row["attempt"] or row["pid"] is None:
             raise Conflict(f"attempt {attempt} of job {job_id} is not its current attempt ({row['attempt']})")
         return row
+
+
+def plausible_rate(reported: float, estimate: float) -> tuple[float | None, str]:
+    """The rate a report may feed into an estimate now at ``estimate`` steps/s, and a note when
+    that is not ``reported``: 0 feeds nothing; a rate is held within ``estimate`` ×/÷ RATE_FACTOR
+    and at most MAX_STEPS_PER_S. A job that truly runs much faster or slower gets there over a
+    few reports (the estimate is an average); a job that lies moves it little."""
+    if not math.isfinite(reported) or reported <= 0:
+        return None, "steps_per_s 0 says nothing about the speed; the estimate is unchanged"
+    low, high = estimate / RATE_FACTOR, min(estimate * RATE_FACTOR, MAX_STEPS_PER_S)
+    if not math.isfinite(estimate) or estimate <= 0:
+        low, high = 0.0, MAX_STEPS_PER_S
+    used = min(max(reported, low), high)
+    if used == reported:
+        return used, ""
+    return used, (f"steps_per_s {reported:.6g} is more than {RATE_FACTOR:g}× off the current estimate "
+                  f"{estimate:.6g} (or beyond {MAX_STEPS_PER_S:g}); counted as {used:.6g}")
+
+
+def _check_steps(steps_done: int, row: dict) -> None:
+    """InputError unless ``steps_done`` lies within [0, the job's total_steps]."""
+    if not 0 <= steps_done <= row["total_steps"]:
+        raise InputError("request", f"must be from 0 to the job's total_steps ({row['total_steps']:,}), "
+                         f"got {steps_done:,}", field="steps_done")
 
 
 def _past(status: str) -> str:

@@ -108,9 +108,9 @@ class Scheduler:
         """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75)."""
         return self.requests.lease(job_id, attempt, steps_done)
 
-    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None) -> None:
-        """A progress report from the job's current attempt."""
-        self.requests.progress(job_id, attempt, steps_done, steps_per_s)
+    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None) -> str:
+        """A progress report from the job's current attempt; a note when its rate was not taken as is."""
+        return self.requests.progress(job_id, attempt, steps_done, steps_per_s)
 
     def row(self, job_id: int) -> dict:
         """Job ``job_id``'s row in the state file; NotFound if there is none."""

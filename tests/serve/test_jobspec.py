@@ -63,21 +63,31 @@ def test_the_examples_are_valid(example):
         ("command: python t.py\ntotal_steps: 10\n", "name", None, "is required"),
         ("name: a\ntotal_steps: 10\n", "command", None, "is required"),
         ("name: a\ncommand: x\n", "total_steps", None, "is required"),
-        ("name: a\ncommand: x\ntotal_steps: 10\ngpus: 0\n", "gpus", 4, "positive integer"),
-        ("name: a\ncommand: x\ntotal_steps: ten\n", "total_steps", 3, "positive integer"),
-        ("name: a\ncommand: x\ntotal_steps: 10\ngpus: 1.0e+23\n", "gpus", 4, "must be at most 1,048,576, got 1e+23"),
-        ("name: a\ncommand: x\ntotal_steps: 10\ngpus: 2000000\n", "gpus", 4, "must be at most 1,048,576, got 2e+06"),
-        ("name: a\ncommand: x\ntotal_steps: 1.0e+16\n", "total_steps", 3, "must be at most 9,007,199,254,740,992"),
-        ("name: a\ncommand: x\ntotal_steps: .nan\n", "total_steps", 3, "positive integer, got nan"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ngpus: 0\n", "gpus", 4, "must be a whole number from 1 to 1,048,576, got 0"),
+        ("name: a\ncommand: x\ntotal_steps: ten\n", "total_steps", 3, "must be a whole number from 1 to 9,007,199,254,740,992, got 'ten' (a string)"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ngpus: 1.0e+23\n", "gpus", 4, "must be a whole number from 1 to 1,048,576, got 1e+23"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ngpus: 2000000\n", "gpus", 4, "must be a whole number from 1 to 1,048,576, got 2000000"),
+        ("name: a\ncommand: x\ntotal_steps: 1.0e+16\n", "total_steps", 3, "from 1 to 9,007,199,254,740,992, got 1e+16"),
+        ("name: a\ncommand: x\ntotal_steps: .nan\n", "total_steps", 3, "from 1 to 9,007,199,254,740,992, got nan"),
         ("name: a\ncommand: x\nepochs: 100000000\nsteps_per_epoch: 100000000\n", "steps_per_epoch", 4,
          "epochs × steps_per_epoch is 1e+16, more than 9,007,199,254,740,992 (2**53) steps"),
         ("name: a\ncommand: x\ntotal_steps: 10\nepochs: 2\n", "total_steps", 3, "not both"),
         ("name: a\ncommand: x\nepochs: 2\n", "steps_per_epoch", None, "is required with epochs"),
-        ("name: a\ncommand: x\ntotal_steps: 10\npriority: -1\n", "priority", 4, ">= 0"),
+        ("name: a\ncommand: x\ntotal_steps: 10\npriority: -1\n", "priority", 4, "must be a number from 0 to 1000, got -1"),
         ("name: a\ncommand: x\ntotal_steps: 10\ngpu: 2\n", "gpu", 4, "unknown field"),
         ("name: a\ncommand: x\ntotal_steps: 10\nenv:\n  OK: 1\n  APPORTION_JOB_ID: 3\n", "env.APPORTION_JOB_ID", 6, "set by the server"),
         ("name: a\ncommand: [python, {x: 1}]\ntotal_steps: 10\n", "command[1]", 2, "must be a string"),
         ("name: a\ncommand: x\ntotal_steps: 10\ngpu_types: 7\n", "gpu_types", 4, "list of GPU types"),
+        ("name: a\ncommand: x\ntotal_steps: 1e300\n", "total_steps", 3, "from 1 to 9,007,199,254,740,992, got 1e+300"),
+        ("name: a\ncommand: x\ntotal_steps: 10\npriority: 1e9\n", "priority", 4, "from 0 to 1000, got 1e+09"),
+        ("name: a\ncommand: x\ntotal_steps: 10\nuser: " + "u" * 300 + "\n", "user", 4,
+         "must be at most 256 characters, got 300"),
+        ("name: \"a\\u001b[2Jb\"\ncommand: x\ntotal_steps: 10\n", "name", 1, "without control characters, got '\\x1b'"),
+        ("name: a\ncommand: \"x\\0y\"\ntotal_steps: 10\n", "command", 2, "must not contain a NUL"),
+        ("name: a\ncommand: [" + ", ".join(["x"] * 1025) + "]\ntotal_steps: 10\n", "command", 2,
+         "at most 1,024 arguments, got 1,025"),
+        ("name: a\ncommand: x\ntotal_steps: 10\nenv: {A: " + "v" * 20000 + "}\n", "env.A", 4,
+         "at most 16,384 characters, got 20,000"),
     ],
 )
 def test_a_malformed_file_names_its_field_and_line(tmp_path, text, field, line, words):
@@ -102,4 +112,14 @@ def test_yaml_syntax_errors_and_missing_files(tmp_path):
 def test_a_request_body_is_checked_the_same_way():
     with pytest.raises(InputError) as err:
         spec_from_mapping({"name": "a", "command": "x", "total_steps": 0}, "request")
-    assert str(err.value) == "request: field 'total_steps': must be a positive integer, got 0"
+    assert str(err.value) == "request: field 'total_steps': must be a whole number from 1 to 9,007,199,254,740,992, got 0"
+
+
+def test_numbers_in_yaml_are_read_as_yaml_1_2_reads_them(tmp_path):
+    spec = load_job_file(write(tmp_path, "name: a\ncommand: x\ntotal_steps: 1e3\npriority: 2.5e-1\n"))
+    assert spec.total_steps == 1000 and spec.priority == 0.25
+
+
+def test_rich_markup_in_names_is_kept_as_text(tmp_path):
+    spec = load_job_file(write(tmp_path, "name: '[blink]cnn[/blink]'\ncommand: x\ntotal_steps: 3\nuser: '[red]root'\n"))
+    assert spec.name == "[blink]cnn[/blink]" and spec.user == "[red]root"  # escaped where printed

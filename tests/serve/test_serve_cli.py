@@ -57,7 +57,7 @@ def test_submit_queue_logs_and_status(server, tmp_path):
 
     table = cli("queue", "--server", server.url)
     assert table.exit_code == 0, table.output
-    header = table.output.splitlines()[1].split()
+    header = table.output.splitlines()[0].split()  # the first line: no blank table edge above it
     assert header == ["ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED",
                       "RUNTIME", "PROGRESS"]
     assert re.search(rf"\b{job_id}\s+quick\s+ann\s+-\s+1\s+completed\s+1\s+-\s+\S+\s+\S+\s+30/30 \(100%\)",
@@ -120,7 +120,7 @@ def test_a_malformed_job_file_is_rejected_at_submit_and_nothing_is_stored(server
     bad.write_text("name: bad\ncommand: python x.py\ntotal_steps: 10\ngpus: lots\n")
     result = cli("submit", str(bad), "--server", server.url)
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: {bad}:4: field 'gpus': must be a positive integer, got 'lots'"
+    assert result.output.strip() == f"error: {bad}:4: field 'gpus': must be a whole number from 1 to 1,048,576, got 'lots' (a string)"
     too_big = job_file(tmp_path, "too-big")
     too_big.write_text(too_big.read_text() + "gpus: 3\n")
     result = cli("submit", str(too_big), "--server", server.url)

@@ -1,0 +1,107 @@
+"""Bounds on everything a request to the server may carry, and the checks that enforce them.
+
+Every number and every string that reaches the server from outside (a job file, a request
+body, a job's progress report) has a bound here, far beyond any real use and low enough that
+it fits the state file (SQLite's 64-bit integers), a policy's LP and a terminal line. A value
+past its bound is a typo, a unit mistake or an attack: it is refused with an InputError naming
+the field, before anything is stored. docs/serve.md lists the bounds.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+
+from apportion.core.errors import InputError
+from apportion.core.limits import MAX_GPUS, MAX_STEPS
+
+__all__ = ["MAX_GPUS", "MAX_STEPS"]
+
+MAX_NAME = 256  # characters of a name, user, queue, kind, GPU type, environment variable name
+MAX_PATH = 4096  # characters of workdir and checkpoint_dir (Linux's PATH_MAX)
+MAX_COMMAND = 16 * 1024  # characters of a command: the shell line, or its arguments together
+MAX_ARGS = 1024  # arguments of a command given as a list
+MAX_ENV = 256  # environment variables of one job
+MAX_ENV_VALUE = 16 * 1024  # characters of one environment variable's value
+MAX_GPU_TYPES = 64  # entries of gpu_types
+MAX_PRIORITY = 1000.0  # a job's weight; more would only make a policy's LP badly scaled
+MAX_ATTEMPT = 2**31  # an attempt number in a lease or progress call
+MAX_JOB_ID = 2**63 - 1  # the largest id the state file can hold
+MAX_STEPS_PER_S = 1e6  # a job's reported speed: far above any training step rate
+MAX_LOG_OFFSET = 2**62  # a byte offset into a job's log
+
+
+def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> str:
+    """``value`` if it is one printable line of at most ``most`` characters; else InputError.
+
+    Names, users and queues are printed in tables and log lines: a control character (a new
+    line, an escape sequence) would forge or break those lines.
+    """
+    if len(value) > most:
+        raise InputError(source, f"must be at most {most:,} characters, got {len(value):,}", field=field)
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")), None)
+    if bad is not None:
+        raise InputError(source, f"must be one line without control characters, got {bad!r}", field=field)
+    return value
+
+
+def check_text(value: str, field: str, source: str, *, most: int) -> str:
+    """``value`` if it has at most ``most`` characters and no NUL (which no process argument,
+    path or environment variable can hold); else InputError."""
+    if len(value) > most:
+        raise InputError(source, f"must be at most {most:,} characters, got {len(value):,}", field=field)
+    if "\0" in value:
+        raise InputError(source, "must not contain a NUL character", field=field)
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise InputError(source, "must be valid Unicode (it holds a lone surrogate)", field=field)
+    return value
+
+
+def check_int(value: object, field: str, source: str, *, least: int, most: int) -> int:
+    """``value`` as an int if it is a whole number from ``least`` to ``most`` (a whole float such as
+    ``1e3`` counts); else InputError saying what was expected and what came."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(source, f"must be a whole number from {least:,} to {most:,}, got {_shown(value)}", field=field)
+    if not least <= value <= most:
+        raise InputError(source, f"must be a whole number from {least:,} to {most:,}, got {_shown(value)}", field=field)
+    return value
+
+
+def check_number(value: object, field: str, source: str, *, least: float, most: float) -> float:
+    """``value`` as a float if it is a finite number from ``least`` to ``most``; else InputError."""
+    expected = f"a finite number >= {least:g}" if most == math.inf else f"a number from {least:g} to {most:g}"
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an integer beyond any float
+        number = math.nan
+    if not (math.isfinite(number) and least <= number <= most):
+        raise InputError(source, f"must be {expected}, got {_shown(value)}", field=field)
+    return number
+
+
+def _shown(value: object) -> str:
+    """A value in an error message: short, and with its type when it is not a number."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"{float(value):.3g}" if value.bit_length() < 1000 else f"a number of {value.bit_length():,} bits"
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    if isinstance(value, int) and not isinstance(value, bool):
+        return text
+    return f"{text} ({_KINDS.get(type(value), type(value).__name__)})"
+
+
+_KINDS = {str: "a string", bool: "true/false", list: "a list", dict: "a mapping"}
+
+
+def clip(text: str, most: int = 60) -> str:
+    """``text`` cut to ``most`` characters for a one-line error message (a field name can be
+    anything), each character that is not printable (a new line, a lone surrogate) as its escape."""
+    text = text if len(text) <= most else text[: most - 1] + "…"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
