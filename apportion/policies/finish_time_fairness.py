@@ -6,6 +6,9 @@ fraction min(1, G / (n·s_j)) spread over the GPU types in proportion to their c
 policy minimises the worst ρ. For a fixed ρ the constraints are linear —
 rate_j(X) ≥ remaining_j / (ρ·D_j − elapsed_j) — so ρ is found by bisection on one HiGHS model
 whose row bounds change between solves (warm starts); the isolated share itself gives ρ ≤ 1.
+That model is kept across re-solves (apportion.solve.finish_time.FinishTimeModel: jobs
+added and retired in place, the bisection's verdicts mostly read off bounds from one probe
+near the previous ρ), and reaches the same ρ as solving each re-solve cold (``solve_cold``).
 With ``space_sharing`` the same tests run on the space-sharing LP (candidate pairs of one-GPU
 jobs, apportion.policies.pairs), its rate rows' floors moved the same way.
 """
@@ -20,6 +23,8 @@ from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
 from apportion.policies.lp import LPPolicy
+from apportion.solve.finish_time import FinishTimeModel
+from apportion.solve.highs import quiet_highs
 from apportion.solve.lp import INF, LinearProgram, add_share_columns, shares_from
 
 RELATIVE_TOLERANCE = 1e-4  # bisection stops when ρ is known to this relative precision
@@ -31,6 +36,8 @@ class FinishTimeFairness(LPPolicy):
     def __init__(self, *, agnostic: bool = False, space_sharing: bool = False) -> None:
         super().__init__(agnostic=agnostic, space_sharing=space_sharing)
         self.worst_ratio = float("nan")  # ρ at the last solve
+        self._model: FinishTimeModel | None = None  # kept across re-solves: HiGHS restarts warm
+        self._fresh = None  # a HiGHS object for the cold bisection's first test
 
     def isolated_rate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
         gpus = float(cluster.capacity.sum())
@@ -42,14 +49,25 @@ class FinishTimeFairness(LPPolicy):
         return _elapsed(jobs) + jobs.remaining_steps / self.isolated_rate(jobs, cluster, throughputs)
 
     def solve(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray) -> Allocation:
-        steps_per_s = throughputs.steps_per_s
-        runnable = steps_per_s > 0
-        n = len(jobs)
+        """The bisection on the model kept across re-solves; the same ρ as ``solve_cold``."""
+        if self._model is None or len(self._model.capacity) != len(cluster.capacity):
+            self._model = FinishTimeModel(cluster.capacity)
         isolated_finish = self.isolated_finish(jobs, cluster, throughputs)
-        lp = LinearProgram()
-        cols, job, gpu_type = add_share_columns(lp, runnable, jobs.num_gpus, cluster.capacity)
-        rate_rows = lp.add_rows(n, job, cols, steps_per_s[job, gpu_type], lower=0.0)
-        solver = lp.build()
+        slots = self._model.sync(jobs.index, throughputs.steps_per_s, jobs.num_gpus)
+        low, high = ratio_bracket(jobs, throughputs, isolated_finish)
+        self.worst_ratio, share = self._model.solve(
+            slots, jobs.remaining_steps, _elapsed(jobs), isolated_finish, value, cluster.capacity,
+            low, high, bisect_ratio, self._cold_test(jobs, cluster, throughputs, isolated_finish),
+        )
+        return Allocation(jobs.index, share)
+
+    def solve_cold(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView,
+                   value: np.ndarray) -> Allocation:
+        """The same LP built afresh and bisected with a plain feasibility test at every midpoint
+        (what ``solve`` computes, kept to check it against)."""
+        isolated_finish = self.isolated_finish(jobs, cluster, throughputs)
+        solver, rate_rows, cols, job, gpu_type = _cold_model(jobs, cluster, throughputs)
+        n = len(jobs)
 
         def feasible(ratio: float) -> bool:
             solver.set_row_bounds(rate_rows, needed_rate(jobs, isolated_finish, ratio), np.full(n, INF))
@@ -60,7 +78,19 @@ class FinishTimeFairness(LPPolicy):
         solver.set_row_bounds(rate_rows, needed_rate(jobs, isolated_finish, high * (1 + 1e-7)), np.full(n, INF))
         solver.set_costs(cols, value[job, gpu_type])
         values = solver.run("finish-time-fairness LP")
-        return Allocation(jobs.index, shares_from(values, cols, job, gpu_type, runnable.shape))
+        return Allocation(jobs.index, shares_from(values, cols, job, gpu_type, throughputs.steps_per_s.shape))
+
+    def _cold_test(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView,
+                   isolated_finish: np.ndarray) -> Callable[[float], bool]:
+        """The cold bisection's first feasibility test, on a model built for it alone (in a HiGHS
+        object kept for the purpose, cleared each time)."""
+        def feasible(ratio: float) -> bool:
+            if self._fresh is None:
+                self._fresh = quiet_highs()
+            solver, rate_rows, *_ = _cold_model(jobs, cluster, throughputs, self._fresh)
+            solver.set_row_bounds(rate_rows, needed_rate(jobs, isolated_finish, ratio), np.full(len(jobs), INF))
+            return solver.feasible()
+        return feasible
 
     def solve_sharing(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView,
                       value: np.ndarray) -> Allocation:
@@ -82,6 +112,15 @@ class FinishTimeFairness(LPPolicy):
         return pairs.to_allocation(jobs, problem, x, y)
 
 
+def _cold_model(jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, highs=None):
+    """A fresh HiGHS model of the share LP with a rate row per job (floors 0); its solver, rate rows and columns."""
+    steps_per_s = throughputs.steps_per_s
+    lp = LinearProgram()
+    cols, job, gpu_type = add_share_columns(lp, steps_per_s > 0, jobs.num_gpus, cluster.capacity)
+    rate_rows = lp.add_rows(len(jobs), job, cols, steps_per_s[job, gpu_type], lower=0.0)
+    return lp.build(highs), rate_rows, cols, job, gpu_type
+
+
 def _elapsed(jobs: JobView) -> np.ndarray:
     return np.maximum(jobs.elapsed_s, 0.0)
 
@@ -92,11 +131,14 @@ def needed_rate(jobs: JobView, isolated_finish: np.ndarray, ratio: float) -> np.
     return np.where(time_left > 0, jobs.remaining_steps / np.maximum(time_left, 1e-12), INF)
 
 
-def lowest_ratio(jobs: JobView, throughputs: ThroughputView, isolated_finish: np.ndarray,
-                 feasible: Callable[[float], bool]) -> float:
-    """The smallest feasible worst ρ, by bisection between running flat out and the isolated share (ρ = 1)."""
+def ratio_bracket(jobs: JobView, throughputs: ThroughputView, isolated_finish: np.ndarray) -> tuple[float, float]:
+    """Where the bisection starts: running flat out (no allocation does better) and the isolated share (ρ = 1)."""
     fastest_finish = _elapsed(jobs) + jobs.remaining_steps / throughputs.steps_per_s.max(axis=1)
-    low, high = float(np.max(fastest_finish / isolated_finish)) * (1 - 1e-9), 1.0
+    return float(np.max(fastest_finish / isolated_finish)) * (1 - 1e-9), 1.0
+
+
+def bisect_ratio(low: float, high: float, feasible: Callable[[float], bool]) -> float:
+    """The smallest feasible worst ρ to ``RELATIVE_TOLERANCE``, by bisection from [low, high]."""
     if feasible(low):
         high = low
     while high - low > RELATIVE_TOLERANCE * high:
@@ -106,3 +148,9 @@ def lowest_ratio(jobs: JobView, throughputs: ThroughputView, isolated_finish: np
         else:
             low = middle
     return high
+
+
+def lowest_ratio(jobs: JobView, throughputs: ThroughputView, isolated_finish: np.ndarray,
+                 feasible: Callable[[float], bool]) -> float:
+    """The smallest feasible worst ρ, by bisection between running flat out and the isolated share (ρ = 1)."""
+    return bisect_ratio(*ratio_bracket(jobs, throughputs, isolated_finish), feasible)

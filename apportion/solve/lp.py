@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import highspy
 import numpy as np
-from scipy import sparse
 
 from apportion.solve.highs import quiet_highs
 from apportion.solve.shares import SolveError, clean_shares
@@ -51,7 +50,8 @@ class LinearProgram:
         self.num_rows += count
         return np.arange(first, self.num_rows)
 
-    def build(self) -> Solver:
+    def build(self, highs: highspy.Highs | None = None) -> Solver:
+        """The HiGHS model; in ``highs`` (cleared first, as good as a new one) if given, saving its set-up."""
         lp = highspy.HighsLp()
         lp.num_col_ = self.num_cols
         lp.num_row_ = self.num_rows
@@ -68,21 +68,40 @@ class LinearProgram:
         else:
             rows = cols = np.zeros(0, np.int64)
             vals = np.zeros(0)
-        matrix = sparse.csc_matrix((vals, (rows, cols)), shape=(self.num_rows, self.num_cols))
+        start, index, value = _column_wise(rows, cols, vals, self.num_rows, self.num_cols)
         lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
-        lp.a_matrix_.value_ = matrix.data
-        return Solver(lp)
+        lp.a_matrix_.start_ = start
+        lp.a_matrix_.index_ = index
+        lp.a_matrix_.value_ = value
+        return Solver(lp, highs)
+
+
+def _column_wise(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, num_rows: int, num_cols: int):
+    """The compressed-column arrays of a matrix given as (row, column, value) entries: rows sorted
+    within each column and repeated entries summed, as scipy's csc_matrix gives them, without
+    building a scipy matrix (a fixed cost that dominated small models)."""
+    key = cols * max(num_rows, 1) + rows
+    order = np.argsort(key, kind="stable")
+    key, vals = key[order], vals[order]
+    if len(key) > 1 and (key[1:] == key[:-1]).any():
+        key, inverse = np.unique(key, return_inverse=True)
+        vals = np.bincount(inverse.reshape(-1), weights=vals, minlength=len(key))
+    col_of = key // max(num_rows, 1)
+    start = np.searchsorted(col_of, np.arange(num_cols + 1)).astype(np.int32)
+    return start, (key - col_of * max(num_rows, 1)).astype(np.int32), np.ascontiguousarray(vals, dtype=np.float64)
 
 
 class Solver:
     """One HiGHS model; bounds and costs may change between runs, which then start warm."""
 
-    def __init__(self, lp: highspy.HighsLp) -> None:
-        self.highs = quiet_highs()
-        if lp.num_col_ > IPM_ABOVE_COLUMNS:
-            self.highs.setOptionValue("solver", "ipm")
+    def __init__(self, lp: highspy.HighsLp, highs: highspy.Highs | None = None) -> None:
+        if highs is None:
+            highs = quiet_highs()
+        else:
+            highs.clearModel()
+            highs.clearSolver()
+        self.highs = highs
+        self.highs.setOptionValue("solver", "ipm" if lp.num_col_ > IPM_ABOVE_COLUMNS else "choose")
         self.highs.passModel(lp)
 
     def run(self, what: str = "LP") -> np.ndarray:
