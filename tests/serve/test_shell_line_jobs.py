@@ -85,7 +85,8 @@ def test_a_wrapper_killed_with_sigkill_takes_its_job_with_it(tmp_path):
     os.kill(attempt.pid, 9)
     ended = run_to_exit(executor)
     assert ended.code is None  # no exit record: a crash
-    assert all(process_start(pid) is None for pid in job_processes)  # nothing of it runs on
+    wait_until(lambda: all(process_start(pid) is None for pid in job_processes), 10,
+               "the shell and the training process to be killed")  # nothing of it runs on
 
 
 def _group(pgid: int) -> list[int]:
