@@ -164,7 +164,9 @@ class AttemptLifecycle:
         code = ended.code
         what = "killed (no exit code)" if code is None else (
             f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}")
-        self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}")
+        saved = None if code == 0 else newest_step(job_checkpoint_dir(self.state, row))
+        kept = "" if code == 0 else "; no checkpoint" if saved is None else f"; newest checkpoint step {saved}"
+        self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}{kept}")
         self.state.dirty = True
         released = dict(acct, pid=None, proc_start=None, slots="", gpu_type=None, partner=None, lease_end=None, stop=None,
                         stop_at=None, term_at=None, accounted_at=None, exit_code=code)
