@@ -232,6 +232,8 @@ def steps_redone(state_dir: Path, job: dict) -> int:
         log = state_dir / "jobs" / job["id"] / f"attempt-{attempt}.log"
         text = log.read_text(errors="replace") if log.exists() else ""
         found = RESUMED.search(text)
+        if found is None and f"attempt {attempt}: periodic checkpoints" not in text:
+            continue  # killed before it restored anything or took a step: it redid nothing
         resumed = int(found.group(1)) if found else 0
         redone += max(0, kept.get(attempt - 1, 0) - resumed)
     return redone
@@ -265,6 +267,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--slots", type=int, default=2, help="CPU slots (one core each)")
     parser.add_argument("--timeout-s", type=float, default=900.0, help="the most each pass may take")
+    parser.add_argument("--keep", help="keep both passes' state directories under this directory")
     args = parser.parse_args(argv)
 
     plans = workload(args.jobs)
@@ -273,6 +276,9 @@ def main(argv: list[str] | None = None) -> dict:
     began = time.time()
     expected = references(plans, args.slots)
     with tempfile.TemporaryDirectory(prefix="apportion-chaos-") as tmp:
+        if args.keep:
+            tmp = args.keep
+            Path(tmp).mkdir(parents=True, exist_ok=True)
         clean_dir, chaos_dir = Path(tmp) / "clean", Path(tmp) / "chaos"
         clean = run_pass(plans, clean_dir, server_args, [], random.Random(args.seed), args.timeout_s)
         rng = random.Random(args.seed)
