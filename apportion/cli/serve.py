@@ -25,6 +25,7 @@ def serve(
     round_s: float = opt.round_option(180.0, "Round length in seconds of wall time."),
     max_retries: int = typer.Option(3, "--max-retries", help="Crashes retried from the last checkpoint before a job is marked failed."),
     grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL."),
+    checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="Jobs' periodic checkpoints unless their file says: auto (CheckFreq: <= 5% overhead, <= 300 s lost; the default), auto:SECONDS (that bound), off, or SECONDS."),
     las_thresholds: Optional[str] = typer.Option(None, "--las-thresholds", help="las: queue thresholds in GPU-seconds, e.g. 3600,36000 (the default)."),
     queues: Optional[str] = opt.Queues,
 ) -> None:
@@ -45,6 +46,13 @@ def serve(
         raise fail(f"--max-retries must be >= 0, got {max_retries}")
     if grace_s < 0:
         raise fail(f"--grace-s must be >= 0, got {grace_s}")
+    if checkpoint_every is not None:
+        from apportion.runtime.cadence import CheckpointEvery
+
+        try:
+            checkpoint_every = str(CheckpointEvery.parse(checkpoint_every, source="--checkpoint-every"))
+        except ValueError as exc:
+            raise fail(str(exc)) from None
     if not 0 <= port <= 65535:
         raise fail(f"--port must be 0-65535, got {port}")
     gpus = detect_gpus()
@@ -74,7 +82,7 @@ def serve(
     admin_token, run_as_setting = _credentials(token, token_file, run_as, user_map)
     options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=admin_token,
                             run_as=run_as_setting, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
-                            prices=prices)
+                            prices=prices, checkpoint_every=checkpoint_every)
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -7,6 +7,10 @@ share, so one ``killpg`` reaches all of them. Its stdout and stderr (the job's t
 ``attempt-N.exit``. Nothing ties an attempt to the server's life: a server that dies and
 starts again finds its attempts by their command lines (``scan``) and adopts them, checking
 the process start time so that a reused PID is never mistaken for an attempt.
+
+A wrapper that dies (``kill -9``) leaves the job's processes running without a supervisor;
+the executor kills what is left of the attempt's process group as soon as it sees the
+wrapper gone, so that an attempt never outlives its record and two never run at once.
 """
 
 from __future__ import annotations
@@ -20,29 +24,14 @@ import time
 from pathlib import Path
 
 from apportion.executors.base import Attempt, Exit
+from apportion.executors.procfs import group_members, process_start, stat_fields
 from apportion.executors.wrapper import MARKER
 
 EXEC_WAIT_S = 1.0  # how long a scan waits for a process group leader's exec to finish
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (no command line, ever)
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (state first), or None when gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2:].split()
-    if not fields or fields[0] in ("Z", "X"):  # a zombie has exited already
-        return None
-    return fields
-
-
-def process_start(pid: int) -> int | None:
-    """The start time of process ``pid`` in clock ticks, or None when there is no such (live) process."""
-    fields = _stat(pid)
-    return None if fields is None else int(fields[19])
+_stat = stat_fields  # the fields of /proc/PID/stat after the command name, None when gone or a zombie
 
 
 def _cmdline(pid: int) -> list[str] | None:
@@ -67,6 +56,19 @@ def tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
         return ""
     text = data.decode("utf-8", "replace").rstrip("\n")
     return "\n".join(text.splitlines()[-lines:])
+
+
+def kill_leftovers(pgid: int) -> None:
+    """SIGKILL the processes left in process group ``pgid`` after its leader (a wrapper) ended.
+
+    Only a live process can hold a group's number, and a new process never gets a number that
+    a group still uses: while any member is alive, the group is still the attempt's.
+    """
+    if group_members(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 class LocalExecutor:
@@ -196,8 +198,8 @@ class LocalExecutor:
         return out
 
     def is_alive(self, job_id: int) -> bool:
-        if job_id in self._children:
-            return self._children[job_id][1].poll() is None
+        if job_id in self._children:  # not Popen.poll(): the wrapper is reaped only by poll() below
+            return stat_fields(self._children[job_id][1].pid) is not None
         attempt = self._adopted.get(job_id)
         return attempt is not None and process_start(attempt.pid) == attempt.proc_start
 
@@ -210,8 +212,12 @@ class LocalExecutor:
         return self._signal(job_id, signal.SIGKILL)
 
     def kill_attempt(self, attempt: Attempt) -> None:
-        """SIGKILL a stray attempt (one this server does not track), after checking it is that process."""
-        if process_start(attempt.pid) == attempt.proc_start:
+        """SIGKILL an attempt this server does not track (a stray), after checking it is that process;
+        if its wrapper is gone, SIGKILL what is left of its process group."""
+        started = process_start(attempt.pid)
+        if started is None:
+            kill_leftovers(attempt.pid)
+        elif started == attempt.proc_start:
             try:
                 os.killpg(attempt.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -231,6 +237,9 @@ class LocalExecutor:
         """Attempts that have ended since the last call, with their exit codes."""
         ended = []
         for job_id, (attempt, process) in list(self._children.items()):
+            if stat_fields(process.pid) is not None:  # still running (a zombie reads as None)
+                continue
+            kill_leftovers(process.pid)  # before reaping: its zombie keeps the group's number ours
             returncode = process.poll()
             if returncode is None:
                 continue
@@ -242,6 +251,8 @@ class LocalExecutor:
         for job_id, attempt in list(self._adopted.items()):
             if process_start(attempt.pid) == attempt.proc_start:
                 continue
+            if process_start(attempt.pid) is None:  # not reused by another process: any group left is ours
+                kill_leftovers(attempt.pid)
             del self._adopted[job_id]
             ended.append(Exit(job_id, attempt.attempt, self.exit_record(job_id, attempt.attempt)))
         return ended

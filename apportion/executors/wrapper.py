@@ -6,9 +6,17 @@ outlives the server, so a server killed with SIGKILL and started again can still
 an attempt ended, and its command line (state directory, job, attempt, slots) lets the new
 server find and re-adopt the attempts that are still running.
 
-SIGTERM to the group reaches the job (which checkpoints and exits); the supervisor itself
-ignores it so that it can record the exit. Once the job has exited, it kills whatever else
-is left in the group (stray data-loader workers), itself last.
+SIGTERM to the group reaches every process of the job (the training process checkpoints and
+exits 75); the supervisor itself ignores it so that it can record the exit. A command given
+as a shell line runs under ``/bin/sh -c``, and the shell dies of that SIGTERM at once while
+the training process it started is still writing its checkpoint. So the supervisor is the
+job's *subreaper* (``PR_SET_CHILD_SUBREAPER``): the shell's children become its own when the
+shell dies, and when its command was ended by a stop signal (SIGTERM, SIGINT, SIGHUP) it
+waits for those survivors and records the exit code of the first one to exit on its own
+(75 after a checkpoint). The server's SIGKILL after its grace period still ends them all.
+
+Once the job has exited, it kills whatever else is left in the group (stray data-loader
+workers), itself last.
 """
 
 from __future__ import annotations
@@ -20,7 +28,11 @@ import subprocess
 import sys
 import time
 
+from apportion.executors.procfs import children, group_members
+
 MARKER = "apportion.executors.wrapper"
+PR_SET_CHILD_SUBREAPER = 36
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -48,10 +60,72 @@ def _account(run_as: str | None) -> dict:
     return {"user": int(uid), "group": int(gid), "extra_groups": [int(g) for g in groups.split(",") if g]}
 
 
+def become_subreaper() -> bool:
+    """Make orphaned descendants this process's children (Linux); False where that is not possible."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def wait_for(child: int) -> int:
+    """Reap children until ``child`` has exited; its exit code (negative: the signal that killed it)."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            return os.waitstatus_to_exitcode(status)
+
+
+def wait_for_survivors(code: int, subreaper: bool) -> int:
+    """After the command was ended by a stop signal, wait for the processes it left running.
+
+    They are the job's own (the training process under a shell line) and received the same
+    signal: they are checkpointing. The exit code is that of the first of them to exit on its
+    own, else the command's.
+    """
+    me = os.getpid()
+    survivors = set(children(me)) if subreaper else set(group_members(os.getpgid(0))) - {me}
+    if not survivors:
+        return code
+    print(f"apportion: the command ended by {signal.Signals(-code).name}; waiting for the"
+          f" {len(survivors)} process(es) it left running ({', '.join(map(str, sorted(survivors)))})",
+          file=sys.stderr, flush=True)
+    chosen = None
+    while survivors:
+        if not subreaper:  # they are not our children: only their end can be seen, not their code
+            time.sleep(0.05)
+            survivors &= set(group_members(os.getpgid(0)))
+            continue
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid in survivors:
+            survivors.discard(pid)
+            exit_code = os.waitstatus_to_exitcode(status)
+            if chosen is None and exit_code >= 0:
+                chosen = exit_code
+    return code if chosen is None else chosen
+
+
+def write_exit(path: str, code: int, started: float) -> None:
+    record = {"code": code, "started": started, "finished": time.time()}
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     options, command = parse(sys.argv[1:] if argv is None else argv)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _ignore)
+    subreaper = become_subreaper()
     started = time.time()
     try:
         child = subprocess.Popen(command, cwd=options.get("workdir") or None, **_account(options.get("run-as")))
@@ -60,16 +134,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         code = 127
     else:
-        code = child.wait()
+        code = wait_for(child.pid)
+        child.returncode = code  # reaped here, not by Popen
+        if code < 0 and -code in STOP_SIGNALS:
+            code = wait_for_survivors(code, subreaper)
     path = options.get("exit-file")
     if path:
-        record = {"code": code, "started": started, "finished": time.time()}
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(record, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        write_exit(path, code, started)
     sys.stdout.flush()
     sys.stderr.flush()
     if os.getpgid(0) == os.getpid():  # only when leading our own group, as the server starts us

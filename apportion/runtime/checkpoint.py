@@ -36,6 +36,23 @@ def checkpoint_name(step: int) -> str:
     return f"step-{int(step):08d}.pt"
 
 
+ANY_CHECKPOINT_RE = re.compile(r"^step-(\d{8,})\.[A-Za-z0-9]+$")  # step-XXXXXXXX.pt, or another format's
+
+
+def newest_step(directory: str | os.PathLike) -> int | None:
+    """The step of the newest complete checkpoint in ``directory`` (by name only), or None.
+
+    What a server reads to tell from which step a job will resume: it counts every
+    ``step-XXXXXXXX.EXT`` file (``.pt`` for apportion.runtime), never a temporary one.
+    """
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    steps = [int(m.group(1)) for m in map(ANY_CHECKPOINT_RE.match, names) if m]
+    return max(steps) if steps else None
+
+
 def to_host(obj: Any) -> Any:
     """A copy of ``obj`` that shares no memory with it; tensors copied to CPU memory."""
     torch = sys.modules.get("torch")

@@ -21,6 +21,7 @@ class JobEnv:
     lease_end: float | None = None
     total_steps: int | None = None
     checkpoint_dir: str | None = None
+    checkpoint_every: str | None = None  # auto, auto:SECONDS, off or SECONDS (see cadence.py)
     token: str | None = None
     cuda_visible_devices: str | None = None
     slots: tuple[str, ...] = ()
@@ -55,6 +56,7 @@ class JobEnv:
             lease_end=number("APPORTION_LEASE_END", float),
             total_steps=number("APPORTION_TOTAL_STEPS", int),
             checkpoint_dir=text("APPORTION_CHECKPOINT_DIR"),
+            checkpoint_every=text("APPORTION_CHECKPOINT_EVERY"),
             token=text("APPORTION_TOKEN"),
             # An empty CUDA_VISIBLE_DEVICES means "no GPU" and must stay distinguishable
             # from an absent one.

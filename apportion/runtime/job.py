@@ -15,7 +15,9 @@
   the new lease end and write nothing; no → checkpoint the state after the last completed
   step and exit with code 75 (preempted, resume me);
 - after SIGTERM (the executor's stop signal) checkpoints the same way and exits 75;
-- after a 409 (this attempt is stale) exits at once without writing anything.
+- after a 409 (this attempt is stale) exits at once without writing anything;
+- writes periodic checkpoints in the background, as often as a 5% overhead allows and at
+  least every 5 minutes (cadence.py), so that a crash loses little.
 
 A server that cannot be reached never stops training: the job asks again a little later.
 Run without ``APPORTION_JOB_ID`` the script is standalone and runs to its end.
@@ -33,6 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from apportion.runtime.cadence import Cadence, CheckpointEvery
 from apportion.runtime.checkpoint import Checkpointer
 from apportion.runtime.client import LeaseClient, ServerError, StaleAttempt
 from apportion.runtime.env import JobEnv
@@ -133,6 +136,7 @@ class Job:
         lease_margin_s: float = 1.0,
         lease_retry_s: float = 2.0,
         lease_retry_max_s: float = 30.0,
+        checkpoint_every: str | float | None = None,
         checkpoint_every_s: float | None = None,
         warmup_steps: int = 2,
         handle_sigterm: bool = True,
@@ -150,7 +154,13 @@ class Job:
         self.lease_retry_s = lease_retry_s
         self.lease_retry_max_s = lease_retry_max_s
         self._retry_s = lease_retry_s  # doubles while the server stays unreachable
-        self.checkpoint_every_s = checkpoint_every_s
+        if self.env.checkpoint_every is not None:  # the environment wins (the job file, the server)
+            every = CheckpointEvery.parse(self.env.checkpoint_every, source="APPORTION_CHECKPOINT_EVERY")
+        elif checkpoint_every_s is not None:
+            every = CheckpointEvery("fixed", float(checkpoint_every_s))
+        else:
+            every = CheckpointEvery.parse(checkpoint_every)
+        self.cadence = Cadence(every)
         self._log = log or (lambda message: None)
         self.checkpointer = (
             Checkpointer(checkpoint_dir, keep=keep, log=self._log) if checkpoint_dir is not None else None
@@ -161,6 +171,8 @@ class Job:
         self.restored_from: Path | None = None
         self.started_at = time.time()
         self._saved_step: int | None = None  # step of the newest checkpoint on disk, if known
+        self._restore_called = False
+        self._started_steps = False
         self._pending_step: int | None = None  # step of a background write not yet collected
         self._last_checkpoint_at = time.monotonic()
         self._meter = _Meter(warmup_steps)
@@ -221,6 +233,7 @@ class Job:
 
         Sets ``resumed``, ``step`` (the checkpoint's step) and ``restored_from``.
         """
+        self._restore_called = True
         if self.checkpointer is None:
             return default
         start = time.perf_counter()
@@ -255,6 +268,9 @@ class Job:
     # --- the loop ----------------------------------------------------------------------
     def steps(self, state_fn: Callable[[], Any]) -> Iterator[int]:
         """Yield the step numbers still to run; ``state_fn()`` gives the state to checkpoint."""
+        if not self._started_steps:
+            self._started_steps = True
+            self._before_first_step()
         while self.step < self.total_steps:
             self._between_steps(state_fn)
             start = time.perf_counter()
@@ -262,6 +278,21 @@ class Job:
             self._meter.add(time.perf_counter() - start)
             self.step += 1
         self._finish()
+
+    def _before_first_step(self) -> None:
+        """Say how this attempt checkpoints, and warn when it ignores a checkpoint it could resume from."""
+        if self.checkpointer is None:
+            return
+        self._log(f"attempt {self.attempt}: {self.cadence.describe()}")
+        self._last_checkpoint_at = time.monotonic()
+        if self._restore_called or self.step != 0:
+            return
+        found = self.checkpointer.checkpoints()
+        if found:
+            self._log(
+                f"attempt {self.attempt}: WARNING: {found[-1][1].name} is on disk but this script never called"
+                f" job.restore(): it starts over from step 0, and so will every later attempt"
+            )
 
     def _between_steps(self, state_fn: Callable[[], Any]) -> None:
         if self._stale is not None:
@@ -273,15 +304,16 @@ class Job:
                 self._ask_lease(state_fn)
             if time.monotonic() - self._last_report >= self.report_every_s:
                 self._report_in_background()
-        if (
-            self.checkpoint_every_s is not None
-            and self.checkpointer is not None
-            and time.monotonic() - self._last_checkpoint_at >= self.checkpoint_every_s
-            and self.step > 0
-            and self._saved_step != self.step
-            and not self.checkpointer.writing
-        ):
-            self.checkpoint(state_fn(), wait=False)
+        if self.checkpointer is not None and self.cadence.enabled:
+            if self._pending_step is not None and not self.checkpointer.writing:
+                self._collect_write()  # a background write has ended: note its step and its cost
+            if (
+                self._pending_step is None
+                and self.step > 0
+                and self._saved_step != self.step
+                and self.cadence.due(time.monotonic() - self._last_checkpoint_at)
+            ):
+                self.checkpoint(state_fn(), wait=False)
 
     # --- lease -------------------------------------------------------------------------
     def _lease_due(self, now: float) -> bool:
@@ -350,6 +382,11 @@ class Job:
         self._pending_step = None
         if path is not None and pending is not None:
             self._saved_step = pending
+            said = self.cadence.measured(
+                self._meter.step_estimate(), self.checkpointer.last_snapshot_s, self.checkpointer.last_write_s
+            )
+            if said:
+                self._log(f"attempt {self.attempt}: {said}")
 
     def _finish(self) -> None:
         self._collect_write()

@@ -34,6 +34,14 @@ class ServeConfig:
     tick_s: float = 0.1
     prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
     cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    checkpoint_every: str | None = None  # jobs' periodic checkpoints (auto, auto:S, off, S); None: the runtime's auto
+
+
+def with_note(reason: str, note: str | None) -> str:
+    """A job's reason with the warning it carries, if any."""
+    if not note or note in reason:
+        return reason
+    return f"{reason}; {note}" if reason else note
 
 
 class SchedulerState:
@@ -68,6 +76,7 @@ class SchedulerState:
         self.plan_ahead_s = min(max(0.0, ahead), config.round_s)
         self.round_end = 0.0  # the current round ends (and the next one starts) here
         self.dirty = True  # a job arrived or ended since the last round: idle slots may be fillable
+        self.notes: dict[int, str] = {}  # job id -> a warning its reason carries (lifecycle.check_resumed)
 
     @property
     def next_plan_at(self) -> float:

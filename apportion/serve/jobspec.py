@@ -10,6 +10,7 @@ priority: 1                       # weight >= 0; default 1; 0 = best effort
 queue: research                   # default ""
 user: alice                       # default: the user running `apportion submit`
 checkpoint_dir: ckpt/cnn          # default STATE_DIR/jobs/ID/checkpoints
+checkpoint_every: auto            # periodic checkpoints: auto, auto:SECONDS, off or SECONDS; default the server's
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`
@@ -39,7 +40,7 @@ from apportion.workloads.yaml_file import read_yaml
 
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
-    "queue", "user", "checkpoint_dir", "env", "workdir", "kind",
+    "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -61,6 +62,7 @@ class JobSpec:
     env: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
     kind: str | None = None
+    checkpoint_every: str | None = None  # None: the server's setting (apportion.runtime.cadence)
 
     @property
     def throughput_kind(self) -> str:
@@ -135,6 +137,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         env=_env(data.get("env"), source),
         workdir=_text(data, "workdir", source, default=None, most=MAX_PATH),
         kind=_text(data, "kind", source, default=None),
+        checkpoint_every=_checkpoint_every(data.get("checkpoint_every"), source),
     )
 
 
@@ -208,6 +211,21 @@ def _steps(data: dict, source: str) -> int:
                              field="steps_per_epoch")
         return total
     raise InputError(source, "is required (or epochs and steps_per_epoch)", field="total_steps")
+
+
+def _checkpoint_every(value: object, source: str) -> str | None:
+    """``auto``, ``auto:SECONDS``, ``off`` or ``SECONDS``, as apportion.runtime reads it (YAML's ``off`` is False)."""
+    if value is None:
+        return None
+    if value is False:
+        value = "off"
+    from apportion.runtime.cadence import CheckpointEvery
+
+    try:
+        return str(CheckpointEvery.parse(value))
+    except ValueError:
+        raise InputError(source, f"must be auto, auto:SECONDS, off or a number of seconds, got {value!r}",
+                         field="checkpoint_every") from None
 
 
 def _gpu_types(value: object, source: str) -> tuple[str, ...] | None:

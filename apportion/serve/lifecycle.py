@@ -3,6 +3,13 @@ lease's end to SIGTERM and SIGKILL, and settling an attempt that ended (complete
 cancelled, or crashed: retried from its checkpoint up to ``max_retries``, then failed).
 
 A job never has two attempts at once: an attempt starts only when the job has none alive.
+
+What the server says about resuming is what will happen: the step a job resumes from is the
+newest ``step-XXXXXXXX.*`` file in its checkpoint directory (docs/serve-contract.md), read
+when an attempt ends, and it becomes the job's ``steps_done``. An attempt after the first
+that reports a lower step at its first lease call while a checkpoint exists (a script that
+never calls ``restore()``) is warned about, in the event log, the server's log and, for as
+long as the job lives, its reason.
 """
 
 from __future__ import annotations
@@ -11,10 +18,12 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import NamedTuple
 
 from apportion.executors.base import Exit
+from apportion.runtime.checkpoint import newest_step
 from apportion.serve.auth import issue_attempt_credential
-from apportion.serve.context import SchedulerState
+from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.runas import NoAccount, prepare_job_dirs
 from apportion.serve.rounds import account
 
@@ -29,6 +38,11 @@ class AttemptLifecycle:
         self.store, self.executor, self.config, self.log = state.store, state.executor, state.config, state.log
         self.slots, self.slot_by_id = state.slots, state.slot_by_id
         self._killed: set[int] = set()  # SIGKILL sent to these jobs' attempts
+        for event in self.store.events():  # warnings outlive a server restart
+            if event["event"] == "warning" and event["job_id"] is not None:
+                state.notes[event["job_id"]] = event["detail"]
+            elif event["event"] == "warning-cleared":
+                state.notes.pop(event["job_id"], None)
 
     def start_ready(self, now: float) -> None:
         """Start the jobs a round placed whose slots are free and that have no attempt alive."""
@@ -62,7 +76,7 @@ class AttemptLifecycle:
         """Start the job's next attempt on its promised slots; one that cannot start counts as a crash."""
         job_id, attempt = row["id"], row["attempt"] + 1
         spec = row["spec"]
-        checkpoint_dir = spec.get("checkpoint_dir") or str(self.config.state_dir / "jobs" / str(job_id) / "checkpoints")
+        checkpoint_dir = job_checkpoint_dir(self.state, row)
         lease_end = max(row["lease_end"] or 0.0, self.state.round_end, now + min(self.config.round_s, 1.0))
         slots = tuple(row["slot_list"])
         env = self._environment(row, attempt, lease_end, checkpoint_dir, slots)
@@ -118,6 +132,9 @@ class AttemptLifecycle:
             "APPORTION_SLOTS": ",".join(slots),
             "CUDA_VISIBLE_DEVICES": ",".join(devices),
         })
+        every = row["spec"].get("checkpoint_every") or self.config.checkpoint_every
+        if every is not None:  # periodic checkpoints (apportion.runtime's default is auto)
+            env["APPORTION_CHECKPOINT_EVERY"] = str(every)
         if row.get("partner"):  # space sharing: another job runs on the same slot, at the speed of the pair
             env["APPORTION_SHARED_WITH"] = str(row["partner"])
         # its own credential: renews this attempt's lease and reports its progress, nothing else
@@ -155,7 +172,9 @@ class AttemptLifecycle:
         code = ended.code
         what = "killed (no exit code)" if code is None else (
             f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}")
-        self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}")
+        saved = None if code == 0 else newest_step(job_checkpoint_dir(self.state, row))
+        kept = "" if code == 0 else "; no checkpoint" if saved is None else f"; newest checkpoint step {saved}"
+        self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}{kept}")
         self.state.dirty = True
         released = dict(acct, pid=None, proc_start=None, slots="", gpu_type=None, partner=None, lease_end=None, stop=None,
                         stop_at=None, term_at=None, accounted_at=None, exit_code=code)
@@ -167,20 +186,35 @@ class AttemptLifecycle:
             self.store.update_job(row["id"], status="completed", reason="", finished=now, **released)
             self.log(f"job {row['id']} completed (attempt {row['attempt']}, {row['preemptions']} preemptions)")
         elif code == EXIT_PREEMPTED or (row["stop"] == "preempt" and (code is None or code < 0 or row["term_at"])):
+            resume = self._resume_point(row)
+            released.update(steps_done=resume.step)
             if row["move_to"]:  # it was moved: it restarts on the slots its round gave it
                 move = json.loads(row["move_to"])
                 self.store.update_job(
                     row["id"], status="preempted", **dict(released, slots=move["slots"], gpu_type=move["gpu_type"],
                                                           partner=move["partner"]), move_to="",
-                    reason=f"moving to {move['slots']} from step {row['steps_done']}")
-                self.log(f"job {row['id']} stopped at step {row['steps_done']} to move to {move['slots']} ({what})")
+                    reason=self._noted(row, f"moving to {move['slots']} {resume.words}"))
+                self.log(f"job {row['id']} stopped at step {row['steps_done']} to move to {move['slots']} ({what});"
+                         f" it restarts {resume.words}")
             else:
                 self.store.update_job(
                     row["id"], status="preempted", preemptions=row["preemptions"] + 1,
-                    reason=f"waiting to resume from step {row['steps_done']}", **released)
-                self.log(f"job {row['id']} preempted at step {row['steps_done']} ({what})")
+                    reason=self._noted(row, f"waiting to resume {resume.words}"), **released)
+                self.log(f"job {row['id']} preempted at step {row['steps_done']} ({what}); it resumes {resume.words}")
         else:
             self._crashed(row, code, now, released)
+
+    def _resume_point(self, row: dict) -> ResumePoint:
+        """Where the job's next attempt will start: its newest checkpoint, or step 0."""
+        step = newest_step(job_checkpoint_dir(self.state, row))
+        if step is None:
+            return ResumePoint(0, "from step 0: it had no checkpoint")
+        behind = row["steps_done"] - step
+        lost = f"; the {behind} step(s) after it are redone" if behind > 0 else ""
+        return ResumePoint(step, f"from step {step} (its last checkpoint{lost})")
+
+    def _noted(self, row: dict, reason: str) -> str:
+        return with_note(reason, self.state.notes.get(row["id"]))
 
     def _crashed(self, row: dict, code: int | None, now: float, released: dict, last_lines: str | None = None) -> None:
         lines = last_lines if last_lines is not None else self.executor.tail(row["id"], row["attempt"], 20)
@@ -188,6 +222,8 @@ class AttemptLifecycle:
         what = "could not start" if last_lines is not None else (
             "killed (no exit code)" if code is None else (f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}"))
         retries = row["retries"] + 1
+        resume = self._resume_point(row)
+        released = dict(released, steps_done=resume.step)
         if retries > self.config.max_retries:
             self.store.update_job(
                 row["id"], status="failed", retries=retries, finished=now, last_lines=lines,
@@ -197,10 +233,50 @@ class AttemptLifecycle:
             self.store.add_event(now, row["id"], "fail", what)
             self.log(f"job {row['id']} failed: {what}" + (f": {last}" if last else ""))
         else:
-            self.store.update_job(
-                row["id"], status="queued", retries=retries, last_lines=lines,
-                reason=f"{what}; retry {retries} of {self.config.max_retries} from its last checkpoint", **released)
-            self.log(f"job {row['id']} crashed ({what}); retry {retries} of {self.config.max_retries}")
+            retry = f"retry {retries} of {self.config.max_retries} {resume.words}"
+            self.store.update_job(row["id"], status="queued", retries=retries, last_lines=lines,
+                                  reason=self._noted(row, f"{what}; {retry}"), **released)
+            self.store.add_event(now, row["id"], "retry", retry)
+            self.log(f"job {row['id']} crashed ({what}) at step {row['steps_done']}; {retry}")
+
+
+class ResumePoint(NamedTuple):
+    step: int
+    words: str  # "from step S (its last checkpoint)", or "from step 0: it had no checkpoint"
+
+
+def job_checkpoint_dir(state: SchedulerState, row: dict) -> str:
+    """The job's APPORTION_CHECKPOINT_DIR: its job file's, else STATE_DIR/jobs/ID/checkpoints."""
+    return row["spec"].get("checkpoint_dir") or str(state.config.state_dir / "jobs" / str(row["id"]) / "checkpoints")
+
+
+def check_resumed(state: SchedulerState, row: dict, steps_done: int | None, now: float) -> str | None:
+    """At an attempt's first lease call: did it resume from its newest checkpoint?
+
+    An attempt after the first that starts below the newest checkpoint on disk ignores it (a
+    script that never calls ``restore()`` starts over from 0 on every attempt and, preempted
+    often enough, never finishes). Returns the job's new reason, or None when nothing changes.
+    """
+    if steps_done is None or row["attempt"] < 2:
+        return None
+    saved = newest_step(job_checkpoint_dir(state, row))
+    job_id = row["id"]
+    if saved is not None and steps_done < saved:
+        if steps_done == 0:
+            note = (f"WARNING: never calls restore(): restarts from 0 (attempt {row['attempt']} started at step 0;"
+                    f" step {saved} is checkpointed)")
+        else:
+            note = (f"WARNING: attempt {row['attempt']} resumed at step {steps_done}, not from its newest checkpoint"
+                    f" (step {saved})")
+        if state.notes.get(job_id) != note:
+            state.notes[job_id] = note
+            state.store.add_event(now, job_id, "warning", note)
+            state.log(f"job {job_id}: {note}")
+        return note
+    if job_id in state.notes:  # it resumes as it should now
+        del state.notes[job_id]
+        state.store.add_event(now, job_id, "warning-cleared", f"attempt {row['attempt']} resumed at step {steps_done}")
+    return None
 
 
 def _times(count: int, one: str, many: str) -> str:

@@ -7,7 +7,7 @@ server ran from what they left behind; then a round runs at once.
 
 from __future__ import annotations
 
-from apportion.executors.base import Exit
+from apportion.executors.base import Attempt, Exit
 from apportion.serve.context import SchedulerState
 from apportion.serve.lifecycle import AttemptLifecycle
 
@@ -48,6 +48,8 @@ def recover(state: SchedulerState, lifecycle: AttemptLifecycle, now: float | Non
         for row in state.store.live_jobs():
             if row["id"] in adopted:
                 continue
+            # its wrapper is gone (killed with it, perhaps): nothing of the attempt may run on
+            state.executor.kill_attempt(Attempt(row["id"], row["attempt"], row["pid"], row["proc_start"], ()))
             code = state.executor.exit_record(row["id"], row["attempt"])
             lifecycle.on_exit(Exit(row["id"], row["attempt"], code), now)
             ended.append(row["id"])

@@ -20,9 +20,10 @@ import numpy as np
 from apportion.core.errors import InputError
 from apportion.core.views import ClusterView, ThroughputView
 from apportion.serve.bounds import MAX_STEPS_PER_S
-from apportion.serve.context import SchedulerState
+from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import spec_from_mapping
+from apportion.serve.lifecycle import check_resumed
 from apportion.serve.policy_check import one_job_view
 from apportion.serve.state import TERMINAL
 
@@ -130,6 +131,9 @@ class Requests:
                 if row["stop"] is None and row["status"] == "running":
                     fields["lease_end"] = max(row["lease_end"] or now, now + self.config.round_s)
                     fields["reason"] = ""
+                note = check_resumed(self.state, row, steps_done, now)  # did it resume from its checkpoint?
+                if note is not None:
+                    fields["reason"] = with_note(fields.get("reason", row["reason"]), note)
             if fields:
                 self.store.update_job(job_id, **fields)
                 row.update(fields)

@@ -19,7 +19,7 @@ from apportion.core.cluster import Cluster, NodeGroup
 from apportion.core.views import JobView
 from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
-from apportion.serve.context import SchedulerState
+from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.slots import Slot
 from apportion.serve.state import ACTIVE
@@ -93,6 +93,9 @@ class Rounds:
                 taken = {s for r in pinned for s in r["slot_list"]}
                 self._place(table, live, rows, rates, now, lease_end, [s for s in self.slots if s.id not in taken],
                             changes, events)
+            for job_id, note in self.state.notes.items():  # a warning stays in the job's reason
+                if "reason" in changes.get(job_id, {}):
+                    changes[job_id]["reason"] = with_note(changes[job_id]["reason"], note)
             with self.store.transaction():
                 for job_id, fields in changes.items():
                     self.store.update_job(job_id, **fields)

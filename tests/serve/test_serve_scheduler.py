@@ -11,6 +11,7 @@ from apportion.core.errors import InputError
 from apportion.executors.fake import FakeExecutor
 from apportion.policies import make_policy
 from apportion.policies.las import Las
+from apportion.runtime import Checkpointer
 from apportion.serve.scheduler import Conflict, Forbidden, Scheduler, ServeConfig
 from apportion.serve.slots import parse_slots
 from apportion.serve.state import StateStore
@@ -96,6 +97,7 @@ def test_las_preempts_through_the_lease_and_resumes_on_the_freed_slot(tmp_path):
     assert scheduler.store.job(3)["slots"], "job 3 should be placed on the slot being freed"
 
     assert scheduler.lease(stopped, 1, 42) == {"renew": False}
+    Checkpointer(tmp_path / "jobs" / str(stopped) / "checkpoints").save({}, 42)  # as the job does before exit 75
     executor.finish(stopped, 75)
     scheduler.tick()
     row = scheduler.store.job(stopped)

@@ -18,6 +18,7 @@ from apportion.core.cluster import parse_cluster_shorthand
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.executors.fake import FakeExecutor
+from apportion.runtime.checkpoint import Checkpointer
 from apportion.serve.scheduler import Scheduler, ServeConfig
 from apportion.serve.slots import parse_slots
 from apportion.serve.state import StateStore
@@ -141,6 +142,8 @@ def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, 
         scheduler.tick()  # the round: preemptions are answered at the lease call
         for j, attempt in executor.running().items():
             if not scheduler.lease(j, attempt.attempt, int(round(steps[j])))["renew"]:
+                # it checkpoints its step (where the server reads it back), then exits 75
+                Checkpointer(state_dir / "jobs" / str(j) / "checkpoints", fsync=False).save({}, int(round(steps[j])))
                 executor.finish(j, 75)
         scheduler.tick()  # exits settled, new attempts started on the freed slots
         for j, attempt in executor.running().items():

@@ -1,0 +1,315 @@
+"""Kill everything at random and check that nothing is lost: prints one JSON object.
+
+A workload of the example training scripts (half the jobs given as argument lists, half as
+shell lines) runs on the real ``apportion serve`` with CPU slots, twice on fresh state
+directories: once undisturbed (the clean pass), once while ``--kills`` seeded random
+``kill -9``s hit the server (started again at once on the same state directory), the jobs'
+training processes and their wrappers, spread over the clean pass's duration. Then:
+
+- ``jobs_lost``: jobs that did not complete (failed, or unfinished at ``--timeout-s``);
+- ``steps_redone``: steps redone *beyond* the last checkpoint: for each restart, how far the
+  new attempt started below the newest checkpoint on disk when the previous one ended (the
+  server's ``exit`` event records it); work after that checkpoint is lost to a crash by design;
+- ``weights_identical``: every job's final weights checksum equals that of an uninterrupted
+  standalone run of the same script and arguments;
+- ``time_lost_fraction``: (chaos makespan - clean makespan) / clean makespan.
+
+    python benchmarks/chaos.py                          # 50 jobs, 20 kills
+    python benchmarks/chaos.py --jobs 6 --kills 4       # the reduced form the tests run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from apportion.executors.local import LocalExecutor, _cmdline  # noqa: E402
+from apportion.executors.procfs import group_members  # noqa: E402
+
+FINAL = re.compile(r"^(final_checksum=\S+ param_sum=\S+ steps=\d+)", re.MULTILINE)
+RESUMED = re.compile(r"resumed from step-\d+\.pt at step (\d+)/")
+KEPT = re.compile(r"attempt (\d+): .*; (?:newest checkpoint step (\d+)|no checkpoint)$")
+# script, its tiny-size arguments, total steps: each job trains a few seconds on one core
+EXAMPLES = {
+    "cnn": ("examples/train_cnn.py", ["--batch-size", "32", "--images", "512", "--log-every", "100"], 700),
+    "lm": ("examples/train_lm.py", ["--batch-size", "16", "--sequences", "256", "--log-every", "50"], 250),
+}
+
+
+@dataclass(frozen=True)
+class Planned:
+    name: str
+    example: str
+    seed: int
+    shell: bool  # a shell line (run under /bin/sh -c) rather than a list of arguments
+
+    @property
+    def config(self) -> tuple[str, int]:
+        return self.example, self.seed
+
+    def argv(self) -> list[str]:
+        script, args, _ = EXAMPLES[self.example]
+        return ["python", script, "--seed", str(self.seed), *args]
+
+    def spec(self) -> dict:
+        argv = self.argv()
+        return {"name": self.name, "command": " ".join(argv) if self.shell else argv,
+                "total_steps": EXAMPLES[self.example][2], "gpu_types": ["cpu"], "workdir": str(REPO),
+                "env": {"PYTHONUNBUFFERED": "1"}, "user": "chaos"}
+
+
+def workload(jobs: int) -> list[Planned]:
+    """Jobs of the two examples with a few seeds each, every other one a shell line."""
+    seeds = max(1, min(5, jobs // 4))
+    return [Planned(f"{'cnn' if i % 2 == 0 else 'lm'}-{i}", "cnn" if i % 2 == 0 else "lm", (i // 2) % seeds, i % 4 >= 2)
+            for i in range(jobs)]
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_")}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env.update(OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    return env
+
+
+def references(plans: list[Planned], parallel: int) -> dict[tuple[str, int], str]:
+    """The final checksum line of an uninterrupted standalone run of each distinct job."""
+    todo = sorted({p.config: p for p in plans}.values(), key=lambda p: p.config)
+    done, running = {}, []
+    while todo or running:
+        while todo and len(running) < parallel:
+            plan = todo.pop(0)
+            argv = [sys.executable, *plan.argv()[1:], "--steps", str(EXAMPLES[plan.example][2])]
+            running.append((plan, subprocess.Popen(argv, cwd=REPO, env=environment(), stdout=subprocess.PIPE,
+                                                   stderr=subprocess.STDOUT, text=True)))
+        plan, process = running.pop(0)
+        out, _ = process.communicate()
+        found = FINAL.findall(out)
+        if process.returncode != 0 or not found:
+            raise RuntimeError(f"the reference run of {plan.config} failed:\n{out[-2000:]}")
+        done[plan.config] = found[-1]
+    return done
+
+
+class Server:
+    """``apportion serve`` on a loopback port, killed and started again at will."""
+
+    def __init__(self, state_dir: Path, port: int, args: list[str]) -> None:
+        self.state_dir, self.port, self.args = state_dir, port, args
+        self.url = f"http://127.0.0.1:{port}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        command = [sys.executable, "-m", "apportion.cli", "serve", "--state-dir", str(self.state_dir),
+                   "--port", str(self.port), *self.args]
+        with open(self.state_dir.parent / f"{self.state_dir.name}-server.out", "ab") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=environment(),
+                                            cwd=REPO, start_new_session=True)
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.process.returncode}")
+            try:
+                httpx.get(f"{self.url}/status", timeout=1.0).raise_for_status()
+                return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("the server did not answer in time")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=30)
+        for attempt in LocalExecutor(self.state_dir).scan():
+            LocalExecutor(self.state_dir).kill_attempt(attempt)
+
+    def jobs(self) -> list[dict] | None:
+        try:
+            return httpx.get(f"{self.url}/jobs", timeout=5.0).json()
+        except httpx.HTTPError:
+            return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def training_processes(state_dir: Path) -> list[int]:
+    """The example scripts' processes of the attempts running now (not their shells or wrappers)."""
+    found = []
+    for attempt in LocalExecutor(state_dir).scan():
+        for pid in group_members(attempt.pid):
+            argv = _cmdline(pid) or []
+            if pid != attempt.pid and any("examples/train_" in a for a in argv) and "-c" not in argv:
+                found.append(pid)
+    return found
+
+
+def run_pass(plans: list[Planned], state_dir: Path, server_args: list[str], kill_times: list[float],
+             rng: random.Random, timeout_s: float) -> dict:
+    """Submit every job, kill at ``kill_times`` (seconds after the first submit), wait for the end."""
+    server = Server(state_dir, free_port(), server_args)
+    server.start()
+    kills: list[dict] = []
+    try:
+        started = time.time()
+        for plan in plans:
+            httpx.post(f"{server.url}/jobs", json=plan.spec(), timeout=30).raise_for_status()
+        pending = list(kill_times)
+        jobs = []
+        while time.time() - started < timeout_s:
+            now = time.time() - started
+            if pending and now >= pending[0]:
+                pending.pop(0)
+                kills.append(kill_one(server, state_dir, rng, now))
+            listed = server.jobs()
+            if listed is not None:
+                jobs = listed
+                if len(jobs) == len(plans) and all(j["status"] in ("completed", "failed", "cancelled") for j in jobs):
+                    break
+            time.sleep(0.2)
+        makespan = time.time() - started
+    finally:
+        server.stop()
+    return {"jobs": jobs, "makespan_s": makespan, "kills": kills}
+
+
+def kill_one(server: Server, state_dir: Path, rng: random.Random, at: float) -> dict:
+    """``kill -9`` one of: the server (started again at once), a training process, a wrapper."""
+    targets = {"server": [server.process.pid], "job": training_processes(state_dir),
+               "wrapper": [a.pid for a in LocalExecutor(state_dir).scan()]}
+    kind = rng.choice(["server", "job", "wrapper"])
+    if not targets[kind]:
+        kind = "server"
+    pid = rng.choice(sorted(targets[kind]))
+    if kind == "server":
+        server.kill()
+        server.start()
+    else:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return {"at_s": round(at, 2), "target": kind, "pid": pid}
+
+
+def steps_redone(state_dir: Path, job: dict) -> int:
+    """Steps a restart redid below the newest checkpoint the previous attempt left."""
+    db = sqlite3.connect(f"file:{state_dir / 'state.db'}?mode=ro", uri=True)
+    try:
+        details = [d for (d,) in db.execute("SELECT detail FROM events WHERE job_id = ? AND event = 'exit'"
+                                            " ORDER BY id", (int(job["id"]),))]
+    finally:
+        db.close()
+    kept = {int(m.group(1)): int(m.group(2) or 0) for m in map(KEPT.match, details) if m}
+    redone = 0
+    for attempt in range(2, job["attempts"] + 1):
+        log = state_dir / "jobs" / job["id"] / f"attempt-{attempt}.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        found = RESUMED.search(text)
+        if found is None and f"attempt {attempt}: periodic checkpoints" not in text:
+            continue  # killed before it restored anything or took a step: it redid nothing
+        resumed = int(found.group(1)) if found else 0
+        redone += max(0, kept.get(attempt - 1, 0) - resumed)
+    return redone
+
+
+def final_line(state_dir: Path, job: dict) -> str | None:
+    log = state_dir / "jobs" / job["id"] / f"attempt-{job['attempts']}.log"
+    found = FINAL.findall(log.read_text(errors="replace")) if log.exists() else []
+    return found[-1] if found else None
+
+
+def judge(plans: list[Planned], result: dict, state_dir: Path, expected: dict) -> dict:
+    by_name = {j["name"]: j for j in result["jobs"]}
+    lost, redone, differ, attempts = [], 0, [], 0
+    for plan in plans:
+        job = by_name.get(plan.name)
+        if job is None or job["status"] != "completed":
+            lost.append(plan.name)
+            continue
+        attempts += job["attempts"]
+        redone += steps_redone(state_dir, job)
+        if final_line(state_dir, job) != expected[plan.config]:
+            differ.append(plan.name)
+    return {"lost": lost, "steps_redone": redone, "weights_differ": differ, "attempts": attempts}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--slots", type=int, default=2, help="CPU slots (one core each)")
+    parser.add_argument("--timeout-s", type=float, default=900.0, help="the most each pass may take")
+    parser.add_argument("--keep", help="keep both passes' state directories under this directory")
+    args = parser.parse_args(argv)
+
+    plans = workload(args.jobs)
+    server_args = ["--slots", f"cpu:{args.slots}", "--policy", "fifo", "--round-s", "30",
+                   "--max-retries", str(args.kills + 3)]  # a job may be hit by every kill and must not fail
+    began = time.time()
+    expected = references(plans, args.slots)
+    with tempfile.TemporaryDirectory(prefix="apportion-chaos-") as tmp:
+        if args.keep:
+            tmp = args.keep
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+        clean_dir, chaos_dir = Path(tmp) / "clean", Path(tmp) / "chaos"
+        clean = run_pass(plans, clean_dir, server_args, [], random.Random(args.seed), args.timeout_s)
+        rng = random.Random(args.seed)
+        window = 0.8 * clean["makespan_s"]  # kills land while jobs still run, spread over the run
+        kill_times = sorted(rng.uniform(0.05 * window, window) for _ in range(args.kills))
+        chaos = run_pass(plans, chaos_dir, server_args, kill_times, rng, args.timeout_s)
+        clean_judged = judge(plans, clean, clean_dir, expected)
+        chaos_judged = judge(plans, chaos, chaos_dir, expected)
+    kinds = [k["target"] for k in chaos["kills"]]
+    return {
+        "jobs": len(plans),
+        "kills": len(chaos["kills"]),
+        "kills_by_target": {kind: kinds.count(kind) for kind in ("server", "job", "wrapper")},
+        "jobs_lost": len(chaos_judged["lost"]),
+        "steps_redone": chaos_judged["steps_redone"],
+        "weights_identical": not chaos_judged["weights_differ"] and not chaos_judged["lost"],
+        "time_lost_fraction": round((chaos["makespan_s"] - clean["makespan_s"]) / clean["makespan_s"], 4),
+        "clean_makespan_s": round(clean["makespan_s"], 2),
+        "chaos_makespan_s": round(chaos["makespan_s"], 2),
+        "attempts": {"clean": clean_judged["attempts"], "chaos": chaos_judged["attempts"]},
+        "clean_pass_ok": not clean_judged["lost"] and not clean_judged["weights_differ"]
+        and clean_judged["steps_redone"] == 0,
+        "lost": chaos_judged["lost"],
+        "weights_differ": chaos_judged["weights_differ"],
+        "shell_line_jobs": sum(p.shell for p in plans),
+        "slots": args.slots,
+        "seed": args.seed,
+        "kill_log": chaos["kills"],
+        "wall_s": round(time.time() - began, 1),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main()))
