@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     plans = workload(args.jobs)
     server_args = ["--slots", f"cpu:{args.slots}", "--policy", "fifo", "--round-s", "30",
-                   "--max-retries", str(args.kills + 3)]  # a job may be hit by every kill and must not fail
+                   "--max-retries", str(args.kills + 3),  # a job may be hit by every kill and must not fail
+                   "--run-as", "server-user"]  # the jobs run as this account, root included
     began = time.time()
     expected = references(plans, args.slots)
     with tempfile.TemporaryDirectory(prefix="apportion-chaos-") as tmp:
