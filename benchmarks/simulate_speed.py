@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import queue
 import resource
 import sys
 import time
@@ -70,7 +71,13 @@ def measure(case: str, policy: str, jobs: int, rate: float, cluster: str) -> dic
     out = context.Queue()
     process = context.Process(target=run_case, args=(case, policy, jobs, rate, cluster, out))
     process.start()
-    figures = out.get()
+    while True:  # wait for the figures, but not for ever if the case failed in its process
+        try:
+            figures = out.get(timeout=1.0)
+            break
+        except queue.Empty:
+            if not process.is_alive():
+                sys.exit(f"{case} under {policy} failed (exit code {process.exitcode}); see the error above")
     process.join()
     return figures
 
