@@ -182,8 +182,10 @@ def faster_types(
     finish_there = np.divide(left[:, None], rates, out=np.full(rates.shape, np.inf), where=rates > 0)
     with np.errstate(invalid="ignore"):  # inf - inf where a job runs on neither
         pays = (finish_here[:, None] - finish_there > restart_cost_s) & (here > 0)[:, None]
-    moves = {}
-    for i in np.flatnonzero(pays.any(axis=1)).tolist():
-        types = np.flatnonzero(pays[i])
-        moves[int(rows[i])] = types[np.argsort(-rates[i, types], kind="stable")].tolist()
-    return moves
+    movers = np.flatnonzero(pays.any(axis=1))
+    if not len(movers):
+        return {}
+    fastest_first = np.argsort(-rates[movers], axis=1, kind="stable")  # ties: the lower type index first
+    worth_it = np.take_along_axis(pays[movers], fastest_first, axis=1)
+    return {row: [t for t, ok in zip(types, oks) if ok]
+            for row, types, oks in zip(rows[movers].tolist(), fastest_first.tolist(), worth_it.tolist())}
