@@ -8,6 +8,8 @@ What ``apportion compare`` runs; a Python user calls ``run_policies`` the same w
 
 from __future__ import annotations
 
+import functools
+
 import multiprocessing
 import os
 import queue
@@ -64,19 +66,14 @@ def run_policies(
 
 def _run_here(inputs: Inputs, spec: str, config: SimConfig, progress: PolicyProgress | None,
               options: dict) -> SimResult:
-    report = None
-    if progress is not None:
-        def report(ended: int, total: int, now_s: float) -> None:
-            progress(spec, ended, total, now_s)
+    report = None if progress is None else functools.partial(progress, spec)
     return run_policy(inputs, spec, config, progress=report, **options)
 
 
 def _run_in_worker(inputs: Inputs, spec: str, config: SimConfig, options: dict, updates) -> SimResult:
-    report = None
-    if updates is not None:
-        def report(ended: int, total: int, now_s: float) -> None:
-            updates.put((spec, ended, total, now_s))
-    return run_policy(inputs, spec, config, progress=report, **options)
+    """One run in a worker process; its progress reports travel to the parent through ``updates``."""
+    relay = None if updates is None else (lambda *report: updates.put(report))
+    return _run_here(inputs, spec, config, relay, options)
 
 
 def _gather(futures) -> list[SimResult]:

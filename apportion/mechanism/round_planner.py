@@ -84,17 +84,18 @@ def running_types(cluster: Cluster, holder: np.ndarray, partner: np.ndarray, num
 class RoundPlanner:
     """Policy → allocation → mechanism → placement, for one round at a time.
 
-    Holds the policy's last allocation and decides when to ask again. ``pair_rates``
+    Holds the policy's last allocation and decides when to ask again. ``cluster`` is the default
+    for every round (the server, whose free slots vary, passes one each round). ``pair_rates``
     ([K, K, T] steps/s of kind i sharing a GPU with kind j) is given only to a policy that
     shares GPUs; with it, allocations may pair jobs and the pair clock decides whose turn it is.
     """
 
-    def __init__(self, policy, cluster: Cluster, *, pair_rates: np.ndarray | None = None,
-                 pair_clock: PairClock | None = None) -> None:
+    def __init__(self, policy, cluster: Cluster | None = None, *, pair_rates: np.ndarray | None = None) -> None:
         self.policy = policy
         self.cluster = cluster
         self.pair_rates = pair_rates if self.space_sharing(policy) else None
-        self.pair_clock = pair_clock if pair_clock is not None else PairClock(len(cluster.gpu_types))
+        # seconds each pair has run together; the server replaces it each round with the one it keeps
+        self.pair_clock = PairClock(len(cluster.gpu_types) if cluster is not None else 0)
         self.mechanism = RoundMechanism()
         self._views: dict[int, tuple[Cluster, ClusterView]] = {}
         self._allocation: Allocation | None = None

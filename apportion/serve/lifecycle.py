@@ -38,7 +38,7 @@ class AttemptLifecycle:
         self.store, self.executor, self.config, self.log = state.store, state.executor, state.config, state.log
         self.slots, self.slot_by_id = state.slots, state.slot_by_id
         self._killed: set[int] = set()  # SIGKILL sent to these jobs' attempts
-        for event in self.store.events():  # warnings outlive a server restart
+        for event in self.store.warning_events():  # warnings outlive a server restart
             if event["event"] == "warning" and event["job_id"] is not None:
                 state.notes[event["job_id"]] = event["detail"]
             elif event["event"] == "warning-cleared":
@@ -99,8 +99,9 @@ class AttemptLifecycle:
             except OSError:
                 pass
             with self.store.transaction():
-                self._crashed(dict(row, attempt=attempt), None, now, dict(attempt=attempt, slots="", gpu_type=None, partner=None),
-                              last_lines=message)
+                self._crashed(dict(row, attempt=attempt), None, now,
+                              dict(attempt=attempt, slots="", gpu_type=None, partner=None),
+                              newest_step(checkpoint_dir), last_lines=message)
             return
         with self.store.transaction():
             self.store.update_job(
@@ -170,8 +171,7 @@ class AttemptLifecycle:
         self._killed.discard(ended.job_id)
         acct = account(row, now)
         code = ended.code
-        what = "killed (no exit code)" if code is None else (
-            f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}")
+        what = _ended_how(code)
         saved = None if code == 0 else newest_step(job_checkpoint_dir(self.state, row))
         kept = "" if code == 0 else "; no checkpoint" if saved is None else f"; newest checkpoint step {saved}"
         self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}{kept}")
@@ -186,7 +186,7 @@ class AttemptLifecycle:
             self.store.update_job(row["id"], status="completed", reason="", finished=now, **released)
             self.log(f"job {row['id']} completed (attempt {row['attempt']}, {row['preemptions']} preemptions)")
         elif code == EXIT_PREEMPTED or (row["stop"] == "preempt" and (code is None or code < 0 or row["term_at"])):
-            resume = self._resume_point(row)
+            resume = _resume_point(row, saved)
             released.update(steps_done=resume.step)
             if row["move_to"]:  # it was moved: it restarts on the slots its round gave it
                 move = json.loads(row["move_to"])
@@ -202,27 +202,19 @@ class AttemptLifecycle:
                     reason=self._noted(row, f"waiting to resume {resume.words}"), **released)
                 self.log(f"job {row['id']} preempted at step {row['steps_done']} ({what}); it resumes {resume.words}")
         else:
-            self._crashed(row, code, now, released)
-
-    def _resume_point(self, row: dict) -> ResumePoint:
-        """Where the job's next attempt will start: its newest checkpoint, or step 0."""
-        step = newest_step(job_checkpoint_dir(self.state, row))
-        if step is None:
-            return ResumePoint(0, "from step 0: it had no checkpoint")
-        behind = row["steps_done"] - step
-        lost = f"; the {behind} step(s) after it are redone" if behind > 0 else ""
-        return ResumePoint(step, f"from step {step} (its last checkpoint{lost})")
+            self._crashed(row, code, now, released, saved)
 
     def _noted(self, row: dict, reason: str) -> str:
         return with_note(reason, self.state.notes.get(row["id"]))
 
-    def _crashed(self, row: dict, code: int | None, now: float, released: dict, last_lines: str | None = None) -> None:
+    def _crashed(self, row: dict, code: int | None, now: float, released: dict, saved: int | None,
+                 last_lines: str | None = None) -> None:
+        """Retry the job from ``saved`` (its newest checkpoint step, None: none), or fail it."""
         lines = last_lines if last_lines is not None else self.executor.tail(row["id"], row["attempt"], 20)
         last = next((line.strip() for line in reversed(lines.splitlines()) if line.strip()), "")
-        what = "could not start" if last_lines is not None else (
-            "killed (no exit code)" if code is None else (f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}"))
+        what = "could not start" if last_lines is not None else _ended_how(code)
         retries = row["retries"] + 1
-        resume = self._resume_point(row)
+        resume = _resume_point(row, saved)
         released = dict(released, steps_done=resume.step)
         if retries > self.config.max_retries:
             self.store.update_job(
@@ -238,6 +230,22 @@ class AttemptLifecycle:
                                   reason=self._noted(row, f"{what}; {retry}"), **released)
             self.store.add_event(now, row["id"], "retry", retry)
             self.log(f"job {row['id']} crashed ({what}) at step {row['steps_done']}; {retry}")
+
+
+def _ended_how(code: int | None) -> str:
+    """An attempt's exit, in words: "exit 1", "killed by SIGKILL", "killed (no exit code)"."""
+    if code is None:
+        return "killed (no exit code)"
+    return f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}"
+
+
+def _resume_point(row: dict, saved: int | None) -> ResumePoint:
+    """Where the job's next attempt will start: ``saved``, its newest checkpoint step, or step 0."""
+    if saved is None:
+        return ResumePoint(0, "from step 0: it had no checkpoint")
+    behind = row["steps_done"] - saved
+    lost = f"; the {behind} step(s) after it are redone" if behind > 0 else ""
+    return ResumePoint(saved, f"from step {saved} (its last checkpoint{lost})")
 
 
 class ResumePoint(NamedTuple):

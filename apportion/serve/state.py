@@ -267,6 +267,13 @@ class StateStore:
         events = [dict(r) for r in rows]
         return events[-limit:] if limit else events
 
+    def warning_events(self) -> list[dict]:
+        """The warnings about jobs and their clearings, oldest first (what a restarted server carries on)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM events WHERE event IN ('warning', 'warning-cleared')"
+                                      " ORDER BY id").fetchall()
+        return [dict(r) for r in rows]
+
     def meta(self, key: str, default: str | None = None) -> str | None:
         with self._lock:
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -8,7 +8,6 @@ and that every job completes at the same time.
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
