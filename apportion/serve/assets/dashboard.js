@@ -196,19 +196,50 @@
     $("events").replaceChildren(...detail.events.map((e) =>
       el("li", { class: e.event, dataset: { event: e.event } }, el("time", {}, clock(e.time)), `${e.event}: ${e.detail}`)));
     $("log-title").textContent = detail.log.attempt ? `Log (attempt ${detail.log.attempt}, last lines)` : "Log";
-    $("log").textContent = detail.log.shown ? (detail.log.text || "(empty)") : detail.log.why;
+    const log = $("log"), text = detail.log.shown ? (detail.log.text || "(empty)") : detail.log.why;
+    if (log.textContent !== text) {
+      const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+      log.textContent = text;
+      if (atEnd || !log.dataset.job || log.dataset.job !== job.id) log.scrollTop = log.scrollHeight; // follow the end
+      log.dataset.job = job.id;
+    }
     drawThroughput(detail);
+  }
+
+  // The reported rates as a line that runs only while an attempt does: from its start (at its
+  // first rate) to its exit (at its last), broken in between. A rate holds back to the point before.
+  function throughputLine(progress, events) {
+    const points = progress.t.map((t, i) => ({ t: t, kind: "report", rate: progress.steps_per_s[i] }));
+    for (const e of events) {
+      if (e.event === "start" || e.event === "exit") points.push({ t: e.time, kind: e.event });
+    }
+    points.sort((a, b) => a.t - b.t);
+    const x = [], y = [];
+    let last = null;
+    points.forEach((point, i) => {
+      if (point.kind === "report") {
+        x.push(point.t); y.push(point.rate); last = point.rate;
+      } else if (point.kind === "start") {
+        const next = points[i + 1];
+        last = null;
+        if (next && next.kind === "report") { x.push(point.t); y.push(next.rate); }
+      } else {
+        if (last !== null) { x.push(point.t); y.push(last); }
+        x.push(point.t); y.push(null);
+        last = null;
+      }
+    });
+    return { x: x.map((t) => new Date(t * 1000)), y: y };
   }
 
   function drawThroughput(detail) {
     if (typeof Plotly === "undefined") return;
-    const progress = detail.progress, when = progress.t.map((t) => new Date(t * 1000));
+    const progress = detail.progress, line = throughputLine(progress, detail.events);
     const marks = detail.events.filter((e) => ["start", "preempt", "move", "exit", "cancel", "fail", "retry"].includes(e.event));
     const colors = { start: "#2ca02c", preempt: "#d62728", move: "#ff7f0e", exit: "#7f7f7f", cancel: "#111",
       fail: "#8c1d18", retry: "#9467bd" };
-    const traces = [{ type: "scatter", mode: "lines+markers", name: "steps/s", x: when, y: progress.steps_per_s,
-      // a rate is measured over the time since the report before: it holds back to there
-      line: { shape: "vh", color: "#4c72b0" }, marker: { size: 4 }, connectgaps: false,
+    const traces = [{ type: "scatter", mode: "lines", name: "steps/s", x: line.x, y: line.y,
+      line: { shape: "vh", color: "#4c72b0" }, connectgaps: false,
       hovertemplate: "%{y:.3g} steps/s<extra></extra>" }];
     traces.push({ type: "scatter", mode: "markers", name: "events", x: marks.map((e) => new Date(e.time * 1000)),
       y: marks.map(() => 0), text: marks.map((e) => `${e.event}: ${e.detail}`), hovertemplate: "%{text}<extra></extra>",
