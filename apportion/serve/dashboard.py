@@ -5,9 +5,9 @@ The page (``assets/dashboard.*``, plain JavaScript; its charts drawn by the plot
 GPU type with the jobs on them, the jobs with their status, reason and progress, a job's
 progress over time, events and log, and the cluster's use over time (``history.py``).
 
-Reading needs no credential from this machine (a loopback address): anyone who can log in
-here can list the jobs anyway. From elsewhere, on a server with credentials, it needs one, as
-the API does. A job's log is shown only to its owner and admins, as ``GET /jobs/ID/logs``.
+Reading needs no credential from this machine (a loopback address): whoever is logged in here
+sees what runs where, as ``ps`` and ``nvidia-smi`` would show them. From elsewhere, on a server
+with credentials, it needs one, as the API does. A job's log is shown only to its owner and admins, as ``GET /jobs/ID/logs``.
 Changing anything (cancel) goes through the API itself, with the credential the person gives
 the page. A reverse proxy on this machine must set X-Forwarded-For, or every reader it passes
 on would look local.
