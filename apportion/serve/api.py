@@ -31,7 +31,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     """The API over ``scheduler``; ``token``: the server's admin token (auth.py), if any;
     ``history``: what the dashboard draws over time (dashboard.py; empty if not given)."""
     authenticator = Authenticator(scheduler.store, token)
-    history = history if history is not None else History(scheduler.gpu_types)
+    history = history if history is not None else History()
 
     def caller(authorization: Optional[str] = Header(default=None)) -> Identity:
         try:

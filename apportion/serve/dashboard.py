@@ -110,7 +110,7 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
         "jobs": [_job(scheduler, r, now, who) for r in rows],
         "finished_not_shown": max(0, sum(counts[s] for s in ("completed", "failed", "cancelled"))
                                   - sum(r["status"] not in ACTIVE for r in rows)),
-        "history": history.cluster(),
+        "history": history.cluster(scheduler.gpu_types),
     }
 
 

@@ -14,19 +14,17 @@ from typing import Sequence
 class History:
     """Samples of the cluster and progress reports of jobs; safe to use from several threads."""
 
-    def __init__(self, gpu_types: Sequence[str], keep: int = 2000, job_points: int = 500,
-                 jobs_kept: int = 500) -> None:
-        self.gpu_types = tuple(gpu_types)
+    def __init__(self, keep: int = 2000, job_points: int = 500, jobs_kept: int = 500) -> None:
         self.keep = keep
         self.job_points = job_points
         self.jobs_kept = jobs_kept
         self._lock = threading.Lock()
-        self._samples: list[tuple[float, int, int, tuple[int, ...]]] = []  # time, queued, running, busy by type
+        self._samples: list[tuple[float, int, int, dict[str, int]]] = []  # time, queued, running, busy by type
         self._reports: OrderedDict[int, list[tuple[float, int, float | None]]] = OrderedDict()
 
     def sample(self, now: float, queued: int, running: int, busy: dict[str, int]) -> None:
         """One sample of the cluster: jobs waiting and running, busy slots of each type."""
-        point = (now, int(queued), int(running), tuple(int(busy.get(t, 0)) for t in self.gpu_types))
+        point = (now, int(queued), int(running), {t: int(n) for t, n in busy.items()})
         with self._lock:
             self._samples.append(point)
             if len(self._samples) > self.keep:
@@ -44,9 +42,9 @@ class History:
             if len(points) > self.job_points:
                 self._reports[job_id] = _halved(points)
 
-    def cluster(self, points: int = 600) -> dict:
+    def cluster(self, gpu_types: Sequence[str], points: int = 600) -> dict:
         """The samples as columns (at most ``points``, evenly thinned): ``t``, ``queued``,
-        ``running`` and ``busy`` (a column for each GPU type)."""
+        ``running`` and ``busy`` (a column for each of ``gpu_types``)."""
         with self._lock:
             samples = list(self._samples)
         samples = _thinned(samples, points)
@@ -54,7 +52,7 @@ class History:
             "t": [s[0] for s in samples],
             "queued": [s[1] for s in samples],
             "running": [s[2] for s in samples],
-            "busy": {t: [s[3][i] for s in samples] for i, t in enumerate(self.gpu_types)},
+            "busy": {t: [s[3].get(t, 0) for s in samples] for t in gpu_types},
         }
 
     def job(self, job_id: int) -> dict:

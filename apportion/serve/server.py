@@ -153,7 +153,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     stop = threading.Event()
     loop = threading.Thread(target=scheduler.run, args=(stop,), name="apportion-scheduler", daemon=True)
     loop.start()
-    history = History(scheduler.gpu_types)  # the dashboard's charts over time
+    history = History()  # the dashboard's charts over time
     threading.Thread(target=keep_sampling, args=(scheduler, history, stop, sample_every_s(options.round_s)),
                      name="apportion-dashboard", daemon=True).start()
     if ready is not None:

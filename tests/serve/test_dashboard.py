@@ -34,7 +34,7 @@ class Server:
         self.executor = FakeExecutor(tmp_path)
         self.scheduler = Scheduler(self.store, self.executor, parse_slots("cpu:2,v100:1"), Las(),
                                    ServeConfig(state_dir=tmp_path, round_s=60.0, renew_wait_s=0.0))
-        self.history = History(self.scheduler.gpu_types)
+        self.history = History()
         self.app = create_app(self.scheduler, None, self.history)
         self.credential = {name: add_user(self.store, name, admin=name == "root", now=0.0) for name in users}
 
