@@ -122,9 +122,11 @@ def run_policy(
     config: SimConfig = SimConfig(),
     *,
     progress: ProgressCallback | None = None,
+    record_holdings: bool = False,
     **options,
 ) -> SimResult:
-    """Replay ``inputs`` under one policy; ``options`` as for policy_from_spec.
+    """Replay ``inputs`` under one policy; ``options`` as for policy_from_spec. ``record_holdings``
+    keeps who held which GPUs when (``SimResult.holdings``: what report.html's Gantt chart draws).
 
     A policy that weighs moves against their cost (``restart_cost_s``: fifo, srtf, las) is
     told the mechanism's, unless ``options`` name another.
@@ -132,7 +134,7 @@ def run_policy(
     if registry.policy_info(policy_spec).option("restart_cost_s") and options.get("restart_cost_s") is None:
         options = {**options, "restart_cost_s": config.restart_cost_s}
     policy = policy_from_spec(policy_spec, **options)
-    result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress)
+    result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress, record_holdings)
     result.summary["workload"] = inputs.workload_name
     if options.get("partitions", 1) > 1:
         result.summary["partitions"] = options["partitions"]

@@ -90,6 +90,7 @@ def serve(
     def ready(scheduler) -> None:
         log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
             f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
+        log(f"dashboard: {scheduler.config.server_url}/")
         if admin_token or scheduler.store.has_users():
             active = sum(u["revoked"] is None for u in scheduler.store.users())
             runs_as = "their users' OS accounts" if run_as_setting.mode == "mapped" else "this server's OS user"

@@ -128,6 +128,8 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     import uvicorn
 
     from apportion.serve.api import create_app
+    from apportion.serve.dashboard import keep_sampling, sample_every_s
+    from apportion.serve.history import History
 
     state_dir = Path(os.path.realpath(options.state_dir))
     check_credentials(options, _has_users(state_dir / "state.db"))  # before anything is created
@@ -151,9 +153,12 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     stop = threading.Event()
     loop = threading.Thread(target=scheduler.run, args=(stop,), name="apportion-scheduler", daemon=True)
     loop.start()
+    history = History()  # the dashboard's charts over time
+    threading.Thread(target=keep_sampling, args=(scheduler, history, stop, sample_every_s(options.round_s)),
+                     name="apportion-dashboard", daemon=True).start()
     if ready is not None:
         ready(scheduler)
-    app = create_app(scheduler, options.token)
+    app = create_app(scheduler, options.token, history)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
     try:
         server.run(sockets=[sock])

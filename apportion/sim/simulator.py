@@ -20,6 +20,7 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState, running_types
 from apportion.policies.base import Policy
+from apportion.sim.holdings import HoldingsRecorder
 from apportion.sim.result import JobStatus, SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
 
@@ -67,7 +68,9 @@ class Simulator:
         policy: Policy,
         config: SimConfig = SimConfig(),
         progress: ProgressCallback | None = None,
+        record_holdings: bool = False,
     ) -> None:
+        """``record_holdings``: keep who held which GPUs when (``SimResult.holdings``, for a Gantt chart)."""
         self.jobs = jobs
         self.cluster = cluster
         self.policy = policy
@@ -80,6 +83,9 @@ class Simulator:
         self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if sharing else None
         self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates)
         self.on_decision: Callable[[float, np.ndarray, RoundDecision], None] | None = None
+        self.recorder = HoldingsRecorder(cluster, len(jobs)) if record_holdings else None
+        if self.recorder is not None:
+            self.on_decision = self.recorder
 
     def run(self) -> SimResult:
         wall_start = time.perf_counter()
@@ -280,6 +286,7 @@ class Simulator:
             decisions=replay.decisions,
             sim_wall_s=wall_s,
             unschedulable_reason=self.unschedulable_reason,
+            holdings=None if self.recorder is None else self.recorder.holdings(replay.finish, replay.now),
         )
         if RoundPlanner.space_sharing(self.policy):
             result.summary["shared_gpu_hours"] = replay.shared_gpu_s / 3600.0
@@ -341,6 +348,7 @@ def simulate(
     policy: Policy,
     config: SimConfig = SimConfig(),
     progress: ProgressCallback | None = None,
+    record_holdings: bool = False,
 ) -> SimResult:
-    """Run one replay and return its result."""
-    return Simulator(jobs, cluster, throughputs, policy, config, progress).run()
+    """Run one replay and return its result (with ``record_holdings``, who held which GPUs when)."""
+    return Simulator(jobs, cluster, throughputs, policy, config, progress, record_holdings).run()
