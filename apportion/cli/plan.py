@@ -54,6 +54,7 @@ def plan(
     offload: bool = typer.Option(False, "--offload", help="ZeRO-Offload: optimizer state on the host (needs --zero ≥ 1)."),
     schedule: Optional[str] = typer.Option(None, "--schedule", help="Pipeline schedule: 1f1b, interleaved or gpipe."),
     virtual_stages: Optional[int] = typer.Option(None, "--virtual-stages", help="Model chunks per GPU for the interleaved schedule."),
+    stage_layers: Optional[str] = typer.Option(None, "--stage-layers", help="Layers per pipeline stage, first to last, e.g. 7,8x14,7 (sets --pp; default: even, or balanced when the stages do not divide the layers)."),
     precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, tf32 or fp32 (default: bf16 where the GPU has it)."),
     no_overlap: bool = typer.Option(False, "--no-overlap-grad-reduce", help="Reduce gradients after the backward pass instead of overlapping it."),
     tokens: str = typer.Option("300e9", "--tokens", help="Training tokens for the time and cost columns (300e9, 1T, …)."),
@@ -71,6 +72,7 @@ def plan(
 
     from apportion.perf import fixed_layout, get_accelerator, parameter_count, predict
     from apportion.perf import plan as search
+    from apportion.perf.parallel import format_stage_layers
     from apportion.perf.transformer import build_model
 
     token_count = _count(tokens, "--tokens")
@@ -84,6 +86,17 @@ def plan(
         raise fail(str(exc)) from None
     if gpus < 1:
         raise fail(f"--gpus must be positive, got {gpus}")
+    split = None
+    if stage_layers is not None:
+        from apportion.perf.parallel import parse_stage_layers
+
+        try:
+            split = parse_stage_layers(stage_layers)
+        except ValueError as exc:
+            raise fail(f"--stage-layers: {exc}") from None
+        if pp is not None and pp != len(split):
+            raise fail(f"--stage-layers names {len(split)} stages but --pp is {pp}")
+        pp = len(split)
     params = parameter_count(shape)
     header = (f"{shape.name} ({params / 1e9:.1f}B parameters, {shape.layers} layers, hidden {shape.hidden}, "
               f"{shape.heads} heads, seq {shape.seq}) on {gpus} × {acc.name}, global batch {global_batch}")
@@ -93,7 +106,7 @@ def plan(
             layout = fixed_layout(gpus, acc, global_batch, tp, pp, micro_batch, recompute=recompute,
                                   sequence_parallel=sequence_parallel, zero=zero, offload=offload, schedule=schedule,
                                   virtual_stages=virtual_stages, precision=precision,
-                                  overlap_grad_reduce=not no_overlap)
+                                  overlap_grad_reduce=not no_overlap, stage_layers=split)
             with stdout_to_stderr():
                 one = predict(shape, layout, acc)
         except ValueError as exc:
@@ -102,7 +115,7 @@ def plan(
             print_json({**one.to_dict(token_count), "parameters": params})
             return
         console.print(header, highlight=False)
-        console.print(f"layout: {layout.describe()}", highlight=False)
+        console.print(f"layout: {one.layout.describe()}", highlight=False)
         mem = one.memory.as_gb()
         cost = one.cost_usd(token_count)
         view = Table(show_header=False, box=None)
@@ -122,7 +135,7 @@ def plan(
             result = search(shape, gpus, acc, global_batch, top=top, tp=tp, pp=pp, micro_batch=micro_batch,
                             recompute=recompute, sequence_parallel=sequence_parallel, zero=zero, offload=offload,
                             schedule=schedule, virtual_stages=virtual_stages, precision=precision,
-                            overlap_grad_reduce=not no_overlap)
+                            overlap_grad_reduce=not no_overlap, stage_layers=split)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if not result.best and not result.closest_misses(1):
@@ -156,6 +169,8 @@ def plan(
         lay, mem = p.layout, p.memory.as_gb()
         cost = p.cost_usd(token_count)
         sched = "—" if lay.pp == 1 else (f"interl. v={lay.virtual_stages}" if lay.schedule == "interleaved" else lay.schedule)
+        if lay.stage_layers is not None:
+            sched += f" {format_stage_layers(lay.stage_layers)}"
         view.add_row(f"{lay.tp}·{lay.pp}·{lay.dp}", str(lay.micro_batch),
                      lay.recompute + ("+sp" if lay.sequence_parallel else ""),
                      str(lay.zero) + ("+off" if lay.offload else ""), sched,

@@ -80,6 +80,13 @@ class Layout:
     virtual_stages: int = 1  # model chunks per GPU, interleaved schedule only
     overlap_grad_reduce: bool = True  # data-parallel reduction overlapped with the last backward
     precision: str = "bf16"
+    # layers on each pipeline stage, first to last; None: an even split when the stages divide the
+    # layers, otherwise the split that balances the stages' times (embedding and loss counted)
+    stage_layers: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.stage_layers is not None and not isinstance(self.stage_layers, tuple):
+            object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
 
     @property
     def gpus(self) -> int:
@@ -101,10 +108,45 @@ class Layout:
             parts.append("offload")
         if self.pp > 1:
             parts.append(self.schedule + (f"(v={self.virtual_stages})" if self.schedule == "interleaved" else ""))
+        if self.stage_layers is not None:
+            parts.append(f"stages={format_stage_layers(self.stage_layers)}")
         return " ".join(parts)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["stage_layers"] = list(self.stage_layers) if self.stage_layers is not None else None
+        return out
+
+
+def format_stage_layers(counts: tuple[int, ...]) -> str:
+    """Layers per stage, runs of equal counts written NxK: (7, 8, 8, 8, 7) -> '7,8x3,7'."""
+    runs: list[list[int]] = []
+    for n in counts:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    return ",".join(f"{n}x{k}" if k > 1 else str(n) for n, k in runs)
+
+
+def parse_stage_layers(text: str) -> tuple[int, ...]:
+    """'7,8x14,7' (or '7,8,8,…,7') -> the layers per stage; ValueError naming the bad item."""
+    counts: list[int] = []
+    for item in text.replace(" ", "").split(","):
+        value, _, repeat = item.lower().partition("x")
+        try:
+            n, k = int(value), int(repeat) if repeat else 1
+        except ValueError:
+            raise ValueError(f"stage layers must be counts such as 7,8x14,7; '{item}' is not one") from None
+        if n < 1 or k < 1:
+            raise ValueError(f"stage layers must be positive counts such as 7,8x14,7; got '{item}'")
+        counts += [n] * k
+    return tuple(counts)
+
+
+def even_stage_layers(layers: int, pp: int) -> tuple[int, ...] | None:
+    """The even split of ``layers`` over ``pp`` stages, or None when they do not divide."""
+    return (layers // pp,) * pp if layers % pp == 0 else None
 
 
 def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
@@ -136,9 +178,23 @@ def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
         problems.append("virtual stages > 1 need the interleaved schedule")
     elif layout.schedule == "interleaved" and v < 2:
         problems.append("the interleaved schedule needs at least 2 virtual stages per GPU")
-    if model.layers % (p * v):
-        what = f"pipeline stages × virtual stages ({p} × {v} = {p * v})" if v > 1 else f"pipeline stages ({p})"
-        problems.append(f"layers ({model.layers}) are not divisible by the {what}")
+    if layout.stage_layers is not None:
+        counts = layout.stage_layers
+        if len(counts) != p:
+            problems.append(f"stage layers name {len(counts)} stages for a pipeline of {p}")
+        elif any(not isinstance(n, int) or n < 1 for n in counts):
+            problems.append(f"every pipeline stage needs at least one layer, got {format_stage_layers(counts)}")
+        elif sum(counts) != model.layers:
+            problems.append(f"stage layers {format_stage_layers(counts)} add up to {sum(counts)}, "
+                            f"not the model's {model.layers} layers")
+        elif v > 1 and any(n % v for n in counts):
+            problems.append(f"the interleaved schedule with {v} virtual stages needs every stage's layers "
+                            f"divisible by {v}, got {format_stage_layers(counts)}")
+    elif model.layers < p:
+        problems.append(f"layers ({model.layers}) are fewer than the pipeline stages ({p})")
+    elif v > 1 and model.layers % (p * v):
+        problems.append(f"layers ({model.layers}) are not divisible by the pipeline stages × virtual stages "
+                        f"({p} × {v} = {p * v}); give the layers per stage for an uneven interleaved split")
     if B % (b * d):
         problems.append(f"global batch {B} is not divisible by micro-batch × data-parallel size "
                         f"({b} × {d} = {b * d})")

@@ -30,7 +30,7 @@ gradients exist; Megatron-LM's 2021 "local" DDP reduced after the whole backward
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from apportion.perf.accelerators import Accelerator, get_accelerator
@@ -58,6 +58,7 @@ from apportion.perf.parallel import (
     allreduce_time,
     bubble_fraction,
     check_layout,
+    even_stage_layers,
     dp_group,
     Group,
     p2p_time,
@@ -272,28 +273,52 @@ class Prediction:
         return out
 
 
-def _stage_params(model: TransformerModel, layout: Layout) -> tuple[float, float]:
-    """Parameters on one GPU of the first and of the last pipeline stage."""
+def _stage_params(model: TransformerModel, layout: Layout, counts: tuple[int, ...] | None = None) -> list[float]:
+    """Parameters on one GPU of each pipeline stage, holding ``counts[i]`` layers (default l/p each).
+
+    The first stage also holds the word (and position) embedding; the last the output layer: its
+    own copy of a tied embedding when p > 1 (Megatron-LM keeps one and all-reduces its gradient
+    with the first stage), or the untied output.
+    """
     t, p = layout.tp, layout.pp
     per_layer = layer_parameters(model) / t
-    layers = model.layers / p
     words = model.vocab * model.hidden / t
     positions = model.seq * model.hidden if model.learned_positions else 0
-    first = layers * per_layer + words + positions
-    # the last stage holds the output layer: its own copy of the tied embedding when p > 1
-    # (Megatron-LM keeps one and all-reduces its gradient with the first stage), or the untied output
     output = words if (p > 1 or not model.tied_embeddings) else 0.0
-    last = (layers * per_layer if p > 1 else first) + output
-    return first, last
+    if counts is None:
+        counts = (model.layers / p,) * p
+    params = [n * per_layer for n in counts]
+    params[0] += words + positions
+    params[-1] += output
+    return params
 
 
-def _activation_bytes(model: TransformerModel, layout: Layout, first: bool) -> float:
+def stage_in_flight(layout: Layout, stage: int) -> float:
+    """Micro-batches whose activations pipeline stage ``stage`` (0 = first) holds at its peak.
+
+    1F1B: stage i holds p − i (Narayanan et al. 2021, §2.2); GPipe all m; interleaved, from
+    Megatron-LM's warm-up of (p − i − 1)·2 + (v − 1)·p chunk micro-batches plus the one running,
+    each 1/v of a stage: p + (p − 1)/v on the first stage (Korthikanti et al. §4.2.3). At most m.
+    """
+    p, m = layout.pp, layout.microbatches
+    if p <= 1 or layout.schedule == "none":
+        return 1.0
+    if stage == 0:
+        return in_flight_microbatches(layout.schedule, p, m, layout.virtual_stages)
+    if layout.schedule == "gpipe":
+        return float(m)
+    if layout.schedule == "interleaved":
+        v = layout.virtual_stages
+        return min(float(m), ((p - stage - 1) * 2 + (v - 1) * p + 1) / v)
+    return float(min(p - stage, m))
+
+
+def _activation_bytes(model: TransformerModel, layout: Layout, stage: int, layers: int) -> float:
     t, p, b = layout.tp, layout.pp, layout.micro_batch
     e = BYTES[layout.precision]
     sp = layout.sequence_parallel and t > 1
-    layers = model.layers / p
     per_layer = layer_activation_bytes(model, b, t, layout.recompute, sp, e)
-    held = in_flight_microbatches(layout.schedule, p, layout.microbatches, layout.virtual_stages) if first else 1.0
+    held = stage_in_flight(layout, stage)
     stored = layers * per_layer * held
     # what the backward of one layer materialises on top: the whole layer (full recomputation)
     # or its attention core (selective)
@@ -302,11 +327,84 @@ def _activation_bytes(model: TransformerModel, layout: Layout, first: bool) -> f
     elif layout.recompute == "selective":
         stored += (2 * e + 1) * model.heads / t * model.seq ** 2 * b
     sbh = model.seq * b * model.hidden
-    if first:
+    if stage == 0:
         stored += sbh * held  # embedding dropout mask (1 byte each), per micro-batch in flight
-    if not first or p == 1:
+    if stage == p - 1:
         stored += (e + 4) * model.seq * b * model.vocab / t  # logits and their fp32 copy in the loss
     return stored
+
+
+def _candidate_stages(counts: tuple[int, ...]) -> list[int]:
+    """The stages that can hold the most memory: the first, the last, and among the middle ones
+    the first of each layer count above the first stage's (a later stage with as many layers
+    holds no more in flight, and the first stage's embedding is extra)."""
+    p = len(counts)
+    picked = [0] if p == 1 else [0, p - 1]
+    seen = {counts[0]}
+    for i in range(1, p - 1):
+        if counts[i] > counts[0] and counts[i] not in seen:
+            seen.add(counts[i])
+            picked.append(i)
+    return picked
+
+
+def balanced_stage_layers(layers: int, pp: int, layer_time: float, first_extra: float,
+                          last_extra: float) -> tuple[int, ...]:
+    """The split of ``layers`` over ``pp`` stages whose slowest stage is fastest.
+
+    Stage i takes ``n_i · layer_time`` plus the embedding's time on the first stage and the
+    output layer and loss on the last (as BLOOM and Llama 3 took layers off their end stages).
+    The smallest stage time T for which the stages' capacities ``floor((T − extra_i) / layer_time)``
+    hold every layer is found among the times a stage can take; the layers those capacities hold
+    beyond the model's are then taken away one at a time from the first stage (it holds the most
+    activations), the last, then the middle ones in order, and round again. ValueError when
+    there are fewer layers than stages.
+    """
+    if layers < pp:
+        raise ValueError(f"layers ({layers}) are fewer than the pipeline stages ({pp})")
+    if pp == 1:
+        return (layers,)
+    c = max(layer_time, 1e-30)
+
+    def capacity(T: float) -> tuple[int, int, int]:  # first, each middle, last
+        return tuple(max(0, int((T - x) / c + 1e-9)) for x in (first_extra, 0.0, last_extra))
+
+    def holds(T: float) -> bool:
+        first, middle, last = capacity(T)
+        return first + middle * (pp - 2) + last >= layers and min(first, last, middle if pp > 2 else 1) >= 1
+
+    # every stage holds ceil(layers / pp) layers once T covers that plus the larger extra
+    top = -(-layers // pp) + int(max(first_extra, last_extra) / c) + 1
+    candidates = sorted({k * c + x for x in (first_extra, 0.0, last_extra) for k in range(1, top + 1)})
+    lo, hi = 0, len(candidates) - 1
+    while lo < hi:  # capacity grows with T: the first T that holds everything, each stage ≥ 1 layer
+        mid = (lo + hi) // 2
+        if holds(candidates[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    first, middle, last = capacity(candidates[lo])
+    counts = [first] + [middle] * (pp - 2) + [last]
+    excess = sum(counts) - layers
+    order = [0, pp - 1] + list(range(1, pp - 1))
+    while excess:  # one layer at a time, round the stages in that order
+        for i in order:
+            if excess and counts[i] > 1:
+                counts[i] -= 1
+                excess -= 1
+    return tuple(counts)
+
+
+def resolve_stage_layers(model: TransformerModel, layout: Layout, layer_time: float, first_extra: float,
+                         last_extra: float) -> tuple[int, ...]:
+    """The layout's layers per stage: as given, else even when the stages divide the layers, else
+    the split that balances the stages' times (:func:`balanced_stage_layers`)."""
+    if layout.stage_layers is not None:
+        return layout.stage_layers
+    even = even_stage_layers(model.layers, layout.pp)
+    if even is not None:
+        return even
+    return balanced_stage_layers(model.layers, layout.pp, layer_time, first_extra, last_extra)
 
 
 def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | str) -> Prediction:
@@ -319,7 +417,6 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     precision = layout.precision
     e = BYTES[precision]
     sp = layout.sequence_parallel and t > 1
-    layers = model.layers // p
 
     # --- one micro-batch on one GPU -------------------------------------------------------
     cost = layer_cost(model, acc, b, t, sp, precision)
@@ -332,7 +429,7 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
         layer_bwd += cost.attention_core
     layer_compute = layer_fwd + layer_bwd
     layer_comm = tp_passes * cost.tp_comm
-    body = layers * (layer_compute + layer_comm)
+    layer_time = layer_compute + layer_comm
 
     sbh = model.seq * b * model.hidden
     Hr = sbh / t if sp else sbh
@@ -345,18 +442,21 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     head += 2 * (allreduce_time(4 * model.seq * b, tp_group(layout, acc), acc) if t > 1 else 0.0)  # loss max/sum
     head += cost.tp_comm  # the all-reduce of the logits' input gradient (column-parallel output layer)
     emb += cost.tp_comm  # the vocabulary-parallel embedding's forward all-reduce
-    if p == 1:
-        stage_times = [body + emb + head]
-    else:
-        stage_times = [body + emb, body + head] + [body] * (p - 2)
+    counts = resolve_stage_layers(model, layout, layer_time, emb, head)
+    stage_times = [n * layer_time for n in counts]
+    stage_times[0] += emb
+    stage_times[-1] += head
     slowest = max(stage_times)
+    slowest_stage = stage_times.index(slowest)
     mean = sum(stage_times) / len(stage_times)
     pipeline = m * slowest + bubble_fraction(layout.schedule, p, m, v) * m * mean
     p2p = 2 * v * m * p2p_time(e * sbh, layout, acc) if p > 1 else 0.0
 
     # --- parameters, gradients, optimizer --------------------------------------------------
-    first_params, last_params = _stage_params(model, layout)
-    params_local = max(first_params, last_params)
+    stage_params = _stage_params(model, layout, counts)
+    params_local = max(stage_params)  # the stage with the most to reduce and update
+    dp_stage = stage_params.index(params_local)
+    layers = counts[dp_stage]
     grad_bytes = state_bytes_per_param(precision)[1]
     dp = dp_group(layout, acc)
     last_bwd = layers * (layer_bwd + cost.tp_comm * (tp_passes // 2))  # last micro-batch's backward
@@ -413,11 +513,10 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
 
     # --- memory ------------------------------------------------------------------------------
     parts = []
-    stages = ((True, last_params),) if p == 1 else ((True, first_params), (False, last_params))
-    for is_first, params in stages:
-        states = model_state_bytes(params, precision, layout.zero, d, layout.offload)
+    for i in _candidate_stages(counts):
+        states = model_state_bytes(stage_params[i], precision, layout.zero, d, layout.offload)
         parts.append(MemoryBreakdown(states.weights, states.gradients, states.optimizer,
-                                     _activation_bytes(model, layout, is_first)))
+                                     _activation_bytes(model, layout, i, counts[i])))
     memory = max(parts, key=lambda x: x.total)
     fits = memory.total <= acc.memory_bytes
     reasons = []
@@ -429,14 +528,16 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
             f"activations {gb['activations']:.1f})")
 
     breakdown = {
-        "compute": m * (slowest - layers * layer_comm),
-        "tensor_parallel_comm": m * layers * layer_comm,
+        "compute": m * (slowest - counts[slowest_stage] * layer_comm),
+        "tensor_parallel_comm": m * counts[slowest_stage] * layer_comm,
         "pipeline_bubble": pipeline - m * slowest,
         "pipeline_p2p": p2p,
         "data_parallel_comm": dp_comm + embedding_sync,
         "grad_accumulation": accumulate,
         "optimizer": optimizer + offload,
     }
+    if layout.stage_layers is None and counts != even_stage_layers(model.layers, p):
+        layout = replace(layout, stage_layers=counts)  # say which split was predicted
     return Prediction(
         model=model, layout=layout, accelerator=acc.name, step_time_s=step, tflops_per_gpu=tflops, mfu=mfu,
         memory=memory, memory_capacity_bytes=acc.memory_bytes, fits=fits, reasons=reasons, breakdown_s=breakdown,

@@ -249,6 +249,14 @@ PRESETS: dict[str, TransformerModel] = {
         TransformerModel("llama-13b-like", layers=40, hidden=5120, heads=40, seq=2048, ffn_hidden=13824, **_LLAMA),
         TransformerModel("llama-70b-like", layers=80, hidden=8192, heads=64, kv_heads=8, seq=4096,
                          ffn_hidden=28672, **_LLAMA),
+        # Llama 3 405B (Llama Team, "The Llama 3 Herd of Models", 2024, Table 3): 126 layers, 128 heads
+        # with 8 key/value heads, MLP 53,248, vocabulary 128,256, sequence 8,192
+        TransformerModel("llama3-405b-like", layers=126, hidden=16384, heads=128, kv_heads=8, seq=8192,
+                         ffn_hidden=53248, **{**_LLAMA, "vocab": 128256}),
+        # BLOOM-176B (BigScience, arXiv 2211.05100, Table 3): 70 layers, 112 heads, vocabulary 250,880,
+        # ALiBi instead of learned positions, tied embeddings, GeLU MLP of 4h (embedding LayerNorm not counted)
+        TransformerModel("bloom-176b", layers=70, hidden=14336, heads=112, seq=2048, vocab=250880,
+                         learned_positions=False, family="gpt"),
         # BERT (Devlin et al. 2019), vocabulary 30,522 padded to a multiple of 64
         TransformerModel("bert-base", layers=12, hidden=768, heads=12, **_BERT),
         TransformerModel("bert-large", layers=24, hidden=1024, heads=16, **_BERT),
