@@ -138,6 +138,22 @@ def gemm_efficiency(m: int, n: int, k: int, acc: Accelerator, precision: str = "
     return 2.0 * m * n * k * batch / t / acc.peak(precision) if t > 0 else 0.0
 
 
+# FlashAttention-2's forward + backward rate as a fraction of the dense fp16/bf16 peak (Dao,
+# "FlashAttention-2", arXiv 2307.08691: 50–73% of the A100's peak, the middle taken; "up to 335
+# TFLOPs/s" on an H100 SXM5 without Hopper-specific instructions: 335 / 989 = 0.34, also for H200).
+FLASH_ATTENTION_EFFICIENCY: dict[str, float] = {
+    "a100-40gb": 0.60,
+    "a100-80gb": 0.60,
+    "h100": 335 / 989,
+    "h200": 335 / 989,
+}
+DEFAULT_FLASH_ATTENTION_EFFICIENCY = 0.50
+
+
+def flash_attention_efficiency(acc: Accelerator) -> float:
+    return FLASH_ATTENTION_EFFICIENCY.get(acc.name, DEFAULT_FLASH_ATTENTION_EFFICIENCY)
+
+
 def memory_time(nbytes: float, acc: Accelerator, efficiency: float = MEMORY_EFFICIENCY) -> float:
     """Seconds for a bandwidth-bound kernel that moves ``nbytes`` through HBM at ``efficiency``."""
     return nbytes / (efficiency * acc.memory_bandwidth)

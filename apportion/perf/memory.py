@@ -76,7 +76,7 @@ def model_state_bytes(params: float, precision: str, zero: int = 0, dp: int = 1,
 
 
 def _layer_tensors(model: TransformerModel, micro_batch: int, tp: int, sequence_parallel: bool,
-                   act_bytes: int = 2) -> tuple[float, float, float]:
+                   act_bytes: int = 2, flash: bool = False) -> tuple[float, float, float]:
     """(replicated, split, attention-core) activation bytes of one layer, one micro-batch.
 
     ``replicated``: tensors every tensor-parallel rank holds whole unless sequence parallelism
@@ -85,6 +85,8 @@ def _layer_tensors(model: TransformerModel, micro_batch: int, tp: int, sequence_
     V, the projection's input, the MLP's inner activations): 24·sbh/t for GPT. ``attention``:
     the softmax output, its dropout mask and dropout output, 5·as²b/t, which selective
     recomputation drops. Bytes for ``act_bytes`` = 2 (fp16/bf16) activations; masks 1 byte.
+    A fused (flash) attention keeps no s × s tensor: only the softmax's log-sum-exp, 4 bytes
+    per query and head.
     """
     s, b, h = model.seq, micro_batch, model.hidden
     sbh = s * b * h
@@ -97,6 +99,8 @@ def _layer_tensors(model: TransformerModel, micro_batch: int, tp: int, sequence_
     split = e * s * b * ((model.heads + model.kv) * d + model.kv * d + h)
     split += e * s * b * (model.mlp_in_width + model.ffn)
     attention = (e + 1 + e) * model.heads * s * s * b  # softmax out, dropout mask, dropout out
+    if flash:
+        attention = 4 * model.heads * s * b
     split /= tp
     attention /= tp
     if sequence_parallel:
@@ -105,11 +109,11 @@ def _layer_tensors(model: TransformerModel, micro_batch: int, tp: int, sequence_
 
 
 def layer_activation_bytes(model: TransformerModel, micro_batch: int, tp: int = 1, recompute: str = "none",
-                           sequence_parallel: bool = False, act_bytes: int = 2) -> float:
+                           sequence_parallel: bool = False, act_bytes: int = 2, flash: bool = False) -> float:
     """Activation bytes one layer keeps for backward, per micro-batch (Korthikanti et al. Table 2)."""
     if recompute == "full":
         return act_bytes * model.seq * micro_batch * model.hidden / (tp if sequence_parallel else 1)
-    replicated, split, attention = _layer_tensors(model, micro_batch, tp, sequence_parallel, act_bytes)
+    replicated, split, attention = _layer_tensors(model, micro_batch, tp, sequence_parallel, act_bytes, flash)
     if recompute == "selective":
         return replicated + split
     if recompute == "none":
@@ -118,9 +122,9 @@ def layer_activation_bytes(model: TransformerModel, micro_batch: int, tp: int = 
 
 
 def layer_working_bytes(model: TransformerModel, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,
-                        act_bytes: int = 2) -> float:
+                        act_bytes: int = 2, flash: bool = False) -> float:
     """Everything one layer materialises for one micro-batch (held while that layer's backward runs)."""
-    return sum(_layer_tensors(model, micro_batch, tp, sequence_parallel, act_bytes))
+    return sum(_layer_tensors(model, micro_batch, tp, sequence_parallel, act_bytes, flash))
 
 
 def in_flight_microbatches(schedule: str, pp: int, microbatches: int, virtual_stages: int = 1) -> float:
@@ -144,11 +148,12 @@ class MemoryBreakdown:
     gradients: float
     optimizer: float
     activations: float
+    other: float = 0.0  # beyond the model: CUDA context, communication buffers, fragmentation
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations
+        return self.weights + self.gradients + self.optimizer + self.activations + self.other
 
     def as_gb(self) -> dict[str, float]:
         return {"weights": self.weights / GB, "gradients": self.gradients / GB, "optimizer": self.optimizer / GB,
-                "activations": self.activations / GB, "total": self.total / GB}
+                "activations": self.activations / GB, "other": self.other / GB, "total": self.total / GB}

@@ -28,6 +28,7 @@ from math import gcd
 
 from apportion.perf.accelerators import Accelerator, get_accelerator
 from apportion.perf.parallel import SCHEDULES, Layout, even_stage_layers, layout_problems
+from apportion.perf.software import SoftwareProfile
 from apportion.perf.step import Prediction, predict
 from apportion.perf.transformer import RECOMPUTE_MODES, TransformerModel
 
@@ -76,8 +77,10 @@ def plan(model: TransformerModel, gpus: int, accelerator: Accelerator | str, glo
          recompute: str | None = None, sequence_parallel: bool | None = None, zero: int | None = None,
          offload: bool = False, schedule: str | None = None, virtual_stages: int | None = None,
          precision: str | None = None, overlap_grad_reduce: bool = True, max_micro_batch: int = 32,
-         keep_rejected: bool = True, stage_layers: tuple[int, ...] | None = None) -> Plan:
-    """Search the layout space for ``model`` on ``gpus`` GPUs of ``accelerator``; pinned options stay fixed."""
+         keep_rejected: bool = True, stage_layers: tuple[int, ...] | None = None,
+         software: SoftwareProfile | None = None) -> Plan:
+    """Search the layout space for ``model`` on ``gpus`` GPUs of ``accelerator`` as ``software`` runs it
+    (default: the hardware model); pinned options stay fixed."""
     acc = get_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
     if gpus < 1:
         raise ValueError(f"the number of GPUs must be positive, got {gpus}")
@@ -154,7 +157,7 @@ def plan(model: TransformerModel, gpus: int, accelerator: Accelerator | str, glo
                                     if keep_rejected:
                                         result.rejected.append(Rejected(layout, problems))
                                     continue
-                                prediction = predict(model, layout, acc)
+                                prediction = predict(model, layout, acc, software)
                                 if prediction.fits:
                                     fitting.append(prediction)
                                 elif keep_rejected:

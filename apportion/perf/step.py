@@ -39,6 +39,7 @@ from apportion.perf.gemm import (
     BYTES,
     DROPOUT_EFFICIENCY,
     MEMORY_EFFICIENCY,
+    flash_attention_efficiency,
     gemm_time,
     memory_time,
 )
@@ -64,6 +65,7 @@ from apportion.perf.parallel import (
     p2p_time,
     tp_group,
 )
+from apportion.perf.software import MEGATRON_LM, SoftwareProfile
 from apportion.perf.transformer import (
     TransformerModel,
     iteration_flops,
@@ -173,26 +175,40 @@ def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int
 
 
 @lru_cache(maxsize=8192)
-def _layer_cost(model: TransformerModel, acc_key: tuple, b: int, t: int, sp: bool, precision: str) -> LayerCost:
+def _layer_cost(model: TransformerModel, acc_key: tuple, b: int, t: int, sp: bool, precision: str,
+                software: SoftwareProfile) -> LayerCost:
     acc = _ACCELERATORS[acc_key]
     e = BYTES[precision]
     gemms = layer_gemms(model, b, t)
     core = ("scores", "context")  # attention core: memory roof at ATTENTION_CORE_EFFICIENCY
+    flash = software.flash_attention
+    g_eff, k_eff = software.gemm_efficiency, software.kernel_efficiency
 
     def gt(g) -> float:
         eff = ATTENTION_CORE_EFFICIENCY if g.name.split(".")[0] in core else MEMORY_EFFICIENCY
-        return gemm_time(g.m, g.n, g.k, acc, precision, g.batch, memory_efficiency=eff).seconds
+        return gemm_time(g.m, g.n, g.k, acc, precision, g.batch, memory_efficiency=eff).seconds / g_eff
 
+    if flash:
+        gemms = [g for g in gemms if g.name not in core]
     g_fwd = {g.name: gt(g) for g in gemms}
     g_bwd = sum(gt(x) for g in gemms for x in g.backward())
     kb = _elementwise_bytes(model, b, t, sp, e)
-    dropout = memory_time(kb.dropout, acc, DROPOUT_EFFICIENCY)  # the same bytes forward and backward
-    softmax_f = memory_time(kb.softmax_fwd, acc, ATTENTION_CORE_EFFICIENCY)
-    softmax_b = memory_time(kb.softmax_bwd, acc, ATTENTION_CORE_EFFICIENCY)
-    forward = sum(g_fwd.values()) + memory_time(kb.other_fwd, acc) + softmax_f + dropout
-    backward = g_bwd + memory_time(kb.other_bwd, acc) + softmax_b + dropout
-    core_f = g_fwd["scores"] + g_fwd["context"] + softmax_f + dropout
-    comm = allreduce_time(e * kb.H, _TP_GROUPS[(acc_key, t)], acc) if t > 1 else 0.0
+    if flash:
+        # one fused kernel: QKᵀ and scores·V at the measured FlashAttention-2 rate, the backward
+        # recomputing the scores (2.5 × the forward's FLOPs); a causal mask skips half the blocks
+        flops = 4 * b * model.heads / t * model.seq ** 2 * model.head_dim * (0.5 if model.causal else 1.0)
+        attention_f = flops / (flash_attention_efficiency(acc) * acc.peak(precision)) / g_eff
+        attention_b, core_f = 2.5 * attention_f, 0.0
+    else:
+        dropout = memory_time(kb.dropout, acc, DROPOUT_EFFICIENCY)  # the same bytes forward and backward
+        softmax_f = memory_time(kb.softmax_fwd, acc, ATTENTION_CORE_EFFICIENCY)
+        softmax_b = memory_time(kb.softmax_bwd, acc, ATTENTION_CORE_EFFICIENCY)
+        attention_f = (softmax_f + dropout) / k_eff
+        attention_b = (softmax_b + dropout) / k_eff
+        core_f = g_fwd["scores"] + g_fwd["context"] + attention_f
+    forward = sum(g_fwd.values()) + memory_time(kb.other_fwd, acc) / k_eff + attention_f
+    backward = g_bwd + memory_time(kb.other_bwd, acc) / k_eff + attention_b
+    comm = allreduce_time(e * kb.H, _TP_GROUPS[(acc_key, t)], acc) / software.comm_efficiency if t > 1 else 0.0
     gemm_total = sum(g_fwd.values()) + g_bwd
     return LayerCost(forward, backward, core_f, comm, gemm_total / (forward + backward))
 
@@ -209,11 +225,11 @@ def _acc_key(acc: Accelerator) -> tuple:
 
 
 def layer_cost(model: TransformerModel, acc: Accelerator, micro_batch: int, tp: int, sequence_parallel: bool,
-               precision: str) -> LayerCost:
+               precision: str, software: SoftwareProfile = MEGATRON_LM) -> LayerCost:
     key = _acc_key(acc)
     if (key, tp) not in _TP_GROUPS:
         _TP_GROUPS[(key, tp)] = tp_group(Layout(tp=tp), acc)
-    return _layer_cost(model, key, micro_batch, tp, sequence_parallel and tp > 1, precision)
+    return _layer_cost(model, key, micro_batch, tp, sequence_parallel and tp > 1, precision, software)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,6 +253,7 @@ class Prediction:
     breakdown_s: dict[str, float] = field(default_factory=dict)
     tokens_per_s: float = 0.0
     price_per_gpu_hour: float | None = None
+    software: str = MEGATRON_LM.name
 
     @property
     def gpus(self) -> int:
@@ -265,6 +282,7 @@ class Prediction:
             "reasons": list(self.reasons),
             "time_breakdown_s": dict(self.breakdown_s),
             "tokens_per_s": self.tokens_per_s,
+            "software": self.software,
         }
         if tokens is not None:
             out["tokens"] = tokens
@@ -313,18 +331,18 @@ def stage_in_flight(layout: Layout, stage: int) -> float:
     return float(min(p - stage, m))
 
 
-def _activation_bytes(model: TransformerModel, layout: Layout, stage: int, layers: int) -> float:
+def _activation_bytes(model: TransformerModel, layout: Layout, stage: int, layers: int, flash: bool = False) -> float:
     t, p, b = layout.tp, layout.pp, layout.micro_batch
     e = BYTES[layout.precision]
     sp = layout.sequence_parallel and t > 1
-    per_layer = layer_activation_bytes(model, b, t, layout.recompute, sp, e)
+    per_layer = layer_activation_bytes(model, b, t, layout.recompute, sp, e, flash)
     held = stage_in_flight(layout, stage)
     stored = layers * per_layer * held
     # what the backward of one layer materialises on top: the whole layer (full recomputation)
     # or its attention core (selective)
     if layout.recompute == "full":
-        stored += layer_working_bytes(model, b, t, sp, e)
-    elif layout.recompute == "selective":
+        stored += layer_working_bytes(model, b, t, sp, e, flash)
+    elif layout.recompute == "selective" and not flash:
         stored += (2 * e + 1) * model.heads / t * model.seq ** 2 * b
     sbh = model.seq * b * model.hidden
     if stage == 0:
@@ -407,9 +425,13 @@ def resolve_stage_layers(model: TransformerModel, layout: Layout, layer_time: fl
     return balanced_stage_layers(model.layers, layout.pp, layer_time, first_extra, last_extra)
 
 
-def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | str) -> Prediction:
-    """Predict ``layout``'s iteration of ``model`` on ``accelerator``; raises ValueError for an invalid layout."""
+def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | str,
+            software: SoftwareProfile | None = None) -> Prediction:
+    """Predict ``layout``'s iteration of ``model`` on ``accelerator`` as ``software`` runs it (default:
+    the hardware model, Megatron-LM's kernels); raises ValueError for an invalid layout."""
     acc = get_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
+    software = software or MEGATRON_LM
+    g_eff, k_eff, c_eff = software.gemm_efficiency, software.kernel_efficiency, software.comm_efficiency
     check_layout(model, layout)
     t, p, d, b = layout.tp, layout.pp, layout.dp, layout.micro_batch
     m = layout.microbatches
@@ -419,7 +441,7 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     sp = layout.sequence_parallel and t > 1
 
     # --- one micro-batch on one GPU -------------------------------------------------------
-    cost = layer_cost(model, acc, b, t, sp, precision)
+    cost = layer_cost(model, acc, b, t, sp, precision, software)
     tp_passes = {"none": 4, "selective": 4, "full": 6}[layout.recompute]
     layer_fwd = cost.forward
     layer_bwd = cost.backward
@@ -433,24 +455,27 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
 
     sbh = model.seq * b * model.hidden
     Hr = sbh / t if sp else sbh
-    emb = memory_time((7 * e + 1) * Hr + (5 * e + 1) * Hr, acc)  # lookup + positions + dropout, and backward
+    # lookup + positions + dropout, and backward
+    emb = memory_time((7 * e + 1) * Hr + (5 * e + 1) * Hr, acc) / k_eff
     lg = logits_gemm(model, b, t)
     logits = gemm_time(lg.m, lg.n, lg.k, acc, precision).seconds
     logits += sum(gemm_time(x.m, x.n, x.k, acc, precision).seconds for x in lg.backward())
     loss_elems = model.seq * b * model.vocab / t
-    head = logits + memory_time((7 * e) * Hr + 30 * loss_elems, acc)  # final norm fwd (2e) + bwd (5e), vocab-parallel loss
-    head += 2 * (allreduce_time(4 * model.seq * b, tp_group(layout, acc), acc) if t > 1 else 0.0)  # loss max/sum
+    # final norm fwd (2e) + bwd (5e), vocab-parallel loss
+    head = logits / g_eff + memory_time((7 * e) * Hr + 30 * loss_elems, acc) / k_eff
+    if t > 1:  # the loss's max and sum
+        head += 2 * allreduce_time(4 * model.seq * b, tp_group(layout, acc), acc) / c_eff
     head += cost.tp_comm  # the all-reduce of the logits' input gradient (column-parallel output layer)
     emb += cost.tp_comm  # the vocabulary-parallel embedding's forward all-reduce
     counts = resolve_stage_layers(model, layout, layer_time, emb, head)
-    stage_times = [n * layer_time for n in counts]
+    stage_times = [n * layer_time + software.microbatch_overhead_s for n in counts]
     stage_times[0] += emb
     stage_times[-1] += head
     slowest = max(stage_times)
     slowest_stage = stage_times.index(slowest)
     mean = sum(stage_times) / len(stage_times)
     pipeline = m * slowest + bubble_fraction(layout.schedule, p, m, v) * m * mean
-    p2p = 2 * v * m * p2p_time(e * sbh, layout, acc) if p > 1 else 0.0
+    p2p = 2 * v * m * p2p_time(e * sbh, layout, acc) / c_eff if p > 1 else 0.0
 
     # --- parameters, gradients, optimizer --------------------------------------------------
     stage_params = _stage_params(model, layout, counts)
@@ -465,8 +490,8 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     def exposed(comm: float, window: float) -> float:
         return max(0.0, comm - window) + comm * bucket_share
 
-    full_reduce = allreduce_time(params_local * grad_bytes, dp, acc, DP_INTER_EFFICIENCY)
-    gather = allgather_time(params_local * e, dp, acc, DP_INTER_EFFICIENCY)
+    full_reduce = allreduce_time(params_local * grad_bytes, dp, acc, DP_INTER_EFFICIENCY) / c_eff
+    gather = allgather_time(params_local * e, dp, acc, DP_INTER_EFFICIENCY) / c_eff
     if layout.zero in (0, 1):
         reduce_part = full_reduce if layout.zero == 0 else full_reduce / 2
         dp_comm = exposed(reduce_part, last_bwd) if layout.overlap_grad_reduce else reduce_part
@@ -475,7 +500,7 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
             # each gradient into its bucket and back (2 × read + write); Megatron-LM's 2021 local
             # DDP (no contiguous buffer) flattens the gradients, divides them by d in place and
             # copies them back (megatron/model/distributed.py: _flatten_dense_tensors, /=, copy_)
-            dp_comm += memory_time((4 if layout.overlap_grad_reduce else 6) * grad_bytes * params_local, acc)
+            dp_comm += memory_time((4 if layout.overlap_grad_reduce else 6) * grad_bytes * params_local, acc) / k_eff
         if layout.zero == 1:
             dp_comm += gather
     elif layout.zero == 2:
@@ -485,16 +510,16 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
         # layer by layer (so each collective pays its latency), prefetched under the compute
         fwd_passes = 2 if layout.recompute == "full" else 1
         n = max(1, layers)
-        layer_gather = n * allgather_time(params_local * e / n, dp, acc, DP_INTER_EFFICIENCY)
-        layer_reduce = n * allgather_time(params_local * grad_bytes / n, dp, acc, DP_INTER_EFFICIENCY)
+        layer_gather = n * allgather_time(params_local * e / n, dp, acc, DP_INTER_EFFICIENCY) / c_eff
+        layer_reduce = n * allgather_time(params_local * grad_bytes / n, dp, acc, DP_INTER_EFFICIENCY) / c_eff
         dp_comm = m * (fwd_passes * exposed(layer_gather, layers * layer_fwd)
                        + exposed(layer_gather + layer_reduce, last_bwd))
     embedding_sync = 0.0
     if p > 1 and model.tied_embeddings:
-        embedding_sync = allreduce_time(model.vocab * model.hidden / t * grad_bytes, Group(2, 1), acc)
+        embedding_sync = allreduce_time(model.vocab * model.hidden / t * grad_bytes, Group(2, 1), acc) / c_eff
 
     optimizer_params = params_local / (d if layout.zero >= 1 else 1)
-    accumulate = max(0, m - 1) * memory_time(3 * grad_bytes * params_local / (d if layout.zero >= 2 else 1), acc)
+    accumulate = max(0, m - 1) * memory_time(3 * grad_bytes * params_local / (d if layout.zero >= 2 else 1), acc) / k_eff
     offload = 0.0
     if layout.offload:
         pcie, host = HOST_LINKS.get(acc.name, DEFAULT_HOST_LINK)
@@ -504,7 +529,7 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
         optimizer = 0.0
     else:
         kind = "mixed" if precision in ("fp16", "bf16") else "fp32"
-        optimizer = memory_time(OPTIMIZER_BYTES_PER_PARAM[kind] * optimizer_params, acc)
+        optimizer = memory_time(OPTIMIZER_BYTES_PER_PARAM[kind] * optimizer_params, acc) / k_eff
 
     step = pipeline + p2p + dp_comm + embedding_sync + accumulate + optimizer + offload
     hw_flops = iteration_flops(model, layout.global_batch, layout.recompute)
@@ -516,7 +541,8 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     for i in _candidate_stages(counts):
         states = model_state_bytes(stage_params[i], precision, layout.zero, d, layout.offload)
         parts.append(MemoryBreakdown(states.weights, states.gradients, states.optimizer,
-                                     _activation_bytes(model, layout, i, counts[i])))
+                                     _activation_bytes(model, layout, i, counts[i], software.flash_attention),
+                                     software.memory_overhead_gb * GB))
     memory = max(parts, key=lambda x: x.total)
     fits = memory.total <= acc.memory_bytes
     reasons = []
@@ -525,16 +551,18 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
         reasons.append(
             f"needs {gb['total']:.1f} GB per GPU, more than the {acc.name}'s {acc.memory_bytes / GB:.0f} GB "
             f"(weights {gb['weights']:.1f}, gradients {gb['gradients']:.1f}, optimizer {gb['optimizer']:.1f}, "
-            f"activations {gb['activations']:.1f})")
+            f"activations {gb['activations']:.1f}" + (f", other {gb['other']:.1f}" if gb["other"] else "") + ")")
 
+    host = m * software.microbatch_overhead_s
     breakdown = {
-        "compute": m * (slowest - counts[slowest_stage] * layer_comm),
+        "compute": m * (slowest - counts[slowest_stage] * layer_comm) - host,
         "tensor_parallel_comm": m * counts[slowest_stage] * layer_comm,
         "pipeline_bubble": pipeline - m * slowest,
         "pipeline_p2p": p2p,
         "data_parallel_comm": dp_comm + embedding_sync,
         "grad_accumulation": accumulate,
         "optimizer": optimizer + offload,
+        "host_overhead": host,
     }
     if layout.stage_layers is None and counts != even_stage_layers(model.layers, p):
         layout = replace(layout, stage_layers=counts)  # say which split was predicted
@@ -542,4 +570,5 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
         model=model, layout=layout, accelerator=acc.name, step_time_s=step, tflops_per_gpu=tflops, mfu=mfu,
         memory=memory, memory_capacity_bytes=acc.memory_bytes, fits=fits, reasons=reasons, breakdown_s=breakdown,
         tokens_per_s=layout.global_batch * model.seq / step, price_per_gpu_hour=acc.price_per_hour,
+        software=software.name,
     )

@@ -249,6 +249,12 @@ PRESETS: dict[str, TransformerModel] = {
         TransformerModel("llama-13b-like", layers=40, hidden=5120, heads=40, seq=2048, ffn_hidden=13824, **_LLAMA),
         TransformerModel("llama-70b-like", layers=80, hidden=8192, heads=64, kv_heads=8, seq=4096,
                          ffn_hidden=28672, **_LLAMA),
+        # Llama 3 8B and 70B (Llama Team, "The Llama 3 Herd of Models", 2024, Table 3): 8 key/value heads,
+        # vocabulary 128,256, sequence 8,192
+        TransformerModel("llama3-8b-like", layers=32, hidden=4096, heads=32, kv_heads=8, seq=8192,
+                         ffn_hidden=14336, **{**_LLAMA, "vocab": 128256}),
+        TransformerModel("llama3-70b-like", layers=80, hidden=8192, heads=64, kv_heads=8, seq=8192,
+                         ffn_hidden=28672, **{**_LLAMA, "vocab": 128256}),
         # Llama 3 405B (Llama Team, "The Llama 3 Herd of Models", 2024, Table 3): 126 layers, 128 heads
         # with 8 key/value heads, MLP 53,248, vocabulary 128,256, sequence 8,192
         TransformerModel("llama3-405b-like", layers=126, hidden=16384, heads=128, kv_heads=8, seq=8192,
