@@ -137,7 +137,7 @@ def fit_kernels(kernels: list[dict], accelerator: Accelerator | str, base: Softw
                       kernel_efficiency=base.kernel_efficiency * kernel_factor,
                       source=f"fitted to {len(kernels)} kernel timings on {acc.name}: GEMMs at {gemm_factor:.3g} × "
                              f"the model's rate, memory-bound kernels at {kernel_factor:.3g} ×")
-    return Calibration(profile, gemm_factor, base, notes=[f"memory-bound kernels at {kernel_factor:.3g} × the model"])
+    return Calibration(profile, gemm_factor, base)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,10 +226,9 @@ def read_measurement(path: str | Path) -> Measurement:
 
 def _check_kernel(source: str, i: int, entry) -> None:
     where = f"kernels[{i}]"
-    if not isinstance(entry, dict) or entry.get("kind") not in ("gemm", "memory", "attention", "allreduce"):
-        raise InputError(source, f"{where}: each kernel is a mapping with kind gemm, memory, attention or allreduce")
-    needed = {"gemm": ("m", "n", "k", "seconds"), "memory": ("bytes", "seconds"),
-              "attention": ("seconds",), "allreduce": ("bytes", "seconds")}[entry["kind"]]
+    if not isinstance(entry, dict) or entry.get("kind") not in ("gemm", "memory"):
+        raise InputError(source, f"{where}: each kernel is a mapping with kind gemm or memory")
+    needed = {"gemm": ("m", "n", "k", "seconds"), "memory": ("bytes", "seconds")}[entry["kind"]]
     for key in needed:
         value = entry.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
