@@ -42,6 +42,10 @@ def plan(
     vocab: Optional[int] = typer.Option(None, "--vocab", help="Vocabulary size (default: the family's, 51200 for GPT)."),
     ffn_hidden: Optional[int] = typer.Option(None, "--ffn-hidden", help="MLP width (default 4·hidden; Llama: 8/3·hidden rounded to 256)."),
     kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="Key/value heads for grouped-query attention."),
+    experts: Optional[int] = typer.Option(None, "--experts", help="Mixture of experts: MLPs per layer (mixtral-8x7b has 8)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Experts each token is routed to."),
+    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel size (divides the experts and the data-parallel size; searched when not given)."),
+    capacity_factor: Optional[float] = typer.Option(None, "--capacity-factor", help="Token slots per expert over its balanced share (default: dropless)."),
     gpus: int = typer.Option(8, "--gpus", help="GPUs in all."),
     gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="An accelerator of the catalog (default a100-80gb, or the measured one with --measured)."),
     global_batch: int = typer.Option(512, "--global-batch", help="Sequences per iteration."),
@@ -55,7 +59,7 @@ def plan(
     schedule: Optional[str] = typer.Option(None, "--schedule", help="Pipeline schedule: 1f1b, interleaved or gpipe."),
     virtual_stages: Optional[int] = typer.Option(None, "--virtual-stages", help="Model chunks per GPU for the interleaved schedule."),
     stage_layers: Optional[str] = typer.Option(None, "--stage-layers", help="Layers per pipeline stage, first to last, e.g. 7,8x14,7 (sets --pp; default: even, or balanced when the stages do not divide the layers)."),
-    precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, tf32 or fp32 (default: bf16 where the GPU has it)."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, tf32, fp32, or fp8 on h100/h200 (default: bf16 where the GPU has it)."),
     no_overlap: bool = typer.Option(False, "--no-overlap-grad-reduce", help="Reduce gradients after the backward pass instead of overlapping it."),
     framework: Optional[str] = typer.Option(None, "--framework", help="Software profile: megatron-lm (the hardware model, default), deepspeed-pipeline or fsdp."),
     measured: Optional[str] = typer.Option(None, "--measured", help="A file with one measured step (or `apportion profile`'s kernel timings): the software terms are fitted to it."),
@@ -73,6 +77,7 @@ def plan(
     from rich.table import Table
 
     from apportion.perf import fixed_layout, get_accelerator, parameter_count, predict
+    from apportion.perf.transformer import active_parameter_count
     from apportion.perf import plan as search
     from apportion.perf.parallel import format_stage_layers
     from apportion.perf.transformer import build_model
@@ -88,7 +93,7 @@ def plan(
             shape = measurement.model
         else:
             shape = build_model(model, preset, layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
-                                ffn_hidden=ffn_hidden, kv_heads=kv_heads)
+                                ffn_hidden=ffn_hidden, kv_heads=kv_heads, experts=experts, top_k=top_k)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if gpus < 1:
@@ -105,15 +110,18 @@ def plan(
             raise fail(f"--stage-layers names {len(split)} stages but --pp is {pp}")
         pp = len(split)
     params = parameter_count(shape)
-    header = (f"{shape.name} ({params / 1e9:.1f}B parameters, {shape.layers} layers, hidden {shape.hidden}, "
-              f"{shape.heads} heads, seq {shape.seq}) on {gpus} × {acc.name}, global batch {global_batch}")
+    experts_text = (f", {active_parameter_count(shape) / 1e9:.1f}B active: {shape.experts} experts, top-{shape.top_k}"
+                    if shape.is_moe else "")
+    header = (f"{shape.name} ({params / 1e9:.1f}B parameters{experts_text}, {shape.layers} layers, hidden "
+              f"{shape.hidden}, {shape.heads} heads, seq {shape.seq}) on {gpus} × {acc.name}, global batch {global_batch}")
 
     if tp is not None and pp is not None and micro_batch is not None:
         try:
             layout = fixed_layout(gpus, acc, global_batch, tp, pp, micro_batch, recompute=recompute,
                                   sequence_parallel=sequence_parallel, zero=zero, offload=offload, schedule=schedule,
                                   virtual_stages=virtual_stages, precision=precision,
-                                  overlap_grad_reduce=not no_overlap, stage_layers=split)
+                                  overlap_grad_reduce=not no_overlap, stage_layers=split, ep=ep,
+                                  capacity_factor=capacity_factor)
             with stdout_to_stderr():
                 one = predict(shape, layout, acc, software)
         except ValueError as exc:
@@ -143,7 +151,8 @@ def plan(
             result = search(shape, gpus, acc, global_batch, top=top, tp=tp, pp=pp, micro_batch=micro_batch,
                             recompute=recompute, sequence_parallel=sequence_parallel, zero=zero, offload=offload,
                             schedule=schedule, virtual_stages=virtual_stages, precision=precision,
-                            overlap_grad_reduce=not no_overlap, stage_layers=split, software=software)
+                            overlap_grad_reduce=not no_overlap, stage_layers=split, software=software, ep=ep,
+                            capacity_factor=capacity_factor)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if not result.best and not result.closest_misses(1):
@@ -180,7 +189,7 @@ def plan(
         sched = "—" if lay.pp == 1 else (f"interl. v={lay.virtual_stages}" if lay.schedule == "interleaved" else lay.schedule)
         if lay.stage_layers is not None:
             sched += f" {format_stage_layers(lay.stage_layers)}"
-        view.add_row(f"{lay.tp}·{lay.pp}·{lay.dp}", str(lay.micro_batch),
+        view.add_row(f"{lay.tp}·{lay.pp}·{lay.dp}" + (f" ep{lay.ep}" if lay.ep > 1 else ""), str(lay.micro_batch),
                      lay.recompute + ("+sp" if lay.sequence_parallel else ""),
                      str(lay.zero) + ("+off" if lay.offload else ""), sched,
                      f"{p.step_time_s:.2f}", f"{p.tflops_per_gpu:.0f}", f"{p.mfu:.0%}", f"{mem['total']:.1f}",

@@ -87,7 +87,9 @@ DROPOUT_EFFICIENCY = 0.831
 # cuBLAS's most efficient tile shapes (Matrix Multiplication Background User's Guide, §2.3).
 TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128))
 
-BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+# bytes per operand element; an fp8 product's bf16 output is counted at 1 byte too (its memory
+# roof slightly optimistic)
+BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
 
 def sm_count(acc: Accelerator) -> int:

@@ -48,7 +48,7 @@ from apportion.perf.accelerators import Accelerator
 from apportion.perf.transformer import RECOMPUTE_MODES, TransformerModel
 
 SCHEDULES = ("none", "gpipe", "1f1b", "interleaved")
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 # Per-step latency of a collective (seconds). Estimates of NCCL's per-hop latency over NVLink and
 # InfiniBand (a few microseconds); not from a published table: they matter only for small messages.
@@ -83,6 +83,8 @@ class Layout:
     # layers on each pipeline stage, first to last; None: an even split when the stages divide the
     # layers, otherwise the split that balances the stages' times (embedding and loss counted)
     stage_layers: tuple[int, ...] | None = None
+    ep: int = 1  # expert parallelism: the experts of a mixture-of-experts layer split over ep of the d ranks
+    capacity_factor: float | None = None  # token slots per expert over the balanced share; None: dropless
 
     def __post_init__(self) -> None:
         if self.stage_layers is not None and not isinstance(self.stage_layers, tuple):
@@ -108,6 +110,12 @@ class Layout:
             parts.append("offload")
         if self.pp > 1:
             parts.append(self.schedule + (f"(v={self.virtual_stages})" if self.schedule == "interleaved" else ""))
+        if self.ep > 1:
+            parts.append(f"ep={self.ep}")
+        if self.capacity_factor is not None:
+            parts.append(f"capacity={self.capacity_factor:g}")
+        if self.precision == "fp8":
+            parts.append("fp8")
         if self.stage_layers is not None:
             parts.append(f"stages={format_stage_layers(self.stage_layers)}")
         return " ".join(parts)
@@ -154,7 +162,8 @@ def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
     problems: list[str] = []
     t, p, d, b, B = layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.global_batch
     for name, value in (("tensor-parallel size", t), ("pipeline-parallel size", p), ("data-parallel size", d),
-                        ("micro-batch size", b), ("global batch", B), ("virtual stages", layout.virtual_stages)):
+                        ("micro-batch size", b), ("global batch", B), ("virtual stages", layout.virtual_stages),
+                        ("expert-parallel size", layout.ep)):
         if not isinstance(value, int) or value < 1:
             problems.append(f"{name} must be a positive integer, got {value!r}")
     if problems:
@@ -208,6 +217,19 @@ def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
                         "(DeepSpeed supports only stages 0 and 1 with pipelines)")
     if layout.offload and layout.zero == 0:
         problems.append("--offload (ZeRO-Offload) needs ZeRO stage 1, 2 or 3")
+    if layout.ep > 1 and not model.is_moe:
+        problems.append(f"expert parallelism ({layout.ep}) needs a mixture-of-experts model")
+    elif model.is_moe and model.experts % layout.ep:
+        problems.append(f"the {model.experts} experts are not divisible by the expert-parallel size {layout.ep}")
+    elif layout.ep > 1 and d % layout.ep:
+        problems.append(f"the expert-parallel size {layout.ep} must divide the data-parallel size {d}")
+    if layout.capacity_factor is not None:
+        if not model.is_moe:
+            problems.append("a capacity factor needs a mixture-of-experts model")
+        elif not (isinstance(layout.capacity_factor, (int, float)) and layout.capacity_factor > 0):
+            problems.append(f"the capacity factor must be positive, got {layout.capacity_factor!r}")
+    if layout.ep > 1 and layout.zero >= 2:
+        problems.append(f"ZeRO stage {layout.zero} with expert parallelism is not modelled; use ZeRO 0 or 1")
     return problems
 
 
@@ -241,6 +263,33 @@ def tp_group(layout: Layout, acc: Accelerator) -> Group:
 def dp_group(layout: Layout, acc: Accelerator) -> Group:
     per_node = max(1, min(layout.dp, acc.gpus_per_node // layout.tp)) if layout.tp < acc.gpus_per_node else 1
     return Group(layout.dp, per_node)
+
+
+def ep_group(layout: Layout, acc: Accelerator) -> Group:
+    """The ranks sharing one layer's experts: ep of the data-parallel ranks, the innermost ones."""
+    per_node = max(1, min(layout.ep, acc.gpus_per_node // layout.tp)) if layout.tp < acc.gpus_per_node else 1
+    return Group(layout.ep, per_node)
+
+
+def expert_dp_group(layout: Layout, acc: Accelerator) -> Group:
+    """The ranks holding the same experts, which reduce their gradients: d/ep of them, a node apart
+    unless the data-parallel group has room for more than ep of them in one node."""
+    d, ep = layout.dp, layout.ep
+    per_node = max(1, dp_group(layout, acc).per_node // ep)
+    return Group(d // ep, per_node)
+
+
+def alltoall_time(nbytes: float, group: Group, acc: Accelerator) -> float:
+    """All-to-all where each rank sends ``nbytes`` in all, 1/n of it to each rank (itself included):
+    the part bound for its node's other ranks over NVLink, the rest over its own network adapter,
+    one message latency per peer."""
+    n = group.size
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    g = min(group.per_node, n)
+    intra = nbytes * (g - 1) / n / _intra(acc) if g > 1 else 0.0
+    inter = nbytes * (n - g) / n / _inter(acc) if n > g else 0.0
+    return intra + inter + (n - 1) * (ALPHA_INTER_S if n > g else ALPHA_INTRA_S)
 
 
 def pipeline_crosses_nodes(layout: Layout, acc: Accelerator) -> bool:

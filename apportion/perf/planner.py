@@ -14,7 +14,9 @@ predicted throughput. Here the space is:
   stages, Llama 3 405B 126 on 16). ``stage_layers`` pins a split of one's own;
 * micro-batch b: divisors of B/d up to ``max_micro_batch``;
 * recomputation: none, selective, full; sequence parallelism on or off when t > 1;
-* ZeRO stage 0–3 (2 and 3 only without pipelining), ZeRO-Offload only when asked;
+* ZeRO stage 0–3 (2 and 3 only without pipelining or expert parallelism), ZeRO-Offload only
+  when asked;
+* for a mixture of experts, the expert-parallel size: every divisor of both the experts and d;
 * schedule when p > 1: 1F1B, interleaved 1F1B with every v ≥ 2 dividing each stage's layers
   (m a multiple of p; only for even or pinned splits), and GPipe.
 
@@ -24,6 +26,7 @@ Any of these can be pinned; the rest is searched. Layouts are ranked by predicte
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import product
 from math import gcd
 
 from apportion.perf.accelerators import Accelerator, get_accelerator
@@ -78,7 +81,8 @@ def plan(model: TransformerModel, gpus: int, accelerator: Accelerator | str, glo
          offload: bool = False, schedule: str | None = None, virtual_stages: int | None = None,
          precision: str | None = None, overlap_grad_reduce: bool = True, max_micro_batch: int = 32,
          keep_rejected: bool = True, stage_layers: tuple[int, ...] | None = None,
-         software: SoftwareProfile | None = None) -> Plan:
+         software: SoftwareProfile | None = None, ep: int | None = None,
+         capacity_factor: float | None = None) -> Plan:
     """Search the layout space for ``model`` on ``gpus`` GPUs of ``accelerator`` as ``software`` runs it
     (default: the hardware model); pinned options stay fixed."""
     acc = get_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
@@ -139,29 +143,32 @@ def plan(model: TransformerModel, gpus: int, accelerator: Accelerator | str, glo
                     else:
                         schedules.append((name, 1))
             sps = [sequence_parallel] if sequence_parallel is not None else ([False, True] if t > 1 else [False])
+            if ep is not None:
+                eps = [ep]
+            else:
+                eps = [e for e in _divisors(gcd(model.experts, d))] if model.is_moe else [1]
             for b in bs:
                 for rc in recomputes:
                     for sp in sps:
-                        for z in zeros:
-                            if z >= 2 and p > 1 and zero is None:
+                        for z, e, (sched, v) in product(zeros, eps, schedules):
+                            if z >= 2 and (p > 1 or e > 1) and zero is None:
                                 continue  # not a combination anyone runs (see layout_problems)
-                            for sched, v in schedules:
-                                layout = Layout(tp=t, pp=p, dp=d, micro_batch=b, global_batch=global_batch,
-                                                recompute=rc, sequence_parallel=sp, zero=z,
-                                                offload=offload and z > 0, schedule=sched, virtual_stages=v,
-                                                overlap_grad_reduce=overlap_grad_reduce, precision=precision,
-                                                stage_layers=stage_layers)
-                                result.considered += 1
-                                problems = layout_problems(model, layout)
-                                if problems:
-                                    if keep_rejected:
-                                        result.rejected.append(Rejected(layout, problems))
-                                    continue
-                                prediction = predict(model, layout, acc, software)
-                                if prediction.fits:
-                                    fitting.append(prediction)
-                                elif keep_rejected:
-                                    result.rejected.append(Rejected(layout, prediction.reasons, prediction))
+                            layout = Layout(tp=t, pp=p, dp=d, micro_batch=b, global_batch=global_batch,
+                                            recompute=rc, sequence_parallel=sp, zero=z,
+                                            offload=offload and z > 0, schedule=sched, virtual_stages=v,
+                                            overlap_grad_reduce=overlap_grad_reduce, precision=precision,
+                                            stage_layers=stage_layers, ep=e, capacity_factor=capacity_factor)
+                            result.considered += 1
+                            problems = layout_problems(model, layout)
+                            if problems:
+                                if keep_rejected:
+                                    result.rejected.append(Rejected(layout, problems))
+                                continue
+                            prediction = predict(model, layout, acc, software)
+                            if prediction.fits:
+                                fitting.append(prediction)
+                            elif keep_rejected:
+                                result.rejected.append(Rejected(layout, prediction.reasons, prediction))
     result.rejected = explicit_problems + result.rejected
     fitting.sort(key=lambda x: (x.step_time_s, x.memory.total))
     result.best = fitting[:top]
@@ -181,7 +188,8 @@ def fixed_layout(gpus: int, accelerator: Accelerator | str, global_batch: int, t
                  recompute: str | None = None, sequence_parallel: bool | None = None, zero: int | None = None,
                  offload: bool = False, schedule: str | None = None, virtual_stages: int | None = None,
                  precision: str | None = None, overlap_grad_reduce: bool = True,
-                 stage_layers: tuple[int, ...] | None = None) -> Layout:
+                 stage_layers: tuple[int, ...] | None = None, ep: int | None = None,
+                 capacity_factor: float | None = None) -> Layout:
     """The one layout ``tp``·``pp``·(``gpus``/tp·pp) with what is not given at its default: no
     recomputation, no ZeRO, 1F1B (interleaved with virtual stages, none without a pipeline), the
     GPU's best precision. ValueError when tp·pp does not divide the GPUs."""
@@ -194,4 +202,4 @@ def fixed_layout(gpus: int, accelerator: Accelerator | str, global_batch: int, t
                   recompute=recompute or "none", sequence_parallel=bool(sequence_parallel), zero=zero or 0,
                   offload=offload, schedule=schedule, virtual_stages=virtual_stages or 1,
                   overlap_grad_reduce=overlap_grad_reduce, precision=precision or default_precision(acc),
-                  stage_layers=stage_layers)
+                  stage_layers=stage_layers, ep=ep or 1, capacity_factor=capacity_factor)

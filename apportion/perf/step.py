@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from apportion.perf.accelerators import Accelerator, get_accelerator
+from apportion.perf.accelerators import ACCELERATORS, Accelerator, get_accelerator
 from apportion.perf.gemm import (
     ATTENTION_CORE_EFFICIENCY,
     BYTES,
@@ -46,6 +46,7 @@ from apportion.perf.gemm import (
 from apportion.perf.memory import (
     GB,
     MemoryBreakdown,
+    ModelStates,
     in_flight_microbatches,
     layer_activation_bytes,
     layer_working_bytes,
@@ -57,6 +58,9 @@ from apportion.perf.parallel import (
     Layout,
     allgather_time,
     allreduce_time,
+    alltoall_time,
+    ep_group,
+    expert_dp_group,
     bubble_fraction,
     check_layout,
     even_stage_layers,
@@ -69,6 +73,7 @@ from apportion.perf.software import MEGATRON_LM, SoftwareProfile
 from apportion.perf.transformer import (
     TransformerModel,
     iteration_flops,
+    expert_parameters,
     layer_gemms,
     layer_parameters,
     logits_gemm,
@@ -80,7 +85,9 @@ from apportion.perf.transformer import (
 # grad-norm and clipping (4 + 8), Adam (read param, grad, m, v: 16; write param, m, v: 12), copy
 # the fp32 params back to fp16 (4 + 2), zero the grads (2): 58. fp32: Adam (28) + norm/clip (12)
 # + zero grads (4): 44.
-OPTIMIZER_BYTES_PER_PARAM = {"mixed": 58, "fp32": 44}
+# fp8 (Transformer Engine): the mixed-precision step, then the new bf16 weight cast to fp8 and
+# transposed (read 2, write 1, twice): 62.
+OPTIMIZER_BYTES_PER_PARAM = {"mixed": 58, "fp32": 44, "fp8": 62}
 # DeepSpeed CPU-Adam on the host (ZeRO-Offload): read fp32 param, grad, m, v; write param, m, v and
 # the fp16 copy: 30 bytes per parameter, bound by host memory bandwidth.
 CPU_ADAM_BYTES_PER_PARAM = 30
@@ -115,6 +122,7 @@ class LayerCost:
     attention_core: float  # the forward part selective recomputation repeats
     tp_comm: float  # one all-reduce (or all-gather + reduce-scatter) of the layer's output
     gemm_share: float  # fraction of forward+backward compute time spent in GEMMs
+    ep_comm: float = 0.0  # one all-to-all of the tokens among the expert-parallel ranks
 
 
 @dataclass(frozen=True)
@@ -130,7 +138,8 @@ class _KernelBytes:
     H: float  # s·b·h elements, the size of one tensor-parallel all-reduce
 
 
-def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int) -> _KernelBytes:
+def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int, slots: float = 1.0,
+                       fp8: bool = False) -> _KernelBytes:
     """Bytes of the memory-bound kernels of one layer (forward, backward), by kernel family.
 
     Derived from the kernels Megatron-LM ran in 2021 (NVIDIA/Megatron-LM, megatron/model/
@@ -149,7 +158,7 @@ def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int
     H = s * b * h
     Hr = H / t if sp else H  # LayerNorm/dropout tensors: split only under sequence parallelism
     A = b * (model.heads / t) * s * s  # attention scores per rank
-    F = s * b * model.ffn / t
+    F = slots * s * b * model.ffn / t  # a mixture of experts runs c·k slots per token
     Q = s * b * model.qkv_width / t
     act_f = (3 * e if model.gated_mlp else 2 * e) * F  # bias-GeLU (or SiLU(gate)·up)
     act_b = (5 * e if model.gated_mlp else 4 * e) * F  # its backward and the bias gradient
@@ -171,28 +180,51 @@ def _elementwise_bytes(model: TransformerModel, b: int, t: int, sp: bool, e: int
         + act_b
         + e * Q  # QKV bias gradient
     )
+    if model.is_moe:
+        # router probabilities and top-k (fp32), the tokens permuted into expert order and back,
+        # weighted and summed (read and write each slot), forward and backward alike
+        moe = 12 * s * b * model.experts + 4 * e * slots * H / t
+        forward += moe
+        backward += moe
+    if fp8:
+        # Transformer Engine casts each product's input to fp8 (read 2, write 1 byte, with its
+        # scale's max) before QKV, the projection, FC1 and FC2, and each output gradient in the backward
+        forward += 3 * (H + H / t + slots * H / t + F)
+        backward += 3 * (Q + H + slots * s * b * model.mlp_in_width / t + slots * H / t)
     return _KernelBytes(forward, backward, softmax_f, softmax_b, (2 * e + 1) * A, H)
+
+
+def expert_slots(model: TransformerModel, capacity_factor: float | None) -> float:
+    """Token slots a mixture-of-experts MLP computes per token: k experts × the capacity factor."""
+    if not model.is_moe:
+        return 1.0
+    return model.top_k * (capacity_factor if capacity_factor is not None else 1.0)
 
 
 @lru_cache(maxsize=8192)
 def _layer_cost(model: TransformerModel, acc_key: tuple, b: int, t: int, sp: bool, precision: str,
-                software: SoftwareProfile) -> LayerCost:
+                software: SoftwareProfile, ep: int = 1, capacity_factor: float | None = None) -> LayerCost:
     acc = _ACCELERATORS[acc_key]
-    e = BYTES[precision]
-    gemms = layer_gemms(model, b, t)
+    fp8 = precision == "fp8"
+    act_precision = "bf16" if fp8 else precision  # fp8 is for the products; the rest runs in bf16
+    e = BYTES[act_precision]
+    gemms = layer_gemms(model, b, t, ep, capacity_factor)
     core = ("scores", "context")  # attention core: memory roof at ATTENTION_CORE_EFFICIENCY
     flash = software.flash_attention
     g_eff, k_eff = software.gemm_efficiency, software.kernel_efficiency
 
     def gt(g) -> float:
-        eff = ATTENTION_CORE_EFFICIENCY if g.name.split(".")[0] in core else MEMORY_EFFICIENCY
-        return gemm_time(g.m, g.n, g.k, acc, precision, g.batch, memory_efficiency=eff).seconds / g_eff
+        in_core = g.name.split(".")[0] in core
+        eff = ATTENTION_CORE_EFFICIENCY if in_core else MEMORY_EFFICIENCY
+        return gemm_time(g.m, g.n, g.k, acc, act_precision if in_core or g.name.startswith("router") else precision,
+                         g.batch, memory_efficiency=eff).seconds / g_eff
 
     if flash:
         gemms = [g for g in gemms if g.name not in core]
     g_fwd = {g.name: gt(g) for g in gemms}
     g_bwd = sum(gt(x) for g in gemms for x in g.backward())
-    kb = _elementwise_bytes(model, b, t, sp, e)
+    slots = expert_slots(model, capacity_factor)
+    kb = _elementwise_bytes(model, b, t, sp, e, slots, fp8)
     if flash:
         # one fused kernel: QKᵀ and scores·V at the measured FlashAttention-2 rate, the backward
         # recomputing the scores (2.5 × the forward's FLOPs); a causal mask skips half the blocks
@@ -209,8 +241,12 @@ def _layer_cost(model: TransformerModel, acc_key: tuple, b: int, t: int, sp: boo
     forward = sum(g_fwd.values()) + memory_time(kb.other_fwd, acc) / k_eff + attention_f
     backward = g_bwd + memory_time(kb.other_bwd, acc) / k_eff + attention_b
     comm = allreduce_time(e * kb.H, _TP_GROUPS[(acc_key, t)], acc) / software.comm_efficiency if t > 1 else 0.0
+    ep_comm = 0.0
+    if model.is_moe and ep > 1:  # the tokens (their c·k slots, split among the tensor-parallel ranks) to the experts
+        group = ep_group(Layout(tp=t, dp=ep, ep=ep), acc)
+        ep_comm = alltoall_time(e * slots * kb.H / t, group, acc) / software.comm_efficiency
     gemm_total = sum(g_fwd.values()) + g_bwd
-    return LayerCost(forward, backward, core_f, comm, gemm_total / (forward + backward))
+    return LayerCost(forward, backward, core_f, comm, gemm_total / (forward + backward), ep_comm)
 
 
 _ACCELERATORS: dict[tuple, Accelerator] = {}
@@ -225,11 +261,13 @@ def _acc_key(acc: Accelerator) -> tuple:
 
 
 def layer_cost(model: TransformerModel, acc: Accelerator, micro_batch: int, tp: int, sequence_parallel: bool,
-               precision: str, software: SoftwareProfile = MEGATRON_LM) -> LayerCost:
+               precision: str, software: SoftwareProfile = MEGATRON_LM, ep: int = 1,
+               capacity_factor: float | None = None) -> LayerCost:
     key = _acc_key(acc)
     if (key, tp) not in _TP_GROUPS:
         _TP_GROUPS[(key, tp)] = tp_group(Layout(tp=tp), acc)
-    return _layer_cost(model, key, micro_batch, tp, sequence_parallel and tp > 1, precision, software)
+    return _layer_cost(model, key, micro_batch, tp, sequence_parallel and tp > 1, precision, software, ep,
+                       capacity_factor if model.is_moe else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,7 +337,7 @@ def _stage_params(model: TransformerModel, layout: Layout, counts: tuple[int, ..
     with the first stage), or the untied output.
     """
     t, p = layout.tp, layout.pp
-    per_layer = layer_parameters(model) / t
+    per_layer = (layer_parameters(model, experts=0) + expert_parameters(model) * model.experts / layout.ep) / t
     words = model.vocab * model.hidden / t
     positions = model.seq * model.hidden if model.learned_positions else 0
     output = words if (p > 1 or not model.tied_embeddings) else 0.0
@@ -333,15 +371,18 @@ def stage_in_flight(layout: Layout, stage: int) -> float:
 
 def _activation_bytes(model: TransformerModel, layout: Layout, stage: int, layers: int, flash: bool = False) -> float:
     t, p, b = layout.tp, layout.pp, layout.micro_batch
-    e = BYTES[layout.precision]
+    fp8 = layout.precision == "fp8"
+    e = BYTES["bf16" if fp8 else layout.precision]
     sp = layout.sequence_parallel and t > 1
-    per_layer = layer_activation_bytes(model, b, t, layout.recompute, sp, e, flash)
+    slots = expert_slots(model, layout.capacity_factor)
+    g = 1 if fp8 else None
+    per_layer = layer_activation_bytes(model, b, t, layout.recompute, sp, e, flash, slots, g)
     held = stage_in_flight(layout, stage)
     stored = layers * per_layer * held
     # what the backward of one layer materialises on top: the whole layer (full recomputation)
     # or its attention core (selective)
     if layout.recompute == "full":
-        stored += layer_working_bytes(model, b, t, sp, e, flash)
+        stored += layer_working_bytes(model, b, t, sp, e, flash, slots, g)
     elif layout.recompute == "selective" and not flash:
         stored += (2 * e + 1) * model.heads / t * model.seq ** 2 * b
     sbh = model.seq * b * model.hidden
@@ -433,16 +474,20 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     software = software or MEGATRON_LM
     g_eff, k_eff, c_eff = software.gemm_efficiency, software.kernel_efficiency, software.comm_efficiency
     check_layout(model, layout)
+    if layout.precision == "fp8" and "fp8" not in acc.peak_flops:
+        fp8_gpus = ", ".join(name for name, a in ACCELERATORS.items() if "fp8" in a.peak_flops)
+        raise ValueError(f"fp8 needs FP8 tensor cores ({fp8_gpus}); the {acc.name} has none")
     t, p, d, b = layout.tp, layout.pp, layout.dp, layout.micro_batch
     m = layout.microbatches
     v = layout.virtual_stages if layout.schedule == "interleaved" else 1
     precision = layout.precision
-    e = BYTES[precision]
+    e = BYTES["bf16" if precision == "fp8" else precision]  # activations, gradients on the wire
     sp = layout.sequence_parallel and t > 1
 
     # --- one micro-batch on one GPU -------------------------------------------------------
-    cost = layer_cost(model, acc, b, t, sp, precision, software)
+    cost = layer_cost(model, acc, b, t, sp, precision, software, layout.ep, layout.capacity_factor)
     tp_passes = {"none": 4, "selective": 4, "full": 6}[layout.recompute]
+    ep_passes = tp_passes  # dispatch and combine, forward, backward (and the recomputed forward)
     layer_fwd = cost.forward
     layer_bwd = cost.backward
     if layout.recompute == "full":
@@ -450,7 +495,7 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     elif layout.recompute == "selective":
         layer_bwd += cost.attention_core
     layer_compute = layer_fwd + layer_bwd
-    layer_comm = tp_passes * cost.tp_comm
+    layer_comm = tp_passes * cost.tp_comm + ep_passes * cost.ep_comm
     layer_time = layer_compute + layer_comm
 
     sbh = model.seq * b * model.hidden
@@ -460,6 +505,8 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     lg = logits_gemm(model, b, t)
     logits = gemm_time(lg.m, lg.n, lg.k, acc, precision).seconds
     logits += sum(gemm_time(x.m, x.n, x.k, acc, precision).seconds for x in lg.backward())
+    if precision == "fp8":  # the output layer's input and output gradient cast to fp8
+        logits += memory_time(3 * (sbh + model.seq * b * model.vocab / t), acc)
     loss_elems = model.seq * b * model.vocab / t
     # final norm fwd (2e) + bwd (5e), vocab-parallel loss
     head = logits / g_eff + memory_time((7 * e) * Hr + 30 * loss_elems, acc) / k_eff
@@ -482,16 +529,23 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     params_local = max(stage_params)  # the stage with the most to reduce and update
     dp_stage = stage_params.index(params_local)
     layers = counts[dp_stage]
+    # a stage's expert weights are reduced, sharded and updated among the d/ep ranks that hold them
+    expert_local = layers * expert_parameters(model) * model.experts / layout.ep / t if model.is_moe else 0.0
+    dense_local = params_local - expert_local
     grad_bytes = state_bytes_per_param(precision)[1]
     dp = dp_group(layout, acc)
+    edp = expert_dp_group(layout, acc)
+    de = d // layout.ep
     last_bwd = layers * (layer_bwd + cost.tp_comm * (tp_passes // 2))  # last micro-batch's backward
     bucket_share = 1 / max(1, layers)
 
     def exposed(comm: float, window: float) -> float:
         return max(0.0, comm - window) + comm * bucket_share
 
-    full_reduce = allreduce_time(params_local * grad_bytes, dp, acc, DP_INTER_EFFICIENCY) / c_eff
-    gather = allgather_time(params_local * e, dp, acc, DP_INTER_EFFICIENCY) / c_eff
+    full_reduce = (allreduce_time(dense_local * grad_bytes, dp, acc, DP_INTER_EFFICIENCY)
+                   + allreduce_time(expert_local * grad_bytes, edp, acc, DP_INTER_EFFICIENCY)) / c_eff
+    gather = (allgather_time(dense_local * e, dp, acc, DP_INTER_EFFICIENCY)
+              + allgather_time(expert_local * e, edp, acc, DP_INTER_EFFICIENCY)) / c_eff
     if layout.zero in (0, 1):
         reduce_part = full_reduce if layout.zero == 0 else full_reduce / 2
         dp_comm = exposed(reduce_part, last_bwd) if layout.overlap_grad_reduce else reduce_part
@@ -518,7 +572,7 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     if p > 1 and model.tied_embeddings:
         embedding_sync = allreduce_time(model.vocab * model.hidden / t * grad_bytes, Group(2, 1), acc) / c_eff
 
-    optimizer_params = params_local / (d if layout.zero >= 1 else 1)
+    optimizer_params = (dense_local / d + expert_local / de) if layout.zero >= 1 else params_local
     accumulate = max(0, m - 1) * memory_time(3 * grad_bytes * params_local / (d if layout.zero >= 2 else 1), acc) / k_eff
     offload = 0.0
     if layout.offload:
@@ -528,18 +582,24 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
         offload += optimizer_params * e / pcie  # updated fp16 parameters back to the GPU
         optimizer = 0.0
     else:
-        kind = "mixed" if precision in ("fp16", "bf16") else "fp32"
+        kind = {"fp16": "mixed", "bf16": "mixed", "fp8": "fp8"}.get(precision, "fp32")
         optimizer = memory_time(OPTIMIZER_BYTES_PER_PARAM[kind] * optimizer_params, acc) / k_eff
 
     step = pipeline + p2p + dp_comm + embedding_sync + accumulate + optimizer + offload
     hw_flops = iteration_flops(model, layout.global_batch, layout.recompute)
     tflops = hw_flops / (step * layout.gpus) / 1e12
-    mfu = model_flops(model, layout.global_batch) / (step * layout.gpus * acc.peak(precision))
+    # MFU against the dense bf16 peak when the products run in fp8 (the convention of NVIDIA's reports)
+    mfu = model_flops(model, layout.global_batch) / (step * layout.gpus * acc.peak("bf16" if precision == "fp8"
+                                                                                   else precision))
 
     # --- memory ------------------------------------------------------------------------------
     parts = []
     for i in _candidate_stages(counts):
-        states = model_state_bytes(stage_params[i], precision, layout.zero, d, layout.offload)
+        experts_here = counts[i] * expert_parameters(model) * model.experts / layout.ep / t if model.is_moe else 0.0
+        dense = model_state_bytes(stage_params[i] - experts_here, precision, layout.zero, d, layout.offload)
+        expert = model_state_bytes(experts_here, precision, layout.zero, de, layout.offload)
+        states = ModelStates(dense.weights + expert.weights, dense.gradients + expert.gradients,
+                             dense.optimizer + expert.optimizer)
         parts.append(MemoryBreakdown(states.weights, states.gradients, states.optimizer,
                                      _activation_bytes(model, layout, i, counts[i], software.flash_attention),
                                      software.memory_overhead_gb * GB))
@@ -554,9 +614,11 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
             f"activations {gb['activations']:.1f}" + (f", other {gb['other']:.1f}" if gb["other"] else "") + ")")
 
     host = m * software.microbatch_overhead_s
+    ep_comm = m * counts[slowest_stage] * ep_passes * cost.ep_comm
     breakdown = {
         "compute": m * (slowest - counts[slowest_stage] * layer_comm) - host,
-        "tensor_parallel_comm": m * counts[slowest_stage] * layer_comm,
+        "tensor_parallel_comm": m * counts[slowest_stage] * layer_comm - ep_comm,
+        "expert_parallel_comm": ep_comm,
         "pipeline_bubble": pipeline - m * slowest,
         "pipeline_p2p": p2p,
         "data_parallel_comm": dp_comm + embedding_sync,
