@@ -20,7 +20,7 @@ from apportion.workloads.cluster_file import load_cluster
 from apportion.workloads.defaults import DEFAULT_CLUSTER, DEFAULT_RATE_PER_HOUR, DEFAULT_SYNTHETIC_JOBS
 from apportion.workloads.gavel_throughputs import read_gavel_throughputs
 from apportion.workloads.synthetic import generate_workload
-from apportion.workloads.trace_csv import read_workload_csv
+from apportion.workloads.trace_csv import read_workload_with_models
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
             " add one with --throughputs)",
         )
     if settings.path:
-        jobs = read_workload_csv(
+        jobs, throughputs = read_workload_with_models(
             settings.path,
             throughputs=throughputs,
             reference_gpu_type=settings.reference_gpu_type,
