@@ -60,6 +60,11 @@ class FakeExecutor:
             self.exit_codes[(job_id, attempt.attempt)] = code
         self._ended.append(Exit(job_id, attempt.attempt, code))
 
+    def lose(self, job_id: int, why: str = "its node died") -> None:
+        """End job ``job_id``'s attempt as lost with the machine it ran on (no exit record)."""
+        attempt = self._running.pop(job_id)
+        self._ended.append(Exit(job_id, attempt.attempt, None, why))
+
     def end_unseen(self, job_id: int, code: int | None) -> None:
         """End an attempt while no server watches (it died): only its exit record tells."""
         attempt = self._running.pop(job_id)

@@ -106,7 +106,7 @@ def _ray_settings(data: object, source: str) -> RaySettings:
     section = data["ray"]
     unknown = sorted(str(k) for k in section if k not in RAY_KEYS)
     if unknown:
-        raise InputError(source, f"unknown key '{unknown[0]}' (known: {', '.join(RAY_KEYS)})", field="ray")
+        raise InputError(source, f"unknown key (known: {', '.join(RAY_KEYS)})", field=f"ray.{unknown[0]}")
     address = section.get("address")
     if address is not None and (not isinstance(address, str) or not address.strip()):
         raise InputError(source, f"must be a Ray address such as 10.0.0.1:6379 or auto, got {address!r}",
