@@ -2,7 +2,7 @@
 
 The nodes stand for machines with GPUs of two types, each declared by a custom resource in
 the cluster file: one node with two "k80" slots, two nodes with one "v100" slot each (and a
-head node with none). A 2-slot job therefore runs on one node as k80s and across two nodes as
+head node with none, and one CPU for a sweep's replays). A 2-slot job therefore runs on one node as k80s and across two nodes as
 v100s. The jobs are real processes started by Ray actors; they talk to the server as they do
 on the local executor. The cluster starts once for the module (about 20 s on two cores).
 """
@@ -38,7 +38,7 @@ def cluster(tmp_path_factory):
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "_system_config": FAST_FAILURE_DETECTION})
+        "num_cpus": 1, "include_dashboard": False, "_system_config": FAST_FAILURE_DETECTION})  # a CPU for sweeps
     nodes = {
         "k80": cluster.add_node(num_cpus=0, resources={"k80": 2}),
         "v100-a": cluster.add_node(num_cpus=0, resources={"v100": 1}),
@@ -156,3 +156,17 @@ def test_a_job_whose_node_dies_resumes_on_another_node_from_its_checkpoint(clust
     assert resumed and int(resumed.group(1)) >= 40, log(cluster, job_id, 2)
     assert "final_checksum" not in log(cluster, job_id, 1)  # attempt 1 died with its node
     assert re.findall(r"final_checksum=\d+", log(cluster, job_id, 2)) == [f"final_checksum={checksum_after(200)}"]
+
+
+def test_a_sweep_on_ray_gives_the_replays_of_a_local_one(cluster):
+    from apportion.experiment import WorkloadSettings
+    from apportion.sweep import grid, run_grid
+
+    cells = grid(["fifo", "las"], rates=[4.0], seeds=[0, 1], clusters=["v100:4,k80:4"])
+    settings = WorkloadSettings(jobs=20)
+    on_ray = run_grid(cells, settings, ray_address=cluster[0].address)
+    here = run_grid(cells, settings, workers=1)
+
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "sim_wall_s"} for r in rows]  # noqa: E731
+    assert strip(on_ray) == strip(here)
+    assert not ray.is_initialized()  # the sweep left the cluster it joined
