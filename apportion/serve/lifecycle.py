@@ -110,8 +110,9 @@ class AttemptLifecycle:
                 accounted_at=now, reason=f"starting attempt {attempt}", stop=None, stop_at=None, term_at=None,
                 exit_code=None, attempt_started=now, contact_at=None,
             )
-            self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)} pid {handle.pid}")
-        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)} (pid {handle.pid})")
+            self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
+                                 + (f" pid {handle.pid}" if handle.pid else ""))  # pid 0: not a process of this machine
+        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}" + (f" (pid {handle.pid})" if handle.pid else ""))
 
     def _environment(self, row: dict, attempt: int, lease_end: float, checkpoint_dir: str,
                      slots: tuple[str, ...]) -> dict[str, str]:
