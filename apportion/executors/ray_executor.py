@@ -222,7 +222,7 @@ class RayExecutor:
         if tracked is None:
             return False
         ray = self.connect()
-        if not tracked.group.wait(timeout_seconds=0):  # never placed: nothing runs, nothing to save
+        if not _placed(ray, tracked.group):  # never placed: nothing runs, nothing to save
             self._end(job_id, None)
             return True
         tracked.signalled = signum
@@ -338,10 +338,17 @@ class RayExecutor:
 
 
 class _NoGroup:
-    """The placement group of an adopted attempt that has none left: always placed, nothing to remove."""
+    """The placement group of an adopted attempt that has none left: nothing to remove."""
 
-    def wait(self, timeout_seconds: float = 0) -> bool:
+
+def _placed(ray, group) -> bool:
+    """Has Ray placed every bundle of ``group`` (its replicas may be running)?"""
+    if isinstance(group, _NoGroup):
         return True
+    try:
+        return ray.util.placement_group_table(group).get("state") == "CREATED"
+    except ray.exceptions.RayError:
+        return False
 
 
 def _remove_group(ray, group) -> None:

@@ -122,6 +122,22 @@ def test_a_two_replica_ddp_job_across_two_nodes_ends_with_the_weights_of_one_nod
     assert "rank 1 of 2: follows rank 0" in log(cluster, on_two, 1, 1)  # one rank talks to the server
 
 
+def test_a_cancelled_job_gets_sigterm_on_its_node_and_leaves_a_checkpoint(cluster, server):
+    import httpx
+
+    job_id = submit(server, "cancelled", RUNTIME_JOB, 100_000, 1, "k80", STEP_S=0.02)
+    wait_for(lambda: "step 10\n" in log(cluster, job_id, 1), 60, "the job to take 10 steps", server)
+    httpx.post(f"{server.url}/jobs/{job_id}/cancel", json={"user": "tester"}, timeout=10)
+    settled = lambda: (j := job(server, job_id))["status"] == "cancelled" and "stopping" not in j["reason"] and j  # noqa: E731
+    done = wait_for(settled, 60, "the cancelled attempt to exit", server)
+
+    assert done["exit_code"] == 75, done  # it checkpointed: SIGTERM reached it through its replica
+    stop = re.search(r"preempted at step (\d+)/\d+ \(signal SIGTERM\)", log(cluster, job_id, 1))
+    assert stop, log(cluster, job_id, 1)
+    checkpoints = shared(cluster) / "jobs" / job_id / "checkpoints"
+    assert f"step-{int(stop.group(1)):08d}.pt" in [p.name for p in checkpoints.glob("step-*.pt")]
+
+
 def test_a_server_killed_with_sigkill_readopts_the_attempt_still_running_on_ray(cluster, server):
     job_id = submit(server, "adopted", RUNTIME_JOB, 150, 1, "k80", STEP_S=0.05)
     wait_for(lambda: "step 20\n" in log(cluster, job_id, 1), 60, "the job to take 20 steps", server)
