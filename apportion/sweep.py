@@ -13,7 +13,6 @@ What ``apportion sweep`` runs; a Python user calls it the same way::
 
 from __future__ import annotations
 
-import logging
 import math
 import multiprocessing
 import os
@@ -96,14 +95,10 @@ def run_grid(cells: Sequence[Cell], base: WorkloadSettings, config: SimConfig = 
 
 def _on_ray(cells, base, config, options, address: str, tick) -> list[dict]:
     """One Ray task a cell; this process joins the cluster for the sweep's length only (unless it was already in)."""
-    import ray
+    from apportion.executors.ray_connect import join
 
-    joined = not ray.is_initialized()
-    if joined:
-        try:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError) as err:
-            raise OSError(f"cannot connect to the Ray cluster at {address}: {err}") from None
+    joined = not _connected()
+    ray = join(address)
     try:
         remote = ray.remote(num_cpus=1, max_retries=1)(run_cell)
         refs = [remote.remote(cell, base, config, options) for cell in cells]
@@ -122,6 +117,13 @@ def _on_ray(cells, base, config, options, address: str, tick) -> list[dict]:
     finally:
         if joined:
             ray.shutdown()
+
+
+def _connected() -> bool:
+    import sys
+
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float | None]:

@@ -23,7 +23,7 @@ ALLOWED = {
     "report": {"sim"},
     "experiment": {"core", "perf", "policies", "sim", "workloads"},
     "compare": {"experiment", "sim"},
-    "sweep": {"experiment", "sim"},
+    "sweep": {"experiment", "sim", "executors"},
     "cli": {"core", "perf", "policies", "sim", "workloads", "serve", "report", "experiment", "compare", "sweep",
             "stdio", "mechanism", "solve", "runtime"},
     "__main__": {"cli"},

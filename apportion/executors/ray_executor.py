@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import signal
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from typing import Sequence
 
 from apportion.executors.base import Attempt, Exit
 from apportion.executors.local import tail
+from apportion.executors.ray_connect import join
 from apportion.executors.ray_nodes import SlotResource, capacity
 from apportion.executors.ray_replica import Replica
 
@@ -92,19 +92,10 @@ class RayExecutor:
         """Join the Ray cluster at ``address`` in this server's namespace (once); OSError if it cannot."""
         if self._ray is not None:
             return self._ray
-        import ray
-
-        try:
-            if ray.is_initialized():
-                current = ray.get_runtime_context().namespace
-                if current != self.namespace:
-                    raise OSError(f"this process is connected to Ray in namespace {current!r}, not {self.namespace!r}")
-            else:
-                ray.init(address=self.address or "auto", namespace=self.namespace, log_to_driver=False,
-                         logging_level=logging.WARNING, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError) as err:
-            where = self.address or "auto (RAY_ADDRESS, else the cluster started on this machine)"
-            raise OSError(f"cannot connect to the Ray cluster at {where}: {err}") from None
+        ray = join(self.address, self.namespace)
+        current = ray.get_runtime_context().namespace
+        if current != self.namespace:
+            raise OSError(f"this process is connected to Ray in namespace {current!r}, not {self.namespace!r}")
         self._ray = ray
         self._replica = ray.remote(Replica)
         return ray
