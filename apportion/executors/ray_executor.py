@@ -39,7 +39,7 @@ from apportion.executors.ray_replica import Replica
 
 PREFIX = "apportion."
 PREEMPTED = 75
-RAY_CALL_S = 10.0  # the longest a call on a replica (info, at a restart) may take before it counts as gone
+RAY_CALL_S = 10.0  # the longest the replicas' answers (info, at a restart) may take before they count as gone
 
 
 def default_namespace(state_dir: str | Path) -> str:
@@ -275,19 +275,24 @@ class RayExecutor:
             if parsed is not None:
                 job_id, attempt, rank = parsed
                 ranks.setdefault((job_id, attempt), {})[rank] = entry["name"]
+        handles: dict[tuple[int, int], dict[int, object]] = {}
+        for key, names in ranks.items():
+            for rank, name in names.items():
+                try:
+                    handles.setdefault(key, {})[rank] = ray.get_actor(name, namespace=self.namespace)
+                except ValueError:  # gone since the listing
+                    continue
+        asked = {key: actors[0].info.remote() for key, actors in handles.items() if 0 in actors}
+        ready, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=RAY_CALL_S) if asked else ([], [])
         self._found = {}
         found = []
         for (job_id, attempt), names in sorted(ranks.items()):
-            actors = {}
-            for rank, name in names.items():
-                try:
-                    actors[rank] = ray.get_actor(name, namespace=self.namespace)
-                except ValueError:  # gone since the listing
-                    continue
+            actors = handles.get((job_id, attempt), {})
             info = None
-            if 0 in actors:
+            ref = asked.get((job_id, attempt))
+            if ref is not None and ref in ready:
                 try:
-                    info = ray.get(actors[0].info.remote(), timeout=RAY_CALL_S)
+                    info = ray.get(ref)
                 except ray.exceptions.RayError:
                     info = None
             self._found[(job_id, attempt)] = ([actors.get(r) for r in range(max(names) + 1)], info)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 
 import pytest
@@ -17,9 +18,13 @@ def unused_port() -> int:
         return sock.getsockname()[1]  # closed again: nothing listens there
 
 
+NO_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
+
+
 @pytest.mark.parametrize("args, message", [
-    (["--executor", "ray", "--ray-address", "127.0.0.1:{port}"],
-     "no Ray cluster at 127.0.0.1:{port}: Connection refused (is `ray start --head` running there?)"),
+    pytest.param(["--executor", "ray", "--ray-address", "127.0.0.1:{port}"],
+                 "no Ray cluster at 127.0.0.1:{port}: Connection refused (is `ray start --head` running there?)",
+                 marks=NO_RAY),
     (["--executor", "ray", "--slots", "cpu:2"], "--slots: on Ray the slots are the cluster's GPUs"),
     (["--executor", "ray", "--run-as", "mapped"], "--run-as mapped: on Ray, jobs run as the OS user of the Ray workers"),
     (["--ray-address", "10.0.0.1:6379"], "--ray-address needs --executor ray"),

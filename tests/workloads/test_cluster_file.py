@@ -88,6 +88,16 @@ def test_a_bad_shorthand():
         load_cluster("v100")
 
 
+def test_the_shipped_ray_example_loads_for_serve_and_for_the_simulator():
+    from apportion.workloads.cluster_file import load_ray_settings
+
+    settings = load_ray_settings(EXAMPLE.parent / "ray.yaml")
+
+    assert settings.gpu_types == {"v100": ("accelerator_type", "V100"), "k80": ("resource", "k80")}
+    assert settings.shared_dir == "/mnt/shared/apportion" and settings.prices == {"v100": 3.06, "k80": 0.90}
+    assert load_cluster(str(EXAMPLE.parent / "ray.yaml")).describe() == "v100:8,k80:8"
+
+
 def test_the_ray_section_names_each_types_resource_and_the_shared_directory(tmp_path):
     from apportion.workloads.cluster_file import load_ray_settings
 
