@@ -1,8 +1,9 @@
 """`apportion serve --executor ray` on a Ray cluster of four nodes on this machine.
 
-The nodes stand for machines with GPUs of two types, each declared by a custom resource in
-the cluster file: one node with two "k80" slots, two nodes with one "v100" slot each (and a
-head node with none, and one CPU for a sweep's replays). A 2-slot job therefore runs on one node as k80s and across two nodes as
+The nodes stand for machines with GPUs of two types, declared in the cluster file the two
+ways it allows: one node with two "k80" slots (a custom resource), two nodes with one GPU each
+that Ray counts as a V100 (a GPU Ray only counts, labelled ``accelerator_type:V100`` as Ray
+labels real ones), and a head node with none, and one CPU for a sweep's replays. A 2-slot job therefore runs on one node as k80s and across two nodes as
 v100s. The jobs are real processes started by Ray actors; they talk to the server as they do
 on the local executor. The cluster starts once for the module (about 20 s on two cores).
 """
@@ -41,15 +42,15 @@ def cluster(tmp_path_factory):
         "num_cpus": 1, "include_dashboard": False, "_system_config": FAST_FAILURE_DETECTION})  # a CPU for sweeps
     nodes = {
         "k80": cluster.add_node(num_cpus=0, resources={"k80": 2}),
-        "v100-a": cluster.add_node(num_cpus=0, resources={"v100": 1}),
-        "v100-b": cluster.add_node(num_cpus=0, resources={"v100": 1}),
+        "v100-a": cluster.add_node(num_cpus=0, num_gpus=1, resources={"accelerator_type:V100": 1}),
+        "v100-b": cluster.add_node(num_cpus=0, num_gpus=1, resources={"accelerator_type:V100": 1}),
     }
     cluster.wait_for_nodes()
     directory = tmp_path_factory.mktemp("ray")
     cluster_file = directory / "cluster.yaml"
     cluster_file.write_text(yaml.safe_dump({"ray": {
         "shared_dir": str(directory / "shared"),
-        "gpu_types": {"k80": {"resource": "k80"}, "v100": {"resource": "v100"}},
+        "gpu_types": {"k80": {"resource": "k80"}, "v100": {"accelerator_type": "V100"}},
     }}))
     yield cluster, nodes, cluster_file, directory
     cluster.shutdown()
@@ -120,6 +121,8 @@ def test_a_two_replica_ddp_job_across_two_nodes_ends_with_the_weights_of_one_nod
     assert weights[0] == weights[1] and len(weights[0]) == 1, weights
     assert "world=2" in weights[0][0]
     assert "rank 1 of 2: follows rank 0" in log(cluster, on_two, 1, 1)  # one rank talks to the server
+    assert "CUDA_VISIBLE_DEVICES=0" in log(cluster, on_two, 1, 1)  # the GPU Ray gave that rank, on its node
+    assert "CUDA_VISIBLE_DEVICES" not in log(cluster, on_one, 1, 0)  # k80s here are a resource, not Ray GPUs
 
 
 def test_a_cancelled_job_gets_sigterm_on_its_node_and_leaves_a_checkpoint(cluster, server):
