@@ -23,8 +23,9 @@ ALLOWED = {
     "report": {"sim"},
     "experiment": {"core", "perf", "policies", "sim", "workloads"},
     "compare": {"experiment", "sim"},
-    "cli": {"core", "perf", "policies", "sim", "workloads", "serve", "report", "experiment", "compare", "stdio",
-            "mechanism", "solve", "runtime"},
+    "sweep": {"experiment", "sim", "executors"},
+    "cli": {"core", "perf", "policies", "sim", "workloads", "serve", "report", "experiment", "compare", "sweep",
+            "stdio", "mechanism", "solve", "runtime"},
     "__main__": {"cli"},
     "__init__": set(),
 }

@@ -1,6 +1,6 @@
 """The ``apportion`` command: parse, call the library, print. Nothing else lives here.
 
-One module a group of commands: ``simulate`` (simulate, compare, kinds), ``plan``, ``profile``, ``serve``,
+One module a group of commands: ``simulate`` (simulate, compare, kinds), ``sweep``, ``plan``, ``profile``, ``serve``,
 ``jobs`` (the server's clients) and ``users`` (its credentials); ``options`` holds the options
 several of them share.
 Each command imports what it needs when it runs, so that ``apportion queue`` or ``--help``
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from apportion.cli import jobs, plan, profile, serve, simulate, users
+from apportion.cli import jobs, plan, profile, serve, simulate, sweep, users
 from apportion.cli.options import ListsPolicies
 
 app = typer.Typer(
@@ -22,6 +22,7 @@ app = typer.Typer(
 
 app.command(cls=ListsPolicies)(simulate.simulate)
 app.command()(simulate.compare)
+app.command(cls=ListsPolicies)(sweep.sweep)
 app.command()(simulate.kinds)
 app.command()(plan.plan)
 app.command()(profile.profile)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from apportion.executors.base import Executor
 from apportion.executors.local import LocalExecutor
 from apportion.workloads.catalog import builtin_throughputs
 from apportion.policies.base import Policy
@@ -38,6 +39,8 @@ class ServerOptions:
     max_retries: int = 3
     prices: dict[str, float] | None = None  # $ per GPU-hour of each slot type
     checkpoint_every: str | None = None  # jobs' periodic checkpoints unless their file says; None: auto
+    shared_dir: Path | None = None  # jobs' default checkpoint directories live here, if not in state_dir (Ray)
+    job_host: str | None = None  # the address jobs reach the server at, when not --host's (other Ray nodes)
 
 
 def is_loopback(host: str) -> bool:
@@ -123,8 +126,10 @@ def check_credentials(options: ServerOptions, has_users: bool) -> None:
 
 
 def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callable[[str], None],
-          ready: Callable[[Scheduler], None] | None = None) -> None:
-    """Run until SIGINT/SIGTERM. Jobs keep running when the server stops; the next one adopts them."""
+          ready: Callable[[Scheduler], None] | None = None, executor: Executor | None = None) -> None:
+    """Run until SIGINT/SIGTERM. Jobs keep running when the server stops; the next one adopts them.
+
+    ``executor``: where attempts run (default: this machine's processes, ``LocalExecutor``)."""
     import uvicorn
 
     from apportion.serve.api import create_app
@@ -140,11 +145,11 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     # owner-only, but for mapped accounts traversable down to each job's directory (runas.py)
     tighten(state_dir, 0o711 if options.run_as.mode == "mapped" else 0o700)
     config = ServeConfig(
-        state_dir=state_dir, server_url=server_url(options.host, port), round_s=options.round_s,
+        state_dir=state_dir, server_url=server_url(options.job_host or options.host, port), round_s=options.round_s,
         grace_s=options.grace_s, max_retries=options.max_retries, token=options.token, run_as=options.run_as,
-        prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every,
+        prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
     )
-    scheduler = Scheduler(store, LocalExecutor(state_dir), slots, policy, config, log=log,
+    scheduler = Scheduler(store, executor or LocalExecutor(state_dir), slots, policy, config, log=log,
                           throughputs=builtin_throughputs())
     found = scheduler.recover()
     if found["adopted"] or found["ended"] or found["strays"]:
