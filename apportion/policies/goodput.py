@@ -212,7 +212,8 @@ class GoodputTables:
 
     NOISE_TOLERANCE = 0.02
 
-    def __init__(self) -> None:
+    def __init__(self, *, fixed_batch: bool = False) -> None:
+        self.fixed_batch = fixed_batch  # each job at its user's batch (else the best for each configuration)
         self._key: tuple | None = None
         self._noise = np.zeros(0)  # [rows] noise scale each cached table was computed at, 0: none
         self._value = np.zeros((0, 0, 0))
@@ -240,7 +241,8 @@ class GoodputTables:
         if stale.any():
             todo = np.flatnonzero(stale)
             grid = np.broadcast_to(counts[None, :], (len(todo), len(counts)))
-            value, batch = goodput_table(kinds, jobs.kind[todo], grid, noise[todo], per_node)
+            value, batch = goodput_table(kinds, jobs.kind[todo], grid, noise[todo], per_node,
+                                         batch_size=jobs.elastic.batch_size[todo] if self.fixed_batch else None)
             self._value[rows[todo]] = value
             self._batch[rows[todo]] = batch
             self._noise[rows[todo]] = noise[todo]

@@ -15,14 +15,15 @@ On fixed-size jobs it runs the shortest remaining time first at each job's own s
 
 from __future__ import annotations
 
+import heapq
 import math
 
 import numpy as np
 
 from apportion.core.allocation import Allocation
-from apportion.core.elastic import goodput_table
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies.base import DEFAULT_RESTART_COST_S, allocate_in_order
+from apportion.policies.goodput import GoodputTables
 
 
 class Optimus:
@@ -34,6 +35,7 @@ class Optimus:
             raise ValueError(f"optimus: restart_cost_s must be >= 0, got {restart_cost_s}")
         self.agnostic = agnostic
         self.restart_cost_s = float(restart_cost_s)
+        self._tables = GoodputTables(fixed_batch=True)
 
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
         return 0.0 if jobs.elastic is not None else math.inf
@@ -55,11 +57,9 @@ class Optimus:
         elastic = jobs.elastic
         n, num_types = len(jobs), len(cluster.gpu_types)
         kinds = elastic.kinds
-        most = int(min(cluster.capacity.max(), elastic.max_gpus.max()))
+        most = int(cluster.capacity.max())
         counts = np.arange(1, most + 1)
-        grid = np.broadcast_to(counts[None, :], (n, most))
-        rate, _ = goodput_table(kinds, jobs.kind, grid, elastic.noise_scale, elastic.gpus_per_node,
-                                batch_size=elastic.batch_size)  # [n, T, K]
+        rate, _ = self._tables.get(jobs, kinds, counts, elastic.gpus_per_node)  # [n, T, K] at each user's batch
         usable = (counts[None, None, :] >= elastic.min_gpus[:, None, None]) & \
                  (counts[None, None, :] <= elastic.max_gpus[:, None, None]) & (rate > 0)
         left = np.maximum(jobs.remaining_steps, 0.0)[:, None, None]
@@ -93,25 +93,32 @@ class Optimus:
                     job_type[j], given[j] = t, k
                     free[t] -= counts[k]
                     break
-        while True:
-            placed = np.flatnonzero(job_type >= 0)
-            if not len(placed):
-                break
-            now_k = given[placed]
-            t = job_type[placed]
-            steps = remaining_s[placed, t, :]  # [p, K]: remaining time at each count on its type
-            added = counts[None, :] - counts[now_k][:, None]  # [p, K] GPUs each larger count adds
-            fits = (added > 0) & (added <= free[t][:, None]) & np.isfinite(steps)
-            saved = steps[np.arange(len(placed)), now_k][:, None] - steps
-            gain = np.where(fits, saved / np.maximum(added, 1), -np.inf)  # seconds saved per added GPU
-            flat = int(np.argmax(gain))
-            best, to = divmod(flat, gain.shape[1])
-            if not gain[best, to] > 0:
-                break
-            free[t[best]] -= added[best, to]
-            given[placed[best]] = to
-            if not np.any(free > 0):
-                break
+        # the growth phase, greedily: a heap of each job's best move, checked against what is free when popped
+        def best_move(j: int):
+            t, k = job_type[j], given[j]
+            steps = remaining_s[j, t]
+            added = counts - counts[k]
+            ok = (added > 0) & (added <= free[t]) & np.isfinite(steps)
+            if not ok.any():
+                return None
+            gain = np.where(ok, (steps[k] - steps) / np.maximum(added, 1), -np.inf)  # seconds saved per GPU
+            to = int(np.argmax(gain))
+            return (-float(gain[to]), j, to, int(added[to])) if gain[to] > 0 else None
+
+        heap = [move for move in map(best_move, np.flatnonzero(job_type >= 0).tolist()) if move is not None]
+        heapq.heapify(heap)
+        while heap and np.any(free > 0):
+            _, j, to, added = heapq.heappop(heap)
+            if added > free[job_type[j]]:  # no longer fits: the job's best move that still does
+                again = best_move(j)
+                if again is not None:
+                    heapq.heappush(heap, again)
+                continue
+            free[job_type[j]] -= added
+            given[j] = to
+            again = best_move(j)
+            if again is not None:
+                heapq.heappush(heap, again)
         share = np.zeros((n, num_types))
         rows = np.flatnonzero(job_type >= 0)
         share[rows, job_type[rows]] = 1.0

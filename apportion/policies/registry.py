@@ -171,6 +171,10 @@ _BUILT_IN = (
     PolicyEntry("min-cost", "apportion.policies.min_cost:MinCost", "most normalised throughput per dollar",
                 is_lp=True, options=LP_OPTIONS + (Option("slo", bool, "honour the workload's deadlines", False,
                                                          excludes=("space_sharing",)),)),
+    PolicyEntry("hierarchical", "apportion.policies.hierarchical:Hierarchical",
+                "fairness across Kueue-style queues, then inside each queue",
+                options=(AGNOSTIC, Option("queues", QueueConfig, "a queues YAML, see docs/queues.md", required=True,
+                                          metavar="FILE", shared=True, example=_one_queue))),
     PolicyEntry("goodput", "apportion.policies.goodput:Goodput",
                 "Pollux/Sia: each job's GPU type, count and batch size for the best generalised mean of speedups",
                 options=(AGNOSTIC, RESTART_COST,
@@ -182,10 +186,6 @@ _BUILT_IN = (
     PolicyEntry("optimus", "apportion.policies.optimus:Optimus",
                 "Optimus: GPUs one at a time to the job whose remaining time falls most; batch sizes fixed",
                 options=(AGNOSTIC, RESTART_COST)),
-    PolicyEntry("hierarchical", "apportion.policies.hierarchical:Hierarchical",
-                "fairness across Kueue-style queues, then inside each queue",
-                options=(AGNOSTIC, Option("queues", QueueConfig, "a queues YAML, see docs/queues.md", required=True,
-                                          metavar="FILE", shared=True, example=_one_queue))),
 )
 
 _ENTRIES: dict[str, PolicyEntry] = {entry.name: entry for entry in _BUILT_IN}

@@ -78,6 +78,7 @@ class ElasticSimulator(Simulator):
                                  self._noise(every, np.zeros(len(jobs))), self.gpus_per_node)
         rates = rates[:, :, 0]
         fits = (rates > 0) & (smallest.num_gpus[:, None] <= cluster.capacity[None, :])
+        self.rates = np.where(fits, rates, 0.0)  # where each job can run at all, at its smallest size
         replay = Replay.empty(len(jobs), cluster)
         never_run = self._never_run()
         replay.schedulable = fits.any(axis=1) & ~never_run
@@ -104,8 +105,11 @@ class ElasticSimulator(Simulator):
             restarts=self.restarts[active], gpus_per_node=self.gpus_per_node))
 
     def _state(self, replay: Replay, view: JobView, holder: np.ndarray, partner: np.ndarray) -> RoundState:
-        rates = self._own_size_rates(replay.active, self._noise_now)
-        return RoundState(view, rates, replay.time_alone_on_type[replay.active], holder, partner)
+        """A fixed-size policy is given each job's goodput now at its user's size; a policy that sizes
+        jobs reads their goodput from the elastic view, and is given where they can run at all."""
+        active = replay.active
+        rates = self.rates[active] if self.sizes_jobs else self._own_size_rates(active, self._noise_now)
+        return RoundState(view, rates, replay.time_alone_on_type[active], holder, partner)
 
     def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
         """Run one round at each running job's goodput; False when nothing runs and nothing will arrive."""
