@@ -36,8 +36,8 @@ class ElasticSimulator(Simulator):
 
     Policies that size jobs (``sizes_jobs``; their ``Allocation.num_gpus``) are obeyed, and a job
     is schedulable if it fits at its min_gpus; the rest run each job at its user's GPU count
-    and batch. The throughputs a policy sees are each job's goodput on each
-    type at its user's size and batch, now.
+    and batch. A fixed-size policy is given each job's goodput on each type at its user's
+    size and batch, now; a policy that sizes jobs reads their models from the elastic view.
     """
 
     def __init__(self, jobs: JobTable, cluster: Cluster, policy: Policy, config: SimConfig = SimConfig(),
@@ -63,7 +63,6 @@ class ElasticSimulator(Simulator):
         every = np.arange(len(jobs))
         self.rates = self._own_size_rates(every, self._noise(every, np.zeros(len(jobs))))
         self.gpus_now = np.zeros(len(jobs), dtype=np.int64)
-        self.batch_now = np.zeros(len(jobs))
         self.restarts = np.zeros(len(jobs), dtype=np.int64)
         self._noise_now = np.zeros(0)
 
@@ -128,7 +127,6 @@ class ElasticSimulator(Simulator):
         rate = np.where(np.isfinite(rate) & (rate > 0), rate, 0.0)
         self.gpus_now[active] = 0
         self.gpus_now[run_rows] = gpus
-        self.batch_now[run_rows] = batch
         self.restarts[active[replay.restarted]] += 1
 
         run_delay = np.where(replay.restarted[running], self.config.restart_cost_s, 0.0)
