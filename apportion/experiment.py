@@ -42,7 +42,7 @@ class WorkloadSettings:
     reference_gpu_type: str = "v100"
     cluster: str = DEFAULT_CLUSTER
     throughputs_path: str | None = None
-    shape: str = "philly"  # synthetic: "philly", "gavel" or "gavel-1gpu" (apportion.workloads.synthetic)
+    shape: str = "philly"  # synthetic: "philly", "gavel", "gavel-1gpu" or "pollux" (apportion.workloads.synthetic)
 
 
 def load_inputs(settings: WorkloadSettings) -> Inputs:
@@ -81,6 +81,11 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
         )
         shape = "" if settings.shape == "philly" else f" {settings.shape}"
         name = f"synthetic{shape} ({count} jobs, {settings.rate_per_hour:g}/h, seed {settings.seed})"
+    if jobs.elastic is not None:
+        missing = [t for t in cluster.gpu_types if t not in jobs.elastic.kinds.gpu_types]
+        if missing:
+            raise InputError(settings.cluster, f"GPU type '{missing[0]}' has no elastic job model "
+                             f"(known: {', '.join(jobs.elastic.kinds.gpu_types)})")
     return Inputs(jobs, cluster, throughputs, name)
 
 

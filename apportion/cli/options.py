@@ -41,7 +41,7 @@ Workload = typer.Option(None, "--workload", "-w", help="Philly-style CSV (.csv o
 Cluster = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="YAML file, or TYPE:GPUS[:GPUS_PER_NODE],... (4 GPUs a node by default).")
 Jobs = typer.Option(None, "--jobs", "-n", help="Synthetic: how many jobs (default 400). CSV: keep the first N.")
 Rate = typer.Option(DEFAULT_RATE_PER_HOUR, "--rate", help="Synthetic: Poisson arrivals, jobs per hour.")
-Shape = typer.Option("philly", "--shape", help="Synthetic: philly (apportion's Philly fit), gavel (Gavel's generator: 1/2/4/8 GPUs, its durations) or gavel-1gpu (the same, one GPU each).")
+Shape = typer.Option("philly", "--shape", help="Synthetic: philly (apportion's Philly fit), gavel (Gavel's generator: 1/2/4/8 GPUs, its durations), gavel-1gpu (the same, one GPU each) or pollux (elastic jobs as in Pollux's evaluation; e.g. --jobs 160 --rate 20).")
 Seed = typer.Option(0, "--seed", help="Seed for the synthetic workload and for job kinds given to trace rows.")
 Start = typer.Option(None, "--start-s", help="CSV: keep jobs submitted at or after this second.")
 End = typer.Option(None, "--end-s", help="CSV: keep jobs submitted before this second.")

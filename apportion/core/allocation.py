@@ -18,6 +18,10 @@ class Allocation:
     share: np.ndarray  # [n, T] time fractions alone on each type
     pair_jobs: np.ndarray = field(default=None)  # [P, 2] positions (rows of share) of the two jobs of each pair
     pair_share: np.ndarray = field(default=None)  # [P, T] time fractions each pair runs together
+    # elastic policies: GPUs each job runs on (instead of its JobView.num_gpus) and its total batch;
+    # None: each job's own size and batch
+    num_gpus: np.ndarray | None = None  # [n]
+    batch_size: np.ndarray | None = None  # [n]
 
     def __post_init__(self) -> None:
         if self.share.shape[0] != len(self.job_index):
@@ -28,6 +32,10 @@ class Allocation:
             object.__setattr__(self, "pair_share", np.zeros((0, self.share.shape[1])))
         if self.pair_share.shape != (len(self.pair_jobs), self.share.shape[1]):
             raise ValueError("Allocation pair_share must have one row per pair and one column per type")
+        for name in ("num_gpus", "batch_size"):
+            value = getattr(self, name)
+            if value is not None and len(value) != len(self.job_index):
+                raise ValueError(f"Allocation {name} must have one entry per job")
 
     @property
     def has_pairs(self) -> bool:

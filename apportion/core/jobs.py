@@ -8,8 +8,12 @@ server), also as arrays over the same rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from apportion.core.elastic import ElasticJobs
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,9 @@ class JobTable:
     allowed: np.ndarray | None = None
     allowed_types: tuple[str, ...] = ()
     deadline_s: np.ndarray | None = None  # [n] absolute time (s since the start) to finish by, NaN if none
+    # elastic jobs (GPU count and batch size may change): their columns, ``kinds`` naming the models they
+    # train, ``total_steps`` their target in efficiency-weighted examples; None: every job has a fixed size
+    elastic: ElasticJobs | None = None
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
@@ -53,6 +60,7 @@ class JobTable:
         queue=None,
         kinds: tuple[str, ...] | None = None,
         deadline_after_submit_s=None,
+        elastic: ElasticJobs | None = None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds."""
         submit = np.asarray(submit_time_s, dtype=np.float64)
@@ -79,6 +87,7 @@ class JobTable:
             deadline_s=None
             if deadline_after_submit_s is None or np.all(np.isnan(deadline_after_submit_s))
             else (submit + np.asarray(deadline_after_submit_s, dtype=np.float64))[order],
+            elastic=None if elastic is None else elastic.take(order),
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
@@ -99,4 +108,5 @@ class JobTable:
             allowed=pick(self.allowed),
             allowed_types=self.allowed_types,
             deadline_s=pick(self.deadline_s),
+            elastic=None if self.elastic is None else self.elastic.take(rows),
         )

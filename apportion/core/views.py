@@ -6,8 +6,12 @@ Policies never learn whether time is simulated or real; these views are all they
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from apportion.core.elastic import ElasticView
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class JobView:
     user: np.ndarray  # [n] str
     now_s: float
     deadline_s: np.ndarray | None = None  # [n] absolute time each job should finish by, NaN if none
+    elastic: ElasticView | None = None  # elastic jobs' sizes, noise scales and models; None: fixed sizes
 
     def __len__(self) -> int:
         return len(self.index)
@@ -37,7 +42,11 @@ class JobView:
         values = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            values[f.name] = value[rows] if isinstance(value, np.ndarray) else value
+            if isinstance(value, np.ndarray):
+                value = value[rows]
+            elif f.name == "elastic" and value is not None:
+                value = value.subset(rows)
+            values[f.name] = value
         return JobView(**values)
 
     @property

@@ -55,6 +55,11 @@ class RoundDecision:
     allocation: Allocation
     resolved: bool  # the policy was asked this round
     reallocate_at: float  # the policy must be asked again by then (inf: only on a change)
+    num_gpus: np.ndarray | None = None  # [n] GPUs each job runs on when the policy sized it; None: its own
+
+    def gpus_of(self, jobs: JobView) -> np.ndarray:
+        """[n] GPUs each job runs on this round when it runs."""
+        return jobs.num_gpus if self.num_gpus is None else self.num_gpus
 
     @property
     def running(self) -> np.ndarray:
@@ -145,6 +150,8 @@ class RoundPlanner:
                 jobs, self.cluster_view(cluster), ThroughputView(state.rates, self.pair_rates))
             self._solved_for = solved_for
         allocation = self._allocation
+        # an elastic policy names each job's GPU count; otherwise every job runs at its own
+        num_gpus = jobs.num_gpus if allocation.num_gpus is None else allocation.num_gpus
 
         in_system = np.maximum(jobs.now_s - jobs.submit_time_s, IN_SYSTEM_FLOOR_S)
         received = state.time_alone_s / in_system[:, None]
@@ -155,22 +162,22 @@ class RoundPlanner:
             pair_received = self.pair_clock.seconds(jobs.index[pairs]) / pair_in_system[:, None]
             chosen, pair_chosen = choose_with_pairs(
                 allocation.share, received, pairs, allocation.pair_share, pair_received,
-                jobs.num_gpus, cluster.capacity,
+                num_gpus, cluster.capacity,
             )
             together = pairs[pair_chosen >= 0]
             partner[together[:, 0]] = together[:, 1]
             partner[together[:, 1]] = together[:, 0]
         else:
-            chosen = self.mechanism.choose(allocation.share, received, jobs.num_gpus, cluster.capacity)
+            chosen = self.mechanism.choose(allocation.share, received, num_gpus, cluster.capacity)
 
         if (state.partner >= 0).any() or (partner >= 0).any():
-            owner, second, kept = place_units(cluster, state.holder, state.partner, chosen, partner, jobs.num_gpus)
+            owner, second, kept = place_units(cluster, state.holder, state.partner, chosen, partner, num_gpus)
         else:
-            owner, kept = place_on_gpus(cluster, state.holder, chosen, jobs.num_gpus)
+            owner, kept = place_on_gpus(cluster, state.holder, chosen, num_gpus)
             second = np.full(len(owner), -1, dtype=np.int64)
         self._reallocate_at = jobs.now_s + self.policy.next_change_s(jobs, chosen >= 0)
         return RoundDecision(
             chosen_type=chosen, partner=partner, owner=owner, second=second, kept=kept,
             was_running=was_running, allocation=allocation, resolved=resolved,
-            reallocate_at=self._reallocate_at,
+            reallocate_at=self._reallocate_at, num_gpus=allocation.num_gpus,
         )

@@ -123,6 +123,12 @@ def _at_least_one(value: Any) -> int:
     return int(value)
 
 
+def _at_most_one(value: Any) -> float:
+    if not float(value) <= 1:
+        raise ValueError(f"must be a number <= 1, got {value}")
+    return float(value)
+
+
 def _one_queue() -> QueueConfig:
     return QueueConfig((Queue("default"),), source="<example>")
 
@@ -169,6 +175,17 @@ _BUILT_IN = (
                 "fairness across Kueue-style queues, then inside each queue",
                 options=(AGNOSTIC, Option("queues", QueueConfig, "a queues YAML, see docs/queues.md", required=True,
                                           metavar="FILE", shared=True, example=_one_queue))),
+    PolicyEntry("goodput", "apportion.policies.goodput:Goodput",
+                "Pollux/Sia: each job's GPU type, count and batch size for the best generalised mean of speedups",
+                options=(AGNOSTIC, RESTART_COST,
+                         Option("p", float, "the generalised mean's exponent: -1 (Pollux's) is fairer, 1 is total "
+                                "speedup", -1.0, flag="--goodput-p", metavar="P", check=_at_most_one),
+                         Option("exact", bool, "solve the MILP to optimality instead of rounding its LP "
+                                "relaxation (slower; the relaxation's bound is reported either way)", False,
+                                flag="--goodput-exact"))),
+    PolicyEntry("optimus", "apportion.policies.optimus:Optimus",
+                "Optimus: GPUs one at a time to the job whose remaining time falls most; batch sizes fixed",
+                options=(AGNOSTIC, RESTART_COST)),
 )
 
 _ENTRIES: dict[str, PolicyEntry] = {entry.name: entry for entry in _BUILT_IN}

@@ -6,6 +6,7 @@ tensors. See docs/runtime.md and docs/serve-contract.md.
 
 from apportion.runtime.checkpoint import Checkpointer
 from apportion.runtime.client import LeaseAnswer, LeaseClient, ServerError, ServerUnreachable, StaleAttempt
+from apportion.runtime.elastic import ElasticSetting, GradientNoise, replica_indices
 from apportion.runtime.env import JobEnv
 from apportion.runtime.job import PREEMPTED_EXIT_CODE, STALE_EXIT_CODE, Job
 from apportion.runtime.rng import rng_state, set_rng_state
@@ -17,6 +18,8 @@ __all__ = [
     "PREEMPTED_EXIT_CODE",
     "STALE_EXIT_CODE",
     "Checkpointer",
+    "ElasticSetting",
+    "GradientNoise",
     "Job",
     "JobEnv",
     "LeaseAnswer",
@@ -25,6 +28,7 @@ __all__ = [
     "ServerError",
     "ServerUnreachable",
     "StaleAttempt",
+    "replica_indices",
     "rng_state",
     "set_rng_state",
 ]

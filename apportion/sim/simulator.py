@@ -155,24 +155,8 @@ class Simulator:
         positions[active] = np.arange(len(active))
         holder = np.where(replay.gpu_job >= 0, positions[np.maximum(replay.gpu_job, 0)], -1)
         partner = np.where(replay.gpu_partner >= 0, positions[np.maximum(replay.gpu_partner, 0)], -1)
-        view = JobView(
-            index=active,
-            submit_time_s=jobs.submit_time_s[active],
-            kind=jobs.kind[active],
-            num_gpus=jobs.num_gpus[active],
-            priority=jobs.priority[active],
-            total_steps=jobs.total_steps[active],
-            steps_done=replay.steps_done[active],
-            attained_service_s=replay.attained_gpu_s[active],
-            first_start_s=replay.first_start[active],
-            running_type=running_types(cluster, holder, partner, len(active)),
-            queue=jobs.queue[active],
-            user=jobs.user[active],
-            now_s=replay.now,
-            deadline_s=None if jobs.deadline_s is None else jobs.deadline_s[active],
-        )
-        decision = self.planner.plan(RoundState(view, self.rates[active], replay.time_alone_on_type[active],
-                                                holder, partner), cluster)
+        view = self._view(replay, holder, partner)
+        decision = self.planner.plan(self._state(replay, view, holder, partner), cluster)
         if decision.resolved:
             replay.allocation_integral = decision.allocation.is_integral()
         replay.gpu_job = np.where(decision.owner >= 0, active[np.maximum(decision.owner, 0)], -1)
@@ -187,6 +171,31 @@ class Simulator:
         replay.status[active[running]] = JobStatus.RUNNING
         replay.status[active[~running]] = JobStatus.QUEUED
         return decision, view
+
+    def _view(self, replay: Replay, holder: np.ndarray, partner: np.ndarray) -> JobView:
+        """What the policy sees of the active jobs this round."""
+        jobs, active = self.jobs, replay.active
+        return JobView(
+            index=active,
+            submit_time_s=jobs.submit_time_s[active],
+            kind=jobs.kind[active],
+            num_gpus=jobs.num_gpus[active],
+            priority=jobs.priority[active],
+            total_steps=jobs.total_steps[active],
+            steps_done=replay.steps_done[active],
+            attained_service_s=replay.attained_gpu_s[active],
+            first_start_s=replay.first_start[active],
+            running_type=running_types(self.cluster, holder, partner, len(active)),
+            queue=jobs.queue[active],
+            user=jobs.user[active],
+            now_s=replay.now,
+            deadline_s=None if jobs.deadline_s is None else jobs.deadline_s[active],
+        )
+
+    def _state(self, replay: Replay, view: JobView, holder: np.ndarray, partner: np.ndarray) -> RoundState:
+        """The planner's input: the view, the active jobs' speeds and time on each type, who holds what."""
+        active = replay.active
+        return RoundState(view, self.rates[active], replay.time_alone_on_type[active], holder, partner)
 
     def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
         """Run the decision until the next round (or jump many when nothing can change).
@@ -350,5 +359,10 @@ def simulate(
     progress: ProgressCallback | None = None,
     record_holdings: bool = False,
 ) -> SimResult:
-    """Run one replay and return its result (with ``record_holdings``, who held which GPUs when)."""
+    """Run one replay and return its result (with ``record_holdings``, who held which GPUs when;
+    elastic jobs: ``throughputs`` is not used, their model is)."""
+    if jobs.elastic is not None:
+        from apportion.sim.elastic import ElasticSimulator
+
+        return ElasticSimulator(jobs, cluster, policy, config, progress).run()
     return Simulator(jobs, cluster, throughputs, policy, config, progress, record_holdings).run()

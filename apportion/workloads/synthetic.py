@@ -13,7 +13,8 @@ Distributions (parameters from the stats in ../shared/traces/README.md, Philly t
 ``shape="gavel"`` draws GPUs and durations as Gavel's generator does instead
 (apportion.workloads.gavel_shape), so that results can be set beside Gavel's simulator;
 ``shape="gavel-1gpu"`` is the same with every job on one GPU (Gavel's default). Arrivals,
-kinds and steps are drawn as above in every shape.
+kinds and steps are drawn as above in every shape. ``shape="pollux"`` is a workload of elastic
+jobs shaped like Pollux's evaluation instead (apportion.workloads.elastic_workload).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ MIN_DURATION_S = 60.0
 MAX_DURATION_S = 30 * 24 * 3600.0
 
 SOURCE = "synthetic workload"
-SHAPES = ("philly", "gavel", "gavel-1gpu")  # the first is the default
+SHAPES = ("philly", "gavel", "gavel-1gpu", "pollux")  # the first is the default
 
 
 def generate_workload(
@@ -60,6 +61,10 @@ def generate_workload(
         raise InputError(SOURCE, f"must be a positive number, got {rate_per_hour!r}", field="rate_per_hour")
     if shape not in SHAPES:
         raise InputError(SOURCE, f"unknown shape '{shape}' (known: {', '.join(SHAPES)})", field="shape")
+    if shape == "pollux":
+        from apportion.workloads.elastic_workload import generate_elastic_workload
+
+        return generate_elastic_workload(jobs=jobs, rate_per_hour=rate_per_hour, seed=seed)
     check_reference_type(throughputs, reference_gpu_type, SOURCE)
     n = int(jobs)
     rng = np.random.default_rng(seed)

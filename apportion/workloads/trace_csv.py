@@ -28,6 +28,9 @@ from apportion.workloads.model_jobs import MODEL_COLUMNS, model_jobs_of_columns,
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
 OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s",
                     *MODEL_COLUMNS)
+# any of these in the header makes every row an elastic job (apportion.workloads.elastic_trace)
+ELASTIC_COLUMNS = ("min_gpus", "max_gpus", "batch_size", "target_examples")
+ELASTIC_REQUIRED_COLUMNS = ("job_id", "submit_time_s", "kind", "num_gpus")
 
 
 def read_workload_csv(
@@ -98,10 +101,11 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
           start_s: float | None, end_s: float | None) -> JobTable:
     table = _parse_columns(columns, lines, throughputs, source)
     n = len(lines)
+    elastic = table.get("elastic")
 
-    kind = table["kind"]
+    kind = table["kind"] if elastic is None else elastic["kind"]
     missing_kind = kind < 0
-    if missing_kind.any():
+    if missing_kind.any() and elastic is None:
         drawn = draw_kinds(drawable, reference_gpu_type, table["num_gpus"], np.random.default_rng(seed), source)
         kind[missing_kind] = drawn[missing_kind]
 
@@ -116,6 +120,11 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
     if len(rows) == 0:
         raise InputError(source, f"no jobs submitted in the window [{start_s}, {end_s}) s")
     shift = submit[rows[0]] if (start_s is not None or end_s is not None) else 0.0
+    if elastic is not None:
+        from apportion.workloads.elastic_trace import elastic_table
+
+        return elastic_table(elastic, rows, table["job_id"][rows], submit[rows] - shift, table["priority"][rows],
+                             table["user"][rows], table["queue"][rows])
 
     steps = table["steps"][rows]
     convert = np.isnan(steps)
@@ -197,7 +206,8 @@ def _read_columns(source: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
     for name in header:
         if header.count(name) > 1:
             raise InputError(source, "column appears twice in the header", line=1, field=name)
-    for name in REQUIRED_COLUMNS:
+    elastic = any(name in header for name in ELASTIC_COLUMNS)
+    for name in ELASTIC_REQUIRED_COLUMNS if elastic else REQUIRED_COLUMNS:
         if name not in header:
             raise InputError(
                 source, f"missing required column (header has: {', '.join(header)})", line=1, field=name
@@ -256,6 +266,20 @@ def _parse_columns(
     submit = numbers("submit_time_s")
     fail((submit < 0) | (submit > MAX_SUBMIT_TIME_S), "submit_time_s",
          f"must be from 0 to {describe_seconds(MAX_SUBMIT_TIME_S)}, got '{{value}}'")
+    if any(name in columns for name in ELASTIC_COLUMNS):  # an elastic trace: its own columns, no duration
+        from apportion.workloads.elastic_trace import elastic_jobs_from_columns
+
+        priority = np.ones(n)
+        if "priority" in columns:
+            given = numbers("priority", optional=True)
+            fail(given <= 0, "priority", "must be > 0, got '{value}'")
+            priority = np.where(np.isnan(given), 1.0, given)
+        return {
+            "job_id": job_id, "submit_time_s": submit, "priority": priority,
+            "user": columns.get("user", np.full(n, "", dtype=object)),
+            "queue": columns.get("queue", np.full(n, "", dtype=object)),
+            "elastic": elastic_jobs_from_columns(columns, lines, source, numbers=numbers),
+        }
     duration = numbers("duration_s")
     fail((duration <= 0) | (duration > MAX_DURATION_S), "duration_s",
          f"must be > 0 and at most {describe_seconds(MAX_DURATION_S)}, got '{{value}}'")

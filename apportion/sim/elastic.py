@@ -1,0 +1,172 @@
+"""The virtual clock for elastic jobs: GPU counts and batch sizes that change between rounds.
+
+The same round as fixed-size jobs (admit, the shared round planner, advance, finish); what
+differs is how fast a job goes. A job's speed is its goodput (``apportion.core.goodput``) on
+the GPUs the round gave it: how many, of which type, over how many nodes (read from the
+placement), at the batch the policy chose (a policy that does not choose leaves each job at
+its user's batch), with the gradient noise scale its kind has at its progress. Progress is
+counted in efficiency-weighted examples and a job finishes at its target
+(``JobTable.total_steps``). A job that restarts (resumed, moved or given another number of
+GPUs) makes no progress for ``restart_cost_s``; a new batch size on the same GPUs costs nothing.
+
+Speeds change as training goes on, so rounds are never skipped while a job runs; with nothing
+running, the clock jumps to the next arrival.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from apportion.core.cluster import Cluster
+from apportion.core.elastic import ElasticView, goodput_table
+from apportion.core.goodput import goodput_at
+from apportion.core.jobs import JobTable
+from apportion.core.views import JobView
+from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
+from apportion.policies.base import Policy
+from apportion.sim.result import SimResult
+from apportion.sim.unschedulable import unschedulable_reasons
+from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator, _next_boundary
+
+
+class ElasticSimulator(Simulator):
+    """A replay of elastic jobs (``jobs.elastic`` set) under any policy.
+
+    Policies that size jobs (``sizes_jobs``; their ``Allocation.num_gpus``) are obeyed, and a job
+    is schedulable if it fits at its min_gpus; the rest run each job at its user's GPU count
+    and batch. A fixed-size policy is given each job's goodput on each type at its user's
+    size and batch, now; a policy that sizes jobs reads their models from the elastic view.
+    """
+
+    def __init__(self, jobs: JobTable, cluster: Cluster, policy: Policy, config: SimConfig = SimConfig(),
+                 progress: ProgressCallback | None = None) -> None:
+        if jobs.elastic is None:
+            raise ValueError("ElasticSimulator needs elastic jobs (JobTable.elastic)")
+        try:
+            self.kinds = jobs.elastic.kinds.for_types(cluster.gpu_types)
+        except KeyError as missing:
+            known = ", ".join(jobs.elastic.kinds.gpu_types)
+            raise ValueError(f"no elastic job model for GPU type {missing} (known: {known})") from None
+        self.jobs = jobs
+        self.cluster = cluster
+        self.policy = policy
+        self.config = config
+        self.progress = progress
+        self.gpus_per_node = np.array([int(cluster.node_gpus[cluster.node_type == t].max())
+                                       for t in range(len(cluster.gpu_types))])
+        self.pair_rates = None
+        self.planner = RoundPlanner(policy, cluster)
+        self.sizes_jobs = bool(getattr(policy, "sizes_jobs", False))
+        self.on_decision = None
+        every = np.arange(len(jobs))
+        self.rates = self._own_size_rates(every, self._noise(every, np.zeros(len(jobs))))
+        self.gpus_now = np.zeros(len(jobs), dtype=np.int64)
+        self.restarts = np.zeros(len(jobs), dtype=np.int64)
+        self._noise_now = np.zeros(0)
+
+    def _start(self) -> Replay:
+        """As for fixed sizes; under a policy that sizes jobs, a job need only fit at its min_gpus."""
+        if not self.sizes_jobs:
+            return super()._start()
+        jobs, cluster = self.jobs, self.cluster
+        smallest = replace(jobs, num_gpus=jobs.elastic.min_gpus)
+        every = np.arange(len(jobs))
+        rates, _ = goodput_table(self.kinds, jobs.kind, smallest.num_gpus[:, None],
+                                 self._noise(every, np.zeros(len(jobs))), self.gpus_per_node)
+        rates = rates[:, :, 0]
+        fits = (rates > 0) & (smallest.num_gpus[:, None] <= cluster.capacity[None, :])
+        self.rates = np.where(fits, rates, 0.0)  # where each job can run at all, at its smallest size
+        replay = Replay.empty(len(jobs), cluster)
+        never_run = self._never_run()
+        replay.schedulable = fits.any(axis=1) & ~never_run
+        self.unschedulable_reason = unschedulable_reasons(smallest, cluster, rates, never_run)
+        return replay
+
+    def _noise(self, rows: np.ndarray, steps_done: np.ndarray) -> np.ndarray:
+        return self.kinds.noise_scale_at(self.jobs.kind[rows], steps_done / self.jobs.total_steps[rows])
+
+    def _own_size_rates(self, rows: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """[rows, T] goodput of each job on each type at its user's GPU count and batch."""
+        jobs = self.jobs
+        value, _ = goodput_table(self.kinds, jobs.kind[rows], jobs.num_gpus[rows][:, None], noise,
+                                 self.gpus_per_node, batch_size=jobs.elastic.batch_size[rows])
+        return value[:, :, 0]
+
+    def _view(self, replay: Replay, holder: np.ndarray, partner: np.ndarray) -> JobView:
+        view = super()._view(replay, holder, partner)
+        active, elastic = replay.active, self.jobs.elastic
+        self._noise_now = self._noise(active, replay.steps_done[active])
+        return replace(view, elastic=ElasticView(
+            kinds=self.kinds, min_gpus=elastic.min_gpus[active], max_gpus=elastic.max_gpus[active],
+            batch_size=elastic.batch_size[active], noise_scale=self._noise_now, gpus_now=self.gpus_now[active],
+            restarts=self.restarts[active], gpus_per_node=self.gpus_per_node))
+
+    def _state(self, replay: Replay, view: JobView, holder: np.ndarray, partner: np.ndarray) -> RoundState:
+        """A fixed-size policy is given each job's goodput now at its user's size; a policy that sizes
+        jobs reads their goodput from the elastic view, and is given where they can run at all."""
+        active = replay.active
+        rates = self.rates[active] if self.sizes_jobs else self._own_size_rates(active, self._noise_now)
+        return RoundState(view, rates, replay.time_alone_on_type[active], holder, partner)
+
+    def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
+        """Run one round at each running job's goodput; False when nothing runs and nothing will arrive."""
+        jobs, active, round_s = self.jobs, replay.active, self.config.round_s
+        n, now = len(jobs), replay.now
+        running = decision.running
+        run_rows = active[running]
+        run_type = decision.chosen_type[running]
+        gpus = decision.gpus_of(view)[running].astype(np.int64)
+        batch = (jobs.elastic.batch_size[run_rows] if decision.allocation.batch_size is None
+                 else decision.allocation.batch_size[running])
+        nodes = self._nodes_spanned(decision.owner, len(active))[running]
+        kind = jobs.kind[run_rows]
+        rate = goodput_at(self.kinds.step_params[kind, run_type], nodes, gpus, batch,
+                          self._noise_now[running], self.kinds.limits(kind))
+        rate = np.where(np.isfinite(rate) & (rate > 0), rate, 0.0)
+        self.gpus_now[active] = 0
+        self.gpus_now[run_rows] = gpus
+        self.restarts[active[replay.restarted]] += 1
+
+        run_delay = np.where(replay.restarted[running], self.config.restart_cost_s, 0.0)
+        left = jobs.total_steps[run_rows] - replay.steps_done[run_rows]
+        with np.errstate(divide="ignore"):
+            time_to_finish = run_delay + np.where(rate > 0, left / np.maximum(rate, 1e-300), np.inf)
+        end = now + round_s
+        if not running.any() and replay.next_arrival < n:
+            end = _next_boundary(now, float(jobs.submit_time_s[replay.next_arrival]), round_s)
+        span = end - now
+        finishing = time_to_finish <= span + 1e-9
+        held_s = np.where(finishing, time_to_finish, span)
+        progress_s = np.maximum(held_s - run_delay, 0.0)
+        replay.steps_done[run_rows] = np.where(finishing, jobs.total_steps[run_rows],
+                                               replay.steps_done[run_rows] + rate * progress_s)
+        replay.attained_gpu_s[run_rows] += held_s * gpus
+        replay.time_on_type[run_rows, run_type] += held_s
+        replay.time_alone_on_type[run_rows, run_type] += held_s
+        replay.busy_gpu_s += float(np.sum(held_s * gpus))
+        replay.timeline.append((now, int(np.count_nonzero(replay.gpu_job >= 0)), len(run_rows),
+                                len(active) - len(run_rows)))
+        replay.decisions += 1
+
+        done_rows = run_rows[finishing]
+        if len(done_rows):
+            self.gpus_now[done_rows] = 0
+            self._finish(replay, done_rows, now + time_to_finish[finishing])
+        elif not running.any() and replay.next_arrival >= n:
+            return False
+        replay.now = end
+        return True
+
+    def _nodes_spanned(self, owner: np.ndarray, count: int) -> np.ndarray:
+        """[count] nodes each active job's GPUs lie on this round (0 for a job with none)."""
+        held = owner >= 0
+        pairs = np.unique(owner[held] * self.cluster.num_nodes + self.cluster.gpu_node[held])
+        return np.bincount(pairs // self.cluster.num_nodes, minlength=count)
+
+    def run(self) -> SimResult:
+        result = super().run()
+        result.summary["elastic"] = True
+        result.summary["restarts"] = int(self.restarts.sum())
+        return result

@@ -1,0 +1,120 @@
+"""Goodput against its baselines on Pollux-shaped elastic workloads: one JSON line per policy.
+
+Each seed is one workload of 160 elastic jobs arriving over 8 hours (``--shape pollux --jobs
+160 --rate 20``; apportion.workloads.elastic_workload), replayed with 60 s rounds (Pollux's
+scheduling interval) and a 30 s restart (Pollux's simulator's) on:
+
+- ``t4:64``, 16 nodes × 4 T4s, the GPUs the models were measured on: ``las`` (Tiresias, each
+  job at its user's GPU count and batch), ``optimus`` (Optimus with an oracle, each job at its
+  user's tuned batch) and ``goodput`` (Pollux's policy);
+- ``t4:32,v100:16,k80:16``, 16 nodes of three types: ``goodput`` and ``goodput:agnostic``,
+  which believes every GPU runs like a T4 (the most common type).
+
+Each line: ``policy``, ``cluster``, ``avg_jct_s`` (the mean over seeds of each replay's
+average JCT), ``seeds``, ``sim_wall_s`` (the mean wall time of one replay, the simulation
+alone), ``max_sim_wall_s``, ``sim_cpu_s`` (the CPU time of one replay, which other work on
+the machine does not inflate), the per-seed figures, and for goodput the largest gap between
+a round's choice and the bound HiGHS proved for it. A last line says which targets are met:
+goodput ≤ 0.75 × las and below optimus on t4:64, goodput below goodput:agnostic on the mixed
+cluster, every replay ≤ 10 s. Replays run one after another in this process, so that their
+wall times are not shared with each other.
+
+    python benchmarks/goodput.py                 # seeds 0-3
+    python benchmarks/goodput.py --seeds 0,1,2,3,4,5,6,7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from apportion.core.cluster import parse_cluster_shorthand  # noqa: E402
+from apportion.policies import make_policy  # noqa: E402
+from apportion.sim import SimConfig, simulate  # noqa: E402
+from apportion.workloads.elastic_workload import generate_elastic_workload  # noqa: E402
+
+JOBS, RATE_PER_HOUR = 160, 20.0
+CONFIG = SimConfig(round_s=60.0, restart_cost_s=30.0)
+ONE_TYPE = "t4:64"
+MIXED = "t4:32,v100:16,k80:16"
+RUNS = ((ONE_TYPE, "las"), (ONE_TYPE, "optimus"), (ONE_TYPE, "goodput"),
+        (MIXED, "goodput"), (MIXED, "goodput:agnostic"))
+TARGET_WALL_S = 10.0
+
+
+class GapWatch:
+    """The largest relative gap between a goodput round's choice and its proven bound."""
+
+    def __init__(self, policy) -> None:
+        self.largest = 0.0
+        chooser = getattr(policy, "chooser", None)
+        if chooser is not None:
+            choose = chooser.choose
+
+            def watched(*args, **kwargs):
+                choice = choose(*args, **kwargs)
+                self.largest = max(self.largest, choice.gap)
+                return choice
+
+            chooser.choose = watched
+
+
+def run(cluster_text: str, spec: str, seeds: list[int]) -> dict:
+    cluster = parse_cluster_shorthand(cluster_text)
+    jct, walls, cpus, gaps = [], [], [], []
+    for seed in seeds:
+        jobs = generate_elastic_workload(jobs=JOBS, rate_per_hour=RATE_PER_HOUR, seed=seed)
+        policy = make_policy(spec, restart_cost_s=CONFIG.restart_cost_s)
+        watch = GapWatch(policy)
+        started, cpu = time.perf_counter(), time.process_time()
+        result = simulate(jobs, cluster, None, policy, CONFIG)
+        walls.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
+        if result.summary["completed"] != len(jobs):
+            raise SystemExit(f"{spec} on {cluster_text}, seed {seed}: {result.summary['completed']} of {len(jobs)} "
+                             "jobs completed")
+        jct.append(result.summary["avg_jct_s"])
+        gaps.append(watch.largest)
+    line = {
+        "policy": spec, "cluster": cluster_text, "avg_jct_s": round(float(np.mean(jct)), 1), "seeds": seeds,
+        "sim_wall_s": round(float(np.mean(walls)), 2), "max_sim_wall_s": round(float(np.max(walls)), 2),
+        "sim_cpu_s": round(float(np.mean(cpus)), 2),
+        "avg_jct_s_per_seed": [round(v, 1) for v in jct], "jobs": JOBS, "round_s": CONFIG.round_s,
+        "restart_cost_s": CONFIG.restart_cost_s,
+    }
+    if spec.startswith("goodput"):
+        line["max_gap_to_bound"] = float(f"{max(gaps):.2g}")
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0,1,2,3", help="comma-separated workload seeds")
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    lines = {}
+    for cluster, spec in RUNS:
+        line = run(cluster, spec, seeds)
+        lines[cluster, spec] = line
+        print(json.dumps(line), flush=True)
+    goodput = lines[ONE_TYPE, "goodput"]["avg_jct_s"]
+    las = lines[ONE_TYPE, "las"]["avg_jct_s"]
+    targets = {
+        "goodput_over_las": round(goodput / las, 3),
+        "goodput_at_most_0.75_las": goodput <= 0.75 * las,
+        "goodput_below_optimus": goodput < lines[ONE_TYPE, "optimus"]["avg_jct_s"],
+        "mixed_goodput_below_agnostic": lines[MIXED, "goodput"]["avg_jct_s"] < lines[MIXED, "goodput:agnostic"]["avg_jct_s"],
+        "every_replay_within_10_s": all(line["max_sim_wall_s"] <= TARGET_WALL_S for line in lines.values()),
+    }
+    print(json.dumps({"targets": targets}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
