@@ -60,6 +60,7 @@ class ElasticSimulator(Simulator):
         self.planner = RoundPlanner(policy, cluster)
         self.sizes_jobs = bool(getattr(policy, "sizes_jobs", False))
         self.on_decision = None
+        self.recorder = None  # no holdings for elastic jobs: their GPU count changes from round to round
         every = np.arange(len(jobs))
         self.rates = self._own_size_rates(every, self._noise(every, np.zeros(len(jobs))))
         self.gpus_now = np.zeros(len(jobs), dtype=np.int64)
