@@ -82,7 +82,9 @@ def serve(
     admin_token, run_as_setting = _credentials(token, token_file, run_as, user_map)
     options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=admin_token,
                             run_as=run_as_setting, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
-                            prices=prices, checkpoint_every=checkpoint_every)
+                            prices=prices, checkpoint_every=checkpoint_every,
+                            policy_options={k: v for k, v in (("thresholds_gpu_s", las_thresholds), ("queues", queues and str(Path(queues).resolve())))
+                                            if v is not None})
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -35,6 +35,7 @@ class ServeConfig:
     prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
     cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     checkpoint_every: str | None = None  # jobs' periodic checkpoints (auto, auto:S, off, S); None: the runtime's auto
+    policy_options: dict = field(default_factory=dict)  # what the policy was built with, as JSON (for a replay)
 
 
 def with_note(reason: str, note: str | None) -> str:
@@ -77,6 +78,11 @@ class SchedulerState:
         self.round_end = 0.0  # the current round ends (and the next one starts) here
         self.dirty = True  # a job arrived or ended since the last round: idle slots may be fillable
         self.notes: dict[int, str] = {}  # job id -> a warning its reason carries (lifecycle.check_resumed)
+        store.set_run_settings({  # what `apportion replay` simulates this run with
+            "policy": getattr(policy, "name", type(policy).__name__), "policy_options": config.policy_options,
+            "round_s": config.round_s, "plan_ahead_s": self.plan_ahead_s, "fill_gap_s": config.fill_gap_s,
+            "slots": [[s.id, s.gpu_type] for s in self.slots],
+        })
 
     @property
     def next_plan_at(self) -> float:

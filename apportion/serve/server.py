@@ -38,6 +38,7 @@ class ServerOptions:
     max_retries: int = 3
     prices: dict[str, float] | None = None  # $ per GPU-hour of each slot type
     checkpoint_every: str | None = None  # jobs' periodic checkpoints unless their file says; None: auto
+    policy_options: dict | None = None  # what the policy was built with, as JSON (recorded for a replay)
 
 
 def is_loopback(host: str) -> bool:
@@ -141,6 +142,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         state_dir=state_dir, server_url=server_url(options.host, port), round_s=options.round_s,
         grace_s=options.grace_s, max_retries=options.max_retries, token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every,
+        policy_options=dict(options.policy_options or {}),
     )
     scheduler = Scheduler(store, LocalExecutor(state_dir), slots, policy, config, log=log,
                           throughputs=builtin_throughputs())
