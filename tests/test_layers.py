@@ -23,8 +23,9 @@ ALLOWED = {
     "report": {"sim"},
     "experiment": {"core", "perf", "policies", "sim", "workloads"},
     "compare": {"experiment", "sim"},
+    "fidelity": {"core", "perf", "policies", "sim", "workloads", "serve", "experiment"},
     "cli": {"core", "perf", "policies", "sim", "workloads", "serve", "report", "experiment", "compare", "stdio",
-            "mechanism", "solve", "runtime"},
+            "mechanism", "solve", "runtime", "fidelity"},
     "__main__": {"cli"},
     "__init__": set(),
 }
