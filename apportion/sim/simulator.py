@@ -9,7 +9,9 @@ replay of a real run can be compared with it (``apportion.fidelity``): a round s
 when a GPU idles while a job waits (and the next one comes a round after it); an attempt's
 lease runs a round from its first step, and a job told to stop trains on until its lease
 ends, so its successor starts when it has gone; a regular round is decided ``plan_ahead_s``
-before it starts, and jobs it places on idle GPUs start then.
+before it starts, and jobs it places on idle GPUs start then; an attempt still starting keeps
+its GPUs and stays out of the round, which places jobs on the GPUs left as one node per type
+(``sim/starting.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, Round
 from apportion.policies.base import Policy
 from apportion.sim.costs import AttemptCosts, JobCosts
 from apportion.sim.result import JobStatus, SimResult
+from apportion.sim.starting import ServerClusters, plan_around
 from apportion.sim.unschedulable import unschedulable_reasons
 
 ProgressCallback = Callable[[int, int, float], None]  # (jobs ended, jobs in all, virtual time)
@@ -92,6 +95,7 @@ class Simulator:
         sharing = RoundPlanner.space_sharing(policy) and throughputs.pair_steps_per_s
         self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if sharing else None
         self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates)
+        self.server_clusters = ServerClusters(cluster) if config.wall_clock else None
         self.costs = JobCosts.of(jobs, config.costs, config.start_cost_s, config.restart_cost_s)
         # attempts stop and finish as they do in the server: stopped ones train up to their lease's end
         self.hand_over = config.wall_clock or bool(np.any(self.costs.stop_lead_s) or np.any(self.costs.stop_s))
@@ -185,8 +189,15 @@ class Simulator:
             now_s=replay.now,
             deadline_s=None if jobs.deadline_s is None else jobs.deadline_s[active],
         )
-        decision = self.planner.plan(RoundState(view, self.rates[active], replay.time_alone_on_type[active],
-                                                holder, partner), cluster)
+        state = RoundState(view, self.rates[active], replay.time_alone_on_type[active], holder, partner)
+        if self.server_clusters is not None:  # as the server plans: attempts still starting stay out of it
+            held = np.zeros(len(active), dtype=bool)
+            held[holder[holder >= 0]] = True
+            held[partner[partner >= 0]] = True
+            starting = held & (replay.wait_left[active] <= 0) & (replay.delay_left[active] > 0)
+            decision = plan_around(self.planner, state, self.server_clusters, np.flatnonzero(starting))
+        else:
+            decision = self.planner.plan(state, cluster)
         if decision.resolved:
             replay.allocation_integral = decision.allocation.is_integral()
         held_by, shared_by = replay.gpu_job, replay.gpu_partner

@@ -72,3 +72,19 @@ def test_a_finish_cost_delays_the_end_and_the_next_start():
     config = SimConfig(round_s=100.0, restart_cost_s=0.0, costs=AttemptCosts(finish_s={"a": 1.5}), wall_clock=True)
 
     assert jcts([0.0, 1.0], [10, 10], config, make_policy("fifo")) == pytest.approx([11.5, 22.0])
+
+
+def test_on_the_wall_clock_an_attempt_still_starting_keeps_its_gpu():
+    # two GPUs, rounds of 10 s, 6 s to start; las, a job that has held a GPU 0.5 s goes behind
+    # new ones. A starts at 0 s; B and C arrive at 0.5 s, and the early round at 1 s (a GPU
+    # idles) leaves A, still starting, where it is: B gets the idle GPU, C waits.
+    config = SimConfig(round_s=10.0, start_cost_s=6.0, restart_cost_s=6.0, wall_clock=True)
+    jobs = JobTable.build(job_id=["A", "B", "C"], submit_time_s=[0.0, 0.5, 0.5], kind_names=["a"] * 3,
+                          num_gpus=[1, 1, 1], total_steps=[100, 100, 5], kinds=("a", "b"))
+    result = simulate(jobs, parse_cluster_shorthand("v100:2"), ONE_STEP_A_SECOND,
+                      make_policy("las", thresholds_gpu_s=(0.5,)), config)
+
+    # the round at 11 s runs C and A (first come within the same queue); B is preempted and
+    # trains on until its lease ends, 17 s (its first step at 7 s + 10 s), when C starts
+    assert result.first_start_s.tolist() == [0.0, 1.0, 17.0]
+    assert result.preemptions.tolist()[:2] == [0, 1]
