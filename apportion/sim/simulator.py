@@ -391,11 +391,18 @@ class Simulator:
         return max(fill, replay.now + self.config.fill_gap_s)
 
     def _finish(self, replay: Replay, done_rows: np.ndarray, finish_s: np.ndarray) -> None:
-        """Jobs that did their last step leave; a pair's survivor keeps its GPU alone."""
+        """Jobs that did their last step leave; a pair's survivor keeps its GPU alone. (With a finish
+        cost a job may exit after the next round is decided: its GPUs are free only then.)"""
         replay.finish[done_rows] = finish_s
         replay.status[done_rows] = JobStatus.COMPLETED
         replay.ended += len(done_rows)
         replay.active = replay.active[replay.status[replay.active] != JobStatus.COMPLETED]
+        if self.hand_over:
+            exit_of = np.full(len(self.jobs), -np.inf)
+            exit_of[done_rows] = finish_s
+            for holders in (replay.gpu_job, replay.gpu_partner):
+                held = holders >= 0
+                replay.gpu_free_at[held] = np.maximum(replay.gpu_free_at[held], exit_of[holders[held]])
         replay.gpu_job[np.isin(replay.gpu_job, done_rows)] = -1
         replay.gpu_partner[np.isin(replay.gpu_partner, done_rows)] = -1
         lone = (replay.gpu_job < 0) & (replay.gpu_partner >= 0)  # the first of a pair finished: its partner stays

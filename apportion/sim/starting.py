@@ -54,8 +54,10 @@ def plan_around(planner: RoundPlanner, state: RoundState, clusters: ServerCluste
                            position[holder[gpus]], position[partner[gpus]], state.rates_version)
     sub = planner.plan(sub_state, cluster) if len(keep) and len(gpus) else _nobody_runs(sub_state)
 
+    back = np.append(keep, -1)  # position among the kept -> full position; [-1] stays -1
+
     def full(positions: np.ndarray) -> np.ndarray:
-        return np.where(positions >= 0, keep[np.maximum(positions, 0)], -1)
+        return back[positions]
 
     chosen = np.full(n, -1, dtype=np.int64)
     chosen[keep] = sub.chosen_type

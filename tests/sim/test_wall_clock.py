@@ -16,10 +16,10 @@ ONE_GPU = parse_cluster_shorthand("v100:1")
 ONE_STEP_A_SECOND = ThroughputTable(kinds=("a", "b"), gpu_types=("v100",), scales=(1,), steps_per_s=np.ones((2, 1, 1)))
 
 
-def jcts(submit, steps, config, policy, kinds=("a", "a")) -> list[float]:
+def jcts(submit, steps, config, policy, kinds=("a", "a"), cluster=ONE_GPU) -> list[float]:
     jobs = JobTable.build(job_id=["A", "B"], submit_time_s=submit, kind_names=list(kinds), num_gpus=[1, 1],
                           total_steps=steps, kinds=("a", "b"))
-    return simulate(jobs, ONE_GPU, ONE_STEP_A_SECOND, policy, config).jct_s.tolist()
+    return simulate(jobs, cluster, ONE_STEP_A_SECOND, policy, config).jct_s.tolist()
 
 
 def las():  # a job that has held its GPU over 5 s goes behind one that has not
@@ -72,6 +72,9 @@ def test_a_finish_cost_delays_the_end_and_the_next_start():
     config = SimConfig(round_s=100.0, restart_cost_s=0.0, costs=AttemptCosts(finish_s={"a": 1.5}), wall_clock=True)
 
     assert jcts([0.0, 1.0], [10, 10], config, make_policy("fifo")) == pytest.approx([11.5, 22.0])
+    # rounds of 10 s: A's last step at 9 s, the round at 10 s gives B the GPU A leaves at 10.5 s
+    config = SimConfig(round_s=10.0, restart_cost_s=0.0, costs=AttemptCosts(finish_s={"a": 1.5}), wall_clock=True)
+    assert jcts([0.0, 1.0], [9, 10], config, make_policy("fifo")) == pytest.approx([10.5, 21.0])
 
 
 def test_on_the_wall_clock_an_attempt_still_starting_keeps_its_gpu():
@@ -88,3 +91,13 @@ def test_on_the_wall_clock_an_attempt_still_starting_keeps_its_gpu():
     # trains on until its lease ends, 17 s (its first step at 7 s + 10 s), when C starts
     assert result.first_start_s.tolist() == [0.0, 1.0, 17.0]
     assert result.preemptions.tolist()[:2] == [0, 1]
+
+
+def test_a_round_decided_while_every_job_is_still_starting_leaves_them_be():
+    # two GPUs, rounds of 10 s; B (1 step, 2 s to start) runs at once and ends at 3 s; A arrives
+    # at 0.5 s, starts at the early round at 1 s and takes 20 s to start: the round at 11 s finds
+    # it starting, alone, beside an idle GPU
+    config = SimConfig(round_s=10.0, costs=AttemptCosts(start_s={"a": 20.0, "b": 2.0}), wall_clock=True)
+
+    assert jcts([0.0, 0.5], [1, 10], config, make_policy("max-min-fairness"), kinds=("b", "a"),
+                cluster=parse_cluster_shorthand("v100:2")) == pytest.approx([3.0, 30.5])
