@@ -33,11 +33,12 @@ class Spread:
     mean: float
     std: float
     count: int
+    values: tuple[float, ...] = ()  # each attempt's
 
     @classmethod
     def of(cls, values: list[float]) -> Spread:
         array = np.asarray(values, dtype=np.float64)
-        return cls(float(array.mean()), float(array.std()), len(array))
+        return cls(float(array.mean()), float(array.std()), len(array), tuple(values))
 
     def describe(self) -> dict:
         return {"mean": round(self.mean, 3), "std": round(self.std, 3), "n": self.count}
@@ -81,6 +82,10 @@ class Measured:
         """Steps/s of every job of ``kind`` on ``gpu_type``, together (None: none trained there)."""
         return _speed([s for s in self.speeds if s.kind == kind and s.gpu_type == gpu_type])
 
+    def speed_factors(self) -> list[float]:
+        """Each attempt's speed over its job's (on the same type): how much attempts of one job differ."""
+        return [s.steps_per_s / self.job_speed(s.job_id, s.gpu_type) for s in self.speeds]
+
     def describe(self) -> dict:
         """Each cost per kind as {mean, std, n} (seconds)."""
         return {name: {kind: spread.describe() for kind, spread in sorted(by_kind.items())}
@@ -90,11 +95,8 @@ class Measured:
         """How far attempts' speeds stray from their job's (over all its attempts) and from their
         kind's, on the same type: the noise of the machine the run shared. Median and p90 of
         |speed / job's or kind's - 1|."""
-        within_job, within_kind = [], []
-        for s in self.speeds:
-            job, kind = self.job_speed(s.job_id, s.gpu_type), self.kind_speed(s.kind, s.gpu_type)
-            within_job.append(abs(s.steps_per_s / job - 1.0))
-            within_kind.append(abs(s.steps_per_s / kind - 1.0))
+        within_job = [abs(factor - 1.0) for factor in self.speed_factors()]
+        within_kind = [abs(s.steps_per_s / self.kind_speed(s.kind, s.gpu_type) - 1.0) for s in self.speeds]
 
         def spread(values: list[float]) -> dict:
             return {"median": round(float(np.median(values)), 4), "p90": round(float(np.percentile(values, 90)), 4)}

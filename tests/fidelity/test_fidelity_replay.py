@@ -4,6 +4,9 @@ start, stop and finish) replayed in the simulator: the two side by side, job by 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +18,7 @@ from apportion.fidelity.served import read_served_run
 from apportion.policies import make_policy
 from fake_runtime import Behaviour, FakeJob, serve_on_fake_clock
 
+REPO = Path(__file__).resolve().parents[2]
 TICK_S = 0.05  # the fake server notices an exit one tick after it happens
 LAS_JOBS = [FakeJob("a", 300, 10.0, 0.0), FakeJob("b", 100, 20.0, 5.0), FakeJob("a", 200, 10.0, 12.0),
             FakeJob("b", 400, 20.0, 13.0)]
@@ -94,3 +98,16 @@ def test_replay_prints_the_jobs_side_by_side_and_writes_its_files(las_run, tmp_p
     assert [row["real_preemptions"] for row in document["rows"]] == [1, 0, 0, 1]
     assert {p.name for p in tmp_path.iterdir()} == {"fidelity.json", "jobs.csv", "fidelity.png"}
     assert (tmp_path / "jobs.csv").read_text().splitlines()[0].startswith("job_id,name,kind,submitted_s,real_jct_s")
+
+
+def test_replay_json_of_an_lp_policy_run_is_pure_json(tmp_path):
+    jobs = [FakeJob("a", 100, 10.0, 0.0), FakeJob("b", 200, 20.0, 0.5), FakeJob("a", 150, 10.0, 3.0)]
+    serve_on_fake_clock(jobs, tmp_path, make_policy("max-min-fairness"), slots="cpu:2", round_s=10.0, tick_s=TICK_S)
+
+    done = subprocess.run([sys.executable, "-m", "apportion", "replay", str(tmp_path), "--json"], capture_output=True,
+                          text=True, timeout=300, cwd=REPO)
+
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)  # the solver's banner, if any, went to stderr
+    assert document["policy"] == "max-min-fairness" and document["jobs"] == 3
+    assert document["errors"]["p90_job_error"] < 0.01
