@@ -36,14 +36,18 @@ def run_policies(
     *,
     workers: int = 0,
     progress: PolicyProgress | None = None,
+    record_holdings: bool = False,
     **options,
 ) -> list[SimResult]:
-    """Replay ``inputs`` under each policy spec (``options`` as for run_policy); results in spec order.
+    """Replay ``inputs`` under each policy spec (``options`` and ``record_holdings`` as for
+    run_policy); results in spec order.
 
     Runs ``worker_count(len(specs), workers)`` processes; one means here, one policy after
     another. ``progress`` is always called in this process. A ValueError of any policy (one
     that cannot work on these inputs) is raised here.
     """
+    if record_holdings:
+        options = {**options, "record_holdings": True}
     processes = worker_count(len(specs), workers)
     if processes <= 1:
         return [_run_here(inputs, spec, config, progress, options) for spec in specs]

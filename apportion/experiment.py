@@ -20,7 +20,7 @@ from apportion.workloads.cluster_file import load_cluster
 from apportion.workloads.defaults import DEFAULT_CLUSTER, DEFAULT_RATE_PER_HOUR, DEFAULT_SYNTHETIC_JOBS
 from apportion.workloads.gavel_throughputs import read_gavel_throughputs
 from apportion.workloads.synthetic import generate_workload
-from apportion.workloads.trace_csv import read_workload_csv
+from apportion.workloads.trace_csv import read_workload_with_models
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
             " add one with --throughputs)",
         )
     if settings.path:
-        jobs = read_workload_csv(
+        jobs, throughputs = read_workload_with_models(
             settings.path,
             throughputs=throughputs,
             reference_gpu_type=settings.reference_gpu_type,
@@ -122,9 +122,11 @@ def run_policy(
     config: SimConfig = SimConfig(),
     *,
     progress: ProgressCallback | None = None,
+    record_holdings: bool = False,
     **options,
 ) -> SimResult:
-    """Replay ``inputs`` under one policy; ``options`` as for policy_from_spec.
+    """Replay ``inputs`` under one policy; ``options`` as for policy_from_spec. ``record_holdings``
+    keeps who held which GPUs when (``SimResult.holdings``: what report.html's Gantt chart draws).
 
     A policy that weighs moves against their cost (``restart_cost_s``: fifo, srtf, las) is
     told the mechanism's, unless ``options`` name another.
@@ -132,7 +134,7 @@ def run_policy(
     if registry.policy_info(policy_spec).option("restart_cost_s") and options.get("restart_cost_s") is None:
         options = {**options, "restart_cost_s": config.restart_cost_s}
     policy = policy_from_spec(policy_spec, **options)
-    result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress)
+    result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress, record_holdings)
     result.summary["workload"] = inputs.workload_name
     if options.get("partitions", 1) > 1:
         result.summary["partitions"] = options["partitions"]

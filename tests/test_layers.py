@@ -23,9 +23,10 @@ ALLOWED = {
     "report": {"sim"},
     "experiment": {"core", "perf", "policies", "sim", "workloads"},
     "compare": {"experiment", "sim"},
+    "sweep": {"experiment", "sim", "executors"},
     "fidelity": {"core", "perf", "policies", "sim", "workloads", "serve", "experiment"},
-    "cli": {"core", "perf", "policies", "sim", "workloads", "serve", "report", "experiment", "compare", "stdio",
-            "mechanism", "solve", "runtime", "fidelity"},
+    "cli": {"core", "perf", "policies", "sim", "workloads", "serve", "report", "experiment", "compare", "sweep",
+            "stdio", "mechanism", "solve", "runtime", "fidelity"},
     "__main__": {"cli"},
     "__init__": set(),
 }

@@ -26,7 +26,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-RUNNABLE = ("simulate", "compare", "kinds", "plan")  # synthetic or built-in inputs, seconds each
+RUNNABLE = ("simulate", "compare", "sweep", "kinds", "plan")  # synthetic or built-in inputs, seconds each
 
 
 @dataclass(frozen=True)

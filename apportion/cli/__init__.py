@@ -1,8 +1,8 @@
 """The ``apportion`` command: parse, call the library, print. Nothing else lives here.
 
-One module a group of commands: ``simulate`` (simulate, compare, kinds), ``plan``, ``serve``,
-``replay`` (a served run against its simulation), ``jobs`` (the server's clients) and ``users``
-(its credentials); ``options`` holds the options
+One module a group of commands: ``simulate`` (simulate, compare, kinds), ``sweep``, ``plan``, ``profile``, ``serve``,
+``replay`` (a served run against its simulation), ``jobs`` (the server's clients) and ``users`` (its credentials);
+``options`` holds the options
 several of them share.
 Each command imports what it needs when it runs, so that ``apportion queue`` or ``--help``
 never pay for the solvers, the simulator or matplotlib.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from apportion.cli import jobs, plan, replay, serve, simulate, users
+from apportion.cli import jobs, plan, profile, replay, serve, simulate, sweep, users
 from apportion.cli.options import ListsPolicies
 
 app = typer.Typer(
@@ -23,8 +23,10 @@ app = typer.Typer(
 
 app.command(cls=ListsPolicies)(simulate.simulate)
 app.command()(simulate.compare)
+app.command(cls=ListsPolicies)(sweep.sweep)
 app.command()(simulate.kinds)
 app.command()(plan.plan)
+app.command()(profile.profile)
 app.command(cls=ListsPolicies)(serve.serve)
 app.command()(replay.replay)
 app.command()(jobs.submit)

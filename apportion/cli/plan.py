@@ -42,8 +42,12 @@ def plan(
     vocab: Optional[int] = typer.Option(None, "--vocab", help="Vocabulary size (default: the family's, 51200 for GPT)."),
     ffn_hidden: Optional[int] = typer.Option(None, "--ffn-hidden", help="MLP width (default 4·hidden; Llama: 8/3·hidden rounded to 256)."),
     kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="Key/value heads for grouped-query attention."),
+    experts: Optional[int] = typer.Option(None, "--experts", help="Mixture of experts: MLPs per layer (mixtral-8x7b has 8)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Experts each token is routed to."),
+    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel size (divides the experts and the data-parallel size; searched when not given)."),
+    capacity_factor: Optional[float] = typer.Option(None, "--capacity-factor", help="Token slots per expert over its balanced share (default: dropless)."),
     gpus: int = typer.Option(8, "--gpus", help="GPUs in all."),
-    gpu_type: str = typer.Option("a100-80gb", "--gpu-type", help="An accelerator of the catalog."),
+    gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="An accelerator of the catalog (default a100-80gb, or the measured one with --measured)."),
     global_batch: int = typer.Option(512, "--global-batch", help="Sequences per iteration."),
     tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size (searched when not given)."),
     pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel size (searched when not given)."),
@@ -54,8 +58,11 @@ def plan(
     offload: bool = typer.Option(False, "--offload", help="ZeRO-Offload: optimizer state on the host (needs --zero ≥ 1)."),
     schedule: Optional[str] = typer.Option(None, "--schedule", help="Pipeline schedule: 1f1b, interleaved or gpipe."),
     virtual_stages: Optional[int] = typer.Option(None, "--virtual-stages", help="Model chunks per GPU for the interleaved schedule."),
-    precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, tf32 or fp32 (default: bf16 where the GPU has it)."),
+    stage_layers: Optional[str] = typer.Option(None, "--stage-layers", help="Layers per pipeline stage, first to last, e.g. 7,8x14,7 (sets --pp; default: even, or balanced when the stages do not divide the layers)."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, tf32, fp32, or fp8 on h100/h200 (default: bf16 where the GPU has it)."),
     no_overlap: bool = typer.Option(False, "--no-overlap-grad-reduce", help="Reduce gradients after the backward pass instead of overlapping it."),
+    framework: Optional[str] = typer.Option(None, "--framework", help="Software profile: megatron-lm (the hardware model, default), deepspeed-pipeline or fsdp."),
+    measured: Optional[str] = typer.Option(None, "--measured", help="A file with one measured step (or `apportion profile`'s kernel timings): the software terms are fitted to it."),
     tokens: str = typer.Option("300e9", "--tokens", help="Training tokens for the time and cost columns (300e9, 1T, …)."),
     top: int = typer.Option(5, "--top", help="How many layouts to show."),
     as_json: bool = json_option("the numbers"),
@@ -70,39 +77,61 @@ def plan(
     from rich.table import Table
 
     from apportion.perf import fixed_layout, get_accelerator, parameter_count, predict
+    from apportion.perf.transformer import active_parameter_count
     from apportion.perf import plan as search
+    from apportion.perf.parallel import format_stage_layers
     from apportion.perf.transformer import build_model
 
     token_count = _count(tokens, "--tokens")
     if top < 1:
         raise fail(f"--top must be at least 1, got {top}")
+    software, calibration, measurement = _software(framework, measured)
     try:
-        acc = get_accelerator(gpu_type)
-        shape = build_model(model, preset, layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
-                            ffn_hidden=ffn_hidden, kv_heads=kv_heads)
+        acc = get_accelerator(gpu_type or (measurement.gpu_type if measurement else "a100-80gb"))
+        if measurement is not None and measurement.model is not None and preset is None and layers is None \
+                and hidden is None and heads is None:
+            shape = measurement.model
+        else:
+            shape = build_model(model, preset, layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
+                                ffn_hidden=ffn_hidden, kv_heads=kv_heads, experts=experts, top_k=top_k)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if gpus < 1:
         raise fail(f"--gpus must be positive, got {gpus}")
+    split = None
+    if stage_layers is not None:
+        from apportion.perf.parallel import parse_stage_layers
+
+        try:
+            split = parse_stage_layers(stage_layers)
+        except ValueError as exc:
+            raise fail(f"--stage-layers: {exc}") from None
+        if pp is not None and pp != len(split):
+            raise fail(f"--stage-layers names {len(split)} stages but --pp is {pp}")
+        pp = len(split)
     params = parameter_count(shape)
-    header = (f"{shape.name} ({params / 1e9:.1f}B parameters, {shape.layers} layers, hidden {shape.hidden}, "
-              f"{shape.heads} heads, seq {shape.seq}) on {gpus} × {acc.name}, global batch {global_batch}")
+    experts_text = (f", {active_parameter_count(shape) / 1e9:.1f}B active: {shape.experts} experts, top-{shape.top_k}"
+                    if shape.is_moe else "")
+    header = (f"{shape.name} ({params / 1e9:.1f}B parameters{experts_text}, {shape.layers} layers, hidden "
+              f"{shape.hidden}, {shape.heads} heads, seq {shape.seq}) on {gpus} × {acc.name}, global batch {global_batch}")
 
     if tp is not None and pp is not None and micro_batch is not None:
         try:
             layout = fixed_layout(gpus, acc, global_batch, tp, pp, micro_batch, recompute=recompute,
                                   sequence_parallel=sequence_parallel, zero=zero, offload=offload, schedule=schedule,
                                   virtual_stages=virtual_stages, precision=precision,
-                                  overlap_grad_reduce=not no_overlap)
+                                  overlap_grad_reduce=not no_overlap, stage_layers=split, ep=ep,
+                                  capacity_factor=capacity_factor)
             with stdout_to_stderr():
-                one = predict(shape, layout, acc)
+                one = predict(shape, layout, acc, software)
         except ValueError as exc:
             raise fail(str(exc)) from None
         if as_json:
-            print_json({**one.to_dict(token_count), "parameters": params})
+            print_json({**one.to_dict(token_count), "parameters": params, **_software_json(software, calibration)})
             return
         console.print(header, highlight=False)
-        console.print(f"layout: {layout.describe()}", highlight=False)
+        _print_software(software, calibration, measured)
+        console.print(f"layout: {one.layout.describe()}", highlight=False)
         mem = one.memory.as_gb()
         cost = one.cost_usd(token_count)
         view = Table(show_header=False, box=None)
@@ -122,7 +151,8 @@ def plan(
             result = search(shape, gpus, acc, global_batch, top=top, tp=tp, pp=pp, micro_batch=micro_batch,
                             recompute=recompute, sequence_parallel=sequence_parallel, zero=zero, offload=offload,
                             schedule=schedule, virtual_stages=virtual_stages, precision=precision,
-                            overlap_grad_reduce=not no_overlap)
+                            overlap_grad_reduce=not no_overlap, stage_layers=split, software=software, ep=ep,
+                            capacity_factor=capacity_factor)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if not result.best and not result.closest_misses(1):
@@ -135,12 +165,13 @@ def plan(
             "global_batch": global_batch, "tokens": token_count,
             "layouts": [p.to_dict(token_count) for p in result.best],
             "considered": result.considered, "rejected": len(result.rejected),
-            "rejection_summary": result.rejection_summary(),
+            "rejection_summary": result.rejection_summary(), **_software_json(software, calibration),
         })
         if not result.best:
             raise typer.Exit(code=1)
         return
     print_line(header)
+    _print_software(software, calibration, measured)
     if not result.best:
         errors.print(f"[bold red]no layout fits[/] in the {acc.name}'s {acc.memory_bytes / 1e9:.0f} GB; closest:", highlight=False)
         for miss in result.closest_misses():
@@ -156,7 +187,9 @@ def plan(
         lay, mem = p.layout, p.memory.as_gb()
         cost = p.cost_usd(token_count)
         sched = "—" if lay.pp == 1 else (f"interl. v={lay.virtual_stages}" if lay.schedule == "interleaved" else lay.schedule)
-        view.add_row(f"{lay.tp}·{lay.pp}·{lay.dp}", str(lay.micro_batch),
+        if lay.stage_layers is not None:
+            sched += f" {format_stage_layers(lay.stage_layers)}"
+        view.add_row(f"{lay.tp}·{lay.pp}·{lay.dp}" + (f" ep{lay.ep}" if lay.ep > 1 else ""), str(lay.micro_batch),
                      lay.recompute + ("+sp" if lay.sequence_parallel else ""),
                      str(lay.zero) + ("+off" if lay.offload else ""), sched,
                      f"{p.step_time_s:.2f}", f"{p.tflops_per_gpu:.0f}", f"{p.mfu:.0%}", f"{mem['total']:.1f}",
@@ -166,3 +199,57 @@ def plan(
     summary = result.rejection_summary(3)
     if summary:
         print_line(f"rejected {len(result.rejected)}: " + "; ".join(summary))
+
+
+def _software(framework: str | None, measured: str | None):
+    """The software profile to predict with: a preset, or one fitted to a measurement file."""
+    from dataclasses import replace
+
+    from apportion.core.errors import InputError
+    from apportion.perf.calibrate import read_measurement
+    from apportion.perf.software import get_framework
+
+    try:
+        preset = get_framework(framework) if framework else None
+    except ValueError as exc:
+        raise fail(f"--framework: {exc}") from None
+    if measured is None:
+        return preset, None, None
+    try:
+        measurement = read_measurement(measured)
+        if preset is not None:
+            measurement = replace(measurement, framework=preset)
+        with stdout_to_stderr():
+            calibration = measurement.calibrate()
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    except ValueError as exc:
+        raise fail(f"{measured}: {exc}") from None
+    return calibration.profile, calibration, measurement
+
+
+def _software_json(software, calibration) -> dict:
+    out = {}
+    if software is not None:
+        out["software_profile"] = software.as_dict()
+    if calibration is not None:
+        out["calibration"] = calibration.as_dict()
+    return out
+
+
+def _print_software(software, calibration, measured: str | None) -> None:
+    if calibration is not None and calibration.measured_step_s is not None:
+        print_line(f"calibrated on {measured}: measured {calibration.measured_step_s:.4g} s per step where the "
+                   f"{calibration.base.name} profile predicts {calibration.predicted_step_s:.4g} s; GEMM and kernel "
+                   f"rates × {calibration.factor:.3f}"
+                   + (f", {software.memory_overhead_gb:+.1f} GB per GPU beyond the model"
+                      if calibration.measured_memory_gb is not None else ""))
+    elif calibration is not None:
+        print_line(f"calibrated on {measured}: GEMMs at {software.gemm_efficiency:.3f} × the model's rate, "
+                   f"memory-bound kernels at {software.kernel_efficiency:.3f} ×")
+    elif software is not None and not software.is_hardware_model:
+        print_line(f"software profile {software.name}: GEMM and kernel rates × {software.gemm_efficiency:.3f}"
+                   + (", flash attention" if software.flash_attention else ""))
+    if calibration is not None:
+        for note in calibration.notes:
+            print_line(f"note: {note}")

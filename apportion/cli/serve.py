@@ -28,15 +28,18 @@ def serve(
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="Jobs' periodic checkpoints unless their file says: auto (CheckFreq: <= 5% overhead, <= 300 s lost; the default), auto:SECONDS (that bound), off, or SECONDS."),
     las_thresholds: Optional[str] = typer.Option(None, "--las-thresholds", help="las: queue thresholds in GPU-seconds, e.g. 3600,36000 (the default)."),
     queues: Optional[str] = opt.Queues,
+    executor: str = typer.Option("local", "--executor", help="Where jobs run: local (this machine's processes) or ray (a Ray cluster's nodes: docs/ray.md)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: the cluster's address (default: the cluster file's, else RAY_ADDRESS, else the one started on this machine)."),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file whose ray: section names each GPU type's Ray resource and the directory every node shares."),
 ) -> None:
-    """Run the scheduler on this machine: start, preempt and resume the jobs submitted to it."""
+    """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
     import numpy as np
 
     from apportion.core.errors import InputError
     from apportion.experiment import check_policy_specs, policy_from_spec
     from apportion.perf.accelerators import list_prices
     from apportion.serve.scheduler import check_policy
-    from apportion.serve.server import ServerError, ServerOptions
+    from apportion.serve.server import ServerError, ServerOptions, is_loopback
     from apportion.serve.server import serve as run_server
     from apportion.serve.slots import describe, detect_gpus, parse_slots
 
@@ -55,16 +58,31 @@ def serve(
             raise fail(str(exc)) from None
     if not 0 <= port <= 65535:
         raise fail(f"--port must be 0-65535, got {port}")
-    gpus = detect_gpus()
-    try:
-        offered = parse_slots(slots, gpus) if slots else gpus
-    except InputError as exc:
-        raise fail(str(exc)) from None
-    no_gpus = not offered
-    if no_gpus:
-        offered = parse_slots("cpu:1")
+    if executor not in ("local", "ray"):
+        raise fail(f"--executor must be local or ray, got {executor!r}")
+    if executor == "local" and (ray_address is not None or cluster is not None):
+        raise fail(f"{'--ray-address' if ray_address is not None else '--cluster'} needs --executor ray")
+    backend = None
+    if executor == "ray":
+        if slots is not None:
+            raise fail("--slots: on Ray the slots are the cluster's GPUs; declare their types in --cluster FILE (docs/ray.md)")
+        if run_as == "mapped":
+            raise fail("--run-as mapped: on Ray, jobs run as the OS user of the Ray workers; it needs --executor local")
+        backend = _ray_backend(state_dir, ray_address, cluster)
+        offered, no_gpus = backend.slots, False
+    else:
+        gpus = detect_gpus()
+        try:
+            offered = parse_slots(slots, gpus) if slots else gpus
+        except InputError as exc:
+            raise fail(str(exc)) from None
+        no_gpus = not offered
+        if no_gpus:
+            offered = parse_slots("cpu:1")
     queue_config = load_queues(queues)
     prices = list_prices({s.gpu_type for s in offered})
+    if backend is not None:
+        prices.update(backend.prices)
 
     policy_options = {"queues": queue_config}
     if las_thresholds is not None:
@@ -83,6 +101,8 @@ def serve(
     options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=admin_token,
                             run_as=run_as_setting, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
                             prices=prices, checkpoint_every=checkpoint_every,
+                            shared_dir=backend.shared_dir if backend is not None else None,
+                            job_host=_job_host(host) if backend is not None else None,
                             policy_options={k: v for k, v in (("thresholds_gpu_s", las_thresholds), ("queues", queues and str(Path(queues).resolve())))
                                             if v is not None})
 
@@ -92,6 +112,12 @@ def serve(
     def ready(scheduler) -> None:
         log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
             f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
+        log(f"dashboard: {scheduler.config.server_url}/")
+        if backend is not None:
+            log(f"on Ray: slots per node {backend.describe()}; checkpoints and logs in {backend.shared_dir}")
+            if is_loopback(host) and backend.remote_nodes:
+                log(f"note: --host {host} is reachable from this machine only: jobs on the {backend.remote_nodes}"
+                    " other machine(s) need --host 0.0.0.0 (with credentials: docs/ray.md)")
         if admin_token or scheduler.store.has_users():
             active = sum(u["revoked"] is None for u in scheduler.store.users())
             runs_as = "their users' OS accounts" if run_as_setting.mode == "mapped" else "this server's OS user"
@@ -103,9 +129,31 @@ def serve(
     if no_gpus:
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
     try:
-        run_server(options, offered, chosen_policy, log, ready)
+        run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None)
     except ServerError as exc:
         raise fail(str(exc)) from None
+
+
+def _ray_backend(state_dir: Path, address: Optional[str], cluster: Optional[Path]):
+    """The Ray cluster's slots and executor (one-line errors)."""
+    from apportion.core.errors import InputError
+    from apportion.serve.on_ray import RayUnavailable, ray_backend
+    from apportion.workloads.cluster_file import load_ray_settings
+
+    try:
+        settings = load_ray_settings(cluster) if cluster is not None else None
+        return ray_backend(state_dir.expanduser(), address, settings)
+    except (InputError, RayUnavailable) as exc:
+        raise fail(str(exc)) from None
+
+
+def _job_host(host: str) -> str | None:
+    """The address jobs on Ray nodes reach a server bound to ``host`` at (this machine's, for 0.0.0.0)."""
+    if host in ("0.0.0.0", "::", ""):
+        import ray
+
+        return ray.util.get_node_ip_address()
+    return None
 
 
 def _credentials(token: Optional[str], token_file: Optional[Path], run_as: Optional[str], user_map: Optional[Path]):

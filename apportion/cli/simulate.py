@@ -61,7 +61,8 @@ def simulate(
                 bar.update(task, completed=ended, day=now_s / 86400)
 
             try:
-                result = run_policy(inputs, policy, config, progress=report, **options)
+                result = run_policy(inputs, policy, config, progress=report, record_holdings=out is not None,
+                                    **options)
             except ValueError as exc:  # a policy that cannot work on these inputs, e.g. min-cost without prices
                 raise fail(str(exc)) from None
     if as_json:
@@ -129,7 +130,8 @@ def compare(
                 bar.update(tasks[spec], completed=ended, day=now_s / 86400)
 
             try:
-                results = run_policies(inputs, specs, config, workers=workers, progress=report, **options)
+                results = run_policies(inputs, specs, config, workers=workers, progress=report,
+                                       record_holdings=out is not None, **options)
             except ValueError as exc:
                 raise fail(str(exc)) from None
     summaries = [r.summary for r in results]

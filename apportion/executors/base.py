@@ -25,6 +25,7 @@ class Exit:
     job_id: int
     attempt: int
     code: int | None  # the job's exit code (negative: killed by that signal); None: gone with no record
+    lost: str = ""  # why it was lost with the machine it ran on ("its Ray node died"); a retry, not a crash
 
 
 @runtime_checkable
@@ -78,4 +79,9 @@ class Executor(Protocol):
 
     def log_path(self, job_id: int, attempt: int) -> Path:
         """Where an attempt's output (stdout and stderr) is written."""
+        ...
+
+    def capacity(self) -> dict[str, int] | None:
+        """Slots of each GPU type that can run attempts now (a cluster that lost a node has fewer
+        than the server was started with); None: all of the server's slots, always."""
         ...

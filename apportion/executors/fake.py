@@ -28,6 +28,7 @@ class FakeExecutor:
         self.signals: list[tuple[int, str]] = []
         self.exit_codes: dict[tuple[int, int], int] = {}  # what an attempt's exit file would say
         self.logs: dict[tuple[int, int], str] = {}  # what an attempt's log would say
+        self.live_capacity: dict[str, int] | None = None  # slots of each type still there (None: all)
 
     def log_path(self, job_id: int, attempt: int) -> Path:
         return self.state_dir / "jobs" / str(job_id) / f"attempt-{attempt}.log"
@@ -37,6 +38,10 @@ class FakeExecutor:
 
     def tail(self, job_id: int, attempt: int, lines: int = 20) -> str:
         return "\n".join(self.logs.get((job_id, attempt), "").splitlines()[-lines:])
+
+    def capacity(self) -> dict[str, int] | None:
+        """What a test set as ``live_capacity``: the slots of each type still there (None: all)."""
+        return self.live_capacity
 
     def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None) -> Attempt:
         if job_id in self._running:
@@ -54,6 +59,11 @@ class FakeExecutor:
         if code is not None:
             self.exit_codes[(job_id, attempt.attempt)] = code
         self._ended.append(Exit(job_id, attempt.attempt, code))
+
+    def lose(self, job_id: int, why: str = "its node died") -> None:
+        """End job ``job_id``'s attempt as lost with the machine it ran on (no exit record)."""
+        attempt = self._running.pop(job_id)
+        self._ended.append(Exit(job_id, attempt.attempt, None, why))
 
     def end_unseen(self, job_id: int, code: int | None) -> None:
         """End an attempt while no server watches (it died): only its exit record tells."""

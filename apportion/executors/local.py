@@ -100,6 +100,10 @@ class LocalExecutor:
     def tail(self, job_id: int, attempt: int, lines: int = 20) -> str:
         return tail(self.log_path(job_id, attempt), lines)
 
+    def capacity(self) -> None:
+        """This machine's slots are the server's, all of them, always."""
+        return None
+
     # processes ---------------------------------------------------------------------------
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],

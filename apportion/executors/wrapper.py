@@ -17,6 +17,10 @@ waits for those survivors and records the exit code of the first one to exit on 
 
 Once the job has exited, it kills whatever else is left in the group (stray data-loader
 workers), itself last.
+
+With ``--parent PID`` (the Ray executor's replica, which has no process group of its own to
+stop the job with) the attempt dies with that process: when it ends, SIGKILL goes to the
+whole group, so a job never outlives the Ray worker that accounts for it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from apportion.executors.procfs import children, group_members
 
 MARKER = "apportion.executors.wrapper"
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+PARENT_GONE = signal.SIGUSR2  # what the kernel sends the wrapper when its --parent ends
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -69,6 +75,25 @@ def become_subreaper() -> bool:
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def die_with(parent: int) -> bool:
+    """SIGKILL this process group when ``parent`` (this process's parent) ends (Linux); False where that is not possible."""
+    def parent_gone(signum, frame) -> None:
+        os.killpg(0, signal.SIGKILL)
+
+    signal.signal(PARENT_GONE, parent_gone)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, int(PARENT_GONE), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:  # it ended before the death signal was armed
+        os.killpg(0, signal.SIGKILL)
+    return True
 
 
 def wait_for(child: int) -> int:
@@ -126,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in STOP_SIGNALS:
         signal.signal(sig, _ignore)
     subreaper = become_subreaper()
+    if options.get("parent") and os.getpgid(0) == os.getpid():
+        die_with(int(options["parent"]))
     started = time.time()
     try:
         child = subprocess.Popen(command, cwd=options.get("workdir") or None, **_account(options.get("run-as")))

@@ -14,6 +14,7 @@ Transformers (GPT, Llama-like, BERT) on tensor/pipeline/data-parallel layouts::
 See docs/perf.md for the model, its constants and their sources.
 """
 
+from apportion.perf.calibrate import Calibration, fit_step_time, read_measurement
 from apportion.perf.accelerators import ACCELERATORS, Accelerator, get_accelerator, list_price, list_prices
 from apportion.perf.gemm import gemm_efficiency, gemm_time
 from apportion.perf.memory import (
@@ -24,6 +25,7 @@ from apportion.perf.memory import (
 )
 from apportion.perf.parallel import Layout, check_layout, layout_problems
 from apportion.perf.planner import Plan, Rejected, fixed_layout, plan
+from apportion.perf.software import FRAMEWORKS, SoftwareProfile, get_framework
 from apportion.perf.step import Prediction, predict
 from apportion.perf.transformer import (
     PRESETS,
@@ -37,6 +39,12 @@ from apportion.perf.transformer import (
 __all__ = [
     "ACCELERATORS",
     "Accelerator",
+    "Calibration",
+    "FRAMEWORKS",
+    "SoftwareProfile",
+    "fit_step_time",
+    "get_framework",
+    "read_measurement",
     "Layout",
     "MemoryBreakdown",
     "PRESETS",

@@ -87,7 +87,9 @@ DROPOUT_EFFICIENCY = 0.831
 # cuBLAS's most efficient tile shapes (Matrix Multiplication Background User's Guide, §2.3).
 TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128))
 
-BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+# bytes per operand element; an fp8 product's bf16 output is counted at 1 byte too (its memory
+# roof slightly optimistic)
+BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
 
 def sm_count(acc: Accelerator) -> int:
@@ -136,6 +138,22 @@ def gemm_efficiency(m: int, n: int, k: int, acc: Accelerator, precision: str = "
     """Achieved fraction of the datasheet peak for this shape (≤ the GPU's ceiling)."""
     t = gemm_time(m, n, k, acc, precision, batch).seconds
     return 2.0 * m * n * k * batch / t / acc.peak(precision) if t > 0 else 0.0
+
+
+# FlashAttention-2's forward + backward rate as a fraction of the dense fp16/bf16 peak (Dao,
+# "FlashAttention-2", arXiv 2307.08691: 50–73% of the A100's peak, the middle taken; "up to 335
+# TFLOPs/s" on an H100 SXM5 without Hopper-specific instructions: 335 / 989 = 0.34, also for H200).
+FLASH_ATTENTION_EFFICIENCY: dict[str, float] = {
+    "a100-40gb": 0.60,
+    "a100-80gb": 0.60,
+    "h100": 335 / 989,
+    "h200": 335 / 989,
+}
+DEFAULT_FLASH_ATTENTION_EFFICIENCY = 0.50
+
+
+def flash_attention_efficiency(acc: Accelerator) -> float:
+    return FLASH_ATTENTION_EFFICIENCY.get(acc.name, DEFAULT_FLASH_ATTENTION_EFFICIENCY)
 
 
 def memory_time(nbytes: float, acc: Accelerator, efficiency: float = MEMORY_EFFICIENCY) -> float:

@@ -418,9 +418,10 @@ def _step(kind: str) -> TrainingStep:
     return build_step(kind)
 
 
-def predict_step_time(kind: str, gpu_type: str) -> float:
-    """Seconds per training step of ``kind`` on one ``gpu_type`` GPU, by the per-layer roofline."""
-    return step_time(_step(kind), get_accelerator(gpu_type)).total
+def predict_step_time(kind: str, gpu_type: str, sustained: bool = True) -> float:
+    """Seconds per training step of ``kind`` on one ``gpu_type`` GPU, by the per-layer roofline
+    (``sustained=False``: every GPU at its datasheet peak)."""
+    return step_time(_step(kind), get_accelerator(gpu_type), sustained).total
 
 
 def predict_steps_per_s(kind_name: str, gpu_type: str) -> float:

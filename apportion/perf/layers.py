@@ -72,6 +72,10 @@ class SMSpec:
     sms: int
     max_threads_per_sm: int
     source: str
+    # what the FP32 units sustain in a training step, as fractions of the datasheet peak (see
+    # ``sustained_peak``): the lanes one clock's issue can fill, and the clock under full load
+    fp32_issue_fraction: float = 1.0
+    sustained_clock_fraction: float = 1.0
 
 
 _CUDA_GUIDE = ("CUDA C++ Programming Guide, Technical Specifications per Compute Capability: "
@@ -79,7 +83,11 @@ _CUDA_GUIDE = ("CUDA C++ Programming Guide, Technical Specifications per Compute
 SM_TABLE: dict[str, SMSpec] = {
     "k80": SMSpec(13, 2048, "NVIDIA Tesla K80 datasheet: 4,992 CUDA cores per two-GPU board = 2,496 "
                             "per GK210; Kepler GK110/GK210 whitepaper: 192 cores per SMX -> 13 SMX; "
-                            f"compute capability 3.7: 2,048 threads ({_CUDA_GUIDE})"),
+                            f"compute capability 3.7: 2,048 threads ({_CUDA_GUIDE}); four warp schedulers "
+                            "per SMX issue 4 × 32 = 128 lanes a clock without dual issue (whitepaper: two "
+                            "independent instructions per warp are needed to fill all 192); the K80 datasheet "
+                            "rates the board 8.73 TFLOP/s at its 875 MHz boost and 5.6 at its 562 MHz base clock",
+                  fp32_issue_fraction=128 / 192, sustained_clock_fraction=562 / 875),
     "p100": SMSpec(56, 2048, "NVIDIA Tesla P100 whitepaper: 56 SMs (3,584 FP32 cores, 64 per SM); "
                              f"compute capability 6.0: 2,048 threads ({_CUDA_GUIDE})"),
     "v100": SMSpec(80, 2048, "NVIDIA Tesla V100 whitepaper: 80 SMs (5,120 FP32 cores); "
@@ -199,6 +207,24 @@ class StepTime:
 # --- utilisation -------------------------------------------------------------------------------
 
 
+def sustained_peak(acc: Accelerator, precision: str, spec: SMSpec | None, sustained: bool = True) -> float:
+    """FLOP/s the GPU's units sustain at ``precision``: the datasheet peak, and for FP32 on CUDA
+    cores the fraction of it one clock's issue fills at the clock the GPU holds under load.
+
+    Habitat (Yu et al., ATC 2021) scales a compute-bound kernel by SMs × clock, taking every SM to do
+    the same work per clock; that holds from Pascal on (64 or 128 FP32 lanes per SM, filled by one
+    instruction per scheduler per clock), not for Kepler, whose 192 lanes per SMX need two
+    independent instructions per warp from each of its four schedulers. And the K80's two dies
+    share a 300 W board: its datasheet gives 5.6 TFLOP/s at the 562 MHz base clock beside the 8.73
+    of its boost, which autoboost reaches only with power to spare. Every other GPU is taken at
+    its datasheet (boost) peak.
+    """
+    peak = acc.peak(precision)
+    if sustained and spec is not None and precision == "fp32":
+        peak *= spec.fp32_issue_fraction * spec.sustained_clock_fraction
+    return peak
+
+
 def sm_spec(gpu: str | Accelerator) -> SMSpec | None:
     """SM count and resident threads of ``gpu``; None for a device without SMs (the CPU)."""
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
@@ -234,11 +260,11 @@ def _roofline(flops: float, nbytes: float, peak: float, bandwidth: float, u_comp
                nbytes / (bandwidth * u_memory) if nbytes else 0.0)
 
 
-def layer_forward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32") -> float:
+def layer_forward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32", sustained: bool = True) -> float:
     """Seconds for ``layer``'s forward pass on ``gpu``, launches included."""
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
     spec = sm_spec(acc)
-    peak, bw = acc.peak(precision), acc.memory_bandwidth
+    peak, bw = sustained_peak(acc, precision, spec, sustained), acc.memory_bandwidth
     if layer.gemm is not None:
         u_c, u_m = gemm_utilisation(layer.gemm, spec), 1.0
     else:
@@ -256,7 +282,7 @@ def backward_kernels(layer: Layer) -> int:
     return 2 * layer.kernels if (layer.weighted and layer.input_grad) else layer.kernels
 
 
-def layer_backward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32") -> float:
+def layer_backward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32", sustained: bool = True) -> float:
     """Seconds for ``layer``'s backward pass on ``gpu``, launches included.
 
     A GEMM-like layer runs two products of its forward's size: the input's gradient
@@ -270,7 +296,7 @@ def layer_backward_time(layer: Layer, gpu: str | Accelerator, precision: str = "
         return 0.0
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
     spec = sm_spec(acc)
-    peak, bw = acc.peak(precision), acc.memory_bandwidth
+    peak, bw = sustained_peak(acc, precision, spec, sustained), acc.memory_bandwidth
     launches = backward_kernels(layer) * KERNEL_LAUNCH_S
     if layer.gemm is None:
         factor = 2.0 if layer.input_grad else 1.0
@@ -296,12 +322,13 @@ def optimizer_time(group: ParamGroup, gpu: str | Accelerator, precision: str = "
     return nbytes / (acc.memory_bandwidth * u) + cost.kernels_per_tensor * group.tensors * KERNEL_LAUNCH_S
 
 
-def step_time(step: TrainingStep, gpu: str | Accelerator) -> StepTime:
-    """The predicted time of one training step of ``step`` on ``gpu``, by phase."""
+def step_time(step: TrainingStep, gpu: str | Accelerator, sustained: bool = True) -> StepTime:
+    """The predicted time of one training step of ``step`` on ``gpu``, by phase (``sustained=False``:
+    at the datasheet peaks, as this model did before ``sustained_peak``)."""
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
     p = step.precision
-    forward = sum(layer_forward_time(layer, acc, p) for layer in step.layers)
-    backward = sum(layer_backward_time(layer, acc, p) for layer in step.layers)
+    forward = sum(layer_forward_time(layer, acc, p, sustained) for layer in step.layers)
+    backward = sum(layer_backward_time(layer, acc, p, sustained) for layer in step.layers)
     optimizer = sum(optimizer_time(group, acc, p) for group in step.params)
     kernels = (sum(layer.kernels for layer in step.layers)
                + sum(backward_kernels(layer) for layer in step.layers)

@@ -41,12 +41,19 @@ GB = 1e9
 
 
 def state_bytes_per_param(precision: str) -> tuple[int, int, int]:
-    """(weights, gradients, optimizer) bytes per parameter for Adam at ``precision``."""
+    """(weights, gradients, optimizer) bytes per parameter for Adam at ``precision``.
+
+    fp8 is Transformer Engine's recipe: bf16 weights and gradients, fp32 master weights and
+    moments, and an fp8 copy of every weight with its transpose (Hopper's FP8 products take the
+    transposed layout for the backward): 2 + 2 + 2 bytes of weights.
+    """
+    if precision == "fp8":
+        return 4, 2, 12
     if precision in ("fp16", "bf16"):
         return 2, 2, 12
     if precision in ("fp32", "tf32"):
         return 4, 4, 8
-    raise ValueError(f"precision must be one of fp32, tf32, fp16, bf16, got {precision!r}")
+    raise ValueError(f"precision must be one of fp32, tf32, fp16, bf16, fp8, got {precision!r}")
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,8 @@ def model_state_bytes(params: float, precision: str, zero: int = 0, dp: int = 1,
 
 
 def _layer_tensors(model: TransformerModel, micro_batch: int, tp: int, sequence_parallel: bool,
-                   act_bytes: int = 2) -> tuple[float, float, float]:
+                   act_bytes: int = 2, flash: bool = False, expert_slots: float = 1.0,
+                   gemm_input_bytes: int | None = None) -> tuple[float, float, float]:
     """(replicated, split, attention-core) activation bytes of one layer, one micro-batch.
 
     ``replicated``: tensors every tensor-parallel rank holds whole unless sequence parallelism
@@ -85,18 +93,29 @@ def _layer_tensors(model: TransformerModel, micro_batch: int, tp: int, sequence_
     V, the projection's input, the MLP's inner activations): 24·sbh/t for GPT. ``attention``:
     the softmax output, its dropout mask and dropout output, 5·as²b/t, which selective
     recomputation drops. Bytes for ``act_bytes`` = 2 (fp16/bf16) activations; masks 1 byte.
+    A fused (flash) attention keeps no s × s tensor: only the softmax's log-sum-exp, 4 bytes
+    per query and head. A mixture-of-experts MLP keeps its tensors for ``expert_slots`` = c·k
+    copies of every token, plus the tokens permuted into expert order and the router's fp32
+    probabilities. With fp8 products the inputs of QKV, the projection, FC1 and FC2 are kept at
+    ``gemm_input_bytes`` (their fp8 casts), everything else in bf16.
     """
     s, b, h = model.seq, micro_batch, model.hidden
     sbh = s * b * h
     e = act_bytes
+    g = e if gemm_input_bytes is None else gemm_input_bytes
     d = model.head_dim
     # attention: QKV input (e·sbh), Q and K (e·sb·(heads + kv)·d), V (e·sb·kv·d), proj input (e·sbh),
     # dropout mask after proj (sbh); MLP: FC1 input (e·sbh), activation input and output
     # (2·e·sb·ffn, plus the gate for a gated MLP), dropout mask (sbh); two LayerNorm inputs (2·e·sbh).
-    replicated = (e + 1 + e + 1 + 2 * e) * sbh  # = 10 sbh for e = 2
-    split = e * s * b * ((model.heads + model.kv) * d + model.kv * d + h)
-    split += e * s * b * (model.mlp_in_width + model.ffn)
+    replicated = (g + 1 + g + 1 + 2 * e) * sbh  # = 10 sbh for e = 2
+    split = e * s * b * ((model.heads + model.kv) * d + model.kv * d) + g * sbh
+    split += expert_slots * s * b * (e * model.mlp_in_width + g * model.ffn)
+    if model.is_moe:
+        split += expert_slots * g * sbh * tp  # the permuted tokens, whole on every tensor-parallel rank
+        replicated += 4 * s * b * model.experts  # router probabilities
     attention = (e + 1 + e) * model.heads * s * s * b  # softmax out, dropout mask, dropout out
+    if flash:
+        attention = 4 * model.heads * s * b
     split /= tp
     attention /= tp
     if sequence_parallel:
@@ -105,11 +124,13 @@ def _layer_tensors(model: TransformerModel, micro_batch: int, tp: int, sequence_
 
 
 def layer_activation_bytes(model: TransformerModel, micro_batch: int, tp: int = 1, recompute: str = "none",
-                           sequence_parallel: bool = False, act_bytes: int = 2) -> float:
+                           sequence_parallel: bool = False, act_bytes: int = 2, flash: bool = False,
+                           expert_slots: float = 1.0, gemm_input_bytes: int | None = None) -> float:
     """Activation bytes one layer keeps for backward, per micro-batch (Korthikanti et al. Table 2)."""
     if recompute == "full":
         return act_bytes * model.seq * micro_batch * model.hidden / (tp if sequence_parallel else 1)
-    replicated, split, attention = _layer_tensors(model, micro_batch, tp, sequence_parallel, act_bytes)
+    replicated, split, attention = _layer_tensors(model, micro_batch, tp, sequence_parallel, act_bytes, flash,
+                                                  expert_slots, gemm_input_bytes)
     if recompute == "selective":
         return replicated + split
     if recompute == "none":
@@ -118,9 +139,11 @@ def layer_activation_bytes(model: TransformerModel, micro_batch: int, tp: int = 
 
 
 def layer_working_bytes(model: TransformerModel, micro_batch: int, tp: int = 1, sequence_parallel: bool = False,
-                        act_bytes: int = 2) -> float:
+                        act_bytes: int = 2, flash: bool = False, expert_slots: float = 1.0,
+                        gemm_input_bytes: int | None = None) -> float:
     """Everything one layer materialises for one micro-batch (held while that layer's backward runs)."""
-    return sum(_layer_tensors(model, micro_batch, tp, sequence_parallel, act_bytes))
+    return sum(_layer_tensors(model, micro_batch, tp, sequence_parallel, act_bytes, flash, expert_slots,
+                              gemm_input_bytes))
 
 
 def in_flight_microbatches(schedule: str, pp: int, microbatches: int, virtual_stages: int = 1) -> float:
@@ -144,11 +167,12 @@ class MemoryBreakdown:
     gradients: float
     optimizer: float
     activations: float
+    other: float = 0.0  # beyond the model: CUDA context, communication buffers, fragmentation
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations
+        return self.weights + self.gradients + self.optimizer + self.activations + self.other
 
     def as_gb(self) -> dict[str, float]:
         return {"weights": self.weights / GB, "gradients": self.gradients / GB, "optimizer": self.optimizer / GB,
-                "activations": self.activations / GB, "total": self.total / GB}
+                "activations": self.activations / GB, "other": self.other / GB, "total": self.total / GB}

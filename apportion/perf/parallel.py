@@ -48,7 +48,7 @@ from apportion.perf.accelerators import Accelerator
 from apportion.perf.transformer import RECOMPUTE_MODES, TransformerModel
 
 SCHEDULES = ("none", "gpipe", "1f1b", "interleaved")
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
 # Per-step latency of a collective (seconds). Estimates of NCCL's per-hop latency over NVLink and
 # InfiniBand (a few microseconds); not from a published table: they matter only for small messages.
@@ -80,6 +80,15 @@ class Layout:
     virtual_stages: int = 1  # model chunks per GPU, interleaved schedule only
     overlap_grad_reduce: bool = True  # data-parallel reduction overlapped with the last backward
     precision: str = "bf16"
+    # layers on each pipeline stage, first to last; None: an even split when the stages divide the
+    # layers, otherwise the split that balances the stages' times (embedding and loss counted)
+    stage_layers: tuple[int, ...] | None = None
+    ep: int = 1  # expert parallelism: the experts of a mixture-of-experts layer split over ep of the d ranks
+    capacity_factor: float | None = None  # token slots per expert over the balanced share; None: dropless
+
+    def __post_init__(self) -> None:
+        if self.stage_layers is not None and not isinstance(self.stage_layers, tuple):
+            object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
 
     @property
     def gpus(self) -> int:
@@ -101,10 +110,51 @@ class Layout:
             parts.append("offload")
         if self.pp > 1:
             parts.append(self.schedule + (f"(v={self.virtual_stages})" if self.schedule == "interleaved" else ""))
+        if self.ep > 1:
+            parts.append(f"ep={self.ep}")
+        if self.capacity_factor is not None:
+            parts.append(f"capacity={self.capacity_factor:g}")
+        if self.precision == "fp8":
+            parts.append("fp8")
+        if self.stage_layers is not None:
+            parts.append(f"stages={format_stage_layers(self.stage_layers)}")
         return " ".join(parts)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["stage_layers"] = list(self.stage_layers) if self.stage_layers is not None else None
+        return out
+
+
+def format_stage_layers(counts: tuple[int, ...]) -> str:
+    """Layers per stage, runs of equal counts written NxK: (7, 8, 8, 8, 7) -> '7,8x3,7'."""
+    runs: list[list[int]] = []
+    for n in counts:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    return ",".join(f"{n}x{k}" if k > 1 else str(n) for n, k in runs)
+
+
+def parse_stage_layers(text: str) -> tuple[int, ...]:
+    """'7,8x14,7' (or '7,8,8,…,7') -> the layers per stage; ValueError naming the bad item."""
+    counts: list[int] = []
+    for item in text.replace(" ", "").split(","):
+        value, _, repeat = item.lower().partition("x")
+        try:
+            n, k = int(value), int(repeat) if repeat else 1
+        except ValueError:
+            raise ValueError(f"stage layers must be counts such as 7,8x14,7; '{item}' is not one") from None
+        if n < 1 or k < 1:
+            raise ValueError(f"stage layers must be positive counts such as 7,8x14,7; got '{item}'")
+        counts += [n] * k
+    return tuple(counts)
+
+
+def even_stage_layers(layers: int, pp: int) -> tuple[int, ...] | None:
+    """The even split of ``layers`` over ``pp`` stages, or None when they do not divide."""
+    return (layers // pp,) * pp if layers % pp == 0 else None
 
 
 def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
@@ -112,7 +162,8 @@ def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
     problems: list[str] = []
     t, p, d, b, B = layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.global_batch
     for name, value in (("tensor-parallel size", t), ("pipeline-parallel size", p), ("data-parallel size", d),
-                        ("micro-batch size", b), ("global batch", B), ("virtual stages", layout.virtual_stages)):
+                        ("micro-batch size", b), ("global batch", B), ("virtual stages", layout.virtual_stages),
+                        ("expert-parallel size", layout.ep)):
         if not isinstance(value, int) or value < 1:
             problems.append(f"{name} must be a positive integer, got {value!r}")
     if problems:
@@ -136,9 +187,23 @@ def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
         problems.append("virtual stages > 1 need the interleaved schedule")
     elif layout.schedule == "interleaved" and v < 2:
         problems.append("the interleaved schedule needs at least 2 virtual stages per GPU")
-    if model.layers % (p * v):
-        what = f"pipeline stages × virtual stages ({p} × {v} = {p * v})" if v > 1 else f"pipeline stages ({p})"
-        problems.append(f"layers ({model.layers}) are not divisible by the {what}")
+    if layout.stage_layers is not None:
+        counts = layout.stage_layers
+        if len(counts) != p:
+            problems.append(f"stage layers name {len(counts)} stages for a pipeline of {p}")
+        elif any(not isinstance(n, int) or n < 1 for n in counts):
+            problems.append(f"every pipeline stage needs at least one layer, got {format_stage_layers(counts)}")
+        elif sum(counts) != model.layers:
+            problems.append(f"stage layers {format_stage_layers(counts)} add up to {sum(counts)}, "
+                            f"not the model's {model.layers} layers")
+        elif v > 1 and any(n % v for n in counts):
+            problems.append(f"the interleaved schedule with {v} virtual stages needs every stage's layers "
+                            f"divisible by {v}, got {format_stage_layers(counts)}")
+    elif model.layers < p:
+        problems.append(f"layers ({model.layers}) are fewer than the pipeline stages ({p})")
+    elif v > 1 and model.layers % (p * v):
+        problems.append(f"layers ({model.layers}) are not divisible by the pipeline stages × virtual stages "
+                        f"({p} × {v} = {p * v}); give the layers per stage for an uneven interleaved split")
     if B % (b * d):
         problems.append(f"global batch {B} is not divisible by micro-batch × data-parallel size "
                         f"({b} × {d} = {b * d})")
@@ -152,6 +217,19 @@ def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
                         "(DeepSpeed supports only stages 0 and 1 with pipelines)")
     if layout.offload and layout.zero == 0:
         problems.append("--offload (ZeRO-Offload) needs ZeRO stage 1, 2 or 3")
+    if layout.ep > 1 and not model.is_moe:
+        problems.append(f"expert parallelism ({layout.ep}) needs a mixture-of-experts model")
+    elif model.is_moe and model.experts % layout.ep:
+        problems.append(f"the {model.experts} experts are not divisible by the expert-parallel size {layout.ep}")
+    elif layout.ep > 1 and d % layout.ep:
+        problems.append(f"the expert-parallel size {layout.ep} must divide the data-parallel size {d}")
+    if layout.capacity_factor is not None:
+        if not model.is_moe:
+            problems.append("a capacity factor needs a mixture-of-experts model")
+        elif not (isinstance(layout.capacity_factor, (int, float)) and layout.capacity_factor > 0):
+            problems.append(f"the capacity factor must be positive, got {layout.capacity_factor!r}")
+    if layout.ep > 1 and layout.zero >= 2:
+        problems.append(f"ZeRO stage {layout.zero} with expert parallelism is not modelled; use ZeRO 0 or 1")
     return problems
 
 
@@ -185,6 +263,33 @@ def tp_group(layout: Layout, acc: Accelerator) -> Group:
 def dp_group(layout: Layout, acc: Accelerator) -> Group:
     per_node = max(1, min(layout.dp, acc.gpus_per_node // layout.tp)) if layout.tp < acc.gpus_per_node else 1
     return Group(layout.dp, per_node)
+
+
+def ep_group(layout: Layout, acc: Accelerator) -> Group:
+    """The ranks sharing one layer's experts: ep of the data-parallel ranks, the innermost ones."""
+    per_node = max(1, min(layout.ep, acc.gpus_per_node // layout.tp)) if layout.tp < acc.gpus_per_node else 1
+    return Group(layout.ep, per_node)
+
+
+def expert_dp_group(layout: Layout, acc: Accelerator) -> Group:
+    """The ranks holding the same experts, which reduce their gradients: d/ep of them, a node apart
+    unless the data-parallel group has room for more than ep of them in one node."""
+    d, ep = layout.dp, layout.ep
+    per_node = max(1, dp_group(layout, acc).per_node // ep)
+    return Group(d // ep, per_node)
+
+
+def alltoall_time(nbytes: float, group: Group, acc: Accelerator) -> float:
+    """All-to-all where each rank sends ``nbytes`` in all, 1/n of it to each rank (itself included):
+    the part bound for its node's other ranks over NVLink, the rest over its own network adapter,
+    one message latency per peer."""
+    n = group.size
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    g = min(group.per_node, n)
+    intra = nbytes * (g - 1) / n / _intra(acc) if g > 1 else 0.0
+    inter = nbytes * (n - g) / n / _inter(acc) if n > g else 0.0
+    return intra + inter + (n - 1) * (ALPHA_INTER_S if n > g else ALPHA_INTRA_S)
 
 
 def pipeline_crosses_nodes(layout: Layout, acc: Accelerator) -> bool:

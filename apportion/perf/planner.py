@@ -7,13 +7,18 @@ predicted throughput. Here the space is:
 
 * tensor-parallel size t: divisors of the GPUs per node (so a tensor-parallel group stays on
   NVLink) that divide the attention heads;
-* pipeline size p: divisors of the layer count with t·p dividing the GPUs; d = GPUs / (t·p),
-  and the global batch must divide by d;
+* pipeline size p: every p up to the layer count with t·p dividing the GPUs; d = GPUs / (t·p),
+  and the global batch must divide by d. Stages that divide the layers get an even split; others
+  the split that balances the stages' times, the embedding on the first stage and the output
+  layer and loss on the last (``step.balanced_stage_layers``; BLOOM-176B put 70 layers on 12
+  stages, Llama 3 405B 126 on 16). ``stage_layers`` pins a split of one's own;
 * micro-batch b: divisors of B/d up to ``max_micro_batch``;
 * recomputation: none, selective, full; sequence parallelism on or off when t > 1;
-* ZeRO stage 0–3 (2 and 3 only without pipelining), ZeRO-Offload only when asked;
-* schedule when p > 1: 1F1B, interleaved 1F1B with every v ≥ 2 dividing l/p (m a multiple
-  of p), and GPipe.
+* ZeRO stage 0–3 (2 and 3 only without pipelining or expert parallelism), ZeRO-Offload only
+  when asked;
+* for a mixture of experts, the expert-parallel size: every divisor of both the experts and d;
+* schedule when p > 1: 1F1B, interleaved 1F1B with every v ≥ 2 dividing each stage's layers
+  (m a multiple of p; only for even or pinned splits), and GPipe.
 
 Any of these can be pinned; the rest is searched. Layouts are ranked by predicted step time.
 """
@@ -21,9 +26,12 @@ Any of these can be pinned; the rest is searched. Layouts are ranked by predicte
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import product
+from math import gcd
 
 from apportion.perf.accelerators import Accelerator, get_accelerator
-from apportion.perf.parallel import SCHEDULES, Layout, layout_problems
+from apportion.perf.parallel import SCHEDULES, Layout, even_stage_layers, layout_problems
+from apportion.perf.software import SoftwareProfile
 from apportion.perf.step import Prediction, predict
 from apportion.perf.transformer import RECOMPUTE_MODES, TransformerModel
 
@@ -72,8 +80,11 @@ def plan(model: TransformerModel, gpus: int, accelerator: Accelerator | str, glo
          recompute: str | None = None, sequence_parallel: bool | None = None, zero: int | None = None,
          offload: bool = False, schedule: str | None = None, virtual_stages: int | None = None,
          precision: str | None = None, overlap_grad_reduce: bool = True, max_micro_batch: int = 32,
-         keep_rejected: bool = True) -> Plan:
-    """Search the layout space for ``model`` on ``gpus`` GPUs of ``accelerator``; pinned options stay fixed."""
+         keep_rejected: bool = True, stage_layers: tuple[int, ...] | None = None,
+         software: SoftwareProfile | None = None, ep: int | None = None,
+         capacity_factor: float | None = None) -> Plan:
+    """Search the layout space for ``model`` on ``gpus`` GPUs of ``accelerator`` as ``software`` runs it
+    (default: the hardware model); pinned options stay fixed."""
     acc = get_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
     if gpus < 1:
         raise ValueError(f"the number of GPUs must be positive, got {gpus}")
@@ -85,8 +96,13 @@ def plan(model: TransformerModel, gpus: int, accelerator: Accelerator | str, glo
         raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     precision = precision or default_precision(acc)
 
+    if stage_layers is not None:
+        stage_layers = tuple(stage_layers)
+        if pp is not None and pp != len(stage_layers):
+            raise ValueError(f"stage layers name {len(stage_layers)} stages but the pipeline-parallel size is {pp}")
+        pp = len(stage_layers)
     tps = [tp] if tp is not None else [t for t in _divisors(acc.gpus_per_node) if model.heads % t == 0]
-    pps = [pp] if pp is not None else _divisors(model.layers)
+    pps = [pp] if pp is not None else [q for q in range(1, model.layers + 1) if gpus % q == 0]
     recomputes = [recompute] if recompute is not None else list(RECOMPUTE_MODES)
     zeros = [zero] if zero is not None else [0, 1, 2, 3]
 
@@ -114,35 +130,45 @@ def plan(model: TransformerModel, gpus: int, accelerator: Accelerator | str, glo
             else:
                 names = [schedule] if schedule not in (None, "none") else ["1f1b", "interleaved", "gpipe"]
                 schedules = []
+                counts = stage_layers or even_stage_layers(model.layers, p)
                 for name in names:
                     if name == "interleaved":
-                        vs = [virtual_stages] if virtual_stages else [v for v in _divisors(model.layers // p) if v >= 2]
+                        if virtual_stages:
+                            vs = [virtual_stages]
+                        elif counts is not None:
+                            vs = [v for v in _divisors(gcd(*counts)) if v >= 2]
+                        else:
+                            vs = []  # a balanced split is chosen per layout; interleave it by pinning it
                         schedules += [("interleaved", v) for v in vs]
                     else:
                         schedules.append((name, 1))
             sps = [sequence_parallel] if sequence_parallel is not None else ([False, True] if t > 1 else [False])
+            if ep is not None:
+                eps = [ep]
+            else:
+                eps = [e for e in _divisors(gcd(model.experts, d))] if model.is_moe else [1]
             for b in bs:
                 for rc in recomputes:
                     for sp in sps:
-                        for z in zeros:
-                            if z >= 2 and p > 1 and zero is None:
+                        for z, e, (sched, v) in product(zeros, eps, schedules):
+                            if z >= 2 and (p > 1 or e > 1) and zero is None:
                                 continue  # not a combination anyone runs (see layout_problems)
-                            for sched, v in schedules:
-                                layout = Layout(tp=t, pp=p, dp=d, micro_batch=b, global_batch=global_batch,
-                                                recompute=rc, sequence_parallel=sp, zero=z,
-                                                offload=offload and z > 0, schedule=sched, virtual_stages=v,
-                                                overlap_grad_reduce=overlap_grad_reduce, precision=precision)
-                                result.considered += 1
-                                problems = layout_problems(model, layout)
-                                if problems:
-                                    if keep_rejected:
-                                        result.rejected.append(Rejected(layout, problems))
-                                    continue
-                                prediction = predict(model, layout, acc)
-                                if prediction.fits:
-                                    fitting.append(prediction)
-                                elif keep_rejected:
-                                    result.rejected.append(Rejected(layout, prediction.reasons, prediction))
+                            layout = Layout(tp=t, pp=p, dp=d, micro_batch=b, global_batch=global_batch,
+                                            recompute=rc, sequence_parallel=sp, zero=z,
+                                            offload=offload and z > 0, schedule=sched, virtual_stages=v,
+                                            overlap_grad_reduce=overlap_grad_reduce, precision=precision,
+                                            stage_layers=stage_layers, ep=e, capacity_factor=capacity_factor)
+                            result.considered += 1
+                            problems = layout_problems(model, layout)
+                            if problems:
+                                if keep_rejected:
+                                    result.rejected.append(Rejected(layout, problems))
+                                continue
+                            prediction = predict(model, layout, acc, software)
+                            if prediction.fits:
+                                fitting.append(prediction)
+                            elif keep_rejected:
+                                result.rejected.append(Rejected(layout, prediction.reasons, prediction))
     result.rejected = explicit_problems + result.rejected
     fitting.sort(key=lambda x: (x.step_time_s, x.memory.total))
     result.best = fitting[:top]
@@ -161,7 +187,9 @@ def default_precision(acc: Accelerator) -> str:
 def fixed_layout(gpus: int, accelerator: Accelerator | str, global_batch: int, tp: int, pp: int, micro_batch: int, *,
                  recompute: str | None = None, sequence_parallel: bool | None = None, zero: int | None = None,
                  offload: bool = False, schedule: str | None = None, virtual_stages: int | None = None,
-                 precision: str | None = None, overlap_grad_reduce: bool = True) -> Layout:
+                 precision: str | None = None, overlap_grad_reduce: bool = True,
+                 stage_layers: tuple[int, ...] | None = None, ep: int | None = None,
+                 capacity_factor: float | None = None) -> Layout:
     """The one layout ``tp``·``pp``·(``gpus``/tp·pp) with what is not given at its default: no
     recomputation, no ZeRO, 1F1B (interleaved with virtual stages, none without a pipeline), the
     GPU's best precision. ValueError when tp·pp does not divide the GPUs."""
@@ -173,4 +201,5 @@ def fixed_layout(gpus: int, accelerator: Accelerator | str, global_batch: int, t
     return Layout(tp=tp, pp=pp, dp=gpus // (tp * pp), micro_batch=micro_batch, global_batch=global_batch,
                   recompute=recompute or "none", sequence_parallel=bool(sequence_parallel), zero=zero or 0,
                   offload=offload, schedule=schedule, virtual_stages=virtual_stages or 1,
-                  overlap_grad_reduce=overlap_grad_reduce, precision=precision or default_precision(acc))
+                  overlap_grad_reduce=overlap_grad_reduce, precision=precision or default_precision(acc),
+                  stage_layers=stage_layers, ep=ep or 1, capacity_factor=capacity_factor)

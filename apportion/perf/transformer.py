@@ -20,6 +20,7 @@ check it).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from math import ceil
 
 RECOMPUTE_MODES = ("none", "selective", "full")
 
@@ -41,6 +42,8 @@ class TransformerModel:
     learned_positions: bool = True  # a (seq × hidden) position table; False for rotary
     bias: bool = True  # linear layers and LayerNorms carry biases
     family: str = "gpt"
+    experts: int = 1  # mixture of experts: MLPs per layer (1: a dense model)
+    top_k: int = 1  # experts each token is routed to
 
     def __post_init__(self) -> None:
         for field_name in ("layers", "hidden", "heads", "seq", "vocab"):
@@ -53,6 +56,10 @@ class TransformerModel:
             raise ValueError(f"ffn_hidden must be positive, got {self.ffn_hidden}")
         if self.kv_heads is not None and (self.kv_heads <= 0 or self.heads % self.kv_heads):
             raise ValueError(f"attention heads {self.heads} are not divisible by kv_heads {self.kv_heads}")
+        if not isinstance(self.experts, int) or self.experts < 1:
+            raise ValueError(f"experts must be a positive integer, got {self.experts!r}")
+        if not isinstance(self.top_k, int) or not 1 <= self.top_k <= self.experts:
+            raise ValueError(f"top_k must be between 1 and the {self.experts} experts, got {self.top_k!r}")
 
     @property
     def ffn(self) -> int:
@@ -76,6 +83,10 @@ class TransformerModel:
         return 2 * self.ffn if self.gated_mlp else self.ffn
 
     @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    @property
     def causal(self) -> bool:
         """Decoders (GPT, Llama) mask attention causally; encoders (BERT) use a padding mask."""
         return self.family != "bert"
@@ -88,14 +99,21 @@ class TransformerModel:
 # parameters
 
 
-def layer_parameters(model: TransformerModel) -> int:
-    """Parameters of one transformer layer (weights, biases, two norms)."""
+def expert_parameters(model: TransformerModel) -> int:
+    """Parameters of one MLP (one expert of a mixture-of-experts layer), biases included."""
     h = model.hidden
-    weights = h * model.qkv_width + h * h + h * model.mlp_in_width + model.ffn * h
-    if not model.bias:
-        return weights + 2 * h  # RMSNorm scales only
-    biases = model.qkv_width + h + model.mlp_in_width + h
-    return weights + biases + 4 * h  # two LayerNorms: scale and shift
+    return h * model.mlp_in_width + model.ffn * h + ((model.mlp_in_width + h) if model.bias else 0)
+
+
+def layer_parameters(model: TransformerModel, experts: int | None = None) -> int:
+    """Parameters of one transformer layer (weights, biases, two norms; every expert and the
+    router of a mixture-of-experts layer, or ``experts`` of them)."""
+    h = model.hidden
+    attention = h * model.qkv_width + h * h + ((model.qkv_width + h) if model.bias else 0)
+    router = h * model.experts if model.is_moe else 0
+    norms = 4 * h if model.bias else 2 * h  # LayerNorms scale and shift; RMSNorm scales only
+    n = model.experts if experts is None else experts
+    return attention + router + norms + n * expert_parameters(model)
 
 
 def embedding_parameters(model: TransformerModel) -> int:
@@ -108,6 +126,11 @@ def embedding_parameters(model: TransformerModel) -> int:
 def parameter_count(model: TransformerModel) -> int:
     """Eq. 2's accounting: layers plus embeddings (the final norm's 2h is not counted, as in the paper)."""
     return model.layers * layer_parameters(model) + embedding_parameters(model)
+
+
+def active_parameter_count(model: TransformerModel) -> int:
+    """Parameters one token passes through: a mixture-of-experts layer counts its top-k experts."""
+    return model.layers * layer_parameters(model, model.top_k) + embedding_parameters(model)
 
 
 def paper_parameter_count(layers: int, hidden: int, vocab: int, seq: int):
@@ -123,10 +146,13 @@ def paper_parameter_count(layers: int, hidden: int, vocab: int, seq: int):
 
 
 def layer_forward_flops(model: TransformerModel, sequences: int) -> int:
-    """GEMM FLOPs of one layer's forward pass over ``sequences`` sequences (24Bsh² + 4Bs²h for GPT)."""
+    """GEMM FLOPs of one layer's forward pass over ``sequences`` sequences (24Bsh² + 4Bs²h for GPT;
+    a mixture-of-experts layer runs each token through its top-k experts and the router)."""
     s, h = model.seq, model.hidden
     tokens = sequences * s
-    linear = 2 * tokens * h * (model.qkv_width + h + model.mlp_in_width + model.ffn)
+    linear = 2 * tokens * h * (model.qkv_width + h + model.top_k * (model.mlp_in_width + model.ffn))
+    if model.is_moe:
+        linear += 2 * tokens * h * model.experts  # the router
     attention = 2 * 2 * sequences * s * s * h  # QKᵀ and (scores · V), every head
     return linear + attention
 
@@ -200,23 +226,41 @@ def _split(value: int, parts: int) -> int:
     return max(1, -(-value // parts))
 
 
-def layer_gemms(model: TransformerModel, micro_batch: int, tp: int) -> list[Gemm]:
+def expert_tokens(model: TransformerModel, micro_batch: int, ep: int = 1,
+                  capacity_factor: float | None = None) -> int:
+    """Token slots each expert on a GPU computes per micro-batch: ``c·k·T·ep/E`` for T = b·s
+    tokens on each of the ``ep`` GPUs that share the experts, k experts a token and capacity
+    factor c (GShard, Switch: a full expert drops what is over; None: dropless, c = 1, as with
+    MegaBlocks, on a balanced load)."""
+    c = capacity_factor if capacity_factor is not None else 1.0
+    return max(1, ceil(c * model.top_k * micro_batch * model.seq * ep / model.experts))
+
+
+def layer_gemms(model: TransformerModel, micro_batch: int, tp: int, ep: int = 1,
+                capacity_factor: float | None = None) -> list[Gemm]:
     """Forward GEMMs of one layer on one tensor-parallel rank (Megatron's column/row split).
 
     QKV and the MLP's first matrix are split by columns, the projection and the MLP's second
-    matrix by rows; attention heads are divided among the ``tp`` ranks. Tokens are ``b·s``.
+    matrix by rows; attention heads are divided among the ``tp`` ranks. Tokens are ``b·s``. A
+    mixture-of-experts layer has a router (tokens × experts) and runs its E/ep local experts as
+    one grouped product each for FC1 and FC2, over :func:`expert_tokens` rows.
     """
     s, h, d = model.seq, model.hidden, model.head_dim
     tokens = micro_batch * s
     heads = _split(model.heads, tp)
-    return [
+    gemms = [
         Gemm("qkv", tokens, _split(model.qkv_width, tp), h),
         Gemm("scores", s, s, d, micro_batch * heads),
         Gemm("context", s, d, s, micro_batch * heads),
         Gemm("proj", tokens, h, _split(h, tp)),
-        Gemm("fc1", tokens, _split(model.mlp_in_width, tp), h),
-        Gemm("fc2", tokens, h, _split(model.ffn, tp)),
     ]
+    if not model.is_moe:
+        return gemms + [Gemm("fc1", tokens, _split(model.mlp_in_width, tp), h),
+                        Gemm("fc2", tokens, h, _split(model.ffn, tp))]
+    rows, local = expert_tokens(model, micro_batch, ep, capacity_factor), model.experts // ep
+    return gemms + [Gemm("router", tokens, model.experts, h),
+                    Gemm("fc1", rows, _split(model.mlp_in_width, tp), h, local),
+                    Gemm("fc2", rows, h, _split(model.ffn, tp), local)]
 
 
 def logits_gemm(model: TransformerModel, micro_batch: int, tp: int) -> Gemm:
@@ -249,6 +293,24 @@ PRESETS: dict[str, TransformerModel] = {
         TransformerModel("llama-13b-like", layers=40, hidden=5120, heads=40, seq=2048, ffn_hidden=13824, **_LLAMA),
         TransformerModel("llama-70b-like", layers=80, hidden=8192, heads=64, kv_heads=8, seq=4096,
                          ffn_hidden=28672, **_LLAMA),
+        # Llama 3 8B and 70B (Llama Team, "The Llama 3 Herd of Models", 2024, Table 3): 8 key/value heads,
+        # vocabulary 128,256, sequence 8,192
+        TransformerModel("llama3-8b-like", layers=32, hidden=4096, heads=32, kv_heads=8, seq=8192,
+                         ffn_hidden=14336, **{**_LLAMA, "vocab": 128256}),
+        TransformerModel("llama3-70b-like", layers=80, hidden=8192, heads=64, kv_heads=8, seq=8192,
+                         ffn_hidden=28672, **{**_LLAMA, "vocab": 128256}),
+        # Llama 3 405B (Llama Team, "The Llama 3 Herd of Models", 2024, Table 3): 126 layers, 128 heads
+        # with 8 key/value heads, MLP 53,248, vocabulary 128,256, sequence 8,192
+        TransformerModel("llama3-405b-like", layers=126, hidden=16384, heads=128, kv_heads=8, seq=8192,
+                         ffn_hidden=53248, **{**_LLAMA, "vocab": 128256}),
+        # BLOOM-176B (BigScience, arXiv 2211.05100, Table 3): 70 layers, 112 heads, vocabulary 250,880,
+        # ALiBi instead of learned positions, tied embeddings, GeLU MLP of 4h (embedding LayerNorm not counted)
+        TransformerModel("bloom-176b", layers=70, hidden=14336, heads=112, seq=2048, vocab=250880,
+                         learned_positions=False, family="gpt"),
+        # Mixtral 8x7B (Jiang et al. 2024, arXiv 2401.04088, Table 1): Mistral 7B's shape with 8 SwiGLU
+        # experts of 14,336 per layer, 2 per token; 32 heads with 8 key/value heads, vocabulary 32,000
+        TransformerModel("mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, seq=4096,
+                         ffn_hidden=14336, experts=8, top_k=2, **_LLAMA),
         # BERT (Devlin et al. 2019), vocabulary 30,522 padded to a multiple of 64
         TransformerModel("bert-base", layers=12, hidden=768, heads=12, **_BERT),
         TransformerModel("bert-large", layers=24, hidden=1024, heads=16, **_BERT),
@@ -266,12 +328,13 @@ def llama_ffn(hidden: int, multiple_of: int = 256) -> int:
 def build_model(family: str = "gpt", preset: str | None = None, *, layers: int | None = None,
                 hidden: int | None = None, heads: int | None = None, seq: int | None = None,
                 vocab: int | None = None, ffn_hidden: int | None = None, kv_heads: int | None = None,
-                name: str | None = None) -> TransformerModel:
+                name: str | None = None, experts: int | None = None, top_k: int | None = None) -> TransformerModel:
     """A model from a preset and/or explicit sizes; explicit sizes override the preset's."""
     if preset is not None:
         base = get_preset(preset)
         changes = {k: v for k, v in dict(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
-                                          ffn_hidden=ffn_hidden, kv_heads=kv_heads).items() if v is not None}
+                                          ffn_hidden=ffn_hidden, kv_heads=kv_heads, experts=experts,
+                                          top_k=top_k).items() if v is not None}
         if changes:
             changes["name"] = name or base.name + "-custom"
             if "hidden" in changes and "ffn_hidden" not in changes and base.ffn_hidden is not None:
@@ -292,8 +355,9 @@ def build_model(family: str = "gpt", preset: str | None = None, *, layers: int |
         defaults["vocab"] = vocab
     if ffn_hidden is None and family == "llama":
         ffn_hidden = llama_ffn(hidden)
+    moe = {k: v for k, v in dict(experts=experts, top_k=top_k).items() if v is not None}
     return TransformerModel(name or f"{family}-{layers}x{hidden}", layers=layers, hidden=hidden, heads=heads,
-                            ffn_hidden=ffn_hidden, kv_heads=kv_heads, **defaults)
+                            ffn_hidden=ffn_hidden, kv_heads=kv_heads, **defaults, **moe)
 
 
 def get_preset(name: str) -> TransformerModel:

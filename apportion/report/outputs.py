@@ -1,4 +1,4 @@
-"""Write a replay's results to disk: summary JSON, per-job and timeline CSVs, and PNG plots.
+"""Write a replay's results to disk: summary JSON, per-job and timeline CSVs, PNG plots and report.html.
 
 Cells are formatted column by column from numpy arrays and joined into lines in bulk (no
 per-job lookups into the result), so a million-job result takes seconds.
@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from apportion.report.html import REPORT_HTML, write_report
 from apportion.report.plots import comparison_figure, run_figure
 from apportion.sim.result import JobStatus, SimResult
 
@@ -35,7 +36,7 @@ _STATUS_NAMES = np.array([_STATUS_BY_VALUE.get(v, str(v)) for v in range(max(Job
 
 
 def write_run(result: SimResult, out_dir: Path) -> list[Path]:
-    """Write summary.json, jobs.csv, timeline.csv and report.png for one replay into ``out_dir``."""
+    """Write summary.json, jobs.csv, timeline.csv, report.png and report.html for one replay into ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [
@@ -44,17 +45,19 @@ def write_run(result: SimResult, out_dir: Path) -> list[Path]:
         _write_csv(out_dir / TIMELINE_FILE, TIMELINE_COLUMNS, timeline_columns(result)),
     ]
     paths.append(_save(run_figure(result), out_dir / REPORT_FILE))
+    paths.append(write_report([result], out_dir / REPORT_HTML))
     return paths
 
 
 def write_comparison(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
-    """Write comparison.json (summaries in the order given) and comparison.png for several replays."""
+    """Write comparison.json (summaries in the order given), comparison.png and report.html for several replays."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     document = {"policies": [r.summary for r in results]}
     return [
         _write_json(out_dir / COMPARISON_JSON, document),
         _save(comparison_figure(list(results)), out_dir / COMPARISON_PNG),
+        write_report(list(results), out_dir / REPORT_HTML),
     ]
 
 

@@ -13,6 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
 
+from apportion.report.series import step_means
 from apportion.report.tables import format_duration
 from apportion.sim.result import JobStatus, SimResult
 
@@ -147,18 +148,7 @@ def _step_series(result: SimResult, values: np.ndarray, bins: int = TIMELINE_BIN
 
     Each timeline value holds from its decision until the next one; the last holds until the run ends.
     """
-    times = result.timeline[:, 0]
-    if not len(times):
-        return np.zeros(1), np.zeros(0)
-    end = max(_end_s(result), float(times[-1]) + 1e-9)
-    edges = np.append(times, end)
-    if len(values) <= bins:
-        return edges, np.asarray(values, dtype=np.float64)
-    area = np.concatenate(([0.0], np.cumsum(values * np.diff(edges))))  # integral up to each edge
-    bin_edges = np.linspace(edges[0], end, bins + 1)
-    step = np.clip(np.searchsorted(edges, bin_edges, side="right") - 1, 0, len(values) - 1)
-    area_at = area[step] + values[step] * (bin_edges - edges[step])
-    return bin_edges, np.diff(area_at) / np.diff(bin_edges)
+    return step_means(result.timeline[:, 0], values, _end_s(result), bins)
 
 
 def _completed_jct_h(result: SimResult) -> np.ndarray:

@@ -62,20 +62,33 @@ _ROWS: tuple[tuple[str, str, Callable[[object], str], int], ...] = (
 _OPTIONAL = {"shared_gpu_hours"}  # shown only when some run reports it
 
 
-def summary_table(summaries: Sequence[dict], title: str | None = None) -> Table:
-    """One column per summary (headed by its policy), one row per metric; the best of several in bold."""
-    table = Table(title=title, title_justify="left")
-    table.add_column("metric", style="bold")
-    for i, summary in enumerate(summaries):
-        table.add_column(escape(str(summary.get("policy", f"run {i + 1}"))), justify="right")
+def summary_rows(summaries: Sequence[dict]) -> list[tuple[str, list[str], list[bool]]]:
+    """One (label, cells, best) per metric over ``summaries``: each cell as text, and whether it is
+    the best of several (lowest or highest, whichever is better; none where all tie)."""
+    rows = []
     for label, key, fmt, better in _ROWS:
         values = [s.get(key) for s in summaries]
         if key in _OPTIONAL and all(v is None for v in values):
             continue
         best = _best(values, better) if len(summaries) > 1 else None
-        cells = [f"[bold green]{fmt(v)}[/]" if v is not None and v == best else fmt(v) for v in values]
-        table.add_row(label, *cells)
+        rows.append((label, [fmt(v) for v in values], [v is not None and v == best for v in values]))
+    return rows
+
+
+def summary_table(summaries: Sequence[dict], title: str | None = None) -> Table:
+    """One column per summary (headed by its policy), one row per metric; the best of several in bold."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric", style="bold")
+    for i, summary in enumerate(summaries):
+        table.add_column(escape(policy_name(summary, i)), justify="right")
+    for label, cells, best in summary_rows(summaries):
+        table.add_row(label, *(f"[bold green]{cell}[/]" if top else cell for cell, top in zip(cells, best)))
     return table
+
+
+def policy_name(summary: dict, index: int) -> str:
+    """The policy a summary is of, or ``run N`` when it does not say."""
+    return str(summary.get("policy", f"run {index + 1}"))
 
 
 def _best(values: list, better: int) -> object:

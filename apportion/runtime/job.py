@@ -19,6 +19,10 @@
 - writes periodic checkpoints in the background, as often as a 5% overhead allows and at
   least every 5 minutes (cadence.py), so that a crash loses little.
 
+A job of several processes (one a GPU, torch.distributed initialized before the first step)
+works as one: rank 0 alone talks to the server and writes checkpoints, and the ranks agree
+between steps on going on or stopping, so they all stop at the same step (group.py).
+
 A server that cannot be reached never stops training: the job asks again a little later.
 Run without ``APPORTION_JOB_ID`` the script is standalone and runs to its end.
 """
@@ -39,6 +43,7 @@ from apportion.runtime.cadence import Cadence, CheckpointEvery
 from apportion.runtime.checkpoint import Checkpointer
 from apportion.runtime.client import LeaseClient, ServerError, StaleAttempt
 from apportion.runtime.env import JobEnv
+from apportion.runtime.group import GO, STALE, STOP, Group
 
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: stopped after a complete checkpoint, resume me
 # A stale attempt stops without writing; its last complete checkpoint is untouched, so
@@ -183,6 +188,7 @@ class Job:
         self._reporter: threading.Thread | None = None
         self._last_report = time.monotonic()
         self._old_handler = None
+        self._group: Group | None = None  # the job's other processes, when it has some
         if handle_sigterm and (self.client is not None or self.checkpointer is not None):
             self._install_sigterm()
 
@@ -251,9 +257,11 @@ class Job:
         return state
 
     def checkpoint(self, state: Any, *, wait: bool = True) -> Path | None:
-        """Write ``state`` as the checkpoint of the current step now."""
+        """Write ``state`` as the checkpoint of the current step now (in a group, rank 0 writes; the others return None)."""
         if self.checkpointer is None:
             raise RuntimeError("this job has no checkpoint directory")
+        if not self._writes:
+            return None
         self._collect_write()
         self.checkpointer.snapshot(state, self.step)
         self._pending_step = self.step
@@ -270,6 +278,7 @@ class Job:
         """Yield the step numbers still to run; ``state_fn()`` gives the state to checkpoint."""
         if not self._started_steps:
             self._started_steps = True
+            self._join_group()
             self._before_first_step()
         while self.step < self.total_steps:
             self._between_steps(state_fn)
@@ -294,7 +303,27 @@ class Job:
                 f" job.restore(): it starts over from step 0, and so will every later attempt"
             )
 
+    def _join_group(self) -> None:
+        """Find the job's other processes (torch.distributed, initialized by the script)."""
+        self._group = Group.current()
+        if self._group is not None:
+            role = "talks to the server and writes checkpoints" if self._group.leads else "follows rank 0"
+            self._log(f"attempt {self.attempt}: rank {self._group.rank} of {self._group.size}: {role}")
+
+    @property
+    def _leads(self) -> bool:
+        """Talks to the server: a job alone, or rank 0 of a group."""
+        return self.client is not None and (self._group is None or self._group.leads)
+
+    @property
+    def _writes(self) -> bool:
+        """Writes checkpoints: a job alone, or rank 0 of a group."""
+        return self._group is None or self._group.leads
+
     def _between_steps(self, state_fn: Callable[[], Any]) -> None:
+        if self._group is not None:
+            self._between_steps_together(state_fn)
+            return
         if self._stale is not None:
             self._exit_stale(self._stale)
         if self._stop_signal is not None:
@@ -304,6 +333,29 @@ class Job:
                 self._ask_lease(state_fn)
             if time.monotonic() - self._last_report >= self.report_every_s:
                 self._report_in_background()
+        self._periodic_checkpoint(state_fn)
+
+    def _between_steps_together(self, state_fn: Callable[[], Any]) -> None:
+        """Rank 0 asks the server; then every rank goes on, or stops, as the most urgent of them says."""
+        verdict, reason = GO, ""
+        if self._stale is not None:
+            verdict = STALE
+        elif self._stop_signal is not None:
+            verdict, reason = STOP, f"signal {signal.Signals(self._stop_signal).name}"
+        elif self._leads:
+            if self._lease_due(time.time()) and not self._lease_renewed():
+                verdict, reason = (STALE, "") if self._stale is not None else (STOP, "lease not renewed")
+            if time.monotonic() - self._last_report >= self.report_every_s:
+                self._report_in_background()
+        agreed = self._group.agree(verdict)
+        if agreed == STALE:
+            self._exit_stale(self._stale or StaleAttempt("rank 0's attempt is stale"))
+        if agreed == STOP:
+            self._preempt(state_fn, reason or "another rank is stopping")
+        if self._writes:
+            self._periodic_checkpoint(state_fn)
+
+    def _periodic_checkpoint(self, state_fn: Callable[[], Any]) -> None:
         if self.checkpointer is not None and self.cadence.enabled:
             if self._pending_step is not None and not self.checkpointer.writing:
                 self._collect_write()  # a background write has ended: note its step and its cost
@@ -324,30 +376,43 @@ class Job:
         return now + self.lease_margin_s + self._meter.step_estimate() >= self.lease_end
 
     def _ask_lease(self, state_fn: Callable[[], Any]) -> None:
+        if not self._lease_renewed():
+            if self._stale is not None:
+                self._exit_stale(self._stale)
+            self._preempt(state_fn, "lease not renewed")
+
+    def _lease_renewed(self) -> bool:
+        """Ask the server for the lease: False when it is not renewed, or when this attempt is stale
+        (``_stale`` set); a server that cannot be reached renews it for now."""
         assert self.client is not None
         try:
             answer = self.client.lease(self.step)
         except StaleAttempt as exc:
-            self._exit_stale(exc)
+            self._stale = exc
+            return False
         except ServerError as exc:
             self._log(f"lease renewal failed ({exc}); training on, asking again in {self._retry_s:g}s")
             self._not_before = time.time() + self._retry_s
             self._retry_s = min(2 * self._retry_s, self.lease_retry_max_s)
-            return
+            return True
         self._retry_s = self.lease_retry_s
         self._contacted = True
         if not answer.renew:
-            self._preempt(state_fn, "lease not renewed")
+            return False
         now = time.time()
         self.lease_end = answer.lease_end
         if self.lease_end is None or self.lease_end <= now:
             self._not_before = now + self.lease_retry_s  # never hammer a confused server
+        return True
 
     # --- stopping ----------------------------------------------------------------------
     def _preempt(self, state_fn: Callable[[], Any], reason: str) -> None:
         start = time.perf_counter()
         if self.checkpointer is None:
             self._log(f"stopping at step {self.step} ({reason}) without a checkpoint directory")
+        elif not self._writes:
+            self._log(f"attempt {self.attempt}: preempted at step {self.step}/{self.total_steps} ({reason}); "
+                      f"rank 0 writes the checkpoint; exit {PREEMPTED_EXIT_CODE}")
         else:
             self._collect_write()
             if self._saved_step == self.step:
@@ -395,7 +460,7 @@ class Job:
         if self._stale is not None:
             self._exit_stale(self._stale)
         rate = self._meter.overall_rate()
-        if self.client is not None and rate is not None:
+        if self._leads and rate is not None:
             try:
                 self.client.progress(self.step, rate, deadline_s=min(5.0, self.client.deadline_s))
             except StaleAttempt as exc:

@@ -18,6 +18,8 @@ from apportion.core.errors import InputError
 from apportion.serve import bodies
 from apportion.serve.auth import Authenticator, Identity, NotAllowed, Unauthorized
 from apportion.serve.bounds import MAX_ATTEMPT, MAX_JOB_ID, MAX_LOG_OFFSET, clip
+from apportion.serve.dashboard import add_dashboard
+from apportion.serve.history import History
 from apportion.serve.runas import NoAccount
 from apportion.serve.scheduler import Conflict, Forbidden, NotFound, Scheduler
 from apportion.serve.state import TERMINAL
@@ -25,9 +27,11 @@ from apportion.serve.state import TERMINAL
 LOG_CHUNK = 256 * 1024
 
 
-def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
-    """The API over ``scheduler``; ``token``: the server's admin token (auth.py), if any."""
+def create_app(scheduler: Scheduler, token: str | None = None, history: History | None = None) -> FastAPI:
+    """The API over ``scheduler``; ``token``: the server's admin token (auth.py), if any;
+    ``history``: what the dashboard draws over time (dashboard.py; empty if not given)."""
     authenticator = Authenticator(scheduler.store, token)
+    history = history if history is not None else History()
 
     def caller(authorization: Optional[str] = Header(default=None)) -> Identity:
         try:
@@ -109,6 +113,7 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
         attempt, steps_done, steps_per_s = bodies.progress(body)
         who.require_attempt(_id(job_id), attempt)
         note = scheduler.progress(_id(job_id), attempt, steps_done, steps_per_s)
+        history.report(_id(job_id), scheduler.clock(), steps_done, steps_per_s)  # the dashboard's throughput chart
         return {"note": note} if note else {}
 
     @app.get("/jobs/{job_id}/logs")
@@ -142,6 +147,7 @@ def create_app(scheduler: Scheduler, token: str | None = None) -> FastAPI:
     def status(who: Identity = Depends(user_caller)) -> dict:
         return scheduler.status()
 
+    add_dashboard(app, scheduler, authenticator, history)
     return app
 
 

@@ -7,13 +7,17 @@ command line. Every failure is one :class:`ClientError` line.
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode, urlsplit
 
 from apportion.serve.auth import check_secret, read_secret_file
-from apportion.serve.jobspec import JobSpec
+
+if TYPE_CHECKING:  # the job-file reader (and YAML) load only for `apportion submit`
+    from apportion.serve.jobspec import JobSpec
 
 DEFAULT_SERVER = "http://127.0.0.1:8642"
 
@@ -58,40 +62,70 @@ class Client:
         """``token``/``token_file``: the credential (default: :func:`find_credential`'s)."""
         self.url = (url or os.environ.get("APPORTION_SERVER") or DEFAULT_SERVER).rstrip("/")
         self.token = find_credential(token, token_file)
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self.timeout = timeout
+        self._headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        self._connection: http.client.HTTPConnection | None = None
 
     def close(self) -> None:
-        self._http.close()
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
 
-    def _call(self, method: str, path: str, **kwargs):
+    def _connect(self) -> http.client.HTTPConnection:
+        """One keep-alive connection per client; the standard library's, so that a CLI call
+        starts fast (an HTTP library's import costs more than the call)."""
+        if self._connection is None:
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ClientError(f"bad server URL {self.url!r}: expected http://HOST:PORT or https://HOST:PORT")
+            try:
+                port = parts.port
+            except ValueError as err:
+                raise ClientError(f"bad server URL {self.url!r}: {err}") from None
+            kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            self._connection = kind(parts.hostname, port, timeout=self.timeout)
+            self._prefix = parts.path.rstrip("/")
+        return self._connection
+
+    def _call(self, method: str, path: str, json_body=None, params: dict | None = None):
+        connection = self._connect()
+        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
+        headers = dict(self._headers)
+        body = None
+        if json_body is not None:
+            body = json.dumps(json_body).encode()
+            headers["Content-Type"] = "application/json"
         try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.InvalidURL as err:
-            raise ClientError(f"bad server URL {self.url!r}: {err}") from None
-        except httpx.TransportError as err:
+            connection.request(method, target, body=body, headers=headers)
+            response = connection.getresponse()
+            status, raw = response.status, response.read()
+        except (OSError, http.client.HTTPException) as err:
+            self.close()
             reason = str(err) or type(err).__name__
             raise ClientError(
                 f"cannot reach the apportion server at {self.url} ({reason}); start one with `apportion serve`,"
                 " or point --server / APPORTION_SERVER at it"
             ) from None
-        if response.status_code >= 400:
-            try:
-                body = response.json()
-            except ValueError:
-                body = {}
-            detail = body.get("detail") if isinstance(body, dict) else None
+        try:
+            answer = json.loads(raw) if raw else None
+        except ValueError:
+            answer = None
+        if status >= 400:
+            body = answer if isinstance(answer, dict) else {}
+            detail = body.get("detail")
             if not isinstance(detail, str):
-                detail = f"HTTP {response.status_code} from {self.url}{path}" + (f": {detail}" if detail else "")
+                detail = f"HTTP {status} from {self.url}{path}" + (f": {detail}" if detail else "")
             raise ClientError(detail, body.get("field"), body.get("message"))
-        return response.json()
+        if answer is None and raw:
+            raise ClientError(f"{self.url}{path} answered something that is not JSON (is it an apportion server?)")
+        return answer
 
     def submit(self, spec: JobSpec, user: str | None) -> dict:
         """Submit ``spec``; ``{"id", "user"}``: with a credential the server says whose job it is."""
         body = spec.to_dict()
         if user or spec.user:
             body["user"] = user or spec.user
-        answer = self._call("POST", "/jobs", json=body)
+        answer = self._call("POST", "/jobs", json_body=body)
         return {"id": answer["id"], "user": answer.get("user") or body.get("user")}
 
     def jobs(self) -> list[dict]:
@@ -101,7 +135,7 @@ class Client:
         return self._call("GET", f"/jobs/{job_id}")
 
     def cancel(self, job_id: str, user: str | None) -> None:
-        self._call("POST", f"/jobs/{job_id}/cancel", json={"user": user} if user else {})
+        self._call("POST", f"/jobs/{job_id}/cancel", json_body={"user": user} if user else {})
 
     def logs(self, job_id: str, attempt: int | None = None, offset: int = 0) -> dict:
         params = {"offset": offset}

@@ -35,6 +35,8 @@ class ServeConfig:
     prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
     cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     checkpoint_every: str | None = None  # jobs' periodic checkpoints (auto, auto:S, off, S); None: the runtime's auto
+    shared_dir: Path | None = None  # where jobs' default checkpoint directories live, if not the state directory
+    # (on Ray: a directory every node reaches)
     policy_options: dict = field(default_factory=dict)  # what the policy was built with, as JSON (for a replay)
 
 

@@ -110,9 +110,10 @@ class AttemptLifecycle:
                 accounted_at=now, reason=f"starting attempt {attempt}", stop=None, stop_at=None, term_at=None,
                 exit_code=None, attempt_started=now, contact_at=None,
             )
-            self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)} pid {handle.pid}")
+            self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
+                                 + (f" pid {handle.pid}" if handle.pid else ""))  # pid 0: not a process of this machine
             self.store.attempt_started(job_id, attempt, now, row["gpu_type"], row["slots"], row["partner"])
-        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)} (pid {handle.pid})")
+        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}" + (f" (pid {handle.pid})" if handle.pid else ""))
 
     def _environment(self, row: dict, attempt: int, lease_end: float, checkpoint_dir: str,
                      slots: tuple[str, ...]) -> dict[str, str]:
@@ -172,7 +173,7 @@ class AttemptLifecycle:
         self._killed.discard(ended.job_id)
         acct = account(row, now)
         code = ended.code
-        what = _ended_how(code)
+        what = f"lost: {ended.lost}" if ended.lost else _ended_how(code)
         saved = None if code == 0 else newest_step(job_checkpoint_dir(self.state, row))
         kept = "" if code == 0 else "; no checkpoint" if saved is None else f"; newest checkpoint step {saved}"
         self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}{kept}")
@@ -207,23 +208,26 @@ class AttemptLifecycle:
                     reason=self._noted(row, f"waiting to resume {resume.words}"), **released)
                 self.log(f"job {row['id']} preempted at step {row['steps_done']} ({what}); it resumes {resume.words}")
         else:
-            self._crashed(row, code, now, released, saved)
+            self._crashed(row, code, now, released, saved, lost=ended.lost)
 
     def _noted(self, row: dict, reason: str) -> str:
         return with_note(reason, self.state.notes.get(row["id"]))
 
     def _crashed(self, row: dict, code: int | None, now: float, released: dict, saved: int | None,
-                 last_lines: str | None = None) -> None:
-        """Retry the job from ``saved`` (its newest checkpoint step, None: none), or fail it."""
+                 last_lines: str | None = None, lost: str = "") -> None:
+        """Retry the job from ``saved`` (its newest checkpoint step, None: none), or fail it.
+
+        An attempt ``lost`` with the machine it ran on is retried whatever the count: it is no
+        fault of the job's."""
         lines = last_lines if last_lines is not None else self.executor.tail(row["id"], row["attempt"], 20)
         last = next((line.strip() for line in reversed(lines.splitlines()) if line.strip()), "")
-        what = "could not start" if last_lines is not None else _ended_how(code)
+        what = "could not start" if last_lines is not None else f"lost: {lost}" if lost else _ended_how(code)
         retries = row["retries"] + 1
         resume = _resume_point(row, saved)
         released = dict(released, steps_done=resume.step)
         self.store.attempt_ended(row["id"], row["attempt"], now, resume.step,
-                                 "failed" if retries > self.config.max_retries else "crashed")
-        if retries > self.config.max_retries:
+                                 "failed" if retries > self.config.max_retries and not lost else "crashed")
+        if retries > self.config.max_retries and not lost:
             self.store.update_job(
                 row["id"], status="failed", retries=retries, finished=now, last_lines=lines,
                 reason=f"{what} on attempt {row['attempt']}, after {_times(self.config.max_retries, 'retry', 'retries')}"
@@ -232,7 +236,8 @@ class AttemptLifecycle:
             self.store.add_event(now, row["id"], "fail", what)
             self.log(f"job {row['id']} failed: {what}" + (f": {last}" if last else ""))
         else:
-            retry = f"retry {retries} of {self.config.max_retries} {resume.words}"
+            retry = (f"retry {retries} {resume.words}" if lost else
+                     f"retry {retries} of {self.config.max_retries} {resume.words}")
             self.store.update_job(row["id"], status="queued", retries=retries, last_lines=lines,
                                   reason=self._noted(row, f"{what}; {retry}"), **released)
             self.store.add_event(now, row["id"], "retry", retry)
@@ -261,8 +266,10 @@ class ResumePoint(NamedTuple):
 
 
 def job_checkpoint_dir(state: SchedulerState, row: dict) -> str:
-    """The job's APPORTION_CHECKPOINT_DIR: its job file's, else STATE_DIR/jobs/ID/checkpoints."""
-    return row["spec"].get("checkpoint_dir") or str(state.config.state_dir / "jobs" / str(row["id"]) / "checkpoints")
+    """The job's APPORTION_CHECKPOINT_DIR: its job file's, else STATE_DIR/jobs/ID/checkpoints
+    (SHARED_DIR/jobs/ID/checkpoints when the server has a directory its nodes share)."""
+    root = state.config.shared_dir or state.config.state_dir
+    return row["spec"].get("checkpoint_dir") or str(root / "jobs" / str(row["id"]) / "checkpoints")
 
 
 def check_resumed(state: SchedulerState, row: dict, steps_done: int | None, now: float) -> str | None:

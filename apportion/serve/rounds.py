@@ -89,7 +89,7 @@ class Rounds:
                        reason=f"cannot run here: needs {table['gpus'][i]} slot(s) of an allowed type")
             rows, rates = rows[runnable], rates[runnable]
             if len(rows):
-                taken = {s for r in pinned for s in r["slot_list"]}
+                taken = {s for r in pinned for s in r["slot_list"]} | self._missing_slots(live)
                 self._place(table, live, rows, rates, now, lease_end, [s for s in self.slots if s.id not in taken],
                             changes, events)
             for job_id, note in self.state.notes.items():  # a warning stays in the job's reason
@@ -111,6 +111,25 @@ class Rounds:
         self.stats.last_ms = elapsed
         self.stats.total_ms += elapsed
         self.stats.history_ms = (self.stats.history_ms + [elapsed])[-1000:]
+
+    def _missing_slots(self, live: dict[int, dict]) -> set[str]:
+        """Slots the executor cannot run now (a Ray node is gone): for each one missing, a free slot
+        of its type, highest first, is left out of the round."""
+        capacity = self.state.executor.capacity()
+        if capacity is None:
+            return set()
+        held = {s for r in live.values() for s in r["slot_list"]}
+        missing = set()
+        for gpu_type in self.gpu_types:
+            mine = [s.id for s in self.slots if s.gpu_type == gpu_type]
+            excess = len(mine) - capacity.get(gpu_type, 0)
+            for slot in reversed(mine):
+                if excess <= 0:
+                    break
+                if slot not in held:
+                    missing.add(slot)
+                    excess -= 1
+        return missing
 
     def _starting(self, row: dict, now: float) -> bool:
         """An attempt that has not asked for a lease yet, and not for too long."""

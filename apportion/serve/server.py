@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from apportion.executors.base import Executor
 from apportion.executors.local import LocalExecutor
 from apportion.workloads.catalog import builtin_throughputs
 from apportion.policies.base import Policy
@@ -38,6 +39,8 @@ class ServerOptions:
     max_retries: int = 3
     prices: dict[str, float] | None = None  # $ per GPU-hour of each slot type
     checkpoint_every: str | None = None  # jobs' periodic checkpoints unless their file says; None: auto
+    shared_dir: Path | None = None  # jobs' default checkpoint directories live here, if not in state_dir (Ray)
+    job_host: str | None = None  # the address jobs reach the server at, when not --host's (other Ray nodes)
     policy_options: dict | None = None  # what the policy was built with, as JSON (recorded for a replay)
 
 
@@ -124,11 +127,15 @@ def check_credentials(options: ServerOptions, has_users: bool) -> None:
 
 
 def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callable[[str], None],
-          ready: Callable[[Scheduler], None] | None = None) -> None:
-    """Run until SIGINT/SIGTERM. Jobs keep running when the server stops; the next one adopts them."""
+          ready: Callable[[Scheduler], None] | None = None, executor: Executor | None = None) -> None:
+    """Run until SIGINT/SIGTERM. Jobs keep running when the server stops; the next one adopts them.
+
+    ``executor``: where attempts run (default: this machine's processes, ``LocalExecutor``)."""
     import uvicorn
 
     from apportion.serve.api import create_app
+    from apportion.serve.dashboard import keep_sampling, sample_every_s
+    from apportion.serve.history import History
 
     state_dir = Path(os.path.realpath(options.state_dir))
     check_credentials(options, _has_users(state_dir / "state.db"))  # before anything is created
@@ -139,12 +146,12 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     # owner-only, but for mapped accounts traversable down to each job's directory (runas.py)
     tighten(state_dir, 0o711 if options.run_as.mode == "mapped" else 0o700)
     config = ServeConfig(
-        state_dir=state_dir, server_url=server_url(options.host, port), round_s=options.round_s,
+        state_dir=state_dir, server_url=server_url(options.job_host or options.host, port), round_s=options.round_s,
         grace_s=options.grace_s, max_retries=options.max_retries, token=options.token, run_as=options.run_as,
-        prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every,
+        prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}),
     )
-    scheduler = Scheduler(store, LocalExecutor(state_dir), slots, policy, config, log=log,
+    scheduler = Scheduler(store, executor or LocalExecutor(state_dir), slots, policy, config, log=log,
                           throughputs=builtin_throughputs())
     found = scheduler.recover()
     if found["adopted"] or found["ended"] or found["strays"]:
@@ -153,9 +160,12 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     stop = threading.Event()
     loop = threading.Thread(target=scheduler.run, args=(stop,), name="apportion-scheduler", daemon=True)
     loop.start()
+    history = History()  # the dashboard's charts over time
+    threading.Thread(target=keep_sampling, args=(scheduler, history, stop, sample_every_s(options.round_s)),
+                     name="apportion-dashboard", daemon=True).start()
     if ready is not None:
         ready(scheduler)
-    app = create_app(scheduler, options.token)
+    app = create_app(scheduler, options.token, history)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
     try:
         server.run(sockets=[sock])

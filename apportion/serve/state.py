@@ -227,6 +227,12 @@ class StateStore:
         """Active jobs promised slots by a round and not started on them yet."""
         return self._select(f"pid IS NULL AND slots != '' AND {_IS_ACTIVE}")
 
+    def current_jobs(self, finished: int) -> list[dict]:
+        """The active jobs (or with a live attempt) and the ``finished`` that ended last, by id:
+        what the dashboard lists, without reading every job ever run."""
+        return self._select(f"{_IS_ACTIVE} OR pid IS NOT NULL OR id IN (SELECT id FROM jobs WHERE status IN "
+                            f"('completed', 'failed', 'cancelled') ORDER BY finished DESC, id DESC LIMIT {int(finished)})")
+
     def _select(self, where: str = "") -> list[dict]:
         sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
         with self._lock:

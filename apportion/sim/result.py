@@ -9,6 +9,7 @@ import numpy as np
 
 from apportion.core.cluster import Cluster
 from apportion.core.jobs import JobTable
+from apportion.sim.holdings import Holdings
 
 
 class JobStatus(IntEnum):
@@ -34,6 +35,7 @@ class SimResult:
     timeline: np.ndarray  # [k, 4] time_s, busy GPUs, running jobs, queued jobs at each decision
     summary: dict = field(default_factory=dict)
     unschedulable_reason: np.ndarray | None = None  # [n] why each job can never run, "" if it can
+    holdings: Holdings | None = None  # who held which GPUs when; recorded only when asked (record_holdings)
 
     @classmethod
     def build(cls, *, policy, jobs, cluster, config, busy_gpu_s, decisions, sim_wall_s, **arrays) -> SimResult:

@@ -30,6 +30,7 @@ from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState, running_types
 from apportion.policies.base import Policy
 from apportion.sim.costs import AttemptCosts, JobCosts
+from apportion.sim.holdings import HoldingsRecorder
 from apportion.sim.result import JobStatus, SimResult
 from apportion.sim.starting import ServerClusters, plan_around
 from apportion.sim.unschedulable import unschedulable_reasons
@@ -83,7 +84,9 @@ class Simulator:
         policy: Policy,
         config: SimConfig = SimConfig(),
         progress: ProgressCallback | None = None,
+        record_holdings: bool = False,
     ) -> None:
+        """``record_holdings``: keep who held which GPUs when (``SimResult.holdings``, for a Gantt chart)."""
         self.jobs = jobs
         self.cluster = cluster
         self.policy = policy
@@ -100,6 +103,9 @@ class Simulator:
         # attempts stop and finish as they do in the server: stopped ones train up to their lease's end
         self.hand_over = config.wall_clock or bool(np.any(self.costs.stop_lead_s) or np.any(self.costs.stop_s))
         self.on_decision: Callable[[float, np.ndarray, RoundDecision], None] | None = None
+        self.recorder = HoldingsRecorder(cluster, len(jobs)) if record_holdings else None
+        if self.recorder is not None:
+            self.on_decision = self.recorder
 
     def run(self) -> SimResult:
         wall_start = time.perf_counter()
@@ -426,6 +432,7 @@ class Simulator:
             decisions=replay.decisions,
             sim_wall_s=wall_s,
             unschedulable_reason=self.unschedulable_reason,
+            holdings=None if self.recorder is None else self.recorder.holdings(replay.finish, replay.now),
         )
         if RoundPlanner.space_sharing(self.policy):
             result.summary["shared_gpu_hours"] = replay.shared_gpu_s / 3600.0
@@ -501,6 +508,7 @@ def simulate(
     policy: Policy,
     config: SimConfig = SimConfig(),
     progress: ProgressCallback | None = None,
+    record_holdings: bool = False,
 ) -> SimResult:
-    """Run one replay and return its result."""
-    return Simulator(jobs, cluster, throughputs, policy, config, progress).run()
+    """Run one replay and return its result (with ``record_holdings``, who held which GPUs when)."""
+    return Simulator(jobs, cluster, throughputs, policy, config, progress, record_holdings).run()

@@ -2,7 +2,9 @@
 
 A trace says how long a job ran, not what it was: rows without a ``kind`` get one drawn at
 random, and rows without ``steps`` get ``duration_s × steps/s`` on the reference GPU type
-(see ``apportion.workloads.conversion`` and docs/workloads.md).
+(see ``apportion.workloads.conversion`` and docs/workloads.md). A row may instead name a
+``model``, ``global_batch`` and ``layout``; :func:`read_workload_with_models` gives each such job
+a kind whose speeds come from the perf model (``apportion.workloads.model_jobs``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from apportion.core.jobs import JobTable
 from apportion.core.limits import MAX_DURATION_S, MAX_GPUS, MAX_STEPS, MAX_SUBMIT_TIME_S, describe_seconds
 from apportion.core.throughputs import ThroughputTable
 from apportion.workloads.conversion import check_reference_type, draw_kinds, steps_for_durations
+from apportion.workloads.model_jobs import MODEL_COLUMNS, model_jobs_of_columns, model_kind_names, with_model_kinds
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
-OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s")
+OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s",
+                    *MODEL_COLUMNS)
 
 
 def read_workload_csv(
@@ -49,20 +53,56 @@ def read_workload_csv(
     the first N by submit time. Bad input raises InputError naming the file, line and column.
     """
     source = str(path)
+    _check_settings(source, throughputs, reference_gpu_type, max_jobs, start_s, end_s)
+    columns, lines = _read_columns(source)
+    return _jobs(source, columns, lines, throughputs, throughputs, reference_gpu_type, seed, max_jobs, start_s,
+                 end_s)
+
+
+def read_workload_with_models(
+    path: str | Path,
+    *,
+    throughputs: ThroughputTable,
+    reference_gpu_type: str = "v100",
+    seed: int = 0,
+    max_jobs: int | None = None,
+    start_s: float | None = None,
+    end_s: float | None = None,
+) -> tuple[JobTable, ThroughputTable]:
+    """As :func:`read_workload_csv`, and a row that names a ``model`` (with ``global_batch`` and
+    ``layout``) instead of a ``kind`` gets a kind of its own, added to the throughputs with its
+    steps/s on every GPU type from the perf model. Returns the jobs and the table they index.
+    Rows with neither draw among ``throughputs``' own kinds."""
+    source = str(path)
+    _check_settings(source, throughputs, reference_gpu_type, max_jobs, start_s, end_s)
+    columns, lines = _read_columns(source)
+    extended = with_model_kinds(throughputs, model_jobs_of_columns(columns, lines, source))
+    own = len(throughputs.kinds)
+    drawable = ThroughputTable(extended.kinds[:own], extended.gpu_types, extended.scales,
+                               extended.steps_per_s[:own])
+    jobs = _jobs(source, columns, lines, extended, drawable, reference_gpu_type, seed, max_jobs, start_s, end_s)
+    return jobs, extended
+
+
+def _check_settings(source: str, throughputs: ThroughputTable, reference_gpu_type: str, max_jobs: int | None,
+                    start_s: float | None, end_s: float | None) -> None:
     check_reference_type(throughputs, reference_gpu_type, source)
     if max_jobs is not None and max_jobs < 1:
         raise InputError(source, f"max_jobs must be at least 1, got {max_jobs}")
     if start_s is not None and end_s is not None and end_s <= start_s:
         raise InputError(source, f"empty time window: end {end_s} s is not after start {start_s} s")
 
-    columns, lines = _read_columns(source)
+
+def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throughputs: ThroughputTable,
+          drawable: ThroughputTable, reference_gpu_type: str, seed: int, max_jobs: int | None,
+          start_s: float | None, end_s: float | None) -> JobTable:
     table = _parse_columns(columns, lines, throughputs, source)
     n = len(lines)
 
     kind = table["kind"]
     missing_kind = kind < 0
     if missing_kind.any():
-        drawn = draw_kinds(throughputs, reference_gpu_type, table["num_gpus"], np.random.default_rng(seed), source)
+        drawn = draw_kinds(drawable, reference_gpu_type, table["num_gpus"], np.random.default_rng(seed), source)
         kind[missing_kind] = drawn[missing_kind]
 
     submit = table["submit_time_s"]
@@ -245,6 +285,16 @@ def _parse_columns(
         codes = np.array([index.get(str(k), -2) if k != "" else -1 for k in names], dtype=np.int64)
         kind = codes[inverse.reshape(-1)] if len(names) else kind
         fail(kind == -2, "kind", "unknown job kind '{value}' (known: " + ", ".join(throughputs.kinds) + ")")
+    if "model" in columns:
+        names = model_kind_names(columns)
+        index = {k: i for i, k in enumerate(throughputs.kinds)}
+        named = names != ""
+        codes = np.array([index.get(name, -2) for name in names[named].tolist()], dtype=np.int64)
+        model_kind = np.full(n, -1, dtype=np.int64)
+        model_kind[named] = codes
+        fail(model_kind == -2, "model", "model '{value}' has no throughputs: read the trace with "
+                                        "read_workload_with_models, which predicts them")
+        kind = np.where(named, model_kind, kind)
 
     def strings(field: str) -> np.ndarray:
         return columns[field] if field in columns else np.full(n, "", dtype=object)

@@ -31,11 +31,13 @@ def test_simulate_with_no_arguments_runs_the_embedded_default():
         assert key in summary
 
 
-def test_simulate_writes_the_four_outputs(tmp_path: Path):
+def test_simulate_writes_the_five_outputs(tmp_path: Path):
     result = run("simulate", "--policy", "las", "--jobs", "60", "--out", str(tmp_path))
 
     assert result.exit_code == 0, result.output
-    assert {p.name for p in tmp_path.iterdir()} == {"summary.json", "jobs.csv", "timeline.csv", "report.png"}
+    assert {p.name for p in tmp_path.iterdir()} == {"summary.json", "jobs.csv", "timeline.csv", "report.png",
+                                                    "report.html"}
+    assert '"gantt":[{"policy":"las","figure":{"bars"' in _report_data(tmp_path / "report.html")  # holdings recorded
     assert json.loads((tmp_path / "summary.json").read_text())["policy"] == "las"
     assert len((tmp_path / "jobs.csv").read_text().splitlines()) == 61
 
@@ -59,6 +61,7 @@ def test_compare_runs_each_policy_on_the_same_workload(tmp_path: Path):
     policies = [s["policy"] for s in json.loads(result.stdout)["policies"]]
     assert policies == ["fifo", "max-min-fairness:agnostic"]
     assert (tmp_path / "comparison.json").exists() and (tmp_path / "comparison.png").exists()
+    assert _report_data(tmp_path / "report.html").count('"figure":{"bars"') == 2  # holdings recorded for each policy
 
 
 def test_compare_with_and_without_space_sharing_on_the_catalog():
@@ -168,3 +171,13 @@ def test_simulate_names_the_jobs_that_can_never_run_under_its_summary(tmp_path: 
     assert result.exit_code == 0, result.output
     assert "1 unschedulable job under fifo:" in result.stdout
     assert "huge: needs 64 GPUs; the largest type that runs" in result.stdout
+
+
+def _report_data(path: Path) -> str:
+    """The JSON report.html carries (gzip + base64 in the page)."""
+    import base64
+    import gzip
+    import re
+
+    packed = re.search(r'id="report-data">([^<]*)<', path.read_text()).group(1)
+    return gzip.decompress(base64.b64decode(packed)).decode()

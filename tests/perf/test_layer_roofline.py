@@ -145,3 +145,23 @@ def test_every_accelerator_with_sms_is_in_the_table_with_a_source():
         spec = SM_TABLE[name]
         assert spec.sms > 0 and spec.max_threads_per_sm in (1024, 2048) and spec.source
     assert step_time(TrainingStep("empty", ()), "cpu").total == 0.0
+
+
+def test_a_kepler_sm_fills_two_thirds_of_its_lanes_at_the_k80s_base_clock():
+    from apportion.perf.layers import sm_spec, sustained_peak
+
+    k80 = get_accelerator("k80")
+    # 4.37 TFLOP/s per die at 875 MHz on 192 lanes; 128 lanes issued a clock, at 562 MHz
+    assert sustained_peak(k80, "fp32", sm_spec(k80)) == pytest.approx(4.37e12 * 128 / 192 * 562 / 875)
+    assert sustained_peak(k80, "fp32", sm_spec(k80), sustained=False) == k80.peak("fp32")
+    assert sustained_peak(V100, "fp32", sm_spec(V100)) == V100.peak("fp32")  # one issue a clock fills Volta
+
+
+def test_a_compute_bound_layer_takes_longer_on_a_kepler_die_by_exactly_that():
+    layer = one_linear(4096, 4096, 4096)
+    k80 = get_accelerator("k80")
+
+    sustained = layer_forward_time(layer, k80) - layer.kernels * KERNEL_LAUNCH_S
+    datasheet = layer_forward_time(layer, k80, sustained=False) - layer.kernels * KERNEL_LAUNCH_S
+
+    assert sustained == pytest.approx(datasheet * 192 / 128 * 875 / 562)

@@ -17,8 +17,9 @@ def test_heads_not_divisible_by_tensor_parallel_size():
 
 
 def test_layers_not_divisible_by_pipeline_stages():
-    with pytest.raises(ValueError, match="layers .*pipeline"):
-        check_layout(GPT, Layout(tp=8, pp=7, dp=1, global_batch=8))
+    check_layout(GPT, Layout(tp=8, pp=7, dp=1, global_batch=8))  # an uneven split: allowed
+    with pytest.raises(ValueError, match=r"layers \(96\) are fewer than the pipeline stages \(97\)"):
+        check_layout(GPT, Layout(tp=1, pp=97, dp=1, global_batch=8))
     with pytest.raises(ValueError, match="virtual stages"):
         check_layout(GPT, Layout(tp=8, pp=8, dp=1, global_batch=64, schedule="interleaved", virtual_stages=5))
 

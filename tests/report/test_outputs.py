@@ -1,4 +1,5 @@
-"""write_run and write_comparison: the files a replay leaves behind, and what is in them."""
+"""write_run and write_comparison: the files a replay leaves behind, and what is in them
+(report.html's content: tests/report/test_html.py)."""
 
 import csv
 import json
@@ -43,12 +44,12 @@ def run_dir(tmp_path_factory):
     return result, out, paths
 
 
-def test_write_run_writes_four_files(run_dir):
+def test_write_run_writes_five_files(run_dir):
     _, out, paths = run_dir
 
     names = sorted(p.name for p in paths)
 
-    assert names == ["jobs.csv", "report.png", "summary.json", "timeline.csv"]
+    assert names == ["jobs.csv", "report.html", "report.png", "summary.json", "timeline.csv"]
     assert all(p.parent == out and p.is_file() for p in paths)
 
 
@@ -145,7 +146,7 @@ def test_write_comparison_names_every_policy(tmp_path):
 
     paths = write_comparison(results, tmp_path / "cmp")
 
-    assert sorted(p.name for p in paths) == ["comparison.json", "comparison.png"]
+    assert sorted(p.name for p in paths) == ["comparison.json", "comparison.png", "report.html"]
     document = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
     assert [s["policy"] for s in document["policies"]] == ["fifo", "las"]
     assert document["policies"][0] == results[0].summary
@@ -180,7 +181,7 @@ def test_empty_result_still_writes_everything(tmp_path):
 
     paths = write_run(empty, tmp_path)
 
-    assert len(paths) == 4
+    assert len(paths) == 5
     assert read_csv(tmp_path / "jobs.csv") == []
     assert read_csv(tmp_path / "timeline.csv") == []
     assert (tmp_path / "report.png").read_bytes().startswith(PNG_MAGIC)

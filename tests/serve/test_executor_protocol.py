@@ -9,12 +9,13 @@ import pytest
 from apportion.executors.base import Executor
 from apportion.executors.fake import FakeExecutor
 from apportion.executors.local import LocalExecutor
+from apportion.executors.ray_executor import RayExecutor
 
 PROTOCOL_METHODS = sorted(name for name, value in vars(Executor).items()
                           if callable(value) and not name.startswith("_"))
 
 
-@pytest.mark.parametrize("make", [LocalExecutor, FakeExecutor], ids=["local", "fake"])
+@pytest.mark.parametrize("make", [LocalExecutor, FakeExecutor, RayExecutor], ids=["local", "fake", "ray"])
 def test_an_executor_satisfies_the_protocol(make, tmp_path):
     executor = make(tmp_path)
     assert isinstance(executor, Executor)
@@ -27,5 +28,5 @@ def test_an_executor_satisfies_the_protocol(make, tmp_path):
 
 
 def test_the_protocol_names_every_call_the_scheduler_makes():
-    assert PROTOCOL_METHODS == sorted(["adopt", "exit_record", "is_alive", "kill", "kill_attempt", "log_path",
-                                       "poll", "scan", "start", "tail", "terminate"])
+    assert PROTOCOL_METHODS == sorted(["adopt", "capacity", "exit_record", "is_alive", "kill", "kill_attempt",
+                                       "log_path", "poll", "scan", "start", "tail", "terminate"])

@@ -123,11 +123,11 @@ def test_predicted_gpus_are_the_v100_measurement_moved_by_the_layer_model():
 def test_layer_model_transfer_stays_near_gavels_measurements_it_never_saw():
     """Leave the target out: the layer model is built from architectures and datasheets and
     never sees a k80 or p100 number, so its k80/v100 and p100/v100 ratios are a fair test of
-    moving a v100 measurement to another GPU. It cannot follow everything: Gavel's K80
-    (Kepler) runs far below its datasheet peak on large convolutions, and several small V100
-    jobs are bound by host-side work the model leaves out. So the stated tolerance is loose
-    (docs/perf_kinds.md has the figures): half the ratios within 25%, every one within a
-    factor of 3.7."""
+    moving a v100 measurement to another GPU. It cannot follow everything: several small V100
+    jobs are bound by host-side work the model leaves out, and some of Gavel's K80 and V100
+    numbers contradict one another across batch sizes. So the stated tolerance is loose
+    (docs/perf_kinds.md has the figures): half the ratios within 20%, every one within a
+    factor of 2.3."""
     table = builtin_throughputs()
     v100 = table.gpu_types.index("v100")
     factors = []
@@ -139,8 +139,8 @@ def test_layer_model_transfer_stays_near_gavels_measurements_it_never_saw():
                 factors.append(abs(math.log(t_v100 / predict_step_time(kind, gpu) / measured)))
 
     assert len(factors) == 51
-    assert np.median(factors) < math.log(1.25)
-    assert max(factors) < math.log(3.7)
+    assert np.median(factors) < math.log(1.2)
+    assert max(factors) < math.log(2.3)
 
 
 def test_build_script_regenerates_the_shipped_catalog(tmp_path):

@@ -86,3 +86,48 @@ def test_a_missing_file_is_named(spec):
 def test_a_bad_shorthand():
     with pytest.raises(InputError, match="not TYPE:GPUS"):
         load_cluster("v100")
+
+
+def test_the_shipped_ray_example_loads_for_serve_and_for_the_simulator():
+    from apportion.workloads.cluster_file import load_ray_settings
+
+    settings = load_ray_settings(EXAMPLE.parent / "ray.yaml")
+
+    assert settings.gpu_types == {"v100": ("accelerator_type", "V100"), "k80": ("resource", "k80")}
+    assert settings.shared_dir == "/mnt/shared/apportion" and settings.prices == {"v100": 3.06, "k80": 0.90}
+    assert load_cluster(str(EXAMPLE.parent / "ray.yaml")).describe() == "v100:8,k80:8"
+
+
+def test_the_ray_section_names_each_types_resource_and_the_shared_directory(tmp_path):
+    from apportion.workloads.cluster_file import load_ray_settings
+
+    path = write(tmp_path, "ray:\n  address: 10.0.0.1:6379\n  shared_dir: /mnt/shared/apportion\n  gpu_types:\n"
+                           "    V100: {accelerator_type: V100}\n    k80: {resource: k80}\n    a100: A100\n"
+                           "node_groups:\n  - gpu_type: k80\n    nodes: 2\n    price_per_gpu_hour: 0.9\n")
+    settings = load_ray_settings(path)
+
+    assert settings.address == "10.0.0.1:6379" and settings.shared_dir == "/mnt/shared/apportion"
+    assert settings.gpu_types == {"v100": ("accelerator_type", "V100"), "k80": ("resource", "k80"),
+                                  "a100": ("accelerator_type", "A100")}
+    assert settings.prices == {"k80": 0.9}
+    assert load_cluster(path).describe() == "k80:8"  # the simulator reads the same file
+
+
+@pytest.mark.parametrize(
+    "text, line, field, message",
+    [
+        ("node_groups: []\n", None, None, "expected a 'ray:' section"),
+        ("ray:\n  gpu_types:\n    k80: {resourc: k80}\n", 3, "ray.gpu_types.k80", "must be {accelerator_type: NAME}"),
+        ("ray:\n  shared_dir: shared\n", 2, "ray.shared_dir", "must be an absolute directory path"),
+        ("ray:\n  adress: auto\n", 2, "ray.adress", "unknown key (known: address, shared_dir, gpu_types)"),
+        ("ray:\n  gpu_types:\n    v100: {accelerator_type: 'accelerator_type:V100'}\n", 3,
+         "ray.gpu_types.v100.accelerator_type", "such as 'V100'"),
+    ],
+)
+def test_a_bad_ray_section_is_reported_with_its_line_and_field(tmp_path, text, line, field, message):
+    from apportion.workloads.cluster_file import load_ray_settings
+
+    with pytest.raises(InputError) as caught:
+        load_ray_settings(write(tmp_path, text))
+    assert caught.value.line == line and caught.value.field == field
+    assert message in caught.value.message

@@ -1,0 +1,106 @@
+"""`apportion profile`: time the kernels of a model's step on this machine's device."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from apportion.cli.options import json_option
+from apportion.cli.output import fail, print_json, print_line, print_table
+from apportion.stdio import stdout_to_stderr
+
+
+def profile(
+    model: str = typer.Option("gpt", "--model", help="Model family when no preset is given: gpt, llama or bert."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="A named model (as for `apportion plan`); --layers etc. override it."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Transformer layers."),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
+    heads: Optional[int] = typer.Option(None, "--heads", help="Attention heads."),
+    seq: Optional[int] = typer.Option(None, "--seq", help="Sequence length."),
+    vocab: Optional[int] = typer.Option(None, "--vocab", help="Vocabulary size."),
+    ffn_hidden: Optional[int] = typer.Option(None, "--ffn-hidden", help="MLP width."),
+    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="Key/value heads."),
+    micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per micro-batch the shapes are taken at."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel size the shapes are split for."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when there is one)."),
+    gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="The catalog type of the device (default: from its name; cpu for the CPU)."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="fp32, tf32, fp16 or bf16 (default: fp32 on the CPU, bf16 on a GPU)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's own choice)."),
+    budget_s: float = typer.Option(5.0, "--budget-s", help="About how many seconds to spend timing (larger products are timed smaller)."),
+    out: str = typer.Option("profile.json", "--out", help="Where to write the measurement file for `apportion plan --measured`."),
+    as_json: bool = json_option("the measurement file"),
+) -> None:
+    """Time the GEMMs and a streaming kernel of a transformer's step on this device, and write a
+    measurement file from which `apportion plan --measured FILE` fits the GEMM and kernel rates."""
+    import json
+    from pathlib import Path
+
+    from rich import box
+    from rich.table import Table
+
+    from apportion.perf.accelerators import get_accelerator
+    from apportion.perf.calibrate import fit_kernels
+    from apportion.perf.gemm import gemm_time, memory_time
+    from apportion.perf.transformer import build_model
+
+    if budget_s <= 0:
+        raise fail(f"--budget-s must be positive, got {budget_s}")
+    if micro_batch < 1 or tp < 1:
+        raise fail("--micro-batch and --tp must be positive")
+    if precision is not None and precision not in ("fp32", "tf32", "fp16", "bf16"):
+        raise fail(f"--precision must be fp32, tf32, fp16 or bf16, got '{precision}'")
+    try:
+        shape = build_model(model, preset, layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
+                            ffn_hidden=ffn_hidden, kv_heads=kv_heads)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if shape.heads % tp or shape.ffn % tp:
+        raise fail(f"--tp {tp} does not divide the {shape.heads} heads and the MLP width {shape.ffn}")
+    target = Path(out)
+    if not target.parent.exists():
+        raise fail(f"--out: directory '{target.parent}' does not exist")
+
+    with stdout_to_stderr():
+        import torch
+
+        from apportion.perf.profile import device_gpu_type
+        from apportion.perf.profile import profile as run_profile
+
+        if threads is not None:
+            if threads < 1:
+                raise fail(f"--threads must be positive, got {threads}")
+            torch.set_num_threads(threads)
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+            raise fail(f"--device must be cpu or cuda, got '{device}'")
+        if device != "cpu" and not torch.cuda.is_available():
+            raise fail("--device cuda: this machine has no CUDA device")
+        try:
+            acc = get_accelerator(gpu_type or device_gpu_type(device))
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        precision = precision or ("fp32" if device == "cpu" else "bf16")
+        document = {"gpu_type": acc.name, **run_profile(shape, micro_batch=micro_batch, tp=tp, precision=precision,
+                                                         device=device, budget_s=budget_s)}
+        fitted = fit_kernels(document["kernels"], acc)
+    target.write_text(json.dumps(document, indent=2) + "\n")
+    if as_json:
+        print_json(document)
+        return
+    view = Table(title=f"{shape.name} kernels on {document['device']} ({acc.name}), {precision}",
+                 header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("kernel", "shape", "measured ms", "model ms", "model / measured"):
+        view.add_column(column, justify="left" if column in ("kernel", "shape") else "right", no_wrap=True)
+    for k in document["kernels"]:
+        if k["kind"] == "gemm":
+            modelled = gemm_time(k["m"], k["n"], k["k"], acc, precision, k["batch"]).seconds
+            what = f"{k['batch']} × " if k["batch"] > 1 else ""
+            what += f"{k['m']}×{k['k']} · {k['k']}×{k['n']}"
+        else:
+            modelled = memory_time(k["bytes"], acc)
+            what = f"{k['bytes'] / 1e6:.1f} MB streamed"
+        view.add_row(k["name"], what, f"{k['seconds'] * 1e3:.3f}", f"{modelled * 1e3:.3f}", f"{modelled / k['seconds']:.3f}")
+    print_table(view)
+    print_line(f"GEMMs at {fitted.profile.gemm_efficiency:.3f} × the model's rate, memory-bound kernels at "
+               f"{fitted.profile.kernel_efficiency:.3f} ×; wrote {target} (use: apportion plan --measured {target})")

@@ -1,0 +1,393 @@
+"""Run attempts on a Ray cluster: a placement group of one bundle per slot, one actor per bundle.
+
+``start`` creates a detached placement group (``STRICT_PACK`` when the job fits on one node of
+its type, else ``PACK``) whose bundles ask for one slot of the job's GPU type each
+(``ray_nodes.SlotResource``), and in it one named, detached ``Replica`` actor per bundle
+(``ray_replica.py``): rank 0 picks the rendezvous address, then every replica starts the job's
+process on its node. Nothing here blocks on Ray: placement, rendezvous and launch happen as
+Ray schedules them, and ``poll`` collects the replicas' ends.
+
+- An attempt ends when all its replicas have ended (exit 0 or 75 from each), or at once when
+  one crashes (its code) or dies with its node (``Exit.lost``); what is left of it is killed,
+  and its placement group removed.
+- ``terminate`` and ``kill`` signal every replica's process group; an attempt whose placement
+  group is not placed yet is simply withdrawn (it never ran: no exit code).
+- Actors are named ``apportion.JOB.ATTEMPT.RANK`` in the server's own Ray namespace and are
+  detached, so a server killed with ``kill -9`` leaves them running; the next one finds them
+  (``scan``), waits on them again (``adopt``) or kills them (``kill_attempt``).
+
+Logs and exit records go to ``STATE_DIR/jobs/ID/attempt-N.{log,exit}`` (rank R > 0:
+``attempt-N.rank-R.*``) where ``STATE_DIR`` is a directory every node and the server can
+reach. Ray is imported only here and on the nodes: the rest of apportion never loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from apportion.executors.base import Attempt, Exit
+from apportion.executors.local import tail
+from apportion.executors.ray_connect import join
+from apportion.executors.ray_nodes import SlotResource, capacity
+from apportion.executors.ray_replica import Replica
+
+PREFIX = "apportion."
+PREEMPTED = 75
+RAY_CALL_S = 10.0  # the longest the replicas' answers (info, at a restart) may take before they count as gone
+
+
+def default_namespace(state_dir: str | Path) -> str:
+    """The Ray namespace of one state directory's attempts: two servers never see each other's."""
+    digest = hashlib.sha256(os.path.realpath(state_dir).encode()).hexdigest()[:12]
+    return f"apportion-{digest}"
+
+
+def slot_ids(counts: dict[str, int]) -> list[tuple[str, str]]:
+    """``(slot id, gpu type)`` of every slot: ``v100:0``, ``v100:1``, … (Ray picks the node)."""
+    return [(f"{gpu_type}:{i}", gpu_type) for gpu_type, n in counts.items() for i in range(n)]
+
+
+def slot_type(slot: str) -> str:
+    """``v100:3`` → ``v100``."""
+    return slot.rpartition(":")[0] or slot
+
+
+@dataclass
+class _Attempt:
+    """An attempt this executor watches: its actors, placement group and the replicas' ends so far."""
+
+    attempt: Attempt
+    actors: list
+    group: object  # its PlacementGroup
+    waits: dict  # ObjectRef of replica r's wait() -> r
+    codes: dict[int, int | None] = field(default_factory=dict)
+    lost: str = ""
+    signalled: int | None = None  # the last signal sent to it
+
+
+class RayExecutor:
+    """The ``Executor`` on a Ray cluster. ``types`` says how each GPU type's slots are asked of Ray."""
+
+    def __init__(self, state_dir: str | Path, *, address: str | None = None, types: Sequence[SlotResource] = (),
+                 namespace: str | None = None) -> None:
+        self.state_dir = Path(os.path.realpath(state_dir))
+        self.address = address
+        self.types = {t.gpu_type: t for t in types}
+        self.namespace = namespace or default_namespace(self.state_dir)
+        self._ray = None
+        self._replica = None  # Replica as a Ray actor class
+        self._tracked: dict[int, _Attempt] = {}
+        self._found: dict[tuple[int, int], tuple[list, dict]] = {}  # (job, attempt) -> (actors, rank 0's info), by scan
+        self._ended: list[Exit] = []
+
+    # Ray ---------------------------------------------------------------------------------
+
+    def connect(self):
+        """Join the Ray cluster at ``address`` in this server's namespace (once); OSError if it cannot."""
+        if self._ray is not None:
+            return self._ray
+        ray = join(self.address, self.namespace)
+        current = ray.get_runtime_context().namespace
+        if current != self.namespace:
+            raise OSError(f"this process is connected to Ray in namespace {current!r}, not {self.namespace!r}")
+        self._ray = ray
+        self._replica = ray.remote(Replica)
+        return ray
+
+    def offer(self, types: Sequence[SlotResource]) -> None:
+        """The GPU types this executor's slots are of, and how each is asked of Ray."""
+        self.types = {t.gpu_type: t for t in types}
+
+    def capacity(self) -> dict[str, int] | None:
+        """Slots of each offered type on the live nodes now (nodes die and come back)."""
+        if not self.types:
+            return None
+        return {t: sum(n) for t, n in capacity(self.nodes(), list(self.types.values())).items()}
+
+    def nodes(self) -> list[dict]:
+        """``ray.nodes()``: every node the cluster knows, live or dead."""
+        return self.connect().nodes()
+
+    # files ---------------------------------------------------------------------------------
+
+    def job_dir(self, job_id: int) -> Path:
+        return self.state_dir / "jobs" / str(job_id)
+
+    def log_path(self, job_id: int, attempt: int, rank: int = 0) -> Path:
+        suffix = "" if rank == 0 else f".rank-{rank}"
+        return self.job_dir(job_id) / f"attempt-{attempt}{suffix}.log"
+
+    def exit_path(self, job_id: int, attempt: int, rank: int = 0) -> Path:
+        suffix = "" if rank == 0 else f".rank-{rank}"
+        return self.job_dir(job_id) / f"attempt-{attempt}{suffix}.exit"
+
+    def exit_record(self, job_id: int, attempt: int) -> int | None:
+        """The attempt's exit code from its replicas' records (None without rank 0's): the worst of them."""
+        first = _read_code(self.exit_path(job_id, attempt))
+        if first is None:
+            return None
+        codes = {0: first}
+        for path in self.job_dir(job_id).glob(f"attempt-{attempt}.rank-*.exit"):
+            rank = path.name.removeprefix(f"attempt-{attempt}.rank-").removesuffix(".exit")
+            if rank.isdigit():
+                codes[int(rank)] = _read_code(path)
+        return _combined({r: c for r, c in codes.items() if c is not None})
+
+    def tail(self, job_id: int, attempt: int, lines: int = 20) -> str:
+        return tail(self.log_path(job_id, attempt), lines)
+
+    # attempts --------------------------------------------------------------------------------
+
+    def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
+              workdir: str | None, slots: tuple[str, ...], *, run_as=None) -> Attempt:
+        """Ask Ray for the attempt's placement group and replicas; OSError if Ray cannot be asked."""
+        if run_as is not None:
+            raise OSError("on Ray, jobs run as the OS user of the Ray workers: --run-as mapped needs the local executor")
+        ray = self.connect()
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        types = {slot_type(s) for s in slots}
+        if len(types) != 1 or next(iter(types)) not in self.types:
+            raise OSError(f"slots {','.join(slots) or '(none)'} are not of one type this Ray cluster offers"
+                          f" ({', '.join(self.types) or 'none'})")
+        kind = self.types[types.pop()]
+        world = len(slots)
+        per_node = max(capacity(self.nodes(), [kind])[kind.gpu_type], default=0)
+        strategy = "STRICT_PACK" if world <= per_node else "PACK"
+        name = self._name(job_id, attempt)
+        self.job_dir(job_id).mkdir(parents=True, exist_ok=True, mode=0o700)
+        overlay = {k: v for k, v in env.items() if os.environ.get(k) != v}  # what the server set, not its own
+        bundle = kind.bundle()
+        try:
+            group = placement_group([dict(bundle) for _ in range(world)], strategy=strategy, name=name,
+                                    lifetime="detached")
+            actors = []
+            for rank in range(world):
+                spec = {
+                    "job_id": job_id, "attempt": attempt, "rank": rank, "world_size": world, "slots": list(slots),
+                    "command": command, "env": overlay, "workdir": workdir, "state_dir": str(self.state_dir),
+                    "job_dir": str(self.job_dir(job_id)), "log_path": str(self.log_path(job_id, attempt, rank)),
+                    "exit_path": str(self.exit_path(job_id, attempt, rank)), "gpus": bundle.get("GPU", 0) > 0,
+                    "placement_group": group,
+                }
+                actors.append(self._replica.options(
+                    name=f"{name}.{rank}", namespace=self.namespace, lifetime="detached", max_restarts=0,
+                    max_concurrency=8, num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0),
+                    resources={k: v for k, v in bundle.items() if k not in ("CPU", "GPU")},
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank),
+                ).remote(spec))
+            wheres = [a.where.remote() for a in actors]
+            master = actors[0].rendezvous.remote()
+            for a in actors:
+                a.launch.remote(master, *wheres)
+            waits = {a.wait.remote(): rank for rank, a in enumerate(actors)}
+        except (ValueError, ray.exceptions.RayError) as err:  # a name still taken, Ray gone
+            raise OSError(f"Ray refused the attempt: {err}") from None
+        handle = Attempt(job_id, attempt, 0, None, tuple(slots))
+        self._tracked[job_id] = _Attempt(handle, actors, group, waits)
+        return handle
+
+    def _name(self, job_id: int, attempt: int) -> str:
+        return f"{PREFIX}{job_id}.{attempt}"
+
+    def is_alive(self, job_id: int) -> bool:
+        return job_id in self._tracked
+
+    def terminate(self, job_id: int) -> bool:
+        """SIGTERM to every replica's process group (an attempt not placed yet is withdrawn)."""
+        return self._signal(job_id, signal.SIGTERM)
+
+    def kill(self, job_id: int) -> bool:
+        """SIGKILL to every replica's process group."""
+        return self._signal(job_id, signal.SIGKILL)
+
+    def _signal(self, job_id: int, signum: int) -> bool:
+        tracked = self._tracked.get(job_id)
+        if tracked is None:
+            return False
+        ray = self.connect()
+        if not _placed(ray, tracked.group):  # never placed: nothing runs, nothing to save
+            self._end(job_id, None)
+            return True
+        tracked.signalled = signum
+        for rank, actor in enumerate(tracked.actors):
+            if rank not in tracked.codes:
+                actor.signal.remote(int(signum))
+        if signum == signal.SIGKILL:  # and the actors with them: a replica that cannot be reached is gone too
+            for actor in tracked.actors:
+                ray.kill(actor, no_restart=True)
+        return True
+
+    def poll(self) -> list[Exit]:
+        """Attempts that ended since the last call: all replicas done, one crashed, or one lost with its node."""
+        if self._tracked:
+            ray = self.connect()
+            refs = [ref for t in self._tracked.values() for ref in t.waits if t.waits[ref] not in t.codes]
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+            owner = {ref: job for job, t in self._tracked.items() for ref in t.waits}
+            for ref in ready:
+                tracked = self._tracked.get(owner[ref])
+                if tracked is None:
+                    continue
+                rank = tracked.waits[ref]
+                try:
+                    tracked.codes[rank] = ray.get(ref)["code"]
+                except ray.exceptions.RayError as err:
+                    tracked.codes[rank] = None
+                    if tracked.signalled != signal.SIGKILL and not tracked.lost:
+                        tracked.lost = _lost(err)
+            for job_id, tracked in list(self._tracked.items()):
+                codes = tracked.codes
+                done = len(codes) == len(tracked.actors)
+                crashed = tracked.lost or any(c not in (0, PREEMPTED) for c in codes.values())
+                if done or crashed:
+                    self._end(job_id, None if tracked.lost else _combined(codes), tracked.lost)
+        ended, self._ended = self._ended, []
+        return ended
+
+    def _end(self, job_id: int, code: int | None, lost: str = "") -> None:
+        """Report the attempt's end; kill what is left of it and give its resources back."""
+        tracked = self._tracked.pop(job_id)
+        ray = self.connect()
+        for actor in tracked.actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except ray.exceptions.RayError:
+                pass
+        _remove_group(ray, tracked.group)
+        self._ended.append(Exit(job_id, tracked.attempt.attempt, code, lost))
+
+    # a restarted server -----------------------------------------------------------------------
+
+    def scan(self) -> list[Attempt]:
+        """The attempts of this namespace that Ray still runs (their actors), whoever started them."""
+        ray = self.connect()
+        ranks: dict[tuple[int, int], dict[int, str]] = {}
+        for entry in ray.util.list_named_actors(all_namespaces=True):
+            parsed = _parse_name(entry["name"]) if entry["namespace"] == self.namespace else None
+            if parsed is not None:
+                job_id, attempt, rank = parsed
+                ranks.setdefault((job_id, attempt), {})[rank] = entry["name"]
+        handles: dict[tuple[int, int], dict[int, object]] = {}
+        for key, names in ranks.items():
+            for rank, name in names.items():
+                try:
+                    handles.setdefault(key, {})[rank] = ray.get_actor(name, namespace=self.namespace)
+                except ValueError:  # gone since the listing
+                    continue
+        asked = {key: actors[0].info.remote() for key, actors in handles.items() if 0 in actors}
+        ready, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=RAY_CALL_S) if asked else ([], [])
+        self._found = {}
+        found = []
+        for (job_id, attempt), names in sorted(ranks.items()):
+            actors = handles.get((job_id, attempt), {})
+            info = None
+            ref = asked.get((job_id, attempt))
+            if ref is not None and ref in ready:
+                try:
+                    info = ray.get(ref)
+                except ray.exceptions.RayError:
+                    info = None
+            self._found[(job_id, attempt)] = ([actors.get(r) for r in range(max(names) + 1)], info)
+            found.append(Attempt(job_id, attempt, 0, None, tuple(info["slots"]) if info else ()))
+        return found
+
+    def adopt(self, attempt: Attempt) -> bool:
+        """Wait on the replicas of an attempt found by ``scan``; False unless all of them are there."""
+        actors, info = self._found.get((attempt.job_id, attempt.attempt), ([], None))
+        if info is None or len(actors) != info["world_size"] or any(a is None for a in actors):
+            return False
+        self.connect()
+        from ray.util import get_placement_group
+
+        try:
+            group = get_placement_group(self._name(attempt.job_id, attempt.attempt))
+        except ValueError:
+            group = None
+        waits = {a.wait.remote(): rank for rank, a in enumerate(actors)}
+        self._tracked[attempt.job_id] = _Attempt(attempt, actors, group or _NoGroup(), waits)
+        return True
+
+    def kill_attempt(self, attempt: Attempt) -> None:
+        """Kill an attempt this server does not track: its actors (their processes die with them) and group."""
+        ray = self.connect()
+        prefix = f"{self._name(attempt.job_id, attempt.attempt)}."
+        for entry in ray.util.list_named_actors(all_namespaces=True):
+            if entry["namespace"] == self.namespace and entry["name"].startswith(prefix):
+                try:
+                    ray.kill(ray.get_actor(entry["name"], namespace=self.namespace), no_restart=True)
+                except (ValueError, ray.exceptions.RayError):
+                    pass
+        from ray.util import get_placement_group
+
+        try:
+            _remove_group(ray, get_placement_group(self._name(attempt.job_id, attempt.attempt)))
+        except ValueError:
+            pass
+
+
+class _NoGroup:
+    """The placement group of an adopted attempt that has none left: nothing to remove."""
+
+
+def _placed(ray, group) -> bool:
+    """Has Ray placed every bundle of ``group`` (its replicas may be running)?"""
+    if isinstance(group, _NoGroup):
+        return True
+    try:
+        return ray.util.placement_group_table(group).get("state") == "CREATED"
+    except ray.exceptions.RayError:
+        return False
+
+
+def _remove_group(ray, group) -> None:
+    if isinstance(group, _NoGroup):
+        return
+    from ray.util.placement_group import remove_placement_group
+
+    try:
+        remove_placement_group(group)
+    except (ValueError, ray.exceptions.RayError):
+        pass
+
+
+def _parse_name(name: str) -> tuple[int, int, int] | None:
+    """``apportion.12.3.0`` → ``(12, 3, 0)``; None for any other name."""
+    if not name.startswith(PREFIX):
+        return None
+    parts = name[len(PREFIX):].split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    job_id, attempt, rank = (int(p) for p in parts)
+    return job_id, attempt, rank
+
+
+def _read_code(path: Path) -> int | None:
+    try:
+        return int(json.loads(path.read_text())["code"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _combined(codes: dict[int, int | None]) -> int | None:
+    """An attempt's exit code from its replicas': the first crash's, else 75 if any was preempted, else 0."""
+    for rank in sorted(codes):
+        if codes[rank] not in (0, PREEMPTED):
+            return codes[rank]
+    return PREEMPTED if PREEMPTED in codes.values() else 0
+
+
+def _lost(err: Exception) -> str:
+    """Why a replica's actor is gone, in a few words."""
+    text = str(err)
+    if "node" in text.lower() and ("died" in text.lower() or "dead" in text.lower()):
+        return "its Ray node died"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)
+    return f"its Ray actor died ({first[:200]})"

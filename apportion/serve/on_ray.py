@@ -1,0 +1,68 @@
+"""`apportion serve --executor ray`: the slots a Ray cluster offers, and the executor that runs jobs on it.
+
+The server sees a Ray cluster as it sees a machine: slots of GPU types (``v100:0``,
+``v100:1``, …, as many as the live nodes have when the server starts). Its rounds decide which
+job gets how many slots of which type; Ray decides the nodes (``executors/ray_executor.py``).
+The GPU types come from the cluster file's ``ray.gpu_types`` when it has them, else from
+Ray's accelerator labels; a cluster with neither offers its CPUs as ``cpu`` slots.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from apportion.executors.ray_executor import RayExecutor, default_namespace, slot_ids
+from apportion.executors.ray_nodes import capacity, declared, detect, live_nodes
+from apportion.serve.slots import Slot, gpu_type_of
+from apportion.workloads.cluster_file import RaySettings
+
+
+class RayUnavailable(Exception):
+    """Why the server cannot use the Ray cluster, in one line."""
+
+
+@dataclass(frozen=True)
+class RayBackend:
+    executor: RayExecutor
+    slots: list[Slot]
+    shared_dir: Path  # jobs' checkpoints, logs and exit records: SHARED_DIR/jobs/ID/
+    nodes: dict[str, list[int]]  # slots of each type on each live node
+    prices: dict[str, float]  # $ per GPU-hour the cluster file gives
+    remote_nodes: int  # live nodes on other machines than the server's
+
+    def describe(self) -> str:
+        """``v100 2+2, k80 4`` (slots per node of each type)."""
+        return ", ".join(f"{t} {'+'.join(map(str, n))}" for t, n in self.nodes.items() if n)
+
+
+def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | None = None) -> RayBackend:
+    """Connect to the Ray cluster and read what it offers; RayUnavailable when it cannot be used."""
+    address = address or (settings.address if settings else None) or os.environ.get("RAY_ADDRESS") or None
+    shared = Path(settings.shared_dir) if settings and settings.shared_dir else Path(state_dir)
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RayUnavailable(f"the shared directory {shared} cannot be made: {err.strerror or err}") from None
+    executor = RayExecutor(shared, address=address, namespace=default_namespace(state_dir))
+    try:
+        nodes = executor.nodes()
+    except OSError as err:
+        raise RayUnavailable(str(err)) from None
+    if settings and settings.gpu_types:
+        types = [declared(name, **{key: value}, nodes=nodes) for name, (key, value) in settings.gpu_types.items()]
+    else:
+        types = detect(nodes, gpu_type_of)
+    per_node = capacity(nodes, types)
+    if not any(per_node.values()):
+        wanted = ", ".join(f"{t.gpu_type} ({t.marker or t.resource})" for t in types)
+        raise RayUnavailable(f"the Ray cluster ({len(live_nodes(nodes))} live nodes) has no slots of the GPU types"
+                             f" {wanted}: start its nodes with those resources or declare others in the cluster"
+                             " file's ray.gpu_types")
+    executor.offer([t for t in types if per_node[t.gpu_type]])
+    slots = [Slot(slot, gpu_type, "") for slot, gpu_type in slot_ids({t: sum(n) for t, n in per_node.items()})]
+    here = executor.connect().util.get_node_ip_address()
+    remote = sum(1 for n in live_nodes(nodes) if n.get("NodeManagerAddress") != here)
+    return RayBackend(executor, slots, shared, per_node, dict(settings.prices) if settings else {}, remote)
+

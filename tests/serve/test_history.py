@@ -1,0 +1,41 @@
+"""The dashboard's memory of the cluster and of each job over time (apportion/serve/history.py)."""
+
+from apportion.serve.history import History
+
+
+def test_samples_come_back_as_columns_with_a_busy_column_per_type():
+    history = History()
+    history.sample(10.0, queued=3, running=1, busy={"v100": 1})
+    history.sample(12.0, queued=2, running=2, busy={"v100": 1, "cpu": 1})
+
+    assert history.cluster(("v100", "cpu")) == {"t": [10.0, 12.0], "queued": [3, 2], "running": [1, 2],
+                                 "busy": {"v100": [1, 1], "cpu": [0, 1]}}
+
+
+def test_a_full_series_keeps_every_other_sample_and_the_last_over_its_whole_span():
+    history = History(keep=10)
+    for t in range(11):
+        history.sample(float(t), queued=t, running=0, busy={})
+
+    assert history.cluster(("cpu",))["t"] == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    assert history.cluster(("cpu",), points=3)["t"] == [0.0, 4.0, 10.0]
+
+
+def test_a_jobs_rate_is_the_one_it_reported_else_its_steps_over_the_time_between_reports():
+    history = History()
+    history.report(7, 100.0, 0, None)
+    history.report(7, 110.0, 50, None)  # 50 steps in 10 s
+    history.report(7, 120.0, 90, 3.5)  # it says 3.5 steps/s: taken as said
+    history.report(7, 130.0, 40, None)  # resumed from an older checkpoint: no rate
+
+    assert history.job(7) == {"t": [100.0, 110.0, 120.0, 130.0], "steps_done": [0, 50, 90, 40],
+                              "steps_per_s": [None, 5.0, 3.5, None]}
+    assert history.job(8) == {"t": [], "steps_done": [], "steps_per_s": []}
+
+
+def test_only_the_most_recent_jobs_reports_are_kept():
+    history = History(jobs_kept=2)
+    for job in (1, 2, 3):
+        history.report(job, 1.0, 5, 1.0)
+
+    assert history.job(1)["t"] == [] and history.job(2)["t"] == [1.0] and history.job(3)["t"] == [1.0]
