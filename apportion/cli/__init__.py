@@ -1,7 +1,8 @@
 """The ``apportion`` command: parse, call the library, print. Nothing else lives here.
 
 One module a group of commands: ``simulate`` (simulate, compare, kinds), ``sweep``, ``plan``, ``profile``, ``serve``,
-``jobs`` (the server's clients) and ``users`` (its credentials); ``options`` holds the options
+``replay`` (a served run against its simulation), ``jobs`` (the server's clients) and ``users`` (its credentials);
+``options`` holds the options
 several of them share.
 Each command imports what it needs when it runs, so that ``apportion queue`` or ``--help``
 never pay for the solvers, the simulator or matplotlib.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import typer
 
-from apportion.cli import jobs, plan, profile, serve, simulate, sweep, users
+from apportion.cli import jobs, plan, profile, replay, serve, simulate, sweep, users
 from apportion.cli.options import ListsPolicies
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ app.command()(simulate.kinds)
 app.command()(plan.plan)
 app.command()(profile.profile)
 app.command(cls=ListsPolicies)(serve.serve)
+app.command()(replay.replay)
 app.command()(jobs.submit)
 app.command()(jobs.queue)
 app.command()(jobs.cancel)

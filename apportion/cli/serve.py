@@ -102,7 +102,9 @@ def serve(
                             run_as=run_as_setting, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
                             prices=prices, checkpoint_every=checkpoint_every,
                             shared_dir=backend.shared_dir if backend is not None else None,
-                            job_host=_job_host(host) if backend is not None else None)
+                            job_host=_job_host(host) if backend is not None else None,
+                            policy_options={k: v for k, v in (("thresholds_gpu_s", las_thresholds), ("queues", queues and str(Path(queues).resolve())))
+                                            if v is not None})
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -37,6 +37,7 @@ class ServeConfig:
     checkpoint_every: str | None = None  # jobs' periodic checkpoints (auto, auto:S, off, S); None: the runtime's auto
     shared_dir: Path | None = None  # where jobs' default checkpoint directories live, if not the state directory
     # (on Ray: a directory every node reaches)
+    policy_options: dict = field(default_factory=dict)  # what the policy was built with, as JSON (for a replay)
 
 
 def with_note(reason: str, note: str | None) -> str:
@@ -79,6 +80,11 @@ class SchedulerState:
         self.round_end = 0.0  # the current round ends (and the next one starts) here
         self.dirty = True  # a job arrived or ended since the last round: idle slots may be fillable
         self.notes: dict[int, str] = {}  # job id -> a warning its reason carries (lifecycle.check_resumed)
+        store.set_run_settings({  # what `apportion replay` simulates this run with
+            "policy": getattr(policy, "name", type(policy).__name__), "policy_options": config.policy_options,
+            "round_s": config.round_s, "plan_ahead_s": self.plan_ahead_s, "fill_gap_s": config.fill_gap_s,
+            "slots": [[s.id, s.gpu_type] for s in self.slots],
+        })
 
     @property
     def next_plan_at(self) -> float:

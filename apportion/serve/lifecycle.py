@@ -112,6 +112,7 @@ class AttemptLifecycle:
             )
             self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
                                  + (f" pid {handle.pid}" if handle.pid else ""))  # pid 0: not a process of this machine
+            self.store.attempt_started(job_id, attempt, now, row["gpu_type"], row["slots"], row["partner"])
         self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}" + (f" (pid {handle.pid})" if handle.pid else ""))
 
     def _environment(self, row: dict, attempt: int, lease_end: float, checkpoint_dir: str,
@@ -182,13 +183,17 @@ class AttemptLifecycle:
         if row["status"] == "cancelled" or row["stop"] == "cancel":
             by = row["reason"].replace("; stopping", "")
             self.store.update_job(row["id"], status="cancelled", reason=by, **released)
+            self.store.attempt_ended(row["id"], row["attempt"], now, row["steps_done"], "cancelled")
             self.log(f"job {row['id']} cancelled ({what})")
         elif code == 0:
             self.store.update_job(row["id"], status="completed", reason="", finished=now, **released)
+            self.store.attempt_ended(row["id"], row["attempt"], now, row["total_steps"], "completed")
             self.log(f"job {row['id']} completed (attempt {row['attempt']}, {row['preemptions']} preemptions)")
         elif code == EXIT_PREEMPTED or (row["stop"] == "preempt" and (code is None or code < 0 or row["term_at"])):
             resume = _resume_point(row, saved)
             released.update(steps_done=resume.step)
+            self.store.attempt_ended(row["id"], row["attempt"], now, resume.step,
+                                     "moved" if row["move_to"] else "preempted")
             if row["move_to"]:  # it was moved: it restarts on the slots its round gave it
                 move = json.loads(row["move_to"])
                 self.store.update_job(
@@ -220,6 +225,8 @@ class AttemptLifecycle:
         retries = row["retries"] + 1
         resume = _resume_point(row, saved)
         released = dict(released, steps_done=resume.step)
+        self.store.attempt_ended(row["id"], row["attempt"], now, resume.step,
+                                 "failed" if retries > self.config.max_retries and not lost else "crashed")
         if retries > self.config.max_retries and not lost:
             self.store.update_job(
                 row["id"], status="failed", retries=retries, finished=now, last_lines=lines,

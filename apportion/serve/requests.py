@@ -128,6 +128,7 @@ class Requests:
             fields = {} if steps_done is None else {"steps_done": int(steps_done)}
             if row["contact_at"] is None:  # its first lease call: a full round from now
                 fields["contact_at"] = now
+                self.store.attempt_first_lease(job_id, attempt, now, steps_done)
                 if row["stop"] is None and row["status"] == "running":
                     fields["lease_end"] = max(row["lease_end"] or now, now + self.config.round_s)
                     fields["reason"] = ""
@@ -147,7 +148,9 @@ class Requests:
                 row = self.current(job_id, attempt)
                 now = self.clock()
             if row["stop"] is not None or row["status"] != "running":
+                self.store.attempt_stop_told(job_id, attempt, now, steps_done, row["lease_end"])
                 return {"renew": False}
+            self.store.attempt_lease_told(job_id, attempt, row["lease_end"])
             return {"renew": True, "lease_end": row["lease_end"]}
 
     def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None) -> str:
@@ -159,6 +162,8 @@ class Requests:
             _check_steps(steps_done, row)
             with self.store.transaction():
                 self.store.update_job(job_id, steps_done=int(steps_done))
+                if steps_done == row["total_steps"]:
+                    self.store.attempt_done(job_id, attempt, self.clock())
                 # a job sharing its slot reports its speed together, not the speed alone the estimates hold
                 if steps_per_s is None or not row["gpu_type"] or row.get("partner"):
                     return ""

@@ -41,6 +41,7 @@ class ServerOptions:
     checkpoint_every: str | None = None  # jobs' periodic checkpoints unless their file says; None: auto
     shared_dir: Path | None = None  # jobs' default checkpoint directories live here, if not in state_dir (Ray)
     job_host: str | None = None  # the address jobs reach the server at, when not --host's (other Ray nodes)
+    policy_options: dict | None = None  # what the policy was built with, as JSON (recorded for a replay)
 
 
 def is_loopback(host: str) -> bool:
@@ -148,6 +149,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         state_dir=state_dir, server_url=server_url(options.job_host or options.host, port), round_s=options.round_s,
         grace_s=options.grace_s, max_retries=options.max_retries, token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
+        policy_options=dict(options.policy_options or {}),
     )
     scheduler = Scheduler(store, executor or LocalExecutor(state_dir), slots, policy, config, log=log,
                           throughputs=builtin_throughputs())

@@ -91,6 +91,25 @@ CREATE TABLE IF NOT EXISTS users (      -- who may call the API (apportion users
     created REAL NOT NULL,
     revoked REAL                        -- when its credential was revoked; NULL while it works
 );
+CREATE TABLE IF NOT EXISTS attempts (  -- one row an attempt, with the times the replay measures overheads from
+    job_id INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    gpu_type TEXT,
+    slots TEXT NOT NULL DEFAULT '',
+    partner INTEGER,                    -- the job it shared its slot with when it started; NULL alone
+    started REAL NOT NULL,              -- its process started
+    first_lease REAL,                   -- its first lease call: start-up done, its first step next
+    first_step INTEGER,                 -- steps done at that call (where it resumed)
+    lease_told REAL,                    -- the lease end it was last told (renew: true)
+    stop_told REAL,                     -- first answered renew: false (it checkpoints and exits)
+    stop_step INTEGER,                  -- steps done at that call
+    stop_lease_end REAL,                -- the lease end it had been told then: it asked this long ahead
+    done REAL,                          -- reported its last step (steps_done = the job's total)
+    ended REAL,                         -- its exit was settled
+    end_step INTEGER,                   -- steps kept: the resume point, or the total
+    how TEXT,                           -- completed, preempted, moved, crashed, failed, cancelled
+    PRIMARY KEY (job_id, attempt)
+);
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -103,17 +122,25 @@ CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credenti
 class StateStore:
     """Thin, typed access to the state file. Rows come back as plain dicts."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        """``read_only``: open an existing file to read it only (a replay), changing nothing, not even
+        its schema; sqlite3.Error if it is missing or not a state file."""
         self.path = Path(path)
+        self._lock = threading.RLock()
+        self._depth = 0
+        if read_only:
+            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
+                                         isolation_level=None, timeout=30)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("SELECT id FROM jobs LIMIT 1")  # not a state file: sqlite3.Error now
+            return
         private_dir(self.path.parent)
         private_file(self.path)  # the jobs' specs (their env) and the credentials' hashes: owner-only
-        self._lock = threading.RLock()
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
-        self._depth = 0
         self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
         self._add_missing_columns()
         for suffix in ("-wal", "-shm"):  # SQLite gives them the file's mode; an older state dir's may be wider
@@ -290,6 +317,60 @@ class StateStore:
             conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                          (key, value))
 
+    def run_settings(self) -> dict:
+        """How the server that wrote this file ran (policy and options, round length, slots): what a
+        replay needs to simulate the same; {} for a file written before it was recorded."""
+        text = self.meta("run")
+        return json.loads(text) if text else {}
+
+    def set_run_settings(self, settings: dict) -> None:
+        self.set_meta("run", json.dumps(settings, sort_keys=True))
+
+    # attempts ----------------------------------------------------------------------------
+
+    def attempt_started(self, job_id: int, attempt: int, now: float, gpu_type: str | None, slots: str,
+                        partner: int | None) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO attempts (job_id, attempt, gpu_type, slots, partner, started)"
+                         " VALUES (?, ?, ?, ?, ?, ?)", (job_id, attempt, gpu_type, slots, partner, now))
+
+    def attempt_first_lease(self, job_id: int, attempt: int, now: float, steps_done: int | None) -> None:
+        """The attempt's first lease call (kept if already recorded)."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE attempts SET first_lease = ?, first_step = ? WHERE job_id = ? AND attempt = ?"
+                         " AND first_lease IS NULL", (now, steps_done, job_id, attempt))
+
+    def attempt_lease_told(self, job_id: int, attempt: int, lease_end: float) -> None:
+        """The attempt was told its lease ends at ``lease_end``."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE attempts SET lease_told = ? WHERE job_id = ? AND attempt = ?",
+                         (lease_end, job_id, attempt))
+
+    def attempt_stop_told(self, job_id: int, attempt: int, now: float, steps_done: int | None,
+                          lease_end: float | None) -> None:
+        """The attempt was first answered renew: false (kept if already recorded); the lease end it had
+        been told, else ``lease_end``, is kept with it."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE attempts SET stop_told = ?, stop_step = ?, stop_lease_end = COALESCE(lease_told, ?)"
+                         " WHERE job_id = ? AND attempt = ? AND stop_told IS NULL",
+                         (now, steps_done, lease_end, job_id, attempt))
+
+    def attempt_done(self, job_id: int, attempt: int, now: float) -> None:
+        """The attempt reported its last step (kept if already recorded)."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE attempts SET done = ? WHERE job_id = ? AND attempt = ? AND done IS NULL",
+                         (now, job_id, attempt))
+
+    def attempt_ended(self, job_id: int, attempt: int, now: float, end_step: int, how: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("UPDATE attempts SET ended = ?, end_step = ?, how = ? WHERE job_id = ? AND attempt = ?",
+                         (now, end_step, how, job_id, attempt))
+
+    def attempts(self) -> list[dict]:
+        """Every attempt recorded, by job and attempt number."""
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM attempts ORDER BY job_id, attempt").fetchall()
+        return [dict(r) for r in rows]
 
     # users and credentials ----------------------------------------------------------------
 

@@ -3,6 +3,15 @@
 Progress is throughput × time. Between events where nothing can change (no arrival, no
 finish, an integral allocation already in place, no policy threshold crossed) the loop
 jumps many rounds at once.
+
+With ``SimConfig.wall_clock`` the rounds run as ``apportion serve`` runs them, so that a
+replay of a real run can be compared with it (``apportion.fidelity``): a round starts early
+when a GPU idles while a job waits (and the next one comes a round after it); an attempt's
+lease runs a round from its first step, and a job told to stop trains on until its lease
+ends, so its successor starts when it has gone; a regular round is decided ``plan_ahead_s``
+before it starts, and jobs it places on idle GPUs start then; an attempt still starting keeps
+its GPUs and stays out of the round, which places jobs on the GPUs left as one node per type
+(``sim/starting.py``).
 """
 
 from __future__ import annotations
@@ -20,8 +29,10 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState, running_types
 from apportion.policies.base import Policy
+from apportion.sim.costs import AttemptCosts, JobCosts
 from apportion.sim.holdings import HoldingsRecorder
 from apportion.sim.result import JobStatus, SimResult
+from apportion.sim.starting import ServerClusters, plan_around
 from apportion.sim.unschedulable import unschedulable_reasons
 
 ProgressCallback = Callable[[int, int, float], None]  # (jobs ended, jobs in all, virtual time)
@@ -31,6 +42,11 @@ ProgressCallback = Callable[[int, int, float], None]  # (jobs ended, jobs in all
 class SimConfig:
     round_s: float = 360.0
     restart_cost_s: float = 10.0  # no progress for this long after a job is moved or resumed
+    start_cost_s: float = 0.0  # no progress for this long after a job's first start
+    costs: AttemptCosts | None = None  # per job kind (measured by a server); they win over the two above
+    wall_clock: bool = False  # rounds as the server runs them (the module's docstring)
+    plan_ahead_s: float = 0.0  # wall clock: a regular round is decided (and starts idle GPUs) this long ahead
+    fill_gap_s: float = 1.0  # wall clock: an early round comes at least this long after the last round
 
 
 def job_throughputs(jobs: JobTable, cluster: Cluster, throughputs: ThroughputTable) -> np.ndarray:
@@ -82,6 +98,10 @@ class Simulator:
         sharing = RoundPlanner.space_sharing(policy) and throughputs.pair_steps_per_s
         self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if sharing else None
         self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates)
+        self.server_clusters = ServerClusters(cluster) if config.wall_clock else None
+        self.costs = JobCosts.of(jobs, config.costs, config.start_cost_s, config.restart_cost_s)
+        # attempts stop and finish as they do in the server: stopped ones train up to their lease's end
+        self.hand_over = config.wall_clock or bool(np.any(self.costs.stop_lead_s) or np.any(self.costs.stop_s))
         self.on_decision: Callable[[float, np.ndarray, RoundDecision], None] | None = None
         self.recorder = HoldingsRecorder(cluster, len(jobs)) if record_holdings else None
         if self.recorder is not None:
@@ -96,7 +116,11 @@ class Simulator:
             if not len(replay.active):
                 if replay.next_arrival >= len(self.jobs):
                     break
-                replay.now = _next_boundary(replay.now, self.jobs.submit_time_s[replay.next_arrival], self.config.round_s)
+                arrival = float(self.jobs.submit_time_s[replay.next_arrival])
+                if self.config.wall_clock:  # a job arriving to an idle cluster starts a round at once
+                    replay.now, replay.early = max(replay.now, arrival), True
+                else:
+                    replay.now = _next_boundary(replay.now, arrival, self.config.round_s)
                 continue
             decision, view = self._decide(replay)
             if self.on_decision is not None:
@@ -156,18 +180,45 @@ class Simulator:
         holder = np.where(replay.gpu_job >= 0, positions[np.maximum(replay.gpu_job, 0)], -1)
         partner = np.where(replay.gpu_partner >= 0, positions[np.maximum(replay.gpu_partner, 0)], -1)
         view = self._view(replay, holder, partner)
-        decision = self.planner.plan(self._state(replay, view, holder, partner), cluster)
+        state = self._state(replay, view, holder, partner)
+        if self.server_clusters is not None:  # as the server plans: attempts still starting stay out of it
+            held = np.zeros(len(active), dtype=bool)
+            held[holder[holder >= 0]] = True
+            held[partner[partner >= 0]] = True
+            starting = held & (replay.wait_left[active] <= 0) & (replay.delay_left[active] > 0)
+            decision = plan_around(self.planner, state, self.server_clusters, np.flatnonzero(starting))
+        else:
+            decision = self.planner.plan(state, cluster)
         if decision.resolved:
             replay.allocation_integral = decision.allocation.is_integral()
+        held_by, shared_by = replay.gpu_job, replay.gpu_partner
         replay.gpu_job = np.where(decision.owner >= 0, active[np.maximum(decision.owner, 0)], -1)
         replay.gpu_partner = np.where(decision.second >= 0, active[np.maximum(decision.second, 0)], -1)
 
         running = decision.running
         started_before = ~np.isnan(view.first_start_s)
-        replay.restarted = running & ~decision.kept & started_before
-        replay.moves[active[replay.restarted & decision.was_running]] += 1
+        fresh = running & ~decision.kept  # a new attempt starts: the first, a resumed or a moved one
+        replay.moves[active[fresh & started_before & decision.was_running]] += 1
         replay.preemptions[active[decision.preempted]] += 1
-        replay.first_start[active[running & ~started_before]] = replay.now
+        fresh_rows = active[fresh]
+        replay.delay_left[fresh_rows] = np.where(started_before[fresh], self.costs.restart_s[fresh_rows],
+                                                 self.costs.start_s[fresh_rows])
+        if self.hand_over:
+            if self.config.wall_clock:  # those that asked for their lease since the last round learnt its end
+                held = active[decision.was_running]
+                asked = held[replay.known_end[held] - self.costs.stop_lead_s[held] <= replay.now]
+                replay.known_end[asked] = replay.lease_end[asked]
+            self._hand_over(replay, active[decision.was_running & ~decision.kept], fresh_rows, held_by, shared_by)
+        first_rows = active[running & ~started_before]
+        replay.first_start[first_rows] = replay.now + replay.wait_left[first_rows]
+        if self.config.wall_clock:  # a renewed lease ends with the round; a new one a round after its first step
+            round_start = replay.now if replay.early else replay.round_end
+            replay.round_end = round_start + self.config.round_s
+            kept_rows = active[running & decision.kept]
+            replay.lease_end[kept_rows] = np.maximum(replay.lease_end[kept_rows], replay.round_end)
+            replay.lease_end[fresh_rows] = np.maximum(replay.round_end, replay.now + replay.wait_left[fresh_rows]
+                                                      + replay.delay_left[fresh_rows] + self.config.round_s)
+            replay.known_end[fresh_rows] = replay.lease_end[fresh_rows]  # told at its first lease call
         replay.status[active[running]] = JobStatus.RUNNING
         replay.status[active[~running]] = JobStatus.QUEUED
         return decision, view
@@ -197,6 +248,56 @@ class Simulator:
         active = replay.active
         return RoundState(view, self.rates[active], replay.time_alone_on_type[active], holder, partner)
 
+    def _hand_over(self, replay: Replay, stopping: np.ndarray, fresh: np.ndarray, held_by: np.ndarray,
+                   shared_by: np.ndarray) -> None:
+        """Stop the attempts of ``stopping`` (JobTable rows preempted or moved) as a server does, and
+        start those of ``fresh`` when the GPUs they get are free.
+
+        A stopped attempt trains until ``stop_lead_s`` before the end of the lease it was last told
+        (on the wall clock a lease may outlast the round; else it ends now, and the seconds before
+        are lost), then takes ``stop_s`` to checkpoint and exit; its GPUs are free then. It may
+        finish its steps first.
+        """
+        jobs, costs, now = self.jobs, self.costs, replay.now
+        free_of = np.full(len(jobs), -np.inf)
+        if len(stopping):
+            lease_end = replay.known_end[stopping] if self.config.wall_clock else np.full(len(stopping), now)
+            stop_at = lease_end - costs.stop_lead_s[stopping]
+            trains_from = now + replay.wait_left[stopping] + replay.delay_left[stopping]
+            rate = replay.last_rate[stopping]
+            trained_s = np.where(stop_at >= now, np.maximum(stop_at - trains_from, 0.0),
+                                 -np.minimum(now - stop_at, replay.last_progress_s[stopping]))
+            remaining = jobs.total_steps[stopping] - replay.steps_done[stopping]
+            done = (trained_s * rate >= remaining - 1e-9) & ~np.isin(stopping, fresh)  # a moved one runs on
+            finish_at = (np.maximum(now, trains_from) + remaining / np.where(rate > 0, rate, np.inf)
+                         + costs.finish_s[stopping])
+            replay.steps_done[stopping] = np.where(done, jobs.total_steps[stopping],
+                                                   replay.steps_done[stopping] + trained_s * rate)
+            free_of[stopping] = np.where(done, finish_at, np.maximum(now, stop_at + costs.stop_s[stopping]))
+            held_s = free_of[stopping] - now  # the server counts service until the attempt has gone
+            gpus = jobs.num_gpus[stopping]
+            replay.attained_gpu_s[stopping] += held_s * gpus
+            replay.busy_gpu_s += float(np.sum(held_s * gpus))
+            ran = replay.last_type[stopping] >= 0
+            replay.time_on_type[stopping[ran], replay.last_type[stopping[ran]]] += held_s[ran]
+            alone = ran & replay.last_alone[stopping]
+            replay.time_alone_on_type[stopping[alone], replay.last_type[stopping[alone]]] += held_s[alone]
+            if done.any():  # it finished its steps before its lease ended: completed, not preempted
+                replay.preemptions[stopping[done]] -= 1
+                replay.tail_done = (np.concatenate([replay.tail_done[0], stopping[done]]),
+                                    np.concatenate([replay.tail_done[1], finish_at[done]]))
+            for holders in (held_by, shared_by):
+                leaving = holders >= 0
+                replay.gpu_free_at[leaving] = np.maximum(replay.gpu_free_at[leaving], free_of[holders[leaving]])
+        if len(fresh):
+            wait = np.zeros(len(jobs))
+            free_in = replay.gpu_free_at - now
+            for holders in (replay.gpu_job, replay.gpu_partner):
+                taken = holders >= 0
+                np.maximum.at(wait, holders[taken], free_in[taken])
+            # a moved attempt also waits for itself to leave its old GPUs
+            replay.wait_left[fresh] = np.maximum(wait[fresh], free_of[fresh] - now)
+
     def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
         """Run the decision until the next round (or jump many when nothing can change).
 
@@ -212,14 +313,19 @@ class Simulator:
         if paired.any():
             partner_kind = jobs.kind[active[run_partner[paired]]]
             run_rate[paired] = self.pair_rates[jobs.kind[run_rows[paired]], partner_kind, run_type[paired]]
-        run_delay = np.where(replay.restarted[running], self.config.restart_cost_s, 0.0)
-        time_to_finish = run_delay + (jobs.total_steps[run_rows] - replay.steps_done[run_rows]) / run_rate
+        run_wait = replay.wait_left[run_rows]  # not started yet: its GPUs are not free
+        run_delay = replay.delay_left[run_rows]  # started, not training yet
+        steps_s = run_wait + run_delay + (jobs.total_steps[run_rows] - replay.steps_done[run_rows]) / run_rate
+        time_to_finish = steps_s + self.costs.finish_s[run_rows]
 
-        end = now + round_s
+        # the next decision: a round_s after this one, or (wall clock) a round after this round's
+        # start, less the plan ahead; many rounds later when nothing can change before
+        base = replay.round_end - self.config.plan_ahead_s - round_s if self.config.wall_clock else now
+        first = end = base + round_s
         whole_share = decision.allocation.time_fraction() > 1 - 1e-9
         stable = replay.allocation_integral and bool(np.all(running[whole_share]))
         if not running.any() and replay.next_arrival < n:
-            end = _next_boundary(now, float(jobs.submit_time_s[replay.next_arrival]), round_s)
+            end = _next_boundary(base, float(jobs.submit_time_s[replay.next_arrival]), round_s)
         elif stable:
             next_event = min(
                 float(time_to_finish.min()) + now if len(run_rows) else math.inf,
@@ -227,14 +333,29 @@ class Simulator:
                 decision.reallocate_at,
             )
             if math.isfinite(next_event):
-                end = _next_boundary(now, next_event, round_s)
+                end = _next_boundary(base, next_event, round_s)
+        if self.config.wall_clock:
+            fill_at = self._fill_at(replay, running, now + time_to_finish)
+            replay.early = fill_at < end
+            if replay.early:
+                end = fill_at
+            else:
+                replay.round_end += end - first  # the rounds jumped over
         span = end - now
-        finishing = time_to_finish <= span + 1e-9
-        held_s = np.where(finishing, time_to_finish, span)
+        finishing = steps_s <= span + 1e-9
+        held_s = np.maximum(np.where(finishing, time_to_finish, span) - run_wait, 0.0)
         progress_s = np.maximum(held_s - run_delay, 0.0)
         replay.steps_done[run_rows] = np.where(
             finishing, jobs.total_steps[run_rows], replay.steps_done[run_rows] + run_rate * progress_s
         )
+        replay.wait_left[run_rows] = np.maximum(run_wait - span, 0.0)
+        replay.delay_left[run_rows] = np.maximum(run_delay - np.maximum(span - run_wait, 0.0), 0.0)
+        if self.hand_over:  # what stopping a job at the next decision needs to know of this span
+            replay.last_type[replay.active] = -1
+            replay.last_type[run_rows] = run_type
+            replay.last_rate[run_rows] = run_rate
+            replay.last_progress_s[run_rows] = progress_s
+            replay.last_alone[run_rows] = ~paired
         gpus = jobs.num_gpus[run_rows]
         replay.attained_gpu_s[run_rows] += held_s * gpus
         replay.time_on_type[run_rows, run_type] += held_s
@@ -258,20 +379,46 @@ class Simulator:
         replay.timeline.append((now, busy_gpus, len(run_rows), len(active) - len(run_rows)))
         replay.decisions += 1
 
-        done_rows = run_rows[finishing]
+        done_rows, finish_s = run_rows[finishing], now + time_to_finish[finishing]
+        if len(replay.tail_done[0]):  # stopped jobs that finished their steps before their lease ended
+            done_rows = np.concatenate([done_rows, replay.tail_done[0]])
+            finish_s = np.concatenate([finish_s, replay.tail_done[1]])
+            replay.tail_done = (np.zeros(0, dtype=np.int64), np.zeros(0))
         if len(done_rows):
-            self._finish(replay, done_rows, now + time_to_finish[finishing])
+            self._finish(replay, done_rows, finish_s)
         elif not running.any() and replay.next_arrival >= n:
             return False
         replay.now = end
         return True
 
+    def _fill_at(self, replay: Replay, running: np.ndarray, finish_at: np.ndarray) -> float:
+        """When the server would start a round early: a GPU frees while a job waits, or a job
+        arrives while a GPU idles (not sooner than ``fill_gap_s`` after this round)."""
+        n = len(self.jobs)
+        first_finish = float(finish_at.min()) if len(finish_at) else math.inf
+        arrival = float(self.jobs.submit_time_s[replay.next_arrival]) if replay.next_arrival < n else math.inf
+        waiting = bool((~running).any())
+        idle = bool(np.any(replay.gpu_job < 0))
+        fill = math.inf
+        if waiting or arrival <= first_finish:
+            fill = first_finish
+        if idle or first_finish <= arrival:
+            fill = min(fill, arrival)
+        return max(fill, replay.now + self.config.fill_gap_s)
+
     def _finish(self, replay: Replay, done_rows: np.ndarray, finish_s: np.ndarray) -> None:
-        """Jobs that did their last step leave; a pair's survivor keeps its GPU alone."""
+        """Jobs that did their last step leave; a pair's survivor keeps its GPU alone. (With a finish
+        cost a job may exit after the next round is decided: its GPUs are free only then.)"""
         replay.finish[done_rows] = finish_s
         replay.status[done_rows] = JobStatus.COMPLETED
         replay.ended += len(done_rows)
         replay.active = replay.active[replay.status[replay.active] != JobStatus.COMPLETED]
+        if self.hand_over:
+            exit_of = np.full(len(self.jobs), -np.inf)
+            exit_of[done_rows] = finish_s
+            for holders in (replay.gpu_job, replay.gpu_partner):
+                held = holders >= 0
+                replay.gpu_free_at[held] = np.maximum(replay.gpu_free_at[held], exit_of[holders[held]])
         replay.gpu_job[np.isin(replay.gpu_job, done_rows)] = -1
         replay.gpu_partner[np.isin(replay.gpu_partner, done_rows)] = -1
         lone = (replay.gpu_job < 0) & (replay.gpu_partner >= 0)  # the first of a pair finished: its partner stays
@@ -316,7 +463,15 @@ class Replay:
     finish: np.ndarray  # [n] NaN until completed
     preemptions: np.ndarray  # [n]
     moves: np.ndarray  # [n]
-    restarted: np.ndarray  # [active] this round's jobs that pay the restart cost
+    wait_left: np.ndarray  # [n] seconds before a new attempt starts (its GPUs are being left)
+    delay_left: np.ndarray  # [n] seconds before a started attempt trains (its start or restart cost)
+    lease_end: np.ndarray  # [n] wall clock: when each running job's lease ends
+    known_end: np.ndarray  # [n] wall clock: the lease end each running job was last told (it asks before it)
+    gpu_free_at: np.ndarray  # [G] when the attempt leaving each GPU will have gone
+    last_type: np.ndarray  # [n] the type each job ran on in the last span, -1 if none
+    last_rate: np.ndarray  # [n] its steps/s then
+    last_progress_s: np.ndarray  # [n] its seconds of progress then
+    last_alone: np.ndarray  # [n] it ran alone (not sharing its GPU)
     local_of: np.ndarray  # [n] position of each active job in ``active`` (scratch)
     gpu_job: np.ndarray  # [G] JobTable row on each GPU, -1 idle
     gpu_partner: np.ndarray  # [G] the second job sharing it, -1 if none
@@ -325,6 +480,9 @@ class Replay:
     ended: int = 0
     now: float = 0.0
     allocation_integral: bool = False
+    early: bool = False  # wall clock: this decision is an early round (else a regular one, decided ahead)
+    round_end: float = 0.0  # wall clock: when the current round ends and the next starts
+    tail_done: tuple = (np.zeros(0, dtype=np.int64), np.zeros(0))  # stopped jobs that finished, and when
     busy_gpu_s: float = 0.0
     shared_gpu_s: float = 0.0
     decisions: int = 0
@@ -338,7 +496,10 @@ class Replay:
             steps_done=np.zeros(n), attained_gpu_s=np.zeros(n), time_on_type=np.zeros((n, num_types)),
             time_alone_on_type=np.zeros((n, num_types)), first_start=np.full(n, np.nan), finish=np.full(n, np.nan),
             preemptions=np.zeros(n, dtype=np.int64), moves=np.zeros(n, dtype=np.int64),
-            restarted=np.zeros(0, dtype=bool), local_of=np.full(n, -1, dtype=np.int64),
+            wait_left=np.zeros(n), delay_left=np.zeros(n), lease_end=np.full(n, -np.inf),
+            known_end=np.full(n, -np.inf), gpu_free_at=np.full(cluster.num_gpus, -np.inf),
+            last_type=np.full(n, -1, dtype=np.int64), last_rate=np.zeros(n), last_progress_s=np.zeros(n),
+            last_alone=np.zeros(n, dtype=bool), local_of=np.full(n, -1, dtype=np.int64),
             gpu_job=np.full(cluster.num_gpus, -1, dtype=np.int64),
             gpu_partner=np.full(cluster.num_gpus, -1, dtype=np.int64),
         )

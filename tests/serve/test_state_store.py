@@ -79,3 +79,34 @@ def test_named_queries_pick_the_jobs_a_scheduler_step_needs(tmp_path):
     assert [r["id"] for r in store.active_jobs()] == [waiting, promised, running, stopping]
     assert [r["id"] for r in store.jobs()] == [waiting, promised, running, stopping, cancelled]
     assert store.anyone_waiting() and store.slots_taken() == {"cpu:0", "cpu:1", "cpu:2", "cpu:3"}
+
+
+def test_an_attempt_keeps_the_first_time_of_each_thing_it_did(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    job = add(store)
+    store.attempt_started(job, 1, 100.0, "cpu", "cpu:0", None)
+    store.attempt_first_lease(job, 1, 102.0, 0)
+    store.attempt_first_lease(job, 1, 105.0, 30)  # a later call is not the first
+    store.attempt_lease_told(job, 1, 130.0)
+    store.attempt_stop_told(job, 1, 129.0, 270, lease_end=140.0)  # a round extended the lease it knew
+    store.attempt_stop_told(job, 1, 129.5, 275, lease_end=140.0)
+    store.attempt_ended(job, 1, 129.6, 270, "preempted")
+
+    [attempt] = store.attempts()
+    assert (attempt["started"], attempt["first_lease"], attempt["first_step"]) == (100.0, 102.0, 0)
+    assert (attempt["stop_told"], attempt["stop_step"], attempt["stop_lease_end"]) == (129.0, 270, 130.0)
+    assert (attempt["ended"], attempt["end_step"], attempt["how"]) == (129.6, 270, "preempted")
+
+
+def test_a_state_file_opened_to_read_is_not_changed(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    add(store)
+    store.close()
+    before = (tmp_path / "state.db").read_bytes()
+
+    reader = StateStore(tmp_path / "state.db", read_only=True)
+    assert [j["name"] for j in reader.jobs()] == ["a"]
+    with pytest.raises(sqlite3.OperationalError):
+        reader.set_meta("round", "1")
+    reader.close()
+    assert (tmp_path / "state.db").read_bytes() == before

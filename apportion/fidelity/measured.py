@@ -1,0 +1,144 @@
+"""What a run measured about its jobs: each attempt's start-up, stop and finish costs, and the
+speed each job trained at on each slot type, taken from the times the server recorded.
+
+An attempt's life, as the server saw it:
+
+    started ──start-up── first lease call ──training── stop told (or last step) ──stop── exit
+
+- start-up: from the process's start to its first lease call, which it makes just before its
+  first step (imports, building the model, restoring a checkpoint): ``start_s`` for a job's
+  first attempt, ``restart_s`` for later ones;
+- training: steps done between the first lease call and the call that was answered
+  ``renew: false`` (or the last step's report), over the time between them: the speed;
+- stop: a preempted attempt asks for its lease ``stop_lead_s`` before it ends, then
+  checkpoints and exits, ``stop_s`` after it asked; a completing one exits ``finish_s`` after
+  reporting its last step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from apportion.sim.costs import AttemptCosts
+
+COSTS = ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A measured quantity over several attempts."""
+
+    mean: float
+    std: float
+    count: int
+    values: tuple[float, ...] = ()  # each attempt's
+
+    @classmethod
+    def of(cls, values: list[float]) -> Spread:
+        array = np.asarray(values, dtype=np.float64)
+        return cls(float(array.mean()), float(array.std()), len(array), tuple(values))
+
+    def describe(self) -> dict:
+        return {"mean": round(self.mean, 3), "std": round(self.std, 3), "n": self.count}
+
+
+@dataclass(frozen=True)
+class AttemptSpeed:
+    """One attempt's training: steps over seconds on one slot type."""
+
+    job_id: int
+    kind: str
+    gpu_type: str
+    steps: int
+    seconds: float
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Per job kind: each cost's spread over attempts; per attempt: its speed."""
+
+    costs: dict[str, dict[str, Spread]]  # cost name (COSTS) -> kind -> its spread
+    speeds: list[AttemptSpeed]  # every attempt that trained alone and stopped or finished cleanly
+
+    def attempt_costs(self, restart_s: float) -> AttemptCosts:
+        """The mean of each cost per kind, for the simulator. A kind never restarted costs its
+        start-up to restart; one never started costs ``restart_s``, as does any unmeasured kind."""
+        means = {name: {kind: spread.mean for kind, spread in by_kind.items()} for name, by_kind in self.costs.items()}
+        restart = {**means["start_s"], **means["restart_s"]}
+        return AttemptCosts(start_s=means["start_s"], restart_s=restart, stop_lead_s=means["stop_lead_s"],
+                            stop_s=means["stop_s"], finish_s=means["finish_s"])
+
+    def job_speed(self, job_id: int, gpu_type: str) -> float | None:
+        """Steps/s of job ``job_id`` over all its attempts on ``gpu_type`` (None: it never trained there)."""
+        return _speed([s for s in self.speeds if s.job_id == job_id and s.gpu_type == gpu_type])
+
+    def kind_speed(self, kind: str, gpu_type: str) -> float | None:
+        """Steps/s of every job of ``kind`` on ``gpu_type``, together (None: none trained there)."""
+        return _speed([s for s in self.speeds if s.kind == kind and s.gpu_type == gpu_type])
+
+    def speed_factors(self) -> list[float]:
+        """Each attempt's speed over its job's (on the same type): how much attempts of one job differ."""
+        return [s.steps_per_s / self.job_speed(s.job_id, s.gpu_type) for s in self.speeds]
+
+    def describe(self) -> dict:
+        """Each cost per kind as {mean, std, n} (seconds)."""
+        return {name: {kind: spread.describe() for kind, spread in sorted(by_kind.items())}
+                for name, by_kind in self.costs.items()}
+
+    def speed_spread(self) -> dict:
+        """How far attempts' speeds stray from their job's (over all its attempts) and from their
+        kind's, on the same type: the noise of the machine the run shared. Median and p90 of
+        |speed / job's or kind's - 1|."""
+        within_job = [abs(factor - 1.0) for factor in self.speed_factors()]
+        within_kind = [abs(s.steps_per_s / self.kind_speed(s.kind, s.gpu_type) - 1.0) for s in self.speeds]
+
+        def spread(values: list[float]) -> dict:
+            return {"median": round(float(np.median(values)), 4), "p90": round(float(np.percentile(values, 90)), 4)}
+
+        if not self.speeds:
+            return {"attempts": 0}
+        return {"attempts": len(self.speeds), "attempt_vs_job": spread(within_job), "attempt_vs_kind": spread(within_kind)}
+
+
+def measure(jobs: list[dict], attempts: list[dict]) -> Measured:
+    """The costs and speeds in a run's ``attempts`` (the store's rows), by the kind of their ``jobs``."""
+    kind_of = {j["id"]: j["kind"] for j in jobs}
+    total_of = {j["id"]: j["total_steps"] for j in jobs}
+    samples: dict[str, dict[str, list[float]]] = {name: {} for name in COSTS}
+    speeds: list[AttemptSpeed] = []
+
+    def add(name: str, kind: str, value: float) -> None:
+        samples[name].setdefault(kind, []).append(value)
+
+    for a in attempts:
+        kind = kind_of.get(a["job_id"])
+        if kind is None or a["first_lease"] is None:
+            continue  # it never reached its first step: nothing was measured
+        add("start_s" if a["attempt"] == 1 else "restart_s", kind, a["first_lease"] - a["started"])
+        stopped = a["how"] in ("preempted", "moved") and a["stop_told"] is not None and a["stop_told"] > a["first_lease"]
+        if stopped:
+            if a["stop_lease_end"] is not None:
+                add("stop_lead_s", kind, a["stop_lease_end"] - a["stop_told"])
+            add("stop_s", kind, a["ended"] - a["stop_told"])
+        finished = a["how"] == "completed" and a["done"] is not None
+        if finished:
+            add("finish_s", kind, a["ended"] - a["done"])
+        if (stopped or finished) and a["partner"] is None and a["first_step"] is not None:
+            until = a["stop_told"] if stopped else a["done"]
+            steps = ((a["stop_step"] if a["stop_step"] is not None else a["end_step"]) if stopped
+                     else total_of[a["job_id"]]) - a["first_step"]
+            if until > a["first_lease"] and steps > 0:
+                speeds.append(AttemptSpeed(a["job_id"], kind, a["gpu_type"], steps, until - a["first_lease"]))
+    costs = {name: {kind: Spread.of(values) for kind, values in by_kind.items()} for name, by_kind in samples.items()}
+    return Measured(costs, speeds)
+
+
+def _speed(speeds: list[AttemptSpeed]) -> float | None:
+    seconds = sum(s.seconds for s in speeds)
+    return sum(s.steps for s in speeds) / seconds if seconds > 0 else None

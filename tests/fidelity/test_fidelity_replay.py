@@ -1,0 +1,113 @@
+"""A finished serve run (the real scheduler on a fake clock, its fake jobs taking known times to
+start, stop and finish) replayed in the simulator: the two side by side, job by job."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from apportion.cli import app
+from apportion.fidelity import replay_run
+from apportion.fidelity.measured import measure
+from apportion.fidelity.served import read_served_run
+from apportion.policies import make_policy
+from fake_runtime import Behaviour, FakeJob, serve_on_fake_clock
+
+REPO = Path(__file__).resolve().parents[2]
+TICK_S = 0.05  # the fake server notices an exit one tick after it happens
+LAS_JOBS = [FakeJob("a", 300, 10.0, 0.0), FakeJob("b", 100, 20.0, 5.0), FakeJob("a", 200, 10.0, 12.0),
+            FakeJob("b", 400, 20.0, 13.0)]
+SLOW_B = {"b": Behaviour(start_s=4.0, restart_s=5.0, lead_s=1.0, stop_s=1.0, finish_s=1.0)}
+
+
+@pytest.fixture(scope="module")
+def las_run(tmp_path_factory):
+    """Two slots under las (thresholds 8 and 30 GPU-s), rounds of 10 s: jobs preempted and resumed."""
+    state_dir = tmp_path_factory.mktemp("las")
+    serve_on_fake_clock(LAS_JOBS, state_dir, make_policy("las", thresholds_gpu_s="8,30"), slots="cpu:2",
+                        round_s=10.0, behaviour=SLOW_B, tick_s=TICK_S, policy_options={"thresholds_gpu_s": "8,30"})
+    return state_dir
+
+
+def test_a_fifo_run_and_its_replay_agree_with_the_times_worked_out_by_hand(tmp_path):
+    # one slot; two jobs of 100 steps at 10 steps/s, submitted at 0 and 1 s; 2 s to start, and
+    # the exit is noticed 0.5 s + a tick after the last step
+    serve_on_fake_clock([FakeJob("a", 100, 10.0, 0.0), FakeJob("a", 100, 10.0, 1.0)], tmp_path, make_policy("fifo"),
+                        behaviour={"a": Behaviour(start_s=2.0, finish_s=0.5)}, tick_s=TICK_S)
+
+    fidelity = replay_run(tmp_path)
+
+    first, second = fidelity.rows
+    assert (first.real_jct_s, first.sim_jct_s) == pytest.approx((12.55, 12.55))  # 2 + 10 + 0.55
+    assert (second.real_queueing_s, second.sim_queueing_s) == pytest.approx((11.55, 11.55))  # starts as job 1 exits
+    assert (second.real_jct_s, second.sim_jct_s) == pytest.approx((24.1, 24.1))  # 11.55 + 12.55
+    assert fidelity.errors["avg_jct_error"] == pytest.approx(0.0, abs=1e-9)
+    assert (fidelity.settings.policy, fidelity.settings.round_s, fidelity.settings.describe_slots()) == ("fifo", 10.0,
+                                                                                                         "cpu:1")
+
+
+def test_a_las_run_with_preemptions_replays_job_by_job(las_run):
+    fidelity = replay_run(las_run)
+
+    assert [r.job_id for r in fidelity.rows] == [1, 2, 3, 4]
+    assert [r.real_preemptions for r in fidelity.rows] == [1, 0, 0, 1]
+    assert [r.sim_preemptions for r in fidelity.rows] == [1, 0, 0, 1]
+    for row in fidelity.rows:  # the same to within the fake server's tick
+        assert row.sim_jct_s == pytest.approx(row.real_jct_s, abs=2 * TICK_S), row
+        assert row.sim_queueing_s == pytest.approx(row.real_queueing_s, abs=2 * TICK_S), row
+    assert fidelity.errors["p90_job_error"] < 0.01
+
+
+def test_the_replay_is_told_the_costs_each_kind_took(las_run):
+    run = read_served_run(las_run)
+    costs = measure(run.jobs, run.attempts).describe()
+
+    assert costs["start_s"]["a"]["mean"] == pytest.approx(2.0) and costs["start_s"]["b"]["mean"] == pytest.approx(4.0)
+    assert costs["restart_s"]["a"]["mean"] == pytest.approx(3.0) and costs["restart_s"]["b"]["mean"] == pytest.approx(5.0)
+    assert costs["stop_lead_s"]["a"]["mean"] == pytest.approx(1.0)
+    assert costs["stop_s"]["b"]["mean"] == pytest.approx(1.0 + TICK_S)
+    assert costs["finish_s"]["a"]["mean"] == pytest.approx(0.5 + TICK_S)
+
+
+def test_the_simulator_alone_is_far_off_without_what_the_run_measured(las_run):
+    measured = replay_run(las_run)
+    constant = replay_run(las_run, costs="constant")  # 10 s a resume, nothing else
+    plain = replay_run(las_run, clock="rounds")  # the simulator's fixed rounds
+
+    assert measured.errors["avg_jct_error"] < 0.01
+    assert constant.errors["avg_jct_error"] > 0.05
+    assert plain.errors["avg_jct_error"] > 0.05
+
+
+def test_replay_prints_the_jobs_side_by_side_and_writes_its_files(las_run, tmp_path):
+    runner = CliRunner()
+    table = runner.invoke(app, ["replay", str(las_run)])
+    as_json = runner.invoke(app, ["replay", str(las_run), "--json", "--out", str(tmp_path)])
+
+    assert table.exit_code == 0, table.output
+    assert "las on cpu:2, rounds of 10 s: 4 jobs" in table.stdout
+    assert "average JCT error" in table.stdout and "measured b: start 4.00" in table.stdout
+    assert as_json.exit_code == 0, as_json.output
+    document = json.loads(as_json.stdout)
+    assert document["policy"] == "las" and document["jobs"] == 4
+    assert [row["real_preemptions"] for row in document["rows"]] == [1, 0, 0, 1]
+    assert {p.name for p in tmp_path.iterdir()} == {"fidelity.json", "jobs.csv", "fidelity.png"}
+    assert (tmp_path / "jobs.csv").read_text().splitlines()[0].startswith("job_id,name,kind,submitted_s,real_jct_s")
+
+
+def test_replay_json_of_an_lp_policy_run_is_pure_json(tmp_path):
+    jobs = [FakeJob("a", 100, 10.0, 0.0), FakeJob("b", 200, 20.0, 0.5), FakeJob("a", 150, 10.0, 3.0)]
+    serve_on_fake_clock(jobs, tmp_path, make_policy("max-min-fairness"), slots="cpu:2", round_s=10.0, tick_s=TICK_S)
+
+    done = subprocess.run([sys.executable, "-m", "apportion", "replay", str(tmp_path), "--json"], capture_output=True,
+                          text=True, timeout=300, cwd=REPO)
+
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)  # the solver's banner, if any, went to stderr
+    assert document["policy"] == "max-min-fairness" and document["jobs"] == 3
+    assert document["errors"]["p90_job_error"] < 0.01
