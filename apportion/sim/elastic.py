@@ -26,6 +26,7 @@ from apportion.core.jobs import JobTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
 from apportion.policies.base import Policy
+from apportion.sim.costs import JobCosts
 from apportion.sim.result import SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
 from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator, _next_boundary
@@ -44,6 +45,8 @@ class ElasticSimulator(Simulator):
                  progress: ProgressCallback | None = None) -> None:
         if jobs.elastic is None:
             raise ValueError("ElasticSimulator needs elastic jobs (JobTable.elastic)")
+        if config.wall_clock or config.costs is not None:
+            raise ValueError("elastic jobs replay on the simulator's own rounds: no wall clock or measured costs")
         try:
             self.kinds = jobs.elastic.kinds.for_types(cluster.gpu_types)
         except KeyError as missing:
@@ -60,6 +63,9 @@ class ElasticSimulator(Simulator):
         self.planner = RoundPlanner(policy, cluster)
         self.sizes_jobs = bool(getattr(policy, "sizes_jobs", False))
         self.on_decision = None
+        self.server_clusters = None
+        self.costs = JobCosts.of(jobs, None, 0.0, 0.0)  # a rescale's restart is charged in _advance
+        self.hand_over = False
         self.recorder = None  # no holdings for elastic jobs: their GPU count changes from round to round
         every = np.arange(len(jobs))
         self.rates = self._own_size_rates(every, self._noise(every, np.zeros(len(jobs))))
@@ -111,6 +117,12 @@ class ElasticSimulator(Simulator):
         rates = self.rates[active] if self.sizes_jobs else self._own_size_rates(active, self._noise_now)
         return RoundState(view, rates, replay.time_alone_on_type[active], holder, partner)
 
+    def _decide(self, replay: Replay) -> tuple[RoundDecision, JobView]:
+        """The shared round; then which running jobs start a new attempt (a resume or a rescale)."""
+        decision, view = super()._decide(replay)
+        self._restarted = decision.running & ~decision.kept & ~np.isnan(view.first_start_s)
+        return decision, view
+
     def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
         """Run one round at each running job's goodput; False when nothing runs and nothing will arrive."""
         jobs, active, round_s = self.jobs, replay.active, self.config.round_s
@@ -128,9 +140,9 @@ class ElasticSimulator(Simulator):
         rate = np.where(np.isfinite(rate) & (rate > 0), rate, 0.0)
         self.gpus_now[active] = 0
         self.gpus_now[run_rows] = gpus
-        self.restarts[active[replay.restarted]] += 1
+        self.restarts[active[self._restarted]] += 1
 
-        run_delay = np.where(replay.restarted[running], self.config.restart_cost_s, 0.0)
+        run_delay = np.where(self._restarted[running], self.config.restart_cost_s, 0.0)
         left = jobs.total_steps[run_rows] - replay.steps_done[run_rows]
         with np.errstate(divide="ignore"):
             time_to_finish = run_delay + np.where(rate > 0, left / np.maximum(rate, 1e-300), np.inf)
