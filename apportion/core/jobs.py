@@ -27,12 +27,15 @@ class JobTable:
     allowed: np.ndarray | None = None
     allowed_types: tuple[str, ...] = ()
     deadline_s: np.ndarray | None = None  # [n] absolute time (s since the start) to finish by, NaN if none
+    name: np.ndarray | None = None  # [n] str, the job's name where the workload gives one ("" if not)
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
         for name in ("submit_time_s", "kind", "num_gpus", "total_steps", "priority", "user", "queue"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
+        if self.name is not None and len(self.name) != n:
+            raise ValueError(f"JobTable column 'name' has {len(self.name)} rows, expected {n}")
         if n and np.any(np.diff(self.submit_time_s) < 0):
             raise ValueError("JobTable rows must be sorted by submit_time_s")
 
@@ -53,6 +56,7 @@ class JobTable:
         queue=None,
         kinds: tuple[str, ...] | None = None,
         deadline_after_submit_s=None,
+        name=None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds."""
         submit = np.asarray(submit_time_s, dtype=np.float64)
@@ -79,6 +83,7 @@ class JobTable:
             deadline_s=None
             if deadline_after_submit_s is None or np.all(np.isnan(deadline_after_submit_s))
             else (submit + np.asarray(deadline_after_submit_s, dtype=np.float64))[order],
+            name=None if name is None else np.asarray(name, dtype=object)[order],
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
@@ -99,4 +104,5 @@ class JobTable:
             allowed=pick(self.allowed),
             allowed_types=self.allowed_types,
             deadline_s=pick(self.deadline_s),
+            name=pick(self.name),
         )

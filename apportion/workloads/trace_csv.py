@@ -23,7 +23,7 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.workloads.conversion import check_reference_type, draw_kinds, steps_for_durations
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
-OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s")
+OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "name")
 
 
 def read_workload_csv(
@@ -122,6 +122,7 @@ def read_workload_csv(
         queue=table["queue"][rows],
         kinds=throughputs.kinds,
         deadline_after_submit_s=table["deadline_s"][rows],
+        name=table["name"][rows] if "name" in table else None,
     )
 
 
@@ -260,6 +261,7 @@ def _parse_columns(
         "kind": kind,
         "user": strings("user"),
         "queue": strings("queue"),
+        **({"name": columns["name"]} if "name" in columns else {}),
     }
 
 
