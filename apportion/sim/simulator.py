@@ -15,11 +15,13 @@ from typing import Callable
 import numpy as np
 
 from apportion.core.cluster import Cluster
+from apportion.core.durations import DurationPredictor
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState, running_types
-from apportion.policies.base import Policy
+from apportion.policies.base import Policy, wants_predictions
+from apportion.sim.durations import HistoryFeed
 from apportion.sim.result import JobStatus, SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
 
@@ -67,7 +69,10 @@ class Simulator:
         policy: Policy,
         config: SimConfig = SimConfig(),
         progress: ProgressCallback | None = None,
+        predictor: DurationPredictor | None = None,
     ) -> None:
+        """``predictor``: the duration predictor fed with the replay's finished jobs, for a policy
+        that asks for predicted durations (default: a fresh ``DurationPredictor``)."""
         self.jobs = jobs
         self.cluster = cluster
         self.policy = policy
@@ -80,6 +85,8 @@ class Simulator:
         self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if sharing else None
         self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates)
         self.on_decision: Callable[[float, np.ndarray, RoundDecision], None] | None = None
+        self.history: HistoryFeed | None = None  # set by run() for a policy that predicts durations
+        self._predictor = predictor
 
     def run(self) -> SimResult:
         wall_start = time.perf_counter()
@@ -113,6 +120,8 @@ class Simulator:
         fits = (rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
         self.rates = np.where(fits, rates, 0.0)
         replay = Replay.empty(len(jobs), cluster)
+        if wants_predictions(self.policy):
+            self.history = HistoryFeed(jobs, self.rates, self._predictor)
         never_run = self._never_run()
         replay.schedulable = fits.any(axis=1) & ~never_run
         self.unschedulable_reason = unschedulable_reasons(jobs, cluster, rates, never_run)
@@ -164,6 +173,7 @@ class Simulator:
             user=jobs.user[active],
             now_s=replay.now,
             deadline_s=None if jobs.deadline_s is None else jobs.deadline_s[active],
+            **self._predictions(active),
         )
         decision = self.planner.plan(RoundState(view, self.rates[active], replay.time_alone_on_type[active],
                                                 holder, partner), cluster)
@@ -181,6 +191,13 @@ class Simulator:
         replay.status[active[running]] = JobStatus.RUNNING
         replay.status[active[~running]] = JobStatus.QUEUED
         return decision, view
+
+    def _predictions(self, active: np.ndarray) -> dict[str, np.ndarray]:
+        """The active jobs' predicted GPU time, from the jobs finished so far (none if not asked for)."""
+        if self.history is None:
+            return {}
+        gpu_s, log_sd = self.history.predict(active)
+        return {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd}
 
     def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
         """Run the decision until the next round (or jump many when nothing can change).
@@ -255,6 +272,8 @@ class Simulator:
         """Jobs that did their last step leave; a pair's survivor keeps its GPU alone."""
         replay.finish[done_rows] = finish_s
         replay.status[done_rows] = JobStatus.COMPLETED
+        if self.history is not None:
+            self.history.finished(done_rows, finish_s)
         replay.ended += len(done_rows)
         replay.active = replay.active[replay.status[replay.active] != JobStatus.COMPLETED]
         replay.gpu_job[np.isin(replay.gpu_job, done_rows)] = -1
