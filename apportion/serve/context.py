@@ -77,6 +77,7 @@ class SchedulerState:
         self.round_end = 0.0  # the current round ends (and the next one starts) here
         self.dirty = True  # a job arrived or ended since the last round: idle slots may be fillable
         self.notes: dict[int, str] = {}  # job id -> a warning its reason carries (lifecycle.check_resumed)
+        self.durations = None  # the finished jobs' durations and their predictor (durations.DurationHistory)
 
     @property
     def next_plan_at(self) -> float:
