@@ -14,8 +14,7 @@ lognormal around the median.
 The predictor sees only what it is told: the simulator and the server tell it about a job when
 it finishes, so a prediction never uses a job that had not finished by then. Groups are integer
 ids (``groups``), computed once per job; ``observe`` and ``predict`` work on arrays of them. A
-group keeps its recent values sorted, and recomputes its median and spread, when next asked,
-only if it gained a job.
+group recomputes its median and spread only when it is asked about after it gained a job.
 
 GPU time here is GPU-seconds at the job's fastest speed (steps × GPUs ÷ its fastest steps/s),
 so that it does not depend on which GPU type a job happened to run on.
@@ -24,7 +23,6 @@ so that it does not depend on which GPU type a job happened to run on.
 from __future__ import annotations
 
 import math
-from bisect import insort
 from collections import deque
 from dataclasses import dataclass
 
@@ -68,17 +66,13 @@ class DurationPredictor:
         self.shrinkage = float(shrinkage)
         self.prior_log = math.log(prior_gpu_s)
         self.prior_log_sd = float(prior_log_sd)
-        count = len(self.levels)
-        self._ids: list[dict[tuple, int]] = [{} for _ in range(count)]  # per level: group key -> id
-        # per level, per id: the group's most recent log GPU-seconds, oldest first, and the same sorted
-        self._recent: list[list[deque | None]] = [[] for _ in range(count)]
-        self._ordered: list[list[list | None]] = [[] for _ in range(count)]
-        self._dirty: list[set[int]] = [set() for _ in range(count)]  # groups that gained jobs since asked
-        # per level, per id (and a sentinel at the end for id -1): the group's size, median and spread
-        self._size = [np.zeros(1) for _ in range(count)]
-        self._median = [np.zeros(1) for _ in range(count)]
-        self._spread = [np.zeros(1) for _ in range(count)]
-        self._seen_levels: list[int] = []  # levels where some group has jobs
+        # a group's id is unique over all levels; per level: its key -> its id
+        self._ids: list[dict[tuple, int]] = [{} for _ in self.levels]
+        self._recent: list[deque] = []  # per id: the group's most recent log GPU-seconds, oldest first
+        # per id, and a sentinel at the end for id -1 (a group of no jobs): the group's size, median
+        # and spread, and whether it gained jobs since they were computed
+        self._stats = np.zeros((3, 1))
+        self._stale = np.zeros(1, dtype=bool)
         self.observed = 0  # finished jobs seen
 
     @property
@@ -122,69 +116,58 @@ class DurationPredictor:
 
     def observe(self, groups: np.ndarray, gpu_s: np.ndarray) -> None:
         """Learn from finished jobs, oldest first: their group ids (from ``groups``) and the
-        GPU-seconds each took. The groups they join recompute their median and spread when next asked."""
+        GPU-seconds each took. A group recomputes its median and spread when next asked about."""
         logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0)).tolist()
         groups = np.asarray(groups, dtype=np.int64).reshape(len(logs), len(self.levels))
+        recent = self._recent
         for k in range(len(self.levels)):
-            if not len(logs) or groups[:, k].max() < 0:  # no group at this level (a blank feature)
-                continue
-            recent, ordered, dirty = self._recent[k], self._ordered[k], self._dirty[k]
             for gid, value in zip(groups[:, k].tolist(), logs):
-                if gid < 0:
-                    continue
-                if recent[gid] is None:
-                    recent[gid], ordered[gid] = deque(), []
-                kept, values = recent[gid], ordered[gid]
-                kept.append(value)
-                insort(values, value)
-                if len(kept) > self.recent:
-                    values.remove(kept.popleft())
-                dirty.add(gid)
-            if k not in self._seen_levels and dirty:
-                self._seen_levels = sorted(self._seen_levels + [k])
+                if gid >= 0:
+                    recent[gid].append(value)
+        self._stale[groups[groups >= 0]] = True
         self.observed += len(logs)
 
     def predict(self, groups: np.ndarray) -> Prediction:
-        """The GPU time of jobs with these group ids, from what has been observed so far."""
+        """The GPU time of jobs with these group ids, from what has been observed so far.
+
+        From the prior through every level, most general first, each pulling the estimate
+        towards its median by n/(n + shrinkage): in closed form, a weighted sum of the levels'
+        medians and the prior, the weights products of the pulls."""
         groups = np.asarray(groups, dtype=np.int64).reshape(-1, len(self.levels))
-        self._refresh()
-        n = len(groups)
-        log_median = np.full(n, self.prior_log)
-        log_sd = np.full(n, self.prior_log_sd)
-        level = np.full(n, -1, dtype=np.int64)
-        for k in reversed(self._seen_levels):  # from every job towards the most specific group
-            ids = groups[:, k]  # -1 reads the sentinel at the end: a group of no jobs
-            size = self._size[k][ids]
-            pull = size / (size + self.shrinkage)
-            log_median += pull * (self._median[k][ids] - log_median)
-            spread_size = np.maximum(size - 1.0, 0.0)
-            log_sd += spread_size / (spread_size + self.shrinkage) * (self._spread[k][ids] - log_sd)
-            level[size > 0] = k
+        stale = groups[self._stale[groups]]  # -1 reads the sentinel at the end: never stale
+        if len(stale):
+            self._refresh(np.unique(stale))
+        size, median, spread = self._stats[:, groups]  # each [n, levels]; 0 for no group
+        log_median = self._shrunk(size, median, self.prior_log)
+        log_sd = self._shrunk(np.maximum(size - 1.0, 0.0), spread, self.prior_log_sd)
+        known = size > 0
+        level = np.where(known.any(axis=1), np.argmax(known, axis=1), -1)
         return Prediction(np.exp(log_median), np.maximum(log_sd, MIN_LOG_SD), level)
+
+    def _shrunk(self, size: np.ndarray, value: np.ndarray, prior: float) -> np.ndarray:
+        """[n] the prior pulled by each level, most general first, towards its value by size/(size + shrinkage)."""
+        pull = size / (size + self.shrinkage)
+        left = np.cumprod(1.0 - pull, axis=1)  # [:, k]: what levels 0..k (the more specific) leave
+        before = np.hstack([np.ones((len(size), 1)), left[:, :-1]])
+        return prior * left[:, -1] + np.sum(pull * before * value, axis=1)
 
     def _id(self, k: int, key: tuple) -> int:
         ids = self._ids[k]
         gid = ids.get(key)
         if gid is None:
-            gid = ids[key] = len(ids)
-            self._recent[k].append(None)
-            self._ordered[k].append(None)
-            if gid + 1 >= len(self._size[k]):  # the last element stays a sentinel: id -1, no jobs
-                grow = max(16, len(self._size[k]))
-                self._size[k] = np.concatenate([self._size[k], np.zeros(grow)])
-                self._median[k] = np.concatenate([self._median[k], np.zeros(grow)])
-                self._spread[k] = np.concatenate([self._spread[k], np.zeros(grow)])
+            gid = ids[key] = len(self._recent)
+            self._recent.append(deque(maxlen=self.recent))
+            if gid + 1 >= self._stats.shape[1]:  # the last column stays a sentinel: id -1, no jobs
+                grow = max(16, self._stats.shape[1])
+                self._stats = np.hstack([self._stats, np.zeros((3, grow))])
+                self._stale = np.concatenate([self._stale, np.zeros(grow, dtype=bool)])
         return gid
 
-
-    def _refresh(self) -> None:
-        """The median and spread of every group that gained a job since the last prediction."""
-        for k, dirty in enumerate(self._dirty):
-            if dirty:
-                ids = list(dirty)
-                ordered = self._ordered[k]
-                self._size[k][ids], self._median[k][ids], self._spread[k][ids] = zip(*(_summary(ordered[g]) for g in ids))
-                dirty.clear()
+    def _refresh(self, ids: np.ndarray) -> None:
+        """Recompute the size, median and spread of groups ``ids`` from their recent jobs."""
+        recent = self._recent
+        self._stats[:, ids] = np.array([_summary(sorted(recent[gid])) for gid in ids.tolist()]).T
+        self._stale[ids] = False
 
 
 def gpu_seconds(steps: np.ndarray, num_gpus: np.ndarray, fastest_steps_per_s: np.ndarray) -> np.ndarray:

@@ -45,10 +45,12 @@ def test_each_level_pulls_the_estimate_towards_its_median_by_n_over_n_plus_one()
 def test_no_history_is_the_prior_and_a_blank_feature_skips_its_levels():
     p = DurationPredictor()
     ids = p.groups(user=["", "ann"], name=None, queue=["", "vc1"], num_gpus=[1, 8], submit_time_s=[0.0, 0.0])
-    levels = dict(zip(p.level_names, ids.T.tolist()))
+    in_a_group = dict(zip(p.level_names, (ids >= 0).T.tolist()))
 
-    assert levels["user"] == [-1, 0] and levels["queue+gpus"] == [-1, 0] and levels["user+name"] == [-1, -1]
-    assert levels["all"] == [0, 0]
+    assert in_a_group["user"] == [False, True] and in_a_group["queue+gpus"] == [False, True]
+    assert in_a_group["user+name"] == [False, False] and in_a_group["gpus"] == [True, True]
+    everyone = ids[:, p.level_names.index("all")]
+    assert everyone[0] == everyone[1] >= 0
     assert p.predict(ids).gpu_s.tolist() == pytest.approx([PRIOR_GPU_S, PRIOR_GPU_S])
 
 
