@@ -23,7 +23,6 @@ so that it does not depend on which GPU type a job happened to run on.
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,9 +65,10 @@ class DurationPredictor:
         self.shrinkage = float(shrinkage)
         self.prior_log = math.log(prior_gpu_s)
         self.prior_log_sd = float(prior_log_sd)
+        self._prior = np.array([self.prior_log, self.prior_log_sd])
         # a group's id is unique over all levels; per level: its key -> its id
         self._ids: list[dict[tuple, int]] = [{} for _ in self.levels]
-        self._recent: list[deque] = []  # per id: the group's most recent log GPU-seconds, oldest first
+        self._recent: list[list | None] = []  # per id: the group's most recent log GPU-seconds, oldest first
         # per id, and a sentinel at the end for id -1 (a group of no jobs): the group's size, median
         # and spread, and whether it gained jobs since they were computed
         self._stats = np.zeros((3, 1))
@@ -109,9 +109,8 @@ class DurationPredictor:
             if not len(rows):
                 continue
             _, first, inverse = np.unique(combined[rows], return_index=True, return_inverse=True)
-            keys = zip(*(columns[f][rows[first]].tolist() for f in level)) if level else [()]
-            ids = np.fromiter((self._id(k, key) for key in keys), dtype=np.int64, count=len(first))
-            out[rows, k] = ids[inverse.reshape(-1)]
+            keys = list(zip(*(columns[f][rows[first]].tolist() for f in level))) if level else [()]
+            out[rows, k] = self._ids_of(k, keys)[inverse.reshape(-1)]
         return out
 
     def observe(self, groups: np.ndarray, gpu_s: np.ndarray) -> None:
@@ -119,11 +118,18 @@ class DurationPredictor:
         GPU-seconds each took. A group recomputes its median and spread when next asked about."""
         logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0)).tolist()
         groups = np.asarray(groups, dtype=np.int64).reshape(len(logs), len(self.levels))
-        recent = self._recent
+        recent, most = self._recent, self.recent
         for k in range(len(self.levels)):
             for gid, value in zip(groups[:, k].tolist(), logs):
-                if gid >= 0:
-                    recent[gid].append(value)
+                if gid < 0:
+                    continue
+                values = recent[gid]
+                if values is None:
+                    recent[gid] = [value]
+                else:
+                    values.append(value)
+                    if len(values) > most:
+                        del values[0]
         self._stale[groups[groups >= 0]] = True
         self.observed += len(logs)
 
@@ -134,34 +140,35 @@ class DurationPredictor:
         towards its median by n/(n + shrinkage): in closed form, a weighted sum of the levels'
         medians and the prior, the weights products of the pulls."""
         groups = np.asarray(groups, dtype=np.int64).reshape(-1, len(self.levels))
-        stale = groups[self._stale[groups]]  # -1 reads the sentinel at the end: never stale
-        if len(stale):
-            self._refresh(np.unique(stale))
+        stale = self._stale[groups]  # -1 reads the sentinel at the end: never stale
+        if stale.any():
+            self._refresh(np.unique(groups[stale]))
         size, median, spread = self._stats[:, groups]  # each [n, levels]; 0 for no group
-        log_median = self._shrunk(size, median, self.prior_log)
-        log_sd = self._shrunk(np.maximum(size - 1.0, 0.0), spread, self.prior_log_sd)
+        # the median over each level's size, the spread over its size - 1: [2, n, levels]
+        pull = np.stack([size, np.maximum(size - 1.0, 0.0)])
+        pull /= pull + self.shrinkage
+        left = np.cumprod(1.0 - pull, axis=2)  # [..., k]: what levels 0..k (the more specific) leave
+        log_median, log_sd = left[..., -1] * self._prior[:, None] + np.sum(
+            pull * (left / (1.0 - pull)) * np.stack([median, spread]), axis=2)
         known = size > 0
         level = np.where(known.any(axis=1), np.argmax(known, axis=1), -1)
         return Prediction(np.exp(log_median), np.maximum(log_sd, MIN_LOG_SD), level)
 
-    def _shrunk(self, size: np.ndarray, value: np.ndarray, prior: float) -> np.ndarray:
-        """[n] the prior pulled by each level, most general first, towards its value by size/(size + shrinkage)."""
-        pull = size / (size + self.shrinkage)
-        left = np.cumprod(1.0 - pull, axis=1)  # [:, k]: what levels 0..k (the more specific) leave
-        before = np.hstack([np.ones((len(size), 1)), left[:, :-1]])
-        return prior * left[:, -1] + np.sum(pull * before * value, axis=1)
-
-    def _id(self, k: int, key: tuple) -> int:
-        ids = self._ids[k]
-        gid = ids.get(key)
-        if gid is None:
-            gid = ids[key] = len(self._recent)
-            self._recent.append(deque(maxlen=self.recent))
-            if gid + 1 >= self._stats.shape[1]:  # the last column stays a sentinel: id -1, no jobs
-                grow = max(16, self._stats.shape[1])
+    def _ids_of(self, k: int, keys: list[tuple]) -> np.ndarray:
+        """The ids of level ``k``'s groups with these keys, new ids for new keys."""
+        known = self._ids[k]
+        ids = np.fromiter((known.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+        new = np.flatnonzero(ids < 0)
+        if len(new):
+            start = len(self._recent)
+            ids[new] = np.arange(start, start + len(new))
+            known.update(zip((keys[i] for i in new.tolist()), ids[new].tolist()))
+            self._recent.extend([None] * len(new))
+            if len(self._recent) + 1 > self._stats.shape[1]:  # the last column stays a sentinel: id -1
+                grow = max(len(self._recent) + 1 - self._stats.shape[1], self._stats.shape[1])
                 self._stats = np.hstack([self._stats, np.zeros((3, grow))])
                 self._stale = np.concatenate([self._stale, np.zeros(grow, dtype=bool)])
-        return gid
+        return ids
 
     def _refresh(self, ids: np.ndarray) -> None:
         """Recompute the size, median and spread of groups ``ids`` from their recent jobs."""

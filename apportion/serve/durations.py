@@ -57,15 +57,20 @@ class DurationHistory:
 
     def estimate(self, row: dict, now: float) -> dict:
         """When an active job is expected to finish: at its current type's speed if it runs, else
-        at its fastest (a waiting job finishes no sooner). Fields for the API's job; None when ended."""
+        at its fastest (a waiting job finishes no sooner). Fields for the API's job; None when it
+        ended, or while its kind's speed there is neither measured nor known from the catalog."""
         none = {"estimated_finish": None, "predicted_remaining_s": None, "estimate_from": None}
         if row["status"] not in ACTIVE:
             return none
-        fastest = self.fastest_rate(row["kind"], row["gpus"], row.get("allowed"))
-        running = row["pid"] is not None and row["gpu_type"]
-        rate = self.throughputs.rate(row["kind"], row["gpu_type"], row["gpus"], row.get("allowed")) if running else fastest
-        if fastest <= 0 or rate <= 0:
+        kind, gpus, allowed = row["kind"], row["gpus"], row.get("allowed")
+        fastest = self.fastest_rate(kind, gpus, allowed)
+        rates = {t: self.throughputs.rate(kind, t, gpus, allowed) for t in self.gpu_types}
+        on = row["gpu_type"] if row["pid"] is not None and row["gpu_type"] in rates else max(rates, key=rates.get)
+        if fastest <= 0 or rates[on] <= 0:
             return none
+        if not self._speed_known(kind, on, gpus):  # 1 step/s until measured: no time to tell
+            return dict(none, estimate_from="speed not measured yet")
+        rate = rates[on]
         prediction = self.predictor.predict(self._row_group_ids(row))
         done = gpu_seconds(np.array([row["steps_done"]]), np.array([row["gpus"]]), np.array([fastest]))
         left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, done)[0]
@@ -78,6 +83,11 @@ class DurationHistory:
         seconds = left_steps / rate
         return {"estimated_finish": round(now + seconds, 3) if math.isfinite(seconds) else None,
                 "predicted_remaining_s": round(seconds, 3), "estimate_from": source}
+
+    def _speed_known(self, kind: str, gpu_type: str, gpus: int) -> bool:
+        """Whether ``kind``'s speed on ``gpu_type`` is measured here or given by the prior table."""
+        prior = self.throughputs.prior
+        return (kind, gpu_type, gpus) in self.throughputs.table or (prior is not None and kind in prior.kinds)
 
     def group_ids(self, ids, users, names, queues, gpus, submitted) -> np.ndarray:
         """[jobs, levels] each job's group ids, computed once per job id."""

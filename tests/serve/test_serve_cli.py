@@ -77,8 +77,8 @@ def test_submit_queue_logs_and_status(server, tmp_path):
 
 def test_queue_shows_when_a_running_job_should_finish(server, tmp_path):
     job_id = submit(server, job_file(tmp_path, "eta", steps=2000, STEP_S="0.02"))
-    wait_for(lambda: (lambda r: r if r["status"] == "running" and r["steps_done"] >= 10 else None)(job(server, job_id)),
-             30, "the job to make progress", server)
+    wait_for(lambda: (lambda r: r if r["status"] == "running" and r["estimated_finish"] else None)(job(server, job_id)),
+             30, "the job's speed to be measured", server)
 
     listed = json.loads(cli("queue", "--json", "--server", server.url).output)
     row = next(j for j in listed if j["id"] == job_id)

@@ -30,8 +30,8 @@ def start(tmp_path, policy="las"):
     return scheduler, executor, clock
 
 
-def job(name, steps, user="ann"):
-    return {"name": name, "command": "train", "total_steps": steps, "user": user}
+def job(name, steps, user="ann", **extra):
+    return {"name": name, "command": "train", "total_steps": steps, "user": user, **extra}
 
 
 def complete(scheduler, executor, job_id, steps, steps_per_s):
@@ -50,8 +50,9 @@ def test_a_restarted_server_predicts_from_the_jobs_it_finished_before(tmp_path):
     """ann's cnn did 100 steps at 10 steps/s on one slot: 10 GPU-s. After a restart, a new cnn of
     ann's on one slot is predicted from the levels that have seen that job (user+name+GPUs,
     user+name, user, GPUs, everyone; no queue), each pulling the prior of 3600 half way:
-    10 × 360**(1/32) GPU-s, 120.2 steps at 10 steps/s = 12.02 s. bob's lm shares only the GPU
-    count and everyone: 10 × 360**(1/4) = 43.6 GPU-s, at the 1 step/s of a kind never measured."""
+    10 × 360**(1/32) GPU-s, 120.2 steps at 10 steps/s = 12.02 s. bob's lm (a cnn too, as the
+    server measures speeds) shares only the GPU count and everyone: 10 × 360**(1/4) = 43.6 GPU-s,
+    436 steps, 43.6 s. A job of a kind whose speed was never measured gets no time."""
     scheduler, executor, _ = start(tmp_path)
     scheduler.submit(job("cnn", 100), "ann")
     complete(scheduler, executor, 1, 100, 10.0)
@@ -60,14 +61,16 @@ def test_a_restarted_server_predicts_from_the_jobs_it_finished_before(tmp_path):
     scheduler, _, clock = start(tmp_path)  # the same state file
     assert scheduler.durations.predictor.observed == 1
     scheduler.submit(job("cnn", 1000), "ann")
-    scheduler.submit(job("lm", 1000, user="bob"), "bob")
-    cnn, lm = (scheduler.job_info(scheduler.row(i)) for i in (2, 3))
+    scheduler.submit(job("lm", 1000, user="bob", kind="cnn"), "bob")
+    scheduler.submit(job("gan", 1000, user="bob"), "bob")
+    cnn, lm, gan = (scheduler.job_info(scheduler.row(i)) for i in (2, 3, 4))
 
     assert cnn["predicted_remaining_s"] == pytest.approx(10 * 360 ** (1 / 32), abs=1e-3)
     assert cnn["estimated_finish"] == pytest.approx(clock.now + cnn["predicted_remaining_s"], abs=1e-3)
     assert cnn["estimate_from"] == "history: user+name+gpus"
     assert lm["predicted_remaining_s"] == pytest.approx(10 * 360 ** (1 / 4), abs=1e-3)
     assert lm["estimate_from"] == "history: gpus"
+    assert gan["estimated_finish"] is None and gan["estimate_from"] == "speed not measured yet"
 
 
 def test_the_estimate_never_goes_past_the_job_files_total_steps_and_ended_jobs_have_none(tmp_path):
