@@ -98,6 +98,17 @@ def _submitted(when: float, now: float) -> str:
     return _time.strftime("%H:%M:%S" if now - when < 86400 else "%Y-%m-%d %H:%M", _time.localtime(when))
 
 
+def _finish_at(job: dict, now: float) -> str:
+    """When a job is expected to finish, as a clock time; ≥ when it is not running (it may wait first)."""
+    import time as _time
+
+    when = job.get("estimated_finish")
+    if when is None:
+        return "-"
+    shown = _time.strftime("%H:%M:%S" if when - now < 86400 else "%Y-%m-%d %H:%M", _time.localtime(when))
+    return ("" if job["status"] == "running" else "≥") + shown
+
+
 def queue(
     as_json: bool = opt.json_option("the jobs (a list)"),
     show_all: bool = typer.Option(False, "--all", help="Every job ever submitted (default: active jobs, and jobs that ended in the last hour)."),
@@ -105,7 +116,11 @@ def queue(
     token: Optional[str] = opt.Token,
     token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
-    """List jobs: ID NAME USER QUEUE PRIO STATUS(REASON) GPUS ALLOC SUBMITTED RUNTIME PROGRESS."""
+    """List jobs: ID NAME USER QUEUE PRIO STATUS(REASON) GPUS ALLOC SUBMITTED RUNTIME PROGRESS EST.FINISH.
+
+    EST.FINISH is when an active job is expected to finish, from the history of the jobs that
+    finished on this server (never past its total_steps); ≥ for a job that is not running now.
+    """
     import time as _time
 
     from rich import box
@@ -123,7 +138,8 @@ def queue(
         console.print("no jobs" + ("" if show_all else " (--all shows jobs that ended more than an hour ago)"))
         return
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
-    for column in ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS"):
+    for column in ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS",
+                   "EST.FINISH"):
         table.add_column(column, justify="right" if column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS") else "left",
                          no_wrap=True, overflow="ellipsis")
     colours = {"running": "green", "completed": "blue", "failed": "red", "preempted": "yellow", "cancelled": "dim"}
@@ -134,7 +150,7 @@ def queue(
         progress = f"{j['steps_done']}/{j['total_steps']} ({100 * j['steps_done'] / max(1, j['total_steps']):.0f}%)"
         table.add_row(_cell(j["id"]), _cell(j["name"]), _cell(j["user"]), _cell(j["queue"] or "-"),
                       f"{j['priority']:g}", status, str(j["gpus"]), _cell(j["alloc"] or "-"),
-                      _submitted(j["submitted"], now), _span(j["runtime_s"]), progress)
+                      _submitted(j["submitted"], now), _span(j["runtime_s"]), progress, _finish_at(j, now))
     print_table(table)
     for j in jobs:
         if j["status"] == "failed" and j["last_lines"]:

@@ -58,6 +58,7 @@ Slo = typer.Option(False, "--slo", help="min-cost: honour the workload's deadlin
 WaterFilling = typer.Option(False, "--water-filling", help="max-min-fairness: raise jobs level by level, so none can rise without lowering a smaller one (slower).")
 ShareBy = typer.Option(None, "--share-by", help="max-min-fairness: what is made equal, gpu-time (default, Gavel's: normalised throughput × GPUs) or rate (normalised throughput alone).")
 SpaceSharing = typer.Option(False, "--space-sharing", help="LP policies: let two one-GPU jobs share a GPU where their pair's speed is known (or NAME:space-sharing).")
+Durations = typer.Option(None, "--durations", help="srtf, qssf, finish-time-fairness: the remaining durations the policy knows, predicted (from the jobs finished so far; qssf's default) or oracle (the true ones; the others' default).")
 Queues = typer.Option(None, "--queues", help="hierarchical: queues YAML (weight, nominal quota per GPU type, borrowing); see docs/queues.md.")
 
 # the server a client command talks to (submit, queue, cancel, logs, status)

@@ -27,6 +27,7 @@ def serve(
     grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL."),
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="Jobs' periodic checkpoints unless their file says: auto (CheckFreq: <= 5% overhead, <= 300 s lost; the default), auto:SECONDS (that bound), off, or SECONDS."),
     las_thresholds: Optional[str] = typer.Option(None, "--las-thresholds", help="las: queue thresholds in GPU-seconds, e.g. 3600,36000 (the default)."),
+    durations: Optional[str] = opt.Durations,
     queues: Optional[str] = opt.Queues,
     executor: str = typer.Option("local", "--executor", help="Where jobs run: local (this machine's processes) or ray (a Ray cluster's nodes: docs/ray.md)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: the cluster's address (default: the cluster file's, else RAY_ADDRESS, else the one started on this machine)."),
@@ -87,6 +88,8 @@ def serve(
     policy_options = {"queues": queue_config}
     if las_thresholds is not None:
         policy_options["thresholds_gpu_s"] = las_thresholds
+    if durations is not None:
+        policy_options["durations"] = durations
 
     try:
         check_policy_specs([policy], **policy_options)

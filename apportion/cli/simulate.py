@@ -25,6 +25,7 @@ def simulate(
     water_filling: bool = opt.WaterFilling,
     share_by: Optional[str] = opt.ShareBy,
     space_sharing: bool = opt.SpaceSharing,
+    durations: Optional[str] = opt.Durations,
     queues: Optional[str] = opt.Queues,
     out: Optional[Path] = opt.Out,
     jobs: Optional[int] = opt.Jobs,
@@ -49,7 +50,7 @@ def simulate(
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
-                           space_sharing=space_sharing, share_by=share_by),
+                           space_sharing=space_sharing, share_by=share_by, durations=durations),
             queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
                                       reference_gpu_type, shape),
             round_s, restart_cost_s,
@@ -93,6 +94,7 @@ def compare(
     water_filling: bool = opt.WaterFilling,
     share_by: Optional[str] = opt.ShareBy,
     space_sharing: bool = opt.SpaceSharing,
+    durations: Optional[str] = opt.Durations,
     queues: Optional[str] = opt.Queues,
     out: Optional[Path] = opt.Out,
     jobs: Optional[int] = opt.Jobs,
@@ -118,7 +120,7 @@ def compare(
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
-                        space_sharing=space_sharing, share_by=share_by),
+                        space_sharing=space_sharing, share_by=share_by, durations=durations),
             queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
                                       reference_gpu_type, shape),
             round_s, restart_cost_s,

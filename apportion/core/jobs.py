@@ -34,12 +34,15 @@ class JobTable:
     # elastic jobs (GPU count and batch size may change): their columns, ``kinds`` naming the models they
     # train, ``total_steps`` their target in efficiency-weighted examples; None: every job has a fixed size
     elastic: ElasticJobs | None = None
+    name: np.ndarray | None = None  # [n] str, the job's name where the workload gives one ("" if not)
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
         for name in ("submit_time_s", "kind", "num_gpus", "total_steps", "priority", "user", "queue"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
+        if self.name is not None and len(self.name) != n:
+            raise ValueError(f"JobTable column 'name' has {len(self.name)} rows, expected {n}")
         if n and np.any(np.diff(self.submit_time_s) < 0):
             raise ValueError("JobTable rows must be sorted by submit_time_s")
 
@@ -61,6 +64,7 @@ class JobTable:
         kinds: tuple[str, ...] | None = None,
         deadline_after_submit_s=None,
         elastic: ElasticJobs | None = None,
+        name=None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds."""
         submit = np.asarray(submit_time_s, dtype=np.float64)
@@ -88,6 +92,7 @@ class JobTable:
             if deadline_after_submit_s is None or np.all(np.isnan(deadline_after_submit_s))
             else (submit + np.asarray(deadline_after_submit_s, dtype=np.float64))[order],
             elastic=None if elastic is None else elastic.take(order),
+            name=None if name is None else np.asarray(name, dtype=object)[order],
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
@@ -109,4 +114,5 @@ class JobTable:
             allowed_types=self.allowed_types,
             deadline_s=pick(self.deadline_s),
             elastic=None if self.elastic is None else self.elastic.take(rows),
+            name=pick(self.name),
         )

@@ -33,6 +33,11 @@ class JobView:
     now_s: float
     deadline_s: np.ndarray | None = None  # [n] absolute time each job should finish by, NaN if none
     elastic: ElasticView | None = None  # elastic jobs' sizes, noise scales and models; None: fixed sizes
+    # [n] GPU time each job is predicted to need in all, from the history of finished jobs
+    # (apportion.core.durations: median GPU-seconds at its fastest speed, and the log standard
+    # deviation); None unless the policy asked for predicted durations
+    predicted_gpu_s: np.ndarray | None = None
+    predicted_log_sd: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.index)

@@ -24,6 +24,13 @@ class Policy(Protocol):
 
     # Optional: never_runs(jobs, cluster, throughputs) -> [n] bool, the jobs this policy can never
     # run whatever else happens; the simulator reports them unschedulable on arrival.
+    # Optional: durations = "predicted": the jobs' views must carry their predicted GPU time
+    # (JobView.predicted_gpu_s, from the jobs finished so far; see wants_predictions).
+
+
+def wants_predictions(policy) -> bool:
+    """Whether ``policy`` ranks jobs by predicted durations, so its views must carry predictions."""
+    return getattr(policy, "durations", "oracle") == "predicted"
 
 
 DEFAULT_RESTART_COST_S = 10.0  # the simulator's default (SimConfig.restart_cost_s)

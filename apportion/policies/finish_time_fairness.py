@@ -10,7 +10,9 @@ That model is kept across re-solves (apportion.solve.finish_time.FinishTimeModel
 added and retired in place, the bisection's verdicts mostly read off bounds from one probe
 near the previous ρ), and reaches the same ρ as solving each re-solve cold (``solve_cold``).
 With ``space_sharing`` the same tests run on the space-sharing LP (candidate pairs of one-GPU
-jobs, apportion.policies.pairs), its rate rows' floors moved the same way.
+jobs, apportion.policies.pairs), its rate rows' floors moved the same way. ``durations``:
+``oracle`` (the default) uses the true remaining steps, ``predicted`` what the history of
+finished jobs predicts is left (apportion.policies.durations).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
+from apportion.policies.durations import believed, check_durations
 from apportion.policies.lp import LPPolicy
 from apportion.solve.finish_time import FinishTimeModel
 from apportion.solve.highs import quiet_highs
@@ -33,11 +36,15 @@ RELATIVE_TOLERANCE = 1e-4  # bisection stops when ρ is known to this relative p
 class FinishTimeFairness(LPPolicy):
     name = "finish-time-fairness"
 
-    def __init__(self, *, agnostic: bool = False, space_sharing: bool = False) -> None:
+    def __init__(self, *, agnostic: bool = False, space_sharing: bool = False, durations: str = "oracle") -> None:
         super().__init__(agnostic=agnostic, space_sharing=space_sharing)
+        self.durations = check_durations(durations, self.name)
         self.worst_ratio = float("nan")  # ρ at the last solve
         self._model: FinishTimeModel | None = None  # kept across re-solves: HiGHS restarts warm
         self._fresh = None  # a HiGHS object for the cold bisection's first test
+
+    def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
+        return super().allocate(believed(jobs, throughputs, self.durations), cluster, throughputs)
 
     def isolated_rate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> np.ndarray:
         gpus = float(cluster.capacity.sum())

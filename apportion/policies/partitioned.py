@@ -35,6 +35,10 @@ class Partitioned:
     def space_sharing(self) -> bool:
         return bool(getattr(self.parts[0], "space_sharing", False))
 
+    @property
+    def durations(self) -> str:
+        return getattr(self.parts[0], "durations", "oracle")
+
     def partition_of(self, index: np.ndarray) -> np.ndarray:
         mixed = (index.astype(np.uint64) + np.uint64(self.seed)) * _MIX
         return ((mixed >> np.uint64(33)) % np.uint64(len(self.parts))).astype(np.int64)

@@ -143,16 +143,21 @@ RESTART_COST = Option("restart_cost_s", float, "seconds a move costs: a running 
                       "only when it saves more (run_policy passes the mechanism's)", 10.0, shared=True,
                       check=_non_negative)
 ORDERING_OPTIONS = (AGNOSTIC, RESTART_COST)
+DURATIONS = Option("durations", str, "what remaining durations the policy knows: oracle (the true ones; srtf's and "
+                   "finish-time-fairness's default) or predicted (from the history of finished jobs; qssf's default)",
+                   metavar="predicted|oracle", shared=True, check=_one_of("predicted", "oracle"))
 
 _BUILT_IN = (
     PolicyEntry("fifo", "apportion.policies.fifo:Fifo", "non-preemptive, in submission order",
                 options=ORDERING_OPTIONS),
     PolicyEntry("srtf", "apportion.policies.srtf:Srtf", "shortest remaining time, at each job's fastest speed",
-                options=ORDERING_OPTIONS),
+                options=ORDERING_OPTIONS + (DURATIONS,)),
     PolicyEntry("las", "apportion.policies.las:Las", "Tiresias' least attained service, in discrete queues",
                 options=ORDERING_OPTIONS + (Option("thresholds_gpu_s", tuple, "queue thresholds in GPU-seconds "
                                           "(default 3600,36000)", flag="--las-thresholds", metavar="S,S,…",
                                           check=_positive_numbers),)),
+    PolicyEntry("qssf", "apportion.policies.qssf:Qssf", "Helios' quasi-shortest-service-first: the least predicted "
+                "remaining GPU time first, preemptive", options=ORDERING_OPTIONS + (DURATIONS,)),
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
                 "Gavel's max-min fairness over normalised throughput", is_lp=True,
                 options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "
@@ -163,7 +168,7 @@ _BUILT_IN = (
                                              check=_one_of("gpu-time", "rate")))),
     PolicyEntry("finish-time-fairness", "apportion.policies.finish_time_fairness:FinishTimeFairness",
                 "Themis' finish-time fairness: the smallest worst ratio to an isolated share", is_lp=True,
-                options=LP_OPTIONS),
+                options=LP_OPTIONS + (DURATIONS,)),
     PolicyEntry("min-makespan", "apportion.policies.min_makespan:MinMakespan",
                 "finish the current jobs as early as possible", is_lp=True, options=LP_OPTIONS),
     PolicyEntry("max-throughput", "apportion.policies.max_throughput:MaxThroughput",

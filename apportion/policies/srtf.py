@@ -1,18 +1,21 @@
-"""Shortest remaining time first: remaining steps at the job's fastest runnable speed."""
+"""Shortest remaining time first: remaining steps at the job's fastest runnable speed.
+
+``durations="oracle"`` (the default) ranks by the true remaining steps; ``"predicted"`` by
+what the history of finished jobs predicts is left (apportion.policies.durations).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from apportion.core.views import JobView, ThroughputView
-from apportion.policies.base import OrderingPolicy
+from apportion.policies.durations import DurationOrdering
 
 
-class Srtf(OrderingPolicy):
+class Srtf(DurationOrdering):
     name = "srtf"
 
-    def rank_key(self, jobs: JobView, throughputs: ThroughputView) -> np.ndarray:
-        fastest = throughputs.steps_per_s.max(axis=1)
-        return np.divide(
-            jobs.remaining_steps, fastest, out=np.full(len(jobs), np.inf), where=fastest > 0
-        )
+    def key_of(self, left_gpu_s: np.ndarray, num_gpus: np.ndarray) -> np.ndarray:
+        return left_gpu_s / num_gpus  # seconds at the fastest speed
+
+    def rank_of(self, left_steps: np.ndarray, fastest: np.ndarray, num_gpus: np.ndarray) -> np.ndarray:
+        return np.divide(left_steps, fastest, out=np.full(len(left_steps), np.inf), where=fastest > 0)

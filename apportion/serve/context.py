@@ -85,6 +85,7 @@ class SchedulerState:
             "round_s": config.round_s, "plan_ahead_s": self.plan_ahead_s, "fill_gap_s": config.fill_gap_s,
             "slots": [[s.id, s.gpu_type] for s in self.slots],
         })
+        self.durations = None  # the finished jobs' durations and their predictor (durations.DurationHistory)
 
     @property
     def next_plan_at(self) -> float:

@@ -188,6 +188,8 @@ class AttemptLifecycle:
         elif code == 0:
             self.store.update_job(row["id"], status="completed", reason="", finished=now, **released)
             self.store.attempt_ended(row["id"], row["attempt"], now, row["total_steps"], "completed")
+            if self.state.durations is not None:  # the predictor learns its GPU time, in the same transaction
+                self.state.durations.record(row, now)
             self.log(f"job {row['id']} completed (attempt {row['attempt']}, {row['preemptions']} preemptions)")
         elif code == EXIT_PREEMPTED or (row["stop"] == "preempt" and (code is None or code < 0 or row["term_at"])):
             resume = _resume_point(row, saved)

@@ -19,6 +19,7 @@ from apportion.core.cluster import Cluster, NodeGroup
 from apportion.core.views import JobView
 from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
+from apportion.policies.base import wants_predictions
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.slots import Slot
@@ -201,6 +202,7 @@ class Rounds:
             queue=column("queue", object),
             user=column("user", object),
             now_s=now,
+            **self._predictions(ids, column),
         )
         if RoundPlanner.space_sharing(self.policy):
             self.planner.pair_rates = self.throughputs.pair_rates(self.gpu_types, int(kind.max()) + 1)
@@ -267,6 +269,15 @@ class Rounds:
             reason = _waiting(status[j], table["steps_done"][i])
             if reasons[i] != reason:
                 changes.setdefault(table["id"][i], {})["reason"] = reason
+
+    def _predictions(self, ids: np.ndarray, column) -> dict[str, np.ndarray]:
+        """The jobs' predicted GPU time, for a policy that ranks by predicted durations."""
+        if self.state.durations is None or not wants_predictions(self.policy):
+            return {}
+        prediction = self.state.durations.predict(ids.tolist(), column("user", object), column("name", object),
+                                                  column("queue", object), column("gpus", np.int64),
+                                                  column("submitted", np.float64))
+        return {"predicted_gpu_s": prediction.gpu_s, "predicted_log_sd": prediction.log_sd}
 
     def _rates(self, table: dict, rows: np.ndarray) -> np.ndarray:
         """[n, T] steps/s of each job row on each slot type at its own scale, once per distinct job shape."""

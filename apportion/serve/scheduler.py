@@ -29,7 +29,8 @@ at once (at most every ``fill_gap_s``) rather than leaving the slots idle until 
 
 ``Scheduler`` is the facade; the work is done by parts that share one ``SchedulerState``
 (context.py): ``Requests`` (requests.py), ``Rounds`` (rounds.py), ``AttemptLifecycle``
-(lifecycle.py), ``ThroughputEstimates`` (estimates.py) and ``recover`` (recovery.py).
+(lifecycle.py), ``ThroughputEstimates`` (estimates.py), ``DurationHistory`` (durations.py:
+finished jobs' durations, persisted, and predictions from them) and ``recover`` (recovery.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.executors.base import Executor
 from apportion.policies.base import Policy
 from apportion.serve.context import SchedulerState, ServeConfig
+from apportion.serve.durations import DurationHistory
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.lifecycle import EXIT_PREEMPTED, AttemptLifecycle
 from apportion.serve.policy_check import check_policy
@@ -75,6 +77,7 @@ class Scheduler:
         """``throughputs``: speeds (and pair speeds) to assume for kinds not yet measured here."""
         self.state = SchedulerState(store, executor, slots, policy, config, clock, log or (lambda message: None))
         self.throughputs = ThroughputEstimates(store, self.state.capacity, config.default_steps_per_s, throughputs)
+        self.durations = self.state.durations = DurationHistory(store, self.throughputs, self.state.gpu_types)
         self.requests = Requests(self.state, self.throughputs)
         self.rounds = Rounds(self.state, self.throughputs)
         self.lifecycle = AttemptLifecycle(self.state)
@@ -180,6 +183,7 @@ class Scheduler:
             "preemptions": row["preemptions"], "attempts": row["attempt"], "retries": row["retries"],
             "exit_code": row["exit_code"], "lease_end": row["lease_end"], "last_lines": row["last_lines"],
             "command": row["spec"].get("command"),
+            **self.durations.estimate(row, now),
         }
 
     def status(self) -> dict:

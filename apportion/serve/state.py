@@ -72,6 +72,16 @@ CREATE TABLE IF NOT EXISTS throughputs (
     updated REAL NOT NULL,
     PRIMARY KEY (kind, gpu_type, gpus)
 );
+CREATE TABLE IF NOT EXISTS durations (  -- finished jobs' GPU time: what the duration predictor learns from
+    job_id INTEGER PRIMARY KEY,
+    user TEXT NOT NULL,
+    name TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    gpus INTEGER NOT NULL,
+    submitted REAL NOT NULL,
+    finished REAL NOT NULL,
+    gpu_s REAL NOT NULL                 -- GPU-seconds at its fastest speed: steps × GPUs ÷ fastest steps/s
+);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     time REAL NOT NULL,
@@ -285,6 +295,20 @@ class StateStore:
                 (kind, gpu_type, gpus, steps_per_s, samples, now),
             )
 
+    # finished jobs' durations ------------------------------------------------------------
+
+    def put_duration(self, job_id: int, *, user: str, name: str, queue: str, gpus: int, submitted: float,
+                     finished: float, gpu_s: float) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO durations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (job_id, user, name, queue, gpus, submitted, finished, gpu_s))
+
+    def durations(self) -> list[dict]:
+        """Every finished job's GPU time, in the order they finished."""
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM durations ORDER BY finished, job_id").fetchall()
+        return [dict(r) for r in rows]
+
     # events and meta ---------------------------------------------------------------------
 
     def add_event(self, time: float, job_id: int | None, event: str, detail: str = "") -> None:
@@ -431,6 +455,7 @@ _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
     "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
+    "name",
 )
 _JSON_COLUMNS = ("service_by_type", "shared_by_type")
 _ADDED_COLUMNS = {"partner": "INTEGER", "shared_by_type": "TEXT NOT NULL DEFAULT '{}'",

@@ -24,12 +24,14 @@ from typing import Callable
 import numpy as np
 
 from apportion.core.cluster import Cluster
+from apportion.core.durations import DurationPredictor
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState, running_types
-from apportion.policies.base import Policy
+from apportion.policies.base import Policy, wants_predictions
 from apportion.sim.costs import AttemptCosts, JobCosts
+from apportion.sim.durations import HistoryFeed
 from apportion.sim.holdings import HoldingsRecorder
 from apportion.sim.result import JobStatus, SimResult
 from apportion.sim.starting import ServerClusters, plan_around
@@ -85,8 +87,11 @@ class Simulator:
         config: SimConfig = SimConfig(),
         progress: ProgressCallback | None = None,
         record_holdings: bool = False,
+        predictor: DurationPredictor | None = None,
     ) -> None:
-        """``record_holdings``: keep who held which GPUs when (``SimResult.holdings``, for a Gantt chart)."""
+        """``record_holdings``: keep who held which GPUs when (``SimResult.holdings``, for a Gantt chart).
+        ``predictor``: the duration predictor fed with the replay's finished jobs, for a policy
+        that asks for predicted durations (default: a fresh ``DurationPredictor``)."""
         self.jobs = jobs
         self.cluster = cluster
         self.policy = policy
@@ -106,6 +111,8 @@ class Simulator:
         self.recorder = HoldingsRecorder(cluster, len(jobs)) if record_holdings else None
         if self.recorder is not None:
             self.on_decision = self.recorder
+        self.history: HistoryFeed | None = None  # set by run() for a policy that predicts durations
+        self._predictor = predictor
 
     def run(self) -> SimResult:
         wall_start = time.perf_counter()
@@ -143,6 +150,8 @@ class Simulator:
         fits = (rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
         self.rates = np.where(fits, rates, 0.0)
         replay = Replay.empty(len(jobs), cluster)
+        if wants_predictions(self.policy):
+            self.history = HistoryFeed(jobs, self.rates, self._predictor)
         never_run = self._never_run()
         replay.schedulable = fits.any(axis=1) & ~never_run
         self.unschedulable_reason = unschedulable_reasons(jobs, cluster, rates, never_run)
@@ -241,6 +250,7 @@ class Simulator:
             user=jobs.user[active],
             now_s=replay.now,
             deadline_s=None if jobs.deadline_s is None else jobs.deadline_s[active],
+            **self._predictions(active),
         )
 
     def _state(self, replay: Replay, view: JobView, holder: np.ndarray, partner: np.ndarray) -> RoundState:
@@ -297,6 +307,13 @@ class Simulator:
                 np.maximum.at(wait, holders[taken], free_in[taken])
             # a moved attempt also waits for itself to leave its old GPUs
             replay.wait_left[fresh] = np.maximum(wait[fresh], free_of[fresh] - now)
+
+    def _predictions(self, active: np.ndarray) -> dict[str, np.ndarray]:
+        """The active jobs' predicted GPU time, from the jobs finished so far (none if not asked for)."""
+        if self.history is None:
+            return {}
+        gpu_s, log_sd = self.history.predict(active)
+        return {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd}
 
     def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
         """Run the decision until the next round (or jump many when nothing can change).
@@ -411,6 +428,8 @@ class Simulator:
         cost a job may exit after the next round is decided: its GPUs are free only then.)"""
         replay.finish[done_rows] = finish_s
         replay.status[done_rows] = JobStatus.COMPLETED
+        if self.history is not None:
+            self.history.finished(done_rows, finish_s)
         replay.ended += len(done_rows)
         replay.active = replay.active[replay.status[replay.active] != JobStatus.COMPLETED]
         if self.hand_over:

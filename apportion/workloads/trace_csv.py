@@ -26,7 +26,7 @@ from apportion.workloads.conversion import check_reference_type, draw_kinds, ste
 from apportion.workloads.model_jobs import MODEL_COLUMNS, model_jobs_of_columns, model_kind_names, with_model_kinds
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
-OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s",
+OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "name",
                     *MODEL_COLUMNS)
 # any of these in the header makes every row an elastic job (apportion.workloads.elastic_trace)
 ELASTIC_COLUMNS = ("min_gpus", "max_gpus", "batch_size", "target_examples")
@@ -171,6 +171,7 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
         queue=table["queue"][rows],
         kinds=throughputs.kinds,
         deadline_after_submit_s=table["deadline_s"][rows],
+        name=table["name"][rows] if "name" in table else None,
     )
 
 
@@ -334,6 +335,7 @@ def _parse_columns(
         "kind": kind,
         "user": strings("user"),
         "queue": strings("queue"),
+        **({"name": columns["name"]} if "name" in columns else {}),
     }
 
 

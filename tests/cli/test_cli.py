@@ -102,11 +102,13 @@ def test_a_trace_csv_replays_job_for_job(tmp_path: Path):
     [
         (("--cluster", "v100:x"), "--cluster: field 'v100 GPUs': must be a positive integer, got 'x'"),
         (("--cluster", "v100:4,tpu:4"), "GPU type 'tpu' has no throughputs"),
-        (("--policy", "nope"), "unknown policy 'nope' (known: fifo, srtf, las, max-min-fairness, finish-time-fairness, min-makespan, max-throughput, min-cost, hierarchical, goodput, optimus)"),
+        (("--policy", "nope"), "unknown policy 'nope' (known: fifo, srtf, las, qssf, max-min-fairness, finish-time-fairness, min-makespan, max-throughput, min-cost, hierarchical, goodput, optimus)"),
         (("--jobs", "0"), "--jobs must be positive"),
         (("--workload", "/no/such/trace.csv"), "/no/such/trace.csv"),
         (("--policy", "max-min-fairness:shared"), "unknown policy variant ':shared'"),
         (("--policy", "las", "--space-sharing"), "--space-sharing applies to finish-time-fairness, max-min-fairness, max-throughput, min-cost, min-makespan, not to 'las'"),
+        (("--policy", "srtf", "--durations", "guess"), "--durations must be one of predicted, oracle, got 'guess'"),
+        (("--policy", "las", "--durations", "predicted"), "--durations applies to finish-time-fairness, qssf, srtf only"),
     ],
 )
 def test_bad_input_is_one_line_naming_what_is_wrong(args, expected):

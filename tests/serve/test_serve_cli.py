@@ -59,7 +59,7 @@ def test_submit_queue_logs_and_status(server, tmp_path):
     assert table.exit_code == 0, table.output
     header = table.output.splitlines()[0].split()  # the first line: no blank table edge above it
     assert header == ["ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED",
-                      "RUNTIME", "PROGRESS"]
+                      "RUNTIME", "PROGRESS", "EST.FINISH"]
     assert re.search(rf"\b{job_id}\s+quick\s+ann\s+-\s+1\s+completed\s+1\s+-\s+\S+\s+\S+\s+30/30 \(100%\)",
                      table.output), table.output
 
@@ -73,6 +73,23 @@ def test_submit_queue_logs_and_status(server, tmp_path):
     status = cli("status", "--server", server.url)
     assert status.exit_code == 0 and "policy las" in status.output and "cpu:0(cpu)" in status.output
     assert json.loads(cli("status", "--json", "--server", server.url).output)["round_s"] == 2.0
+
+
+def test_queue_shows_when_a_running_job_should_finish(server, tmp_path):
+    job_id = submit(server, job_file(tmp_path, "eta", steps=2000, STEP_S="0.02"))
+    wait_for(lambda: (lambda r: r if r["status"] == "running" and r["estimated_finish"] else None)(job(server, job_id)),
+             30, "the job's speed to be measured", server)
+
+    listed = json.loads(cli("queue", "--json", "--server", server.url).output)
+    row = next(j for j in listed if j["id"] == job_id)
+    table = cli("queue", "--server", server.url).output
+    line = next(line for line in table.splitlines() if re.match(rf"\s*{job_id}\s+eta\b", line))
+    cli("cancel", job_id, "--user", "ann", "--server", server.url)
+
+    # at most the steps its job file has left, at the speed it reports, from when it was asked
+    assert 0 < row["predicted_remaining_s"] and row["estimated_finish"] > row["submitted"]
+    assert row["estimate_from"].startswith(("history: ", "job file: "))
+    assert re.search(r"\s\d\d:\d\d:\d\d$", line.rstrip()), line  # running: a clock time, no ≥
 
 
 def test_logs_follow_runs_until_the_job_ends(server, tmp_path):

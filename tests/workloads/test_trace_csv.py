@@ -103,6 +103,15 @@ def test_kind_and_steps_columns_are_used_as_they_are(tmp_path):
     assert list(jobs.priority) == [2.5, 1.0]
 
 
+def test_a_name_column_gives_the_jobs_their_names_and_without_one_they_have_none(tmp_path):
+    named = write(tmp_path, "job_id,submit_time_s,duration_s,num_gpus,user,name\n"
+                            "x,10,100,1,ann,bert-ft\ny,0,100,1,bob,\n", name="named.csv")
+    plain = write(tmp_path, "job_id,submit_time_s,duration_s,num_gpus\nx,0,100,1\n", name="plain.csv")
+
+    assert read_workload_csv(named, throughputs=throughputs()).name.tolist() == ["", "bert-ft"]  # by submit time
+    assert read_workload_csv(plain, throughputs=throughputs()).name is None
+
+
 def test_gzip_is_read_like_plain_csv(tmp_path):
     text = HEADER + "\nj1,0,100,1,,,,\nj2,3,50,2,,,,\n"
     plain = read_workload_csv(write(tmp_path, text), throughputs=throughputs())

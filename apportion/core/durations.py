@@ -1,0 +1,243 @@
+"""How much GPU time a job will need, learned online from the jobs that finished before it.
+
+Helios (SC'21) found a job's GPU time predictable from the history of similar jobs: the same
+user, job name and GPU count. ``DurationPredictor`` keeps, for each group of similar finished
+jobs, the log GPU-seconds of its most recent ``recent`` members, and predicts a job's GPU time
+from a ladder of groups, most specific first (user+name+GPUs, user+name, user, queue+GPUs,
+queue, GPUs, everyone): starting from everyone's median, each level that has seen jobs pulls
+the estimate towards its own median by n/(n + ``shrinkage``), so a group of one job moves it
+half way and a group of fifty almost all the way. A level is skipped for a job whose feature
+there is blank (a trace without users). The uncertainty is the same ladder over each group's
+spread (its log GPU-seconds' interquartile range ÷ 1.349): the log standard deviation of a
+lognormal around the median.
+
+The predictor sees only what it is told: the simulator and the server tell it about a job when
+it finishes, so a prediction never uses a job that had not finished by then. Groups are integer
+ids (``groups``), computed once per job; ``observe`` and ``predict`` work on arrays of them. A
+group recomputes its median and spread only when it is asked about after it gained a job.
+
+GPU time here is GPU-seconds at the job's fastest speed (steps × GPUs ÷ its fastest steps/s),
+so that it does not depend on which GPU type a job happened to run on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+FEATURES = ("user", "name", "queue", "gpus", "hour")
+LADDER: tuple[tuple[str, ...], ...] = (
+    ("user", "name", "gpus"), ("user", "name"), ("user",), ("queue", "gpus"), ("queue",), ("gpus",), (),
+)  # most specific first; () is every job
+PRIOR_GPU_S = 3600.0  # the prediction with no history at all: one GPU-hour ...
+PRIOR_LOG_SD = 2.0  # ... give or take a factor of e**2
+MIN_LOG_SD = 0.1  # the least uncertainty a prediction admits (a group of identical jobs)
+IQR_TO_SD = 1.349  # a normal's interquartile range over its standard deviation
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted GPU time of each job: a lognormal's median and log standard deviation."""
+
+    gpu_s: np.ndarray  # [n] median GPU-seconds at the job's fastest speed
+    log_sd: np.ndarray  # [n]
+    level: np.ndarray  # [n] the most specific ladder level with history (index into levels), -1: none
+
+    def __len__(self) -> int:
+        return len(self.gpu_s)
+
+
+class DurationPredictor:
+    """Online grouped estimate of jobs' GPU time from the jobs finished so far."""
+
+    def __init__(self, levels: tuple[tuple[str, ...], ...] = LADDER, *, recent: int = 50,
+                 shrinkage: float = 1.0, prior_gpu_s: float = PRIOR_GPU_S,
+                 prior_log_sd: float = PRIOR_LOG_SD) -> None:
+        unknown = sorted({f for level in levels for f in level} - set(FEATURES))
+        if unknown:
+            raise ValueError(f"unknown job feature '{unknown[0]}' (known: {', '.join(FEATURES)})")
+        if recent < 1 or not shrinkage > 0 or not prior_gpu_s > 0 or not prior_log_sd > 0:
+            raise ValueError("recent must be >= 1, and shrinkage, prior_gpu_s and prior_log_sd > 0")
+        self.levels = tuple(tuple(level) for level in levels)
+        self.recent = int(recent)
+        self.shrinkage = float(shrinkage)
+        self.prior_log = math.log(prior_gpu_s)
+        self.prior_log_sd = float(prior_log_sd)
+        self._prior = np.array([self.prior_log, self.prior_log_sd])
+        # a group's id is unique over all levels; per level: its key -> its id
+        self._ids: list[dict[tuple, int]] = [{} for _ in self.levels]
+        self._recent: list[list | None] = []  # per id: the group's most recent log GPU-seconds, oldest first
+        # per id, and a sentinel at the end for id -1 (a group of no jobs): the group's size, median
+        # and spread, and whether it gained jobs since they were computed
+        self._stats = np.zeros((3, 1))
+        self._stale = np.zeros(1, dtype=bool)
+        self.observed = 0  # finished jobs seen
+
+    @property
+    def level_names(self) -> tuple[str, ...]:
+        """Each level as words: ``user+name+gpus``, …, ``all``."""
+        return tuple("+".join(level) or "all" for level in self.levels)
+
+    def groups(self, *, user, name, queue, num_gpus, submit_time_s) -> np.ndarray:
+        """[n, levels] each job's group id at each level, -1 where a feature it needs is blank.
+
+        ``user``, ``name``, ``queue``: strings ("" or None: unknown); ``num_gpus``; ``submit_time_s``
+        (its hour of the day, counted from 0 s, is the ``hour`` feature). Unseen groups get new ids.
+        """
+        gpus = np.asarray(num_gpus, dtype=np.int64)
+        n = len(gpus)
+        columns = {
+            "user": _text(user, n), "name": _text(name, n), "queue": _text(queue, n), "gpus": gpus,
+            "hour": (np.asarray(submit_time_s, dtype=np.float64) // 3600 % 24).astype(np.int64),
+        }
+        coded: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        out = np.full((n, len(self.levels)), -1, dtype=np.int64)
+        for k, level in enumerate(self.levels):
+            combined = np.zeros(n, dtype=np.int64)
+            blank = np.zeros(n, dtype=bool)
+            for feature in level:
+                if feature not in coded:
+                    uniques, inverse = np.unique(columns[feature], return_inverse=True)
+                    coded[feature] = (uniques, inverse.reshape(-1))
+                uniques, inverse = coded[feature]
+                if uniques.dtype == object:
+                    blank |= (uniques == "")[inverse]
+                combined = np.unique(combined * len(uniques) + inverse, return_inverse=True)[1].reshape(-1)
+            rows = np.flatnonzero(~blank)
+            if not len(rows):
+                continue
+            _, first, inverse = np.unique(combined[rows], return_index=True, return_inverse=True)
+            keys = list(zip(*(columns[f][rows[first]].tolist() for f in level))) if level else [()]
+            out[rows, k] = self._ids_of(k, keys)[inverse.reshape(-1)]
+        return out
+
+    def observe(self, groups: np.ndarray, gpu_s: np.ndarray) -> None:
+        """Learn from finished jobs, oldest first: their group ids (from ``groups``) and the
+        GPU-seconds each took. A group recomputes its median and spread when next asked about."""
+        logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0)).tolist()
+        groups = np.asarray(groups, dtype=np.int64).reshape(len(logs), len(self.levels))
+        recent, most = self._recent, self.recent
+        for k in range(len(self.levels)):
+            for gid, value in zip(groups[:, k].tolist(), logs):
+                if gid < 0:
+                    continue
+                values = recent[gid]
+                if values is None:
+                    recent[gid] = [value]
+                else:
+                    values.append(value)
+                    if len(values) > most:
+                        del values[0]
+        self._stale[groups[groups >= 0]] = True
+        self.observed += len(logs)
+
+    def predict(self, groups: np.ndarray) -> Prediction:
+        """The GPU time of jobs with these group ids, from what has been observed so far.
+
+        From the prior through every level, most general first, each pulling the estimate
+        towards its median by n/(n + shrinkage): in closed form, a weighted sum of the levels'
+        medians and the prior, the weights products of the pulls."""
+        groups = np.asarray(groups, dtype=np.int64).reshape(-1, len(self.levels))
+        stale = self._stale[groups]  # -1 reads the sentinel at the end: never stale
+        if stale.any():
+            self._refresh(np.unique(groups[stale]))
+        size, median, spread = self._stats[:, groups]  # each [n, levels]; 0 for no group
+        # the median over each level's size, the spread over its size - 1: [2, n, levels]
+        pull = np.stack([size, np.maximum(size - 1.0, 0.0)])
+        pull /= pull + self.shrinkage
+        left = np.cumprod(1.0 - pull, axis=2)  # [..., k]: what levels 0..k (the more specific) leave
+        log_median, log_sd = left[..., -1] * self._prior[:, None] + np.sum(
+            pull * (left / (1.0 - pull)) * np.stack([median, spread]), axis=2)
+        known = size > 0
+        level = np.where(known.any(axis=1), np.argmax(known, axis=1), -1)
+        return Prediction(np.exp(log_median), np.maximum(log_sd, MIN_LOG_SD), level)
+
+    def _ids_of(self, k: int, keys: list[tuple]) -> np.ndarray:
+        """The ids of level ``k``'s groups with these keys, new ids for new keys."""
+        known = self._ids[k]
+        ids = np.fromiter((known.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+        new = np.flatnonzero(ids < 0)
+        if len(new):
+            start = len(self._recent)
+            ids[new] = np.arange(start, start + len(new))
+            known.update(zip((keys[i] for i in new.tolist()), ids[new].tolist()))
+            self._recent.extend([None] * len(new))
+            if len(self._recent) + 1 > self._stats.shape[1]:  # the last column stays a sentinel: id -1
+                grow = max(len(self._recent) + 1 - self._stats.shape[1], self._stats.shape[1])
+                self._stats = np.hstack([self._stats, np.zeros((3, grow))])
+                self._stale = np.concatenate([self._stale, np.zeros(grow, dtype=bool)])
+        return ids
+
+    def _refresh(self, ids: np.ndarray) -> None:
+        """Recompute the size, median and spread of groups ``ids`` from their recent jobs."""
+        recent = self._recent
+        self._stats[:, ids] = np.array([_summary(sorted(recent[gid])) for gid in ids.tolist()]).T
+        self._stale[ids] = False
+
+
+def gpu_seconds(steps: np.ndarray, num_gpus: np.ndarray, fastest_steps_per_s: np.ndarray) -> np.ndarray:
+    """GPU-seconds that ``steps`` take on ``num_gpus`` GPUs at ``fastest_steps_per_s`` (NaN where 0)."""
+    steps = np.asarray(steps, dtype=np.float64)
+    fastest = np.asarray(fastest_steps_per_s, dtype=np.float64)
+    return np.divide(steps * np.asarray(num_gpus, dtype=np.float64), fastest, out=np.full(steps.shape, np.nan),
+                     where=fastest > 0)
+
+
+def remaining_gpu_s(predicted_gpu_s: np.ndarray, log_sd: np.ndarray, done_gpu_s: np.ndarray) -> np.ndarray:
+    """The median GPU-seconds still to go of jobs whose GPU time is lognormal around
+    ``predicted_gpu_s`` (log standard deviation ``log_sd``), given each has done ``done_gpu_s``.
+
+    Well short of its prediction, a job has about the prediction minus what it did left; past
+    it, the median of the distribution's tail beyond what it did, which grows as it runs on:
+    a job that outlives its prediction is taken to be a long one, as least-attained-service
+    would, instead of being put first for ever.
+    """
+    predicted = np.maximum(np.asarray(predicted_gpu_s, dtype=np.float64), 1e-9)
+    done = np.maximum(np.asarray(done_gpu_s, dtype=np.float64), 0.0)
+    left = predicted - done
+    started = np.flatnonzero(done > 0)  # a job that did nothing has its whole prediction left
+    if len(started):
+        from scipy.special import log_ndtr, ndtri_exp
+
+        sd = np.maximum(np.asarray(log_sd, dtype=np.float64)[started], MIN_LOG_SD)
+        total = predicted[started]
+        z_done = np.log(done[started] / total) / sd
+        # the total t whose tail probability is half the tail beyond what is done: S(t) = S(done) / 2
+        z_total = -ndtri_exp(log_ndtr(-z_done) - math.log(2.0))
+        left[started] = total * np.exp(sd * z_total) - done[started]
+    return np.maximum(left, 0.0)
+
+
+def _summary(ordered: list[float]) -> tuple[int, float, float]:
+    """Count, median and spread (interquartile range ÷ 1.349) of sorted values; quantiles are
+    interpolated between neighbours, as numpy's are."""
+    count = len(ordered)
+    if count == 1:
+        return 1, ordered[0], 0.0
+    last = count - 1
+    at = 0.5 * last
+    i = int(at)
+    median = ordered[i] + (at - i) * (ordered[i + 1] - ordered[i])
+    at = 0.25 * last
+    i = int(at)
+    low = ordered[i] + (at - i) * (ordered[i + 1] - ordered[i])
+    at = 0.75 * last
+    i = int(at)
+    high = ordered[i] + (at - i) * (ordered[min(i + 1, last)] - ordered[i])
+    return count, median, (high - low) / IQR_TO_SD
+
+
+def _text(values, n: int) -> np.ndarray:
+    """A column of strings, "" for missing (None, NaN or no column at all)."""
+    if values is None:
+        return np.full(n, "", dtype=object)
+    out = np.asarray(values, dtype=object)
+    if len(out) != n:
+        raise ValueError(f"a feature column has {len(out)} values, expected {n}")
+    missing = np.fromiter((v is None or (isinstance(v, float) and v != v) for v in out.tolist()), dtype=bool,
+                          count=n)
+    if missing.any() or any(not isinstance(v, str) for v in out.tolist()):
+        out = np.array(["" if m else str(v) for v, m in zip(out.tolist(), missing.tolist())], dtype=object)
+    return out

@@ -1,0 +1,133 @@
+"""What a policy that needs job lengths (srtf, qssf, finish-time fairness) knows of them.
+
+``oracle``: each job's true remaining steps, which no real scheduler is told (the simulator
+knows them; the server takes the job file's ``total_steps``). ``predicted``: what the history
+of finished jobs says (apportion.core.durations, the view's ``predicted_gpu_s``): the median of
+what is left given what a job has done, so a job that outlives its prediction is taken to be a
+long one. Either way the policy sees the jobs with ``total_steps`` set to what it believes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from apportion.core.durations import PRIOR_GPU_S, PRIOR_LOG_SD, gpu_seconds, remaining_gpu_s
+from apportion.core.allocation import Allocation
+from apportion.core.views import ClusterView, JobView, ThroughputView
+from apportion.policies.base import DEFAULT_RESTART_COST_S, OrderingPolicy, allocate_in_order
+
+DURATIONS = ("oracle", "predicted")
+CHECKPOINT_FACTOR = 2.0  # past its prediction, a job's rank is revisited each time its GPU time doubles
+LOOK_AHEAD = 4  # checkpoints looked at beyond what a job did, at each allocation
+
+
+def check_durations(durations: str, policy: str) -> str:
+    if durations not in DURATIONS:
+        raise ValueError(f"{policy}: durations must be one of {', '.join(DURATIONS)}, got '{durations}'")
+    return durations
+
+
+def believed(jobs: JobView, throughputs: ThroughputView, durations: str) -> JobView:
+    """``jobs`` with each job's ``total_steps`` as the policy believes it: true (oracle), or
+    steps done plus the predicted median of what is left at the job's fastest speed."""
+    if durations == "oracle" or not len(jobs):
+        return jobs
+    fastest = throughputs.steps_per_s.max(axis=1)
+    gpus = jobs.num_gpus.astype(np.float64)
+    done_gpu_s = np.nan_to_num(gpu_seconds(jobs.steps_done, gpus, fastest), nan=0.0)
+    predicted, log_sd = predictions(jobs)
+    left_steps = remaining_gpu_s(predicted, log_sd, done_gpu_s) / gpus * fastest
+    return replace(jobs, total_steps=jobs.steps_done + left_steps)
+
+
+def predictions(jobs: JobView) -> tuple[np.ndarray, np.ndarray]:
+    """The view's predicted GPU time and its log standard deviation; with none (no history was
+    given), every job alike: the predictor's prior."""
+    if jobs.predicted_gpu_s is None or jobs.predicted_log_sd is None:
+        return np.full(len(jobs), PRIOR_GPU_S), np.full(len(jobs), PRIOR_LOG_SD)
+    return jobs.predicted_gpu_s, jobs.predicted_log_sd
+
+
+class DurationOrdering(OrderingPolicy):
+    """An ordering policy whose rank is a job's remaining duration, oracle or predicted.
+
+    A subclass says how what is left of a job (GPU-seconds at its fastest speed) becomes its
+    rank (``key_of``). With predicted durations a running job's rank changes by itself once
+    it outlives its prediction (what it is believed to have left grows again); it is revisited
+    at checkpoints of its GPU time (its prediction, then twice it, four times, …, as LAS's
+    queues are, at fewer places), and only at the first one where it would rank behind a job
+    that waits: before that, ranking it again changes nothing.
+    """
+
+    def __init__(self, *, durations: str = "oracle", agnostic: bool = False,
+                 restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
+        super().__init__(agnostic=agnostic, restart_cost_s=restart_cost_s)
+        self.durations = check_durations(durations, self.name)
+        # at the last allocate: the jobs (their index), their fastest steps/s, and the GPU time at
+        # which each job it ran should be ranked again (inf: none)
+        self._ranked: tuple[bytes, np.ndarray, np.ndarray] | None = None
+
+    def key_of(self, left_gpu_s: np.ndarray, num_gpus: np.ndarray) -> np.ndarray:
+        """The rank of jobs with ``left_gpu_s`` GPU-seconds to go at their fastest speed."""
+        raise NotImplementedError
+
+    def rank_of(self, left_steps: np.ndarray, fastest: np.ndarray, num_gpus: np.ndarray) -> np.ndarray:
+        """The rank of jobs with ``left_steps`` to go at ``fastest`` steps/s (inf where it is 0)."""
+        return np.nan_to_num(self.key_of(gpu_seconds(left_steps, num_gpus, fastest), num_gpus), nan=np.inf)
+
+    def rank_key(self, jobs: JobView, throughputs: ThroughputView) -> np.ndarray:
+        fastest = throughputs.steps_per_s.max(axis=1)
+        return self.rank_of(believed(jobs, throughputs, self.durations).remaining_steps, fastest, jobs.num_gpus)
+
+    def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
+        fastest = throughputs.steps_per_s.max(axis=1)
+        rank = self.rank_of(believed(jobs, throughputs, self.durations).remaining_steps, fastest, jobs.num_gpus)
+        share = allocate_in_order(
+            np.lexsort((jobs.submit_time_s, rank)), jobs.num_gpus, throughputs.steps_per_s, cluster.capacity,
+            agnostic=self.agnostic, current_type=jobs.running_type, remaining_steps=jobs.remaining_steps,
+            restart_cost_s=self.restart_cost_s,
+        )
+        if self.durations == "predicted":
+            runs = share.sum(axis=1) > 0
+            self._ranked = (jobs.index.tobytes(), fastest, self._revisit_at(jobs, fastest, runs, rank))
+        return Allocation(jobs.index, share)
+
+    def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
+        if self.durations == "oracle" or not running.any():
+            return math.inf
+        if self._ranked is None or self._ranked[0] != jobs.index.tobytes():
+            return 0.0  # not the jobs it ranked: rank them again
+        _, fastest, revisit_at = self._ranked
+        gpus = jobs.num_gpus[running].astype(np.float64)
+        done = np.nan_to_num(gpu_seconds(jobs.steps_done[running], gpus, fastest[running]), nan=0.0)
+        # a job's GPU time grows by at most its GPUs a second (at its fastest speed)
+        return float(np.min(np.maximum(revisit_at[running] - done, 0.0) / gpus))
+
+    def _revisit_at(self, jobs: JobView, fastest: np.ndarray, runs: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        """[n] for each job that ``runs``, the first checkpoint of its GPU time past what it did at
+        which it would rank behind the first job left waiting, looking ``LOOK_AHEAD`` checkpoints
+        ahead (the last of them if none); inf for the jobs that do not run."""
+        revisit = np.full(len(jobs), np.inf)
+        rows = np.flatnonzero(runs)
+        waits = np.flatnonzero(~runs)
+        if not len(rows) or not len(waits):
+            return revisit
+        first_waiting = float(np.min(rank[waits]))
+        if not math.isfinite(first_waiting):
+            return revisit
+        gpus = jobs.num_gpus.astype(np.float64)
+        predicted, log_sd = predictions(jobs)
+        done = np.nan_to_num(gpu_seconds(jobs.steps_done[rows], gpus[rows], fastest[rows]), nan=0.0)
+        # the next LOOK_AHEAD checkpoints past what each job did: its prediction × FACTOR**k, k >= passed
+        passed = np.maximum(np.ceil(np.log(np.maximum(done, 1e-9) / predicted[rows])
+                                    / math.log(CHECKPOINT_FACTOR) + 1e-9), 0.0)
+        checkpoint = predicted[rows, None] * CHECKPOINT_FACTOR ** (passed[:, None] + np.arange(LOOK_AHEAD))
+        left = remaining_gpu_s(np.repeat(predicted[rows], LOOK_AHEAD), np.repeat(log_sd[rows], LOOK_AHEAD),
+                               checkpoint.ravel()).reshape(checkpoint.shape)
+        behind = self.key_of(left, gpus[rows, None]) > first_waiting
+        behind[:, -1] = True  # none within sight: look again from the last one
+        revisit[rows] = checkpoint[np.arange(len(rows)), np.argmax(behind, axis=1)]
+        return revisit

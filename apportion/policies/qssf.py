@@ -1,0 +1,28 @@
+"""Quasi-shortest-service-first (Helios, SC'21): the least predicted remaining GPU service first.
+
+A job's service is GPU time: GPUs × seconds at its fastest speed. Ranking by what is left of
+it, rather than by time alone (srtf), puts a short wide job behind a long narrow one that
+holds fewer GPUs for less GPU time. It is preemptive (a new job predicted to need less service
+goes ahead of a running one) and gang-aware: a job gets all its GPUs at once, in rank order,
+and smaller jobs further down fill what a large one leaves. With ``durations="predicted"``
+(the default) what is left comes from the history of finished jobs
+(apportion.policies.durations); ``"oracle"`` uses the true remaining steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from apportion.policies.base import DEFAULT_RESTART_COST_S
+from apportion.policies.durations import DurationOrdering
+
+
+class Qssf(DurationOrdering):
+    name = "qssf"
+
+    def __init__(self, *, durations: str = "predicted", agnostic: bool = False,
+                 restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
+        super().__init__(durations=durations, agnostic=agnostic, restart_cost_s=restart_cost_s)
+
+    def key_of(self, left_gpu_s: np.ndarray, num_gpus: np.ndarray) -> np.ndarray:
+        return left_gpu_s

@@ -1,0 +1,91 @@
+"""The duration predictor: a ladder of groups of finished jobs, worked out by hand in log space,
+and what a job that has run for a while is believed to have left."""
+
+import math
+
+import numpy as np
+import pytest
+
+from apportion.core.durations import PRIOR_GPU_S, DurationPredictor, remaining_gpu_s
+
+E = math.e
+# user+name+GPUs, then user, then everyone; no history at all is e**0 = 1 GPU-second
+LADDER = (("user", "name", "gpus"), ("user",), ())
+
+
+def predictor(**options) -> DurationPredictor:
+    return DurationPredictor(LADDER, shrinkage=1.0, prior_gpu_s=1.0, **options)
+
+
+def groups(p: DurationPredictor, rows: list[tuple[str, str, int]]) -> np.ndarray:
+    users, names, gpus = zip(*rows)
+    return p.groups(user=list(users), name=list(names), queue=None, num_gpus=list(gpus),
+                    submit_time_s=np.zeros(len(rows)))
+
+
+def test_each_level_pulls_the_estimate_towards_its_median_by_n_over_n_plus_one():
+    """History in log GPU-seconds: alice's bert on 1 GPU took 4, 4, 4; bob's gan on 2 GPUs took 0.
+
+    Everyone: median of 0, 4, 4, 4 is 4, over 4 jobs: 0 + 4/5 × (4 - 0) = 3.2.
+    alice: median 4 over 3 jobs: 3.2 + 3/4 × (4 - 3.2) = 3.8.
+    alice's bert on 1 GPU: median 4 over 3 jobs: 3.8 + 3/4 × (4 - 3.8) = 3.95.
+    """
+    p = predictor()
+    history = [("alice", "bert", 1)] * 3 + [("bob", "gan", 2)]
+    p.observe(groups(p, history), [E**4, E**4, E**4, 1.0])
+
+    asked = [("alice", "bert", 1), ("alice", "vit", 1), ("carol", "bert", 1), ("", "bert", 1)]
+    prediction = p.predict(groups(p, asked))
+
+    assert np.log(prediction.gpu_s) == pytest.approx([3.95, 3.8, 3.2, 3.2])
+    # where each estimate comes from: the most specific level that has seen a job like it
+    assert [p.level_names[k] for k in prediction.level] == ["user+name+gpus", "user", "all", "all"]
+
+
+def test_no_history_is_the_prior_and_a_blank_feature_skips_its_levels():
+    p = DurationPredictor()
+    ids = p.groups(user=["", "ann"], name=None, queue=["", "vc1"], num_gpus=[1, 8], submit_time_s=[0.0, 0.0])
+    in_a_group = dict(zip(p.level_names, (ids >= 0).T.tolist()))
+
+    assert in_a_group["user"] == [False, True] and in_a_group["queue+gpus"] == [False, True]
+    assert in_a_group["user+name"] == [False, False] and in_a_group["gpus"] == [True, True]
+    everyone = ids[:, p.level_names.index("all")]
+    assert everyone[0] == everyone[1] >= 0
+    assert p.predict(ids).gpu_s.tolist() == pytest.approx([PRIOR_GPU_S, PRIOR_GPU_S])
+
+
+def test_a_group_keeps_only_its_most_recent_jobs():
+    """recent=3: after 1, 1, 1 and then e**6 three times, only the e**6 are left."""
+    p = DurationPredictor(((),), recent=3, shrinkage=1.0, prior_gpu_s=1.0)
+    ids = p.groups(user=None, name=None, queue=None, num_gpus=[1], submit_time_s=[0.0])
+    for gpu_s in [1.0, 1.0, 1.0, E**6, E**6, E**6]:
+        p.observe(ids, [gpu_s])
+
+    assert math.log(p.predict(ids).gpu_s[0]) == pytest.approx(0 + 3 / 4 * 6)
+
+
+def test_the_uncertainty_is_the_groups_spread_and_shrinks_towards_the_prior():
+    """Logs 2, 4, 6, 8 on one level: interquartile range 3.5 - 6.5, so spread 3 ÷ 1.349; over 4 jobs it
+    pulls the prior's 2.0 by (4 - 1) / (4 - 1 + 1) = 3/4."""
+    p = DurationPredictor(((),), shrinkage=1.0, prior_log_sd=2.0)
+    ids = p.groups(user=None, name=None, queue=None, num_gpus=[1] * 4, submit_time_s=np.zeros(4))
+    p.observe(ids, [E**2, E**4, E**6, E**8])
+
+    assert p.predict(ids[:1]).log_sd[0] == pytest.approx(2.0 + 0.75 * (3 / 1.349 - 2.0))
+
+
+def test_an_unknown_feature_is_refused():
+    with pytest.raises(ValueError, match="unknown job feature 'team'"):
+        DurationPredictor((("team",),))
+
+
+def test_what_is_left_is_the_prediction_less_what_is_done_until_the_job_outlives_it():
+    # nothing done: all of it; far short of it (sd 0.1): about the difference
+    assert remaining_gpu_s([1000.0], [0.1], [0.0]).tolist() == [1000.0]
+    assert remaining_gpu_s([1000.0], [0.1], [200.0])[0] == pytest.approx(800.0, rel=1e-6)
+    # at its prediction, with log sd 1: half of the tail beyond the median lies past
+    # e**0.6745 × the median, so 1000 × (e**0.6745 - 1) = 963 are left
+    assert remaining_gpu_s([1000.0], [1.0], [1000.0])[0] == pytest.approx(1000 * (math.exp(0.67449) - 1), rel=1e-4)
+    # past it, the longer it ran the more it is believed to have left
+    left = remaining_gpu_s([1000.0] * 3, [1.0] * 3, [1000.0, 4000.0, 16000.0])
+    assert left[0] < left[1] < left[2]

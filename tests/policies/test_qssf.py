@@ -1,0 +1,128 @@
+"""QSSF: the job with the least predicted remaining GPU service runs first, whole gangs at a time;
+and srtf and finish-time fairness on predicted durations."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from apportion.core.views import ClusterView, JobView, ThroughputView
+from apportion.policies import make_policy
+from apportion.policies.qssf import Qssf
+
+SURE = 0.1  # log sd: the predictor is sure of these jobs
+
+
+def view(num_gpus, predicted_gpu_s, *, total_steps=None, steps_done=None, running_type=None,
+         log_sd=SURE) -> JobView:
+    n = len(num_gpus)
+    return JobView(
+        index=np.arange(n), submit_time_s=np.arange(n, dtype=float), kind=np.zeros(n, dtype=np.int64),
+        num_gpus=np.asarray(num_gpus), priority=np.ones(n),
+        total_steps=np.full(n, 1e9) if total_steps is None else np.asarray(total_steps, dtype=float),
+        steps_done=np.zeros(n) if steps_done is None else np.asarray(steps_done, dtype=float),
+        attained_service_s=np.zeros(n), first_start_s=np.full(n, np.nan),
+        running_type=np.full(n, -1) if running_type is None else np.asarray(running_type),
+        queue=np.full(n, "", dtype=object), user=np.full(n, "", dtype=object), now_s=0.0,
+        predicted_gpu_s=np.asarray(predicted_gpu_s, dtype=float), predicted_log_sd=np.full(n, log_sd),
+    )
+
+
+def gpus(count: int) -> ClusterView:
+    return ClusterView(("v100",), np.array([count]), np.full(1, np.nan))
+
+
+def one_step_a_second(jobs: JobView) -> ThroughputView:
+    """n GPUs do n steps a second: a step is one GPU-second on any job."""
+    return ThroughputView(jobs.num_gpus[:, None].astype(float))
+
+
+# A: 2 GPUs, 1000 GPU-s predicted (500 s); B: 1 GPU, 900 GPU-s (900 s); C: 1 GPU, 300 GPU-s (300 s)
+SIZES, PREDICTED = [2, 1, 1], [1000.0, 900.0, 300.0]
+
+
+def test_the_least_service_first_fills_three_gpus_with_the_two_one_gpu_jobs():
+    """Service first: C (300), B (900), then A (1000) needs 2 GPUs and 1 is left: A waits."""
+    jobs = view(SIZES, PREDICTED)
+
+    share = Qssf().allocate(jobs, gpus(3), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [0, 1, 1]
+
+
+def test_srtf_on_the_same_predictions_runs_the_wide_job_instead():
+    """Time first: C (300 s), A (500 s: 1000 GPU-s on 2 GPUs) takes the other two, B (900 s) waits."""
+    jobs = view(SIZES, PREDICTED)
+
+    share = make_policy("srtf", durations="predicted").allocate(jobs, gpus(3), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [1, 0, 1]
+
+
+def test_a_newcomer_with_less_service_left_preempts_a_running_job():
+    """D runs: 5000 predicted, 1000 done, about 4000 left; E arrives predicted at 500: E takes the GPU."""
+    jobs = view([1, 1], [5000.0, 500.0], steps_done=[1000.0, 0.0], running_type=[0, -1])
+
+    share = Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [0, 1]
+
+
+def test_a_job_that_outlives_its_prediction_falls_behind_a_fresh_one():
+    """F was predicted at 100 GPU-s (log sd 1) but has done 1600: half of a lognormal's tail beyond
+    1600 lies past 100 × e**2.99 = 1990, so it is believed to have 390 left, more than G's whole
+    prediction of 300: G goes first."""
+    jobs = view([1, 1], [100.0, 300.0], steps_done=[1600.0, 0.0], running_type=[0, -1], log_sd=1.0)
+
+    share = Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [0, 1]
+
+
+def test_the_oracle_ranks_by_the_true_remaining_steps_not_the_prediction():
+    """True work: A 200 steps × 2 GPUs = 400 GPU-s, B 900, C 600: A and C fit (3 GPUs), B waits;
+    the predictions (which would put B before A) are not looked at."""
+    jobs = view(SIZES, PREDICTED, total_steps=[200.0, 900.0, 600.0])
+
+    share = Qssf(durations="oracle").allocate(jobs, gpus(3), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [1, 0, 1]
+
+
+def test_past_its_prediction_a_running_job_is_ranked_again_when_it_would_fall_behind():
+    """Job 0 (1 GPU, predicted 1000, log sd 1) runs and job 1 (predicted 1100) waits. Job 0 stays
+    ahead until its prediction, and at it: 1000 × (e**0.6745 - 1) = 963 left. At twice it (2000 done)
+    half the tail lies past 1000 × e**1.165 = 3205: 1205 left, behind job 1. So the next change is when
+    job 0 has done 2000 GPU-s, 2000 s from now."""
+    jobs = view([1, 1], [1000.0, 1100.0], log_sd=1.0)
+    policy = Qssf()
+    share = policy.allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+    assert share[:, 0].tolist() == [1, 0]
+
+    assert policy.next_change_s(jobs, np.array([True, False])) == pytest.approx(2000.0)
+
+
+def test_the_durations_option_is_checked_and_named():
+    assert make_policy("srtf", durations="predicted").durations == "predicted"
+    assert make_policy("srtf").durations == "oracle" and make_policy("qssf").durations == "predicted"
+    assert make_policy("finish-time-fairness", durations="predicted").durations == "predicted"
+    with pytest.raises(ValueError, match="--durations must be one of predicted, oracle, got 'guess'"):
+        make_policy("qssf", durations="guess")
+
+
+def test_finish_time_fairness_on_predicted_durations_solves_for_the_predicted_work():
+    """Three one-GPU jobs, a v100 and a k80, all truly 3000 steps from done. Predicted, nothing done
+    yet, a job's steps to go are its predicted GPU-seconds at its fastest speed: 30000 × 4,
+    1000 × 2 and 3000 × 3. The allocation is the one for that work, not for the truth."""
+    jobs = view([1, 1, 1], [30000.0, 1000.0, 3000.0], total_steps=[3000.0] * 3)
+    jobs = replace(jobs, submit_time_s=np.array([0.0, 5000.0, 9000.0]), now_s=10000.0)
+    cluster = ClusterView(("v100", "k80"), np.array([1, 1]), np.full(2, np.nan))
+    speeds = ThroughputView(np.array([[4.0, 1.0], [2.0, 1.0], [3.0, 1.0]]))
+
+    predicted = make_policy("finish-time-fairness", durations="predicted").allocate(jobs, cluster, speeds).share
+    believed = replace(jobs, total_steps=np.array([120000.0, 2000.0, 9000.0]))
+    as_if_true = make_policy("finish-time-fairness").allocate(believed, cluster, speeds).share
+    truth = make_policy("finish-time-fairness").allocate(jobs, cluster, speeds).share
+
+    assert predicted == pytest.approx(as_if_true, abs=1e-6)
+    assert np.abs(predicted - truth).max() > 0.05

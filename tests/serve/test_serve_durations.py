@@ -1,0 +1,102 @@
+"""The server predicts job durations from its own finished jobs, kept in the state file across
+restarts: the estimated finish time a job shows, and qssf's order. Fake clock and executor."""
+
+from __future__ import annotations
+
+import pytest
+
+from apportion.executors.fake import FakeExecutor
+from apportion.policies import make_policy
+from apportion.serve.scheduler import Scheduler, ServeConfig
+from apportion.serve.slots import parse_slots
+from apportion.serve.state import StateStore
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def start(tmp_path, policy="las"):
+    """A server on one CPU slot over the state file in ``tmp_path`` (the same file each time: a restart)."""
+    config = ServeConfig(state_dir=tmp_path, round_s=10.0, fill_gap_s=0.0, renew_wait_s=0.0)
+    executor = FakeExecutor(tmp_path)
+    clock = Clock()
+    scheduler = Scheduler(StateStore(tmp_path / "state.db"), executor, parse_slots("cpu:1"), make_policy(policy),
+                          config, clock=clock)
+    return scheduler, executor, clock
+
+
+def job(name, steps, user="ann", **extra):
+    return {"name": name, "command": "train", "total_steps": steps, "user": user, **extra}
+
+
+def complete(scheduler, executor, job_id, steps, steps_per_s):
+    """Run job ``job_id`` on the slot to the end, reporting ``steps_per_s`` as a job does."""
+    scheduler.tick()
+    assert scheduler.store.job(job_id)["status"] == "running"
+    scheduler.lease(job_id, 1, 0)
+    scheduler.progress(job_id, 1, steps // 2, steps_per_s)
+    scheduler.progress(job_id, 1, steps, steps_per_s)
+    executor.finish(job_id, 0)
+    scheduler.tick()
+    assert scheduler.store.job(job_id)["status"] == "completed"
+
+
+def test_a_restarted_server_predicts_from_the_jobs_it_finished_before(tmp_path):
+    """ann's cnn did 100 steps at 10 steps/s on one slot: 10 GPU-s. After a restart, a new cnn of
+    ann's on one slot is predicted from the levels that have seen that job (user+name+GPUs,
+    user+name, user, GPUs, everyone; no queue), each pulling the prior of 3600 half way:
+    10 × 360**(1/32) GPU-s, 120.2 steps at 10 steps/s = 12.02 s. bob's lm (a cnn too, as the
+    server measures speeds) shares only the GPU count and everyone: 10 × 360**(1/4) = 43.6 GPU-s,
+    436 steps, 43.6 s. A job of a kind whose speed was never measured gets no time."""
+    scheduler, executor, _ = start(tmp_path)
+    scheduler.submit(job("cnn", 100), "ann")
+    complete(scheduler, executor, 1, 100, 10.0)
+    scheduler.store.close()
+
+    scheduler, _, clock = start(tmp_path)  # the same state file
+    assert scheduler.durations.predictor.observed == 1
+    scheduler.submit(job("cnn", 1000), "ann")
+    scheduler.submit(job("lm", 1000, user="bob", kind="cnn"), "bob")
+    scheduler.submit(job("gan", 1000, user="bob"), "bob")
+    cnn, lm, gan = (scheduler.job_info(scheduler.row(i)) for i in (2, 3, 4))
+
+    assert cnn["predicted_remaining_s"] == pytest.approx(10 * 360 ** (1 / 32), abs=1e-3)
+    assert cnn["estimated_finish"] == pytest.approx(clock.now + cnn["predicted_remaining_s"], abs=1e-3)
+    assert cnn["estimate_from"] == "history: user+name+gpus"
+    assert lm["predicted_remaining_s"] == pytest.approx(10 * 360 ** (1 / 4), abs=1e-3)
+    assert lm["estimate_from"] == "history: gpus"
+    assert gan["estimated_finish"] is None and gan["estimate_from"] == "speed not measured yet"
+
+
+def test_the_estimate_never_goes_past_the_job_files_total_steps_and_ended_jobs_have_none(tmp_path):
+    scheduler, executor, _ = start(tmp_path)
+    scheduler.submit(job("cnn", 100), "ann")
+    complete(scheduler, executor, 1, 100, 10.0)
+    scheduler.submit(job("cnn", 50), "ann")  # predicted 120 steps, but it stops at 50: 5 s at 10 steps/s
+
+    short = scheduler.job_info(scheduler.row(2))
+    done = scheduler.job_info(scheduler.row(1))
+
+    assert short["predicted_remaining_s"] == pytest.approx(5.0)
+    assert short["estimate_from"] == "job file: total_steps"
+    assert done["estimated_finish"] is None and done["predicted_remaining_s"] is None
+
+
+def test_qssf_runs_first_the_job_its_history_says_needs_the_least_gpu_time(tmp_path):
+    """ann's short took 10 GPU-s. Then bob submits a job of a kind never seen, and ann another short:
+    bob's is predicted at 43.6 GPU-s, ann's at 12.0, so ann's starts first although it came later."""
+    scheduler, executor, _ = start(tmp_path, policy="qssf")
+    scheduler.submit(job("short", 100), "ann")
+    complete(scheduler, executor, 1, 100, 10.0)
+    scheduler.submit(job("long", 100000, user="bob"), "bob")
+    scheduler.submit(job("short", 100), "ann")
+
+    scheduler.tick()
+
+    assert executor.started[-1].job_id == 3
+    assert scheduler.store.job(2)["status"] == "queued"

@@ -1,0 +1,50 @@
+"""The simulator feeds the duration predictor with jobs as they finish, and nothing else: a job
+is predicted from the jobs that had finished when the scheduler first saw it."""
+
+import numpy as np
+import pytest
+
+from apportion.core.cluster import parse_cluster_shorthand
+from apportion.core.durations import DurationPredictor
+from apportion.core.jobs import JobTable
+from apportion.core.throughputs import ThroughputTable
+from apportion.policies import make_policy
+from apportion.sim.simulator import Simulator
+
+ONE_STEP_A_SECOND = ThroughputTable(kinds=("a",), gpu_types=("v100",), scales=(1,), steps_per_s=np.ones((1, 1, 1)))
+
+
+def test_each_job_is_predicted_only_from_the_jobs_finished_before_it_was_first_seen():
+    """One v100, one step a second, qssf; rounds every 360 s; every job is ann's.
+
+    Job 0 (1000 steps) starts at 0. Job 1 (20000 steps), submitted at 100, is first seen at 360,
+    when no job has finished: it gets the prior, 3600 GPU-s, whatever job 0 and job 1 turn out to
+    need (the two then take turns, and job 0 finishes before 5040). Job 2 (500 steps), submitted
+    at 5000, is first seen at 5040, after job 0 finished: everyone (one job, 1000) pulls the prior
+    half way, ann's one job half way again: 3600**(1/4) × 1000**(3/4) GPU-s. Job 1, not finished,
+    is not in it.
+    """
+    jobs = JobTable.build(job_id=["j0", "j1", "j2"], submit_time_s=[0.0, 100.0, 5000.0], kind_names=["a"] * 3,
+                          num_gpus=[1, 1, 1], total_steps=[1000.0, 20000.0, 500.0], user=["ann"] * 3, kinds=("a",))
+    predictor = DurationPredictor((("user",), ()), shrinkage=1.0, prior_gpu_s=3600.0)
+    simulator = Simulator(jobs, parse_cluster_shorthand("v100:1"), ONE_STEP_A_SECOND, make_policy("qssf"),
+                          predictor=predictor)
+
+    result = simulator.run()
+
+    assert result.finish_s[0] < 5040.0 < result.finish_s[1]
+    first = simulator.history.first_gpu_s
+    assert first[:2].tolist() == pytest.approx([3600.0, 3600.0])
+    assert first[2] == pytest.approx(3600 ** 0.25 * 1000 ** 0.75)
+    assert predictor.observed == 3  # all three, each once, as it finished
+
+
+def test_a_policy_on_true_durations_gets_no_predictions():
+    jobs = JobTable.build(job_id=["j0"], submit_time_s=[0.0], kind_names=["a"], num_gpus=[1], total_steps=[10.0],
+                          kinds=("a",))
+    for spec, options, predicts in (("srtf", {}, False), ("qssf", {"durations": "oracle"}, False),
+                                    ("srtf", {"durations": "predicted"}, True)):
+        simulator = Simulator(jobs, parse_cluster_shorthand("v100:1"), ONE_STEP_A_SECOND,
+                              make_policy(spec, **options))
+        simulator.run()
+        assert (simulator.history is not None) == predicts, (spec, options)
