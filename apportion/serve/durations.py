@@ -56,9 +56,10 @@ class DurationHistory:
         return max((self.throughputs.rate(kind, t, gpus, allowed) for t in self.gpu_types), default=0.0)
 
     def estimate(self, row: dict, now: float) -> dict:
-        """When an active job is expected to finish: at its current type's speed if it runs, else
-        at its fastest (a waiting job finishes no sooner). Fields for the API's job; None when it
-        ended, or while its kind's speed there is neither measured nor known from the catalog."""
+        """When an active job is expected to finish: at its own average speed so far once it has
+        run, else at its kind's speed on its fastest type (a waiting job finishes no sooner).
+        Fields for the API's job; None when it ended, or while no speed is known (neither its
+        own, measured, nor from the catalog)."""
         none = {"estimated_finish": None, "predicted_remaining_s": None, "estimate_from": None}
         if row["status"] not in ACTIVE:
             return none
@@ -68,9 +69,11 @@ class DurationHistory:
         on = row["gpu_type"] if row["pid"] is not None and row["gpu_type"] in rates else max(rates, key=rates.get)
         if fastest <= 0 or rates[on] <= 0:
             return none
-        if not self._speed_known(kind, on, gpus):  # 1 step/s until measured: no time to tell
+        # a job that has run goes at about its own speed so far (the estimates take a few reports to get there)
+        own = row["steps_done"] / row["run_s"] if row["steps_done"] > 0 and row["run_s"] >= 1.0 else None
+        if own is None and not self._speed_known(kind, on, gpus):  # 1 step/s until measured: no time to tell
             return dict(none, estimate_from="speed not measured yet")
-        rate = rates[on]
+        rate = own if own is not None else rates[on]
         prediction = self.predictor.predict(self._row_group_ids(row))
         done = gpu_seconds(np.array([row["steps_done"]]), np.array([row["gpus"]]), np.array([fastest]))
         left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, done)[0]

@@ -87,6 +87,25 @@ def test_the_estimate_never_goes_past_the_job_files_total_steps_and_ended_jobs_h
     assert done["estimated_finish"] is None and done["predicted_remaining_s"] is None
 
 
+def test_a_job_that_has_run_is_timed_at_its_own_speed(tmp_path):
+    """The cnn kind is estimated at 10 steps/s, but this job did 100 steps in its 20 s: 5 steps/s.
+    History says far more than the 50 steps its job file has left, so 50 steps at 5 steps/s: 10 s."""
+    scheduler, executor, clock = start(tmp_path)
+    scheduler.submit(job("cnn", 100), "ann")
+    complete(scheduler, executor, 1, 100, 10.0)
+    scheduler.submit(job("cnn", 150), "ann")
+    scheduler.tick()
+    scheduler.lease(2, 1, 0)
+    clock.now += 20.0
+    scheduler.lease(2, 1, 100)
+    scheduler.plan(clock.now)  # counts its 20 s of service
+
+    estimate = scheduler.job_info(scheduler.row(2))
+
+    assert estimate["predicted_remaining_s"] == pytest.approx(10.0)
+    assert estimate["estimated_finish"] == pytest.approx(clock.now + 10.0)
+
+
 def test_qssf_runs_first_the_job_its_history_says_needs_the_least_gpu_time(tmp_path):
     """ann's short took 10 GPU-s. Then bob submits a job of a kind never seen, and ann another short:
     bob's is predicted at 43.6 GPU-s, ann's at 12.0, so ann's starts first although it came later."""

@@ -1,0 +1,203 @@
+"""Print how well apportion predicts job durations on the Philly trace, and what they are worth, as JSON.
+
+The predictor (apportion.core.durations) learns in the replay itself: each job's GPU time is
+predicted when the job first appears to the scheduler (the round after it is submitted), from
+the jobs that had finished by then, and compared with the GPU time it then took (GPU-seconds at
+its fastest speed: the trace's duration × GPUs at v100 speed). The qssf replay's predictions
+are the ones scored. Then the average JCT of fifo, las, qssf, srtf on predicted durations and
+srtf on the true ones (the oracle), on the cluster the other Philly benchmarks use; the share
+of the oracle's gain over fifo that qssf recovers is (fifo - qssf) / (fifo - srtf oracle).
+
+The same predictions are replayed off line from the qssf replay's finish times (a job's first
+prediction is at the first 360 s round boundary at or after its submission, from the jobs that
+finished by then, exactly as in the replay), so that simpler estimates can be scored on the
+same information: everyone's running median, and the ladder without shrinkage. And a replay of
+100,000 synthetic jobs, each given one of 200 users and 2,000 job names at random (so that
+every level of the predictor's ladder has groups), times what predicting costs against the
+whole replay (CPU seconds).
+
+    python benchmarks/durations.py                 # about 5 minutes of CPU
+    python benchmarks/durations.py --jobs 20000    # the trace's first 20,000 jobs only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from apportion.core.durations import LADDER, DurationPredictor  # noqa: E402
+from apportion.experiment import WorkloadSettings, load_inputs, policy_from_spec  # noqa: E402
+from apportion.sim import SimConfig  # noqa: E402
+from apportion.sim.durations import HistoryFeed  # noqa: E402
+from apportion.sim.simulator import Simulator  # noqa: E402
+
+PHILLY = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "philly_pollux_jobs.csv.gz"
+PHILLY_CLUSTER = "v100:160,p100:160,k80:160"  # as benchmarks/simulate_speed.py --case philly
+RUNS = (  # (label, policy, durations)
+    ("fifo", "fifo", None),
+    ("las", "las", None),
+    ("qssf", "qssf", "predicted"),
+    ("srtf (predicted)", "srtf", "predicted"),
+    ("srtf (oracle)", "srtf", "oracle"),
+    ("qssf (oracle)", "qssf", "oracle"),
+)
+
+
+class Recorded:
+    """A history feed that keeps the calls the simulator made, to time them again on their own."""
+
+    def __init__(self, feed: HistoryFeed) -> None:
+        self.feed, self.calls = feed, []
+
+    def __getattr__(self, name):
+        return getattr(self.feed, name)
+
+    def finished(self, rows, finish_s):
+        self.calls.append(("finished", rows.copy(), finish_s.copy()))
+        self.feed.finished(rows, finish_s)
+
+    def predict(self, rows):
+        self.calls.append(("predict", rows.copy()))
+        return self.feed.predict(rows)
+
+
+class RecordingSimulator(Simulator):
+    def _start(self):
+        replay = super()._start()
+        if self.history is not None:
+            self.history = Recorded(self.history)
+        return replay
+
+    def prediction_cpu_s(self) -> float:
+        """CPU seconds the replay's predictions take: a fresh feed, then every call the replay made."""
+        started = time.process_time()
+        feed = HistoryFeed(self.jobs, self.rates)
+        for name, *arguments in self.history.calls:
+            getattr(feed, name)(*arguments)
+        return time.process_time() - started
+
+
+def replay(inputs, spec: str, durations: str | None, config: SimConfig):
+    """One replay; the simulator (its history feed holds the predictions) and the replay's CPU seconds."""
+    options = {"restart_cost_s": config.restart_cost_s}
+    if durations is not None:
+        options["durations"] = durations
+    simulator = RecordingSimulator(inputs.jobs, inputs.cluster, inputs.throughputs, policy_from_spec(spec, **options),
+                                   config)
+    started = time.process_time()
+    result = simulator.run()
+    return simulator, result, time.process_time() - started
+
+
+def scores(predicted: np.ndarray, log_sd: np.ndarray, truth: np.ndarray) -> dict:
+    """Median |log error|, Spearman rank correlation, and how often the truth is inside the
+    predicted interquartile range (0.5 when the uncertainty is right)."""
+    from scipy.stats import spearmanr
+
+    scored = np.isfinite(predicted) & np.isfinite(truth) & (truth > 0)
+    error = np.log(predicted[scored]) - np.log(truth[scored])
+    return {
+        "jobs": int(scored.sum()),
+        "median_abs_log_error": round(float(np.median(np.abs(error))), 3),
+        "rank_correlation": round(float(spearmanr(predicted[scored], truth[scored])[0]), 3),
+        "within_predicted_iqr": round(float(np.mean(np.abs(error) <= 0.6745 * log_sd[scored])), 3),
+    }
+
+
+def offline(jobs, finish_s: np.ndarray, truth: np.ndarray, predictor: DurationPredictor,
+            round_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's prediction at the first round boundary at or after its submission, from the jobs
+    with ``finish_s`` at or before it (what the replay's predictor knew then)."""
+    groups = predictor.groups(user=jobs.user, name=jobs.name, queue=jobs.queue, num_gpus=jobs.num_gpus,
+                              submit_time_s=jobs.submit_time_s)
+    asked_at = np.ceil(jobs.submit_time_s / round_s - 1e-9) * round_s  # sorted, as the jobs are
+    done = np.flatnonzero(np.isfinite(finish_s) & np.isfinite(truth))
+    done = done[np.argsort(finish_s[done], kind="stable")]
+    predicted, log_sd = np.full(len(jobs), np.nan), np.full(len(jobs), np.nan)
+    told = 0
+    for at in np.unique(asked_at):
+        upto = int(np.searchsorted(finish_s[done], at, side="right"))
+        if upto > told:
+            predictor.observe(groups[done[told:upto]], truth[done[told:upto]])
+            told = upto
+        rows = np.arange(np.searchsorted(asked_at, at, side="left"), np.searchsorted(asked_at, at, side="right"))
+        prediction = predictor.predict(groups[rows])
+        predicted[rows], log_sd[rows] = prediction.gpu_s, prediction.log_sd
+    return predicted, log_sd
+
+
+def timing_case(jobs: int, config: SimConfig) -> dict:
+    """qssf on ``jobs`` synthetic jobs with random users and names: CPU of the replay and of predicting."""
+    inputs = load_inputs(WorkloadSettings(jobs=jobs, rate_per_hour=120.0, cluster=PHILLY_CLUSTER))
+    rng = np.random.default_rng(0)
+    users = np.array([f"user-{u}" for u in rng.integers(0, 200, jobs)], dtype=object)
+    names = np.array([f"job-{k}" for k in rng.integers(0, 2000, jobs)], dtype=object)
+    inputs = replace(inputs, jobs=replace(inputs.jobs, user=users, name=names))
+    simulator, result, cpu_s = replay(inputs, "qssf", "predicted", config)
+    predicting_s = simulator.prediction_cpu_s()
+    return {
+        "jobs": jobs, "users": 200, "names": 2000, "policy": "qssf", "rounds": result.summary["decisions"],
+        "replay_cpu_s": round(cpu_s, 2), "prediction_cpu_s": round(predicting_s, 2),
+        "prediction_share": round(predicting_s / cpu_s, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=None, help="the trace's first N jobs only")
+    parser.add_argument("--timing-jobs", type=int, default=100_000, help="synthetic jobs for the timing case (0: skip)")
+    args = parser.parse_args()
+    if not PHILLY.exists():
+        sys.exit(f"the Philly trace is not at {PHILLY}: nothing to measure (it is in ../shared/traces/)")
+    config = SimConfig()
+    inputs = load_inputs(WorkloadSettings(path=str(PHILLY), cluster=PHILLY_CLUSTER, jobs=args.jobs))
+
+    avg_jct, cpu, qssf_sim, qssf_result = {}, {}, None, None
+    for label, spec, durations in RUNS:
+        simulator, result, cpu_s = replay(inputs, spec, durations, config)
+        avg_jct[label] = round(result.summary["avg_jct_s"], 1)
+        cpu[label] = round(cpu_s, 1)
+        if label == "qssf":
+            qssf_sim, qssf_result = simulator, result
+        print(f"{label}: avg JCT {avg_jct[label]:,.0f} s, {cpu_s:.1f} s CPU", file=sys.stderr, flush=True)
+
+    history = qssf_sim.history
+    truth = history.gpu_s
+    in_replay = scores(history.first_gpu_s, history.first_log_sd, truth)
+    finish = qssf_result.finish_s
+    alternatives = {}
+    for name, predictor in (("ladder (as in the replay)", DurationPredictor()),
+                            ("everyone's running median", DurationPredictor(((),))),
+                            ("ladder, no shrinkage", DurationPredictor(LADDER, shrinkage=1e-9)),
+                            ("ladder, 200 most recent per group", DurationPredictor(recent=200))):
+        alternatives[name] = scores(*offline(inputs.jobs, finish, truth, predictor, config.round_s), truth)
+
+    fifo, oracle, qssf = avg_jct["fifo"], avg_jct["srtf (oracle)"], avg_jct["qssf"]
+    las = avg_jct["las"]
+    print(json.dumps({
+        "workload": f"{inputs.workload_name} ({len(inputs.jobs)} jobs)",
+        "cluster": inputs.cluster.describe(),
+        "features": "queue (virtual cluster) and GPUs: the trace has no user or job name",
+        **{k: in_replay[k] for k in ("median_abs_log_error", "rank_correlation", "within_predicted_iqr")},
+        "predicted_jobs": in_replay["jobs"],
+        "avg_jct_s": avg_jct,
+        "share_of_oracle_gain": round((fifo - qssf) / (fifo - oracle), 3) if fifo != oracle else math.nan,
+        "share_of_oracle_gain_over_las": round((las - qssf) / (las - oracle), 3) if las != oracle else math.nan,
+        "replay_cpu_s": cpu,
+        "qssf_prediction_cpu_s": round(qssf_sim.prediction_cpu_s(), 2),
+        "predictors_off_line": alternatives,
+        "timing": timing_case(args.timing_jobs, config) if args.timing_jobs else None,
+    }))
+
+
+if __name__ == "__main__":
+    main()
