@@ -224,6 +224,60 @@ def read_measurement(path: str | Path) -> Measurement:
     return Measurement(source, gpu_type, model, layout, step, memory, framework)
 
 
+def step_measurement(model: TransformerModel, gpu_type: str, gpus: int, global_batch: int, layout: str,
+                     step_time_s: float, memory_gb: float | None = None,
+                     framework: SoftwareProfile = MEGATRON_LM) -> Measurement:
+    """A step measurement given on the command line rather than in a file: ``layout`` is text
+    such as ``tp=2,pp=4,micro_batch=1,recompute=selective`` (``stage_layers`` with ``/`` between
+    stages). InputError naming the option for anything wrong."""
+    fields = parse_layout_text(layout)
+    gpus = _positive_int("--measured-gpus", "the GPU count", gpus)
+    global_batch = _positive_int("--measured-global-batch", "the global batch", global_batch)
+    parsed = _layout("--measured-layout", fields, gpus, global_batch, gpu_type)
+    problems = layout_problems(model, parsed)
+    if problems:
+        raise InputError("--measured-layout", problems[0])
+    step = _positive_number("--measured-step-s", "the step time", step_time_s)
+    memory = _positive_number("--measured-memory-gb", "the memory", memory_gb) if memory_gb is not None else None
+    return Measurement("the command line", get_accelerator(gpu_type).name, model, parsed, step, memory, framework)
+
+
+def parse_layout_text(text: str) -> dict:
+    """``tp=2,pp=4,micro_batch=1,recompute=selective,stage_layers=7/8x14/7`` as the fields of a
+    layout mapping, each of its type; InputError naming ``--measured-layout`` otherwise."""
+    from apportion.perf.parallel import parse_stage_layers
+
+    fields: dict = {}
+    for part in (p.strip() for p in text.replace(" ", ",").split(",")):
+        if not part:
+            continue
+        key, sep, raw = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not raw.strip():
+            raise InputError("--measured-layout", f"'{part}' is not key=value (e.g. tp=2,pp=4,micro_batch=1)")
+        if key not in LAYOUT_FIELDS:
+            raise InputError("--measured-layout", f"layout.{key}: unknown field (known: {', '.join(LAYOUT_FIELDS)})")
+        kind, raw = LAYOUT_FIELDS[key], raw.strip()
+        if kind is int:
+            if not raw.isdigit():
+                raise InputError("--measured-layout", f"layout.{key} must be a whole number, got '{raw}'")
+            fields[key] = int(raw)
+        elif kind is bool:
+            if raw.lower() not in ("true", "false", "yes", "no", "1", "0"):
+                raise InputError("--measured-layout", f"layout.{key} must be true or false, got '{raw}'")
+            fields[key] = raw.lower() in ("true", "yes", "1")
+        elif kind is list:
+            try:
+                fields[key] = list(parse_stage_layers(raw.replace("/", ",")))
+            except ValueError as exc:
+                raise InputError("--measured-layout", f"layout.{key}: {exc}") from None
+        else:
+            fields[key] = raw
+    if not fields:
+        raise InputError("--measured-layout", "no layout given (e.g. tp=2,pp=4,micro_batch=1)")
+    return fields
+
+
 def _check_kernel(source: str, i: int, entry) -> None:
     where = f"kernels[{i}]"
     if not isinstance(entry, dict) or entry.get("kind") not in ("gemm", "memory"):
