@@ -16,6 +16,12 @@ workdir: .                        # where the command runs; default the director
 kind: resnet18/bs32               # throughput kind; default `name`
 ```
 
+Instead of ``kind``, a job may say what it trains, as a trace row can: ``model`` (a preset of
+``apportion.perf``, e.g. ``gpt3-1.3b``), ``global_batch`` (sequences per step) and ``layout``
+(``tp=2 pp=1 mb=4``, as text or a mapping; left out or ``auto``: the fastest layout that fits).
+Its kind is then named after them (``gpt3-1.3b gb=64 tp=2 pp=1 mb=4``) and its speed on each
+slot type, until measured there, is the perf model's (``apportion.workloads.model_jobs``).
+
 Relative ``workdir`` and ``checkpoint_dir`` are resolved against the job file's directory
 (``checkpoint_dir`` against ``workdir`` when both are relative). Every field has a bound
 (``apportion.serve.bounds``: names 256 characters, commands 16 KiB, …). Errors are one
@@ -40,7 +46,8 @@ from apportion.workloads.yaml_file import read_yaml
 
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
-    "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every",
+    "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
+    "layout",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -63,9 +70,16 @@ class JobSpec:
     workdir: str | None = None
     kind: str | None = None
     checkpoint_every: str | None = None  # None: the server's setting (apportion.runtime.cadence)
+    model: str | None = None  # a perf preset: the kind is named after it, its speeds predicted
+    global_batch: int | None = None
+    layout: str | None = None  # "tp=2 pp=1 mb=4"; None: planned per slot type
 
     @property
     def throughput_kind(self) -> str:
+        if self.model is not None:
+            from apportion.workloads.model_jobs import ModelJob, parse_layout
+
+            return ModelJob(self.model, self.global_batch, parse_layout(self.layout or "")).kind
         return self.kind or self.name
 
     def to_dict(self) -> dict:
@@ -124,6 +138,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
     gpus = _positive_int(data, "gpus", source, default=1, most=MAX_GPUS)
     total_steps = _steps(data, source)
     priority = check_number(data.get("priority", 1.0), "priority", source, least=0.0, most=MAX_PRIORITY)
+    model, global_batch, layout = _model_fields(data, source)
     return JobSpec(
         name=name,
         command=command,
@@ -138,7 +153,46 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         workdir=_text(data, "workdir", source, default=None, most=MAX_PATH),
         kind=_text(data, "kind", source, default=None),
         checkpoint_every=_checkpoint_every(data.get("checkpoint_every"), source),
+        model=model,
+        global_batch=global_batch,
+        layout=layout,
     )
+
+
+def _model_fields(data: dict, source: str) -> tuple[str | None, int | None, str | None]:
+    """``model``, ``global_batch`` and ``layout`` (normalised text), checked against the perf model."""
+    from apportion.workloads.model_jobs import ModelJob, check_model_job, parse_layout
+
+    if data.get("model") is None:
+        for key in ("global_batch", "layout"):
+            if data.get(key) is not None:
+                raise InputError(source, "describes a model: give the model too (a preset such as gpt3-1.3b)",
+                                 field=key)
+        return None, None, None
+    if data.get("kind") is not None:
+        raise InputError(source, "a job names either a kind or a model, not both", field="model")
+    model = _text(data, "model", source, required=True)
+    if data.get("global_batch") is None:
+        raise InputError(source, "is required with model (sequences per step)", field="global_batch")
+    global_batch = _positive_int(data, "global_batch", source)
+    raw = data.get("layout")
+    if isinstance(raw, dict):
+        raw = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in raw.items())
+    elif raw is not None and (isinstance(raw, bool) or not isinstance(raw, str)):
+        raise InputError(source, f"must be text such as 'tp=2 pp=1 mb=4' or a mapping, got {_short(raw)}",
+                         field="layout")
+    try:
+        layout = parse_layout(check_line(raw or "", "layout", source))
+    except ValueError as err:
+        raise InputError(source, str(err), field="layout") from None
+    job = ModelJob(model, global_batch, layout)
+    try:
+        check_model_job(job)
+    except ValueError as err:
+        field = "layout" if str(err).startswith("layout:") else "model"
+        raise InputError(source, str(err).removeprefix("layout: "), field=field) from None
+    text = None if layout is None else " ".join(f"{k}={v}" for k, v in layout)
+    return model, global_batch, text
 
 
 def _replace(spec: JobSpec, **changes) -> JobSpec:
