@@ -294,7 +294,8 @@ def _print_software(software, calibration, measured: str | None) -> None:
                       if calibration.measured_memory_gb is not None else ""))
     elif calibration is not None:
         print_line(f"calibrated on {measured}: GEMMs at {software.gemm_efficiency:.3f} × the model's rate, "
-                   f"memory-bound kernels at {software.kernel_efficiency:.3f} ×")
+                   f"memory-bound kernels at {software.kernel_efficiency:.3f} ×"
+                   + (f", collectives at {software.comm_efficiency:.3f} ×" if software.comm_efficiency != 1.0 else ""))
     elif software is not None and not software.is_hardware_model:
         print_line(f"software profile {software.name}: GEMM and kernel rates × {software.gemm_efficiency:.3f}"
                    + (", flash attention" if software.flash_attention else ""))
