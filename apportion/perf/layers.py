@@ -17,10 +17,12 @@ output tiles of a matrix product, or one thread per element). A training step is
 
 and each piece of work costs
 
-    time = max(FLOPs / (peak × utilisation), bytes / (bandwidth × utilisation)) + kernels × launch
+    time = max(FLOPs / (peak × utilisation), bytes / (bandwidth × utilisation))
+           + kernels × (launch + floor cycles / clock)
 
 with the accelerator's datasheet peak at the precision asked for and its datasheet memory
-bandwidth (``apportion.perf.accelerators``), and a fixed launch cost per kernel.
+bandwidth (``apportion.perf.accelerators``), and a fixed cost per kernel: its launch and a
+floor of cycles at the SMs' clock.
 
 Constants and where they come from:
 
@@ -31,12 +33,19 @@ Constants and where they come from:
   Demmel's SC08 paper. It is a host-side cost, the same on every GPU; added, not overlapped,
   so it is an upper bound on what launches cost a step whose kernels are long enough to hide
   them. PyTorch's own per-operator host overhead (Python, dispatch) is larger and not modelled.
+- ``KERNEL_FLOOR_CYCLES`` = 12,000 cycles per kernel at the SMs' clock (``SMSpec.clock_hz``):
+  what a small kernel spends starting, filling its pipeline and draining, which a faster clock
+  shortens and more SMs or bandwidth do not. No datasheet gives it: it is the one constant
+  fitted to measurements (``apportion.perf.kinds.fit_kernel_floor`` on Gavel's k80/p100/v100
+  ratios; ``benchmarks/perf_kinds.py`` refits it per fold without the GPU it predicts).
 - Utilisation of a matrix product (convolutions run as implicit GEMMs): its M × N output is
-  cut into ``GEMM_TILE`` = 128 × 128 tiles, one thread block each (CUTLASS's CUDA-core SGEMM
-  tile, 256 threads per block: github.com/NVIDIA/cutlass/issues/74; NVIDIA "Matrix
-  Multiplication Background User's Guide", DU-09799-001, §2.3 typical cuBLAS tiles), one block
-  per SM at a time (assumed). Blocks run in waves of ``sms`` blocks; utilisation = blocks /
-  (waves × sms) — NVIDIA's "wave quantization" (same guide, §3.2). When the output has fewer
+  cut into tiles, one thread block each, the best of ``GEMM_TILES`` (CUTLASS's CUDA-core SGEMM
+  tiles from 128 × 128 down, 256 threads per block for the largest:
+  github.com/NVIDIA/cutlass/issues/74; NVIDIA "Matrix Multiplication Background User's Guide",
+  DU-09799-001, §2.3 typical cuBLAS tiles), one block per SM at a time (assumed); a smaller tile
+  runs at (area / 128²) ** ``TILE_RATE_EXPONENT`` the rate (assumed) and a partial tile at the
+  edge computes zeros. Blocks run in waves of ``sms`` blocks; utilisation = useful share ×
+  blocks / (waves × sms) × tile rate — NVIDIA's "wave quantization" (same guide, §3.2). When the output has fewer
   tiles than the GPU has SMs, the K dimension is split across blocks (split-K, as cuBLAS and
   CUTLASS do) into at most ``sms // tiles`` slices of at least ``SPLIT_K_MIN_DEPTH`` = 128 (an
   assumption: one tile edge). Work too small to fill the SMs thus runs at a proportionally
@@ -47,7 +56,7 @@ Constants and where they come from:
   utilisation = min(1, elements / that).
 - SM counts and resident threads per SM: ``SM_TABLE``, each with its source.
 
-Not fitted to any measured step time. What it leaves out: host-side work (Python, the data
+Apart from the kernel floor, nothing is fitted to a measured step time. What it leaves out: host-side work (Python, the data
 loader, ``.item()`` synchronisations beyond their kernels), library algorithm choice (cuDNN's
 Winograd/FFT convolutions do fewer multiplies than counted here), caches (every byte counted
 goes to DRAM), clocks below the datasheet boost, and overlap of launches with execution.
