@@ -111,10 +111,7 @@ def run(tmp_path_factory):
 
 
 def attempts(run) -> list[dict]:
-    with run["server"].store._lock:
-        rows = run["server"].store._conn.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt",
-                                                 (run["elastic"],)).fetchall()
-    return [dict(r) for r in rows]
+    return [a for a in run["server"].store.attempts() if a["job_id"] == run["elastic"]]
 
 
 def log(run, attempt: int) -> str:
