@@ -14,6 +14,12 @@ checkpoint_every: auto            # periodic checkpoints: auto, auto:SECONDS, of
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`
+elastic:                          # an elastic job: the scheduler picks its slots each round (serve/elastic_spec.py)
+  min_gpus: 1                     # fewest slots it runs on; `gpus` (default min_gpus) is its user's size
+  max_gpus: 4                     # most slots it may be given
+  batch_size: 128                 # the total batch over all its replicas
+  init_batch_size: 128            # M0, the batch its learning rate was tuned for; default batch_size
+  lr_rule: sqrt                   # sqrt, adascale or none
 ```
 
 Instead of ``kind``, a job may say what it trains, as a trace row can: ``model`` (a preset of
@@ -42,12 +48,13 @@ from apportion.serve.bounds import (
     MAX_ARGS, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_NAME, MAX_PATH, MAX_PRIORITY,
     MAX_STEPS, check_int, check_line, check_number, check_text, clip,
 )
+from apportion.serve.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
 from apportion.workloads.yaml_file import read_yaml
 
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
-    "layout",
+    "layout", "elastic",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -73,6 +80,7 @@ class JobSpec:
     model: str | None = None  # a perf preset: the kind is named after it, its speeds predicted
     global_batch: int | None = None
     layout: str | None = None  # "tp=2 pp=1 mb=4"; None: planned per slot type
+    elastic: ElasticSpec | None = None  # None: a fixed-size job
 
     @property
     def throughput_kind(self) -> str:
@@ -86,6 +94,7 @@ class JobSpec:
         """Plain JSON-able fields (the body of ``POST /jobs``), leaving out what is unset."""
         data = asdict(self)
         data["gpu_types"] = list(self.gpu_types) if self.gpu_types is not None else None
+        data["elastic"] = self.elastic.to_dict() if self.elastic is not None else None
         return {k: v for k, v in data.items() if v is not None}
 
     def allows(self, gpu_type: str) -> bool:
@@ -135,7 +144,10 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
 
     name = _text(data, "name", source, required=True)
     command = _command(data.get("command"), source)
-    gpus = _positive_int(data, "gpus", source, default=1, most=MAX_GPUS)
+    elastic = elastic_from_mapping(data.get("elastic"), source)
+    gpus = _positive_int(data, "gpus", source, default=elastic.min_gpus if elastic else 1, most=MAX_GPUS)
+    if elastic is not None:
+        check_user_size(elastic, gpus, source)
     total_steps = _steps(data, source)
     priority = check_number(data.get("priority", 1.0), "priority", source, least=0.0, most=MAX_PRIORITY)
     model, global_batch, layout = _model_fields(data, source)
@@ -156,6 +168,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         model=model,
         global_batch=global_batch,
         layout=layout,
+        elastic=elastic,
     )
 
 
@@ -198,6 +211,7 @@ def _model_fields(data: dict, source: str) -> tuple[str | None, int | None, str 
 def _replace(spec: JobSpec, **changes) -> JobSpec:
     values = {**asdict(spec), **changes}
     values["gpu_types"] = spec.gpu_types
+    values["elastic"] = spec.elastic
     return JobSpec(**values)
 
 

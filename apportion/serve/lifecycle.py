@@ -87,8 +87,10 @@ class AttemptLifecycle:
             else:
                 env.update({**account.environ(), **(spec.get("env") or {})})
                 prepare_job_dirs(account, self.config.state_dir, job_id, checkpoint_dir)
-            handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots,
-                                         **({"run_as": account} if account is not None else {}))
+            options = {"run_as": account} if account is not None else {}
+            if row.get("elastic"):  # one process a slot: torch.distributed's replicas
+                options["replicas"] = len(slots)
+            handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots, **options)
         except (OSError, NoAccount) as err:
             message = f"apportion: cannot start attempt {attempt}: {err}"
             try:
@@ -138,6 +140,11 @@ class AttemptLifecycle:
         every = row["spec"].get("checkpoint_every") or self.config.checkpoint_every
         if every is not None:  # periodic checkpoints (apportion.runtime's default is auto)
             env["APPORTION_CHECKPOINT_EVERY"] = str(every)
+        elastic = row["spec"].get("elastic")
+        if elastic:  # apportion.runtime.elastic: the batch over all replicas, M0 and the learning-rate rule
+            env["APPORTION_BATCH_SIZE"] = str(elastic["batch_size"])
+            env["APPORTION_INIT_BATCH_SIZE"] = str(elastic.get("init_batch_size") or elastic["batch_size"])
+            env["APPORTION_LR_RULE"] = elastic.get("lr_rule", "sqrt")
         if row.get("partner"):  # space sharing: another job runs on the same slot, at the speed of the pair
             env["APPORTION_SHARED_WITH"] = str(row["partner"])
         # its own credential: renews this attempt's lease and reports its progress, nothing else

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -204,6 +204,8 @@ class Rounds:
             now_s=now,
             **self._predictions(ids, column),
         )
+        if self._sizes_jobs and any(table["elastic"][i] for i in rows.tolist()):
+            view = self._elastic_view(view, table, rows, rates, live)
         if RoundPlanner.space_sharing(self.policy):
             self.planner.pair_rates = self.throughputs.pair_rates(self.gpu_types, int(kind.max()) + 1)
 
@@ -228,7 +230,8 @@ class Rounds:
                     position_of_id.get(parsed[j]["partner"] or -1) == holder[places[0]]:
                 partner[places[0]] = j
         decision = self.planner.plan(
-            RoundState(view, rates, time_alone, holder, partner, rates_version=self.throughputs.version), cluster)
+            RoundState(view, rates, time_alone, holder, partner, rates_version=self.throughputs.version
+                       + (self.state.elastic.version if self.state.elastic is not None else 0)), cluster)
 
         slots_of: dict[int, list[str]] = {}
         for gpu in np.flatnonzero(decision.owner >= 0):
@@ -270,6 +273,19 @@ class Rounds:
             if reasons[i] != reason:
                 changes.setdefault(table["id"][i], {})["reason"] = reason
 
+    @property
+    def _sizes_jobs(self) -> bool:
+        return bool(getattr(self.policy, "sizes_jobs", False)) and self.state.elastic is not None
+
+    def _elastic_view(self, view: JobView, table: dict, rows: np.ndarray, rates: np.ndarray,
+                      live: dict[int, dict]) -> JobView:
+        """The round's view for a policy that sizes jobs: each job its own kind (its own step-time
+        model, serve/elastic.py), work counted in examples as the model counts it."""
+        elastic = self.state.elastic.view(table, rows, rates, live)
+        examples = elastic.batch_size
+        return replace(view, kind=np.arange(len(rows), dtype=np.int64), total_steps=view.total_steps * examples,
+                       steps_done=view.steps_done * examples, elastic=elastic)
+
     def _predictions(self, ids: np.ndarray, column) -> dict[str, np.ndarray]:
         """The jobs' predicted GPU time, for a policy that ranks by predicted durations."""
         if self.state.durations is None or not wants_predictions(self.policy):
@@ -282,12 +298,20 @@ class Rounds:
     def _rates(self, table: dict, rows: np.ndarray) -> np.ndarray:
         """[n, T] steps/s of each job row on each slot type at its own scale, once per distinct job shape."""
         shapes: dict[tuple, int] = {}
+        sized = self._sizes_jobs
         inverse = np.fromiter(
-            (shapes.setdefault((table["kind"][i], table["gpus"][i], table["gpu_types"][i]), len(shapes)) for i in rows),
-            dtype=np.int64, count=len(rows))
+            (shapes.setdefault((table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i]), len(shapes))
+             for i in rows), dtype=np.int64, count=len(rows))
         per_shape = np.array([[self.throughputs.rate(kind, t, gpus, tuple(allowed.split(",")) if allowed else None)
                                for t in self.gpu_types] for (kind, gpus, allowed) in shapes]).reshape(-1, len(self.gpu_types))
         return per_shape[inverse] if len(rows) else np.zeros((0, len(self.gpu_types)))
+
+
+def _own_size(table: dict, i: int, sized: bool) -> int:
+    """The slots job row ``i`` runs on at its own size: an elastic job's fewest under a policy that sizes jobs."""
+    if sized and table["elastic"][i]:
+        return int(json.loads(table["elastic"][i]).get("min_gpus", 1))
+    return int(table["gpus"][i])
 
 
 def account(row: dict, now: float) -> dict:
