@@ -43,6 +43,17 @@ def examples_done(row: dict) -> int | None:
     return examples_at(batch_log(row.get("batch_log") or ""), int(row["steps_done"]), spec.batch_size)
 
 
+def examples_info(row: dict) -> dict:
+    """What the API adds for a job whose target is in examples: ``examples_done``, ``target_examples`` and
+    ``batch_size`` (its live or last attempt's batch); nothing for any other job."""
+    spec = _spec(row)
+    if spec is None or spec.target_examples is None:
+        return {}
+    log = batch_log(row.get("batch_log") or "")
+    return {"examples_done": examples_at(log, int(row["steps_done"]), spec.batch_size),
+            "target_examples": spec.target_examples, "batch_size": log[-1][2] if log else spec.batch_size}
+
+
 def attempt_batch(row: dict) -> tuple[int | None, dict]:
     """(the batch the next attempt of job ``row`` trains at, the job's fields that change:
     ``total_steps`` and ``batch_log``); (None, {}) when its target is in steps: nothing changes."""

@@ -55,6 +55,8 @@ def test_goodput_restarts_a_job_at_the_batch_its_measured_noise_scale_makes_best
     row = scheduler.store.job(elastic)
     assert batch_log(row["batch_log"]) == [[0, 0, 32], [40, 1280, batch]]
     assert row["total_steps"] == int(second["APPORTION_TOTAL_STEPS"])
+    info = scheduler.job_info(row)  # what `apportion queue` shows: examples against the target
+    assert (info["examples_done"], info["target_examples"], info["batch_size"]) == (1280, TARGET, batch)
 
 
 def test_the_examples_done_follow_each_attempts_batch_and_a_resume_drops_what_was_redone():
