@@ -15,6 +15,9 @@ and rank 0 reports the noise scale and the time its all-reduce takes with its pr
 that a rescale can be tried by hand. Every replica measures the gradient noise scale (across
 replicas, or across two micro-batches alone) and rank 0 prints it.
 
+With ``--target-examples`` (``APPORTION_TARGET_EXAMPLES``) it stops at the first step that
+reaches that many examples, however the batch changed between attempts.
+
 It prints ``final steps=... examples=... param_sum=...`` and, with ``--loss-log FILE``,
 appends ``step loss`` lines to FILE (rank 0).
 """
@@ -56,6 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=0.05, help="the learning rate tuned at M0")
     parser.add_argument("--lr-rule", default="sqrt", help="sqrt, adascale or none (APPORTION_LR_RULE wins)")
     parser.add_argument("--examples", type=int, default=4096, help="size of the synthetic data set")
+    parser.add_argument("--target-examples", type=int,
+                        help="stop at this many examples instead of --steps (APPORTION_TARGET_EXAMPLES wins)")
     parser.add_argument("--checkpoint-dir", help="standalone checkpoints (APPORTION_CHECKPOINT_DIR wins)")
     parser.add_argument("--stop-at", type=int, help="checkpoint at this step and exit 75, as if preempted")
     parser.add_argument("--loss-log", help="append 'step loss' lines here (rank 0)")
@@ -63,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     setting = ElasticSetting.from_environ(batch_size=args.batch_size, init_batch_size=args.init_batch_size,
-                                          lr_rule=args.lr_rule)
+                                          lr_rule=args.lr_rule, target_examples=args.target_examples)
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
     distributed = setting.world_size > 1
@@ -98,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
         noise.load_state(saved["noise"])
         seen["examples"] = saved["examples_seen"]
         set_rng_state(saved["rng"])
+    if setting.target_examples is not None:  # a target in examples: as many steps as reach it at this batch
+        job.total_steps = job.step + setting.steps_left(seen["examples"])
     if setting.rank == 0:
         print(f"attempt: {setting.world_size} replica(s), batch {setting.batch_size}, from step {job.step}, "
               f"{seen['examples']} examples seen", flush=True)
@@ -142,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         seen["examples"] += setting.batch_size
         # what the scheduler fits this job's speed and statistical efficiency to (sent with rank 0's reports)
         job.measured(noise_scale=noise.noise_scale, sync_s=sync_s, micro_batch=len(halves[-1]),
-                     micro_batches=len(halves))
+                     micro_batches=len(halves), examples_done=seen["examples"])
         if args.step_s:
             time.sleep(args.step_s)
         if log is not None:

@@ -62,7 +62,8 @@ def progress(body: object) -> tuple[int, int, float | None]:
 def step_report(body: object) -> dict:
     """The optional fields an elastic job's progress report adds (``apportion.runtime.elastic``):
     ``noise_scale`` (examples), ``sync_s`` (seconds a step synchronises), ``micro_batch``
-    (examples), ``micro_batches`` (a step's, per replica) and ``nodes``; those absent are left out."""
+    (examples), ``micro_batches`` (a step's, per replica), ``nodes`` and ``examples_done`` (a job
+whose target is in examples); those absent are left out."""
     body = mapping(body)
     checks = {
         "noise_scale": lambda v: check_number(v, "noise_scale", SOURCE, least=0.0, most=MAX_NOISE_SCALE),
@@ -70,6 +71,7 @@ def step_report(body: object) -> dict:
         "micro_batch": lambda v: check_number(v, "micro_batch", SOURCE, least=1.0, most=MAX_BATCH),
         "micro_batches": lambda v: check_int(v, "micro_batches", SOURCE, least=1, most=MAX_BATCH),
         "nodes": lambda v: check_int(v, "nodes", SOURCE, least=1, most=MAX_GPUS),
+        "examples_done": lambda v: check_int(v, "examples_done", SOURCE, least=0, most=MAX_STEPS),
     }
     return {name: check(body[name]) for name, check in checks.items() if body.get(name) is not None}
 

@@ -14,7 +14,10 @@ Each round, :meth:`ElasticModels.view` builds what ``sim/elastic.py`` gives a po
 ``ElasticView`` with one kind per job (its own model on every slot type: fitted where it has
 run, else its kind's prior, else Pollux's starting point). A fixed-size job in the same round
 is a job of one size whose model runs at its measured steps/s, so a policy that sizes jobs
-schedules both. The batch is the job's own at every size (``serve/elastic_spec.py``).
+schedules both. The batch is the job's own at every size (``serve/elastic_spec.py``), unless its
+target is in examples and it allows larger ones (``elastic.max_batch_size``): then, once it has
+reported a noise scale, its model's batches run from M0 to that largest, the policy picks the
+best for each allocation, and the job is started with it (``serve/elastic_batch.py``).
 """
 
 from __future__ import annotations
@@ -171,6 +174,8 @@ class ElasticModels:
                 measured = self.noise_scale(job_id)
                 if measured is not None and math.isfinite(measured) and measured > 0:
                     noise[j] = measured
+                    if spec.chooses_batch:  # a target in examples: any batch from M0 to its largest, once
+                        init_batch[j], max_batch[j] = spec.m0, spec.largest_batch  # its efficiency is measured
             else:  # one size; a step of `gpus` examples, one a slot, at its measured speed on each type
                 gpus = int(table["gpus"][i])
                 params[j, :, 2:6] = _FLOOR

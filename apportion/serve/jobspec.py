@@ -20,6 +20,8 @@ elastic:                          # an elastic job: the scheduler picks its slot
   batch_size: 128                 # the total batch over all its replicas
   init_batch_size: 128            # M0, the batch its learning rate was tuned for; default batch_size
   lr_rule: sqrt                   # sqrt, adascale or none
+  target_examples: 5000000        # its target in examples, instead of total_steps (or epochs × dataset_size)
+  max_batch_size: 1024            # with a target in examples: the largest batch the scheduler may choose
 ```
 
 Instead of ``kind``, a job may say what it trains, as a trace row can: ``model`` (a preset of
@@ -148,7 +150,8 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
     gpus = _positive_int(data, "gpus", source, default=elastic.min_gpus if elastic else 1, most=MAX_GPUS)
     if elastic is not None:
         check_user_size(elastic, gpus, source)
-    total_steps = _steps(data, source)
+    total_steps = _steps(data, source) if elastic is None or elastic.target_examples is None else \
+        _steps_to_examples(data, elastic, source)
     priority = check_number(data.get("priority", 1.0), "priority", source, least=0.0, most=MAX_PRIORITY)
     model, global_batch, layout = _model_fields(data, source)
     return JobSpec(
@@ -279,6 +282,16 @@ def _steps(data: dict, source: str) -> int:
                              field="steps_per_epoch")
         return total
     raise InputError(source, "is required (or epochs and steps_per_epoch)", field="total_steps")
+
+
+def _steps_to_examples(data: dict, elastic: ElasticSpec, source: str) -> int:
+    """An elastic job whose target is in examples has no total_steps of its own: the steps its target takes
+    at its own batch (the server recounts them at the batch of each attempt)."""
+    for key in ("total_steps", "epochs", "steps_per_epoch"):
+        if data.get(key) is not None:
+            raise InputError(source, "give the target in steps or in examples (elastic.target_examples, or "
+                             "elastic.epochs and elastic.dataset_size), not both", field=key)
+    return -(-elastic.target_examples // elastic.batch_size)
 
 
 def _checkpoint_every(value: object, source: str) -> str | None:

@@ -23,6 +23,7 @@ from apportion.core.views import ClusterView, ThroughputView
 from apportion.serve.bounds import MAX_STEPS_PER_S
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic import StepReport
+from apportion.serve.elastic_batch import examples_done
 from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import spec_from_mapping
@@ -164,17 +165,24 @@ class Requests:
         """A progress report: the job's steps done, and a measured steps/s for the estimates; an
         elastic job's ``measured`` (noise scale, how its step was made) feeds its model.
 
-        Returns "" when the rate was used as reported, else a note saying how it was used."""
+        Returns "" when the rate was used as reported, else a note saying how it was used (and
+        when a job's examples done are not what the batches it was given make)."""
+        reported_examples = measured.pop("examples_done", None)
         with self.lock:
             row = self.current(job_id, attempt)
             _check_steps(steps_done, row)
+            counted = examples_done(dict(row, steps_done=steps_done))
+            warning = ""
+            if reported_examples is not None and counted is not None and reported_examples != counted:
+                warning = (f"examples_done {reported_examples:,} at step {steps_done:,} is not what the batches it was "
+                           f"given (APPORTION_BATCH_SIZE) make, {counted:,}: the server counts {counted:,}")
             with self.store.transaction():
                 self.store.update_job(job_id, steps_done=int(steps_done))
                 if steps_done == row["total_steps"]:
                     self.store.attempt_done(job_id, attempt, self.clock())
                 # a job sharing its slot reports its speed together, not the speed alone the estimates hold
                 if steps_per_s is None or not row["gpu_type"] or row.get("partner"):
-                    return ""
+                    return warning
                 # an elastic job runs on as many slots as its round gave it
                 key = (row["kind"], row["gpu_type"], len(row["slot_list"]) if row["elastic"] else row["gpus"])
                 used, note = plausible_rate(steps_per_s, self.throughputs.rate(*key, None))
@@ -183,7 +191,7 @@ class Requests:
                     if row["elastic"] and self.state.elastic is not None:
                         spec = ElasticSpec.from_dict(json.loads(row["elastic"]))
                         self.state.elastic.record(row, spec, StepReport(used, **measured), self.clock())
-                return note
+                return "; ".join(text for text in (note, warning) if text)
 
     def row(self, job_id: int) -> dict:
         """Job ``job_id``'s row; NotFound if there is none."""

@@ -21,6 +21,7 @@ from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
 from apportion.policies.base import wants_predictions
 from apportion.serve.context import SchedulerState, with_note
+from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.slots import Slot
 from apportion.serve.state import ACTIVE
@@ -239,6 +240,7 @@ class Rounds:
         for gpu in np.flatnonzero(decision.second >= 0):
             slots_of.setdefault(int(decision.second[gpu]), []).append(available[gpu].id)
         chosen, kept = decision.chosen_type, decision.kept
+        batch = decision.allocation.batch_size if self._sizes_jobs else None  # an elastic job's, for its next start
         for j in np.flatnonzero(is_live | (chosen >= 0) | (slots != "")):  # the few that hold, get or lose slots
             r = parsed.get(j) or _row(table, rows[j])
             mate = int(ids[decision.partner[j]]) if decision.partner[j] >= 0 else None
@@ -249,7 +251,7 @@ class Rounds:
                 stop_at = max(r["lease_end"] or now, now)
                 mine = slots_of.get(int(j), [])
                 move_to = json.dumps({"slots": ",".join(mine), "gpu_type": self.gpu_types[chosen[j]], "partner": mate})
-                _merge(changes, r, stop="preempt", stop_at=stop_at, move_to=move_to,
+                _merge(changes, r, **_chosen_batch(r, batch, j), stop="preempt", stop_at=stop_at, move_to=move_to,
                        reason=f"round {self.state.round + 1}: moving to {','.join(mine)}; checkpointing at its lease end")
                 events.append((now, r["id"], "move", f"round {self.state.round + 1}, to {','.join(mine)}, "
                                                       f"lease ends {stop_at:.3f}"))
@@ -262,7 +264,8 @@ class Rounds:
                 self.log(f"job {r['id']} preempted in round {self.state.round + 1}")
             elif chosen[j] >= 0:
                 mine = slots_of.get(int(j), [])
-                _merge(changes, r, slots=",".join(mine), gpu_type=self.gpu_types[chosen[j]], lease_end=lease_end,
+                _merge(changes, r, **_chosen_batch(r, batch, j), slots=",".join(mine), gpu_type=self.gpu_types[chosen[j]],
+                       lease_end=lease_end,
                        partner=mate, reason=f"starting on {','.join(mine)}" + (f" with job {mate}" if mate else ""))
             else:
                 _merge(changes, r, slots="", gpu_type=None, partner=None, reason=_waiting(r["status"], r["steps_done"]))
@@ -282,9 +285,9 @@ class Rounds:
         """The round's view for a policy that sizes jobs: each job its own kind (its own step-time
         model, serve/elastic.py), work counted in examples as the model counts it."""
         elastic = self.state.elastic.view(table, rows, rates, live)
-        examples = elastic.batch_size
-        return replace(view, kind=np.arange(len(rows), dtype=np.int64), total_steps=view.total_steps * examples,
-                       steps_done=view.steps_done * examples, elastic=elastic)
+        done, total = examples_work(table, rows, elastic.noise_scale, elastic.batch_size)
+        return replace(view, kind=np.arange(len(rows), dtype=np.int64), total_steps=total, steps_done=done,
+                       elastic=elastic)
 
     def _predictions(self, ids: np.ndarray, column) -> dict[str, np.ndarray]:
         """The jobs' predicted GPU time, for a policy that ranks by predicted durations."""
@@ -312,6 +315,13 @@ def _own_size(table: dict, i: int, sized: bool) -> int:
     if sized and table["elastic"][i]:
         return int(json.loads(table["elastic"][i]).get("min_gpus", 1))
     return int(table["gpus"][i])
+
+
+def _chosen_batch(row: dict, batch: np.ndarray | None, j: int) -> dict:
+    """The ``batch_size`` field of an elastic job (re)started by this round: the batch its policy chose."""
+    if batch is None or not row["elastic"] or not batch[j] >= 1:
+        return {}
+    return {"batch_size": int(round(float(batch[j])))}
 
 
 def account(row: dict, now: float) -> dict:

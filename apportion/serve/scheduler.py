@@ -47,6 +47,7 @@ from apportion.policies.base import Policy
 from apportion.serve.context import SchedulerState, ServeConfig
 from apportion.serve.durations import DurationHistory
 from apportion.serve.elastic import ElasticModels
+from apportion.serve.elastic_batch import examples_info
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.lifecycle import EXIT_PREEMPTED, AttemptLifecycle
 from apportion.serve.policy_check import check_policy
@@ -188,6 +189,7 @@ class Scheduler:
             "exit_code": row["exit_code"], "lease_end": row["lease_end"], "last_lines": row["last_lines"],
             "command": row["spec"].get("command"),
             **self.durations.estimate(row, now),
+            **examples_info(row),
         }
 
     def status(self) -> dict:

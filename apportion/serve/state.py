@@ -61,7 +61,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     contact_at REAL,                    -- the current attempt's first lease call
     exit_code INTEGER,
     last_lines TEXT NOT NULL DEFAULT '',
-    elastic TEXT NOT NULL DEFAULT ''    -- an elastic job's limits (the spec's `elastic`) as JSON; '' for a fixed size
+    elastic TEXT NOT NULL DEFAULT '',   -- an elastic job's limits (the spec's `elastic`) as JSON; '' for a fixed size
+    batch_size INTEGER,                 -- an elastic job's batch for its next attempt, as its round chose; NULL: its own
+    batch_log TEXT NOT NULL DEFAULT ''  -- a target in examples: [[first step, examples before it, batch], ...] an attempt
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 CREATE TABLE IF NOT EXISTS throughputs (
@@ -501,11 +503,12 @@ _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
     "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
-    "name", "elastic",
+    "name", "elastic", "batch_size", "batch_log",
 )
 _JSON_COLUMNS = ("service_by_type", "shared_by_type")
 _ADDED_COLUMNS = {"partner": "INTEGER", "shared_by_type": "TEXT NOT NULL DEFAULT '{}'",
-                  "move_to": "TEXT NOT NULL DEFAULT ''", "elastic": "TEXT NOT NULL DEFAULT ''"}
+                  "move_to": "TEXT NOT NULL DEFAULT ''", "elastic": "TEXT NOT NULL DEFAULT ''",
+                  "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''"}
 _ROUND_COLUMNS = ", ".join(_ROUND_NAMES)
 
 
