@@ -14,7 +14,8 @@ lognormal around the median.
 The predictor sees only what it is told: the simulator and the server tell it about a job when
 it finishes, so a prediction never uses a job that had not finished by then. Groups are integer
 ids (``groups``), computed once per job; ``observe`` and ``predict`` work on arrays of them. A
-group recomputes its median and spread only when it is asked about after it gained a job.
+group recomputes its median and spread only when it is asked about after it gained a job, from
+its recent values kept sorted between times (the few that came and went put in and taken out).
 
 GPU time here is GPU-seconds at the job's fastest speed (steps × GPUs ÷ its fastest steps/s),
 so that it does not depend on which GPU type a job happened to run on.
@@ -23,6 +24,7 @@ so that it does not depend on which GPU type a job happened to run on.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -36,6 +38,8 @@ PRIOR_GPU_S = 3600.0  # the prediction with no history at all: one GPU-hour ...
 PRIOR_LOG_SD = 2.0  # ... give or take a factor of e**2
 MIN_LOG_SD = 0.1  # the least uncertainty a prediction admits (a group of identical jobs)
 IQR_TO_SD = 1.349  # a normal's interquartile range over its standard deviation
+KEEP_RECENT = 4  # a group keeps up to this many times ``recent`` values before it drops the older ones
+RESORT_AFTER = 8  # a group that gained more values than this since its last summary is sorted afresh
 # the rows of a group's entry in the predictor's table, each a [2] pair (median, spread) but the size
 PULL, KEEP, CENTRE, SIZE = slice(0, 2), slice(2, 4), slice(4, 6), 6
 
@@ -71,7 +75,12 @@ class DurationPredictor:
         self._prior = np.array([self.prior_log, self.prior_log_sd])
         # a group's id is unique over all levels; per level: its key -> its id
         self._ids: list[dict[tuple, int]] = [{} for _ in self.levels]
-        self._recent: list[list | None] = []  # per id: the group's most recent log GPU-seconds, oldest first
+        # per id: the group's log GPU-seconds, oldest first, of which the last ``recent`` count (older
+        # ones are dropped in bulk, now and then); and those last ones sorted as they were when the
+        # group's entry was last computed, with how many values it had then (-1: sort them afresh)
+        self._recent: list[list | None] = []
+        self._sorted: list[list | None] = []
+        self._sorted_upto: list[int] = []
         # per id, and a sentinel at the end for id -1 (a group of no jobs): the rows of _TABLE (the
         # group's pulls, what they leave, its median, spread and size), and whether it gained jobs
         # since they were computed
@@ -125,9 +134,14 @@ class DurationPredictor:
     def observe(self, groups: np.ndarray, gpu_s: np.ndarray) -> None:
         """Learn from finished jobs, oldest first: their group ids (from ``groups``) and the
         GPU-seconds each took. A group recomputes its median and spread when next asked about."""
-        logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0)).tolist()
+        logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0))
         groups = np.asarray(groups, dtype=np.int64).reshape(len(logs), len(self.levels))
-        recent, most = self._recent, self.recent
+        if np.isnan(logs.sum()):  # a job whose GPU time is not known teaches nothing
+            known = ~np.isnan(logs)
+            logs, groups = logs[known], groups[known]
+        logs = logs.tolist()
+        recent, most, upto = self._recent, self.recent, self._sorted_upto
+        keep = KEEP_RECENT * most
         for column in groups.T.tolist():
             for gid, value in zip(column, logs):
                 if gid < 0:
@@ -137,8 +151,9 @@ class DurationPredictor:
                     recent[gid] = [value]
                 else:
                     values.append(value)
-                    if len(values) > most:
-                        del values[0]
+                    if len(values) > keep:
+                        del values[:-most]
+                        upto[gid] = -1
         self._stale[groups.ravel()] = True
         self._stale[-1] = False  # id -1: no group
         self.observed += len(logs)
@@ -183,6 +198,8 @@ class DurationPredictor:
             known.update(zip(keys, range(start, start + len(keys))))
         if len(new):
             self._recent.extend([None] * len(new))
+            self._sorted.extend([None] * len(new))
+            self._sorted_upto.extend([-1] * len(new))
             if len(self._recent) + 1 > self._table.shape[1]:  # the last column stays a sentinel: id -1
                 grow = max(len(self._recent) + 1 - self._table.shape[1], self._table.shape[1])
                 self._table = np.hstack([self._table, _empty_table(grow)])
@@ -190,10 +207,25 @@ class DurationPredictor:
         return ids
 
     def _refresh(self, ids: np.ndarray) -> None:
-        """Recompute the table's entries of groups ``ids`` from their recent jobs."""
-        recent, shrinkage, entries = self._recent, self.shrinkage, []
+        """Recompute the table's entries of groups ``ids`` from their recent jobs. A group's recent
+        values stay sorted from one time to the next: the few that came and went since are put in
+        and taken out (a full sort when many did)."""
+        recent, ordered_of, upto, most, shrinkage = self._recent, self._sorted, self._sorted_upto, self.recent, \
+            self.shrinkage
+        entries = []
         for gid in ids.tolist():
-            size, median, spread = _summary(sorted(recent[gid]))
+            values, then = recent[gid], upto[gid]
+            now = len(values)
+            if then < 0 or now - then > RESORT_AFTER:
+                ordered = ordered_of[gid] = sorted(values[-most:])
+            else:
+                ordered = ordered_of[gid]
+                for value in values[max(then - most, 0):max(now - most, 0)]:  # gone from the most recent
+                    del ordered[bisect_left(ordered, value)]
+                for value in values[then:]:
+                    insort(ordered, value)
+            upto[gid] = now
+            size, median, spread = _summary(ordered)
             of_median = size / (size + shrinkage)
             of_spread = (size - 1) / (size - 1 + shrinkage)
             entries.append((of_median, of_spread, 1.0 - of_median, 1.0 - of_spread, median, spread, size))
