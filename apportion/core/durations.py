@@ -72,7 +72,7 @@ class DurationPredictor:
         self.shrinkage = float(shrinkage)
         self.prior_log = math.log(prior_gpu_s)
         self.prior_log_sd = float(prior_log_sd)
-        self._prior = np.array([self.prior_log, self.prior_log_sd])
+        self._prior = np.array([self.prior_log, self.prior_log_sd])[:, None]
         # a group's id is unique over all levels; per level: its key -> its id
         self._ids: list[dict[tuple, int]] = [{} for _ in self.levels]
         # per id: the group's log GPU-seconds, oldest first, of which the last ``recent`` count (older
@@ -179,7 +179,7 @@ class DurationPredictor:
         table = self._table[:, groups]  # [rows, n, levels]; the sentinel for no group
         pull, keep = table[PULL], table[KEEP]  # each [2, n, levels]: of the median, of the spread
         left = np.cumprod(keep, axis=2)  # [..., k]: what levels 0..k (the more specific) leave
-        log_median, log_sd = left[..., -1] * self._prior[:, None] + np.sum(pull * (left / keep) * table[CENTRE],
+        log_median, log_sd = left[..., -1] * self._prior + np.sum(pull * (left / keep) * table[CENTRE],
                                                                            axis=2)
         return np.exp(log_median), np.maximum(log_sd, MIN_LOG_SD)
 
@@ -220,8 +220,9 @@ class DurationPredictor:
                 ordered = ordered_of[gid] = sorted(values[-most:])
             else:
                 ordered = ordered_of[gid]
-                for value in values[max(then - most, 0):max(now - most, 0)]:  # gone from the most recent
-                    del ordered[bisect_left(ordered, value)]
+                if now > most:  # those gone from the most recent
+                    for value in values[then - most if then > most else 0:now - most]:
+                        del ordered[bisect_left(ordered, value)]
                 for value in values[then:]:
                     insort(ordered, value)
             upto[gid] = now

@@ -56,17 +56,18 @@ class HistoryFeed:
         else:
             new = rows[np.isnan(self._gpu_s[rows])]
             if len(new):
-                self._predict(new)
-                self.first_gpu_s[new], self.first_log_sd[new] = self._gpu_s[new], self._log_sd[new]
+                self.first_gpu_s[new], self.first_log_sd[new] = self._predict(new)
         return self._gpu_s[rows], self._log_sd[rows]
 
-    def _predict(self, rows: np.ndarray) -> None:
-        """Predict the jobs at ``rows`` from every job finished so far."""
+    def _predict(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Predict the jobs at ``rows`` from every job finished so far; what they are predicted."""
         groups = self.groups[rows]
         if len(rows) <= ALIKE_FROM:
-            self._gpu_s[rows], self._log_sd[rows] = self.predictor.predict_gpu_s(groups)
-            return
-        alike, which = np.unique(groups, axis=0, return_inverse=True)
-        gpu_s, log_sd = self.predictor.predict_gpu_s(alike)
-        which = which.reshape(-1)
-        self._gpu_s[rows], self._log_sd[rows] = gpu_s[which], log_sd[which]
+            gpu_s, log_sd = self.predictor.predict_gpu_s(groups)
+        else:
+            alike, which = np.unique(groups, axis=0, return_inverse=True)
+            gpu_s, log_sd = self.predictor.predict_gpu_s(alike)
+            which = which.reshape(-1)
+            gpu_s, log_sd = gpu_s[which], log_sd[which]
+        self._gpu_s[rows], self._log_sd[rows] = gpu_s, log_sd
+        return gpu_s, log_sd
