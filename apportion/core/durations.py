@@ -81,9 +81,9 @@ class DurationPredictor:
         self._recent: list[list | None] = []
         self._sorted: list[list | None] = []
         self._sorted_upto: list[int] = []
-        # per id, and a sentinel at the end for id -1 (a group of no jobs): the rows of _TABLE (the
-        # group's pulls, what they leave, its median, spread and size), and whether it gained jobs
-        # since they were computed
+        # per id, and a sentinel at the end for id -1 (a group of no jobs): a column of the table (the
+        # group's pulls, what they leave, its median and spread, its size: rows PULL, KEEP, CENTRE,
+        # SIZE), and whether it gained jobs since it was computed
         self._table = _empty_table(1)
         self._stale = np.zeros(1, dtype=bool)
         self.observed = 0  # finished jobs seen
@@ -272,7 +272,7 @@ def remaining_gpu_s(predicted_gpu_s: np.ndarray, log_sd: np.ndarray, done_gpu_s:
         # the total t whose tail probability is half the tail beyond what is done: S(t) = S(done) / 2
         z_total = -ndtri_exp(log_ndtr(-z_done) - math.log(2.0))
         left[started] = total * np.exp(sd * z_total) - done
-    return np.maximum(left, 0.0, out=left)
+    return np.maximum(left, 0.0)
 
 
 def _summary(ordered: list[float]) -> tuple[int, float, float]:
