@@ -11,13 +11,17 @@ of the oracle's gain over fifo that qssf recovers is (fifo - qssf) / (fifo - srt
 The same predictions are replayed off line from the qssf replay's finish times (a job's first
 prediction is at the first 360 s round boundary at or after its submission, from the jobs that
 finished by then, exactly as in the replay), so that simpler estimates can be scored on the
-same information: everyone's running median, and the ladder without shrinkage. And a replay of
-100,000 synthetic jobs, each given one of 200 users and 2,000 job names at random (so that
-every level of the predictor's ladder has groups), times what predicting costs against the
-whole replay (CPU seconds).
+same information: everyone's running median, and the ladder without shrinkage. And 100,000
+synthetic jobs, each given one of 200 users and 2,000 job names at random (so that every level
+of the predictor's ladder has groups), replayed under qssf on predicted durations, the same
+policy on the true ones and las, time what predicting costs (CPU seconds): the predictions
+alone against the whole replay (``prediction_share``), and the replays against each other
+(``qssf_cpu_over_oracle``, ``qssf_cpu_over_las``; the policies decide differently, so this
+also counts their own differences).
 
     python benchmarks/durations.py                 # about 5 minutes of CPU
     python benchmarks/durations.py --jobs 20000    # the trace's first 20,000 jobs only
+    python benchmarks/durations.py --timing-only   # the synthetic timing case alone (1 minute)
 """
 
 from __future__ import annotations
@@ -79,11 +83,20 @@ class RecordingSimulator(Simulator):
 
     def prediction_cpu_s(self) -> float:
         """CPU seconds the replay's predictions take: a fresh feed, then every call the replay made."""
+        return sum(self.prediction_cpu_by_call().values())
+
+    def prediction_cpu_by_call(self) -> dict[str, float]:
+        """CPU seconds of the replay's predictions by the feed's call: setting it up (each job's
+        groups), ``finished`` (learning) and ``predict``, on a fresh feed given the replay's calls."""
+        by_call = {"__init__": 0.0, "finished": 0.0, "predict": 0.0}
         started = time.process_time()
         feed = HistoryFeed(self.jobs, self.rates)
+        by_call["__init__"] = time.process_time() - started
         for name, *arguments in self.history.calls:
+            started = time.process_time()
             getattr(feed, name)(*arguments)
-        return time.process_time() - started
+            by_call[name] += time.process_time() - started
+        return by_call
 
 
 def replay(inputs, spec: str, durations: str | None, config: SimConfig):
@@ -136,18 +149,32 @@ def offline(jobs, finish_s: np.ndarray, truth: np.ndarray, predictor: DurationPr
 
 
 def timing_case(jobs: int, config: SimConfig) -> dict:
-    """qssf on ``jobs`` synthetic jobs with random users and names: CPU of the replay and of predicting."""
+    """``jobs`` synthetic jobs with random users and names, replayed under qssf on predicted
+    durations, on the true ones (the same policy with nothing to predict) and under las: the
+    CPU of each replay, and of the predictions alone (the predicted replay's calls to its
+    history feed, timed again on their own)."""
     inputs = load_inputs(WorkloadSettings(jobs=jobs, rate_per_hour=120.0, cluster=PHILLY_CLUSTER))
     rng = np.random.default_rng(0)
     users = np.array([f"user-{u}" for u in rng.integers(0, 200, jobs)], dtype=object)
     names = np.array([f"job-{k}" for k in rng.integers(0, 2000, jobs)], dtype=object)
     inputs = replace(inputs, jobs=replace(inputs.jobs, user=users, name=names))
-    simulator, result, cpu_s = replay(inputs, "qssf", "predicted", config)
-    predicting_s = simulator.prediction_cpu_s()
+    cpu, rounds, predicted = {}, {}, None
+    for label, spec, durations in (("qssf", "qssf", "predicted"), ("qssf (oracle)", "qssf", "oracle"),
+                                   ("las", "las", None)):
+        simulator, result, cpu_s = replay(inputs, spec, durations, config)
+        cpu[label], rounds[label] = round(cpu_s, 2), result.summary["decisions"]
+        if durations == "predicted":
+            predicted = simulator
+        print(f"timing, {label}: {cpu_s:.2f} s CPU, {rounds[label]} rounds", file=sys.stderr, flush=True)
+    by_call = predicted.prediction_cpu_by_call()
+    predicting_s = sum(by_call.values())
     return {
-        "jobs": jobs, "users": 200, "names": 2000, "policy": "qssf", "rounds": result.summary["decisions"],
-        "replay_cpu_s": round(cpu_s, 2), "prediction_cpu_s": round(predicting_s, 2),
-        "prediction_share": round(predicting_s / cpu_s, 3),
+        "jobs": jobs, "users": 200, "names": 2000, "rounds": rounds, "replay_cpu_s": cpu,
+        "prediction_cpu_s": round(predicting_s, 2),
+        "prediction_cpu_s_by_call": {name: round(seconds, 2) for name, seconds in by_call.items()},
+        "prediction_share": round(predicting_s / cpu["qssf"], 3),
+        "qssf_cpu_over_oracle": round(cpu["qssf"] / cpu["qssf (oracle)"], 3),
+        "qssf_cpu_over_las": round(cpu["qssf"] / cpu["las"], 3),
     }
 
 
@@ -155,10 +182,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=None, help="the trace's first N jobs only")
     parser.add_argument("--timing-jobs", type=int, default=100_000, help="synthetic jobs for the timing case (0: skip)")
+    parser.add_argument("--timing-only", action="store_true", help="the timing case alone (no trace needed)")
     args = parser.parse_args()
+    config = SimConfig()
+    if args.timing_only:
+        print(json.dumps({"timing": timing_case(args.timing_jobs, config)}))
+        return
     if not PHILLY.exists():
         sys.exit(f"the Philly trace is not at {PHILLY}: nothing to measure (it is in ../shared/traces/)")
-    config = SimConfig()
     inputs = load_inputs(WorkloadSettings(path=str(PHILLY), cluster=PHILLY_CLUSTER, jobs=args.jobs))
 
     avg_jct, cpu, qssf_sim, qssf_result = {}, {}, None, None

@@ -36,11 +36,15 @@ def believed(jobs: JobView, throughputs: ThroughputView, durations: str) -> JobV
     if durations == "oracle" or not len(jobs):
         return jobs
     fastest = throughputs.steps_per_s.max(axis=1)
-    gpus = jobs.num_gpus.astype(np.float64)
-    done_gpu_s = np.nan_to_num(gpu_seconds(jobs.steps_done, gpus, fastest), nan=0.0)
-    predicted, log_sd = predictions(jobs)
-    left_steps = remaining_gpu_s(predicted, log_sd, done_gpu_s) / gpus * fastest
+    left_steps = np.nan_to_num(believed_left_gpu_s(jobs, fastest), nan=0.0) / jobs.num_gpus * fastest
     return replace(jobs, total_steps=jobs.steps_done + left_steps)
+
+
+def believed_left_gpu_s(jobs: JobView, fastest: np.ndarray) -> np.ndarray:
+    """[n] the predicted median GPU-seconds left of each job at its ``fastest`` steps/s, given
+    what it did (NaN where it runs nowhere)."""
+    predicted, log_sd = predictions(jobs)
+    return remaining_gpu_s(predicted, log_sd, gpu_seconds(jobs.steps_done, jobs.num_gpus, fastest))
 
 
 def predictions(jobs: JobView) -> tuple[np.ndarray, np.ndarray]:
@@ -79,12 +83,19 @@ class DurationOrdering(OrderingPolicy):
         return np.nan_to_num(self.key_of(gpu_seconds(left_steps, num_gpus, fastest), num_gpus), nan=np.inf)
 
     def rank_key(self, jobs: JobView, throughputs: ThroughputView) -> np.ndarray:
-        fastest = throughputs.steps_per_s.max(axis=1)
-        return self.rank_of(believed(jobs, throughputs, self.durations).remaining_steps, fastest, jobs.num_gpus)
+        return self._rank(jobs, throughputs.steps_per_s.max(axis=1))
+
+    def _rank(self, jobs: JobView, fastest: np.ndarray) -> np.ndarray:
+        """[n] each job's rank from what the policy believes it has left (inf: runs nowhere)."""
+        if self.durations == "oracle":
+            return self.rank_of(jobs.remaining_steps, fastest, jobs.num_gpus)
+        # as steps, the way ``believed`` has them: ranks tie exactly where the beliefs do
+        left_steps = np.nan_to_num(believed_left_gpu_s(jobs, fastest), nan=0.0) / jobs.num_gpus * fastest
+        return self.rank_of(jobs.steps_done + left_steps - jobs.steps_done, fastest, jobs.num_gpus)
 
     def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
         fastest = throughputs.steps_per_s.max(axis=1)
-        rank = self.rank_of(believed(jobs, throughputs, self.durations).remaining_steps, fastest, jobs.num_gpus)
+        rank = self._rank(jobs, fastest)
         share = allocate_in_order(
             np.lexsort((jobs.submit_time_s, rank)), jobs.num_gpus, throughputs.steps_per_s, cluster.capacity,
             agnostic=self.agnostic, current_type=jobs.running_type, remaining_steps=jobs.remaining_steps,
@@ -101,23 +112,26 @@ class DurationOrdering(OrderingPolicy):
         if self._ranked is None or self._ranked[0] != jobs.index.tobytes():
             return 0.0  # not the jobs it ranked: rank them again
         _, fastest, revisit_at = self._ranked
+        if revisit_at is None:  # no job to revisit
+            return math.inf
         gpus = jobs.num_gpus[running].astype(np.float64)
         done = np.nan_to_num(gpu_seconds(jobs.steps_done[running], gpus, fastest[running]), nan=0.0)
         # a job's GPU time grows by at most its GPUs a second (at its fastest speed)
         return float(np.min(np.maximum(revisit_at[running] - done, 0.0) / gpus))
 
-    def _revisit_at(self, jobs: JobView, fastest: np.ndarray, runs: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    def _revisit_at(self, jobs: JobView, fastest: np.ndarray, runs: np.ndarray,
+                    rank: np.ndarray) -> np.ndarray | None:
         """[n] for each job that ``runs``, the first checkpoint of its GPU time past what it did at
         which it would rank behind the first job left waiting, looking ``LOOK_AHEAD`` checkpoints
-        ahead (the last of them if none); inf for the jobs that do not run."""
-        revisit = np.full(len(jobs), np.inf)
+        ahead (the last of them if none); inf for the jobs that do not run. None: no job to revisit
+        (none runs, or none waits that could run)."""
         rows = np.flatnonzero(runs)
-        waits = np.flatnonzero(~runs)
-        if not len(rows) or not len(waits):
-            return revisit
-        first_waiting = float(np.min(rank[waits]))
+        if not len(rows) or len(rows) == len(runs):
+            return None
+        first_waiting = float(np.min(rank[~runs]))
         if not math.isfinite(first_waiting):
-            return revisit
+            return None
+        revisit = np.full(len(jobs), np.inf)
         gpus = jobs.num_gpus.astype(np.float64)
         predicted, log_sd = predictions(jobs)
         done = np.nan_to_num(gpu_seconds(jobs.steps_done[rows], gpus[rows], fastest[rows]), nan=0.0)

@@ -5,7 +5,8 @@ jobs that had finished by then.
 A job is predicted when the scheduler first sees it, from every job finished by then; the
 jobs already there are predicted again each time the history has grown by 1% since they last
 were (more often would change little and cost a prediction of every active job each round).
-Jobs with the same group at every level of the predictor's ladder are predicted once for all.
+When many jobs are predicted again at once, jobs with the same group at every level of the
+predictor's ladder are predicted once for all.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from apportion.core.durations import DurationPredictor, gpu_seconds
 from apportion.core.jobs import JobTable
 
 REFRESH = 0.01  # the jobs waiting or running are predicted again when the history grew by 1%
+ALIKE_FROM = 256  # predicting more jobs than this at once, jobs alike are predicted once
 
 
 class HistoryFeed:
@@ -24,10 +26,8 @@ class HistoryFeed:
     def __init__(self, jobs: JobTable, rates: np.ndarray, predictor: DurationPredictor | None = None) -> None:
         """``rates``: [n, T] steps/s of each job on each GPU type (its GPU time is at the fastest)."""
         self.predictor = predictor if predictor is not None else DurationPredictor()
-        groups = self.predictor.groups(user=jobs.user, name=jobs.name, queue=jobs.queue, num_gpus=jobs.num_gpus,
-                                       submit_time_s=jobs.submit_time_s)
-        self.alike, self.alike_of = np.unique(groups, axis=0, return_inverse=True)  # jobs with the same groups
-        self.alike_of = self.alike_of.reshape(-1)
+        self.groups = self.predictor.groups(user=jobs.user, name=jobs.name, queue=jobs.queue,
+                                            num_gpus=jobs.num_gpus, submit_time_s=jobs.submit_time_s)
         self.gpu_s = gpu_seconds(jobs.total_steps, jobs.num_gpus, rates.max(axis=1))  # what each turns out to need
         n = len(jobs)
         self.first_gpu_s = np.full(n, np.nan)  # each job's first prediction (on arrival), for measuring it
@@ -41,7 +41,7 @@ class HistoryFeed:
         rows = rows[np.argsort(finish_s, kind="stable")]
         rows = rows[np.isfinite(self.gpu_s[rows])]
         if len(rows):
-            self.predictor.observe(self.alike[self.alike_of[rows]], self.gpu_s[rows])
+            self.predictor.observe(self.groups[rows], self.gpu_s[rows])
 
     def predict(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """[rows] predicted GPU-seconds and log standard deviation of the jobs at ``rows``: a job new
@@ -49,18 +49,25 @@ class HistoryFeed:
         ``REFRESH`` (a share of it) since they were last predicted all together."""
         observed = self.predictor.observed
         if observed > self._all_at and observed >= self._all_at * (1 + REFRESH):
-            asked, self._all_at = rows, observed
-        else:
-            asked = rows[np.isnan(self._gpu_s[rows])]
-        if len(asked):
-            if len(self.alike) <= len(asked):  # fewer kinds of jobs than jobs: predict each kind
-                prediction = self.predictor.predict(self.alike)
-                which = self.alike_of[asked]
-            else:
-                alike, which = np.unique(self.alike_of[asked], return_inverse=True)
-                prediction = self.predictor.predict(self.alike[alike])
-            which = which.reshape(-1)
-            self._gpu_s[asked], self._log_sd[asked] = prediction.gpu_s[which], prediction.log_sd[which]
-            new = asked[np.isnan(self.first_gpu_s[asked])]
+            self._all_at = observed
+            self._predict(rows)
+            new = rows[np.isnan(self.first_gpu_s[rows])]
             self.first_gpu_s[new], self.first_log_sd[new] = self._gpu_s[new], self._log_sd[new]
+        else:
+            new = rows[np.isnan(self._gpu_s[rows])]
+            if len(new):
+                self.first_gpu_s[new], self.first_log_sd[new] = self._predict(new)
         return self._gpu_s[rows], self._log_sd[rows]
+
+    def _predict(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Predict the jobs at ``rows`` from every job finished so far; what they are predicted."""
+        groups = self.groups[rows]
+        if len(rows) <= ALIKE_FROM:
+            gpu_s, log_sd = self.predictor.predict_gpu_s(groups)
+        else:
+            alike, which = np.unique(groups, axis=0, return_inverse=True)
+            gpu_s, log_sd = self.predictor.predict_gpu_s(alike)
+            which = which.reshape(-1)
+            gpu_s, log_sd = gpu_s[which], log_sd[which]
+        self._gpu_s[rows], self._log_sd[rows] = gpu_s, log_sd
+        return gpu_s, log_sd

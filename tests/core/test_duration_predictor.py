@@ -89,3 +89,30 @@ def test_what_is_left_is_the_prediction_less_what_is_done_until_the_job_outlives
     # past it, the longer it ran the more it is believed to have left
     left = remaining_gpu_s([1000.0] * 3, [1.0] * 3, [1000.0, 4000.0, 16000.0])
     assert left[0] < left[1] < left[2]
+
+
+def test_a_predictor_asked_between_lessons_predicts_as_one_told_everything_at_once():
+    """A group's sorted recent jobs are kept up to date from one question to the next (a few
+    jobs in and out, or many, or more than it keeps); the answer is the same as from scratch."""
+    rng = np.random.default_rng(7)
+    users = [f"user-{u}" for u in rng.integers(0, 3, 400)]
+    history = [(user, "bert", 1) for user in users]
+    gpu_s = np.exp(rng.normal(6.0, 2.0, len(history)))
+    asked = [("user-0", "bert", 1), ("user-1", "bert", 1), ("user-2", "bert", 1)]
+    step_by_step = predictor(recent=5)
+    told = 0
+    for batch in [1, 1, 2, 3, 9, 1, 40, 2, 1, 140, 200]:  # 400 jobs in all
+        step_by_step.observe(groups(step_by_step, history[told:told + batch]), gpu_s[told:told + batch])
+        told += batch
+        at_once = predictor(recent=5)
+        at_once.observe(groups(at_once, history[:told]), gpu_s[:told])
+        for p in (step_by_step, at_once):
+            p.answer = p.predict(groups(p, asked))
+        assert step_by_step.answer.gpu_s.tolist() == at_once.answer.gpu_s.tolist()
+        assert step_by_step.answer.log_sd.tolist() == at_once.answer.log_sd.tolist()
+
+
+def test_a_job_whose_gpu_time_is_unknown_teaches_nothing():
+    p = predictor()
+    p.observe(groups(p, [("alice", "bert", 1)] * 2), [E**2, math.nan])
+    assert np.log(p.predict(groups(p, [("alice", "bert", 1)])).gpu_s) == pytest.approx([2 * (1 / 2 + 1 / 4 + 1 / 8)])
