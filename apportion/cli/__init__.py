@@ -37,5 +37,16 @@ app.command()(jobs.status)
 app.add_typer(users.app, name="users")
 
 
-def main() -> None:  # pragma: no cover - console entry point
-    app()
+def main(prog_name: str | None = None) -> None:  # pragma: no cover - console entry point
+    try:
+        app(prog_name=prog_name)
+    except RuntimeError as exc:
+        from apportion.solve.shares import SolveError  # imported only now: `queue` must start fast
+
+        if not isinstance(exc, SolveError):
+            raise
+        import sys
+
+        print(f"error: the LP solver gave no answer ({exc}); please report this with the command "
+              "that gave it", file=sys.stderr)
+        raise SystemExit(1) from None

@@ -1,5 +1,5 @@
 """``python -m apportion.cli``: the ``apportion`` command."""
 
-from apportion.cli import app
+from apportion.cli import main
 
-app(prog_name="apportion")
+main(prog_name="apportion")

@@ -183,13 +183,23 @@ class FinishTimeModel:
 
         ratio = bisect(low, high, feasible)
         # last stage: every job held at the ratio, what is left spent on the objective
-        set_floors(ratio * (1 + 1e-7))
         h.changeColsCost(len(cols), cols, value[job, gpu_type].astype(np.float64))
-        self.probes += 1
-        run_highs(h)
-        status = h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolveError(f"finish-time-fairness LP: {h.modelStatusToString(status)}")
+        statuses = []
+        # HiGHS may stop short ("Unknown") on the warm model: again from scratch, then a little
+        # further from the edge of what bisection found feasible
+        for slack, cold in ((1e-7, False), (1e-7, True), (1e-5, True)):
+            set_floors(ratio * (1 + slack))
+            if cold:
+                h.clearSolver()
+            self.probes += 1
+            run_highs(h)
+            status = h.getModelStatus()
+            if status == highspy.HighsModelStatus.kOptimal:
+                break
+            statuses.append(h.modelStatusToString(status))
+        else:
+            h.changeColsCost(len(cols), cols, np.zeros(len(cols)))
+            raise SolveError(f"finish-time-fairness LP: {', then '.join(statuses)}")
         values = np.asarray(h.getSolution().col_value)
         h.changeColsCost(len(cols), cols, np.zeros(len(cols)))
         share = np.zeros((len(slots), self.num_types))
