@@ -4,9 +4,12 @@ Run from the repository root: ``python benchmarks/perf_kinds.py [--json]``. For 
 of the built-in catalog it prints the model's ratio of one-GPU step rates k80/v100 and p100/v100
 against Gavel's measured ratio: the v100 measurement moved to the other GPU by the model, as the
 catalog moves it to t4, a100 and h100. This is a leave-one-GPU-out check: the model
-(apportion.perf.kinds) is built from architectures, datasheets and published GPU properties and
-fits no constant to any measurement, so every GPU it predicts is held out, and its error here is
-an honest figure of what moving a v100 measurement to an unmeasured GPU is worth.
+(apportion.perf.kinds) is built from architectures, datasheets and published GPU properties,
+and its one fitted constant, a kernel's fixed cost in clock cycles (``fit_kernel_floor``), is
+fitted per fold on the GPU not held out: the k80 ratios are predicted with the floor fitted to
+the p100 ratios, and the p100 ratios with the floor fitted to the k80 ratios. Every predicted
+ratio is thus of a GPU whose numbers the model never saw, and the error here is an honest
+figure of what moving a v100 measurement to an unmeasured GPU is worth.
 
 Errors: ``mean_abs_error`` and ``median_abs_error`` are relative, |predicted − measured| /
 measured, over every predicted ratio (51: k80 and p100 for each kind Gavel measured there);
@@ -19,7 +22,9 @@ error), fitted on the other two GPUs (leave one out).
 
 ``--json`` prints one JSON object: ``mean_abs_error``, ``median_abs_error``,
 ``mean_abs_log_error``, ``worst_abs_error``, ``by_gpu``, ``ratios`` (kind, gpu, predicted,
-measured, abs_error), and ``datasheet`` (the same figures for the datasheet-peak model).
+measured, abs_error), ``kernel_floor_cycles`` (the floor fitted in each fold, by held-out GPU),
+``no_floor`` (the same figures with no kernel floor, nothing fitted) and ``datasheet`` (the
+datasheet-peak model, floors fitted the same way).
 """
 
 import argparse
@@ -35,7 +40,7 @@ from scipy.optimize import nnls
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from apportion.perf.accelerators import get_accelerator  # noqa: E402
-from apportion.perf.kinds import REFERENCE_GPU, predict_step_time  # noqa: E402
+from apportion.perf.kinds import REFERENCE_GPU, fit_kernel_floor, predict_step_time  # noqa: E402
 from apportion.workloads.catalog import builtin_throughputs  # noqa: E402
 
 MEASURED = ("k80", "p100", "v100")
@@ -61,17 +66,30 @@ def old_fit_rates(rates: dict[str, float], fit_on: tuple[str, ...]) -> dict[str,
     return {g: 1.0 / float(np.dot(coef, terms(g))) for g in MEASURED}
 
 
-def transfer_ratios(sustained: bool = True) -> list[dict]:
-    """Every predicted ratio (target / v100 one-GPU steps/s) next to Gavel's measured one."""
+def measured_rates() -> dict[str, dict[str, float]]:
+    """Gavel's one-GPU steps/s of every catalog kind on k80, p100 and v100."""
     table = builtin_throughputs()
     cols = [table.gpu_types.index(g) for g in MEASURED]
+    return {kind: dict(zip(MEASURED, map(float, table.steps_per_s[i, cols, 0]))) for i, kind in enumerate(table.kinds)}
+
+
+def fold_floors(sustained: bool = True) -> dict[str, float]:
+    """The kernel floor for each held-out GPU, fitted on the other measured target only."""
+    rates = measured_rates()
+    return {gpu: fit_kernel_floor(rates, [g for g in TARGETS if g != gpu], REFERENCE_GPU, sustained)
+            for gpu in TARGETS}
+
+
+def transfer_ratios(sustained: bool = True, floors: dict[str, float] | None = None) -> list[dict]:
+    """Every predicted ratio (target / v100 one-GPU steps/s) next to Gavel's measured one; the
+    target's ratio uses ``floors[target]`` (fitted without it), or no floor where not given."""
     out = []
-    for i, kind in enumerate(table.kinds):
-        rates = dict(zip(MEASURED, table.steps_per_s[i, cols, 0]))
-        t_ref = predict_step_time(kind, REFERENCE_GPU, sustained)
+    for kind, rates in measured_rates().items():
         for gpu in TARGETS:
+            floor = (floors or {}).get(gpu, 0.0)
             measured = rates[gpu] / rates[REFERENCE_GPU]
-            predicted = t_ref / predict_step_time(kind, gpu, sustained)
+            predicted = (predict_step_time(kind, REFERENCE_GPU, sustained, floor)
+                         / predict_step_time(kind, gpu, sustained, floor))
             out.append({"kind": kind, "gpu": gpu, "reference": REFERENCE_GPU, "predicted": predicted,
                         "measured": measured if math.isfinite(measured) else None,
                         "abs_error": abs(predicted - measured) / measured if math.isfinite(measured) else None})
@@ -116,16 +134,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    ratios = transfer_ratios()
-    result = {**summary(ratios), "ratios": ratios, "datasheet": summary(transfer_ratios(sustained=False)),
+    floors = fold_floors()
+    ratios = transfer_ratios(floors=floors)
+    datasheet = transfer_ratios(sustained=False, floors=fold_floors(sustained=False))
+    result = {**summary(ratios), "kernel_floor_cycles": floors, "ratios": ratios,
+              "no_floor": summary(transfer_ratios()), "datasheet": summary(datasheet),
               "old_fit_leave_one_out": old_fit_summary()}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
 
-    before = {(r["kind"], r["gpu"]): r for r in transfer_ratios(sustained=False)}
-    print("ratio of one-GPU steps/s to v100's: model (never sees a k80 or p100 number) vs Gavel's measurement")
-    print(f"{'kind':22s} {'gpu':>5s} {'model':>7s} {'Gavel':>7s} {'error':>7s}   {'datasheet':>9s} {'error':>7s}")
+    before = {(r["kind"], r["gpu"]): r for r in transfer_ratios()}
+    print("ratio of one-GPU steps/s to v100's: model (never sees the target's numbers) vs Gavel's measurement")
+    print(f"kernel floor fitted per fold: {floors['k80']:.0f} cycles for k80 (fitted on p100), "
+          f"{floors['p100']:.0f} for p100 (fitted on k80)")
+    print(f"{'kind':22s} {'gpu':>5s} {'model':>7s} {'Gavel':>7s} {'error':>7s}   {'no floor':>9s} {'error':>7s}")
     for r in ratios:
         if r["measured"] is None:
             print(f"{r['kind']:22s} {r['gpu']:>5s} {r['predicted']:7.3f} {'—':>7s}")
@@ -135,13 +158,14 @@ def main() -> int:
               f"{b['predicted']:9.3f} {b['abs_error']:7.1%}")
     print()
     print(f"{'relative error of the ratio':34s} {'mean':>7s} {'median':>7s} {'worst':>7s}   mean k80 / p100")
-    for name, s in (("model (sustained peaks)", result), ("model at datasheet peaks (before)", result["datasheet"])):
+    for name, s in (("model (floor fitted per fold)", result), ("model, no kernel floor", result["no_floor"]),
+                    ("model at datasheet peaks", result["datasheet"])):
         print(f"{name:34s} {s['mean_abs_error']:7.1%} {s['median_abs_error']:7.1%} {s['worst_abs_error']:7.1%}   "
               f"{s['by_gpu']['k80']['mean_abs_error']:.1%} / {s['by_gpu']['p100']['mean_abs_error']:.1%}")
     old = result["old_fit_leave_one_out"]
     print(f"{'old two-term fit, leave one out':34s} {old['mean_abs_error']:7.1%} {old['median_abs_error']:7.1%}")
     print(f"{result['ratios_compared']} ratios; mean |log(predicted/measured)| {result['mean_abs_log_error']:.3f} "
-          f"(datasheet {result['datasheet']['mean_abs_log_error']:.3f}); median error factor "
+          f"(no floor {result['no_floor']['mean_abs_log_error']:.3f}); median error factor "
           f"{result['median_error_factor']:.2f}; worst: {result['worst']}")
     return 0
 

@@ -10,9 +10,13 @@ The total batch (``--batch-size``, or ``APPORTION_BATCH_SIZE``) is split over th
 the learning rate follows it by ``--lr-rule`` (``APPORTION_LR_RULE``: sqrt, adascale, none;
 apportion.runtime.elastic). Rank 0 writes the checkpoints (model, optimizer, data position in
 examples, noise estimate); every replica of a later attempt, however many, restores the
-newest. ``--stop-at STEP`` checkpoints at that step and exits 75, as a preemption does, so
+newest. Under `apportion serve` (examples/elastic.yaml) the server starts one replica a slot
+and rank 0 reports the noise scale and the time its all-reduce takes with its progress. ``--stop-at STEP`` checkpoints at that step and exits 75, as a preemption does, so
 that a rescale can be tried by hand. Every replica measures the gradient noise scale (across
 replicas, or across two micro-batches alone) and rank 0 prints it.
+
+With ``--target-examples`` (``APPORTION_TARGET_EXAMPLES``) it stops at the first step that
+reaches that many examples, however the batch changed between attempts.
 
 It prints ``final steps=... examples=... param_sum=...`` and, with ``--loss-log FILE``,
 appends ``step loss`` lines to FILE (rank 0).
@@ -21,8 +25,8 @@ appends ``step loss`` lines to FILE (rank 0).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -55,13 +59,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=0.05, help="the learning rate tuned at M0")
     parser.add_argument("--lr-rule", default="sqrt", help="sqrt, adascale or none (APPORTION_LR_RULE wins)")
     parser.add_argument("--examples", type=int, default=4096, help="size of the synthetic data set")
+    parser.add_argument("--target-examples", type=int,
+                        help="stop at this many examples instead of --steps (APPORTION_TARGET_EXAMPLES wins)")
     parser.add_argument("--checkpoint-dir", help="standalone checkpoints (APPORTION_CHECKPOINT_DIR wins)")
     parser.add_argument("--stop-at", type=int, help="checkpoint at this step and exit 75, as if preempted")
     parser.add_argument("--loss-log", help="append 'step loss' lines here (rank 0)")
+    parser.add_argument("--step-s", type=float, default=0.0, help="pause after each step (to watch a rescale)")
     args = parser.parse_args(argv)
 
     setting = ElasticSetting.from_environ(batch_size=args.batch_size, init_batch_size=args.init_batch_size,
-                                          lr_rule=args.lr_rule)
+                                          lr_rule=args.lr_rule, target_examples=args.target_examples)
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
     distributed = setting.world_size > 1
@@ -80,13 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     noise = GradientNoise()
     seen = {"examples": 0}
 
-    # --- the apportion lines: rank 0 owns the lease and writes checkpoints; every rank restores
-    if setting.rank == 0:
-        job = Job.from_env(total_steps=args.steps, checkpoint_dir=args.checkpoint_dir)
-    else:
-        directory = os.environ.get("APPORTION_CHECKPOINT_DIR") or args.checkpoint_dir
-        total = int(os.environ.get("APPORTION_TOTAL_STEPS") or args.steps)
-        job = Job(total, checkpoint_dir=directory, checkpoint_every="off", handle_sigterm=False, log=None)
+    # --- the apportion lines: every rank makes its Job; rank 0 owns the lease and writes checkpoints,
+    # every rank restores, and all stop at the same step (a lease not renewed, or SIGTERM to any)
+    job = Job.from_env(total_steps=args.steps, checkpoint_dir=args.checkpoint_dir)
 
     def state() -> dict:
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "sampler": sampler.state(),
@@ -100,11 +103,14 @@ def main(argv: list[str] | None = None) -> None:
         noise.load_state(saved["noise"])
         seen["examples"] = saved["examples_seen"]
         set_rng_state(saved["rng"])
+    if setting.target_examples is not None:  # a target in examples: as many steps as reach it at this batch
+        job.total_steps = job.step + setting.steps_left(seen["examples"])
     if setting.rank == 0:
         print(f"attempt: {setting.world_size} replica(s), batch {setting.batch_size}, from step {job.step}, "
               f"{seen['examples']} examples seen", flush=True)
 
     log = open(args.loss_log, "a") if args.loss_log and setting.rank == 0 else None
+    sync_s = 0.0
     for step in job.steps(state):
         if args.stop_at is not None and step == args.stop_at:
             if setting.rank == 0:
@@ -128,8 +134,10 @@ def main(argv: list[str] | None = None) -> None:
             grad = gradient_vector(model) - (0 if before is None else before)
             small.append(float((grad * setting.batch_size / len(part)).square().sum()))  # |mean gradient of part|²
         if distributed:
+            started = time.perf_counter()
             for p in model.parameters():
                 dist.all_reduce(p.grad)
+            sync_s = 0.9 * sync_s + 0.1 * (time.perf_counter() - started) if sync_s else time.perf_counter() - started
             mine = torch.tensor([small[0] * len(index)], device=device)
             dist.all_reduce(mine)
             small_sqr, small_batch = float(mine) / setting.batch_size, setting.batch_size / setting.world_size
@@ -139,6 +147,11 @@ def main(argv: list[str] | None = None) -> None:
         noise.update(small_sqr, small_batch, big_sqr, setting.batch_size)
         optimizer.step()
         seen["examples"] += setting.batch_size
+        # what the scheduler fits this job's speed and statistical efficiency to (sent with rank 0's reports)
+        job.measured(noise_scale=noise.noise_scale, sync_s=sync_s, micro_batch=len(halves[-1]),
+                     micro_batches=len(halves), examples_done=seen["examples"])
+        if args.step_s:
+            time.sleep(args.step_s)
         if log is not None:
             with torch.no_grad():
                 full = float(F.mse_loss(model(x), y))

@@ -9,7 +9,7 @@ apportion.perf (Habitat's idea):
     steps/s(target, n) = steps/s(target, 1) × steps/s(v100, n) / steps/s(v100, 1)
 
 time() is apportion.perf.kinds.predict_step_time (the kind's layers, FP32 datasheet peaks and
-bandwidths, SM counts, kernel launches); the multi-GPU scaling is the measured v100 one. See
+bandwidths, SM counts, a kernel's launch and floor); the multi-GPU scaling is the measured v100 one. See
 docs/perf_kinds.md for the model and its validation. Run from the repository root:
 
     python scripts/build_catalog.py            # rewrites the shipped catalog.json
@@ -30,7 +30,7 @@ import numpy as np
 from apportion.perf.accelerators import get_accelerator
 from apportion.perf.kinds import (ARCHITECTURES, REFERENCE_GPU, REFERENCE_REASON, predict_step_time,
                                   transfer_steps_per_s)
-from apportion.perf.layers import KERNEL_LAUNCH_S, sm_spec
+from apportion.perf.layers import KERNEL_FLOOR_CYCLES, KERNEL_LAUNCH_S, sm_spec
 from apportion.core.throughputs import ThroughputTable
 from apportion.workloads.gavel_throughputs import gavel_kind_name, parse_gavel_throughputs
 from apportion.workloads.pair_model import predicted_pairs
@@ -151,8 +151,10 @@ def build_catalog() -> dict:
             "model_time(target), where model_time is apportion.perf.kinds.predict_step_time: the kind's "
             "layers as published (forward FLOPs and bytes; backward 2x; PyTorch 1.x optimizer sweeps) "
             "priced per layer at max(FLOPs / (FP32 peak x utilisation), bytes / (bandwidth x "
-            "utilisation)) plus " f"{KERNEL_LAUNCH_S * 1e6:g}" " us per kernel launch, utilisation "
-            "from 128x128 GEMM tiles over the GPU's SMs (wave quantization) or one thread per element. "
+            "utilisation)) plus, per kernel, a " f"{KERNEL_LAUNCH_S * 1e6:g}" " us launch and a floor of "
+            f"{KERNEL_FLOOR_CYCLES:g}" " cycles at the GPU's clock (fitted on the k80/p100/v100 ratios), "
+            "utilisation from the best GEMM tile (128x128 down to 32x32 and 16-wide) over the GPU's SMs "
+            "(wave quantization) or one thread per element. "
             "At 2, 4, 8 GPUs the v100's measured scaling is applied: steps/s(target, n) = "
             "steps/s(target, 1) x steps/s(v100, n) / steps/s(v100, 1). Approximate: FP32 only (no tensor "
             "cores, no TF32, no mixed precision), host-side time (Python, data loading, emulators) not "

@@ -148,6 +148,9 @@ def queue(
         status = (f"[{colours.get(j['status'], 'default')}]{_cell(j['status'])}[/]"
                   + (f"({reason})" if reason else ""))
         progress = f"{j['steps_done']}/{j['total_steps']} ({100 * j['steps_done'] / max(1, j['total_steps']):.0f}%)"
+        if j.get("target_examples"):  # an elastic job's target in examples, its batch changing between attempts
+            done = min(j["examples_done"], j["target_examples"])
+            progress = f"{_count(done)}/{_count(j['target_examples'])} ex ({100 * done / j['target_examples']:.0f}%)"
         table.add_row(_cell(j["id"]), _cell(j["name"]), _cell(j["user"]), _cell(j["queue"] or "-"),
                       f"{j['priority']:g}", status, str(j["gpus"]), _cell(j["alloc"] or "-"),
                       _submitted(j["submitted"], now), _span(j["runtime_s"]), progress, _finish_at(j, now))
@@ -157,6 +160,14 @@ def queue(
             console.print(f"[red]job {_cell(j['id'])} ({_cell(j['name'])}) failed[/]; its last lines:", highlight=False)
             for line in j["last_lines"].splitlines()[-10:]:
                 console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _count(n: int) -> str:
+    """A count of examples in a few characters: 960, 12.3k, 4.5M."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.3g}{suffix}"
+    return str(n)
 
 
 def _cell(text: object, most: int = 64) -> str:

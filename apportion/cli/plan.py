@@ -63,6 +63,11 @@ def plan(
     no_overlap: bool = typer.Option(False, "--no-overlap-grad-reduce", help="Reduce gradients after the backward pass instead of overlapping it."),
     framework: Optional[str] = typer.Option(None, "--framework", help="Software profile: megatron-lm (the hardware model, default), deepspeed-pipeline or fsdp."),
     measured: Optional[str] = typer.Option(None, "--measured", help="A file with one measured step (or `apportion profile`'s kernel timings): the software terms are fitted to it."),
+    measured_step_s: Optional[float] = typer.Option(None, "--measured-step-s", help="Instead of --measured FILE: seconds per step you measured of this model on --gpu-type, with --measured-layout (and --measured-memory-gb)."),
+    measured_layout: Optional[str] = typer.Option(None, "--measured-layout", help="The measured step's layout, e.g. tp=2,pp=4,micro_batch=1,recompute=selective,zero=1."),
+    measured_memory_gb: Optional[float] = typer.Option(None, "--measured-memory-gb", help="Peak GPU memory per GPU of the measured step (optional)."),
+    measured_gpus: Optional[int] = typer.Option(None, "--measured-gpus", help="GPUs of the measured step (default --gpus)."),
+    measured_global_batch: Optional[int] = typer.Option(None, "--measured-global-batch", help="Global batch of the measured step (default --global-batch)."),
     tokens: str = typer.Option("300e9", "--tokens", help="Training tokens for the time and cost columns (300e9, 1T, …)."),
     top: int = typer.Option(5, "--top", help="How many layouts to show."),
     as_json: bool = json_option("the numbers"),
@@ -85,6 +90,8 @@ def plan(
     token_count = _count(tokens, "--tokens")
     if top < 1:
         raise fail(f"--top must be at least 1, got {top}")
+    flags = _measured_flags(measured, measured_step_s, measured_layout, measured_memory_gb, measured_gpus,
+                            measured_global_batch)
     software, calibration, measurement = _software(framework, measured)
     try:
         acc = get_accelerator(gpu_type or (measurement.gpu_type if measurement else "a100-80gb"))
@@ -96,6 +103,9 @@ def plan(
                                 ffn_hidden=ffn_hidden, kv_heads=kv_heads, experts=experts, top_k=top_k)
     except ValueError as exc:
         raise fail(str(exc)) from None
+    if flags:
+        software, calibration = _software_from_flags(framework, shape, acc.name, gpus, global_batch, **flags)
+        measured = f"the measured step ({flags['layout']})"
     if gpus < 1:
         raise fail(f"--gpus must be positive, got {gpus}")
     split = None
@@ -228,6 +238,44 @@ def _software(framework: str | None, measured: str | None):
     return calibration.profile, calibration, measurement
 
 
+def _measured_flags(measured, step_s, layout, memory_gb, gpus, global_batch) -> dict:
+    """The --measured-* options as keyword arguments, or {} when none is given; errors for a half-given set."""
+    given = {"--measured-layout": layout, "--measured-memory-gb": memory_gb, "--measured-gpus": gpus,
+             "--measured-global-batch": global_batch}
+    if step_s is None:
+        extra = [name for name, value in given.items() if value is not None]
+        if extra:
+            raise fail(f"{extra[0]} describes a measured step: give its time with --measured-step-s")
+        return {}
+    if measured is not None:
+        raise fail("give one measurement: --measured FILE or --measured-step-s, not both")
+    if layout is None:
+        raise fail("--measured-step-s needs the layout it was measured with: --measured-layout "
+                   "tp=…,pp=…,micro_batch=… (recompute, zero, schedule, … as in a measurement file)")
+    return {"step_s": step_s, "layout": layout, "memory_gb": memory_gb, "measured_gpus": gpus,
+            "measured_batch": global_batch}
+
+
+def _software_from_flags(framework, shape, gpu_type, gpus, global_batch, *, step_s, layout, memory_gb,
+                         measured_gpus, measured_batch):
+    """The profile fitted to a step measured with the model and GPU type of the other options."""
+    from apportion.core.errors import InputError
+    from apportion.perf.calibrate import step_measurement
+    from apportion.perf.software import MEGATRON_LM, get_framework
+
+    try:
+        base = get_framework(framework) if framework else MEGATRON_LM
+        measurement = step_measurement(shape, gpu_type, measured_gpus or gpus, measured_batch or global_batch,
+                                       layout, step_s, memory_gb, base)
+        with stdout_to_stderr():
+            calibration = measurement.calibrate()
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    except ValueError as exc:
+        raise fail(f"--measured-step-s: {exc}") from None
+    return calibration.profile, calibration
+
+
 def _software_json(software, calibration) -> dict:
     out = {}
     if software is not None:
@@ -246,7 +294,8 @@ def _print_software(software, calibration, measured: str | None) -> None:
                       if calibration.measured_memory_gb is not None else ""))
     elif calibration is not None:
         print_line(f"calibrated on {measured}: GEMMs at {software.gemm_efficiency:.3f} × the model's rate, "
-                   f"memory-bound kernels at {software.kernel_efficiency:.3f} ×")
+                   f"memory-bound kernels at {software.kernel_efficiency:.3f} ×"
+                   + (f", collectives at {software.comm_efficiency:.3f} ×" if software.comm_efficiency != 1.0 else ""))
     elif software is not None and not software.is_hardware_model:
         print_line(f"software profile {software.name}: GEMM and kernel rates × {software.gemm_efficiency:.3f}"
                    + (", flash attention" if software.flash_attention else ""))

@@ -21,18 +21,22 @@ def profile(
     vocab: Optional[int] = typer.Option(None, "--vocab", help="Vocabulary size."),
     ffn_hidden: Optional[int] = typer.Option(None, "--ffn-hidden", help="MLP width."),
     kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="Key/value heads."),
+    experts: Optional[int] = typer.Option(None, "--experts", help="Mixture of experts: MLPs per layer (an all-to-all is timed too)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Experts each token is routed to."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per micro-batch the shapes are taken at."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel size the shapes are split for."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when there is one)."),
     gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="The catalog type of the device (default: from its name; cpu for the CPU)."),
     precision: Optional[str] = typer.Option(None, "--precision", help="fp32, tf32, fp16 or bf16 (default: fp32 on the CPU, bf16 on a GPU)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's own choice)."),
+    processes: Optional[int] = typer.Option(None, "--processes", help="Time collectives among this many processes as devices: gloo on the CPU, one per GPU with NCCL (default: every GPU when there are several, else none)."),
     budget_s: float = typer.Option(5.0, "--budget-s", help="About how many seconds to spend timing (larger products are timed smaller)."),
     out: str = typer.Option("profile.json", "--out", help="Where to write the measurement file for `apportion plan --measured`."),
     as_json: bool = json_option("the measurement file"),
 ) -> None:
-    """Time the GEMMs and a streaming kernel of a transformer's step on this device, and write a
-    measurement file from which `apportion plan --measured FILE` fits the GEMM and kernel rates."""
+    """Time the GEMMs and a streaming kernel of a transformer's step on this device (and its
+    collectives among several devices or --processes), and write a measurement file from which
+    `apportion plan --measured FILE` fits the GEMM, kernel and collective rates."""
     import json
     from pathlib import Path
 
@@ -42,6 +46,7 @@ def profile(
     from apportion.perf.accelerators import get_accelerator
     from apportion.perf.calibrate import fit_kernels
     from apportion.perf.gemm import gemm_time, memory_time
+    from apportion.perf.parallel import Group, allreduce_time, alltoall_time
     from apportion.perf.transformer import build_model
 
     if budget_s <= 0:
@@ -52,9 +57,11 @@ def profile(
         raise fail(f"--precision must be fp32, tf32, fp16 or bf16, got '{precision}'")
     try:
         shape = build_model(model, preset, layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
-                            ffn_hidden=ffn_hidden, kv_heads=kv_heads)
+                            ffn_hidden=ffn_hidden, kv_heads=kv_heads, experts=experts, top_k=top_k)
     except ValueError as exc:
         raise fail(str(exc)) from None
+    if processes is not None and processes < 1:
+        raise fail(f"--processes must be positive, got {processes}")
     if shape.heads % tp or shape.ffn % tp:
         raise fail(f"--tp {tp} does not divide the {shape.heads} heads and the MLP width {shape.ffn}")
     target = Path(out)
@@ -81,8 +88,21 @@ def profile(
         except ValueError as exc:
             raise fail(str(exc)) from None
         precision = precision or ("fp32" if device == "cpu" else "bf16")
+        devices = torch.cuda.device_count() if device != "cpu" else 0
+        ranks = processes if processes is not None else (devices if devices > 1 else 1)
+        if device != "cpu" and ranks > max(devices, 1):
+            raise fail(f"--processes {ranks}: this machine has {devices} CUDA device(s); "
+                       "use --device cpu to time collectives among CPU processes")
         document = {"gpu_type": acc.name, **run_profile(shape, micro_batch=micro_batch, tp=tp, precision=precision,
                                                          device=device, budget_s=budget_s)}
+        if ranks > 1:
+            from apportion.perf.collectives import time_collectives
+            from apportion.perf.profile import collective_sizes
+
+            backend = "gloo" if device == "cpu" else "nccl"
+            sizes = collective_sizes(shape, micro_batch, tp, precision, 16 << 20 if device == "cpu" else 256 << 20)
+            document["kernels"] += time_collectives(ranks, sizes, backend=backend, alltoall=shape.is_moe)
+            document["note"] += f"; collectives among {ranks} {'processes (gloo)' if backend == 'gloo' else 'GPUs (nccl)'}"
         fitted = fit_kernels(document["kernels"], acc)
     target.write_text(json.dumps(document, indent=2) + "\n")
     if as_json:
@@ -97,10 +117,16 @@ def profile(
             modelled = gemm_time(k["m"], k["n"], k["k"], acc, precision, k["batch"]).seconds
             what = f"{k['batch']} × " if k["batch"] > 1 else ""
             what += f"{k['m']}×{k['k']} · {k['k']}×{k['n']}"
+        elif k["kind"] in ("allreduce", "alltoall"):
+            timed = allreduce_time if k["kind"] == "allreduce" else alltoall_time
+            modelled = timed(k["bytes"], Group(k["ranks"], k["ranks"]), acc)
+            what = f"{k['kind']} of {k['bytes'] / 1e6:.1f} MB among {k['ranks']}"
         else:
             modelled = memory_time(k["bytes"], acc)
             what = f"{k['bytes'] / 1e6:.1f} MB streamed"
         view.add_row(k["name"], what, f"{k['seconds'] * 1e3:.3f}", f"{modelled * 1e3:.3f}", f"{modelled / k['seconds']:.3f}")
     print_table(view)
+    comm = (f", collectives at {fitted.profile.comm_efficiency:.3f} ×"
+            if any(k["kind"] in ("allreduce", "alltoall") for k in document["kernels"]) else "")
     print_line(f"GEMMs at {fitted.profile.gemm_efficiency:.3f} × the model's rate, memory-bound kernels at "
-               f"{fitted.profile.kernel_efficiency:.3f} ×; wrote {target} (use: apportion plan --measured {target})")
+               f"{fitted.profile.kernel_efficiency:.3f} ×{comm}; wrote {target} (use: apportion plan --measured {target})")

@@ -25,6 +25,7 @@ class FakeExecutor:
         self.started: list[Attempt] = []  # every attempt ever started, in order
         self.envs: dict[tuple[int, int], dict[str, str]] = {}
         self.accounts: dict[tuple[int, int], object] = {}  # the OS account each attempt was to run as (None: ours)
+        self.replicas: dict[tuple[int, int], int | None] = {}  # processes each attempt was to run (None: one)
         self.signals: list[tuple[int, str]] = []
         self.exit_codes: dict[tuple[int, int], int] = {}  # what an attempt's exit file would say
         self.logs: dict[tuple[int, int], str] = {}  # what an attempt's log would say
@@ -43,7 +44,7 @@ class FakeExecutor:
         """What a test set as ``live_capacity``: the slots of each type still there (None: all)."""
         return self.live_capacity
 
-    def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None) -> Attempt:
+    def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None, replicas=None) -> Attempt:
         if job_id in self._running:
             raise AssertionError(f"job {job_id} started twice at once")
         handle = Attempt(job_id, attempt, next(self._pids), 1, tuple(slots))
@@ -51,6 +52,7 @@ class FakeExecutor:
         self.started.append(handle)
         self.envs[(job_id, attempt)] = dict(env)
         self.accounts[(job_id, attempt)] = run_as
+        self.replicas[(job_id, attempt)] = replicas
         return handle
 
     def finish(self, job_id: int, code: int | None) -> None:

@@ -118,10 +118,11 @@ class LocalExecutor:
     # processes ---------------------------------------------------------------------------
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
-              workdir: str | None, slots: tuple[str, ...], *, run_as=None) -> Attempt:
+              workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None) -> Attempt:
         """Start one attempt in its own process group; OSError if it cannot be started.
 
-        With ``run_as`` the wrapper stays this process's user and starts the command as that account.
+        With ``run_as`` the wrapper stays this process's user and starts the command as that account;
+        with ``replicas`` it starts the command that many times, as torch.distributed's ranks.
         """
         if self._subreaper is None:  # a wrapper's orphans become this process's children
             self._subreaper = become_subreaper()
@@ -136,6 +137,7 @@ class LocalExecutor:
             "--exit-file", str(self.exit_path(job_id, attempt)), "--pid-file", str(self.pid_path(job_id, attempt)),
             "--workdir", workdir or str(directory),
             *(["--run-as", run_as.argument()] if run_as is not None else []),
+            *(["--replicas", str(int(replicas))] if replicas is not None else []),
             "--", *argv,
         ]
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC

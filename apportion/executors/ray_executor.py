@@ -145,8 +145,10 @@ class RayExecutor:
     # attempts --------------------------------------------------------------------------------
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
-              workdir: str | None, slots: tuple[str, ...], *, run_as=None) -> Attempt:
-        """Ask Ray for the attempt's placement group and replicas; OSError if Ray cannot be asked."""
+              workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None) -> Attempt:
+        """Ask Ray for the attempt's placement group and replicas (always one a slot); OSError if Ray cannot be asked."""
+        if replicas is not None and replicas != len(slots):
+            raise OSError(f"on Ray an attempt runs one replica a slot: {len(slots)}, not {replicas}")
         if run_as is not None:
             raise OSError("on Ray, jobs run as the OS user of the Ray workers: --run-as mapped needs the local executor")
         ray = self.connect()

@@ -19,6 +19,15 @@ waits for those survivors and records the exit code of the first one to exit on 
 Once the job has exited, it kills whatever else is left in the group (stray data-loader
 workers), itself last.
 
+With ``--replicas N`` (an elastic job on this machine) it starts the command N times, as
+torch.distributed's ranks on one node: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` (loopback) and a free ``MASTER_PORT``, each rank one of
+the attempt's ``CUDA_VISIBLE_DEVICES`` and its share of ``OMP_NUM_THREADS``. The ranks stop
+together: a stop signal reaches all of them (they agree on the step to stop at,
+apportion.runtime.group), and when one crashes the others are killed at once, so no replica
+outlives its attempt. The exit code is the first crash's, else 75 if any rank was
+preempted, else 0.
+
 With ``--parent PID`` (the Ray executor's replica, which has no process group of its own to
 stop the job with) the attempt dies with that process: when it ends, SIGKILL goes to the
 whole group, so a job never outlives the Ray worker that accounts for it.
@@ -29,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,6 +50,7 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 PARENT_GONE = signal.SIGUSR2  # what the kernel sends the wrapper when its --parent ends
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+PREEMPTED = 75  # a job's exit code after a complete checkpoint (apportion.runtime.job)
 
 
 def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -137,6 +148,105 @@ def wait_for_survivors(code: int, subreaper: bool) -> int:
     return code if chosen is None else chosen
 
 
+def run_one(command: list[str], options: dict[str, str], subreaper: bool) -> int:
+    """Run ``command`` and wait for it (and, after a stop signal, for what it left running); its exit code."""
+    try:
+        child = subprocess.Popen(command, cwd=options.get("workdir") or None, **_account(options.get("run-as")))
+    except OSError as err:
+        print(f"apportion: cannot start {command[0] if command else '(empty command)'}: {err}",
+              file=sys.stderr, flush=True)
+        return 127
+    if options.get("pid-file"):  # which process is the command, should this one die first (orphans.py)
+        write_pid(options["pid-file"], child.pid)
+    code = wait_for(child.pid)
+    child.returncode = code  # reaped here, not by Popen
+    if code < 0 and -code in STOP_SIGNALS:
+        code = wait_for_survivors(code, subreaper)
+    return code
+
+
+def crashed(code: int) -> bool:
+    """Did a replica fail (not done, not preempted, not stopped by the server's signal)?"""
+    return code not in (0, PREEMPTED) and not (code < 0 and -code in STOP_SIGNALS)
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now, for the ranks' rendezvous."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def replica_env(base: dict[str, str], rank: int, count: int, port: int) -> dict[str, str]:
+    """Rank ``rank``'s environment: torchrun's variables, its own device, its share of the threads."""
+    env = dict(base)
+    env.update({"RANK": str(rank), "WORLD_SIZE": str(count), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(count),
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    devices = [d.strip() for d in base.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if devices:
+        env["CUDA_VISIBLE_DEVICES"] = devices[rank % len(devices)]
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        if base.get(name, "").isdigit():
+            env[name] = str(max(1, int(base[name]) // count))
+    return env
+
+
+def stop_the_others() -> None:
+    """SIGKILL every other process of this attempt's group (the replicas, and whatever they started)."""
+    me = os.getpid()
+    for pid in group_members(os.getpgid(0)):
+        if pid != me:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def run_replicas(command: list[str], count: int, options: dict[str, str], subreaper: bool) -> int:
+    """Run ``command`` as ``count`` ranks and wait for all of them; the attempt's exit code."""
+    port = free_port()
+    ranks: dict[int, int] = {}  # pid -> rank
+    for rank in range(count):
+        try:
+            child = subprocess.Popen(command, cwd=options.get("workdir") or None,
+                                     env=replica_env(dict(os.environ), rank, count, port),
+                                     **_account(options.get("run-as")))
+        except OSError as err:
+            print(f"apportion: cannot start rank {rank} ({command[0] if command else '(empty command)'}): {err}",
+                  file=sys.stderr, flush=True)
+            stop_the_others()
+            while ranks:
+                pid, _ = os.waitpid(-1, 0)
+                ranks.pop(pid, None)
+            return 127
+        ranks[child.pid] = rank
+    codes: dict[int, int] = {}  # rank -> its exit code
+    left_behind: list[int] = []  # exit codes of processes the ranks left running, reaped as the subreaper
+    first_crash = None
+    while len(codes) < count:
+        pid, status = os.waitpid(-1, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if pid not in ranks:
+            left_behind.append(code)
+            continue
+        codes[ranks[pid]] = code
+        if crashed(code) and first_crash is None:
+            first_crash = code
+            print(f"apportion: rank {ranks[pid]} of {count} ended ({code}); stopping the others",
+                  file=sys.stderr, flush=True)
+            stop_the_others()
+    if first_crash is not None:
+        return first_crash
+    ended = list(codes.values())
+    stopped = [c for c in ended if c < 0]
+    if stopped:  # a rank under a shell line: its shell died of the stop signal, the training process checkpointed
+        own = [c for c in left_behind if c >= 0]
+        ended = [c for c in ended if c >= 0] + (own or [wait_for_survivors(stopped[0], subreaper)])
+    if PREEMPTED in ended:
+        return PREEMPTED
+    return next((c for c in ended if c != 0), 0)
+
+
 def write_exit(path: str, code: int, started: float) -> None:
     record = {"code": code, "started": started, "finished": time.time()}
     tmp = f"{path}.tmp"
@@ -162,19 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     if options.get("parent") and os.getpgid(0) == os.getpid():
         die_with(int(options["parent"]))
     started = time.time()
-    try:
-        child = subprocess.Popen(command, cwd=options.get("workdir") or None, **_account(options.get("run-as")))
-    except OSError as err:
-        print(f"apportion: cannot start {command[0] if command else '(empty command)'}: {err}",
-              file=sys.stderr, flush=True)
-        code = 127
+    replicas = int(options.get("replicas") or 0)
+    if replicas:
+        code = run_replicas(command, replicas, options, subreaper)
     else:
-        if options.get("pid-file"):  # which process is the command, should this one die first (orphans.py)
-            write_pid(options["pid-file"], child.pid)
-        code = wait_for(child.pid)
-        child.returncode = code  # reaped here, not by Popen
-        if code < 0 and -code in STOP_SIGNALS:
-            code = wait_for_survivors(code, subreaper)
+        code = run_one(command, options, subreaper)
     path = options.get("exit-file")
     if path:
         write_exit(path, code, started)

@@ -20,12 +20,14 @@ A measurement file (YAML or JSON) names the model, the GPUs, the layout and what
     memory_gb: 41.3             # optional: peak GPU memory per GPU
     framework: megatron-lm      # optional: the preset whose other terms are kept
 
-``apportion profile`` writes the other kind, kernel timings of one device (``kernels:``), which
-:func:`fit_kernels` turns into GEMM and kernel rates.
+``apportion profile`` writes the other kind, kernel timings of one device (``kernels:``), and
+with several devices (or ``--processes``) collective timings among them, which
+:func:`fit_kernels` turns into GEMM, kernel and collective rates.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -110,15 +112,19 @@ def fit_step_time(model: TransformerModel, layout: Layout, accelerator: Accelera
 
 def fit_kernels(kernels: list[dict], accelerator: Accelerator | str, base: SoftwareProfile = MEGATRON_LM,
                 name: str = "profiled") -> Calibration:
-    """GEMM and kernel rates from measured kernel times on one device (``apportion profile``'s file).
+    """GEMM, kernel and collective rates from measured times on one machine (``apportion profile``'s file).
 
     Each GEMM entry ``{kind: gemm, m, n, k, batch, precision, seconds}`` is priced by the model's
     roofline; the GEMM rate is the model's total time over the measured total (time-weighted, so
     the large products that dominate a step count most). Entries ``{kind: memory, bytes, seconds}``
-    give the memory-bound kernels' rate the same way; without them it follows the GEMMs'.
+    give the memory-bound kernels' rate the same way; without them it follows the GEMMs'. Entries
+    ``{kind: allreduce or alltoall, bytes, ranks, seconds}`` (collectives among ``ranks`` devices of
+    one machine) give ``comm_efficiency`` the same way; without them it stays the base profile's.
     """
+    from apportion.perf.parallel import Group, allreduce_time, alltoall_time
+
     acc = get_accelerator(accelerator) if isinstance(accelerator, str) else accelerator
-    model_gemm = measured_gemm = model_mem = measured_mem = 0.0
+    model_gemm = measured_gemm = model_mem = measured_mem = model_comm = measured_comm = 0.0
     for entry in kernels:
         seconds = float(entry["seconds"])
         if entry["kind"] == "gemm":
@@ -129,14 +135,21 @@ def fit_kernels(kernels: list[dict], accelerator: Accelerator | str, base: Softw
         elif entry["kind"] == "memory":
             model_mem += memory_time(float(entry["bytes"]), acc)
             measured_mem += seconds
+        elif entry["kind"] in ("allreduce", "alltoall"):
+            ranks = int(entry["ranks"])
+            timed = allreduce_time if entry["kind"] == "allreduce" else alltoall_time
+            model_comm += timed(float(entry["bytes"]), Group(ranks, ranks), acc)
+            measured_comm += seconds
     if measured_gemm <= 0:
         raise ValueError("the kernel measurements hold no timed GEMM to fit the GEMM rate to")
     gemm_factor = model_gemm / measured_gemm
     kernel_factor = model_mem / measured_mem if measured_mem > 0 else gemm_factor
+    comm = base.comm_efficiency * model_comm / measured_comm if measured_comm > 0 else base.comm_efficiency
+    comm_text = f", collectives at {comm:.3g} × the model's bandwidth" if measured_comm > 0 else ""
     profile = replace(base, name=name, gemm_efficiency=base.gemm_efficiency * gemm_factor,
-                      kernel_efficiency=base.kernel_efficiency * kernel_factor,
+                      kernel_efficiency=base.kernel_efficiency * kernel_factor, comm_efficiency=comm,
                       source=f"fitted to {len(kernels)} kernel timings on {acc.name}: GEMMs at {gemm_factor:.3g} × "
-                             f"the model's rate, memory-bound kernels at {kernel_factor:.3g} ×")
+                             f"the model's rate, memory-bound kernels at {kernel_factor:.3g} ×{comm_text}")
     return Calibration(profile, gemm_factor, base)
 
 
@@ -180,9 +193,12 @@ def read_measurement(path: str | Path) -> Measurement:
     except OSError as exc:
         raise InputError(source, f"cannot read the measurement file: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(source, f"not valid YAML or JSON: {exc}") from None
+        data = json.loads(text)  # JSON first: YAML 1.1 reads a number such as 1e-06 as text
+    except ValueError:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError(source, f"not valid YAML or JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InputError(source, "a measurement file holds a mapping (model, gpu_type, layout, step_time_s, …)")
     known = {"model", "gpu_type", "gpus", "global_batch", "layout", "step_time_s", "memory_gb", "framework", "kernels",
@@ -224,15 +240,73 @@ def read_measurement(path: str | Path) -> Measurement:
     return Measurement(source, gpu_type, model, layout, step, memory, framework)
 
 
+def step_measurement(model: TransformerModel, gpu_type: str, gpus: int, global_batch: int, layout: str,
+                     step_time_s: float, memory_gb: float | None = None,
+                     framework: SoftwareProfile = MEGATRON_LM) -> Measurement:
+    """A step measurement given on the command line rather than in a file: ``layout`` is text
+    such as ``tp=2,pp=4,micro_batch=1,recompute=selective`` (``stage_layers`` with ``/`` between
+    stages). InputError naming the option for anything wrong."""
+    fields = parse_layout_text(layout)
+    gpus = _positive_int("--measured-gpus", "the GPU count", gpus)
+    global_batch = _positive_int("--measured-global-batch", "the global batch", global_batch)
+    parsed = _layout("--measured-layout", fields, gpus, global_batch, gpu_type)
+    problems = layout_problems(model, parsed)
+    if problems:
+        raise InputError("--measured-layout", problems[0])
+    step = _positive_number("--measured-step-s", "the step time", step_time_s)
+    memory = _positive_number("--measured-memory-gb", "the memory", memory_gb) if memory_gb is not None else None
+    return Measurement("the command line", get_accelerator(gpu_type).name, model, parsed, step, memory, framework)
+
+
+def parse_layout_text(text: str) -> dict:
+    """``tp=2,pp=4,micro_batch=1,recompute=selective,stage_layers=7/8x14/7`` as the fields of a
+    layout mapping, each of its type; InputError naming ``--measured-layout`` otherwise."""
+    from apportion.perf.parallel import parse_stage_layers
+
+    fields: dict = {}
+    for part in (p.strip() for p in text.replace(" ", ",").split(",")):
+        if not part:
+            continue
+        key, sep, raw = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not raw.strip():
+            raise InputError("--measured-layout", f"'{part}' is not key=value (e.g. tp=2,pp=4,micro_batch=1)")
+        if key not in LAYOUT_FIELDS:
+            raise InputError("--measured-layout", f"layout.{key}: unknown field (known: {', '.join(LAYOUT_FIELDS)})")
+        kind, raw = LAYOUT_FIELDS[key], raw.strip()
+        if kind is int:
+            if not raw.isdigit():
+                raise InputError("--measured-layout", f"layout.{key} must be a whole number, got '{raw}'")
+            fields[key] = int(raw)
+        elif kind is bool:
+            if raw.lower() not in ("true", "false", "yes", "no", "1", "0"):
+                raise InputError("--measured-layout", f"layout.{key} must be true or false, got '{raw}'")
+            fields[key] = raw.lower() in ("true", "yes", "1")
+        elif kind is list:
+            try:
+                fields[key] = list(parse_stage_layers(raw.replace("/", ",")))
+            except ValueError as exc:
+                raise InputError("--measured-layout", f"layout.{key}: {exc}") from None
+        else:
+            fields[key] = raw
+    if not fields:
+        raise InputError("--measured-layout", "no layout given (e.g. tp=2,pp=4,micro_batch=1)")
+    return fields
+
+
 def _check_kernel(source: str, i: int, entry) -> None:
     where = f"kernels[{i}]"
-    if not isinstance(entry, dict) or entry.get("kind") not in ("gemm", "memory"):
-        raise InputError(source, f"{where}: each kernel is a mapping with kind gemm or memory")
-    needed = {"gemm": ("m", "n", "k", "seconds"), "memory": ("bytes", "seconds")}[entry["kind"]]
+    kinds = ("gemm", "memory", "allreduce", "alltoall")
+    if not isinstance(entry, dict) or entry.get("kind") not in kinds:
+        raise InputError(source, f"{where}: each kernel is a mapping with kind {', '.join(kinds[:-1])} or {kinds[-1]}")
+    needed = {"gemm": ("m", "n", "k", "seconds"), "memory": ("bytes", "seconds"),
+              "allreduce": ("bytes", "ranks", "seconds"), "alltoall": ("bytes", "ranks", "seconds")}[entry["kind"]]
     for key in needed:
         value = entry.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
             raise InputError(source, f"{where}.{key} must be a positive number, got {value!r}")
+    if "ranks" in needed and not (isinstance(entry["ranks"], int) and entry["ranks"] >= 2):
+        raise InputError(source, f"{where}.ranks must be a whole number of at least 2, got {entry['ranks']!r}")
     if entry["kind"] == "gemm" and entry.get("precision", "bf16") not in BYTES:
         raise InputError(source, f"{where}.precision must be one of {', '.join(BYTES)}, got {entry['precision']!r}")
 

@@ -22,10 +22,11 @@ measured step to another GPU by what the model says changes):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from apportion.perf.accelerators import get_accelerator
-from apportion.perf.layers import Gemm, Layer, Net, TrainingStep, step_time
+from apportion.perf.layers import Gemm, Layer, Net, TrainingStep, sm_spec, step_time
 
 REFERENCE_GPU = "v100"
 REFERENCE_REASON = (
@@ -418,10 +419,50 @@ def _step(kind: str) -> TrainingStep:
     return build_step(kind)
 
 
-def predict_step_time(kind: str, gpu_type: str, sustained: bool = True) -> float:
+def predict_step_time(kind: str, gpu_type: str, sustained: bool = True, floor_cycles: float | None = None) -> float:
     """Seconds per training step of ``kind`` on one ``gpu_type`` GPU, by the per-layer roofline
-    (``sustained=False``: every GPU at its datasheet peak)."""
-    return step_time(_step(kind), get_accelerator(gpu_type), sustained).total
+    (``sustained=False``: every GPU at its datasheet peak; ``floor_cycles``: a kernel's fixed
+    cycles, ``apportion.perf.layers.KERNEL_FLOOR_CYCLES`` unless given)."""
+    if floor_cycles is None:
+        return step_time(_step(kind), get_accelerator(gpu_type), sustained).total
+    base, per_cycle = _time_parts(kind, gpu_type, sustained)
+    return base + per_cycle * floor_cycles
+
+
+@lru_cache(maxsize=None)
+def _time_parts(kind: str, gpu_type: str, sustained: bool) -> tuple[float, float]:
+    """A kind's step time with no kernel floor, and the seconds each cycle of floor adds to it."""
+    timed = step_time(_step(kind), get_accelerator(gpu_type), sustained, floor_cycles=0)
+    spec = sm_spec(gpu_type)
+    clock = spec.clock_hz(sustained) if spec is not None and spec.boost_clock_mhz else math.inf
+    return timed.total, timed.kernels / clock
+
+
+FLOOR_GRID_CYCLES = tuple(range(0, 64_001, 500))
+
+
+def fit_kernel_floor(measured: Mapping[str, Mapping[str, float]], fit_on: Iterable[str],
+                     reference: str = REFERENCE_GPU, sustained: bool = True) -> float:
+    """The kernel floor (cycles, from ``FLOOR_GRID_CYCLES``) whose predicted ratios of one-GPU
+    steps/s, each GPU of ``fit_on`` to ``reference``, come closest to the measured ones (least
+    mean relative error). ``measured`` maps a kind to its steps/s per GPU type; kinds without
+    a finite positive number on both GPUs are skipped. Only the GPUs named are looked at, so a
+    GPU left out of ``fit_on`` (and not the reference) is left out of the fit."""
+    pairs = [(kind, gpu, rates[gpu] / rates[reference]) for kind, rates in measured.items()
+             for gpu in fit_on if _usable(rates.get(gpu)) and _usable(rates.get(reference))]
+    if not pairs:
+        raise ValueError(f"no kind has measured steps/s on both {reference} and one of {sorted(fit_on)}")
+
+    def mean_error(cycles: float) -> float:
+        return sum(abs(predict_step_time(kind, reference, sustained, cycles)
+                       / predict_step_time(kind, gpu, sustained, cycles) - ratio) / ratio
+                   for kind, gpu, ratio in pairs) / len(pairs)
+
+    return float(min(FLOOR_GRID_CYCLES, key=mean_error))
+
+
+def _usable(rate: float | None) -> bool:
+    return rate is not None and math.isfinite(rate) and rate > 0
 
 
 def predict_steps_per_s(kind_name: str, gpu_type: str) -> float:

@@ -17,10 +17,12 @@ output tiles of a matrix product, or one thread per element). A training step is
 
 and each piece of work costs
 
-    time = max(FLOPs / (peak × utilisation), bytes / (bandwidth × utilisation)) + kernels × launch
+    time = max(FLOPs / (peak × utilisation), bytes / (bandwidth × utilisation))
+           + kernels × (launch + floor cycles / clock)
 
 with the accelerator's datasheet peak at the precision asked for and its datasheet memory
-bandwidth (``apportion.perf.accelerators``), and a fixed launch cost per kernel.
+bandwidth (``apportion.perf.accelerators``), and a fixed cost per kernel: its launch and a
+floor of cycles at the SMs' clock.
 
 Constants and where they come from:
 
@@ -31,12 +33,19 @@ Constants and where they come from:
   Demmel's SC08 paper. It is a host-side cost, the same on every GPU; added, not overlapped,
   so it is an upper bound on what launches cost a step whose kernels are long enough to hide
   them. PyTorch's own per-operator host overhead (Python, dispatch) is larger and not modelled.
+- ``KERNEL_FLOOR_CYCLES`` = 12,000 cycles per kernel at the SMs' clock (``SMSpec.clock_hz``):
+  what a small kernel spends starting, filling its pipeline and draining, which a faster clock
+  shortens and more SMs or bandwidth do not. No datasheet gives it: it is the one constant
+  fitted to measurements (``apportion.perf.kinds.fit_kernel_floor`` on Gavel's k80/p100/v100
+  ratios; ``benchmarks/perf_kinds.py`` refits it per fold without the GPU it predicts).
 - Utilisation of a matrix product (convolutions run as implicit GEMMs): its M × N output is
-  cut into ``GEMM_TILE`` = 128 × 128 tiles, one thread block each (CUTLASS's CUDA-core SGEMM
-  tile, 256 threads per block: github.com/NVIDIA/cutlass/issues/74; NVIDIA "Matrix
-  Multiplication Background User's Guide", DU-09799-001, §2.3 typical cuBLAS tiles), one block
-  per SM at a time (assumed). Blocks run in waves of ``sms`` blocks; utilisation = blocks /
-  (waves × sms) — NVIDIA's "wave quantization" (same guide, §3.2). When the output has fewer
+  cut into tiles, one thread block each, the best of ``GEMM_TILES`` (CUTLASS's CUDA-core SGEMM
+  tiles from 128 × 128 down, 256 threads per block for the largest:
+  github.com/NVIDIA/cutlass/issues/74; NVIDIA "Matrix Multiplication Background User's Guide",
+  DU-09799-001, §2.3 typical cuBLAS tiles), one block per SM at a time (assumed); a smaller tile
+  runs at (area / 128²) ** ``TILE_RATE_EXPONENT`` the rate (assumed) and a partial tile at the
+  edge computes zeros. Blocks run in waves of ``sms`` blocks; utilisation = useful share ×
+  blocks / (waves × sms) × tile rate — NVIDIA's "wave quantization" (same guide, §3.2). When the output has fewer
   tiles than the GPU has SMs, the K dimension is split across blocks (split-K, as cuBLAS and
   CUTLASS do) into at most ``sms // tiles`` slices of at least ``SPLIT_K_MIN_DEPTH`` = 128 (an
   assumption: one tile edge). Work too small to fill the SMs thus runs at a proportionally
@@ -47,7 +56,7 @@ Constants and where they come from:
   utilisation = min(1, elements / that).
 - SM counts and resident threads per SM: ``SM_TABLE``, each with its source.
 
-Not fitted to any measured step time. What it leaves out: host-side work (Python, the data
+Apart from the kernel floor, nothing is fitted to a measured step time. What it leaves out: host-side work (Python, the data
 loader, ``.item()`` synchronisations beyond their kernels), library algorithm choice (cuDNN's
 Winograd/FFT convolutions do fewer multiplies than counted here), caches (every byte counted
 goes to DRAM), clocks below the datasheet boost, and overlap of launches with execution.
@@ -62,7 +71,15 @@ from apportion.perf.accelerators import Accelerator, get_accelerator
 
 KERNEL_LAUNCH_S = 5e-6
 GEMM_TILE = (128, 128)
+# thread-block tiles a GEMM library picks from (CUTLASS's SGEMM configurations, 128 × 128 down to
+# 32 × 32, and the 16-wide tiles of its small-M/N kernels; assumed to be the set cuBLAS chooses
+# among) and how fast a smaller tile runs per SM: (area / 128²) ** TILE_RATE_EXPONENT (assumed)
+GEMM_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32), (16, 128), (128, 16))
+TILE_RATE_EXPONENT = 0.25
 SPLIT_K_MIN_DEPTH = 128
+# a kernel's fixed cost on the GPU, in clock cycles, on top of its launch; fitted on Gavel's
+# measured k80, p100 and v100 ratios (apportion.perf.kinds.fit_kernel_floor; docs/perf_kinds.md)
+KERNEL_FLOOR_CYCLES = 12_000
 
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
@@ -74,8 +91,13 @@ class SMSpec:
     source: str
     # what the FP32 units sustain in a training step, as fractions of the datasheet peak (see
     # ``sustained_peak``): the lanes one clock's issue can fill, and the clock under full load
+    boost_clock_mhz: float = 0.0  # datasheet boost clock: a kernel's fixed cycles run at it
     fp32_issue_fraction: float = 1.0
     sustained_clock_fraction: float = 1.0
+
+    def clock_hz(self, sustained: bool = True) -> float:
+        """The clock the SMs hold in a training step (the K80: its base clock, see ``sustained_peak``)."""
+        return self.boost_clock_mhz * 1e6 * (self.sustained_clock_fraction if sustained else 1.0)
 
 
 _CUDA_GUIDE = ("CUDA C++ Programming Guide, Technical Specifications per Compute Capability: "
@@ -87,21 +109,25 @@ SM_TABLE: dict[str, SMSpec] = {
                             "per SMX issue 4 × 32 = 128 lanes a clock without dual issue (whitepaper: two "
                             "independent instructions per warp are needed to fill all 192); the K80 datasheet "
                             "rates the board 8.73 TFLOP/s at its 875 MHz boost and 5.6 at its 562 MHz base clock",
-                  fp32_issue_fraction=128 / 192, sustained_clock_fraction=562 / 875),
+                  boost_clock_mhz=875, fp32_issue_fraction=128 / 192, sustained_clock_fraction=562 / 875),
     "p100": SMSpec(56, 2048, "NVIDIA Tesla P100 whitepaper: 56 SMs (3,584 FP32 cores, 64 per SM); "
-                             f"compute capability 6.0: 2,048 threads ({_CUDA_GUIDE})"),
-    "v100": SMSpec(80, 2048, "NVIDIA Tesla V100 whitepaper: 80 SMs (5,120 FP32 cores); "
-                             f"compute capability 7.0: 2,048 threads ({_CUDA_GUIDE})"),
+                             f"compute capability 6.0: 2,048 threads ({_CUDA_GUIDE}); P100 PCIe datasheet: "
+                             "1,303 MHz boost", boost_clock_mhz=1303),
+    "v100": SMSpec(80, 2048, "NVIDIA Tesla V100 whitepaper: 80 SMs (5,120 FP32 cores), SXM2 boost 1,530 MHz; "
+                             f"compute capability 7.0: 2,048 threads ({_CUDA_GUIDE})", boost_clock_mhz=1530),
     "t4": SMSpec(40, 1024, "NVIDIA T4 datasheet: 2,560 CUDA cores; Turing whitepaper: 64 FP32 cores "
-                           f"per SM -> 40 SMs; compute capability 7.5: 1,024 threads ({_CUDA_GUIDE})"),
-    "a100-40gb": SMSpec(108, 2048, "NVIDIA A100 whitepaper: 108 SMs (6,912 FP32 cores); compute "
-                                   f"capability 8.0: 2,048 threads ({_CUDA_GUIDE})"),
-    "a100-80gb": SMSpec(108, 2048, "NVIDIA A100 whitepaper: 108 SMs (6,912 FP32 cores); compute "
-                                   f"capability 8.0: 2,048 threads ({_CUDA_GUIDE})"),
-    "h100": SMSpec(132, 2048, "NVIDIA H100 whitepaper: H100 SXM5 132 SMs (16,896 FP32 cores); compute "
-                              f"capability 9.0: 2,048 threads ({_CUDA_GUIDE})"),
-    "h200": SMSpec(132, 2048, "assumed the H100 SXM5's 132 SMs: the H200 datasheet gives the same "
-                              f"compute figures; compute capability 9.0: 2,048 threads ({_CUDA_GUIDE})"),
+                           f"per SM -> 40 SMs, 1,590 MHz boost; compute capability 7.5: 1,024 threads "
+                           f"({_CUDA_GUIDE})", boost_clock_mhz=1590),
+    "a100-40gb": SMSpec(108, 2048, "NVIDIA A100 whitepaper: 108 SMs (6,912 FP32 cores), 1,410 MHz boost; "
+                                   f"compute capability 8.0: 2,048 threads ({_CUDA_GUIDE})", boost_clock_mhz=1410),
+    "a100-80gb": SMSpec(108, 2048, "NVIDIA A100 whitepaper: 108 SMs (6,912 FP32 cores), 1,410 MHz boost; "
+                                   f"compute capability 8.0: 2,048 threads ({_CUDA_GUIDE})", boost_clock_mhz=1410),
+    "h100": SMSpec(132, 2048, "NVIDIA H100 whitepaper: H100 SXM5 132 SMs (16,896 FP32 cores), 1,980 MHz "
+                              f"boost; compute capability 9.0: 2,048 threads ({_CUDA_GUIDE})",
+                   boost_clock_mhz=1980),
+    "h200": SMSpec(132, 2048, "assumed the H100 SXM5's 132 SMs and 1,980 MHz boost: the H200 datasheet gives "
+                              f"the same compute figures; compute capability 9.0: 2,048 threads ({_CUDA_GUIDE})",
+                   boost_clock_mhz=1980),
 }
 
 
@@ -196,7 +222,7 @@ class StepTime:
     forward: float
     backward: float
     optimizer: float
-    launch: float  # the kernel-launch part, already included in the three above
+    launch: float  # the fixed per-kernel part (launch + floor), already included in the three above
     kernels: int
 
     @property
@@ -232,16 +258,31 @@ def sm_spec(gpu: str | Accelerator) -> SMSpec | None:
 
 
 def gemm_utilisation(gemm: Gemm, spec: SMSpec | None) -> float:
-    """Fraction of the SMs a (batched) GEMM keeps busy, over its waves of 128 × 128 tiles."""
+    """Fraction of the GPU's peak a (batched) GEMM reaches: over the tile shapes of ``GEMM_TILES``,
+    the best of (useful share of its tiles) × (SMs busy over its waves) × (the tile's rate).
+
+    A small output cut into 128 × 128 tiles leaves most SMs idle; smaller tiles fill them but run
+    fewer FLOPs per clock (less reuse of what each block loads), and a partial tile at an edge
+    computes zeros. When even the smallest tiling leaves SMs idle, the reduction is split
+    across them (split-K) into at most ``sms // tiles`` slices no thinner than
+    ``SPLIT_K_MIN_DEPTH``.
+    """
     if spec is None:
         return 1.0
-    tiles = gemm.batch * math.ceil(gemm.m / GEMM_TILE[0]) * math.ceil(gemm.n / GEMM_TILE[1])
+    return max(_tiled_utilisation(gemm, spec, tile) for tile in GEMM_TILES)
+
+
+def _tiled_utilisation(gemm: Gemm, spec: SMSpec, tile: tuple[int, int]) -> float:
+    rows, cols = math.ceil(gemm.m / tile[0]), math.ceil(gemm.n / tile[1])
+    tiles = gemm.batch * rows * cols
+    useful = (gemm.m * gemm.n) / (rows * tile[0] * cols * tile[1])
+    rate = (tile[0] * tile[1] / (GEMM_TILE[0] * GEMM_TILE[1])) ** TILE_RATE_EXPONENT
     blocks = tiles
     if tiles < spec.sms:  # split-K: spread the reduction over otherwise idle SMs
         splits = min(spec.sms // tiles, max(1, gemm.k // SPLIT_K_MIN_DEPTH))
         blocks = tiles * max(1, splits)
     waves = math.ceil(blocks / spec.sms)
-    return blocks / (waves * spec.sms)
+    return useful * rate * blocks / (waves * spec.sms)
 
 
 def thread_utilisation(elements: float, spec: SMSpec | None) -> float:
@@ -260,8 +301,21 @@ def _roofline(flops: float, nbytes: float, peak: float, bandwidth: float, u_comp
                nbytes / (bandwidth * u_memory) if nbytes else 0.0)
 
 
-def layer_forward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32", sustained: bool = True) -> float:
-    """Seconds for ``layer``'s forward pass on ``gpu``, launches included."""
+def kernel_cost_s(gpu: str | Accelerator, sustained: bool = True, floor_cycles: float | None = None) -> float:
+    """Fixed seconds per kernel on ``gpu``: its launch (host side, the same everywhere) plus
+    ``floor_cycles`` (default ``KERNEL_FLOOR_CYCLES``) at the SMs' clock, the part of a small
+    kernel's time that a faster clock shortens and more SMs or bandwidth do not."""
+    acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
+    spec = sm_spec(acc)
+    cycles = KERNEL_FLOOR_CYCLES if floor_cycles is None else floor_cycles
+    if spec is None or not spec.boost_clock_mhz or not cycles:
+        return KERNEL_LAUNCH_S
+    return KERNEL_LAUNCH_S + cycles / spec.clock_hz(sustained)
+
+
+def layer_forward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32", sustained: bool = True,
+                       floor_cycles: float | None = None) -> float:
+    """Seconds for ``layer``'s forward pass on ``gpu``, fixed per-kernel costs included."""
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
     spec = sm_spec(acc)
     peak, bw = sustained_peak(acc, precision, spec, sustained), acc.memory_bandwidth
@@ -269,7 +323,8 @@ def layer_forward_time(layer: Layer, gpu: str | Accelerator, precision: str = "f
         u_c, u_m = gemm_utilisation(layer.gemm, spec), 1.0
     else:
         u_c = u_m = thread_utilisation(layer.elements, spec)
-    return _roofline(layer.flops, layer.bytes, peak, bw, u_c, u_m) + layer.kernels * KERNEL_LAUNCH_S
+    return (_roofline(layer.flops, layer.bytes, peak, bw, u_c, u_m)
+            + layer.kernels * kernel_cost_s(acc, sustained, floor_cycles))
 
 
 def backward_kernels(layer: Layer) -> int:
@@ -282,8 +337,9 @@ def backward_kernels(layer: Layer) -> int:
     return 2 * layer.kernels if (layer.weighted and layer.input_grad) else layer.kernels
 
 
-def layer_backward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32", sustained: bool = True) -> float:
-    """Seconds for ``layer``'s backward pass on ``gpu``, launches included.
+def layer_backward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32", sustained: bool = True,
+                        floor_cycles: float | None = None) -> float:
+    """Seconds for ``layer``'s backward pass on ``gpu``, fixed per-kernel costs included.
 
     A GEMM-like layer runs two products of its forward's size: the input's gradient
     (dX = dY·Wᵀ, an M × K output reducing over N) and the weights' (dW = Xᵀ·dY, K × N reducing
@@ -297,7 +353,7 @@ def layer_backward_time(layer: Layer, gpu: str | Accelerator, precision: str = "
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
     spec = sm_spec(acc)
     peak, bw = sustained_peak(acc, precision, spec, sustained), acc.memory_bandwidth
-    launches = backward_kernels(layer) * KERNEL_LAUNCH_S
+    launches = backward_kernels(layer) * kernel_cost_s(acc, sustained, floor_cycles)
     if layer.gemm is None:
         factor = 2.0 if layer.input_grad else 1.0
         u = thread_utilisation(layer.elements, spec)
@@ -310,7 +366,8 @@ def layer_backward_time(layer: Layer, gpu: str | Accelerator, precision: str = "
                for p in products) + launches
 
 
-def optimizer_time(group: ParamGroup, gpu: str | Accelerator, precision: str = "fp32") -> float:
+def optimizer_time(group: ParamGroup, gpu: str | Accelerator, precision: str = "fp32", sustained: bool = True,
+                   floor_cycles: float | None = None) -> float:
     """Seconds for one optimizer update (and zero_grad) of ``group`` on ``gpu``."""
     if group.optimizer == "none" or group.elements == 0:
         return 0.0
@@ -319,24 +376,28 @@ def optimizer_time(group: ParamGroup, gpu: str | Accelerator, precision: str = "
     per_tensor = group.elements / max(1, group.tensors)
     u = thread_utilisation(per_tensor, sm_spec(acc))
     nbytes = cost.accesses_per_element * group.elements * 4  # optimizer state kept in fp32
-    return nbytes / (acc.memory_bandwidth * u) + cost.kernels_per_tensor * group.tensors * KERNEL_LAUNCH_S
+    return (nbytes / (acc.memory_bandwidth * u)
+            + cost.kernels_per_tensor * group.tensors * kernel_cost_s(acc, sustained, floor_cycles))
 
 
-def step_time(step: TrainingStep, gpu: str | Accelerator, sustained: bool = True) -> StepTime:
+def step_time(step: TrainingStep, gpu: str | Accelerator, sustained: bool = True,
+              floor_cycles: float | None = None) -> StepTime:
     """The predicted time of one training step of ``step`` on ``gpu``, by phase (``sustained=False``:
-    at the datasheet peaks, as this model did before ``sustained_peak``)."""
+    at the datasheet peaks, as this model did before ``sustained_peak``; ``floor_cycles``: a
+    kernel's fixed cycles, ``KERNEL_FLOOR_CYCLES`` unless given)."""
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
-    p = step.precision
-    forward = sum(layer_forward_time(layer, acc, p, sustained) for layer in step.layers)
-    backward = sum(layer_backward_time(layer, acc, p, sustained) for layer in step.layers)
-    optimizer = sum(optimizer_time(group, acc, p) for group in step.params)
+    p, f = step.precision, floor_cycles
+    forward = sum(layer_forward_time(layer, acc, p, sustained, f) for layer in step.layers)
+    backward = sum(layer_backward_time(layer, acc, p, sustained, f) for layer in step.layers)
+    optimizer = sum(optimizer_time(group, acc, p, sustained, f) for group in step.params)
     kernels = (sum(layer.kernels for layer in step.layers)
                + sum(backward_kernels(layer) for layer in step.layers)
                + sum(OPTIMIZERS[g.optimizer].kernels_per_tensor * g.tensors
                      for g in step.params if g.optimizer != "none")
                + step.extra_kernels)
-    forward += step.extra_kernels * KERNEL_LAUNCH_S
-    return StepTime(forward, backward, optimizer, kernels * KERNEL_LAUNCH_S, kernels)
+    per_kernel = kernel_cost_s(acc, sustained, f)
+    forward += step.extra_kernels * per_kernel
+    return StepTime(forward, backward, optimizer, kernels * per_kernel, kernels)
 
 
 # --- building networks -------------------------------------------------------------------------

@@ -11,7 +11,8 @@ It is meant to take seconds: a first product of 256 × 256 × 256 estimates the 
 and any product that would take longer than its share of ``budget_s`` is timed with fewer rows
 (or fewer batched heads) and recorded with the shape actually timed, which is what the fit
 prices. Every kernel runs once to warm up, then until it has run ``min_repeats`` times and for
-``min_time_s``; the median run is kept. Collectives are not timed (one device).
+``min_time_s``; the median run is kept. Collectives among several devices (or processes standing
+for them) are timed by :mod:`apportion.perf.collectives`, at the sizes ``collective_sizes`` gives.
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ def kernels_of(model: TransformerModel, micro_batch: int = 1, tp: int = 1) -> Pl
             seen.setdefault((g.m, g.n, g.k, g.batch), (g.name, g))
     activation = model.seq * micro_batch * model.hidden
     return Plan(tuple(seen.values()), (("add", activation),))
+
+
+def collective_sizes(model: TransformerModel, micro_batch: int = 1, tp: int = 1, precision: str = "fp32",
+                     most_bytes: int = 16 << 20) -> list[tuple[str, int]]:
+    """What a step reduces, at most ``most_bytes`` each: one layer's output activation (the
+    tensor-parallel all-reduce, and the tokens an expert-parallel all-to-all moves) and one
+    layer's gradients (a data-parallel bucket)."""
+    e = BYTES[precision]
+    activation = e * model.seq * micro_batch * model.hidden
+    gradients = e * 12 * model.hidden ** 2 // tp
+    return [("activation", min(activation, most_bytes)), ("layer gradients", min(gradients, most_bytes))]
 
 
 def within_budget(gemm: Gemm, flops_per_s: float, seconds: float) -> Gemm:

@@ -140,8 +140,9 @@ def allocate_in_order(
                 if held[row] >= 0:
                     reserved[held[row]] -= int(num_gpus[row])
         rows = order[fits]
-        ranked = np.argsort(-score[rows], axis=1, kind="stable")
-        usable = np.take_along_axis(score[rows], ranked, axis=1) > -np.inf
+        row_score = score.take(rows, axis=0)  # np.take: rows gathered several times faster than score[rows]
+        ranked = np.argsort(-row_score, axis=1, kind="stable")
+        usable = np.take_along_axis(row_score, ranked, axis=1) > -np.inf
         for row, size, types, ok in zip(rows.tolist(), sizes[fits].tolist(), ranked.tolist(), usable.tolist()):
             if reserved is not None and held[row] >= 0:
                 reserved[held[row]] -= size
@@ -149,7 +150,7 @@ def allocate_in_order(
                 continue
             moved = False
             for gpu_type in moves.get(row, ()):
-                if remaining[gpu_type] - reserved[gpu_type] >= size:
+                if gpu_type >= 0 and remaining[gpu_type] - reserved[gpu_type] >= size:
                     remaining[gpu_type] -= size
                     taken_rows.append(row)
                     taken_types.append(gpu_type)
@@ -176,13 +177,14 @@ def faster_types(
     steps_per_s: np.ndarray, current_type: np.ndarray, remaining_steps: np.ndarray, restart_cost_s: float
 ) -> dict[int, list[int]]:
     """{row: types, fastest first} on which each running job would finish more than
-    ``restart_cost_s`` sooner than where it runs now; only rows that have one."""
+    ``restart_cost_s`` sooner than where it runs now (-1 in place of a type that would not);
+    only rows that have one."""
     if not math.isfinite(restart_cost_s):
         return {}
     rows = np.flatnonzero(current_type >= 0)
     if not len(rows):
         return {}
-    rates = steps_per_s[rows]
+    rates = steps_per_s.take(rows, axis=0)
     here = rates[np.arange(len(rows)), current_type[rows]]
     left = np.maximum(remaining_steps[rows], 0.0)
     finish_here = np.divide(left, here, out=np.full(len(rows), np.inf), where=here > 0)
@@ -192,7 +194,6 @@ def faster_types(
     movers = np.flatnonzero(pays.any(axis=1))
     if not len(movers):
         return {}
-    fastest_first = np.argsort(-rates[movers], axis=1, kind="stable")  # ties: the lower type index first
-    worth_it = np.take_along_axis(pays[movers], fastest_first, axis=1)
-    return {row: [t for t, ok in zip(types, oks) if ok]
-            for row, types, oks in zip(rows[movers].tolist(), fastest_first.tolist(), worth_it.tolist())}
+    fastest_first = np.argsort(-rates.take(movers, axis=0), axis=1, kind="stable")  # ties: the lower type first
+    worth_it = np.take_along_axis(pays.take(movers, axis=0), fastest_first, axis=1)
+    return dict(zip(rows[movers].tolist(), np.where(worth_it, fastest_first, -1).tolist()))

@@ -133,14 +133,16 @@ class Goodput:
         """([C] GPU counts any job may be given, [T, C] which of them each type allows).
 
         Per type: the divisors of its node size that are powers of two, then whole nodes, up to
-        its capacity."""
+        its capacity; and the size of every job that has only one (a fixed-size job among elastic
+        ones), so that it can run."""
         per_node = jobs.elastic.gpus_per_node
+        one_size = np.unique(jobs.elastic.min_gpus[jobs.elastic.min_gpus == jobs.elastic.max_gpus]).tolist()
         per_type = []
         for t in range(len(cluster.gpu_types)):
             node = int(per_node[t])
             within = [c for c in (2**i for i in range(node.bit_length())) if node % c == 0]
             whole = list(range(2 * node, int(cluster.capacity[t]) + 1, node))
-            per_type.append({c for c in within + whole if c <= cluster.capacity[t]})
+            per_type.append({c for c in within + whole + one_size if c <= cluster.capacity[t]})
         counts = np.array(sorted(set().union(*per_type)) or [1], dtype=np.int64)
         allowed = np.array([[c in types for c in counts.tolist()] for types in per_type], dtype=bool)
         return counts, allowed

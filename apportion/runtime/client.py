@@ -8,6 +8,7 @@ the attempt is stale (the server has moved on to a newer one): :class:`StaleAtte
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -80,13 +81,13 @@ class LeaseClient:
         return LeaseAnswer(renew=True, lease_end=float(end) if end is not None else None)
 
     def progress(
-        self, steps_done: int, steps_per_s: float, *, deadline_s: float | None = None
+        self, steps_done: int, steps_per_s: float, *, deadline_s: float | None = None, **measured: float
     ) -> None:
-        self._post(
-            f"/jobs/{self.job_id}/progress",
-            {"attempt": self.attempt, "steps_done": int(steps_done), "steps_per_s": float(steps_per_s)},
-            self.deadline_s if deadline_s is None else deadline_s,
-        )
+        """Report steps done and steps/s; ``measured``: what an elastic job adds (noise_scale, sync_s,
+        micro_batch, micro_batches, nodes), finite values only."""
+        body = {"attempt": self.attempt, "steps_done": int(steps_done), "steps_per_s": float(steps_per_s)}
+        body.update({k: float(v) for k, v in measured.items() if v is not None and math.isfinite(float(v))})
+        self._post(f"/jobs/{self.job_id}/progress", body, self.deadline_s if deadline_s is None else deadline_s)
 
     def _post(self, path: str, payload: dict, deadline_s: float):
         start = time.monotonic()

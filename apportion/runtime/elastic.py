@@ -8,6 +8,8 @@ The environment (docs/serve-contract.md) may set
 - ``APPORTION_LR_RULE``: how the learning rate follows the batch: ``sqrt`` (× √(M/M0), the
   square-root rule, for Adam-like optimisers), ``adascale`` (× the AdaScale gain
   (σ²/M0 + |g|²) / (σ²/M + |g|²), measured as the job trains, for SGD) or ``none``;
+- ``APPORTION_TARGET_EXAMPLES``: a job whose target is in examples stops at the first step
+  that reaches it, whatever batch each attempt ran at (``steps_left``);
 
 and torch.distributed's own ``WORLD_SIZE`` and ``RANK`` say how many data-parallel replicas
 run and which one this is. The script's own values are defaults; the environment wins.
@@ -44,6 +46,7 @@ class ElasticSetting:
     lr_rule: str = "sqrt"
     world_size: int = 1
     rank: int = 0
+    target_examples: int | None = None  # None: the job's target is in steps
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.init_batch_size < 1:
@@ -52,16 +55,18 @@ class ElasticSetting:
             raise ValueError(f"learning-rate rule must be one of {', '.join(LR_RULES)}, got '{self.lr_rule}'")
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank {self.rank} is not in a world of {self.world_size}")
+        if self.target_examples is not None and self.target_examples < 1:
+            raise ValueError(f"the target must be at least 1 example, got {self.target_examples}")
         if self.batch_size < self.world_size:
             raise ValueError(f"a batch of {self.batch_size} cannot be split over {self.world_size} replicas")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None, *, batch_size: int, init_batch_size: int,
-                     lr_rule: str = "sqrt") -> ElasticSetting:
+                     lr_rule: str = "sqrt", target_examples: int | None = None) -> ElasticSetting:
         """The script's defaults, overridden by whatever the environment sets."""
         env = os.environ if environ is None else environ
 
-        def whole(name: str, default: int) -> int:
+        def whole(name: str, default: int | None) -> int | None:
             value = env.get(name, "").strip()
             if not value:
                 return default
@@ -79,7 +84,14 @@ class ElasticSetting:
             lr_rule=env.get("APPORTION_LR_RULE", "").strip() or lr_rule,
             world_size=whole("WORLD_SIZE", 1),
             rank=whole("RANK", 0),
+            target_examples=whole("APPORTION_TARGET_EXAMPLES", target_examples),
         )
+
+    def steps_left(self, examples_seen: int) -> int:
+        """Steps at this batch until ``examples_seen`` reaches the target (the last one may pass it)."""
+        if self.target_examples is None:
+            raise ValueError("this job's target is in steps (no APPORTION_TARGET_EXAMPLES)")
+        return -(-max(self.target_examples - examples_seen, 0) // self.batch_size)
 
     def local_slice(self) -> tuple[int, int]:
         """[start, stop) of this replica's part of each global batch: an even split, the first

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import os
 import signal
 import sys
 import threading
@@ -68,6 +69,12 @@ def _exit(code: int) -> None:
         except (OSError, ValueError):
             pass
     sys.exit(code)
+
+
+def _env_count(name: str) -> int | None:
+    """A positive count from the environment (torch.distributed's WORLD_SIZE, say), or None."""
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 def _stderr_log(message: str) -> None:
@@ -190,6 +197,7 @@ class Job:
         self._last_report = time.monotonic()
         self._old_handler = None
         self._group: Group | None = None  # the job's other processes, when it has some
+        self._measured: dict[str, float] = {}  # what an elastic job measured, sent with its progress reports
         if handle_sigterm and (self.client is not None or self.checkpointer is not None):
             self._install_sigterm()
 
@@ -471,7 +479,7 @@ class Job:
         rate = self._meter.overall_rate()
         if self._leads and rate is not None:
             try:
-                self.client.progress(self.step, rate, deadline_s=min(5.0, self.client.deadline_s))
+                self.client.progress(self.step, rate, deadline_s=min(5.0, self.client.deadline_s), **self._measured)
             except StaleAttempt as exc:
                 self._exit_stale(exc)
             except ServerError as exc:
@@ -483,6 +491,17 @@ class Job:
         self._restore_sigterm()
 
     # --- progress ----------------------------------------------------------------------
+    def measured(self, **values: float | None) -> None:
+        """What an elastic job measured of its recent steps, sent with its next progress reports
+        (rank 0's): ``noise_scale`` (examples), ``sync_s`` (seconds a step spends synchronising
+        gradients), ``micro_batch`` (examples a replica computes at once), ``micro_batches`` (a
+        replica's per step). The server fits the job's step-time model and statistical
+        efficiency to them (docs/goodput.md); the nodes the replicas span come from the environment."""
+        self._measured.update({k: float(v) for k, v in values.items() if v is not None})
+        world, local = _env_count("WORLD_SIZE"), _env_count("LOCAL_WORLD_SIZE")
+        if world and local:
+            self._measured["nodes"] = float(-(-world // local))
+
     def _report_in_background(self) -> None:
         if self._reporter is not None and self._reporter.is_alive():
             return
@@ -492,11 +511,12 @@ class Job:
             return
         steps_done = self.step
         client = self.client
+        measured = dict(self._measured)
         assert client is not None
 
         def report() -> None:
             try:
-                client.progress(steps_done, rate)
+                client.progress(steps_done, rate, **measured)
             except StaleAttempt as exc:
                 self._stale = exc
             except ServerError as exc:

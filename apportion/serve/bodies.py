@@ -9,7 +9,9 @@ fits depends on the job (``steps_done`` at most its ``total_steps``) is checked 
 from __future__ import annotations
 
 from apportion.core.errors import InputError
-from apportion.serve.bounds import MAX_ATTEMPT, MAX_STEPS, check_int, check_line, check_number
+from apportion.serve.bounds import (
+    MAX_ATTEMPT, MAX_BATCH, MAX_GPUS, MAX_NOISE_SCALE, MAX_STEP_S, MAX_STEPS, check_int, check_line, check_number,
+)
 
 SOURCE = "request"
 
@@ -55,6 +57,23 @@ def progress(body: object) -> tuple[int, int, float | None]:
     if rate is not None:
         rate = check_number(rate, "steps_per_s", SOURCE, least=0.0, most=float("inf"))
     return attempt, steps, rate
+
+
+def step_report(body: object) -> dict:
+    """The optional fields an elastic job's progress report adds (``apportion.runtime.elastic``):
+    ``noise_scale`` (examples), ``sync_s`` (seconds a step synchronises), ``micro_batch``
+    (examples), ``micro_batches`` (a step's, per replica), ``nodes`` and ``examples_done`` (a job
+whose target is in examples); those absent are left out."""
+    body = mapping(body)
+    checks = {
+        "noise_scale": lambda v: check_number(v, "noise_scale", SOURCE, least=0.0, most=MAX_NOISE_SCALE),
+        "sync_s": lambda v: check_number(v, "sync_s", SOURCE, least=0.0, most=MAX_STEP_S),
+        "micro_batch": lambda v: check_number(v, "micro_batch", SOURCE, least=1.0, most=MAX_BATCH),
+        "micro_batches": lambda v: check_int(v, "micro_batches", SOURCE, least=1, most=MAX_BATCH),
+        "nodes": lambda v: check_int(v, "nodes", SOURCE, least=1, most=MAX_GPUS),
+        "examples_done": lambda v: check_int(v, "examples_done", SOURCE, least=0, most=MAX_STEPS),
+    }
+    return {name: check(body[name]) for name, check in checks.items() if body.get(name) is not None}
 
 
 def _attempt(body: dict) -> int:

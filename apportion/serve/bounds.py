@@ -29,6 +29,9 @@ MAX_ATTEMPT = 2**31  # an attempt number in a lease or progress call
 MAX_JOB_ID = 2**63 - 1  # the largest id the state file can hold
 MAX_STEPS_PER_S = 1e6  # a job's reported speed: far above any training step rate
 MAX_LOG_OFFSET = 2**62  # a byte offset into a job's log
+MAX_BATCH = 2**31  # examples in an elastic job's batch
+MAX_NOISE_SCALE = 1e15  # a reported gradient noise scale, in examples
+MAX_STEP_S = 1e6  # a reported time of one step or of its synchronisation, in seconds
 
 
 def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> str:

@@ -86,6 +86,7 @@ class SchedulerState:
             "slots": [[s.id, s.gpu_type] for s in self.slots],
         })
         self.durations = None  # the finished jobs' durations and their predictor (durations.DurationHistory)
+        self.elastic = None  # elastic jobs' noise scales and step-time models (elastic.ElasticModels)
 
     @property
     def next_plan_at(self) -> float:

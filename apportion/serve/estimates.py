@@ -1,7 +1,8 @@
 """steps/s of each (job kind, slot type, slots), learned from the jobs' progress reports.
 
 The estimates are what the policies see as throughputs. A kind never measured on a type runs
-at the speed a prior table gives it there (the built-in catalog for its kinds, say), else at
+at the speed a prior table gives it there (the built-in catalog for its kinds, say), or for a
+kind named after a model and layout (a job file's ``model``) the perf model's prediction, else at
 ``default_steps_per_s``, so policies treat unmeasured types as equally fast. Pairs sharing a
 slot (space sharing) run at the prior's pair speeds; only known pairs are ever formed.
 """
@@ -14,6 +15,8 @@ import numpy as np
 
 from apportion.core.throughputs import ThroughputTable
 from apportion.serve.state import StateStore
+from apportion.workloads.model_jobs import model_job_of_kind
+from apportion.workloads.model_jobs import steps_per_s as model_steps_per_s
 
 
 class ThroughputEstimates:
@@ -59,6 +62,8 @@ class ThroughputEstimates:
                 table = prior.at_scales(np.array([gpus]))
                 rate = float(table.steps_per_s[table.kind_index(kind), table.gpu_types.index(gpu_type),
                                                table.scales.index(gpus)])
+            elif (job := model_job_of_kind(kind)) is not None:
+                rate = model_steps_per_s(job, gpu_type, gpus)
             self._prior_rates[key] = rate if math.isfinite(rate) and rate > 0 else self.default_steps_per_s
         return self._prior_rates[key]
 

@@ -14,7 +14,21 @@ checkpoint_every: auto            # periodic checkpoints: auto, auto:SECONDS, of
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`
+elastic:                          # an elastic job: the scheduler picks its slots each round (serve/elastic_spec.py)
+  min_gpus: 1                     # fewest slots it runs on; `gpus` (default min_gpus) is its user's size
+  max_gpus: 4                     # most slots it may be given
+  batch_size: 128                 # the total batch over all its replicas
+  init_batch_size: 128            # M0, the batch its learning rate was tuned for; default batch_size
+  lr_rule: sqrt                   # sqrt, adascale or none
+  target_examples: 5000000        # its target in examples, instead of total_steps (or epochs × dataset_size)
+  max_batch_size: 1024            # with a target in examples: the largest batch the scheduler may choose
 ```
+
+Instead of ``kind``, a job may say what it trains, as a trace row can: ``model`` (a preset of
+``apportion.perf``, e.g. ``gpt3-1.3b``), ``global_batch`` (sequences per step) and ``layout``
+(``tp=2 pp=1 mb=4``, as text or a mapping; left out or ``auto``: the fastest layout that fits).
+Its kind is then named after them (``gpt3-1.3b gb=64 tp=2 pp=1 mb=4``) and its speed on each
+slot type, until measured there, is the perf model's (``apportion.workloads.model_jobs``).
 
 Relative ``workdir`` and ``checkpoint_dir`` are resolved against the job file's directory
 (``checkpoint_dir`` against ``workdir`` when both are relative). Every field has a bound
@@ -36,11 +50,13 @@ from apportion.serve.bounds import (
     MAX_ARGS, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_NAME, MAX_PATH, MAX_PRIORITY,
     MAX_STEPS, check_int, check_line, check_number, check_text, clip,
 )
+from apportion.serve.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
 from apportion.workloads.yaml_file import read_yaml
 
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
-    "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every",
+    "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
+    "layout", "elastic",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -63,15 +79,24 @@ class JobSpec:
     workdir: str | None = None
     kind: str | None = None
     checkpoint_every: str | None = None  # None: the server's setting (apportion.runtime.cadence)
+    model: str | None = None  # a perf preset: the kind is named after it, its speeds predicted
+    global_batch: int | None = None
+    layout: str | None = None  # "tp=2 pp=1 mb=4"; None: planned per slot type
+    elastic: ElasticSpec | None = None  # None: a fixed-size job
 
     @property
     def throughput_kind(self) -> str:
+        if self.model is not None:
+            from apportion.workloads.model_jobs import ModelJob, parse_layout
+
+            return ModelJob(self.model, self.global_batch, parse_layout(self.layout or "")).kind
         return self.kind or self.name
 
     def to_dict(self) -> dict:
         """Plain JSON-able fields (the body of ``POST /jobs``), leaving out what is unset."""
         data = asdict(self)
         data["gpu_types"] = list(self.gpu_types) if self.gpu_types is not None else None
+        data["elastic"] = self.elastic.to_dict() if self.elastic is not None else None
         return {k: v for k, v in data.items() if v is not None}
 
     def allows(self, gpu_type: str) -> bool:
@@ -121,9 +146,14 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
 
     name = _text(data, "name", source, required=True)
     command = _command(data.get("command"), source)
-    gpus = _positive_int(data, "gpus", source, default=1, most=MAX_GPUS)
-    total_steps = _steps(data, source)
+    elastic = elastic_from_mapping(data.get("elastic"), source)
+    gpus = _positive_int(data, "gpus", source, default=elastic.min_gpus if elastic else 1, most=MAX_GPUS)
+    if elastic is not None:
+        check_user_size(elastic, gpus, source)
+    total_steps = _steps(data, source) if elastic is None or elastic.target_examples is None else \
+        _steps_to_examples(data, elastic, source)
     priority = check_number(data.get("priority", 1.0), "priority", source, least=0.0, most=MAX_PRIORITY)
+    model, global_batch, layout = _model_fields(data, source)
     return JobSpec(
         name=name,
         command=command,
@@ -138,12 +168,53 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         workdir=_text(data, "workdir", source, default=None, most=MAX_PATH),
         kind=_text(data, "kind", source, default=None),
         checkpoint_every=_checkpoint_every(data.get("checkpoint_every"), source),
+        model=model,
+        global_batch=global_batch,
+        layout=layout,
+        elastic=elastic,
     )
+
+
+def _model_fields(data: dict, source: str) -> tuple[str | None, int | None, str | None]:
+    """``model``, ``global_batch`` and ``layout`` (normalised text), checked against the perf model."""
+    from apportion.workloads.model_jobs import ModelJob, check_model_job, parse_layout
+
+    if data.get("model") is None:
+        for key in ("global_batch", "layout"):
+            if data.get(key) is not None:
+                raise InputError(source, "describes a model: give the model too (a preset such as gpt3-1.3b)",
+                                 field=key)
+        return None, None, None
+    if data.get("kind") is not None:
+        raise InputError(source, "a job names either a kind or a model, not both", field="model")
+    model = _text(data, "model", source, required=True)
+    if data.get("global_batch") is None:
+        raise InputError(source, "is required with model (sequences per step)", field="global_batch")
+    global_batch = _positive_int(data, "global_batch", source)
+    raw = data.get("layout")
+    if isinstance(raw, dict):
+        raw = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in raw.items())
+    elif raw is not None and (isinstance(raw, bool) or not isinstance(raw, str)):
+        raise InputError(source, f"must be text such as 'tp=2 pp=1 mb=4' or a mapping, got {_short(raw)}",
+                         field="layout")
+    try:
+        layout = parse_layout(check_line(raw or "", "layout", source))
+    except ValueError as err:
+        raise InputError(source, str(err), field="layout") from None
+    job = ModelJob(model, global_batch, layout)
+    try:
+        check_model_job(job)
+    except ValueError as err:
+        field = "layout" if str(err).startswith("layout:") else "model"
+        raise InputError(source, str(err).removeprefix("layout: "), field=field) from None
+    text = None if layout is None else " ".join(f"{k}={v}" for k, v in layout)
+    return model, global_batch, text
 
 
 def _replace(spec: JobSpec, **changes) -> JobSpec:
     values = {**asdict(spec), **changes}
     values["gpu_types"] = spec.gpu_types
+    values["elastic"] = spec.elastic
     return JobSpec(**values)
 
 
@@ -211,6 +282,16 @@ def _steps(data: dict, source: str) -> int:
                              field="steps_per_epoch")
         return total
     raise InputError(source, "is required (or epochs and steps_per_epoch)", field="total_steps")
+
+
+def _steps_to_examples(data: dict, elastic: ElasticSpec, source: str) -> int:
+    """An elastic job whose target is in examples has no total_steps of its own: the steps its target takes
+    at its own batch (the server recounts them at the batch of each attempt)."""
+    for key in ("total_steps", "epochs", "steps_per_epoch"):
+        if data.get(key) is not None:
+            raise InputError(source, "give the target in steps or in examples (elastic.target_examples, or "
+                             "elastic.epochs and elastic.dataset_size), not both", field=key)
+    return -(-elastic.target_examples // elastic.batch_size)
 
 
 def _checkpoint_every(value: object, source: str) -> str | None:

@@ -24,6 +24,7 @@ from apportion.executors.base import Exit
 from apportion.runtime.checkpoint import newest_step
 from apportion.serve.auth import issue_attempt_credential
 from apportion.serve.context import SchedulerState, with_note
+from apportion.serve.elastic_batch import attempt_batch
 from apportion.serve.runas import NoAccount, prepare_job_dirs
 from apportion.serve.rounds import account
 
@@ -76,6 +77,8 @@ class AttemptLifecycle:
         """Start the job's next attempt on its promised slots; one that cannot start counts as a crash."""
         job_id, attempt = row["id"], row["attempt"] + 1
         spec = row["spec"]
+        batch, counted = attempt_batch(row)  # a target in examples: this attempt's batch and last step
+        row = dict(row, **counted, attempt_batch=batch)
         checkpoint_dir = job_checkpoint_dir(self.state, row)
         lease_end = max(row["lease_end"] or 0.0, self.state.round_end, now + min(self.config.round_s, 1.0))
         slots = tuple(row["slot_list"])
@@ -87,8 +90,10 @@ class AttemptLifecycle:
             else:
                 env.update({**account.environ(), **(spec.get("env") or {})})
                 prepare_job_dirs(account, self.config.state_dir, job_id, checkpoint_dir)
-            handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots,
-                                         **({"run_as": account} if account is not None else {}))
+            options = {"run_as": account} if account is not None else {}
+            if row.get("elastic"):  # one process a slot: torch.distributed's replicas
+                options["replicas"] = len(slots)
+            handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots, **options)
         except (OSError, NoAccount) as err:
             message = f"apportion: cannot start attempt {attempt}: {err}"
             try:
@@ -108,7 +113,7 @@ class AttemptLifecycle:
                 job_id, attempt=attempt, status="running", pid=handle.pid, proc_start=handle.proc_start,
                 lease_end=lease_end, started=row["started"] if row["started"] is not None else now,
                 accounted_at=now, reason=f"starting attempt {attempt}", stop=None, stop_at=None, term_at=None,
-                exit_code=None, attempt_started=now, contact_at=None,
+                exit_code=None, attempt_started=now, contact_at=None, **counted,
             )
             self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
                                  + (f" pid {handle.pid}" if handle.pid else ""))  # pid 0: not a process of this machine
@@ -138,6 +143,13 @@ class AttemptLifecycle:
         every = row["spec"].get("checkpoint_every") or self.config.checkpoint_every
         if every is not None:  # periodic checkpoints (apportion.runtime's default is auto)
             env["APPORTION_CHECKPOINT_EVERY"] = str(every)
+        elastic = row["spec"].get("elastic")
+        if elastic:  # apportion.runtime.elastic: the batch over all replicas, M0 and the learning-rate rule
+            env["APPORTION_BATCH_SIZE"] = str(row.get("attempt_batch") or elastic["batch_size"])
+            if elastic.get("target_examples"):  # it stops there (the server's APPORTION_TOTAL_STEPS says when)
+                env["APPORTION_TARGET_EXAMPLES"] = str(elastic["target_examples"])
+            env["APPORTION_INIT_BATCH_SIZE"] = str(elastic.get("init_batch_size") or elastic["batch_size"])
+            env["APPORTION_LR_RULE"] = elastic.get("lr_rule", "sqrt")
         if row.get("partner"):  # space sharing: another job runs on the same slot, at the speed of the pair
             env["APPORTION_SHARED_WITH"] = str(row["partner"])
         # its own credential: renews this attempt's lease and reports its progress, nothing else

@@ -12,6 +12,7 @@ current one (and never past MAX_STEPS_PER_S), so one job cannot distort the allo
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from apportion.core.errors import InputError
 from apportion.core.views import ClusterView, ThroughputView
 from apportion.serve.bounds import MAX_STEPS_PER_S
 from apportion.serve.context import SchedulerState, with_note
+from apportion.serve.elastic import StepReport
+from apportion.serve.elastic_batch import examples_done
+from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
@@ -77,7 +81,11 @@ class Requests:
             raise InputError(source, f"none of {', '.join(spec.gpu_types or ())} is offered here "
                              f"(this server has {', '.join(self.gpu_types)})", field="gpu_types")
         largest = max(usable, key=lambda t: self.capacity[t])
-        if spec.gpus > self.capacity[largest]:
+        sized = spec.elastic is not None and getattr(self.policy, "sizes_jobs", False)
+        if sized and spec.elastic.min_gpus > self.capacity[largest]:  # a policy that sizes jobs needs only min_gpus
+            raise InputError(source, f"asks for at least {spec.elastic.min_gpus}; the most this server has of an allowed"
+                             f" type is {self.capacity[largest]} ({largest})", field="elastic.min_gpus")
+        if not sized and spec.gpus > self.capacity[largest]:
             raise InputError(source, f"asks for {spec.gpus}; the most this server has of an allowed type is "
                              f"{self.capacity[largest]} ({largest})", field="gpus")
         never_runs = getattr(self.policy, "never_runs", None)
@@ -153,25 +161,37 @@ class Requests:
             self.store.attempt_lease_told(job_id, attempt, row["lease_end"])
             return {"renew": True, "lease_end": row["lease_end"]}
 
-    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None) -> str:
-        """A progress report: the job's steps done, and a measured steps/s for the estimates.
+    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, **measured) -> str:
+        """A progress report: the job's steps done, and a measured steps/s for the estimates; an
+        elastic job's ``measured`` (noise scale, how its step was made) feeds its model.
 
-        Returns "" when the rate was used as reported, else a note saying how it was used."""
+        Returns "" when the rate was used as reported, else a note saying how it was used (and
+        when a job's examples done are not what the batches it was given make)."""
+        reported_examples = measured.pop("examples_done", None)
         with self.lock:
             row = self.current(job_id, attempt)
             _check_steps(steps_done, row)
+            counted = examples_done(dict(row, steps_done=steps_done))
+            warning = ""
+            if reported_examples is not None and counted is not None and reported_examples != counted:
+                warning = (f"examples_done {reported_examples:,} at step {steps_done:,} is not what the batches it was "
+                           f"given (APPORTION_BATCH_SIZE) make, {counted:,}: the server counts {counted:,}")
             with self.store.transaction():
                 self.store.update_job(job_id, steps_done=int(steps_done))
                 if steps_done == row["total_steps"]:
                     self.store.attempt_done(job_id, attempt, self.clock())
                 # a job sharing its slot reports its speed together, not the speed alone the estimates hold
                 if steps_per_s is None or not row["gpu_type"] or row.get("partner"):
-                    return ""
-                key = (row["kind"], row["gpu_type"], row["gpus"])
+                    return warning
+                # an elastic job runs on as many slots as its round gave it
+                key = (row["kind"], row["gpu_type"], len(row["slot_list"]) if row["elastic"] else row["gpus"])
                 used, note = plausible_rate(steps_per_s, self.throughputs.rate(*key, None))
                 if used is not None:
                     self.throughputs.record(*key, used, self.clock())
-                return note
+                    if row["elastic"] and self.state.elastic is not None:
+                        spec = ElasticSpec.from_dict(json.loads(row["elastic"]))
+                        self.state.elastic.record(row, spec, StepReport(used, **measured), self.clock())
+                return "; ".join(text for text in (note, warning) if text)
 
     def row(self, job_id: int) -> dict:
         """Job ``job_id``'s row; NotFound if there is none."""

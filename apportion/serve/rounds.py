@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
 from apportion.policies.base import wants_predictions
 from apportion.serve.context import SchedulerState, with_note
+from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.slots import Slot
 from apportion.serve.state import ACTIVE
@@ -204,6 +205,8 @@ class Rounds:
             now_s=now,
             **self._predictions(ids, column),
         )
+        if self._sizes_jobs and any(table["elastic"][i] for i in rows.tolist()):
+            view = self._elastic_view(view, table, rows, rates, live)
         if RoundPlanner.space_sharing(self.policy):
             self.planner.pair_rates = self.throughputs.pair_rates(self.gpu_types, int(kind.max()) + 1)
 
@@ -228,7 +231,8 @@ class Rounds:
                     position_of_id.get(parsed[j]["partner"] or -1) == holder[places[0]]:
                 partner[places[0]] = j
         decision = self.planner.plan(
-            RoundState(view, rates, time_alone, holder, partner, rates_version=self.throughputs.version), cluster)
+            RoundState(view, rates, time_alone, holder, partner, rates_version=self.throughputs.version
+                       + (self.state.elastic.version if self.state.elastic is not None else 0)), cluster)
 
         slots_of: dict[int, list[str]] = {}
         for gpu in np.flatnonzero(decision.owner >= 0):
@@ -236,6 +240,7 @@ class Rounds:
         for gpu in np.flatnonzero(decision.second >= 0):
             slots_of.setdefault(int(decision.second[gpu]), []).append(available[gpu].id)
         chosen, kept = decision.chosen_type, decision.kept
+        batch = decision.allocation.batch_size if self._sizes_jobs else None  # an elastic job's, for its next start
         for j in np.flatnonzero(is_live | (chosen >= 0) | (slots != "")):  # the few that hold, get or lose slots
             r = parsed.get(j) or _row(table, rows[j])
             mate = int(ids[decision.partner[j]]) if decision.partner[j] >= 0 else None
@@ -246,7 +251,7 @@ class Rounds:
                 stop_at = max(r["lease_end"] or now, now)
                 mine = slots_of.get(int(j), [])
                 move_to = json.dumps({"slots": ",".join(mine), "gpu_type": self.gpu_types[chosen[j]], "partner": mate})
-                _merge(changes, r, stop="preempt", stop_at=stop_at, move_to=move_to,
+                _merge(changes, r, **_chosen_batch(r, batch, j), stop="preempt", stop_at=stop_at, move_to=move_to,
                        reason=f"round {self.state.round + 1}: moving to {','.join(mine)}; checkpointing at its lease end")
                 events.append((now, r["id"], "move", f"round {self.state.round + 1}, to {','.join(mine)}, "
                                                       f"lease ends {stop_at:.3f}"))
@@ -259,7 +264,8 @@ class Rounds:
                 self.log(f"job {r['id']} preempted in round {self.state.round + 1}")
             elif chosen[j] >= 0:
                 mine = slots_of.get(int(j), [])
-                _merge(changes, r, slots=",".join(mine), gpu_type=self.gpu_types[chosen[j]], lease_end=lease_end,
+                _merge(changes, r, **_chosen_batch(r, batch, j), slots=",".join(mine), gpu_type=self.gpu_types[chosen[j]],
+                       lease_end=lease_end,
                        partner=mate, reason=f"starting on {','.join(mine)}" + (f" with job {mate}" if mate else ""))
             else:
                 _merge(changes, r, slots="", gpu_type=None, partner=None, reason=_waiting(r["status"], r["steps_done"]))
@@ -269,6 +275,19 @@ class Rounds:
             reason = _waiting(status[j], table["steps_done"][i])
             if reasons[i] != reason:
                 changes.setdefault(table["id"][i], {})["reason"] = reason
+
+    @property
+    def _sizes_jobs(self) -> bool:
+        return bool(getattr(self.policy, "sizes_jobs", False)) and self.state.elastic is not None
+
+    def _elastic_view(self, view: JobView, table: dict, rows: np.ndarray, rates: np.ndarray,
+                      live: dict[int, dict]) -> JobView:
+        """The round's view for a policy that sizes jobs: each job its own kind (its own step-time
+        model, serve/elastic.py), work counted in examples as the model counts it."""
+        elastic = self.state.elastic.view(table, rows, rates, live)
+        done, total = examples_work(table, rows, elastic.noise_scale, elastic.batch_size)
+        return replace(view, kind=np.arange(len(rows), dtype=np.int64), total_steps=total, steps_done=done,
+                       elastic=elastic)
 
     def _predictions(self, ids: np.ndarray, column) -> dict[str, np.ndarray]:
         """The jobs' predicted GPU time, for a policy that ranks by predicted durations."""
@@ -282,12 +301,27 @@ class Rounds:
     def _rates(self, table: dict, rows: np.ndarray) -> np.ndarray:
         """[n, T] steps/s of each job row on each slot type at its own scale, once per distinct job shape."""
         shapes: dict[tuple, int] = {}
+        sized = self._sizes_jobs
         inverse = np.fromiter(
-            (shapes.setdefault((table["kind"][i], table["gpus"][i], table["gpu_types"][i]), len(shapes)) for i in rows),
-            dtype=np.int64, count=len(rows))
+            (shapes.setdefault((table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i]), len(shapes))
+             for i in rows), dtype=np.int64, count=len(rows))
         per_shape = np.array([[self.throughputs.rate(kind, t, gpus, tuple(allowed.split(",")) if allowed else None)
                                for t in self.gpu_types] for (kind, gpus, allowed) in shapes]).reshape(-1, len(self.gpu_types))
         return per_shape[inverse] if len(rows) else np.zeros((0, len(self.gpu_types)))
+
+
+def _own_size(table: dict, i: int, sized: bool) -> int:
+    """The slots job row ``i`` runs on at its own size: an elastic job's fewest under a policy that sizes jobs."""
+    if sized and table["elastic"][i]:
+        return int(json.loads(table["elastic"][i]).get("min_gpus", 1))
+    return int(table["gpus"][i])
+
+
+def _chosen_batch(row: dict, batch: np.ndarray | None, j: int) -> dict:
+    """The ``batch_size`` field of an elastic job (re)started by this round: the batch its policy chose."""
+    if batch is None or not row["elastic"] or not batch[j] >= 1:
+        return {}
+    return {"batch_size": int(round(float(batch[j])))}
 
 
 def account(row: dict, now: float) -> dict:

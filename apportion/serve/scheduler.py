@@ -30,7 +30,8 @@ at once (at most every ``fill_gap_s``) rather than leaving the slots idle until 
 ``Scheduler`` is the facade; the work is done by parts that share one ``SchedulerState``
 (context.py): ``Requests`` (requests.py), ``Rounds`` (rounds.py), ``AttemptLifecycle``
 (lifecycle.py), ``ThroughputEstimates`` (estimates.py), ``DurationHistory`` (durations.py:
-finished jobs' durations, persisted, and predictions from them) and ``recover`` (recovery.py).
+finished jobs' durations, persisted, and predictions from them), ``ElasticModels`` (elastic.py:
+elastic jobs' noise scales and step-time models, persisted) and ``recover`` (recovery.py).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from apportion.executors.base import Executor
 from apportion.policies.base import Policy
 from apportion.serve.context import SchedulerState, ServeConfig
 from apportion.serve.durations import DurationHistory
+from apportion.serve.elastic import ElasticModels
+from apportion.serve.elastic_batch import examples_info
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.lifecycle import EXIT_PREEMPTED, AttemptLifecycle
 from apportion.serve.policy_check import check_policy
@@ -78,6 +81,7 @@ class Scheduler:
         self.state = SchedulerState(store, executor, slots, policy, config, clock, log or (lambda message: None))
         self.throughputs = ThroughputEstimates(store, self.state.capacity, config.default_steps_per_s, throughputs)
         self.durations = self.state.durations = DurationHistory(store, self.throughputs, self.state.gpu_types)
+        self.elastic = self.state.elastic = ElasticModels(store, self.state.gpu_types, self.state.capacity)
         self.requests = Requests(self.state, self.throughputs)
         self.rounds = Rounds(self.state, self.throughputs)
         self.lifecycle = AttemptLifecycle(self.state)
@@ -111,9 +115,10 @@ class Scheduler:
         """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75)."""
         return self.requests.lease(job_id, attempt, steps_done)
 
-    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None) -> str:
-        """A progress report from the job's current attempt; a note when its rate was not taken as is."""
-        return self.requests.progress(job_id, attempt, steps_done, steps_per_s)
+    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, **measured) -> str:
+        """A progress report from the job's current attempt; a note when its rate was not taken as is.
+        ``measured``: what an elastic job adds (bodies.step_report)."""
+        return self.requests.progress(job_id, attempt, steps_done, steps_per_s, **measured)
 
     def row(self, job_id: int) -> dict:
         """Job ``job_id``'s row in the state file; NotFound if there is none."""
@@ -184,6 +189,7 @@ class Scheduler:
             "exit_code": row["exit_code"], "lease_end": row["lease_end"], "last_lines": row["last_lines"],
             "command": row["spec"].get("command"),
             **self.durations.estimate(row, now),
+            **examples_info(row),
         }
 
     def status(self) -> dict:

@@ -60,7 +60,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     attempt_started REAL,               -- when the current attempt started
     contact_at REAL,                    -- the current attempt's first lease call
     exit_code INTEGER,
-    last_lines TEXT NOT NULL DEFAULT ''
+    last_lines TEXT NOT NULL DEFAULT '',
+    elastic TEXT NOT NULL DEFAULT '',   -- an elastic job's limits (the spec's `elastic`) as JSON; '' for a fixed size
+    batch_size INTEGER,                 -- an elastic job's batch for its next attempt, as its round chose; NULL: its own
+    batch_log TEXT NOT NULL DEFAULT ''  -- a target in examples: [[first step, examples before it, batch], ...] an attempt
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 CREATE TABLE IF NOT EXISTS throughputs (
@@ -119,6 +122,24 @@ CREATE TABLE IF NOT EXISTS attempts (  -- one row an attempt, with the times the
     end_step INTEGER,                   -- steps kept: the resume point, or the total
     how TEXT,                           -- completed, preempted, moved, crashed, failed, cancelled
     PRIMARY KEY (job_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS elastic_steps (  -- elastic jobs' measured steps, one row a size: what their models fit
+    job_id INTEGER NOT NULL,
+    gpu_type TEXT NOT NULL,
+    gpus INTEGER NOT NULL,              -- replicas
+    nodes INTEGER NOT NULL,
+    local_batch REAL NOT NULL,          -- examples in one replica's micro-batch
+    step_s REAL NOT NULL,               -- one micro-batch and the synchronisation (smoothed over reports)
+    sync_s REAL NOT NULL,               -- the synchronisation alone
+    samples INTEGER NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (job_id, gpu_type, gpus, nodes, local_batch)
+);
+CREATE TABLE IF NOT EXISTS elastic_models (  -- each elastic job's gradient noise scale and fitted step-time models
+    job_id INTEGER PRIMARY KEY,
+    noise_scale REAL,                   -- the latest reported, in examples; NULL until reported
+    params TEXT NOT NULL DEFAULT '{}',  -- {gpu_type: the 7 step-time parameters fitted to its steps}
+    updated REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
@@ -194,11 +215,13 @@ class StateStore:
     def insert_job(self, *, spec: dict, name: str, user: str, queue: str, priority: float, kind: str,
                    gpus: int, total_steps: int, submitted: float) -> int:
         allowed = ",".join(spec.get("gpu_types") or ())
+        elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
         with self.transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO jobs (name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
-                " reason, submitted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'waiting for its first round', ?)",
-                (name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted),
+                " reason, submitted, elastic) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'waiting for its first round',"
+                " ?, ?)",
+                (name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted, elastic),
             )
             job_id = int(cursor.lastrowid)
             self.add_event(submitted, job_id, "submit", f"{name} by {user}")
@@ -308,6 +331,31 @@ class StateStore:
         with self._lock:
             rows = self._conn.execute("SELECT * FROM durations ORDER BY finished, job_id").fetchall()
         return [dict(r) for r in rows]
+
+    # elastic jobs' measurements ---------------------------------------------------------
+
+    def put_elastic_step(self, job_id: int, gpu_type: str, gpus: int, nodes: int, local_batch: float, step_s: float,
+                         sync_s: float, samples: int, now: float) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO elastic_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (job_id, gpu_type, gpus, nodes, local_batch, step_s, sync_s, samples, now))
+
+    def elastic_steps(self) -> list[dict]:
+        """Every elastic job's measured steps, one row per (job, type, replicas, nodes, micro-batch)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM elastic_steps ORDER BY job_id, gpu_type, gpus").fetchall()
+        return [dict(r) for r in rows]
+
+    def put_elastic_model(self, job_id: int, noise_scale: float | None, params: dict, now: float) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO elastic_models VALUES (?, ?, ?, ?)",
+                         (job_id, noise_scale, json.dumps(params, sort_keys=True), now))
+
+    def elastic_models(self) -> dict[int, tuple[float | None, dict]]:
+        """job id -> (its latest noise scale or None, {gpu_type: fitted step-time parameters})."""
+        with self._lock:
+            rows = self._conn.execute("SELECT job_id, noise_scale, params FROM elastic_models").fetchall()
+        return {int(j): (phi, json.loads(params)) for j, phi, params in rows}
 
     # events and meta ---------------------------------------------------------------------
 
@@ -455,11 +503,12 @@ _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
     "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
-    "name",
+    "name", "elastic", "batch_size", "batch_log",
 )
 _JSON_COLUMNS = ("service_by_type", "shared_by_type")
 _ADDED_COLUMNS = {"partner": "INTEGER", "shared_by_type": "TEXT NOT NULL DEFAULT '{}'",
-                  "move_to": "TEXT NOT NULL DEFAULT ''"}
+                  "move_to": "TEXT NOT NULL DEFAULT ''", "elastic": "TEXT NOT NULL DEFAULT ''",
+                  "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''"}
 _ROUND_COLUMNS = ", ".join(_ROUND_NAMES)
 
 

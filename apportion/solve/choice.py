@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
-from apportion.solve.highs import quiet_highs
+from apportion.solve.highs import quiet_highs, run as run_highs
 from apportion.solve.shares import SolveError
 
 INTEGRAL = 1e-6  # an LP value this close to 0 or 1 is taken as whole
@@ -103,7 +103,7 @@ class ConfigurationChooser:
             for name, setting in {**always, **options}.items():
                 highs.setOptionValue(name, setting)
             highs.passModel(lp)
-            highs.run()
+            run_highs(highs)
             status = highs.getModelStatus()
             if status == highspy.HighsModelStatus.kOptimal:
                 return highs

@@ -26,7 +26,7 @@ from typing import Callable
 import highspy
 import numpy as np
 
-from apportion.solve.highs import quiet_highs
+from apportion.solve.highs import quiet_highs, run as run_highs
 from apportion.solve.shares import SolveError, clean_shares
 
 INF = highspy.kHighsInf
@@ -161,7 +161,7 @@ class FinishTimeModel:
             """The plain feasibility test on the warm model; a feasible X also bounds every ratio it meets."""
             set_floors(ratio)
             self.probes += 1
-            h.run()
+            run_highs(h)
             if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
                 known[0] = max(known[0], ratio)
                 return False
@@ -186,7 +186,7 @@ class FinishTimeModel:
         set_floors(ratio * (1 + 1e-7))
         h.changeColsCost(len(cols), cols, value[job, gpu_type].astype(np.float64))
         self.probes += 1
-        h.run()
+        run_highs(h)
         status = h.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolveError(f"finish-time-fairness LP: {h.modelStatusToString(status)}")

@@ -1,7 +1,14 @@
-"""A HiGHS model that prints nothing on stdout.
+"""A HiGHS model that prints nothing on stdout, and runs without asking the OS for its cores.
 
 highspy 1.16 prints its banner ("Running HiGHS …") on stdout when a model is created, before
 ``output_flag`` can be set; the model is therefore created with stdout pointed at stderr.
+
+With its default ``threads=0``, every ``run()`` counts the machine's cores by reading /proc
+and /sys, about 0.3 ms: most of a warm re-solve of the simulator's small LPs. apportion's LPs
+are solved by the serial simplex (the MIP of the goodput policy barely uses threads), so
+models get one thread. HiGHS's thread pool is one per process and its size is fixed by the
+first run; if code outside apportion started it with more threads, a run asking for one is
+refused, and from then on models are made with HiGHS's default.
 """
 
 from __future__ import annotations
@@ -10,10 +17,25 @@ import highspy
 
 from apportion.stdio import stdout_to_stderr
 
+_threads = 1
+
 
 def quiet_highs() -> highspy.Highs:
     """A new HiGHS model with its log off; any banner goes to stderr, never to stdout."""
     with stdout_to_stderr():
         highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("threads", _threads)
     return highs
+
+
+def run(highs: highspy.Highs) -> highspy.HighsStatus:
+    """``highs.run()``, falling back to HiGHS's default threads where the process's pool differs."""
+    global _threads
+    status = highs.run()
+    if status == highspy.HighsStatus.kError and highs.getModelStatus() == highspy.HighsModelStatus.kNotset \
+            and highs.getOptionValue("threads") != 0:
+        _threads = 0
+        highs.setOptionValue("threads", 0)
+        status = highs.run()
+    return status

@@ -11,7 +11,7 @@ from __future__ import annotations
 import highspy
 import numpy as np
 
-from apportion.solve.highs import quiet_highs
+from apportion.solve.highs import quiet_highs, run as run_highs
 from apportion.solve.shares import SolveError, clean_shares
 
 INF = highspy.kHighsInf
@@ -106,7 +106,7 @@ class Solver:
 
     def run(self, what: str = "LP") -> np.ndarray:
         """Solve; the column values, or SolveError naming ``what`` and HiGHS's status."""
-        self.highs.run()
+        run_highs(self.highs)
         status = self.highs.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolveError(f"{what}: {self.highs.modelStatusToString(status)}")
@@ -114,7 +114,7 @@ class Solver:
 
     def feasible(self) -> bool:
         """Solve and say whether the model has a feasible (optimal) solution."""
-        self.highs.run()
+        run_highs(self.highs)
         return self.highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:

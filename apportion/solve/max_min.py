@@ -23,7 +23,7 @@ from __future__ import annotations
 import highspy
 import numpy as np
 
-from apportion.solve.highs import quiet_highs
+from apportion.solve.highs import quiet_highs, run as run_highs
 from apportion.solve.shares import SolveError, clean_shares
 
 IPM_ABOVE_COLUMNS = 20_000  # larger models solve faster by interior point than by (warm) simplex
@@ -39,12 +39,12 @@ class MaxMinModel:
         self.capacity = np.asarray(capacity, dtype=np.float64)
         self.water_filling = water_filling
         self.num_types = len(self.capacity)
-        self.highs = quiet_highs()
-        self.highs.changeObjectiveSense(highspy.ObjSense.kMaximize)
         self.inf = highspy.kHighsInf
-        self.highs.addCol(0.0, 0.0, self.inf, 0, np.zeros(0, np.int32), np.zeros(0))  # z, column 0
-        for cap in self.capacity:  # capacity rows 0..T-1
-            self.highs.addRow(-self.inf, float(cap), 0, np.zeros(0, np.int32), np.zeros(0))
+        # one model per stage, each restarting from its own last basis: the level's model always
+        # maximises z, the total's always Σ m a x, so neither starts a solve dual infeasible
+        self.highs = self._new_model()
+        self.total_highs = None if water_filling else self._new_model()
+        self._level_objective = False  # whether self.highs holds the level's objective (max z, z free)
         self.fair_row: list[int] = []  # per class: row z - Σ a x <= 0
         self.columns = np.zeros((0, self.num_types), dtype=np.int64)  # [C, T] column of x, -1 if none
         self.gpus = np.zeros(0)  # [C]
@@ -54,6 +54,18 @@ class MaxMinModel:
         self.col_a = np.zeros(0)
         self.col_index = np.zeros(0, dtype=np.int64)  # per x column: its index in the HiGHS model
         self.rise_col = np.zeros(0, dtype=np.int64)  # per class: column t_c, its rise above z in water-filling
+
+    def _new_model(self) -> highspy.Highs:
+        highs = quiet_highs()
+        highs.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        highs.addCol(0.0, 0.0, self.inf, 0, np.zeros(0, np.int32), np.zeros(0))  # z, column 0
+        for cap in self.capacity:  # capacity rows 0..T-1
+            highs.addRow(-self.inf, float(cap), 0, np.zeros(0, np.int32), np.zeros(0))
+        return highs
+
+    @property
+    def models(self) -> list[highspy.Highs]:
+        return [self.highs] if self.total_highs is None else [self.highs, self.total_highs]
 
     @property
     def num_classes(self) -> int:
@@ -81,7 +93,8 @@ class MaxMinModel:
         row_upper = np.column_stack([np.where(count > 0, 0.0, self.inf), np.ones(k)]).reshape(-1)
         row_nnz = np.tile([1, 0], k)
         starts = np.concatenate([[0], np.cumsum(row_nnz)[:-1]]).astype(np.int32)
-        h.addRows(2 * k, row_lower, row_upper, k, starts, np.zeros(k, np.int32), np.ones(k))
+        for model in self.models:
+            model.addRows(2 * k, row_lower, row_upper, k, starts, np.zeros(k, np.int32), np.ones(k))
         # columns x[c, t] for runnable (c, t), each in its fair row, its one row and capacity row t
         cls, typ = np.nonzero(a > 0)
         first_col = h.getNumCol()
@@ -89,13 +102,16 @@ class MaxMinModel:
         indices = np.column_stack([fair[cls], one[cls], typ]).reshape(-1).astype(np.int32)
         values = np.column_stack([-a[cls, typ], np.ones(m), count[cls] * gpus[cls]]).reshape(-1)
         upper = np.where(count[cls] > 0, 1.0, 0.0)
-        h.addCols(m, np.zeros(m), np.zeros(m), upper, 3 * m, (3 * np.arange(m)).astype(np.int32), indices, values)
+        for model in self.models:
+            model.addCols(m, np.zeros(m), np.zeros(m), upper, 3 * m, (3 * np.arange(m)).astype(np.int32),
+                          indices, values)
         columns = np.full((k, self.num_types), -1, dtype=np.int64)
         columns[cls, typ] = first_col + np.arange(m)
         # rise columns t_c (fixed at 0 except while water-filling asks which classes can rise)
         rise = h.getNumCol() + np.arange(k)
-        h.addCols(k, np.zeros(k), np.zeros(k), np.zeros(k), k, np.arange(k, dtype=np.int32),
-                  fair.astype(np.int32), np.ones(k))
+        for model in self.models:
+            model.addCols(k, np.zeros(k), np.zeros(k), np.zeros(k), k, np.arange(k, dtype=np.int32),
+                          fair.astype(np.int32), np.ones(k))
         self.rise_col = np.append(self.rise_col, rise)
         self.fair_row.extend(fair.tolist())
         self.columns = np.vstack([self.columns, columns])
@@ -119,18 +135,22 @@ class MaxMinModel:
             m = np.asarray(count, dtype=np.float64)[changed]
             member, gpu_type = np.nonzero(self.columns[changed] >= 0)
             cols = self.columns[changed][member, gpu_type]
-            for t, col, value in zip(gpu_type.tolist(), cols.tolist(), (m * self.gpus[changed])[member].tolist()):
-                h.changeCoeff(t, col, value)
-            h.changeColsBounds(len(cols), cols.astype(np.int32), np.zeros(len(cols)),
-                               np.where(m[member] > 0, 1.0, 0.0))
-            h.changeRowsBounds(len(changed), np.asarray(self.fair_row, dtype=np.int32)[changed],
-                               np.full(len(changed), -self.inf), np.where(m > 0, 0.0, self.inf))
+            for model in self.models:
+                for t, col, value in zip(gpu_type.tolist(), cols.tolist(), (m * self.gpus[changed])[member].tolist()):
+                    model.changeCoeff(t, col, value)
+                model.changeColsBounds(len(cols), cols.astype(np.int32), np.zeros(len(cols)),
+                                       np.where(m[member] > 0, 1.0, 0.0))
+                model.changeRowsBounds(len(changed), np.asarray(self.fair_row, dtype=np.int32)[changed],
+                                       np.full(len(changed), -self.inf), np.where(m > 0, 0.0, self.inf))
         self.count = np.asarray(count, dtype=np.float64).copy()
         if not self.count.any():
             return np.zeros((self.num_classes, self.num_types)), 0.0
 
         x_cols = self.col_index.astype(np.int32)
+        if self.total_highs is not None and level:
+            return self._level_then_total(x_cols)
         h.changeColsCost(len(x_cols), x_cols, np.zeros(len(x_cols)))
+        self._level_objective = False
         large = len(self.col_class) > IPM_ABOVE_COLUMNS
         h.setOptionValue("solver", "ipm" if large and level else "simplex")
         levels = np.full(self.num_classes, np.nan)  # classes whose fair rows were frozen at a level
@@ -149,6 +169,24 @@ class MaxMinModel:
         values = self._run("last stage")
         self._unfreeze(levels)
 
+        x = np.zeros((self.num_classes, self.num_types))
+        x[self.col_class, self.col_type] = values[x_cols]
+        return clean_shares(x), z
+
+    def _level_then_total(self, x_cols: np.ndarray) -> tuple[np.ndarray, float]:
+        """Gavel's LP, each stage on its own warm model."""
+        large = len(self.col_class) > IPM_ABOVE_COLUMNS
+        self.highs.setOptionValue("solver", "ipm" if large else "simplex")
+        if not self._level_objective:
+            self.highs.changeColsCost(len(x_cols), x_cols, np.zeros(len(x_cols)))
+            self.highs.changeColCost(0, 1.0)
+            self.highs.changeColBounds(0, 0.0, self.inf)
+            self._level_objective = True
+        z = float(self._run("max-min level", self.highs)[0])
+        total = self.total_highs
+        total.changeColBounds(0, *((z * (1 - _Z_SLACK),) * 2))
+        total.changeColsCost(len(x_cols), x_cols, self.count[self.col_class] * self.col_a)
+        values = self._run("last stage", total)
         x = np.zeros((self.num_classes, self.num_types))
         x[self.col_class, self.col_type] = values[x_cols]
         return clean_shares(x), z
@@ -206,12 +244,13 @@ class MaxMinModel:
             self.highs.changeCoeff(self.fair_row[c], 0, 1.0)
             self.highs.changeRowBounds(self.fair_row[c], -self.inf, 0.0)
 
-    def _run(self, stage: str) -> np.ndarray:
-        self.highs.run()
-        status = self.highs.getModelStatus()
+    def _run(self, stage: str, highs: highspy.Highs | None = None) -> np.ndarray:
+        highs = self.highs if highs is None else highs
+        run_highs(highs)
+        status = highs.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
-            raise SolveError(f"max-min LP {stage}: {self.highs.modelStatusToString(status)}")
-        return np.asarray(self.highs.getSolution().col_value)
+            raise SolveError(f"max-min LP {stage}: {highs.modelStatusToString(status)}")
+        return np.asarray(highs.getSolution().col_value)
 
 
 def solve_max_min(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import highspy
 import numpy as np
 
-from apportion.solve.highs import quiet_highs
+from apportion.solve.highs import quiet_highs, run as run_highs
 from apportion.solve.lp import LinearProgram
 from apportion.solve.max_min import _Z_SLACK, solve_max_min
 from apportion.solve.shares import clean_shares
@@ -116,7 +116,7 @@ def _descend(oracle, start: np.ndarray, upper: np.ndarray, tolerance) -> tuple[n
             break
         offset = float(grad @ mu - value)  # cut: value + grad·(ν − μ) ≤ θ
         model.addRow(-INF, offset, num + 1, cols, np.append(grad, -1.0))
-        model.run()
+        run_highs(model)
         if model.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             break
         solution = np.asarray(model.getSolution().col_value)
@@ -131,7 +131,7 @@ def _descend(oracle, start: np.ndarray, upper: np.ndarray, tolerance) -> tuple[n
                               np.asarray(offsets) + level)
         step.changeRowsBounds(2 * num, np.arange(2 * num, dtype=np.int32), np.full(2 * num, -INF),
                               np.column_stack([centre, -centre]).ravel())
-        step.run()
+        run_highs(step)
         if step.getModelStatus() == highspy.HighsModelStatus.kOptimal:
             mu = np.clip(np.asarray(step.getSolution().col_value)[:num], 0.0, 1.0)
         else:
@@ -558,7 +558,7 @@ def _solve(lp: LinearProgram):
     h.setOptionValue("solver", "simplex")
     h.setOptionValue("primal_feasibility_tolerance", 1e-10)
     h.setOptionValue("dual_feasibility_tolerance", 1e-10)
-    h.run()
+    run_highs(h)
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
     return h.getSolution()

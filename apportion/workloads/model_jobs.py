@@ -180,6 +180,20 @@ def model_jobs_of_columns(columns: dict[str, np.ndarray], lines: np.ndarray, sou
     return jobs
 
 
+def model_job_of_kind(kind: str) -> ModelJob | None:
+    """The model job a kind name made by ``ModelJob.kind`` stands for (``gpt3-1.3b gb=64 tp=2``);
+    None for any other name, or one whose preset or layout the perf model does not know."""
+    parts = kind.split(" ", 2)
+    if len(parts) < 3 or not parts[1].startswith("gb=") or not parts[1][3:].isdigit():
+        return None
+    try:
+        job = ModelJob(parts[0], int(parts[1][3:]), parse_layout(parts[2]))
+        check_model_job(job)
+    except (ValueError, KeyError):
+        return None
+    return job if job.kind == kind and job.global_batch > 0 else None
+
+
 def model_kind_names(columns: dict[str, np.ndarray]) -> np.ndarray:
     """Each row's model kind name ('' where the row names no model); rows already checked."""
     n = len(next(iter(columns.values())))

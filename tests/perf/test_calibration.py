@@ -139,3 +139,50 @@ def test_plan_fits_to_the_measured_file_and_predicts_another_gpu_count(tmp_path)
     assert data["step_time_s"] > 1.9 * 0.9  # twice the GPUs and twice the batch: about the same step
     assert bad.exit_code == 2 and "gpus must be a positive whole number" in bad.output
     assert "Traceback" not in bad.output
+
+
+FLAGS = ["--preset", "gpt3-1.3b", "--gpu-type", "a100-40gb", "--measured-step-s", "1.9", "--measured-gpus", "8",
+         "--measured-global-batch", "64", "--measured-layout", "tp=1,pp=1,micro_batch=4,recompute=selective,zero=1"]
+ONE_LAYOUT = ["--gpus", "16", "--global-batch", "128", "--tp", "1", "--pp", "1", "--micro-batch", "4",
+              "--recompute", "selective", "--zero", "1", "--json"]
+
+
+def test_plan_calibrates_from_flags_as_from_the_same_measurement_in_a_file(tmp_path):
+    runner = CliRunner()
+    from_file = runner.invoke(app, ["plan", "--measured", str(write(tmp_path, GOOD + "memory_gb: 30\n")),
+                                    *ONE_LAYOUT])
+    from_flags = runner.invoke(app, ["plan", *FLAGS, "--measured-memory-gb", "30", *ONE_LAYOUT])
+
+    assert from_flags.exit_code == 0, from_flags.output
+    file_data, flag_data = json.loads(from_file.stdout), json.loads(from_flags.stdout)
+    assert flag_data["calibration"]["measured_step_s"] == 1.9
+    assert flag_data["calibration"]["factor"] == pytest.approx(file_data["calibration"]["factor"])
+    assert flag_data["step_time_s"] == pytest.approx(file_data["step_time_s"])
+    assert flag_data["memory_gb_per_gpu"] == pytest.approx(file_data["memory_gb_per_gpu"])
+
+
+@pytest.mark.parametrize("change, message", [
+    (("--measured-layout", "tp=1,pp=1,micro_batch=4,recompute=selective,zero=1"), "needs the layout it was measured"),
+    (("tp=1,pp=1,micro_batch=4,recompute=selective,zero=1", "tp=1,pp=1,micro_batch=3"),
+     "--measured-layout: global batch 64 is not divisible by micro-batch"),
+    (("tp=1,pp=1,micro_batch=4,recompute=selective,zero=1", "tp=1,sharding=3"), "layout.sharding: unknown field"),
+    (("tp=1,pp=1,micro_batch=4,recompute=selective,zero=1", "tp=two"), "layout.tp must be a whole number, got 'two'"),
+    (("1.9", "-1"), "--measured-step-s: the step time must be a positive number"),
+    (("--measured-step-s", "1.9"), "--measured-layout describes a measured step: give its time with --measured-step-s"),
+])
+def test_bad_measured_flags_name_the_option(change, message):
+    args = list(FLAGS)
+    if change[0] in ("--measured-layout", "--measured-step-s"):
+        i = args.index(change[0])
+        del args[i:i + 2]
+    else:
+        args[args.index(change[0])] = change[1]
+    result = CliRunner().invoke(app, ["plan", *args, "--top", "1"])
+
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_file_and_flags_together_are_refused(tmp_path):
+    result = CliRunner().invoke(app, ["plan", "--measured", str(write(tmp_path, GOOD)), *FLAGS])
+    assert result.exit_code == 2 and "not both" in result.output

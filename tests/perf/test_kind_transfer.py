@@ -8,11 +8,13 @@ from apportion.perf.kinds import (
     ARCHITECTURES,
     REFERENCE_GPU,
     build_step,
+    fit_kernel_floor,
     ml20m_items_in_batch,
     predict_step_time,
     predict_steps_per_s,
     transfer_steps_per_s,
 )
+from apportion.perf.layers import KERNEL_FLOOR_CYCLES
 from apportion.workloads.catalog import builtin_throughputs
 
 
@@ -79,3 +81,31 @@ def test_recommendation_batches_widen_with_their_users_items_up_to_all_items():
     widths = [ml20m_items_in_batch(b) for b in (512, 1024, 2048, 8192)]
 
     assert widths == sorted(widths) and widths[-1] == 20_108 and widths[0] > 10_000
+
+
+def _rates_with_floor(kinds, floor_cycles):
+    return {kind: {gpu: 1.0 / predict_step_time(kind, gpu, floor_cycles=floor_cycles)
+                   for gpu in ("k80", "p100", "v100")} for kind in kinds}
+
+
+def test_the_floor_fit_recovers_the_floor_that_made_the_numbers():
+    kinds = ("lm/bs5", "resnet18/bs16", "resnet50/bs64", "a3c")
+    assert fit_kernel_floor(_rates_with_floor(kinds, 7_000), ["k80"]) == 7_000
+    assert fit_kernel_floor(_rates_with_floor(kinds, 20_000), ["p100"]) == 20_000
+
+
+def test_the_floor_fit_never_looks_at_a_gpu_it_is_not_given():
+    kinds = ("lm/bs5", "resnet18/bs16", "a3c")
+    rates = _rates_with_floor(kinds, 7_000)
+    for kind in kinds:
+        rates[kind]["k80"] *= 10.0  # nonsense on the held-out GPU changes nothing
+    assert fit_kernel_floor(rates, ["p100"]) == 7_000
+    with pytest.raises(ValueError, match="no kind has measured steps/s"):
+        fit_kernel_floor({"a3c": {"v100": 1.0}}, ["t4"])
+
+
+def test_the_shipped_floor_is_the_one_fitted_on_every_measured_gpu():
+    table = builtin_throughputs()
+    rates = {kind: {gpu: float(table.steps_per_s[i, table.gpu_types.index(gpu), 0])
+                    for gpu in ("k80", "p100", "v100")} for i, kind in enumerate(table.kinds)}
+    assert fit_kernel_floor(rates, ["k80", "p100"]) == KERNEL_FLOOR_CYCLES

@@ -6,6 +6,7 @@ import pytest
 
 from apportion.perf.accelerators import get_accelerator
 from apportion.perf.layers import (
+    KERNEL_FLOOR_CYCLES,
     KERNEL_LAUNCH_S,
     OPTIMIZERS,
     SM_TABLE,
@@ -14,6 +15,7 @@ from apportion.perf.layers import (
     ParamGroup,
     TrainingStep,
     gemm_utilisation,
+    kernel_cost_s,
     layer_backward_time,
     layer_forward_time,
     optimizer_time,
@@ -21,7 +23,8 @@ from apportion.perf.layers import (
     thread_utilisation,
 )
 
-V100 = get_accelerator("v100")  # 15.7 TFLOP/s FP32, 900 GB/s, 80 SMs
+V100 = get_accelerator("v100")  # 15.7 TFLOP/s FP32, 900 GB/s, 80 SMs, 1,530 MHz
+PER_KERNEL = KERNEL_LAUNCH_S + KERNEL_FLOOR_CYCLES / 1.53e9  # a kernel's fixed cost on the v100
 
 
 def one_linear(rows, fin, fout, bias=False):
@@ -41,7 +44,7 @@ def test_a_big_gemm_is_compute_bound_and_costs_its_flops_at_peak_times_wave_util
     assert layer.flops == flops and layer.bytes == nbytes
     assert flops / (15.7e12 * utilisation) > nbytes / 900e9  # compute-bound
     assert layer_forward_time(layer, "v100") == pytest.approx(
-        flops / (15.7e12 * utilisation) + KERNEL_LAUNCH_S, rel=1e-12)
+        flops / (15.7e12 * utilisation) + PER_KERNEL, rel=1e-12)
 
 
 def test_a_skinny_gemm_is_memory_bound_and_costs_its_bytes_at_bandwidth():
@@ -51,36 +54,56 @@ def test_a_skinny_gemm_is_memory_bound_and_costs_its_bytes_at_bandwidth():
     utilisation = 64 / 80  # 64 tiles, no split-K (80 // 64 = 1): one wave, 64 of 80 SMs busy
 
     assert flops / (15.7e12 * utilisation) < nbytes / 900e9  # memory-bound
-    assert layer_forward_time(layer, "v100") == pytest.approx(nbytes / 900e9 + KERNEL_LAUNCH_S, rel=1e-12)
+    assert layer_forward_time(layer, "v100") == pytest.approx(nbytes / 900e9 + PER_KERNEL, rel=1e-12)
 
 
 def test_an_elementwise_layer_costs_its_bytes_once_it_fills_the_gpu():
     net = Net("ew")
     net.elementwise("relu", 100e6, reads=1, writes=1)
 
-    assert layer_forward_time(net.layers[0], "v100") == pytest.approx(8e8 / 900e9 + KERNEL_LAUNCH_S)
+    assert layer_forward_time(net.layers[0], "v100") == pytest.approx(8e8 / 900e9 + PER_KERNEL)
 
 
 def test_work_too_small_to_fill_the_sms_runs_proportionally_slower():
-    tiny = Gemm(128, 128 * 5, 64)  # 5 tiles, K too short to split
-    assert gemm_utilisation(tiny, SM_TABLE["v100"]) == pytest.approx(5 / 80)
-    assert gemm_utilisation(tiny, SM_TABLE["k80"]) == pytest.approx(5 / 13)
-    assert gemm_utilisation(tiny, SM_TABLE["h100"]) == pytest.approx(5 / 132)
+    # 5 output tiles of 128 × 128 and K too short to split: 5 of 80 SMs busy. Cut into 32 × 32
+    # tiles it is 80 blocks, a full wave, each at (32·32 / 128·128) ** 0.25 = 1/2 the rate
+    tiny = Gemm(128, 128 * 5, 64)
+    assert gemm_utilisation(tiny, SM_TABLE["v100"]) == pytest.approx(0.5)
+    # the K80 die's 13 SMs: 10 tiles of 128 × 64 (rate 0.5 ** 0.25) keep 10 of them busy
+    assert gemm_utilisation(tiny, SM_TABLE["k80"]) == pytest.approx(10 / 13 * 0.5 ** 0.25)
+    # 132 SMs: 80 tiles of 32 × 32 leave 52 idle
+    assert gemm_utilisation(tiny, SM_TABLE["h100"]) == pytest.approx(80 / 132 * 0.5)
     # a long reduction is split across idle SMs (split-K): 5 tiles × 16 slices of K = 80 blocks
     assert gemm_utilisation(Gemm(128, 128 * 5, 128 * 100), SM_TABLE["v100"]) == pytest.approx(1.0)
-    # a half-empty last wave: 100 tiles on 80 SMs take two waves
-    assert gemm_utilisation(Gemm(128 * 10, 128 * 10, 4096), SM_TABLE["v100"]) == pytest.approx(100 / 160)
+    # a half-empty last wave: 100 tiles of 128 × 128 on 80 SMs take two waves (100/160 busy);
+    # 400 tiles of 64 × 64 fill five waves exactly, at 0.5 ** 0.5 the rate: the better choice
+    assert gemm_utilisation(Gemm(128 * 10, 128 * 10, 4096), SM_TABLE["v100"]) == pytest.approx(0.5 ** 0.5)
+    # a partial tile computes zeros: 16 rows use 1/8 of a 128-row tile; 16 × 128 tiles, 80 of
+    # them, fill the SMs at (16·128 / 128²) ** 0.25 the rate
+    assert gemm_utilisation(Gemm(16, 128 * 80, 4096), SM_TABLE["v100"]) == pytest.approx(0.125 ** 0.25)
     # element-wise: one thread per element, full at 80 SMs × 2,048 threads
     assert thread_utilisation(80 * 2048 / 4, SM_TABLE["v100"]) == pytest.approx(0.25)
     assert thread_utilisation(1e9, SM_TABLE["v100"]) == 1.0
     assert gemm_utilisation(tiny, None) == 1.0  # the CPU has no SMs to fill
 
 
+def test_a_kernels_fixed_cycles_cost_more_time_at_a_lower_clock():
+    # the launch is the same everywhere; the floor's cycles run at the SMs' clock (the K80 at base)
+    assert kernel_cost_s("v100", floor_cycles=15_300) == pytest.approx(5e-6 + 10e-6)
+    assert kernel_cost_s("k80", floor_cycles=5_620) == pytest.approx(5e-6 + 10e-6)
+    assert kernel_cost_s("k80", sustained=False, floor_cycles=8_750) == pytest.approx(5e-6 + 10e-6)
+    assert kernel_cost_s("cpu", floor_cycles=15_300) == KERNEL_LAUNCH_S  # no SMs, no floor
+    tiny = one_linear(1, 8, 8)
+    assert (layer_forward_time(tiny, "k80", floor_cycles=0)
+            == pytest.approx(layer_forward_time(tiny, "v100", floor_cycles=0), rel=0.05))
+    assert layer_forward_time(tiny, "k80") > 2 * layer_forward_time(tiny, "v100") - 2 * KERNEL_LAUNCH_S
+
+
 def test_backward_of_a_big_gemm_is_two_products_of_the_forwards_size():
     layer = one_linear(4096, 4096, 4096)
-    forward = layer_forward_time(layer, "v100") - KERNEL_LAUNCH_S
+    forward = layer_forward_time(layer, "v100") - PER_KERNEL
 
-    assert layer_backward_time(layer, "v100") == pytest.approx(2 * forward + 2 * KERNEL_LAUNCH_S, rel=1e-9)
+    assert layer_backward_time(layer, "v100") == pytest.approx(2 * forward + 2 * PER_KERNEL, rel=1e-9)
 
 
 def test_a_layer_whose_input_needs_no_gradient_runs_only_the_weight_gradient():
@@ -89,16 +112,19 @@ def test_a_layer_whose_input_needs_no_gradient_runs_only_the_weight_gradient():
     net.conv2d("conv2", (64, 3, 224, 224), 64, 7, 2, 3, bias=False)
     first, second = net.layers
 
-    assert layer_backward_time(first, "v100") < layer_backward_time(second, "v100")
-    assert layer_backward_time(first, "v100") == pytest.approx(
-        layer_forward_time(first, "v100"), rel=0.5)  # one product, not two
+    assert first.gemm == second.gemm == Gemm(64 * 112 * 112, 64, 3 * 7 * 7)
+    # the second also runs the input's gradient, dX = dY·Wᵀ: an M × K output reducing over N
+    input_grad = Gemm(64 * 112 * 112, 3 * 7 * 7, 64)
+    extra = max(first.flops / (15.7e12 * gemm_utilisation(input_grad, SM_TABLE["v100"])), first.bytes / 900e9)
+    assert layer_backward_time(second, "v100") - layer_backward_time(first, "v100") == pytest.approx(
+        extra + PER_KERNEL)
 
 
 def test_optimizer_update_is_its_memory_sweeps_plus_launches_per_tensor():
     group = ParamGroup(elements=10_000_000, tensors=10, optimizer="adam")
     cost = OPTIMIZERS["adam"]
 
-    expected = cost.accesses_per_element * 4 * 1e7 / 900e9 + cost.kernels_per_tensor * 10 * KERNEL_LAUNCH_S
+    expected = cost.accesses_per_element * 4 * 1e7 / 900e9 + cost.kernels_per_tensor * 10 * PER_KERNEL
     assert optimizer_time(group, "v100") == pytest.approx(expected)
     assert optimizer_time(ParamGroup(1000, 1, "none"), "v100") == 0.0
 
@@ -112,7 +138,7 @@ def test_step_time_adds_forward_backward_optimizer_and_counts_every_launch():
     step = net.build()
     t = step_time(step, "v100")
 
-    forward = sum(layer_forward_time(layer, "v100") for layer in step.layers) + 3 * KERNEL_LAUNCH_S
+    forward = sum(layer_forward_time(layer, "v100") for layer in step.layers) + 3 * PER_KERNEL
     backward = sum(layer_backward_time(layer, "v100") for layer in step.layers)
     assert t.forward == pytest.approx(forward) and t.backward == pytest.approx(backward)
     assert t.total == pytest.approx(t.forward + t.backward + t.optimizer)
@@ -161,7 +187,7 @@ def test_a_compute_bound_layer_takes_longer_on_a_kepler_die_by_exactly_that():
     layer = one_linear(4096, 4096, 4096)
     k80 = get_accelerator("k80")
 
-    sustained = layer_forward_time(layer, k80) - layer.kernels * KERNEL_LAUNCH_S
-    datasheet = layer_forward_time(layer, k80, sustained=False) - layer.kernels * KERNEL_LAUNCH_S
+    sustained = layer_forward_time(layer, k80) - layer.kernels * kernel_cost_s(k80)
+    datasheet = layer_forward_time(layer, k80, sustained=False) - layer.kernels * kernel_cost_s(k80, sustained=False)
 
     assert sustained == pytest.approx(datasheet * 192 / 128 * 875 / 562)

@@ -131,3 +131,49 @@ def test_rescaled_1_2_1_it_ends_with_the_steps_examples_and_loss_curve_of_the_un
     # only the order of floating-point sums differs
     for step in base:
         assert rescaled[step] == pytest.approx(base[step], rel=1e-5), step
+
+
+def test_a_target_in_examples_is_counted_in_steps_at_the_batch_of_now():
+    setting = ElasticSetting.from_environ({"APPORTION_BATCH_SIZE": "64", "APPORTION_TARGET_EXAMPLES": "1000"},
+                                          batch_size=32, init_batch_size=32)
+    assert setting.target_examples == 1000
+    assert setting.steps_left(320) == 11  # 680 examples: ten steps of 64 fall short, the eleventh passes it
+    assert setting.steps_left(1024) == 0
+
+
+def test_a_larger_batch_continues_at_the_next_example():
+    order = ResumableSampler(4096, seed=0).take(320 + 64)
+    before = ResumableSampler(4096, seed=0)
+    for _ in range(10):
+        before.take(32)
+    after = ResumableSampler(4096, seed=0)
+    after.load_state(before.state())
+    assert after.take(64) == order[320:]
+
+
+@pytest.fixture(scope="module")
+def batch_change(tmp_path_factory):
+    """A job with a target of 1,000 examples: 10 steps at batch 32 on one replica, then resumed at
+    batch 64 on one replica, and (from a copy of the same checkpoint) at batch 64 on two."""
+    import shutil
+
+    work = tmp_path_factory.mktemp("elastic-batch")
+    target = ("--target-examples", "1000")
+    first = launch(1, work, *target, "--checkpoint-dir", "one", "--stop-at", "10", "--loss-log", "one.log")
+    shutil.copytree(work / "one", work / "two")
+    shutil.copy(work / "one.log", work / "two.log")
+    one = launch(1, work, *target, "--batch-size", "64", "--checkpoint-dir", "one", "--loss-log", "one.log")
+    two = launch(2, work, *target, "--batch-size", "64", "--checkpoint-dir", "two", "--loss-log", "two.log")
+    return {"work": work, "first": first, "one": one, "two": two}
+
+
+def test_a_batch_change_across_a_restart_resumes_at_the_next_example_and_stops_at_the_target(batch_change):
+    assert "stopped at step 10 with 320 examples seen" in batch_change["first"]
+    for run, replicas in (("one", 1), ("two", 2)):
+        assert f"attempt: {replicas} replica(s), batch 64, from step 10, 320 examples seen" in batch_change[run]
+        done = final(batch_change[run])
+        assert (done["steps"], done["examples"]) == ("21", str(320 + 11 * 64))  # the first step at or past 1,000
+    one, two = losses(batch_change["work"] / "one.log"), losses(batch_change["work"] / "two.log")
+    assert sorted(one) == sorted(two) == list(range(1, 22))
+    for step in one:  # the same examples in the same order on one replica or two
+        assert two[step] == pytest.approx(one[step], rel=1e-5), step

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from apportion.core.errors import InputError
 from apportion.serve.jobspec import load_job_file, spec_from_mapping
@@ -123,3 +124,79 @@ def test_numbers_in_yaml_are_read_as_yaml_1_2_reads_them(tmp_path):
 def test_rich_markup_in_names_is_kept_as_text(tmp_path):
     spec = load_job_file(write(tmp_path, "name: '[blink]cnn[/blink]'\ncommand: x\ntotal_steps: 3\nuser: '[red]root'\n"))
     assert spec.name == "[blink]cnn[/blink]" and spec.user == "[red]root"  # escaped where printed
+
+
+MODEL_JOB = "name: gpt\ncommand: python train_gpt.py\ntotal_steps: 100\nmodel: gpt3-1.3b\nglobal_batch: 64\n"
+
+
+def test_a_job_may_name_a_model_and_layout_instead_of_a_kind(tmp_path):
+    as_text = load_job_file(write(tmp_path, MODEL_JOB + "layout: tp=2 pp=1 mb=4\n", "text.yaml"))
+    as_mapping = load_job_file(write(tmp_path, MODEL_JOB + "layout: {mb: 4, tp: 2, pp: 1}\n", "map.yaml"))
+    planned = load_job_file(write(tmp_path, MODEL_JOB, "auto.yaml"))
+
+    assert as_text.throughput_kind == as_mapping.throughput_kind == "gpt3-1.3b gb=64 tp=2 pp=1 mb=4"
+    assert as_text.layout == "tp=2 pp=1 mb=4" and as_text.global_batch == 64
+    assert planned.throughput_kind == "gpt3-1.3b gb=64 auto"
+    assert spec_from_mapping(as_text.to_dict(), "request") == as_text  # the body submit sends reads back the same
+
+
+@pytest.mark.parametrize("extra, field, line, words", [
+    ("layout: tp=2 pq=1\n", "layout", 6, "unknown layout key 'pq'"),
+    ("layout: tp=two\n", "layout", 6, "invalid literal"),
+    ("layout: [tp, 2]\n", "layout", 6, "must be text such as 'tp=2 pp=1 mb=4' or a mapping"),
+    ("kind: resnet50/bs64\n", "model", 4, "either a kind or a model, not both"),
+])
+def test_a_bad_model_job_names_its_field_and_line(tmp_path, extra, field, line, words):
+    with pytest.raises(InputError) as err:
+        load_job_file(write(tmp_path, MODEL_JOB + extra))
+    assert (err.value.field, err.value.line) == (field, line) and words in str(err.value)
+
+
+def test_a_model_job_needs_a_known_preset_and_a_batch(tmp_path):
+    with pytest.raises(InputError, match="unknown model preset 'gpt5'") as err:
+        load_job_file(write(tmp_path, MODEL_JOB.replace("gpt3-1.3b", "gpt5")))
+    assert err.value.field == "model" and err.value.line == 4
+    with pytest.raises(InputError, match="is required with model") as err:
+        load_job_file(write(tmp_path, MODEL_JOB.replace("global_batch: 64\n", "")))
+    assert err.value.field == "global_batch"
+    with pytest.raises(InputError, match="give the model too") as err:
+        load_job_file(write(tmp_path, "name: a\ncommand: x\ntotal_steps: 10\nlayout: tp=2\n"))
+    assert err.value.field == "layout" and err.value.line == 4
+
+
+@pytest.mark.parametrize("elastic, field, message", [
+    ({"max_gpus": 2}, "elastic.batch_size", "is required for an elastic job"),
+    ({"batch_size": 32}, "elastic.max_gpus", "is required for an elastic job"),
+    ({"min_gpus": 4, "max_gpus": 2, "batch_size": 32}, "elastic.max_gpus", r"must be at least min_gpus \(4\)"),
+    ({"max_gpus": 8, "batch_size": 4}, "elastic.max_gpus", "a batch of 4 cannot give 8 replicas"),
+    ({"max_gpus": 2, "batch_size": 32, "init_batch_size": 64}, "elastic.init_batch_size", "M0 must be at most"),
+    ({"max_gpus": 2, "batch_size": 32, "lr_rule": "linear"}, "elastic.lr_rule", "must be one of sqrt, adascale, none"),
+    ({"max_gpus": 2, "batch_size": 32, "model": "gpt9"}, "elastic.model", "must be a built-in elastic kind"),
+    ({"max_gpus": 2, "batch_size": 32, "min_local_batch": 8, "max_local_batch": 4}, "elastic.max_local_batch",
+     r"must be at least min_local_batch \(8\)"),
+    ({"max_gpus": 2, "batch_size": 32, "replicas": 2}, "elastic.replicas", "unknown field"),
+    ([2, 32], "elastic", "must be a mapping"),
+])
+def test_a_bad_elastic_field_is_named_with_its_line(tmp_path, elastic, field, message):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"name": "e", "command": "python t.py", "total_steps": 10, "elastic": elastic},
+                                   sort_keys=False))
+    with pytest.raises(InputError, match=message) as caught:
+        load_job_file(path)
+    assert caught.value.field == field
+    assert caught.value.line is not None
+
+
+def test_an_elastic_jobs_own_size_lies_within_its_limits():
+    with pytest.raises(InputError, match="own size must lie within") as caught:
+        spec_from_mapping({"name": "e", "command": "x", "total_steps": 5, "gpus": 4,
+                           "elastic": {"min_gpus": 1, "max_gpus": 2, "batch_size": 8}}, "job.yaml")
+    assert caught.value.field == "gpus"
+    spec = spec_from_mapping({"name": "e", "command": "x", "total_steps": 5,
+                              "elastic": {"min_gpus": 2, "max_gpus": 4, "batch_size": 8}}, "job.yaml")
+    assert spec.gpus == 2 and spec.elastic.m0 == 8  # by default its own size is its fewest, M0 its batch
+
+
+def test_the_example_elastic_job_file_reads():
+    spec = load_job_file(Path(__file__).resolve().parents[2] / "examples" / "elastic.yaml")
+    assert (spec.elastic.min_gpus, spec.elastic.max_gpus, spec.elastic.batch_size) == (1, 2, 32)
