@@ -12,7 +12,11 @@ training processes and their wrappers, spread over the clean pass's duration. Th
   server's ``exit`` event records it); work after that checkpoint is lost to a crash by design;
 - ``weights_identical``: every job's final weights checksum equals that of an uninterrupted
   standalone run of the same script and arguments;
-- ``time_lost_fraction``: (chaos makespan - clean makespan) / clean makespan.
+- ``time_lost_fraction``: (chaos makespan - clean makespan) / clean makespan;
+- ``lost_slot_s_by_target``, ``restarts_by_target``, ``kills_survived`` and
+  ``time_lost_accounted_fraction``: where the chaos pass's time went, kill by kill, from the
+  server's records (chaos_accounting.py): the same whatever else loads the machine, where the
+  makespans of two passes run minutes apart are not.
 
     python benchmarks/chaos.py                          # 50 jobs, 20 kills
     python benchmarks/chaos.py --jobs 6 --kills 4       # the reduced form the tests run
@@ -41,7 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from apportion.executors.local import LocalExecutor, _cmdline  # noqa: E402
-from apportion.executors.procfs import group_members  # noqa: E402
+from apportion.executors.wrapper import MARKER  # noqa: E402
+from benchmarks.chaos_accounting import account  # noqa: E402
 
 FINAL = re.compile(r"^(final_checksum=\S+ param_sum=\S+ steps=\d+)", re.MULTILINE)
 RESUMED = re.compile(r"resumed from step-\d+\.pt at step (\d+)/")
@@ -159,14 +164,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def training_processes(state_dir: Path) -> list[int]:
-    """The example scripts' processes of the attempts running now (not their shells or wrappers)."""
-    found = []
-    for attempt in LocalExecutor(state_dir).scan():
-        for pid in group_members(attempt.pid):
-            argv = _cmdline(pid) or []
-            if pid != attempt.pid and any("examples/train_" in a for a in argv) and "-c" not in argv:
-                found.append(pid)
+def training_processes(state_dir: Path) -> dict[int, int]:
+    """The example scripts' processes of the attempts running now (not their shells or wrappers), by
+    pid, with their job's id: found by their environment, so that a job whose wrapper was killed
+    (and which runs on under the server) is found too."""
+    prefix = f"APPORTION_CHECKPOINT_DIR={os.path.realpath(state_dir)}/".encode()
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        argv = _cmdline(int(entry.name)) or []
+        if not any("examples/train_" in a for a in argv) or "-c" in argv or MARKER in argv:  # not a shell, a wrapper
+            continue
+        try:
+            environ = Path(f"/proc/{entry.name}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(v.startswith(prefix) for v in environ):
+            job = next((v.split(b"=", 1)[1] for v in environ if v.startswith(b"APPORTION_JOB_ID=")), b"0")
+            found[int(entry.name)] = int(job)
     return found
 
 
@@ -201,12 +217,13 @@ def run_pass(plans: list[Planned], state_dir: Path, server_args: list[str], kill
 
 def kill_one(server: Server, state_dir: Path, rng: random.Random, at: float) -> dict:
     """``kill -9`` one of: the server (started again at once), a training process, a wrapper."""
-    targets = {"server": [server.process.pid], "job": training_processes(state_dir),
-               "wrapper": [a.pid for a in LocalExecutor(state_dir).scan()]}
+    wrappers = {a.pid: a.job_id for a in LocalExecutor(state_dir).scan()}
+    targets = {"server": {server.process.pid: None}, "job": training_processes(state_dir), "wrapper": wrappers}
     kind = rng.choice(["server", "job", "wrapper"])
     if not targets[kind]:
         kind = "server"
     pid = rng.choice(sorted(targets[kind]))
+    when = time.time()
     if kind == "server":
         server.kill()
         server.start()
@@ -215,7 +232,8 @@ def kill_one(server: Server, state_dir: Path, rng: random.Random, at: float) -> 
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return {"at_s": round(at, 2), "target": kind, "pid": pid}
+    return {"at_s": round(at, 2), "target": kind, "pid": pid, "job": targets[kind][pid], "time": when,
+            **({"back_s": round(time.time() - when, 2)} if kind == "server" else {})}
 
 
 def steps_redone(state_dir: Path, job: dict) -> int:
@@ -288,6 +306,7 @@ def main(argv: list[str] | None = None) -> dict:
         chaos = run_pass(plans, chaos_dir, server_args, kill_times, rng, args.timeout_s)
         clean_judged = judge(plans, clean, clean_dir, expected)
         chaos_judged = judge(plans, chaos, chaos_dir, expected)
+        accounted = account(chaos_dir, chaos["kills"], args.slots, chaos["makespan_s"])
     kinds = [k["target"] for k in chaos["kills"]]
     return {
         "jobs": len(plans),
@@ -297,6 +316,7 @@ def main(argv: list[str] | None = None) -> dict:
         "steps_redone": chaos_judged["steps_redone"],
         "weights_identical": not chaos_judged["weights_differ"] and not chaos_judged["lost"],
         "time_lost_fraction": round((chaos["makespan_s"] - clean["makespan_s"]) / clean["makespan_s"], 4),
+        **accounted,
         "clean_makespan_s": round(clean["makespan_s"], 2),
         "chaos_makespan_s": round(chaos["makespan_s"], 2),
         "attempts": {"clean": clean_judged["attempts"], "chaos": chaos_judged["attempts"]},

@@ -8,9 +8,13 @@ share, so one ``killpg`` reaches all of them. Its stdout and stderr (the job's t
 starts again finds its attempts by their command lines (``scan``) and adopts them, checking
 the process start time so that a reused PID is never mistaken for an attempt.
 
-A wrapper that dies (``kill -9``) leaves the job's processes running without a supervisor;
-the executor kills what is left of the attempt's process group as soon as it sees the
-wrapper gone, so that an attempt never outlives its record and two never run at once.
+A wrapper that dies (``kill -9``) leaves the job's processes running without a supervisor.
+The executor that started it is the subreaper of its attempts, so those processes become its
+own children: it supervises them in the wrapper's place (orphans.py), reaps them, records
+their exit code and kills what is left of the group, and the job keeps its work. Where that
+is not possible (no subreaper on this system, or a wrapper started by an earlier server), the
+executor kills what is left of the attempt's process group as soon as it sees the wrapper
+gone, so that an attempt never outlives its record and two never run at once.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ import time
 from pathlib import Path
 
 from apportion.executors.base import Attempt, Exit
+from apportion.executors.orphans import Orphaned, orphaned_command
 from apportion.executors.procfs import group_members, process_start, stat_fields
-from apportion.executors.wrapper import MARKER
+from apportion.executors.wrapper import MARKER, become_subreaper, write_exit
 
 EXEC_WAIT_S = 1.0  # how long a scan waits for a process group leader's exec to finish
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (no command line, ever)
@@ -77,8 +82,10 @@ class LocalExecutor:
     def __init__(self, state_dir: str | Path, python: str = sys.executable) -> None:
         self.state_dir = Path(os.path.realpath(state_dir))
         self.python = python
-        self._children: dict[int, tuple[Attempt, subprocess.Popen]] = {}
+        self._children: dict[int, tuple[Attempt, subprocess.Popen, float]] = {}  # job -> attempt, wrapper, start time
         self._adopted: dict[int, Attempt] = {}
+        self._orphans: dict[int, Orphaned] = {}  # attempts whose wrapper died, supervised here
+        self._subreaper: bool | None = None  # set when the first attempt starts
 
     # files -------------------------------------------------------------------------------
 
@@ -90,6 +97,10 @@ class LocalExecutor:
 
     def exit_path(self, job_id: int, attempt: int) -> Path:
         return self.job_dir(job_id) / f"attempt-{attempt}.exit"
+
+    def pid_path(self, job_id: int, attempt: int) -> Path:
+        """Where the wrapper writes the pid of the command it started."""
+        return self.job_dir(job_id) / f"attempt-{attempt}.pid"
 
     def exit_record(self, job_id: int, attempt: int) -> int | None:
         try:
@@ -113,14 +124,18 @@ class LocalExecutor:
         With ``run_as`` the wrapper stays this process's user and starts the command as that account;
         with ``replicas`` it starts the command that many times, as torch.distributed's ranks.
         """
+        if self._subreaper is None:  # a wrapper's orphans become this process's children
+            self._subreaper = become_subreaper()
         directory = self.job_dir(job_id)
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.exit_path(job_id, attempt).unlink(missing_ok=True)
+        self.pid_path(job_id, attempt).unlink(missing_ok=True)
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         wrapper = [
             self.python, "-m", MARKER, "--state-dir", str(self.state_dir), "--job", str(job_id),
             "--attempt", str(attempt), "--slots", ",".join(slots) or "-",
-            "--exit-file", str(self.exit_path(job_id, attempt)), "--workdir", workdir or str(directory),
+            "--exit-file", str(self.exit_path(job_id, attempt)), "--pid-file", str(self.pid_path(job_id, attempt)),
+            "--workdir", workdir or str(directory),
             *(["--run-as", run_as.argument()] if run_as is not None else []),
             *(["--replicas", str(int(replicas))] if replicas is not None else []),
             "--", *argv,
@@ -132,7 +147,7 @@ class LocalExecutor:
                 cwd=str(directory), start_new_session=True, close_fds=True,
             )
         handle = Attempt(job_id, attempt, process.pid, process_start(process.pid), tuple(slots))
-        self._children[job_id] = (handle, process)
+        self._children[job_id] = (handle, process, time.time())
         return handle
 
     def scan(self, exec_wait_s: float = EXEC_WAIT_S) -> list[Attempt]:
@@ -200,12 +215,16 @@ class LocalExecutor:
 
     def tracked(self) -> dict[int, Attempt]:
         out = {job: a for job, a in self._adopted.items()}
-        out.update({job: a for job, (a, _) in self._children.items()})
+        out.update({job: o.attempt for job, o in self._orphans.items()})
+        out.update({job: a for job, (a, _, _) in self._children.items()})
         return out
 
     def is_alive(self, job_id: int) -> bool:
+        if job_id in self._orphans:  # alive until poll() has reported its end
+            return True
         if job_id in self._children:  # not Popen.poll(): the wrapper is reaped only by poll() below
-            return stat_fields(self._children[job_id][1].pid) is not None
+            wrapper = self._children[job_id][1].pid
+            return stat_fields(wrapper) is not None or bool(group_members(wrapper))
         attempt = self._adopted.get(job_id)
         return attempt is not None and process_start(attempt.pid) == attempt.proc_start
 
@@ -242,9 +261,16 @@ class LocalExecutor:
     def poll(self) -> list[Exit]:
         """Attempts that have ended since the last call, with their exit codes."""
         ended = []
-        for job_id, (attempt, process) in list(self._children.items()):
+        for job_id, (attempt, process, started) in list(self._children.items()):
             if stat_fields(process.pid) is not None:  # still running (a zombie reads as None)
                 continue
+            if self._subreaper and self.exit_record(job_id, attempt.attempt) is None:
+                command = orphaned_command(self.pid_path(job_id, attempt.attempt), process.pid)
+                if command is not None:  # the wrapper died before its job: supervise the job in its place
+                    self._orphans[job_id] = Orphaned(attempt, command, started)
+                    process.poll()  # the group keeps its number while the job's processes live
+                    del self._children[job_id]
+                    continue
             kill_leftovers(process.pid)  # before reaping: its zombie keeps the group's number ours
             returncode = process.poll()
             if returncode is None:
@@ -261,4 +287,15 @@ class LocalExecutor:
                 kill_leftovers(attempt.pid)
             del self._adopted[job_id]
             ended.append(Exit(job_id, attempt.attempt, self.exit_record(job_id, attempt.attempt)))
+        for job_id, orphan in list(self._orphans.items()):
+            code = orphan.reap()
+            if code is None:
+                continue
+            kill_leftovers(orphan.attempt.pid)
+            del self._orphans[job_id]
+            try:  # as the wrapper would have: a server started later reads it
+                write_exit(str(self.exit_path(job_id, orphan.attempt.attempt)), code, orphan.started)
+            except OSError:
+                pass
+            ended.append(Exit(job_id, orphan.attempt.attempt, code))
         return ended

@@ -55,3 +55,8 @@ def group_members(pgid: int) -> list[int]:
 def children(ppid: int) -> list[int]:
     """The processes whose parent is ``ppid``, zombies included (their exit status is still to be read)."""
     return [pid for pid, fields in _processes(True) if int(fields[1]) == ppid]
+
+
+def children_in_group(ppid: int, pgid: int) -> list[int]:
+    """The children of ``ppid`` (zombies included) in process group ``pgid``."""
+    return [pid for pid, fields in _processes(True) if int(fields[1]) == ppid and int(fields[2]) == pgid]

@@ -3,7 +3,8 @@
 The server starts this as the leader of a new process group; it runs the job's command in
 the same group, waits for it, and writes the exit code to ``--exit-file`` (atomically). It
 outlives the server, so a server killed with SIGKILL and started again can still learn how
-an attempt ended, and its command line (state directory, job, attempt, slots) lets the new
+an attempt ended (and with ``--pid-file`` it writes the command's pid, so that the executor can
+take the job over should this process die first: orphans.py), and its command line (state directory, job, attempt, slots) lets the new
 server find and re-adopt the attempts that are still running.
 
 SIGTERM to the group reaches every process of the job (the training process checkpoints and
@@ -155,6 +156,8 @@ def run_one(command: list[str], options: dict[str, str], subreaper: bool) -> int
         print(f"apportion: cannot start {command[0] if command else '(empty command)'}: {err}",
               file=sys.stderr, flush=True)
         return 127
+    if options.get("pid-file"):  # which process is the command, should this one die first (orphans.py)
+        write_pid(options["pid-file"], child.pid)
     code = wait_for(child.pid)
     child.returncode = code  # reaped here, not by Popen
     if code < 0 and -code in STOP_SIGNALS:
@@ -251,6 +254,13 @@ def write_exit(path: str, code: int, started: float) -> None:
         json.dump(record, handle)
         handle.flush()
         os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def write_pid(path: str, pid: int) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(str(pid))
     os.replace(tmp, path)
 
 

@@ -48,7 +48,7 @@ class LeaseClient:
         connect_timeout_s: float = 1.0,
         deadline_s: float = 4.0,
         backoff_s: float = 0.1,
-        max_backoff_s: float = 2.0,
+        max_backoff_s: float = 0.5,  # a server back from a restart is heard within half a second
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.job_id = job_id

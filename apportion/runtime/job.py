@@ -47,6 +47,7 @@ from apportion.runtime.env import JobEnv
 from apportion.runtime.group import GO, STALE, STOP, Group
 
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: stopped after a complete checkpoint, resume me
+QUICK_LEASE_S = 0.5  # how long a lease call with much of its lease left waits for an absent server
 # A stale attempt stops without writing; its last complete checkpoint is untouched, so
 # "resume from the last checkpoint" is still the truth and the same code is the safe one.
 STALE_EXIT_CODE = PREEMPTED_EXIT_CODE
@@ -394,7 +395,7 @@ class Job:
         (``_stale`` set); a server that cannot be reached renews it for now."""
         assert self.client is not None
         try:
-            answer = self.client.lease(self.step)
+            answer = self.client.lease(self.step, deadline_s=self._lease_deadline())
         except StaleAttempt as exc:
             self._stale = exc
             return False
@@ -412,6 +413,14 @@ class Job:
         if self.lease_end is None or self.lease_end <= now:
             self._not_before = now + self.lease_retry_s  # never hammer a confused server
         return True
+
+    def _lease_deadline(self) -> float | None:
+        """A short try when the lease has long to run (an attempt's first call): a server that is
+        restarting then holds training up for half a second rather than the client's whole deadline,
+        and is asked again a little later. None (the client's deadline) when the lease is ending."""
+        if self.lease_end is not None and self.lease_end - time.time() > self.lease_margin_s + 2 * self.client.deadline_s:
+            return QUICK_LEASE_S
+        return None
 
     # --- stopping ----------------------------------------------------------------------
     def _preempt(self, state_fn: Callable[[], Any], reason: str) -> None:

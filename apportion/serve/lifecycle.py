@@ -252,6 +252,9 @@ class AttemptLifecycle:
         else:
             retry = (f"retry {retries} {resume.words}" if lost else
                      f"retry {retries} of {self.config.max_retries} {resume.words}")
+            if last_lines is None and not lost and row["stop"] is None and not row["partner"] and row["slots"]:
+                # the round gave it these slots and nobody else has them: it restarts on them at once
+                released.update(slots=row["slots"], gpu_type=row["gpu_type"])
             self.store.update_job(row["id"], status="queued", retries=retries, last_lines=lines,
                                   reason=self._noted(row, f"{what}; {retry}"), **released)
             self.store.add_event(now, row["id"], "retry", retry)

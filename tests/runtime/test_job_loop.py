@@ -17,6 +17,7 @@ from apportion.runtime import (
     ServerUnreachable,
     StaleAttempt,
 )
+from apportion.runtime.job import QUICK_LEASE_S
 from apportion.runtime.testing import FakeLeaseServer
 
 ENV_NAMES = [
@@ -240,3 +241,23 @@ def test_the_client_retries_5xx_then_answers_and_maps_409_to_stale_attempt():
     )  # fmt: skip
     with pytest.raises(ServerUnreachable, match="ConnectError"):
         down.lease(1)
+
+
+def test_a_first_lease_call_with_a_long_lease_left_waits_only_briefly_for_an_absent_server(tmp_path):
+    """A restarting server holds an attempt's first step up for half a second, not for the client's
+    whole deadline; a call as the lease ends still waits that deadline for it."""
+    refused = httpx.MockTransport(lambda request: (_ for _ in ()).throw(httpx.ConnectError("refused")))
+    client = LeaseClient("http://server", "j", 1, deadline_s=60.0, backoff_s=0.01, transport=refused)
+    deadlines = []
+    lease = client.lease
+    client.lease = lambda steps, deadline_s=None: deadlines.append(deadline_s) or lease(steps, deadline_s=deadline_s)
+    messages = []
+    env = JobEnv(job_id="j", server="http://server", lease_end=time.time() + 600)
+    job = Job(3, env=env, client=client, checkpoint_dir=tmp_path, log=messages.append)
+    assert run(job, {}) == [0, 1, 2]
+    assert deadlines == [QUICK_LEASE_S]  # the first call, with 600 s of lease left; then it trained on
+    assert any("lease renewal failed" in m and "within 0.5s" in m for m in messages)
+
+    ending = Job(3, env=JobEnv(job_id="j", server="http://server", lease_end=time.time() + 3), client=client,
+                 checkpoint_dir=tmp_path / "ending", log=messages.append)
+    assert ending._lease_deadline() is None  # 3 s left: a renewal waits the client's whole deadline

@@ -82,7 +82,9 @@ def test_sigterm_reaches_the_whole_group_and_sigkill_ends_what_ignores_it(tmp_pa
     assert executor.is_alive(3)  # the job itself ignores it
     assert executor.kill(3)
     (ended,) = wait_exits(executor)
-    assert ended.code is None  # killed with the wrapper: no exit record
+    # killed with its wrapper, which had no time to record it: -9 when the executor reaped the
+    # job itself (its wrapper died first), None when the wrapper had reaped it
+    assert ended.code in (-9, None)
     assert process_start(attempt.pid) is None
 
 
@@ -174,3 +176,15 @@ def test_a_scan_waits_for_a_leader_whose_exec_is_under_way(tmp_path, monkeypatch
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_job_outlives_its_killed_wrapper_and_its_own_exit_code_is_recorded(tmp_path):
+    executor = LocalExecutor(tmp_path)
+    attempt = executor.start(8, 1, py("import time; time.sleep(1.5); raise SystemExit(3)"), env(), str(tmp_path), ())
+    deadline = time.time() + 10
+    while not executor.pid_path(8, 1).exists() and time.time() < deadline:
+        time.sleep(0.02)
+    os.kill(attempt.pid, 9)
+    (ended,) = wait_exits(executor)
+    assert (ended.job_id, ended.attempt, ended.code) == (8, 1, 3)  # not killed with it: it ran to its end
+    assert executor.exit_record(8, 1) == 3

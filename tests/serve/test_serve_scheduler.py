@@ -26,12 +26,12 @@ class Clock:
 
 
 def make(tmp_path: Path, *, executor=None, slots="cpu:2", policy=None, round_s=10.0, grace_s=5.0,
-         max_retries=3, store=None, clock=None):
+         max_retries=3, store=None, clock=None, fill_gap_s=0.0):
     clock = clock or Clock()
     store = store or StateStore(tmp_path / "state.db")
     executor = executor or FakeExecutor(tmp_path)
     config = ServeConfig(state_dir=tmp_path, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
-                         fill_gap_s=0.0, renew_wait_s=0.0)
+                         fill_gap_s=fill_gap_s, renew_wait_s=0.0)
     policy = policy or Las(thresholds_gpu_s=tuple(float(t) for t in range(10, 1000, 10)))
     return Scheduler(store, executor, parse_slots(slots), policy, config, clock=clock), executor, clock
 
@@ -171,6 +171,20 @@ def test_a_crash_is_retried_from_its_checkpoint_then_the_job_fails_with_its_last
     assert row["last_lines"].endswith("RuntimeError: boom 3")
     run_for(scheduler, clock, 5)
     assert len(executor.started) == 3  # nothing after the limit
+
+
+def test_a_crashed_job_restarts_on_its_own_slots_at_once_without_waiting_for_a_round(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", round_s=600.0, fill_gap_s=600.0)
+    scheduler.submit(job("crashy"), "ann")
+    scheduler.submit(job("next"), "ann")
+    scheduler.tick()
+    rounds = scheduler.round
+    executor.finish(1, 137)
+    clock.now += 0.1
+    scheduler.tick()
+    assert executor.running()[1].attempt == 2 and executor.running()[1].slots == ("cpu:0",)
+    assert scheduler.round == rounds  # no round was needed: the slot was still its own
+    assert scheduler.store.job(2)["status"] == "queued"
 
 
 def test_completion_frees_the_slot_for_the_next_job_at_once(tmp_path):

@@ -76,17 +76,44 @@ def test_a_shell_line_job_sigtermed_mid_run_checkpoints_and_resumes_at_that_exac
     assert final.search(log).group(0) == final.search(whole.log_path(2, 1).read_text()).group(0)
 
 
-def test_a_wrapper_killed_with_sigkill_takes_its_job_with_it(tmp_path):
+def test_a_killed_wrapper_leaves_its_job_running_under_the_executor_which_still_stops_it(tmp_path):
     executor = LocalExecutor(tmp_path / "state")
-    attempt = executor.start(1, 1, shell_line(3000, tmp_path / "ckpt"), env(), str(tmp_path), ())
+    checkpoints = tmp_path / "ckpt"
+    attempt = executor.start(1, 1, shell_line(3000, checkpoints), env(), str(tmp_path), ())
     wait_until(lambda: steps_logged(executor, 1, 1) >= 3, what="3 steps")
+    os.kill(attempt.pid, 9)
+    wait_until(lambda: process_start(attempt.pid) is None, what="the wrapper to die")
+    assert executor.poll() == []  # not ended: its job runs on
+    reached = steps_logged(executor, 1, 1)
+    wait_until(lambda: steps_logged(executor, 1, 1) >= reached + 20, what="20 more steps")
+    assert executor.is_alive(1)
+
+    assert executor.terminate(1)  # SIGTERM still reaches the shell and the job
+    ended = run_to_exit(executor)
+    log = executor.log_path(1, 1).read_text()
+    assert ended.code == 75, log  # the training process's own code, after its checkpoint
+    stopped = int(re.search(r"preempted at step (\d+)/3000", log).group(1))
+    assert Checkpointer(checkpoints).checkpoints()[-1][0] == stopped
+    assert executor.exit_record(1, 1) == 75  # recorded for a server started later
+    assert _group(attempt.pid) == []
+
+
+def test_a_killed_wrapper_of_an_adopted_attempt_takes_its_job_with_it(tmp_path):
+    """A server started later is no ancestor of the job: it cannot reap it, so it ends it."""
+    starter = LocalExecutor(tmp_path / "state")
+    attempt = starter.start(1, 1, shell_line(3000, tmp_path / "ckpt"), env(), str(tmp_path), ())
+    wait_until(lambda: steps_logged(starter, 1, 1) >= 3, what="3 steps")
+    later = LocalExecutor(tmp_path / "state")
+    (found,) = later.scan()
+    assert later.adopt(found)
     job_processes = [pid for pid in _group(attempt.pid) if pid != attempt.pid]
     assert job_processes  # the shell and the training process
     os.kill(attempt.pid, 9)
-    ended = run_to_exit(executor)
+    ended = wait_until(later.poll, what="the attempt to end")[0]
     assert ended.code is None  # no exit record: a crash
     wait_until(lambda: all(process_start(pid) is None for pid in job_processes), 10,
                "the shell and the training process to be killed")  # nothing of it runs on
+    starter.poll()  # reap
 
 
 def _group(pgid: int) -> list[int]:
