@@ -93,7 +93,8 @@ def run(tmp_path_factory):
             return (row["pid"] is not None and row["contact_at"] is not None and len(row["slot_list"]) == slots
                     and row["steps_done"] >= after_step)
 
-        wait_for(lambda: on(1, 10), 60, "the elastic job to run on one slot beside job b")
+        wait_for(lambda: on(1, 10) and any(r["gpus"] == 1 for r in server.store.elastic_steps()), 60,
+                 "the elastic job to report its speed on one slot beside job b")
         gate_b.touch()  # b ends: the policy gives the elastic job both slots
         wait_for(lambda: server.job(first)["status"] == "completed", 30, "job b to end")
         wait_for(lambda: on(2, 0) and any(r["gpus"] == 2 for r in server.store.elastic_steps()), 60,
