@@ -218,6 +218,9 @@ class Simulator:
                 asked = held[replay.known_end[held] - self.costs.stop_lead_s[held] <= replay.now]
                 replay.known_end[asked] = replay.lease_end[asked]
             self._hand_over(replay, active[decision.was_running & ~decision.kept], fresh_rows, held_by, shared_by)
+        slowness = self.config.costs.slowness if self.config.costs is not None else None
+        if slowness is not None and len(fresh_rows):  # start-ups as slow as the machine was when they begin
+            replay.delay_left[fresh_rows] *= slowness.at(replay.now + replay.wait_left[fresh_rows], fresh_rows)
         first_rows = active[running & ~started_before]
         replay.first_start[first_rows] = replay.now + replay.wait_left[first_rows]
         if self.config.wall_clock:  # a renewed lease ends with the round; a new one a round after its first step

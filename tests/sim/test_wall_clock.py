@@ -8,7 +8,7 @@ from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.policies import make_policy
 from apportion.sim import SimConfig, simulate
-from apportion.sim.costs import AttemptCosts
+from apportion.sim.costs import AttemptCosts, StartupSlowness
 
 import numpy as np
 
@@ -101,3 +101,26 @@ def test_a_round_decided_while_every_job_is_still_starting_leaves_them_be():
 
     assert jcts([0.0, 0.5], [1, 10], config, make_policy("max-min-fairness"), kinds=("b", "a"),
                 cluster=parse_cluster_shorthand("v100:2")) == pytest.approx([3.0, 30.5])
+
+
+def test_a_start_up_costs_its_kind_mean_times_how_slow_other_jobs_started_up_around_then():
+    # others' start-ups: job row 1 at 0 s took 3x its kind's mean, row 0 at 4 s half of it
+    slowness = StartupSlowness(times_s=np.array([0.0, 4.0]), rows=np.array([1, 0]), ratios=np.array([3.0, 0.5]),
+                               window_s=5.0)
+
+    factors = slowness.at(np.array([2.0, 2.0, 8.0, 20.0]), np.array([2, 0, 2, 2]))
+
+    # at 2 s: both (3 + 0.5) / 2; row 0's own start-up left out: 3; at 8 s only row 0's; at 20 s none
+    assert factors.tolist() == pytest.approx([1.75, 3.0, 0.5, 1.0])
+
+
+def test_the_simulator_charges_start_ups_as_slow_as_the_machine_was_when_they_begin():
+    # fifo on one GPU: A (10 steps) at 0 s, B (10 steps) from 1 s; 2 s to start. Start-ups by
+    # other jobs took twice the mean around 0 s and the mean around 12 s
+    slowness = StartupSlowness(times_s=np.array([0.0, 12.0]), rows=np.array([5, 5]), ratios=np.array([2.0, 1.0]),
+                               window_s=3.0)
+    config = SimConfig(round_s=100.0, costs=AttemptCosts(start_s={"a": 2.0}, slowness=slowness), wall_clock=True)
+
+    # A: 4 s to start, 10 s of steps; B starts when A ends at 14 s, 2 s to start: ends at 26 s, 25 s
+    # after it arrived
+    assert jcts([0.0, 1.0], [10, 10], config, make_policy("fifo")) == pytest.approx([14.0, 25.0])
