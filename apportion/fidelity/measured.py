@@ -17,7 +17,7 @@ An attempt's life, as the server saw it:
 On a shared machine start-ups follow its load, which drifts over minutes: attempts that begin
 around the same moment take alike longer or shorter than their kind's mean. ``slowness`` keeps
 when each start-up began and how it compared, for the simulator to charge start-ups by the
-moment they begin (``apportion.sim.costs.StartupSlowness``).
+moment they begin (``apportion.sim.costs.MachineSlowness``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from apportion.sim.costs import AttemptCosts, StartupSlowness
+from apportion.sim.costs import AttemptCosts, MachineSlowness
 
 COSTS = ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")
 # the slowness windows tried; the last, the whole run: start-ups that do not drift are charged their kind's mean
@@ -100,13 +100,13 @@ class Measured:
         return np.array([s.seconds / means[s.cost][s.kind] if means[s.cost][s.kind] > 0 else 1.0
                          for s in self.startups], dtype=np.float64)
 
-    def slowness(self, row_of: dict[int, int], window_s: float | None = None) -> StartupSlowness:
+    def slowness(self, row_of: dict[int, int], window_s: float | None = None) -> MachineSlowness:
         """The run's start-ups over time for the simulator, each under its job's JobTable row
         (``row_of``: job id -> row), averaged over ``window_s`` either side of a moment (None: the
         window of ``WINDOWS_S`` that best predicts each start-up from the other jobs', ``best_window_s``)."""
         times = np.array([s.began_s for s in self.startups], dtype=np.float64)
         rows = np.array([row_of.get(s.job_id, -1) for s in self.startups], dtype=np.int64)
-        return StartupSlowness(times, rows, self.startup_ratios(), self.best_window_s() if window_s is None else window_s)
+        return MachineSlowness(times, rows, self.startup_ratios(), self.best_window_s() if window_s is None else window_s)
 
     def best_window_s(self) -> float:
         """The window over which the other jobs' start-ups around an attempt's best predict its own
