@@ -14,10 +14,10 @@ An attempt's life, as the server saw it:
   checkpoints and exits, ``stop_s`` after it asked; a completing one exits ``finish_s`` after
   reporting its last step.
 
-On a shared machine start-ups follow its load, which drifts over minutes: attempts that begin
-around the same moment take alike longer or shorter than their kind's mean. ``slowness`` keeps
-when each start-up began and how it compared, for the simulator to charge start-ups by the
-moment they begin (``apportion.sim.costs.MachineSlowness``).
+On a shared machine start-ups follow its load, which drifts over tens of seconds: attempts that
+begin around the same moment take alike longer or shorter than their kind's mean. ``startups``
+keeps when each start-up began and how it compared, for the simulator to charge start-ups by
+the moment they begin (``apportion.sim.costs.MachineSlowness``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 from apportion.sim.costs import AttemptCosts, MachineSlowness
 
 COSTS = ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")
-# the slowness windows tried; the last, the whole run: start-ups that do not drift are charged their kind's mean
+# the slowness windows tried; the last, the whole run: start-ups that do not drift are charged about their kind's mean
 WINDOWS_S = (5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, math.inf)
 
 

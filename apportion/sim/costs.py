@@ -5,9 +5,9 @@ model (and restores its checkpoint), and when told to stop it asks for its lease
 ahead of the lease's end, then checkpoints and exits; a completing attempt reports and exits.
 ``AttemptCosts`` holds these per job kind, as a server measured them (``apportion.fidelity``
 reads them from a finished run); kinds it does not name cost ``SimConfig``'s constants. On a
-shared machine start-ups and exits also follow its load, which drifts over tens of seconds:
-``MachineSlowness`` scales an attempt's start-up (or restart) and a completing attempt's exit
-by how much slower than their kind's mean the run's attempts started up around that moment.
+shared machine start-ups also follow its load, which drifts over tens of seconds:
+``MachineSlowness`` scales an attempt's start-up (or restart) by how much slower than their
+kind's mean the other jobs' attempts started up around the moment it begins.
 """
 
 from __future__ import annotations
@@ -30,17 +30,16 @@ class AttemptCosts:
     # before its lease ends (it asks for the lease ahead of its end)
     stop_s: Mapping[str, float] = field(default_factory=dict)  # then exits this long after (checkpoint included)
     finish_s: Mapping[str, float] = field(default_factory=dict)  # a completing attempt: its last step to its exit
-    slowness: MachineSlowness | None = None  # start-ups and finishes scaled by their moment; None: never
+    slowness: MachineSlowness | None = None  # start-ups scaled by the moment they begin; None: never
 
 
 @dataclass(frozen=True)
 class MachineSlowness:
     """The machine's slowness over time, measured by start-ups: at ``times_s`` (seconds on the
     simulated clock) an attempt of the job at JobTable row ``rows`` began and took ``ratios`` times
-    its kind's mean start-up. An attempt of job ``r`` beginning (or, completing, exiting) at ``t``
-    is charged its kind's mean times the mean ratio of the other jobs' start-ups that began within
-    ``window_s`` of ``t`` (1 if none did): the slowness then, as others measured it, not the job's
-    own cost replayed."""
+    its kind's mean start-up. An attempt of job ``r`` beginning at ``t`` is charged its kind's
+    mean times the mean ratio of the other jobs' start-ups that began within ``window_s`` of ``t``
+    (1 if none did): the slowness then, as others measured it, not the job's own cost replayed."""
 
     times_s: np.ndarray
     rows: np.ndarray

@@ -78,7 +78,7 @@ class Simulator:
     :class:`~apportion.mechanism.round_planner.RoundPlanner`'s, the same the server uses.
     """
 
-    slowness: MachineSlowness | None = None  # the run's slowness over time (SimConfig.costs), if measured
+    slowness: MachineSlowness | None = None  # start-ups as slow as the machine was (SimConfig.costs), if measured
 
     def __init__(
         self,
@@ -287,8 +287,8 @@ class Simulator:
                                  -np.minimum(now - stop_at, replay.last_progress_s[stopping]))
             remaining = jobs.total_steps[stopping] - replay.steps_done[stopping]
             done = (trained_s * rate >= remaining - 1e-9) & ~np.isin(stopping, fresh)  # a moved one runs on
-            last_step = np.maximum(now, trains_from) + remaining / np.where(rate > 0, rate, np.inf)
-            finish_at = last_step + self._finish_s(stopping, last_step)
+            finish_at = (np.maximum(now, trains_from) + remaining / np.where(rate > 0, rate, np.inf)
+                         + costs.finish_s[stopping])
             replay.steps_done[stopping] = np.where(done, jobs.total_steps[stopping],
                                                    replay.steps_done[stopping] + trained_s * rate)
             free_of[stopping] = np.where(done, finish_at, np.maximum(now, stop_at + costs.stop_s[stopping]))
@@ -316,14 +316,6 @@ class Simulator:
             # a moved attempt also waits for itself to leave its old GPUs
             replay.wait_left[fresh] = np.maximum(wait[fresh], free_of[fresh] - now)
 
-    def _finish_s(self, rows: np.ndarray, last_step_s: np.ndarray) -> np.ndarray:
-        """Seconds from each of ``rows``' last step, at ``last_step_s``, to its exit (as slow as the
-        machine then, when the run measured its slowness)."""
-        finish_s = self.costs.finish_s[rows]
-        if self.slowness is None or not len(rows):
-            return finish_s
-        return finish_s * self.slowness.at(np.where(np.isfinite(last_step_s), last_step_s, 0.0), rows)
-
     def _predictions(self, active: np.ndarray) -> dict[str, np.ndarray]:
         """The active jobs' predicted GPU time, from the jobs finished so far (none if not asked for)."""
         if self.history is None:
@@ -349,7 +341,7 @@ class Simulator:
         run_wait = replay.wait_left[run_rows]  # not started yet: its GPUs are not free
         run_delay = replay.delay_left[run_rows]  # started, not training yet
         steps_s = run_wait + run_delay + (jobs.total_steps[run_rows] - replay.steps_done[run_rows]) / run_rate
-        time_to_finish = steps_s + self._finish_s(run_rows, now + steps_s)
+        time_to_finish = steps_s + self.costs.finish_s[run_rows]
 
         # the next decision: a round_s after this one, or (wall clock) a round after this round's
         # start, less the plan ahead; many rounds later when nothing can change before

@@ -6,8 +6,7 @@ then trains at its job's speed; it asks for its lease ``lead_s`` before the leas
 told to stop takes ``stop_s`` to checkpoint and exit 75; after its last step it reports and
 exits 0 ``finish_s`` later. With a ``Jitter`` each attempt draws its costs from samples per
 kind, and trains at its job's speed times a drawn factor, as attempts on a busy machine do; its
-``load`` makes start-ups and exits slower or faster for a while, as a shared machine's drifting
-load does.
+``load`` makes start-ups slower or faster for a while, as a shared machine's drifting load does.
 """
 
 from __future__ import annotations
@@ -53,10 +52,10 @@ class Jitter:
     seed: int = 0
     costs: dict[str, dict[str, Sequence[float]]] = field(default_factory=dict)
     speed_factors: Sequence[float] = (1.0,)
-    load: Sequence[tuple[float, float]] = ()  # (from second, factor): start-ups and exits then take factor times as long
+    load: Sequence[tuple[float, float]] = ()  # (from second, factor): start-ups beginning then take factor times as long
 
     def slowness(self, now: float) -> float:
-        """How many times as long a start-up beginning (or an exit after a last step) at ``now`` takes."""
+        """How many times as long a start-up beginning at ``now`` takes."""
         return next((factor for since, factor in sorted(self.load, reverse=True) if now >= since), 1.0)
 
     def draw(self, rng: random.Random, name: str, kind: str, default: float) -> float:
@@ -124,7 +123,7 @@ def serve_on_fake_clock(jobs: list[FakeJob], state_dir: Path, policy, *, slots: 
                 steps[job_id] = min(job.steps, steps[job_id] + job.steps_per_s * live["speed"] * tick_s)
                 if steps[job_id] >= job.steps - 1e-9:
                     scheduler.progress(job_id, handle.attempt, job.steps, job.steps_per_s)
-                    live.update(phase="finishing", until=now + live["finish_s"] * (jitter.slowness(now) if jitter else 1.0))
+                    live.update(phase="finishing", until=now + live["finish_s"])
                 elif now + kind.lead_s >= live["lease_end"] - 1e-9:
                     answer = scheduler.lease(job_id, handle.attempt, int(steps[job_id]))
                     if answer["renew"]:
