@@ -15,7 +15,10 @@ keeps) attempt by attempt and prints:
   starting at the same moment on the same machine cost more?
 - ``handover_gaps_s``: how long after an attempt's exit its slot's successor started;
 - ``speed_vs_slowness``: the correlation of an attempt's speed (over its job's) with the
-  slowness while it trained.
+  slowness while it trained;
+- ``p90_under_noise``: the replay's p90 per-job error when every start-up's slowness ratio is
+  multiplied by 1 + 2% Gaussian noise (eight seeded draws: min, median, max): how much a knife
+  edge, tipped by a fraction of a second, moves it.
 
     python benchmarks/fidelity_attempts.py runs/fidelity/las runs/fidelity/max-min-fairness
 """
@@ -32,7 +35,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from apportion.fidelity import read_served_run, replay_run  # noqa: E402
-from apportion.fidelity.measured import measure  # noqa: E402
+from apportion.fidelity.measured import Measured, measure  # noqa: E402
+
+NOISE, DRAWS = 0.02, 8
 
 
 def rms(values) -> float:
@@ -109,6 +114,19 @@ def analyse(state_dir: str) -> dict:
     }
 
 
+def p90_under_noise(state_dir: str) -> dict:
+    """The replay's p90 per-job error with every start-up ratio scaled by 1 + NOISE × N(0, 1)."""
+    rng = np.random.default_rng(0)
+    exact = Measured.startup_ratios
+    Measured.startup_ratios = lambda self: exact(self) * (1.0 + NOISE * rng.standard_normal(len(self.startups)))
+    try:
+        p90 = [replay_run(state_dir).errors["p90_job_error"] for _ in range(DRAWS)]
+    finally:
+        Measured.startup_ratios = exact
+    return {"noise": NOISE, "draws": DRAWS, "min": round(min(p90), 4), "median": round(float(np.median(p90)), 4),
+            "max": round(max(p90), 4)}
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("state_dirs", nargs="+", help="finished serve runs' state directories")
@@ -116,6 +134,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     lines = []
     for state_dir in args.state_dirs:
         line = analyse(state_dir)
+        line["p90_under_noise"] = p90_under_noise(state_dir)
         print(json.dumps(line), flush=True)
         lines.append(line)
     return lines
