@@ -6,10 +6,9 @@ under the run's policy and round length. The simulator is told what the run meas
 job's own speed on each slot type (``speeds="job"``; ``"kind"``: one speed per job kind), the
 start-up, stop and finish costs of each job kind, each start-up scaled by how slow the other
 jobs' start-ups were around the moment it begins (``costs="measured"``; ``"kind"``: each kind's
-mean alone; ``"constant"``: the simulator's fixed restart cost), and it keeps rounds as the server
-does (``clock="wall"``;
-``"rounds"``: the simulator's own fixed rounds). The other settings are there to show how much
-each of these is worth.
+mean alone; ``"constant"``: the simulator's fixed restart cost), and it keeps rounds as the
+server does (``clock="wall"``; ``"rounds"``: the simulator's own fixed rounds). The other
+settings are there to show how much each of these is worth.
 """
 
 from __future__ import annotations

@@ -117,13 +117,25 @@ class Measured:
         if len(times) < 3:
             return WINDOWS_S[0]
         base = np.array([s.seconds for s in self.startups]) / np.where(ratios > 0, ratios, 1.0)  # kind means
-        gaps = np.where(jobs[:, None] == jobs[None, :], np.inf, np.abs(times[:, None] - times[None, :]))
+        order = np.argsort(times, kind="stable")
+        times, jobs, ratios, base = times[order], jobs[order], ratios[order], base[order]
+        summed = np.concatenate([[0.0], np.cumsum(ratios)])
+        # pairs of one job's attempts (i, j), i != j: taken back out of each other's neighbours
+        same = np.flatnonzero(jobs[:, None] == jobs[None, :]) if len(times) <= 2048 else \
+            np.concatenate([np.flatnonzero(jobs[i] == jobs) + i * len(times) for i in range(len(times))])
+        pair_i, pair_j = np.divmod(same, len(times))
+        pair_i, pair_j = pair_i[pair_i != pair_j], pair_j[pair_i != pair_j]
+        pair_gap = np.abs(times[pair_i] - times[pair_j])
         errors = []
         for window_s in WINDOWS_S:
-            near = gaps <= window_s
-            count = near.sum(axis=1)
-            factor = np.where(count > 0, (near * ratios[None, :]).sum(axis=1) / np.maximum(count, 1), 1.0)
-            errors.append(float(np.mean((base * factor - base * ratios) ** 2)))
+            lo = np.searchsorted(times, times - window_s, side="left")
+            hi = np.searchsorted(times, times + window_s, side="right")
+            own = pair_gap <= window_s
+            count = hi - lo - 1 - np.bincount(pair_i[own], minlength=len(times))  # less itself and its job's
+            total = summed[hi] - summed[lo] - ratios - np.bincount(pair_i[own], weights=ratios[pair_j[own]],
+                                                                   minlength=len(times))
+            factor = np.where(count > 0, total / np.maximum(count, 1), 1.0)
+            errors.append(float(np.mean((base * (factor - ratios)) ** 2)))
         best = min(errors)
         return max(w for w, e in zip(WINDOWS_S, errors) if e <= best * (1 + 1e-9))  # a tie: the wider window
 
