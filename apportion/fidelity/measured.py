@@ -30,7 +30,7 @@ import numpy as np
 from apportion.sim.costs import AttemptCosts, MachineSlowness
 
 COSTS = ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")
-# the slowness windows tried; the last, the whole run: start-ups that do not drift are charged about their kind's mean
+# the slowness windows tried; the last, the whole run: start-ups that do not drift are charged their kind's mean
 WINDOWS_S = (5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, math.inf)
 
 
@@ -128,6 +128,9 @@ class Measured:
         pair_gap = np.abs(times[pair_i] - times[pair_j])
         errors = []
         for window_s in WINDOWS_S:
+            if math.isinf(window_s):  # the whole run: each kind's mean
+                errors.append(float(np.mean((base * (1.0 - ratios)) ** 2)))
+                continue
             lo = np.searchsorted(times, times - window_s, side="left")
             hi = np.searchsorted(times, times + window_s, side="right")
             own = pair_gap <= window_s

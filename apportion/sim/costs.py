@@ -12,6 +12,7 @@ kind's mean the other jobs' attempts started up around the moment it begins.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -39,7 +40,8 @@ class MachineSlowness:
     simulated clock) an attempt of the job at JobTable row ``rows`` began and took ``ratios`` times
     its kind's mean start-up. An attempt of job ``r`` beginning at ``t`` is charged its kind's
     mean times the mean ratio of the other jobs' start-ups that began within ``window_s`` of ``t``
-    (1 if none did): the slowness then, as others measured it, not the job's own cost replayed."""
+    (1 if none did; 1 always with an infinite window): the slowness then, as others measured it,
+    not the job's own cost replayed."""
 
     times_s: np.ndarray
     rows: np.ndarray
@@ -49,6 +51,8 @@ class MachineSlowness:
     def at(self, t: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The factor for attempts of jobs ``rows`` beginning at ``t``."""
         t = np.asarray(t, dtype=np.float64)
+        if math.isinf(self.window_s):
+            return np.ones(len(t))
         near = (np.abs(t[:, None] - self.times_s[None, :]) <= self.window_s) \
             & (np.asarray(rows)[:, None] != self.rows[None, :])
         count = near.sum(axis=1)
