@@ -10,7 +10,9 @@ costs the run measured. Each line has:
 - ``p90_job_error``: the 90th percentile over jobs of |simulated JCT - real JCT| / real JCT;
 - ``real`` and ``simulated``: average JCT, queueing and preemptions of each;
 - ``costs``: the start-up, restart, stop and finish costs measured per job kind (seconds:
-  mean, standard deviation, attempts), and ``speed_spread``: how far each attempt's speed
+  mean, standard deviation, attempts); ``startup_window_s``: over how many seconds either side
+  of a moment the other jobs' start-ups best predict one beginning then (the simulator charges
+  each start-up its kind's mean times their ratio to theirs); ``speed_spread``: how far each attempt's speed
   strays from its job's and from its kind's (median and p90 of |ratio - 1|): the jitter of a
   shared machine;
 - ``control``: the errors of the same replay of the same workload served again by the real
@@ -20,7 +22,8 @@ costs the run measured. Each line has:
   those the run's attempts of its kind took, or its speed ratio from the run's attempts
   (averaged over three seeds): how much of the error each kind of jitter makes alone;
 - ``ablations``: the errors when the simulator is told less (``kind_speeds``: one speed per
-  kind instead of each job's own; ``constant_costs``: the fixed 10 s restart cost instead of
+  kind instead of each job's own; ``kind_costs``: each kind's mean start-up whenever an attempt
+  begins, the machine's load left out; ``constant_costs``: the fixed 10 s restart cost instead of
   the measured costs; ``plain_rounds``: the simulator's fixed rounds instead of the server's).
 
 Each real run takes 5 to 10 minutes on the 2-core development machine, the rest a minute.
@@ -181,14 +184,15 @@ def figures(state_dir: Path, seeds: int = 3) -> dict:
         "real": {k: round(v, 2) for k, v in full.totals["real"].items()},
         "simulated": {k: round(v, 2) for k, v in full.totals["simulated"].items()},
         "costs": full.measured.describe(),
+        "startup_window_s": full.measured.best_window_s(),
         "speed_spread": full.measured.speed_spread(),
         "control": {k: round(v, 4) for k, v in served_again(state_dir).items()},
         "cost_jitter": jittered(state_dir, seeds, cost_jitter=True),
         "speed_jitter": jittered(state_dir, seeds, speed_jitter=True),
         "ablations": {},
     }
-    for name, options in (("kind_speeds", {"speeds": "kind"}), ("constant_costs", {"costs": "constant"}),
-                          ("plain_rounds", {"clock": "rounds"})):
+    for name, options in (("kind_speeds", {"speeds": "kind"}), ("kind_costs", {"costs": "kind"}),
+                          ("constant_costs", {"costs": "constant"}), ("plain_rounds", {"clock": "rounds"})):
         other = replay_run(state_dir, **options)
         line["ablations"][name] = {k: round(other.errors[k], 4) for k in ("avg_jct_error", "p90_job_error")}
     return line

@@ -4,10 +4,11 @@ The simulated workload is the run's: the jobs that completed, submitted when the
 after the first submission), with their GPU counts and steps, on a cluster of the run's slots,
 under the run's policy and round length. The simulator is told what the run measured: each
 job's own speed on each slot type (``speeds="job"``; ``"kind"``: one speed per job kind), the
-start-up, stop and finish costs of each job kind (``costs="measured"``; ``"constant"``: the
-simulator's fixed restart cost), and it keeps rounds as the server does (``clock="wall"``;
-``"rounds"``: the simulator's own fixed rounds). The other settings are there to show how much
-each of these is worth.
+start-up, stop and finish costs of each job kind, each start-up scaled by how slow the other
+jobs' start-ups were around the moment it begins (``costs="measured"``; ``"kind"``: each kind's
+mean alone; ``"constant"``: the simulator's fixed restart cost), and it keeps rounds as the
+server does (``clock="wall"``; ``"rounds"``: the simulator's own fixed rounds). The other
+settings are there to show how much each of these is worth.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from apportion.sim.costs import AttemptCosts
 from apportion.workloads.queues import load_queues
 
 SPEEDS = ("job", "kind")
-COSTS = ("measured", "constant")
+COSTS = ("measured", "kind", "constant")
 CLOCKS = ("wall", "rounds")
 
 
@@ -130,6 +131,7 @@ class Fidelity:
             "errors": {k: _round(v, 4) if isinstance(v, float) else v for k, v in self.errors.items()},
             "totals": {side: {k: _round(v) for k, v in values.items()} for side, values in self.totals.items()},
             "costs": self.measured.describe(),
+            "startup_window_s": self.measured.best_window_s(),
             "speed_spread": self.measured.speed_spread(),
             "rows": [r.to_dict() for r in self.rows],
         }
@@ -158,11 +160,13 @@ def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", cloc
     measured = measure(run.jobs, run.attempts)
     jobs, table, kind_names = _workload(run, done, measured, per_job=speeds == "job")
     attempt_costs = None
-    if costs == "measured":
+    if costs in ("measured", "kind"):
         by_kind = measured.attempt_costs(restart_cost_s)
         attempt_costs = AttemptCosts(**{name: {label: getattr(by_kind, name)[kind] for label, kind in kind_names.items()
                                                if kind in getattr(by_kind, name)}
-                                        for name in ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")})
+                                        for name in ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")},
+                                     slowness=measured.slowness({int(job_id): i for i, job_id in enumerate(jobs.job_id)})
+                                     if costs == "measured" else None)
     config = SimConfig(round_s=settings.round_s, restart_cost_s=restart_cost_s, costs=attempt_costs,
                        wall_clock=clock == "wall", plan_ahead_s=settings.plan_ahead_s, fill_gap_s=settings.fill_gap_s)
     result = simulate(jobs, _cluster(settings), table, _policy(settings, str(run.state_dir)), config)

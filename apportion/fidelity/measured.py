@@ -13,17 +13,25 @@ An attempt's life, as the server saw it:
 - stop: a preempted attempt asks for its lease ``stop_lead_s`` before it ends, then
   checkpoints and exits, ``stop_s`` after it asked; a completing one exits ``finish_s`` after
   reporting its last step.
+
+On a shared machine start-ups follow its load, which drifts over tens of seconds: attempts that
+begin around the same moment take alike longer or shorter than their kind's mean. ``startups``
+keeps when each start-up began and how it compared, for the simulator to charge start-ups by
+the moment they begin (``apportion.sim.costs.MachineSlowness``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from apportion.sim.costs import AttemptCosts
+from apportion.sim.costs import AttemptCosts, MachineSlowness
 
 COSTS = ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")
+# the slowness windows tried; the last, the whole run: start-ups that do not drift are charged their kind's mean
+WINDOWS_S = (5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, math.inf)
 
 
 @dataclass(frozen=True)
@@ -60,11 +68,23 @@ class AttemptSpeed:
 
 
 @dataclass(frozen=True)
+class StartUp:
+    """One attempt's start-up: when it began (seconds after the run's first submission), how long it took."""
+
+    began_s: float
+    job_id: int
+    kind: str
+    cost: str  # "start_s" (a first attempt) or "restart_s"
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Measured:
-    """Per job kind: each cost's spread over attempts; per attempt: its speed."""
+    """Per job kind: each cost's spread over attempts; per attempt: its speed and its start-up."""
 
     costs: dict[str, dict[str, Spread]]  # cost name (COSTS) -> kind -> its spread
     speeds: list[AttemptSpeed]  # every attempt that trained alone and stopped or finished cleanly
+    startups: list[StartUp] = field(default_factory=list)  # every attempt that reached its first step, in order
 
     def attempt_costs(self, restart_s: float) -> AttemptCosts:
         """The mean of each cost per kind, for the simulator. A kind never restarted costs its
@@ -73,6 +93,54 @@ class Measured:
         restart = {**means["start_s"], **means["restart_s"]}
         return AttemptCosts(start_s=means["start_s"], restart_s=restart, stop_lead_s=means["stop_lead_s"],
                             stop_s=means["stop_s"], finish_s=means["finish_s"])
+
+    def startup_ratios(self) -> np.ndarray:
+        """Each start-up over its kind's mean (start or restart), in the order of ``startups``."""
+        means = {name: {kind: spread.mean for kind, spread in self.costs[name].items()} for name in ("start_s", "restart_s")}
+        return np.array([s.seconds / means[s.cost][s.kind] if means[s.cost][s.kind] > 0 else 1.0
+                         for s in self.startups], dtype=np.float64)
+
+    def slowness(self, row_of: dict[int, int], window_s: float | None = None) -> MachineSlowness:
+        """The run's start-ups over time for the simulator, each under its job's JobTable row
+        (``row_of``: job id -> row), averaged over ``window_s`` either side of a moment (None: the
+        window of ``WINDOWS_S`` that best predicts each start-up from the other jobs', ``best_window_s``)."""
+        times = np.array([s.began_s for s in self.startups], dtype=np.float64)
+        rows = np.array([row_of.get(s.job_id, -1) for s in self.startups], dtype=np.int64)
+        return MachineSlowness(times, rows, self.startup_ratios(), self.best_window_s() if window_s is None else window_s)
+
+    def best_window_s(self) -> float:
+        """The window over which the other jobs' start-ups around an attempt's best predict its own
+        (least squared error; the wider of equals): how fast the machine's load drifts."""
+        times = np.array([s.began_s for s in self.startups], dtype=np.float64)
+        jobs = np.array([s.job_id for s in self.startups])
+        ratios = self.startup_ratios()
+        if len(times) < 3:
+            return WINDOWS_S[0]
+        base = np.array([s.seconds for s in self.startups]) / np.where(ratios > 0, ratios, 1.0)  # kind means
+        order = np.argsort(times, kind="stable")
+        times, jobs, ratios, base = times[order], jobs[order], ratios[order], base[order]
+        summed = np.concatenate([[0.0], np.cumsum(ratios)])
+        # pairs of one job's attempts (i, j), i != j: taken back out of each other's neighbours
+        same = np.flatnonzero(jobs[:, None] == jobs[None, :]) if len(times) <= 2048 else \
+            np.concatenate([np.flatnonzero(jobs[i] == jobs) + i * len(times) for i in range(len(times))])
+        pair_i, pair_j = np.divmod(same, len(times))
+        pair_i, pair_j = pair_i[pair_i != pair_j], pair_j[pair_i != pair_j]
+        pair_gap = np.abs(times[pair_i] - times[pair_j])
+        errors = []
+        for window_s in WINDOWS_S:
+            if math.isinf(window_s):  # the whole run: each kind's mean
+                errors.append(float(np.mean((base * (1.0 - ratios)) ** 2)))
+                continue
+            lo = np.searchsorted(times, times - window_s, side="left")
+            hi = np.searchsorted(times, times + window_s, side="right")
+            own = pair_gap <= window_s
+            count = hi - lo - 1 - np.bincount(pair_i[own], minlength=len(times))  # less itself and its job's
+            total = summed[hi] - summed[lo] - ratios - np.bincount(pair_i[own], weights=ratios[pair_j[own]],
+                                                                   minlength=len(times))
+            factor = np.where(count > 0, total / np.maximum(count, 1), 1.0)
+            errors.append(float(np.mean((base * (factor - ratios)) ** 2)))
+        best = min(errors)
+        return max(w for w, e in zip(WINDOWS_S, errors) if e <= best * (1 + 1e-9))  # a tie: the wider window
 
     def job_speed(self, job_id: int, gpu_type: str) -> float | None:
         """Steps/s of job ``job_id`` over all its attempts on ``gpu_type`` (None: it never trained there)."""
@@ -112,6 +180,8 @@ def measure(jobs: list[dict], attempts: list[dict]) -> Measured:
     total_of = {j["id"]: j["total_steps"] for j in jobs}
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in COSTS}
     speeds: list[AttemptSpeed] = []
+    startups: list[StartUp] = []
+    first_submit = min((j["submitted"] for j in jobs), default=0.0)
 
     def add(name: str, kind: str, value: float) -> None:
         samples[name].setdefault(kind, []).append(value)
@@ -120,7 +190,9 @@ def measure(jobs: list[dict], attempts: list[dict]) -> Measured:
         kind = kind_of.get(a["job_id"])
         if kind is None or a["first_lease"] is None:
             continue  # it never reached its first step: nothing was measured
-        add("start_s" if a["attempt"] == 1 else "restart_s", kind, a["first_lease"] - a["started"])
+        cost = "start_s" if a["attempt"] == 1 else "restart_s"
+        add(cost, kind, a["first_lease"] - a["started"])
+        startups.append(StartUp(a["started"] - first_submit, a["job_id"], kind, cost, a["first_lease"] - a["started"]))
         stopped = a["how"] in ("preempted", "moved") and a["stop_told"] is not None and a["stop_told"] > a["first_lease"]
         if stopped:
             if a["stop_lease_end"] is not None:
@@ -136,7 +208,8 @@ def measure(jobs: list[dict], attempts: list[dict]) -> Measured:
             if until > a["first_lease"] and steps > 0:
                 speeds.append(AttemptSpeed(a["job_id"], kind, a["gpu_type"], steps, until - a["first_lease"]))
     costs = {name: {kind: Spread.of(values) for kind, values in by_kind.items()} for name, by_kind in samples.items()}
-    return Measured(costs, speeds)
+    startups.sort(key=lambda s: s.began_s)
+    return Measured(costs, speeds, startups)
 
 
 def _speed(speeds: list[AttemptSpeed]) -> float | None:

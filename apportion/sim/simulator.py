@@ -30,7 +30,7 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState, running_types
 from apportion.policies.base import Policy, wants_predictions
-from apportion.sim.costs import AttemptCosts, JobCosts
+from apportion.sim.costs import AttemptCosts, JobCosts, MachineSlowness
 from apportion.sim.durations import HistoryFeed
 from apportion.sim.holdings import HoldingsRecorder
 from apportion.sim.result import JobStatus, SimResult
@@ -78,6 +78,8 @@ class Simulator:
     :class:`~apportion.mechanism.round_planner.RoundPlanner`'s, the same the server uses.
     """
 
+    slowness: MachineSlowness | None = None  # start-ups as slow as the machine was (SimConfig.costs), if measured
+
     def __init__(
         self,
         jobs: JobTable,
@@ -105,6 +107,7 @@ class Simulator:
         self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates)
         self.server_clusters = ServerClusters(cluster) if config.wall_clock else None
         self.costs = JobCosts.of(jobs, config.costs, config.start_cost_s, config.restart_cost_s)
+        self.slowness = config.costs.slowness if config.costs is not None else None
         # attempts stop and finish as they do in the server: stopped ones train up to their lease's end
         self.hand_over = config.wall_clock or bool(np.any(self.costs.stop_lead_s) or np.any(self.costs.stop_s))
         self.on_decision: Callable[[float, np.ndarray, RoundDecision], None] | None = None
@@ -218,6 +221,8 @@ class Simulator:
                 asked = held[replay.known_end[held] - self.costs.stop_lead_s[held] <= replay.now]
                 replay.known_end[asked] = replay.lease_end[asked]
             self._hand_over(replay, active[decision.was_running & ~decision.kept], fresh_rows, held_by, shared_by)
+        if self.slowness is not None and len(fresh_rows):  # start-ups as slow as the machine was when they begin
+            replay.delay_left[fresh_rows] *= self.slowness.at(replay.now + replay.wait_left[fresh_rows], fresh_rows)
         first_rows = active[running & ~started_before]
         replay.first_start[first_rows] = replay.now + replay.wait_left[first_rows]
         if self.config.wall_clock:  # a renewed lease ends with the round; a new one a round after its first step
@@ -225,6 +230,9 @@ class Simulator:
             replay.round_end = round_start + self.config.round_s
             kept_rows = active[running & decision.kept]
             replay.lease_end[kept_rows] = np.maximum(replay.lease_end[kept_rows], replay.round_end)
+            # one still starting learns its lease's end at its first lease call: the end as it is then
+            starting = kept_rows[replay.wait_left[kept_rows] + replay.delay_left[kept_rows] > 0]
+            replay.known_end[starting] = replay.lease_end[starting]
             replay.lease_end[fresh_rows] = np.maximum(replay.round_end, replay.now + replay.wait_left[fresh_rows]
                                                       + replay.delay_left[fresh_rows] + self.config.round_s)
             replay.known_end[fresh_rows] = replay.lease_end[fresh_rows]  # told at its first lease call

@@ -9,6 +9,8 @@ job and GPU.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from apportion.core.allocation import Allocation
@@ -78,9 +80,12 @@ def plan_around(planner: RoundPlanner, state: RoundState, clusters: ServerCluste
     share[pinned, chosen[pinned]] = 1.0
     pairs = keep[sub.allocation.pair_jobs] if sub.allocation.has_pairs else None
     allocation = Allocation(state.jobs.index, share, pairs, sub.allocation.pair_share if pairs is not None else None)
+    # a starting job joins the next round, which may then change (a las threshold it crossed while
+    # starting): no jumping over rounds while one is
+    reallocate_at = sub.reallocate_at if not len(starting) else -math.inf
     return RoundDecision(chosen_type=chosen, partner=mate, owner=owner, second=second, kept=kept,
                          was_running=was_running, allocation=allocation, resolved=sub.resolved,
-                         reallocate_at=sub.reallocate_at)
+                         reallocate_at=reallocate_at)
 
 
 def _nobody_runs(state: RoundState) -> RoundDecision:

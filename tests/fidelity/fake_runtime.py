@@ -5,7 +5,8 @@ An attempt starts, spends ``start_s`` (``restart_s`` when resumed) before its fi
 then trains at its job's speed; it asks for its lease ``lead_s`` before the lease ends, and when
 told to stop takes ``stop_s`` to checkpoint and exit 75; after its last step it reports and
 exits 0 ``finish_s`` later. With a ``Jitter`` each attempt draws its costs from samples per
-kind, and trains at its job's speed times a drawn factor, as attempts on a busy machine do.
+kind, and trains at its job's speed times a drawn factor, as attempts on a busy machine do; its
+``load`` makes start-ups slower or faster for a while, as a shared machine's drifting load does.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ class Jitter:
     seed: int = 0
     costs: dict[str, dict[str, Sequence[float]]] = field(default_factory=dict)
     speed_factors: Sequence[float] = (1.0,)
+    load: Sequence[tuple[float, float]] = ()  # (from second, factor): start-ups beginning then take factor times as long
+
+    def slowness(self, now: float) -> float:
+        """How many times as long a start-up beginning at ``now`` takes."""
+        return next((factor for since, factor in sorted(self.load, reverse=True) if now >= since), 1.0)
 
     def draw(self, rng: random.Random, name: str, kind: str, default: float) -> float:
         samples = self.costs.get(name, {}).get(kind)
@@ -101,7 +107,7 @@ def serve_on_fake_clock(jobs: list[FakeJob], state_dir: Path, policy, *, slots: 
                 name, cost = ("start_s", kind.start_s) if handle.attempt == 1 else ("restart_s", kind.restart_s)
                 costs = {"start": cost, "stop_s": kind.stop_s, "finish_s": kind.finish_s, "speed": 1.0}
                 if jitter is not None:
-                    costs = {"start": jitter.draw(rng, name, job.kind, cost),
+                    costs = {"start": jitter.draw(rng, name, job.kind, cost) * jitter.slowness(now),
                              "stop_s": jitter.draw(rng, "stop_s", job.kind, kind.stop_s),
                              "finish_s": jitter.draw(rng, "finish_s", job.kind, kind.finish_s),
                              "speed": rng.choice(list(jitter.speed_factors))}

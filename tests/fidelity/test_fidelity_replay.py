@@ -4,19 +4,21 @@ start, stop and finish) replayed in the simulator: the two side by side, job by 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from apportion.cli import app
 from apportion.fidelity import replay_run
-from apportion.fidelity.measured import measure
+from apportion.fidelity.measured import COSTS, Measured, Spread, StartUp, measure
 from apportion.fidelity.served import read_served_run
 from apportion.policies import make_policy
-from fake_runtime import Behaviour, FakeJob, serve_on_fake_clock
+from fake_runtime import Behaviour, FakeJob, Jitter, serve_on_fake_clock
 
 REPO = Path(__file__).resolve().parents[2]
 TICK_S = 0.05  # the fake server notices an exit one tick after it happens
@@ -111,3 +113,49 @@ def test_replay_json_of_an_lp_policy_run_is_pure_json(tmp_path):
     document = json.loads(done.stdout)  # the solver's banner, if any, went to stderr
     assert document["policy"] == "max-min-fairness" and document["jobs"] == 3
     assert document["errors"]["p90_job_error"] < 0.01
+
+
+def test_start_ups_that_follow_the_machines_load_are_charged_as_the_run_measured_them(tmp_path):
+    # fifo on one slot, ten jobs of 5 s queued at once; start-ups take 2 s until 30 s into the
+    # run, then three times as long (the machine got busy)
+    jobs = [FakeJob("a", 50, 10.0, 0.0) for _ in range(10)]
+    serve_on_fake_clock(jobs, tmp_path, make_policy("fifo"), behaviour={"a": Behaviour(start_s=2.0, finish_s=0.5)},
+                        tick_s=TICK_S, jitter=Jitter(load=((0.0, 1.0), (30.0, 3.0))))
+
+    by_moment = replay_run(tmp_path)
+    by_kind = replay_run(tmp_path, costs="kind")  # every start-up the kind's mean, 4.4 s
+
+    assert by_kind.rows[0].sim_jct_s - by_kind.rows[0].real_jct_s == pytest.approx(2.4, abs=0.1)
+    assert by_kind.errors["p90_job_error"] > 0.2
+    assert by_moment.rows[0].sim_jct_s == pytest.approx(by_moment.rows[0].real_jct_s, abs=2 * TICK_S)
+    assert by_moment.errors["p90_job_error"] < 0.02
+    assert math.isfinite(by_moment.measured.best_window_s())
+
+
+def test_start_ups_that_do_not_drift_are_charged_their_kinds_mean():
+    # fast and slow start-ups in turn, 10 s apart: no moment is slower than another
+    startups = [StartUp(10.0 * i, i, "a", "start_s", 1.0 if i % 2 else 3.0) for i in range(12)]
+    measured = Measured({name: {} for name in COSTS} | {"start_s": {"a": Spread.of([s.seconds for s in startups])}},
+                        [], startups)
+
+    assert measured.best_window_s() == math.inf
+    assert measured.slowness({i: i for i in range(12)}).at(np.array([55.0]), np.array([20])) == pytest.approx(1.0)
+
+
+def test_a_job_still_starting_when_a_round_is_decided_replays_as_the_server_ran_it(tmp_path):
+    # one slot, las over 5 s, rounds of 10 s decided 5 s ahead, 8 s to start. A (300 steps at 10/s)
+    # from 0 s is still starting when the round at 20 s is decided (5 s): the server stretches its
+    # lease to 20 s, and tells it so at its first lease call. B (20 steps) from 3 s is placed at
+    # 15 s: A asks 1 s before 20 s, is told to stop, exits at 19.55 s; B runs, then A again.
+    serve_on_fake_clock([FakeJob("a", 300, 10.0, 0.0), FakeJob("a", 20, 10.0, 3.0)], tmp_path,
+                        make_policy("las", thresholds_gpu_s="5"), slots="cpu:1", round_s=10.0,
+                        behaviour={"a": Behaviour(start_s=8.0, restart_s=8.0, lead_s=1.0, stop_s=0.5, finish_s=0.5)},
+                        tick_s=TICK_S, policy_options={"thresholds_gpu_s": "5"})
+
+    fidelity = replay_run(tmp_path)
+
+    a, b = fidelity.rows
+    assert b.real_queueing_s == pytest.approx(19.55 - 3.0)
+    assert (a.real_preemptions, a.sim_preemptions) == (1, 1)
+    for row in fidelity.rows:
+        assert row.sim_jct_s == pytest.approx(row.real_jct_s, abs=2 * TICK_S), row

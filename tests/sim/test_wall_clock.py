@@ -8,7 +8,7 @@ from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.policies import make_policy
 from apportion.sim import SimConfig, simulate
-from apportion.sim.costs import AttemptCosts
+from apportion.sim.costs import AttemptCosts, MachineSlowness
 
 import numpy as np
 
@@ -101,3 +101,38 @@ def test_a_round_decided_while_every_job_is_still_starting_leaves_them_be():
 
     assert jcts([0.0, 0.5], [1, 10], config, make_policy("max-min-fairness"), kinds=("b", "a"),
                 cluster=parse_cluster_shorthand("v100:2")) == pytest.approx([3.0, 30.5])
+
+
+def test_a_start_up_costs_its_kind_mean_times_how_slow_other_jobs_started_up_around_then():
+    # others' start-ups: job row 1 at 0 s took 3x its kind's mean, row 0 at 4 s half of it
+    slowness = MachineSlowness(times_s=np.array([0.0, 4.0]), rows=np.array([1, 0]), ratios=np.array([3.0, 0.5]),
+                               window_s=5.0)
+
+    factors = slowness.at(np.array([2.0, 2.0, 8.0, 20.0]), np.array([2, 0, 2, 2]))
+
+    # at 2 s: both (3 + 0.5) / 2; row 0's own start-up left out: 3; at 8 s only row 0's; at 20 s none
+    assert factors.tolist() == pytest.approx([1.75, 3.0, 0.5, 1.0])
+
+
+def test_the_simulator_charges_start_ups_as_slow_as_the_machine_was_when_they_begin():
+    # fifo on one GPU: A (10 steps) at 0 s, B (10 steps) from 1 s; 2 s to start. Start-ups by
+    # other jobs took twice the mean around 0 s and the mean around 12 s
+    slowness = MachineSlowness(times_s=np.array([0.0, 12.0]), rows=np.array([5, 5]), ratios=np.array([2.0, 1.0]),
+                               window_s=3.0)
+    config = SimConfig(round_s=100.0, costs=AttemptCosts(start_s={"a": 2.0}, slowness=slowness), wall_clock=True)
+
+    # A: 4 s to start, 10 s of steps; B starts when A ends at 14 s, 2 s to start: ends at 26 s, 25 s
+    # after it arrived
+    assert jcts([0.0, 1.0], [10, 10], config, make_policy("fifo")) == pytest.approx([14.0, 25.0])
+
+
+def test_a_job_still_starting_when_a_round_is_decided_ahead_learns_that_rounds_end_at_its_first_step():
+    # las over 5 s, rounds of 10 s decided 5 s ahead, 8 s to start; A (300 steps) from 0 s, B (2)
+    # from 3 s. At 5 s A is still starting: its lease is stretched to the round's end, 20 s, which
+    # it learns at its first lease call (8 s). At 15 s B is placed: A trains to 19 s (asks 1 s
+    # ahead), exits at 19.5 s; B starts then, trains 27.5-29.5 s and exits at 30 s.
+    costs = AttemptCosts(start_s={"a": 8.0}, restart_s={"a": 8.0}, stop_lead_s={"a": 1.0}, stop_s={"a": 0.5},
+                         finish_s={"a": 0.5})
+    config = SimConfig(round_s=10.0, costs=costs, wall_clock=True, plan_ahead_s=5.0)
+
+    assert jcts([0.0, 3.0], [300, 2], config, las())[1] == pytest.approx(27.0)
