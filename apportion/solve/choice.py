@@ -65,7 +65,9 @@ class ConfigurationChooser:
         lp.num_row_ = n + num_types
         lp.sense_ = highspy.ObjSense.kMaximize
         scale = float(np.max(np.abs(value[job, col]))) or 1.0  # costs of at most 1: HiGHS's tolerances are absolute
-        lp.col_cost_ = value[job, col].astype(np.float64) / scale
+        # rounded to 1e-12 of the largest: the last bits of numpy's sums vary with memory alignment
+        # from run to run, and the MILP's near-ties must not turn that into different choices
+        lp.col_cost_ = np.round(value[job, col].astype(np.float64) / scale, 12)
         lp.col_lower_ = np.zeros(len(job))
         lp.col_upper_ = np.ones(len(job))
         lp.row_lower_ = np.full(n + num_types, -highspy.kHighsInf)
