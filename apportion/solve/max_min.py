@@ -147,36 +147,32 @@ class MaxMinModel:
             return np.zeros((self.num_classes, self.num_types)), 0.0
 
         x_cols = self.col_index.astype(np.int32)
-        if self.total_highs is not None and level:
-            return self._level_then_total(x_cols)
-        h.changeColsCost(len(x_cols), x_cols, np.zeros(len(x_cols)))
-        self._level_objective = False
         large = len(self.col_class) > IPM_ABOVE_COLUMNS
         h.setOptionValue("solver", "ipm" if large and level else "simplex")
-        levels = np.full(self.num_classes, np.nan)  # classes whose fair rows were frozen at a level
-        if not level:  # the total alone is not degenerate like the max-min stage: simplex is quick
-            z, z_bounds = 0.0, (0.0, 0.0)  # z = 0: presolve drops the fair rows
-        elif self.water_filling:
-            levels, z = self._water_fill()
-            z_bounds = (0.0, self.inf)  # every counted class is frozen at its own level
-        else:
-            z = self._one_level()
-            z_bounds = (z * (1 - _Z_SLACK),) * 2  # every counted class keeps Σ a x ≥ z
-        # last stage: hand out what is left without lowering any class below its level
-        h.changeColCost(0, 0.0)
-        h.changeColBounds(0, *z_bounds)
-        h.changeColsCost(len(x_cols), x_cols, self.count[self.col_class] * self.col_a)
-        values = self._run("last stage")
-        self._unfreeze(levels)
+        if level and not self.water_filling:
+            values, z = self._level_then_total(x_cols)
+        else:  # water-filling, or the total alone, on the one model
+            h.changeColsCost(len(x_cols), x_cols, np.zeros(len(x_cols)))
+            self._level_objective = False
+            levels = np.full(self.num_classes, np.nan)  # classes whose fair rows were frozen at a level
+            if level:
+                levels, z = self._water_fill()
+                z_bounds = (0.0, self.inf)  # every counted class is frozen at its own level
+            else:  # the total alone is not degenerate like the max-min stage: simplex is quick
+                z, z_bounds = 0.0, (0.0, 0.0)  # z = 0: presolve drops the fair rows
+            # last stage: hand out what is left without lowering any class below its level
+            h.changeColCost(0, 0.0)
+            h.changeColBounds(0, *z_bounds)
+            h.changeColsCost(len(x_cols), x_cols, self.count[self.col_class] * self.col_a)
+            values = self._run("last stage")
+            self._unfreeze(levels)
 
         x = np.zeros((self.num_classes, self.num_types))
         x[self.col_class, self.col_type] = values[x_cols]
         return clean_shares(x), z
 
     def _level_then_total(self, x_cols: np.ndarray) -> tuple[np.ndarray, float]:
-        """Gavel's LP, each stage on its own warm model."""
-        large = len(self.col_class) > IPM_ABOVE_COLUMNS
-        self.highs.setOptionValue("solver", "ipm" if large else "simplex")
+        """Gavel's LP, each stage on its own warm model: the last stage's column values and z."""
         if not self._level_objective:
             self.highs.changeColsCost(len(x_cols), x_cols, np.zeros(len(x_cols)))
             self.highs.changeColCost(0, 1.0)
@@ -186,10 +182,7 @@ class MaxMinModel:
         total = self.total_highs
         total.changeColBounds(0, *((z * (1 - _Z_SLACK),) * 2))
         total.changeColsCost(len(x_cols), x_cols, self.count[self.col_class] * self.col_a)
-        values = self._run("last stage", total)
-        x = np.zeros((self.num_classes, self.num_types))
-        x[self.col_class, self.col_type] = values[x_cols]
-        return clean_shares(x), z
+        return self._run("last stage", total), z
 
     def _water_fill(self) -> tuple[np.ndarray, float]:
         """Max-min fairness in the strong sense: no class can rise without lowering a smaller one.
@@ -231,13 +224,6 @@ class MaxMinModel:
             levels[frozen_now] = level
             waiting = np.setdiff1d(waiting, frozen_now)
         return levels, (smallest or 0.0)
-
-    def _one_level(self) -> float:
-        """Gavel's LP: the largest common level z of every counted class."""
-        h = self.highs
-        h.changeColCost(0, 1.0)
-        h.changeColBounds(0, 0.0, self.inf)
-        return float(self._run("max-min level")[0])
 
     def _unfreeze(self, levels: np.ndarray) -> None:
         for c in np.flatnonzero(~np.isnan(levels)):

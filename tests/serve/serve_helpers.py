@@ -100,6 +100,17 @@ class Server:
         self.kill_jobs()
 
 
+
+def wait_exits(executor, timeout: float = 20.0) -> list:
+    """The attempts the executor's next polls find ended (AssertionError if none within ``timeout``)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ended = executor.poll()
+        if ended:
+            return ended
+        time.sleep(0.05)
+    raise AssertionError("no attempt ended in time")
+
 def wait_for(predicate, timeout: float, what: str, server: Server | None = None, every: float = 0.25):
     deadline = time.time() + timeout
     while time.time() < deadline:

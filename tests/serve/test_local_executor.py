@@ -10,16 +10,7 @@ import time
 
 from apportion.executors import local
 from apportion.executors.local import LocalExecutor, process_start
-
-
-def wait_exits(executor, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        ended = executor.poll()
-        if ended:
-            return ended
-        time.sleep(0.05)
-    raise AssertionError("no attempt ended in time")
+from serve_helpers import wait_exits
 
 
 def py(code: str) -> list[str]:

@@ -10,16 +10,7 @@ import time
 
 from apportion.executors.local import LocalExecutor
 from apportion.executors.procfs import group_members
-
-
-def wait_exits(executor, timeout=20.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        ended = executor.poll()
-        if ended:
-            return ended
-        time.sleep(0.05)
-    raise AssertionError("no attempt ended in time")
+from serve_helpers import wait_exits
 
 
 def start(executor, tmp_path, code: str, replicas: int = 2, **extra):
