@@ -32,7 +32,9 @@ from apportion.serve.state import StateStore  # noqa: E402
 from serve_helpers import REPO, wait_for  # noqa: E402
 
 GATED_JOB = Path(__file__).resolve().parent / "gated_job.py"
-STEPS, BATCH = 360, 32
+# enough steps that the job is still far from its end when it first reports from two slots, even on a
+# loaded machine (where that report came at step 320-350 of 360, and the job could end before going back)
+STEPS, BATCH = 600, 32
 
 
 class InProcessServer:
