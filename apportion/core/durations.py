@@ -13,9 +13,10 @@ lognormal around the median.
 
 The predictor sees only what it is told: the simulator and the server tell it about a job when
 it finishes, so a prediction never uses a job that had not finished by then. Groups are integer
-ids (``groups``), computed once per job; ``observe`` and ``predict`` work on arrays of them. A
-group recomputes its median and spread only when it is asked about after it gained a job, from
-its recent values kept sorted between times (the few that came and went put in and taken out).
+ids (``groups``), computed once per job; ``observe`` and ``predict`` work on arrays of them, a
+whole batch of jobs in a fixed number of array operations: each group keeps its recent values in
+a ring of its own in one flat array, and recomputes its median and spread only when it is asked
+about after it gained a job, all such groups at once (one sort of a [groups, recent] window).
 
 GPU time here is GPU-seconds at the job's fastest speed (steps × GPUs ÷ its fastest steps/s),
 so that it does not depend on which GPU type a job happened to run on.
@@ -24,7 +25,6 @@ so that it does not depend on which GPU type a job happened to run on.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -38,8 +38,7 @@ PRIOR_GPU_S = 3600.0  # the prediction with no history at all: one GPU-hour ...
 PRIOR_LOG_SD = 2.0  # ... give or take a factor of e**2
 MIN_LOG_SD = 0.1  # the least uncertainty a prediction admits (a group of identical jobs)
 IQR_TO_SD = 1.349  # a normal's interquartile range over its standard deviation
-KEEP_RECENT = 4  # a group keeps up to this many times ``recent`` values before it drops the older ones
-RESORT_AFTER = 8  # a group that gained more values than this since its last summary is sorted afresh
+QUARTILES = np.array([0.25, 0.5, 0.75])
 # the rows of a group's entry in the predictor's table, each a [2] pair (median, spread) but the size
 PULL, KEEP, CENTRE, SIZE = slice(0, 2), slice(2, 4), slice(4, 6), 6
 
@@ -75,18 +74,41 @@ class DurationPredictor:
         self._prior = np.array([self.prior_log, self.prior_log_sd])[:, None]
         # a group's id is unique over all levels; per level: its key -> its id
         self._ids: list[dict[tuple, int]] = [{} for _ in self.levels]
-        # per id: the group's log GPU-seconds, oldest first, of which the last ``recent`` count (older
-        # ones are dropped in bulk, now and then); and those last ones sorted as they were when the
-        # group's entry was last computed, with how many values it had then (-1: sort them afresh)
-        self._recent: list[list | None] = []
-        self._sorted: list[list | None] = []
-        self._sorted_upto: list[int] = []
-        # per id, and a sentinel at the end for id -1 (a group of no jobs): a column of the table (the
-        # group's pulls, what they leave, its median and spread, its size: rows PULL, KEEP, CENTRE,
-        # SIZE), and whether it gained jobs since it was computed
+        # per level: groups given ids by a first ``groups`` but not yet put in that map (only a later one needs
+        # them): each call's codes, rows (None: all), feature columns and first id
+        self._unkeyed: list[list[tuple]] = [[] for _ in self.levels]
+        self._groups = 0  # ids given so far
+        # the groups' recent log GPU-seconds: each group a ring of ``_capacity`` values from ``_start`` in
+        # ``_values`` (as many as it has jobs, up to ``recent``; more if it is told more), of which it
+        # has filled the first ``_seen`` (all, once it has seen more than it keeps: the oldest make way)
+        self._values = np.zeros(self.recent)  # at least ``recent`` beyond the last ring: a window can be read
+        self._used = 0
+        # per id, and a sentinel at the end for id -1 (a group of no jobs): where its ring is, how many
+        # values it has seen; a column of the table (the group's pulls, what they leave, its median and
+        # spread, its size: rows PULL, KEEP, CENTRE, SIZE), and whether it gained jobs since it was computed
+        self._start = np.zeros(1, dtype=np.int64)
+        self._capacity = np.zeros(1, dtype=np.int64)
+        self._room = np.zeros(1, dtype=np.int64)  # the capacity, or no limit once it holds ``recent``
+        self._seen = np.zeros(1, dtype=np.int64)
         self._table = _empty_table(1)
         self._stale = np.zeros(1, dtype=bool)
         self.observed = 0  # finished jobs seen
+        # what a group's entry takes from how many values it keeps (1 … ``recent``): where its quartiles lie
+        # in its sorted values (between ``_below`` and ``_above``, ``_fraction`` of the way), its pulls and
+        # what they leave, its size; and the offsets of a window's rows
+        last = np.arange(-1, self.recent)[:, None]
+        at = last * QUARTILES
+        self._below = at.astype(np.int64)
+        self._above = np.minimum(self._below + 1, np.maximum(last, 0))
+        self._fraction = at - self._below
+        size = np.arange(self.recent + 1, dtype=np.float64)
+        of = np.stack((size, size - 1.0))  # of the median, of the spread
+        with np.errstate(divide="ignore", invalid="ignore"):  # a group of no values is never computed
+            pull = of / (of + self.shrinkage)
+        self._of_size = _empty_table(self.recent + 1)
+        self._of_size[PULL], self._of_size[KEEP], self._of_size[SIZE] = pull, 1.0 - pull, size
+        self._columns = np.arange(self.recent)
+        self._rows = np.zeros((0, 1), dtype=np.int64)
 
     @property
     def level_names(self) -> tuple[str, ...]:
@@ -105,11 +127,12 @@ class DurationPredictor:
             "user": _text(user, n), "name": _text(name, n), "queue": _text(queue, n), "gpus": gpus,
             "hour": (np.asarray(submit_time_s, dtype=np.float64) // 3600 % 24).astype(np.int64),
         }
+        known = self._groups
         coded: dict[str, tuple[np.ndarray, int]] = {}  # each feature: its values' codes, and how many
         out = np.full((n, len(self.levels)), -1, dtype=np.int64)
-        # the features' values together as one code, and which are blank, by leading features
-        prefixes: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {(): (np.zeros(n, dtype=np.int64),
-                                                                               np.zeros(n, dtype=bool))}
+        # the features' values together as one code (0, 1, … each used), and which are blank, by leading features
+        prefixes: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray | None]] = {(): (np.zeros(n, dtype=np.int64),
+                                                                                      None)}
         for k, level in enumerate(self.levels):
             for end in range(1, len(level) + 1):
                 if level[:end] in prefixes:
@@ -119,16 +142,32 @@ class DurationPredictor:
                     coded[feature] = _codes(columns[feature])
                 codes, count = coded[feature]
                 combined, blank = prefixes[level[:end - 1]]
-                if columns[feature].dtype == object:
-                    blank = blank | (columns[feature] == "")
-                prefixes[level[:end]] = np.unique(combined * count + codes, return_inverse=True)[1].reshape(-1), blank
+                if columns[feature].dtype == object and (columns[feature] == "").any():
+                    blank = columns[feature] == "" if blank is None else blank | (columns[feature] == "")
+                prefixes[level[:end]] = _dense(combined * count + codes), blank
             combined, blank = prefixes[level]
-            rows = np.flatnonzero(~blank)
-            if not len(rows):
-                continue
-            _, first, inverse = np.unique(combined[rows], return_index=True, return_inverse=True)
-            keys = list(zip(*(columns[f][rows[first]].tolist() for f in level))) if level else [()]
-            out[rows, k] = self._ids_of(k, keys)[inverse.reshape(-1)]
+            rows = None if blank is None else np.flatnonzero(~blank)
+            if rows is not None:
+                if not len(rows):
+                    continue
+                combined = _dense(combined[rows])
+            if self._ids[k] or self._unkeyed[k]:  # this level has groups: by their keys, new ids for new ones
+                self._key(k)
+                everyone = np.arange(n) if rows is None else rows
+                _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+                keys = list(zip(*(columns[f][everyone[first]].tolist() for f in level))) if level else [()]
+                ids = self._ids_of(k, keys)[inverse.reshape(-1)]
+            else:  # the level's first groups: ids in the order of their codes, keyed when next asked
+                start = self._new_ids(int(combined.max()) + 1)
+                self._unkeyed[k].append((combined, rows, [columns[f] for f in level], start))
+                ids = start + combined
+            if rows is None:
+                out[:, k] = ids
+            else:
+                out[rows, k] = ids
+        if self._groups > known:  # a ring for each new group, as long as it has jobs here (up to ``recent``)
+            members = np.bincount(out[out >= known] - known, minlength=self._groups - known)
+            self._place(np.arange(known, self._groups), np.minimum(members, self.recent))
         return out
 
     def observe(self, groups: np.ndarray, gpu_s: np.ndarray) -> None:
@@ -136,27 +175,32 @@ class DurationPredictor:
         GPU-seconds each took. A group recomputes its median and spread when next asked about."""
         logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0))
         groups = np.asarray(groups, dtype=np.int64).reshape(len(logs), len(self.levels))
-        if np.isnan(logs.sum()):  # a job whose GPU time is not known teaches nothing
-            known = ~np.isnan(logs)
+        if not math.isfinite(logs.sum()):  # a job whose GPU time is not known teaches nothing
+            known = np.isfinite(logs)
             logs, groups = logs[known], groups[known]
-        logs = logs.tolist()
-        recent, most, upto = self._recent, self.recent, self._sorted_upto
-        keep = KEEP_RECENT * most
-        for column in groups.T.tolist():
-            for gid, value in zip(column, logs):
-                if gid < 0:
-                    continue
-                values = recent[gid]
-                if values is None:
-                    recent[gid] = [value]
-                else:
-                    values.append(value)
-                    if len(values) > keep:
-                        del values[:-most]
-                        upto[gid] = -1
-        self._stale[groups.ravel()] = True
-        self._stale[-1] = False  # id -1: no group
-        self.observed += len(logs)
+        told = len(logs)
+        self.observed += told
+        # each (group, value) pair by group, stably: a job has one group a level, so a group's values
+        # stay in the order told; the blank ones (-1) come first and are left out
+        ids = groups.ravel()
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        values = logs[order // len(self.levels)]
+        blank = int(np.searchsorted(ids, 0))
+        if blank:
+            ids, values = ids[blank:], values[blank:]
+        # each value's place in its group's history: the values the group had seen, then those of this
+        # batch before it
+        seq = self._seen[ids] + (np.arange(len(ids)) - np.searchsorted(ids, ids))
+        if (seq >= self._room[ids]).any():  # more jobs than a group's ring holds: a longer one
+            self._outgrown(ids, seq)
+        np.maximum.at(self._seen, ids, seq + 1)
+        capacity = self._capacity[ids]
+        if told > self.recent:  # a group may have been told more than it keeps: only its last ones count
+            kept = seq >= self._seen[ids] - capacity
+            ids, values, seq, capacity = ids[kept], values[kept], seq[kept], capacity[kept]
+        self._values[self._start[ids] + seq % capacity] = values
+        self._stale[ids] = True
 
     def predict(self, groups: np.ndarray) -> Prediction:
         """The GPU time of jobs with these group ids, from what has been observed so far, and the
@@ -175,62 +219,88 @@ class DurationPredictor:
         medians and the prior, the weights products of the pulls."""
         stale = self._stale[groups]  # -1 reads the sentinel at the end: never stale
         if stale.any():
-            self._refresh(np.unique(groups[stale]))
-        table = self._table[:, groups]  # [rows, n, levels]; the sentinel for no group
+            self._refresh(groups[stale])
+        table = self._table[:SIZE, groups]  # [rows, n, levels]; the sentinel for no group
         pull, keep = table[PULL], table[KEEP]  # each [2, n, levels]: of the median, of the spread
-        left = np.cumprod(keep, axis=2)  # [..., k]: what levels 0..k (the more specific) leave
-        log_median, log_sd = left[..., -1] * self._prior + np.sum(pull * (left / keep) * table[CENTRE],
-                                                                           axis=2)
+        left = np.multiply.accumulate(keep, axis=2)  # [..., k]: what levels 0..k (the more specific) leave
+        terms = np.divide(left, keep)
+        terms *= pull
+        terms *= table[CENTRE]
+        log_median, log_sd = left[..., -1] * self._prior + np.add.reduce(terms, axis=2)
         return np.exp(log_median), np.maximum(log_sd, MIN_LOG_SD)
 
     def _ids_of(self, k: int, keys: list[tuple]) -> np.ndarray:
         """The ids of level ``k``'s groups with these keys, new ids for new keys."""
         known = self._ids[k]
-        start = len(self._recent)
-        if known:
-            ids = np.fromiter(map(known.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
-            new = np.flatnonzero(ids < 0)
-            ids[new] = np.arange(start, start + len(new))
-            known.update(zip(map(keys.__getitem__, new.tolist()), ids[new].tolist()))
-        else:
-            ids = np.arange(start, start + len(keys))
-            new = ids
-            known.update(zip(keys, range(start, start + len(keys))))
-        if len(new):
-            self._recent.extend([None] * len(new))
-            self._sorted.extend([None] * len(new))
-            self._sorted_upto.extend([-1] * len(new))
-            if len(self._recent) + 1 > self._table.shape[1]:  # the last column stays a sentinel: id -1
-                grow = max(len(self._recent) + 1 - self._table.shape[1], self._table.shape[1])
-                self._table = np.hstack([self._table, _empty_table(grow)])
-                self._stale = np.concatenate([self._stale, np.zeros(grow, dtype=bool)])
+        ids = np.fromiter(map(known.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+        new = np.flatnonzero(ids < 0)
+        ids[new] = np.arange(self._new_ids(len(new)), self._groups)
+        known.update(zip(map(keys.__getitem__, new.tolist()), ids[new].tolist()))
         return ids
 
+    def _key(self, k: int) -> None:
+        """Put level ``k``'s groups given ids without their keys (a first ``groups``) in its key -> id map."""
+        for codes, rows, features, start in self._unkeyed[k]:
+            _, first = np.unique(codes, return_index=True)
+            if rows is not None:
+                first = rows[first]
+            keys = zip(*(feature[first].tolist() for feature in features)) if features else [()]
+            self._ids[k].update(zip(keys, range(start, start + len(first))))
+        self._unkeyed[k] = []
+
+    def _new_ids(self, count: int) -> int:
+        """The first of ``count`` new group ids, each with an empty column."""
+        start = self._groups
+        self._groups += count
+        if self._groups + 1 > len(self._stale):  # the last column stays a sentinel: id -1
+            grow = max(self._groups + 1 - len(self._stale), len(self._stale))
+            self._table = np.hstack([self._table, _empty_table(grow)])
+            self._stale = np.concatenate([self._stale, np.zeros(grow, dtype=bool)])
+            self._start, self._capacity, self._room, self._seen = (
+                np.concatenate([column, np.zeros(grow, dtype=np.int64)])
+                for column in (self._start, self._capacity, self._room, self._seen))
+        return start
+
+    def _place(self, ids: np.ndarray, capacity: np.ndarray) -> None:
+        """New rings of ``capacity`` values for groups ``ids``, after the last one; what a group had
+        seen moves along (a ring that grows was never full: it had no more values than it holds)."""
+        starts = self._used + np.cumsum(capacity) - capacity
+        self._used += int(capacity.sum())
+        if self._used + self.recent > len(self._values):
+            self._values = np.concatenate([self._values, np.zeros(max(self._used + self.recent - len(self._values),
+                                                                      len(self._values)))])
+        for gid in ids[self._seen[ids] > 0].tolist():  # only a ring that grows
+            seen, was, now = self._seen[gid], self._start[gid], starts[np.searchsorted(ids, gid)]
+            self._values[now:now + seen] = self._values[was:was + seen]
+        self._start[ids], self._capacity[ids] = starts, capacity
+        self._room[ids] = np.where(capacity < self.recent, capacity, np.iinfo(np.int64).max)
+
+    def _outgrown(self, ids: np.ndarray, seq: np.ndarray) -> None:
+        """Longer rings for the groups that will have seen more values (``seq``: each value's place
+        in its group's history) than their rings hold: twice as long, or as many, up to ``recent``."""
+        over = seq >= self._room[ids]
+        outgrown = np.unique(ids[over])
+        needed = np.zeros(len(self._seen), dtype=np.int64)
+        np.maximum.at(needed, ids[over], seq[over] + 1)
+        self._place(outgrown, np.minimum(np.maximum(2 * self._capacity[outgrown], needed[outgrown]), self.recent))
+
     def _refresh(self, ids: np.ndarray) -> None:
-        """Recompute the table's entries of groups ``ids`` from their recent jobs. A group's recent
-        values stay sorted from one time to the next: the few that came and went since are put in
-        and taken out (a full sort when many did)."""
-        recent, ordered_of, upto, most, shrinkage = self._recent, self._sorted, self._sorted_upto, self.recent, \
-            self.shrinkage
-        entries = []
-        for gid in ids.tolist():
-            values, then = recent[gid], upto[gid]
-            now = len(values)
-            if then < 0 or now - then > RESORT_AFTER:
-                ordered = ordered_of[gid] = sorted(values[-most:])
-            else:
-                ordered = ordered_of[gid]
-                if now > most:  # those gone from the most recent
-                    for value in values[then - most if then > most else 0:now - most]:
-                        del ordered[bisect_left(ordered, value)]
-                for value in values[then:]:
-                    insort(ordered, value)
-            upto[gid] = now
-            size, median, spread = _summary(ordered)
-            of_median = size / (size + shrinkage)
-            of_spread = (size - 1) / (size - 1 + shrinkage)
-            entries.append((of_median, of_spread, 1.0 - of_median, 1.0 - of_spread, median, spread, size))
-        self._table[:, ids] = np.array(entries).T
+        """Recompute the table's entries of groups ``ids`` (some may repeat) from their recent jobs:
+        all at once, each group's values a row of one window, sorted, its quartiles interpolated
+        between neighbours as numpy's are."""
+        count = np.minimum(self._seen[ids], self._capacity[ids])  # the values each group keeps, >= 1
+        window = self._values[self._start[ids][:, None] + self._columns]
+        window[self._columns >= count[:, None]] = np.inf  # past a group's values: sorted last, never read
+        window.sort(axis=1)
+        if len(ids) > len(self._rows):
+            self._rows = np.arange(2 * len(ids))[:, None] * self.recent
+        rows = self._rows[:len(ids)]
+        window = window.ravel()
+        low = window[rows + self._below[count]]
+        quartile = low + self._fraction[count] * (window[rows + self._above[count]] - low)
+        entries = self._of_size[:, count]
+        entries[CENTRE] = quartile[:, 1], (quartile[:, 2] - quartile[:, 0]) / IQR_TO_SD
+        self._table[:, ids] = entries
         self._stale[ids] = False
 
 
@@ -275,25 +345,6 @@ def remaining_gpu_s(predicted_gpu_s: np.ndarray, log_sd: np.ndarray, done_gpu_s:
     return np.maximum(left, 0.0)
 
 
-def _summary(ordered: list[float]) -> tuple[int, float, float]:
-    """Count, median and spread (interquartile range ÷ 1.349) of sorted values; quantiles are
-    interpolated between neighbours, as numpy's are."""
-    count = len(ordered)
-    if count == 1:
-        return 1, ordered[0], 0.0
-    last = count - 1
-    at = 0.5 * last
-    i = int(at)
-    median = ordered[i] + (at - i) * (ordered[i + 1] - ordered[i])
-    at = 0.25 * last
-    i = int(at)
-    low = ordered[i] + (at - i) * (ordered[i + 1] - ordered[i])
-    at = 0.75 * last
-    i = int(at)
-    high = ordered[i] + (at - i) * (ordered[min(i + 1, last)] - ordered[i])
-    return count, median, (high - low) / IQR_TO_SD
-
-
 def _text(values, n: int) -> np.ndarray:
     """A column of strings, "" for missing (None, NaN or no column at all)."""
     if values is None:
@@ -313,9 +364,19 @@ def _codes(column: np.ndarray) -> tuple[np.ndarray, int]:
     if column.dtype != object:
         _, inverse = np.unique(column, return_inverse=True)
         return inverse.reshape(-1), int(inverse.max(initial=-1)) + 1
-    code: dict = {}
     values = column.tolist()
-    for value in values:
-        if value not in code:
-            code[value] = len(code)
+    code = {value: i for i, value in enumerate(dict.fromkeys(values))}
     return np.fromiter(map(code.__getitem__, values), dtype=np.int64, count=len(values)), len(code)
+
+
+def _dense(codes: np.ndarray) -> np.ndarray:
+    """Codes renumbered 0, 1, … in their order, each used: np.unique's inverse, by a table when they
+    are few enough (no sort)."""
+    if not len(codes):
+        return codes
+    top = int(codes.max()) + 1
+    if top > 4 * len(codes) + 1024:
+        return np.unique(codes, return_inverse=True)[1].reshape(-1)
+    used = np.zeros(top, dtype=bool)
+    used[codes] = True
+    return (np.cumsum(used) - 1)[codes]

@@ -38,9 +38,9 @@ class HistoryFeed:
 
     def finished(self, rows: np.ndarray, finish_s: np.ndarray) -> None:
         """Jobs (JobTable rows) that did their last step at ``finish_s``, told in that order."""
-        rows = rows[np.argsort(finish_s, kind="stable")]
-        rows = rows[np.isfinite(self.gpu_s[rows])]
-        if len(rows):
+        if len(rows) > 1:
+            rows = rows[np.argsort(finish_s, kind="stable")]
+        if len(rows):  # the predictor leaves out a job whose GPU time is not known
             self.predictor.observe(self.groups[rows], self.gpu_s[rows])
 
     def predict(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -116,3 +116,25 @@ def test_a_job_whose_gpu_time_is_unknown_teaches_nothing():
     p = predictor()
     p.observe(groups(p, [("alice", "bert", 1)] * 2), [E**2, math.nan])
     assert np.log(p.predict(groups(p, [("alice", "bert", 1)])).gpu_s) == pytest.approx([2 * (1 / 2 + 1 / 4 + 1 / 8)])
+
+
+def test_a_job_seen_in_a_later_call_joins_the_same_groups_and_is_learnt_from_as_if_seen_at_once():
+    """The server asks for each job's groups when it first sees it and learns from each job as it
+    completes: the same user, name and GPUs is the same group whichever call asked, and a group that
+    gains jobs one at a time keeps them all, as one given every job in one call does."""
+    history = [("alice", "bert", 1), ("bob", "gan", 2), ("alice", "bert", 1), ("alice", "vit", 1)]
+    gpu_s = [E**2, E**6, E**4, E**8]
+    asked = [("alice", "bert", 1), ("alice", "gan", 2), ("carol", "bert", 1)]
+    at_once = predictor()
+    at_once.observe(groups(at_once, history), gpu_s)
+    one_by_one = predictor()
+    ids = np.vstack([groups(one_by_one, [job]) for job in history])
+    for job, took in zip(ids, gpu_s):
+        one_by_one.observe(job[None], [took])
+
+    assert ids[0].tolist() == ids[2].tolist() and ids[3, 1] == ids[0, 1] != ids[1, 1]
+    assert one_by_one.predict(groups(one_by_one, asked)).gpu_s.tolist() == \
+        at_once.predict(groups(at_once, asked)).gpu_s.tolist()
+    # everyone: logs 2, 6, 4, 8, median 5 over 4: 0 + 4/5 × 5 = 4; alice: 2, 4, 8, median 4 over 3:
+    # 4 + 3/4 × (4 - 4) = 4; alice's bert on 1 GPU: 2, 4, median 3 over 2: 4 + 2/3 × (3 - 4)
+    assert np.log(at_once.predict(groups(at_once, asked)).gpu_s[0]) == pytest.approx(4 + 2 / 3 * (3 - 4))
