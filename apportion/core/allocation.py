@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from apportion.core.rows import row_sum
+
 
 @dataclass(frozen=True)
 class Allocation:
@@ -43,7 +45,7 @@ class Allocation:
 
     def time_fraction(self) -> np.ndarray:
         """[n] each job's whole share of time, alone and in pairs."""
-        total = self.share.sum(axis=1)
+        total = row_sum(self.share)
         if self.has_pairs:
             pair_total = self.pair_share.sum(axis=1)
             np.add.at(total, self.pair_jobs[:, 0], pair_total)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from apportion.core.rows import row_sum
+
 if TYPE_CHECKING:
     from apportion.core.elastic import ElasticView
 
@@ -102,7 +104,7 @@ class ThroughputView:
     def reference(self, capacity: np.ndarray) -> np.ndarray:
         """Each job's steps/s on an average GPU of the cluster (capacity-weighted over runnable types)."""
         weights = np.where(self.runnable, capacity[None, :], 0.0)
-        total = weights.sum(axis=1)
+        total = row_sum(weights)
         return np.divide(
-            (self.steps_per_s * weights).sum(axis=1), total, out=np.zeros(len(total)), where=total > 0
+            row_sum(self.steps_per_s * weights), total, out=np.zeros(len(total)), where=total > 0
         )

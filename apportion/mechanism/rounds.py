@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from apportion.core.packing import greedy_fill
+from apportion.core.rows import first_true
 
 NEVER_RECEIVED = 1e-9  # a share never received counts as this tiny fraction
 MIN_SHARE = 1e-6  # smaller shares are LP rounding noise, not time a job should get
@@ -32,7 +33,7 @@ class RoundMechanism:
         n, num_types = share.shape
         whole = share > 1 - MIN_SHARE
         if np.all(whole | (share < MIN_SHARE)):  # integral X: run exactly the jobs it names, if they fit
-            chosen = np.where(whole.any(axis=1), np.argmax(whole, axis=1), -1)
+            chosen = first_true(whole, none=-1)
             used = np.bincount(chosen[chosen >= 0], weights=num_gpus[chosen >= 0], minlength=num_types)
             if np.all(used <= capacity):
                 return chosen

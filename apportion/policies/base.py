@@ -8,6 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from apportion.core.allocation import Allocation
+from apportion.core.rows import row_any
 from apportion.core.views import ClusterView, JobView, ThroughputView
 
 
@@ -102,7 +103,8 @@ def allocate_in_order(
     The sequential loop itself, in plain Python over lists: a round takes a few hundred jobs
     at most, and the walk stops as soon as no GPU is left or no job still to come fits in
     what is left. Each job's types are ranked once with numpy, best first and ties to the
-    lower type index (argmax's rule); types it cannot run on are left out.
+    lower type index (argmax's rule); a type it cannot run on becomes a last, made-up type
+    that never has room, so the loop asks one question per type.
     """
     n, num_types = steps_per_s.shape
     runnable = steps_per_s > 0
@@ -114,8 +116,8 @@ def allocate_in_order(
         holding = np.flatnonzero(current_type >= 0)
         score[holding, current_type[holding]] = np.inf
     share = np.zeros((n, num_types))
-    remaining = capacity.astype(np.int64).tolist()
-    if not len(order) or max(remaining, default=0) <= 0:
+    remaining = capacity.astype(np.int64).tolist() + [-1]  # free GPUs of each type, and the made-up one
+    if not len(order) or max(remaining) <= 0:
         return share
     moves, held, reserved = {}, None, None
     if current_type is not None and remaining_steps is not None and not agnostic:
@@ -142,35 +144,46 @@ def allocate_in_order(
         rows = order[fits]
         row_score = score.take(rows, axis=0)  # np.take: rows gathered several times faster than score[rows]
         ranked = np.argsort(-row_score, axis=1, kind="stable")
-        usable = np.take_along_axis(row_score, ranked, axis=1) > -np.inf
-        for row, size, types, ok in zip(rows.tolist(), sizes[fits].tolist(), ranked.tolist(), usable.tolist()):
-            if reserved is not None and held[row] >= 0:
-                reserved[held[row]] -= size
-            if size > most:
-                continue
-            moved = False
-            for gpu_type in moves.get(row, ()):
-                if gpu_type >= 0 and remaining[gpu_type] - reserved[gpu_type] >= size:
-                    remaining[gpu_type] -= size
-                    taken_rows.append(row)
-                    taken_types.append(gpu_type)
-                    most = max(remaining)
-                    moved = True
-                    break
-            if moved:
-                continue
-            for gpu_type, can in zip(types, ok):
-                if not can:
-                    break
-                if remaining[gpu_type] >= size:
-                    remaining[gpu_type] -= size
-                    taken_rows.append(row)
-                    taken_types.append(gpu_type)
-                    most = max(remaining)
-                    break
+        ranked[np.take_along_axis(row_score, ranked, axis=1) == -np.inf] = num_types
+        # a job too large for what is left finds no type with room; it is skipped the same way
+        if reserved is None:
+            for row, size, types in zip(rows.tolist(), sizes[fits].tolist(), ranked.tolist()):
+                for gpu_type in types:
+                    if remaining[gpu_type] >= size:
+                        remaining[gpu_type] -= size
+                        taken_rows.append(row)
+                        taken_types.append(gpu_type)
+                        break
+        else:
+            for row, size, types in zip(rows.tolist(), sizes[fits].tolist(), ranked.tolist()):
+                here = held[row]
+                if here >= 0:
+                    reserved[here] -= size
+                    faster = moves.get(row)
+                    if faster is not None and _move(row, size, faster, remaining, reserved, taken_rows, taken_types):
+                        continue
+                for gpu_type in types:
+                    if remaining[gpu_type] >= size:
+                        remaining[gpu_type] -= size
+                        taken_rows.append(row)
+                        taken_types.append(gpu_type)
+                        break
+        most = max(remaining)
         start, chunk = stop, chunk * 2
     share[taken_rows, taken_types] = 1.0
     return share
+
+
+def _move(row: int, size: int, faster: list[int], remaining: list[int], reserved: list[int],
+          taken_rows: list[int], taken_types: list[int]) -> bool:
+    """Move a running job to the first of its faster types with room that no job still to come holds."""
+    for gpu_type in faster:
+        if gpu_type >= 0 and remaining[gpu_type] - reserved[gpu_type] >= size:
+            remaining[gpu_type] -= size
+            taken_rows.append(row)
+            taken_types.append(gpu_type)
+            return True
+    return False
 
 
 def faster_types(
@@ -191,7 +204,7 @@ def faster_types(
     finish_there = np.divide(left[:, None], rates, out=np.full(rates.shape, np.inf), where=rates > 0)
     with np.errstate(invalid="ignore"):  # inf - inf where a job runs on neither
         pays = (finish_here[:, None] - finish_there > restart_cost_s) & (here > 0)[:, None]
-    movers = np.flatnonzero(pays.any(axis=1))
+    movers = np.flatnonzero(row_any(pays))
     if not len(movers):
         return {}
     fastest_first = np.argsort(-rates.take(movers, axis=0), axis=1, kind="stable")  # ties: the lower type first

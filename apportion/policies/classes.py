@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from apportion.core.rows import row_any
 from apportion.core.views import JobView
 from apportion.solve import max_min_dual
 from apportion.solve.max_min import MaxMinModel
@@ -41,7 +42,7 @@ class JobClasses:
                    value: np.ndarray) -> tuple[JobClasses | None, np.ndarray]:
         """The most total Σ value·share over classes (max-throughput, min-cost); the classes to keep."""
         share = np.zeros(value.shape)
-        can_run = (value > 0).any(axis=1)
+        can_run = row_any(value > 0)
         if not can_run.any():
             return kept, share
         kept = cls.for_cluster(kept, capacity)

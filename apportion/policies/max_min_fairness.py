@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from apportion.core.allocation import Allocation
+from apportion.core.rows import row_any
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import pairs
 from apportion.policies.classes import JobClasses
@@ -54,7 +55,7 @@ class MaxMinFairness(LPPolicy):
 
     def solve(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView, value: np.ndarray) -> Allocation:
         share = np.zeros_like(value)
-        can_run = (value > 0).any(axis=1)
+        can_run = row_any(value > 0)
         if not can_run.any():
             return Allocation(jobs.index, share)
         self._classes = JobClasses.for_cluster(self._classes, cluster.capacity, water_filling=self.water_filling)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -254,12 +255,17 @@ class Simulator:
             attained_service_s=replay.attained_gpu_s.take(active),
             first_start_s=replay.first_start.take(active),
             running_type=running_types(self.cluster, holder, partner, len(active)),
-            queue=jobs.queue.take(active),
-            user=jobs.user.take(active),
+            queue=self._names["queue"].take(active),
+            user=self._names["user"].take(active),
             now_s=replay.now,
             deadline_s=None if jobs.deadline_s is None else jobs.deadline_s.take(active),
             **self._predictions(active),
         )
+
+    @cached_property
+    def _names(self) -> dict[str, np.ndarray]:
+        """The jobs' queues and users as the view gathers them."""
+        return {name: _gatherable(getattr(self.jobs, name)) for name in ("queue", "user")}
 
     def _state(self, replay: Replay, view: JobView, holder: np.ndarray, partner: np.ndarray) -> RoundState:
         """The planner's input: the view, the active jobs' speeds and time on each type, who holds what."""
@@ -533,6 +539,21 @@ class Replay:
             gpu_job=np.full(cluster.num_gpus, -1, dtype=np.int64),
             gpu_partner=np.full(cluster.num_gpus, -1, dtype=np.int64),
         )
+
+
+def _gatherable(names: np.ndarray) -> np.ndarray:
+    """The same strings as a fixed-width array where they are short: the view gathers them every
+    round, and a gather of Python strings (an object array) costs ten times one of numbers."""
+    if names.dtype != object or not len(names):
+        return names
+    try:
+        longest = max(map(len, names))
+    except TypeError:  # not all strings: leave them as they are
+        return names
+    return names.astype(str) if longest <= _FIXED_WIDTH_MAX else names
+
+
+_FIXED_WIDTH_MAX = 32  # characters; longer names keep their object array (memory: 4 bytes a character a job)
 
 
 def _next_boundary(now: float, when: float, round_s: float) -> float:
