@@ -119,7 +119,7 @@ def allocate_in_order(
     remaining = capacity.astype(np.int64).tolist() + [-1]  # free GPUs of each type, and the made-up one
     if not len(order) or max(remaining) <= 0:
         return share
-    moves, held, reserved = {}, None, None
+    moves, held, reserved = {}, [-1] * n, None
     if current_type is not None and remaining_steps is not None and not agnostic:
         moves = faster_types(steps_per_s, current_type, remaining_steps, restart_cost_s)
         if moves:  # GPUs each type holds for running jobs the walk has not reached yet
@@ -146,28 +146,19 @@ def allocate_in_order(
         ranked = np.argsort(-row_score, axis=1, kind="stable")
         ranked[np.take_along_axis(row_score, ranked, axis=1) == -np.inf] = num_types
         # a job too large for what is left finds no type with room; it is skipped the same way
-        if reserved is None:
-            for row, size, types in zip(rows.tolist(), sizes[fits].tolist(), ranked.tolist()):
-                for gpu_type in types:
-                    if remaining[gpu_type] >= size:
-                        remaining[gpu_type] -= size
-                        taken_rows.append(row)
-                        taken_types.append(gpu_type)
-                        break
-        else:
-            for row, size, types in zip(rows.tolist(), sizes[fits].tolist(), ranked.tolist()):
-                here = held[row]
-                if here >= 0:
-                    reserved[here] -= size
-                    faster = moves.get(row)
-                    if faster is not None and _move(row, size, faster, remaining, reserved, taken_rows, taken_types):
-                        continue
-                for gpu_type in types:
-                    if remaining[gpu_type] >= size:
-                        remaining[gpu_type] -= size
-                        taken_rows.append(row)
-                        taken_types.append(gpu_type)
-                        break
+        for row, size, types in zip(rows.tolist(), sizes[fits].tolist(), ranked.tolist()):
+            here = held[row]
+            if here >= 0:  # only where some job may move
+                reserved[here] -= size
+                faster = moves.get(row)
+                if faster is not None and _move(row, size, faster, remaining, reserved, taken_rows, taken_types):
+                    continue
+            for gpu_type in types:
+                if remaining[gpu_type] >= size:
+                    remaining[gpu_type] -= size
+                    taken_rows.append(row)
+                    taken_types.append(gpu_type)
+                    break
         most = max(remaining)
         start, chunk = stop, chunk * 2
     share[taken_rows, taken_types] = 1.0
