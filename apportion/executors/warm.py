@@ -149,15 +149,19 @@ def thread_settings(env: dict[str, str], spare_env: dict[str, str]) -> tuple[dic
     """The thread counts the fork must set (``torch``, ``openblas``) for the job's environment, or why it cannot."""
     settings: dict[str, int] = {}
     torch = sys.modules.get("torch")
-    asked = [env.get(k) for k in ("MKL_NUM_THREADS", "OMP_NUM_THREADS") if env.get(k) is not None]
+    asked = [(k, env[k]) for k in ("MKL_NUM_THREADS", "OMP_NUM_THREADS") if env.get(k) is not None]
     if torch is not None and asked:
-        count = _positive(asked[0])  # torch reads MKL_NUM_THREADS first
+        name, value = asked[0]  # torch reads MKL_NUM_THREADS first
+        count = _positive(value)
         default = torch.get_num_threads()  # what the spare's torch chose with neither variable set
         if count is None or count > default:
-            return {}, f"torch's thread count from {asked[0]!r} threads (default {default})"
+            return {}, f"{name}={value} is not a thread count from 1 to torch's default here ({default})"
         if count != default:
             settings["torch"] = count
-    if "numpy" in sys.modules and "OPENBLAS_NUM_THREADS" not in spare_env:
+    if "numpy" in sys.modules and "OPENBLAS_NUM_THREADS" in spare_env:  # the spare's OpenBLAS took that count
+        if env.get("OPENBLAS_NUM_THREADS") != spare_env["OPENBLAS_NUM_THREADS"]:
+            return {}, "OPENBLAS_NUM_THREADS differs from the warm process's (read at import)"
+    elif "numpy" in sys.modules:
         blas = next((env[k] for k in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS") if k in env), None)
         count = _positive(blas) if blas is not None else len(os.sched_getaffinity(0))
         if count is None:
