@@ -156,6 +156,29 @@ def test_a_waiting_spare_dies_with_its_server(tmp_path):
     assert LocalExecutor(tmp_path).scan() == []  # never taken for an attempt
 
 
+def test_an_attempt_handed_to_a_spare_still_importing_survives_its_server(work, tmp_path):
+    script = (
+        "import os, sys, time\nfrom apportion.executors.local import LocalExecutor\n"
+        f"e = LocalExecutor({str(tmp_path)!r}, spares=1); e.poll()\n"
+        "maps = f'/proc/{e._pool._idle[0].process.pid}/maps'\n"
+        "while 'libtorch' not in open(maps).read():  # importing torch: it dies with its server unless handed an attempt\n"
+        "    time.sleep(0.01)\n"
+        f"a = e.start(9, 1, [sys.executable, 'probe.py', '4'], dict(os.environ, PYTHONUNBUFFERED='1'), {str(work)!r}, ('cpu:0',))\n"
+        "print(a.pid, flush=True); time.sleep(600)\n")
+    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    wrapper = int(server.stdout.readline())
+    server.send_signal(signal.SIGKILL)  # at once: the spare is still importing torch
+    server.wait()
+
+    restarted = LocalExecutor(tmp_path)
+    (found,) = restarted.scan()
+    assert (found.job_id, found.attempt, found.pid) == (9, 1, wrapper)
+    assert restarted.adopt(found)
+    ended = wait_exit(restarted)
+    assert (ended.job_id, ended.code) == (9, 4)
+    assert restarted.log_path(9, 1).read_text().splitlines()[-1] == "warm"
+
+
 def test_a_spare_that_runs_threads_after_its_imports_starts_its_job_cold_and_says_so(tmp_path, monkeypatch, work):
     site = tmp_path / "site"
     site.mkdir()
