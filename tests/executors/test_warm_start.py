@@ -156,6 +156,24 @@ def test_a_waiting_spare_dies_with_its_server(tmp_path):
     assert LocalExecutor(tmp_path).scan() == []  # never taken for an attempt
 
 
+def test_an_elastic_jobs_replicas_are_forked_warm_and_meet_in_one_gloo_group(warm_executor, work):
+    (work / "ranks.py").write_text(
+        "import os, sys, torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "total = torch.tensor([float(os.environ['RANK']) + 1])\n"
+        "dist.all_reduce(total)\n"
+        "print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'sum', total.item(),"
+        " 'warm' if '--spare' in sys.orig_argv else 'cold', flush=True)\n"
+        "dist.destroy_process_group()\n")
+    warm_executor.start(10, 1, [sys.executable, "ranks.py"], job_env(OMP_NUM_THREADS="2"), str(work),
+                        ("cpu:0", "cpu:1"), replicas=2)
+    ended = wait_exit(warm_executor)
+    lines = sorted(line for line in warm_executor.log_path(10, 1).read_text().splitlines() if line.startswith("rank"))
+
+    assert ended.code == 0
+    assert lines == ["rank 0 of 2 sum 3.0 warm", "rank 1 of 2 sum 3.0 warm"]
+
+
 def test_an_attempt_handed_to_a_spare_still_importing_survives_its_server(work, tmp_path):
     script = (
         "import os, sys, time\nfrom apportion.executors.local import LocalExecutor\n"
