@@ -45,6 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from apportion.executors.local import LocalExecutor, _cmdline  # noqa: E402
+from apportion.executors.procfs import stat_fields  # noqa: E402
+from apportion.executors.spares import read_record, spare_options  # noqa: E402
 from apportion.executors.wrapper import MARKER  # noqa: E402
 from benchmarks.chaos_accounting import account  # noqa: E402
 
@@ -167,13 +169,21 @@ def free_port() -> int:
 def training_processes(state_dir: Path) -> dict[int, int]:
     """The example scripts' processes of the attempts running now (not their shells or wrappers), by
     pid, with their job's id: found by their environment, so that a job whose wrapper was killed
-    (and which runs on under the server) is found too."""
+    (and which runs on under the server) is found too; a job forked warm by a spare wrapper shows
+    the spare's command line and environment, and is found by its spare's record instead."""
     prefix = f"APPORTION_CHECKPOINT_DIR={os.path.realpath(state_dir)}/".encode()
     found = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         argv = _cmdline(int(entry.name)) or []
+        spare = spare_options(argv)
+        if spare is not None:  # a spare's fork (not the spare itself, which leads its group) is a job
+            fields = stat_fields(int(entry.name))
+            record = read_record(Path(os.path.realpath(state_dir)), spare["--spare"])
+            if fields is not None and int(fields[2]) != int(entry.name) and record is not None:
+                found[int(entry.name)] = int(record["job"])
+            continue
         if not any("examples/train_" in a for a in argv) or "-c" in argv or MARKER in argv:  # not a shell, a wrapper
             continue
         try:
@@ -286,12 +296,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--slots", type=int, default=2, help="CPU slots (one core each)")
     parser.add_argument("--timeout-s", type=float, default=900.0, help="the most each pass may take")
     parser.add_argument("--keep", help="keep both passes' state directories under this directory")
+    parser.add_argument("--no-warm-start", action="store_true", help="every job start cold (serve --no-warm-start)")
     args = parser.parse_args(argv)
 
     plans = workload(args.jobs)
     server_args = ["--slots", f"cpu:{args.slots}", "--policy", "fifo", "--round-s", "30",
                    "--max-retries", str(args.kills + 3),  # a job may be hit by every kill and must not fail
-                   "--run-as", "server-user"]  # the jobs run as this account, root included
+                   "--run-as", "server-user",  # the jobs run as this account, root included
+                   *(["--no-warm-start"] if args.no_warm_start else [])]
     began = time.time()
     expected = references(plans, args.slots)
     with tempfile.TemporaryDirectory(prefix="apportion-chaos-") as tmp:
@@ -326,6 +338,7 @@ def main(argv: list[str] | None = None) -> dict:
         "weights_differ": chaos_judged["weights_differ"],
         "shell_line_jobs": sum(p.shell for p in plans),
         "slots": args.slots,
+        "warm_start": not args.no_warm_start,
         "seed": args.seed,
         "kill_log": chaos["kills"],
         "wall_s": round(time.time() - began, 1),

@@ -32,6 +32,7 @@ def serve(
     executor: str = typer.Option("local", "--executor", help="Where jobs run: local (this machine's processes) or ray (a Ray cluster's nodes: docs/ray.md)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: the cluster's address (default: the cluster file's, else RAY_ADDRESS, else the one started on this machine)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file whose ray: section names each GPU type's Ray resource and the directory every node shares."),
+    warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help="Start Python jobs (python SCRIPT or -m MODULE) forked from a wrapper that has imported torch already, unless their file says warm_start: false (local executor)."),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
     import numpy as np
@@ -103,7 +104,7 @@ def serve(
     admin_token, run_as_setting = _credentials(token, token_file, run_as, user_map)
     options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=admin_token,
                             run_as=run_as_setting, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
-                            prices=prices, checkpoint_every=checkpoint_every,
+                            prices=prices, checkpoint_every=checkpoint_every, warm_start=warm_start,
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
                             policy_options={k: v for k, v in (("thresholds_gpu_s", las_thresholds), ("queues", queues and str(Path(queues).resolve())))

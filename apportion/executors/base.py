@@ -33,7 +33,8 @@ class Executor(Protocol):
     """Runs at most one attempt per job; the scheduler decides which, where and when."""
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
-              workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None) -> Attempt:
+              workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None,
+              cold: bool = False) -> Attempt:
         """Start attempt ``attempt`` of job ``job_id`` on ``slots`` with exactly ``env``; OSError if it cannot.
 
         ``run_as`` (an ``apportion.serve.runas.Account``; passed only when set): run the job's
@@ -41,6 +42,7 @@ class Executor(Protocol):
         elastic job, one a slot): run the command that many times as torch.distributed's
         replicas (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
         ``MASTER_PORT``), one attempt that ends when all have, or at once when one crashes.
+        ``cold`` (passed only when set): never a warm start (an executor that has none ignores it).
         """
         ...
 

@@ -44,7 +44,7 @@ class FakeExecutor:
         """What a test set as ``live_capacity``: the slots of each type still there (None: all)."""
         return self.live_capacity
 
-    def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None, replicas=None) -> Attempt:
+    def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None, replicas=None, cold=False) -> Attempt:
         if job_id in self._running:
             raise AssertionError(f"job {job_id} started twice at once")
         handle = Attempt(job_id, attempt, next(self._pids), 1, tuple(slots))

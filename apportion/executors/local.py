@@ -15,6 +15,10 @@ their exit code and kills what is left of the group, and the job keeps its work.
 is not possible (no subreaper on this system, or a wrapper started by an earlier server), the
 executor kills what is left of the attempt's process group as soon as it sees the wrapper
 gone, so that an attempt never outlives its record and two never run at once.
+
+With ``spares``, a Python job's attempt is handed to a wrapper started ahead of time with torch
+imported (spares.py), which forks the job instead of exec'ing Python (warm.py); ``scan`` finds
+such a wrapper by the ``--spare ID`` in its command line and its attempt in ``STATE_DIR/spares/ID.json``.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ import sys
 import time
 from pathlib import Path
 
+from apportion.executors import warm
 from apportion.executors.base import Attempt, Exit
 from apportion.executors.orphans import Orphaned, orphaned_command
 from apportion.executors.procfs import group_members, process_start, stat_fields
+from apportion.executors.spares import SparePool, read_record, remove_files, spare_options
 from apportion.executors.wrapper import MARKER, become_subreaper, write_exit
 
 EXEC_WAIT_S = 1.0  # how long a scan waits for a process group leader's exec to finish
@@ -79,9 +85,14 @@ def kill_leftovers(pgid: int) -> None:
 class LocalExecutor:
     """The ``Executor`` of this machine: each attempt a process group, found again through ``/proc``."""
 
-    def __init__(self, state_dir: str | Path, python: str = sys.executable) -> None:
+    def __init__(self, state_dir: str | Path, python: str = sys.executable, spares: int = 0) -> None:
+        """``spares``: how many warm wrappers (torch imported, waiting for an attempt) to keep ready
+        for jobs that are a Python script or module (spares.py, warm.py); 0: every start is cold."""
         self.state_dir = Path(os.path.realpath(state_dir))
         self.python = python
+        self._pool = SparePool(self.state_dir, python, spares) if spares else None
+        self._spare_of: dict[int, str] = {}  # job -> the spare ID of its attempt's wrapper (its record's name)
+        self._scanned_spares: dict[int, str] = {}  # pid -> spare ID, of assigned spares found by scan
         self._children: dict[int, tuple[Attempt, subprocess.Popen, float]] = {}  # job -> attempt, wrapper, start time
         self._adopted: dict[int, Attempt] = {}
         self._orphans: dict[int, Orphaned] = {}  # attempts whose wrapper died, supervised here
@@ -118,11 +129,13 @@ class LocalExecutor:
     # processes ---------------------------------------------------------------------------
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
-              workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None) -> Attempt:
+              workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None,
+              cold: bool = False) -> Attempt:
         """Start one attempt in its own process group; OSError if it cannot be started.
 
         With ``run_as`` the wrapper stays this process's user and starts the command as that account;
-        with ``replicas`` it starts the command that many times, as torch.distributed's ranks.
+        with ``replicas`` it starts the command that many times, as torch.distributed's ranks. A
+        Python job starts warm in a spare wrapper when one is waiting, unless ``cold``.
         """
         if self._subreaper is None:  # a wrapper's orphans become this process's children
             self._subreaper = become_subreaper()
@@ -130,6 +143,9 @@ class LocalExecutor:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.exit_path(job_id, attempt).unlink(missing_ok=True)
         self.pid_path(job_id, attempt).unlink(missing_ok=True)
+        spare = None if cold or self._pool is None else self._pool.take(command, env, workdir or str(directory))
+        if spare is not None and isinstance(command, str):  # a plain `python …` line: no shell needed
+            command = warm.python_command(command)
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         wrapper = [
             self.python, "-m", MARKER, "--state-dir", str(self.state_dir), "--job", str(job_id),
@@ -140,12 +156,23 @@ class LocalExecutor:
             *(["--replicas", str(int(replicas))] if replicas is not None else []),
             "--", *argv,
         ]
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-        with os.fdopen(os.open(self.log_path(job_id, attempt), flags, 0o600), "ab") as log:  # owner-only
-            process = subprocess.Popen(
-                wrapper, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                cwd=str(directory), start_new_session=True, close_fds=True,
-            )
+        process = None
+        if spare is not None:
+            try:
+                self._pool.hand(spare, {"job": job_id, "attempt": attempt, "slots": list(slots), "argv": wrapper[3:],
+                                        "env": env, "log": str(self.log_path(job_id, attempt)), "cwd": str(directory)})
+                process = spare.process
+                self._spare_of[job_id] = spare.spare_id
+            except OSError:
+                process = None  # it died meanwhile: a cold start instead
+            self._pool.refill()
+        if process is None:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            with os.fdopen(os.open(self.log_path(job_id, attempt), flags, 0o600), "ab") as log:  # owner-only
+                process = subprocess.Popen(
+                    wrapper, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                    cwd=str(directory), start_new_session=True, close_fds=True,
+                )
         handle = Attempt(job_id, attempt, process.pid, process_start(process.pid), tuple(slots))
         self._children[job_id] = (handle, process, time.time())
         return handle
@@ -189,6 +216,18 @@ class LocalExecutor:
 
     def _attempt(self, pid: int, argv: list[str]) -> Attempt | None:
         """The attempt that a wrapper's command line describes, or None when it is no wrapper of ours."""
+        spare = spare_options(argv)
+        if spare is not None:  # a spare wrapper: its attempt is in its record (none while it waits)
+            record = read_record(self.state_dir, spare["--spare"]) if spare.get("--state-dir") == str(self.state_dir) else None
+            started = process_start(pid)
+            try:
+                job_id, attempt, slots = int(record["job"]), int(record["attempt"]), tuple(map(str, record["slots"]))
+            except (TypeError, KeyError, ValueError):
+                return None
+            if started is None:
+                return None
+            self._scanned_spares[pid] = spare["--spare"]
+            return Attempt(job_id, attempt, pid, started, slots)
         if MARKER not in argv or "--" not in argv:
             return None
         options = argv[argv.index(MARKER) + 1: argv.index("--")]
@@ -211,6 +250,8 @@ class LocalExecutor:
         if started is None or (attempt.proc_start is not None and started != attempt.proc_start):
             return False
         self._adopted[attempt.job_id] = Attempt(attempt.job_id, attempt.attempt, attempt.pid, started, attempt.slots)
+        if attempt.pid in self._scanned_spares:
+            self._spare_of[attempt.job_id] = self._scanned_spares[attempt.pid]
         return True
 
     def tracked(self) -> dict[int, Attempt]:
@@ -259,7 +300,17 @@ class LocalExecutor:
         return True
 
     def poll(self) -> list[Exit]:
-        """Attempts that have ended since the last call, with their exit codes."""
+        """Attempts that have ended since the last call, with their exit codes (and spares kept ready)."""
+        if self._pool is not None:
+            self._pool.refill()
+        ended = self._ended()
+        for exit_ in ended:
+            spare_id = self._spare_of.pop(exit_.job_id, None)
+            if spare_id is not None:
+                remove_files(self.state_dir, spare_id)
+        return ended
+
+    def _ended(self) -> list[Exit]:
         ended = []
         for job_id, (attempt, process, started) in list(self._children.items()):
             if stat_fields(process.pid) is not None:  # still running (a zombie reads as None)

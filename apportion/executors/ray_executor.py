@@ -145,7 +145,8 @@ class RayExecutor:
     # attempts --------------------------------------------------------------------------------
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
-              workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None) -> Attempt:
+              workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None,
+              cold: bool = False) -> Attempt:
         """Ask Ray for the attempt's placement group and replicas (always one a slot); OSError if Ray cannot be asked."""
         if replicas is not None and replicas != len(slots):
             raise OSError(f"on Ray an attempt runs one replica a slot: {len(slots)}, not {replicas}")

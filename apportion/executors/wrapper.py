@@ -28,6 +28,11 @@ apportion.runtime.group), and when one crashes the others are killed at once, so
 outlives its attempt. The exit code is the first crash's, else 75 if any rank was
 preempted, else 0.
 
+A *spare* (``--spare ID``, spares.py) is this wrapper started before its attempt is known: it
+imports torch first, then takes its arguments from the record the executor writes, and forks
+the job's Python process instead of exec'ing one when it can (warm.py); everything else is as
+above.
+
 With ``--parent PID`` (the Ray executor's replica, which has no process group of its own to
 stop the job with) the attempt dies with that process: when it ends, SIGKILL goes to the
 whole group, so a job never outlives the Ray worker that accounts for it.
@@ -43,6 +48,7 @@ import subprocess
 import sys
 import time
 
+from apportion.executors import warm
 from apportion.executors.procfs import children, group_members
 
 MARKER = "apportion.executors.wrapper"
@@ -51,6 +57,7 @@ PR_SET_PDEATHSIG = 1
 PARENT_GONE = signal.SIGUSR2  # what the kernel sends the wrapper when its --parent ends
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PREEMPTED = 75  # a job's exit code after a complete checkpoint (apportion.runtime.job)
+WARM_ENV: dict[str, str] | None = None  # in a spare wrapper: the environment its imports ran in (warm.py)
 
 
 def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -148,10 +155,28 @@ def wait_for_survivors(code: int, subreaper: bool) -> int:
     return code if chosen is None else chosen
 
 
+class _Forked:
+    """A job's process forked by a warm wrapper (what ``Popen`` is for one it exec'd)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.returncode = pid, None
+
+
+def spawn(command: list[str], options: dict[str, str], env: dict[str, str] | None = None):
+    """Start ``command`` in this process group: forked warm when this wrapper is a spare that can
+    (warm.py; otherwise it says why in the log), else exec'd; OSError if it cannot be started."""
+    if WARM_ENV is not None:
+        launch = warm.Launch(command, dict(os.environ) if env is None else env, WARM_ENV, options.get("workdir"))
+        if launch.refusal is None:
+            return _Forked(launch.fork(options.get("run-as")))
+        print(f"apportion: cold start: {launch.refusal}", file=sys.stderr, flush=True)
+    return subprocess.Popen(command, cwd=options.get("workdir") or None, env=env, **_account(options.get("run-as")))
+
+
 def run_one(command: list[str], options: dict[str, str], subreaper: bool) -> int:
     """Run ``command`` and wait for it (and, after a stop signal, for what it left running); its exit code."""
     try:
-        child = subprocess.Popen(command, cwd=options.get("workdir") or None, **_account(options.get("run-as")))
+        child = spawn(command, options)
     except OSError as err:
         print(f"apportion: cannot start {command[0] if command else '(empty command)'}: {err}",
               file=sys.stderr, flush=True)
@@ -208,9 +233,7 @@ def run_replicas(command: list[str], count: int, options: dict[str, str], subrea
     ranks: dict[int, int] = {}  # pid -> rank
     for rank in range(count):
         try:
-            child = subprocess.Popen(command, cwd=options.get("workdir") or None,
-                                     env=replica_env(dict(os.environ), rank, count, port),
-                                     **_account(options.get("run-as")))
+            child = spawn(command, options, env=replica_env(dict(os.environ), rank, count, port))
         except OSError as err:
             print(f"apportion: cannot start rank {rank} ({command[0] if command else '(empty command)'}): {err}",
                   file=sys.stderr, flush=True)
@@ -265,7 +288,13 @@ def write_pid(path: str, pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options, command = parse(sys.argv[1:] if argv is None else argv)
+    global WARM_ENV
+    argv = sys.argv[1:] if argv is None else argv
+    if "--spare" in argv and "--" not in argv:  # a spare: imports done, it waits for its attempt (spares.py)
+        from apportion.executors.spares import await_assignment
+
+        argv, WARM_ENV = await_assignment(argv)
+    options, command = parse(argv)
     for sig in STOP_SIGNALS:
         signal.signal(sig, _ignore)
     subreaper = become_subreaper()

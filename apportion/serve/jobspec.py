@@ -11,6 +11,7 @@ queue: research                   # default ""
 user: alice                       # default: the user running `apportion submit`
 checkpoint_dir: ckpt/cnn          # default STATE_DIR/jobs/ID/checkpoints
 checkpoint_every: auto            # periodic checkpoints: auto, auto:SECONDS, off or SECONDS; default the server's
+warm_start: false                 # start cold even where the server could fork it warm; default true
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`
@@ -56,7 +57,7 @@ from apportion.workloads.yaml_file import read_yaml
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
-    "layout", "elastic",
+    "layout", "elastic", "warm_start",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -83,6 +84,7 @@ class JobSpec:
     global_batch: int | None = None
     layout: str | None = None  # "tp=2 pp=1 mb=4"; None: planned per slot type
     elastic: ElasticSpec | None = None  # None: a fixed-size job
+    warm_start: bool | None = None  # False: always a cold start; None: the server's setting
 
     @property
     def throughput_kind(self) -> str:
@@ -172,6 +174,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         global_batch=global_batch,
         layout=layout,
         elastic=elastic,
+        warm_start=_warm_start(data.get("warm_start"), source),
     )
 
 
@@ -292,6 +295,12 @@ def _steps_to_examples(data: dict, elastic: ElasticSpec, source: str) -> int:
             raise InputError(source, "give the target in steps or in examples (elastic.target_examples, or "
                              "elastic.epochs and elastic.dataset_size), not both", field=key)
     return -(-elastic.target_examples // elastic.batch_size)
+
+
+def _warm_start(value: object, source: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise InputError(source, f"must be true or false, got {_short(value)}", field="warm_start")
 
 
 def _checkpoint_every(value: object, source: str) -> str | None:

@@ -89,6 +89,8 @@ def test_the_examples_are_valid(example):
          "at most 1,024 arguments, got 1,025"),
         ("name: a\ncommand: x\ntotal_steps: 10\nenv: {A: " + "v" * 20000 + "}\n", "env.A", 4,
          "at most 16,384 characters, got 20,000"),
+        ("name: a\ncommand: x\ntotal_steps: 10\nwarm_start: maybe\n", "warm_start", 4,
+         "must be true or false, got 'maybe'"),
     ],
 )
 def test_a_malformed_file_names_its_field_and_line(tmp_path, text, field, line, words):
@@ -200,3 +202,10 @@ def test_an_elastic_jobs_own_size_lies_within_its_limits():
 def test_the_example_elastic_job_file_reads():
     spec = load_job_file(Path(__file__).resolve().parents[2] / "examples" / "elastic.yaml")
     assert (spec.elastic.min_gpus, spec.elastic.max_gpus, spec.elastic.batch_size) == (1, 2, 32)
+
+
+def test_a_job_may_ask_for_a_cold_start(tmp_path):
+    cold = load_job_file(write(tmp_path, "name: a\ncommand: python t.py\ntotal_steps: 10\nwarm_start: false\n"))
+    default = load_job_file(write(tmp_path, "name: a\ncommand: python t.py\ntotal_steps: 10\n", "b.yaml"))
+    assert cold.warm_start is False and cold.to_dict()["warm_start"] is False
+    assert default.warm_start is None and "warm_start" not in default.to_dict()  # the server's setting

@@ -1,0 +1,249 @@
+"""Warm starts: a Python job forked from a spare wrapper that has imported torch already looks,
+to the job, exactly like one exec'd cold; anything that cannot be made the same starts cold."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from apportion.executors import warm
+from apportion.executors.local import LocalExecutor
+from apportion.executors.procfs import group_members, stat_fields
+
+pytest.importorskip("torch", reason="a spare wrapper imports torch")
+
+PROBE = '''
+import json, os, signal, sys, torch
+print("hello from", os.path.basename(__file__))
+facts = {
+    "argv": sys.argv, "path0": sys.path[0], "file": __file__, "name": __name__, "cwd": os.getcwd(),
+    "env": {k: os.environ.get(k) for k in ("APPORTION_JOB_ID", "OMP_NUM_THREADS", "MY_SETTING", "CUDA_VISIBLE_DEVICES")},
+    "torch_threads": torch.get_num_threads(), "fds": sorted(os.listdir("/proc/self/fd")),
+    "group_led_by_parent": os.getpgid(0) == os.getppid(),
+    "signals": [str(signal.getsignal(s)) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)],
+    "main_keys": sorted(k for k in globals() if k.startswith("__")),
+}
+print(json.dumps(facts))
+print("warm" if "--spare" in sys.orig_argv else "cold")
+if sys.argv[1:] == ["boom"]:
+    raise ValueError("boom")
+if sys.argv[1:] == ["term"]:
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(75))
+    open("ready", "w").close()
+    signal.pause()
+sys.exit(int(sys.argv[1]) if sys.argv[1:] else 0)
+'''
+
+BOOM_LINE = PROBE.splitlines().index('    raise ValueError("boom")') + 1
+
+
+def job_env(**extra) -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "APPORTION_JOB_ID": "1", "OMP_NUM_THREADS": "1",
+            "MY_SETTING": "x", "CUDA_VISIBLE_DEVICES": "", **extra}
+
+
+def wait_exit(executor, timeout: float = 120.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ended = executor.poll()
+        if ended:
+            return ended[0]
+        time.sleep(0.05)
+    raise AssertionError("no attempt ended in time")
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("work")
+    (work / "probe.py").write_text(PROBE)
+    return work
+
+
+@pytest.fixture(scope="module")
+def warm_executor(tmp_path_factory):
+    executor = LocalExecutor(tmp_path_factory.mktemp("warm-state"), spares=1)
+    executor.poll()  # the first spare starts importing now
+    return executor
+
+
+def run(executor, work, job_id, command, **options):
+    attempt = executor.start(job_id, 1, command, job_env(), str(work), ("cpu:0",), **options)
+    ended = wait_exit(executor)
+    return attempt, ended.code, executor.log_path(job_id, 1).read_text()
+
+
+def facts(log: str) -> dict:
+    return json.loads(next(line for line in log.splitlines() if line.startswith("{")))
+
+
+def test_a_warm_job_sees_what_a_cold_one_sees(warm_executor, work, tmp_path):
+    cold_executor = LocalExecutor(tmp_path)
+    _, cold_code, cold_log = run(cold_executor, work, 1, [sys.executable, "probe.py", "3"])
+    _, warm_code, warm_log = run(warm_executor, work, 1, [sys.executable, "probe.py", "3"])
+
+    assert cold_log.splitlines()[-1] == "cold" and warm_log.splitlines()[-1] == "warm"
+    assert warm_code == cold_code == 3
+    assert facts(warm_log) == facts(cold_log)
+    assert facts(warm_log)["torch_threads"] == 1  # OMP_NUM_THREADS=1, though the spare imported torch without it
+    assert warm_log.splitlines()[0] == "hello from probe.py"
+
+
+def test_an_uncaught_exception_prints_the_jobs_own_traceback_and_exits_1(warm_executor, work):
+    _, code, log = run(warm_executor, work, 2, [sys.executable, "probe.py", "boom"])
+
+    assert code == 1
+    assert log.splitlines()[-4:] == ["Traceback (most recent call last):",
+                                     f'  File "{work / "probe.py"}", line {BOOM_LINE}, in <module>',
+                                     '    raise ValueError("boom")', "ValueError: boom"]
+
+
+def test_a_plain_shell_line_starts_warm_and_a_pipeline_cold(warm_executor, work):
+    line = f"{sys.executable} probe.py"
+    _, code, log = run(warm_executor, work, 3, line)
+    _, piped_code, piped_log = run(warm_executor, work, 4, line + " | cat")
+
+    assert (code, log.splitlines()[-1]) == (0, "warm")
+    assert (piped_code, piped_log.splitlines()[-1]) == (0, "cold")
+
+
+def test_a_job_can_ask_for_a_cold_start(warm_executor, work):
+    _, code, log = run(warm_executor, work, 5, [sys.executable, "probe.py"], cold=True)
+
+    assert (code, log.splitlines()[-1]) == (0, "cold")
+
+
+def test_sigterm_reaches_a_warm_job_and_a_new_executor_adopts_its_attempt(warm_executor, work):
+    (work / "ready").unlink(missing_ok=True)
+    attempt = warm_executor.start(6, 2, [sys.executable, "probe.py", "term"], job_env(), str(work), ("cpu:1",))
+    deadline = time.time() + 120
+    while not (work / "ready").exists() and time.time() < deadline:
+        time.sleep(0.05)
+
+    found = LocalExecutor(warm_executor.state_dir).scan()  # what a restarted server finds
+    assert [(a.job_id, a.attempt, a.slots, a.pid) for a in found] == [(6, 2, ("cpu:1",), attempt.pid)]
+    assert warm_executor.terminate(6)
+    ended = wait_exit(warm_executor)
+
+    assert (ended.job_id, ended.attempt, ended.code) == (6, 2, 75)
+    assert warm_executor.exit_record(6, 2) == 75
+    assert group_members(attempt.pid) == []
+    assert "warm" in warm_executor.log_path(6, 2).read_text()
+    records = [json.loads(p.read_text()) for p in (warm_executor.state_dir / "spares").glob("*.json")]
+    assert [r for r in records if r["job"] == 6] == []  # its spare's record went with the attempt
+
+
+def test_a_waiting_spare_dies_with_its_server(tmp_path):
+    server = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from apportion.executors.local import LocalExecutor\n"
+         f"e = LocalExecutor({str(tmp_path)!r}, spares=1); e.poll(); print(e._pool._idle[0].process.pid, flush=True);"
+         " time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    spare = int(server.stdout.readline())
+    assert stat_fields(spare) is not None
+    server.send_signal(signal.SIGKILL)
+    server.wait()
+    deadline = time.time() + 30
+    while stat_fields(spare) is not None and time.time() < deadline:
+        time.sleep(0.05)
+
+    assert stat_fields(spare) is None
+    assert LocalExecutor(tmp_path).scan() == []  # never taken for an attempt
+
+
+def test_an_elastic_jobs_replicas_are_forked_warm_and_meet_in_one_gloo_group(warm_executor, work):
+    (work / "ranks.py").write_text(
+        "import os, sys, torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "total = torch.tensor([float(os.environ['RANK']) + 1])\n"
+        "dist.all_reduce(total)\n"
+        "print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'sum', total.item(),"
+        " 'warm' if '--spare' in sys.orig_argv else 'cold', flush=True)\n"
+        "dist.destroy_process_group()\n")
+    warm_executor.start(10, 1, [sys.executable, "ranks.py"], job_env(OMP_NUM_THREADS="2"), str(work),
+                        ("cpu:0", "cpu:1"), replicas=2)
+    ended = wait_exit(warm_executor)
+    lines = sorted(line for line in warm_executor.log_path(10, 1).read_text().splitlines() if line.startswith("rank"))
+
+    assert ended.code == 0
+    assert lines == ["rank 0 of 2 sum 3.0 warm", "rank 1 of 2 sum 3.0 warm"]
+
+
+def test_an_attempt_handed_to_a_spare_still_importing_survives_its_server(work, tmp_path):
+    script = (
+        "import os, sys, time\nfrom apportion.executors.local import LocalExecutor\n"
+        f"e = LocalExecutor({str(tmp_path)!r}, spares=1); e.poll()\n"
+        "maps = f'/proc/{e._pool._idle[0].process.pid}/maps'\n"
+        "while 'libtorch' not in open(maps).read():  # importing torch: it dies with its server unless handed an attempt\n"
+        "    time.sleep(0.01)\n"
+        f"a = e.start(9, 1, [sys.executable, 'probe.py', '4'], dict(os.environ, PYTHONUNBUFFERED='1'), {str(work)!r}, ('cpu:0',))\n"
+        "print(a.pid, flush=True); time.sleep(600)\n")
+    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    wrapper = int(server.stdout.readline())
+    server.send_signal(signal.SIGKILL)  # at once: the spare is still importing torch
+    server.wait()
+
+    restarted = LocalExecutor(tmp_path)
+    (found,) = restarted.scan()
+    assert (found.job_id, found.attempt, found.pid) == (9, 1, wrapper)
+    assert restarted.adopt(found)
+    ended = wait_exit(restarted)
+    assert (ended.job_id, ended.code) == (9, 4)
+    assert restarted.log_path(9, 1).read_text().splitlines()[-1] == "warm"
+
+
+def test_a_spare_that_runs_threads_after_its_imports_starts_its_job_cold_and_says_so(tmp_path, monkeypatch, work):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import threading, time\n"
+                                           "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    executor = LocalExecutor(tmp_path / "state", spares=1)
+    executor.poll()
+    _, code, log = run(executor, work, 7, [sys.executable, "probe.py"])
+
+    assert (code, log.splitlines()[-1]) == (0, "cold")
+    assert "apportion: warm start off: the warm process runs 2 threads after its imports" in log
+
+
+@pytest.mark.parametrize("command, extra, why", [
+    ("python train.py | tee log", {}, "not a plain command"),
+    (["python", "-u", "train.py"], {}, "not `python SCRIPT ARGS`"),
+    (["/bin/echo", "train.py"], {}, "is not this server's Python"),
+    (["python", "train.py"], {"PYTHONHASHSEED": "0"}, "PYTHONHASHSEED differs"),
+    (["python", "train.py"], {"PYTHONPATH": "lib"}, "PYTHONPATH has a relative entry"),  # the spare's too
+    (["python", "missing.py"], {}, "no script file missing.py"),
+])
+def test_what_starts_cold_and_why(tmp_path, command, extra, why):
+    (tmp_path / "train.py").write_text("")
+    python = Path(sys.executable)
+    base = {"PATH": str(python.parent), "PYTHONPATH": ""}
+    env = {**base, **extra}
+    assert warm.refusal(["python", "-m", "mod"], base, base, str(python), str(tmp_path)) is None
+    assert warm.refusal("python train.py --seed 1", base, base, str(python), str(tmp_path)) is None
+    spare = env if "PYTHONPATH" in extra else base
+    assert why in warm.refusal(command, env, spare, str(python), str(tmp_path))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a job as another account needs root")
+def test_a_warm_job_runs_as_its_account_exactly_as_a_cold_one(warm_executor, work, tmp_path):
+    from apportion.serve.runas import lookup
+
+    account = lookup("nobody", "alice")
+    cold_executor = LocalExecutor(tmp_path)
+    cold_executor.start(8, 1, [sys.executable, "probe.py"], job_env(), str(work), (), run_as=account)
+    cold_code, cold_log = wait_exit(cold_executor).code, cold_executor.log_path(8, 1).read_text()
+    warm_executor.start(8, 1, [sys.executable, "probe.py"], job_env(), str(work), (), run_as=account)
+    warm_code, warm_log = wait_exit(warm_executor).code, warm_executor.log_path(8, 1).read_text()
+
+    assert warm_code == cold_code
+    if cold_code == 127:  # the account may not run this interpreter (one under /root): neither starts
+        assert warm_log == cold_log
+        assert "apportion: cannot start" in warm_log and "Permission denied" in warm_log
+    else:
+        assert facts(warm_log) == facts(cold_log)
