@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from apportion.perf import Layout, TransformerModel, iteration_flops, predict  # noqa: E402
 from apportion.perf.calibrate import fit_step_time  # noqa: E402
-from apportion.perf.software import DEEPSPEED_PIPELINE, FSDP, MEGATRON_LM, SoftwareProfile  # noqa: E402
+from apportion.perf.software import DEEPSPEED_PIPELINE, FSDP, SoftwareProfile  # noqa: E402
 from apportion.perf.transformer import get_preset  # noqa: E402
 from perf_validation import PUBLISHED_RUNS, SEQ, TABLE, VOCAB, rows  # noqa: E402
 

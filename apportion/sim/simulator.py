@@ -187,7 +187,7 @@ class Simulator:
 
     def _decide(self, replay: Replay) -> tuple[RoundDecision, JobView]:
         """Ask the shared round planner, then book restarts, moves, preemptions and first starts."""
-        jobs, cluster, active = self.jobs, self.cluster, replay.active
+        cluster, active = self.cluster, replay.active
         positions = replay.local_of
         positions[active] = np.arange(len(active))
         holder = np.where(replay.gpu_job >= 0, positions[np.maximum(replay.gpu_job, 0)], -1)

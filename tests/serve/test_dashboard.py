@@ -4,7 +4,6 @@ page itself in a real browser)."""
 
 from __future__ import annotations
 
-import gzip
 
 from fastapi.testclient import TestClient
 
