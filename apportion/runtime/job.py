@@ -78,7 +78,10 @@ def _env_count(name: str) -> int | None:
 
 
 def _stderr_log(message: str) -> None:
-    print(f"[apportion] {message}", file=sys.stderr, flush=True)
+    """One line, in one write: an elastic job's replicas share a log, and unbuffered (PYTHONUNBUFFERED)
+    ``print`` writes the text and its newline separately, so two ranks' lines could interleave."""
+    sys.stderr.write(f"[apportion] {message}\n")
+    sys.stderr.flush()
 
 
 class _Meter:

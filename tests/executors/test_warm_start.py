@@ -162,8 +162,9 @@ def test_an_elastic_jobs_replicas_are_forked_warm_and_meet_in_one_gloo_group(war
         "dist.init_process_group('gloo')\n"
         "total = torch.tensor([float(os.environ['RANK']) + 1])\n"
         "dist.all_reduce(total)\n"
-        "print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'sum', total.item(),"
-        " 'warm' if '--spare' in sys.orig_argv else 'cold', flush=True)\n"
+        "how = 'warm' if '--spare' in sys.orig_argv else 'cold'\n"
+        "# one write per rank: both ranks share the log, and print() writes its pieces one by one\n"
+        "os.write(1, f\"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} sum {total.item()} {how}\\n\".encode())\n"
         "dist.destroy_process_group()\n")
     warm_executor.start(10, 1, [sys.executable, "ranks.py"], job_env(OMP_NUM_THREADS="2"), str(work),
                         ("cpu:0", "cpu:1"), replicas=2)
