@@ -306,7 +306,7 @@ class DurationPredictor:
 
 def _empty_table(columns: int) -> np.ndarray:
     """Table entries of groups that have seen no job: no pull (all kept), median and spread 0."""
-    table = np.zeros((7, columns))
+    table = np.zeros((SIZE + 1, columns))
     table[KEEP] = 1.0
     return table
 

@@ -271,19 +271,21 @@ def run_replicas(command: list[str], count: int, options: dict[str, str], subrea
 
 
 def write_exit(path: str, code: int, started: float) -> None:
-    record = {"code": code, "started": started, "finished": time.time()}
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(record, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    _replace_file(path, json.dumps({"code": code, "started": started, "finished": time.time()}), durable=True)
 
 
 def write_pid(path: str, pid: int) -> None:
+    _replace_file(path, str(pid))
+
+
+def _replace_file(path: str, text: str, *, durable: bool = False) -> None:
+    """Write ``path`` whole or not at all (a reader never sees half of it); ``durable``: on disk first."""
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(str(pid))
+        handle.write(text)
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 

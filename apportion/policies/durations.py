@@ -35,16 +35,15 @@ def believed(jobs: JobView, throughputs: ThroughputView, durations: str) -> JobV
     steps done plus the predicted median of what is left at the job's fastest speed."""
     if durations == "oracle" or not len(jobs):
         return jobs
-    fastest = throughputs.steps_per_s.max(axis=1)
-    left_steps = np.nan_to_num(believed_left_gpu_s(jobs, fastest), nan=0.0) / jobs.num_gpus * fastest
-    return replace(jobs, total_steps=jobs.steps_done + left_steps)
+    return replace(jobs, total_steps=believed_total_steps(jobs, throughputs.steps_per_s.max(axis=1)))
 
 
-def believed_left_gpu_s(jobs: JobView, fastest: np.ndarray) -> np.ndarray:
-    """[n] the predicted median GPU-seconds left of each job at its ``fastest`` steps/s, given
-    what it did (NaN where it runs nowhere)."""
+def believed_total_steps(jobs: JobView, fastest: np.ndarray) -> np.ndarray:
+    """[n] each job's steps done plus the predicted median of what is left, as steps at its
+    ``fastest`` steps/s (nothing left where it runs nowhere)."""
     predicted, log_sd = predictions(jobs)
-    return remaining_gpu_s(predicted, log_sd, gpu_seconds(jobs.steps_done, jobs.num_gpus, fastest))
+    left_gpu_s = remaining_gpu_s(predicted, log_sd, gpu_seconds(jobs.steps_done, jobs.num_gpus, fastest))
+    return jobs.steps_done + np.nan_to_num(left_gpu_s, nan=0.0) / jobs.num_gpus * fastest
 
 
 def predictions(jobs: JobView) -> tuple[np.ndarray, np.ndarray]:
@@ -89,9 +88,8 @@ class DurationOrdering(OrderingPolicy):
         """[n] each job's rank from what the policy believes it has left (inf: runs nowhere)."""
         if self.durations == "oracle":
             return self.rank_of(jobs.remaining_steps, fastest, jobs.num_gpus)
-        # as steps, the way ``believed`` has them: ranks tie exactly where the beliefs do
-        left_steps = np.nan_to_num(believed_left_gpu_s(jobs, fastest), nan=0.0) / jobs.num_gpus * fastest
-        return self.rank_of(jobs.steps_done + left_steps - jobs.steps_done, fastest, jobs.num_gpus)
+        # what is left as ``believed`` has it (total less done): ranks tie exactly where the beliefs do
+        return self.rank_of(believed_total_steps(jobs, fastest) - jobs.steps_done, fastest, jobs.num_gpus)
 
     def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
         fastest = throughputs.steps_per_s.max(axis=1)

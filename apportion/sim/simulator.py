@@ -541,6 +541,9 @@ class Replay:
         )
 
 
+_FIXED_WIDTH_MAX = 32  # characters; longer names keep their object array (memory: 4 bytes a character a job)
+
+
 def _gatherable(names: np.ndarray) -> np.ndarray:
     """The same strings as a fixed-width array where they are short: the view gathers them every
     round, and a gather of Python strings (an object array) costs ten times one of numbers."""
@@ -551,9 +554,6 @@ def _gatherable(names: np.ndarray) -> np.ndarray:
     except TypeError:  # not all strings: leave them as they are
         return names
     return names.astype(str) if longest <= _FIXED_WIDTH_MAX else names
-
-
-_FIXED_WIDTH_MAX = 32  # characters; longer names keep their object array (memory: 4 bytes a character a job)
 
 
 def _next_boundary(now: float, when: float, round_s: float) -> float:
