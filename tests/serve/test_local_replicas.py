@@ -21,8 +21,10 @@ def start(executor, tmp_path, code: str, replicas: int = 2, **extra):
 
 def test_each_replica_gets_its_rank_and_one_rendezvous(tmp_path):
     executor = LocalExecutor(tmp_path)
-    code = ("import os; e = os.environ; print('rank', e['RANK'], 'of', e['WORLD_SIZE'], 'local', e['LOCAL_RANK'],"
-            " e['LOCAL_WORLD_SIZE'], 'at', e['MASTER_ADDR'], e['MASTER_PORT'], 'threads', e['OMP_NUM_THREADS'])")
+    # one write per replica: both share the log, and print() writes its pieces one by one
+    code = ("import os; e = os.environ; os.write(1, ' '.join(['rank', e['RANK'], 'of', e['WORLD_SIZE'], 'local',"
+            " e['LOCAL_RANK'], e['LOCAL_WORLD_SIZE'], 'at', e['MASTER_ADDR'], e['MASTER_PORT'], 'threads',"
+            " e['OMP_NUM_THREADS']]).encode() + b'\\n')")
     start(executor, tmp_path, code, replicas=2)
     (ended,) = wait_exits(executor)
     lines = sorted(line for line in executor.log_path(3, 1).read_text().splitlines() if line.startswith("rank"))
