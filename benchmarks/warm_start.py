@@ -42,18 +42,13 @@ REFUSE_AT = 5
 
 
 def spare_waiting(executor: LocalExecutor, timeout_s: float = 120.0) -> None:
-    """Wait until the executor's spare has done its imports: blocked reading its standard input."""
+    """Wait until the executor's spare has done its imports."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         executor.poll()  # starts the spare
-        idle = executor._pool._idle
-        if idle:
-            try:
-                syscall = Path(f"/proc/{idle[0].process.pid}/syscall").read_text().split()
-            except OSError:
-                syscall = []
-            if syscall[:2] == ["0", "0x0"]:  # read(0, …)
-                return
+        pool = executor._pool
+        if any(pool.is_ready(spare) for spare in pool.waiting()):
+            return
         time.sleep(0.05)
     raise RuntimeError("the spare did not finish its imports in time")
 

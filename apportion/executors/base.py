@@ -90,3 +90,8 @@ class Executor(Protocol):
         """Slots of each GPU type that can run attempts now (a cluster that lost a node has fewer
         than the server was started with); None: all of the server's slots, always."""
         ...
+
+    def close(self) -> None:
+        """Release what is held that is no attempt (the local executor's waiting spares) when the
+        server stops cleanly; attempts go on running for a server started later."""
+        ...

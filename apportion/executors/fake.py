@@ -40,6 +40,9 @@ class FakeExecutor:
     def tail(self, job_id: int, attempt: int, lines: int = 20) -> str:
         return "\n".join(self.logs.get((job_id, attempt), "").splitlines()[-lines:])
 
+    def close(self) -> None:
+        """Nothing is held but attempts."""
+
     def capacity(self) -> dict[str, int] | None:
         """What a test set as ``live_capacity``: the slots of each type still there (None: all)."""
         return self.live_capacity

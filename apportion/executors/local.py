@@ -35,7 +35,7 @@ from apportion.executors import warm
 from apportion.executors.base import Attempt, Exit
 from apportion.executors.orphans import Orphaned, orphaned_command
 from apportion.executors.procfs import group_members, process_start, stat_fields
-from apportion.executors.spares import SparePool, read_record, remove_files, spare_options
+from apportion.executors.spares import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
 from apportion.executors.wrapper import MARKER, become_subreaper, write_exit
 
 EXEC_WAIT_S = 1.0  # how long a scan waits for a process group leader's exec to finish
@@ -85,12 +85,14 @@ def kill_leftovers(pgid: int) -> None:
 class LocalExecutor:
     """The ``Executor`` of this machine: each attempt a process group, found again through ``/proc``."""
 
-    def __init__(self, state_dir: str | Path, python: str = sys.executable, spares: int = 0) -> None:
+    def __init__(self, state_dir: str | Path, python: str = sys.executable, spares: int = 0,
+                 orphan_wait_s: float = ORPHAN_WAIT_S) -> None:
         """``spares``: how many warm wrappers (torch imported, waiting for an attempt) to keep ready
-        for jobs that are a Python script or module (spares.py, warm.py); 0: every start is cold."""
+        for jobs that are a Python script or module (spares.py, warm.py); 0: every start is cold.
+        ``orphan_wait_s``: how long a waiting spare outlives this server, for the next one to adopt."""
         self.state_dir = Path(os.path.realpath(state_dir))
         self.python = python
-        self._pool = SparePool(self.state_dir, python, spares) if spares else None
+        self._pool = SparePool(self.state_dir, python, spares, orphan_wait_s) if spares else None
         self._spare_of: dict[int, str] = {}  # job -> the spare ID of its attempt's wrapper (its record's name)
         self._scanned_spares: dict[int, str] = {}  # pid -> spare ID, of assigned spares found by scan
         self._children: dict[int, tuple[Attempt, subprocess.Popen, float]] = {}  # job -> attempt, wrapper, start time
@@ -156,17 +158,21 @@ class LocalExecutor:
             *(["--replicas", str(int(replicas))] if replicas is not None else []),
             "--", *argv,
         ]
-        process = None
         if spare is not None:
             try:
                 self._pool.hand(spare, {"job": job_id, "attempt": attempt, "slots": list(slots), "argv": wrapper[3:],
                                         "env": env, "log": str(self.log_path(job_id, attempt)), "cwd": str(directory)})
-                process = spare.process
                 self._spare_of[job_id] = spare.spare_id
             except OSError:
-                process = None  # it died meanwhile: a cold start instead
+                spare = None  # it died meanwhile: a cold start instead
             self._pool.refill()
-        if process is None:
+        if spare is not None and spare.process is None:  # a spare adopted from an earlier server: not our child
+            handle = Attempt(job_id, attempt, spare.pid, spare.proc_start, tuple(slots))
+            self._adopted[job_id] = handle
+            return handle
+        if spare is not None:
+            process = spare.process
+        else:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
             with os.fdopen(os.open(self.log_path(job_id, attempt), flags, 0o600), "ab") as log:  # owner-only
                 process = subprocess.Popen(
@@ -298,6 +304,11 @@ class LocalExecutor:
         except ProcessLookupError:
             return False
         return True
+
+    def close(self) -> None:
+        """Kill the waiting spares; attempts go on running (a server started later adopts them)."""
+        if self._pool is not None:
+            self._pool.close()
 
     def poll(self) -> list[Exit]:
         """Attempts that have ended since the last call, with their exit codes (and spares kept ready)."""

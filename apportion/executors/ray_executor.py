@@ -104,6 +104,9 @@ class RayExecutor:
         """The GPU types this executor's slots are of, and how each is asked of Ray."""
         self.types = {t.gpu_type: t for t in types}
 
+    def close(self) -> None:
+        """Nothing is held but attempts (their actors are the cluster's)."""
+
     def capacity(self) -> dict[str, int] | None:
         """Slots of each offered type on the live nodes now (nodes die and come back)."""
         if not self.types:

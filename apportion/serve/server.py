@@ -153,8 +153,8 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         policy_options=dict(options.policy_options or {}),
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/spares.py)
-    scheduler = Scheduler(store, executor or LocalExecutor(state_dir, spares=spares), slots, policy, config, log=log,
-                          throughputs=builtin_throughputs())
+    executor = executor or LocalExecutor(state_dir, spares=spares)
+    scheduler = Scheduler(store, executor, slots, policy, config, log=log, throughputs=builtin_throughputs())
     found = scheduler.recover()
     if found["adopted"] or found["ended"] or found["strays"]:
         log(f"recovered: adopted jobs {found['adopted'] or '-'}, ended while down {found['ended'] or '-'}, "
@@ -174,5 +174,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     finally:
         stop.set()
         loop.join(timeout=10)
+        if not loop.is_alive():  # the scheduler thread no longer starts spares
+            executor.close()
         store.close()
         lock.close()

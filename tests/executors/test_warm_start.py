@@ -29,6 +29,7 @@ facts = {
     "group_led_by_parent": os.getpgid(0) == os.getppid(),
     "signals": [str(signal.getsignal(s)) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)],
     "main_keys": sorted(k for k in globals() if k.startswith("__")),
+    "signal_masks": [line.strip() for line in open("/proc/self/status") if line.startswith(("SigBlk", "SigIgn"))],
 }
 print(json.dumps(facts))
 print("warm" if "--spare" in sys.orig_argv else "cold")
@@ -139,21 +140,77 @@ def test_sigterm_reaches_a_warm_job_and_a_new_executor_adopts_its_attempt(warm_e
     assert [r for r in records if r["job"] == 6] == []  # its spare's record went with the attempt
 
 
-def test_a_waiting_spare_dies_with_its_server(tmp_path):
-    server = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from apportion.executors.local import LocalExecutor\n"
-         f"e = LocalExecutor({str(tmp_path)!r}, spares=1); e.poll(); print(e._pool._idle[0].process.pid, flush=True);"
-         " time.sleep(600)"], stdout=subprocess.PIPE, text=True)
-    spare = int(server.stdout.readline())
-    assert stat_fields(spare) is not None
+def server_with_a_waiting_spare(state_dir: Path, orphan_wait_s: float, **env) -> tuple[subprocess.Popen, int]:
+    """A process standing for a server: an executor whose one spare has done its imports; and that spare's pid."""
+    script = (
+        "import time\nfrom apportion.executors.local import LocalExecutor\n"
+        f"e = LocalExecutor({str(state_dir)!r}, spares=1, orphan_wait_s={orphan_wait_s}); e.poll()\n"
+        "while not e._pool.is_ready(e._pool._idle[0]):\n    time.sleep(0.02)\n"
+        "print(e._pool._idle[0].pid, flush=True); time.sleep(600)\n")
+    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, **env})
+    return server, int(server.stdout.readline())
+
+
+def kill_server(server: subprocess.Popen) -> None:
     server.send_signal(signal.SIGKILL)
     server.wait()
-    deadline = time.time() + 30
-    while stat_fields(spare) is not None and time.time() < deadline:
-        time.sleep(0.05)
 
-    assert stat_fields(spare) is None
-    assert LocalExecutor(tmp_path).scan() == []  # never taken for an attempt
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.time() + seconds
+    while stat_fields(pid) is not None and time.time() < deadline:
+        time.sleep(0.05)
+    return stat_fields(pid) is None
+
+
+def test_a_waiting_spare_outlives_its_server_and_the_next_one_adopts_it(work, tmp_path):
+    server, spare = server_with_a_waiting_spare(tmp_path, orphan_wait_s=60)
+    kill_server(server)
+    time.sleep(1.5)  # longer than a spare's check of its owner
+    assert stat_fields(spare) is not None
+    restarted = LocalExecutor(tmp_path, spares=1, orphan_wait_s=60)
+    assert restarted.scan() == []  # a waiting spare is no attempt
+
+    restarted.poll()
+    assert [s.pid for s in restarted._pool.waiting()] == [spare] and restarted._pool.adopted == 1
+    time.sleep(1.5)  # it has read its new owner by now, and keeps waiting
+    attempt = restarted.start(11, 1, [sys.executable, "probe.py", "3"], job_env(), str(work), ("cpu:0",))
+    ended = wait_exit(restarted)
+
+    assert attempt.pid == spare
+    assert (ended.job_id, ended.code) == (11, 3)
+    assert restarted.log_path(11, 1).read_text().splitlines()[-1] == "warm"
+    restarted.close()
+
+
+def test_a_spare_with_no_server_left_exits_after_its_orphan_wait(tmp_path):
+    server, spare = server_with_a_waiting_spare(tmp_path, orphan_wait_s=1)
+    kill_server(server)
+
+    assert gone_within(spare, 30)
+    assert sorted(p.name for p in (tmp_path / "spares").iterdir()) == []  # it took its files with it
+
+
+def test_a_spare_started_in_another_environment_is_killed_not_adopted(tmp_path):
+    server, spare = server_with_a_waiting_spare(tmp_path, orphan_wait_s=60, SPARE_TEST_SETTING="other")
+    kill_server(server)
+    restarted = LocalExecutor(tmp_path, spares=1)
+    restarted.poll()
+
+    assert gone_within(spare, 10)
+    assert restarted._pool.adopted == 0 and [s.pid for s in restarted._pool.waiting()] != [spare]
+    restarted.close()
+
+
+def test_a_server_that_stops_cleanly_kills_its_waiting_spares(tmp_path):
+    executor = LocalExecutor(tmp_path, spares=2)
+    executor.poll()
+    spares = [s.pid for s in executor._pool.waiting()]
+    executor.close()
+
+    assert len(spares) == 2 and all(gone_within(pid, 10) for pid in spares)
+    assert list((tmp_path / "spares").iterdir()) == []
 
 
 def test_an_elastic_jobs_replicas_are_forked_warm_and_meet_in_one_gloo_group(warm_executor, work):
@@ -179,7 +236,7 @@ def test_an_attempt_handed_to_a_spare_still_importing_survives_its_server(work, 
     script = (
         "import os, sys, time\nfrom apportion.executors.local import LocalExecutor\n"
         f"e = LocalExecutor({str(tmp_path)!r}, spares=1); e.poll()\n"
-        "maps = f'/proc/{e._pool._idle[0].process.pid}/maps'\n"
+        "maps = f'/proc/{e._pool._idle[0].pid}/maps'\n"
         "while 'libtorch' not in open(maps).read():  # importing torch: it dies with its server unless handed an attempt\n"
         "    time.sleep(0.01)\n"
         f"a = e.start(9, 1, [sys.executable, 'probe.py', '4'], dict(os.environ, PYTHONUNBUFFERED='1'), {str(work)!r}, ('cpu:0',))\n"

@@ -27,6 +27,6 @@ def test_an_executor_satisfies_the_protocol(make, tmp_path):
         assert len(required) <= len(wanted), name
 
 
-def test_the_protocol_names_every_call_the_scheduler_makes():
-    assert PROTOCOL_METHODS == sorted(["adopt", "capacity", "exit_record", "is_alive", "kill", "kill_attempt",
+def test_the_protocol_names_every_call_the_scheduler_and_server_make():
+    assert PROTOCOL_METHODS == sorted(["adopt", "capacity", "close", "exit_record", "is_alive", "kill", "kill_attempt",
                                        "log_path", "poll", "scan", "start", "tail", "terminate"])
