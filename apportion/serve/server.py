@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import ipaddress
 import os
+import signal
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -169,6 +170,10 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         ready(scheduler)
     app = create_app(scheduler, options.token, history)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    # uvicorn shuts down on SIGTERM, then raises it again under the handler found before it: the
+    # default one would end the process before the clean-up below
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _exit_terminated) if main_thread else None
     try:
         server.run(sockets=[sock])
     finally:
@@ -178,3 +183,9 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
             executor.close()
         store.close()
         lock.close()
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _exit_terminated(signum, frame) -> None:
+    raise SystemExit(128 + signum)
