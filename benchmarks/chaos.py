@@ -13,6 +13,12 @@ training processes and their wrappers, spread over the clean pass's duration. Th
 - ``weights_identical``: every job's final weights checksum equals that of an uninterrupted
   standalone run of the same script and arguments;
 - ``time_lost_fraction``: (chaos makespan - clean makespan) / clean makespan;
+- ``cpu_s``: CPU seconds each pass spent, everything it started included (this process is the
+  subreaper of all it starts and reaps what is orphaned, so every process's time is counted);
+  with as many slots as cores, what the chaos pass spends beyond the clean one comes out of
+  the training jobs' time; ``cpu_s_by_role``: the same split by what each process was when it
+  spent it (the server; a spare wrapper importing and waiting; a wrapper; a job), sampled five
+  times a second from ``/proc``, so a process's last fifth of a second before it ended is missed;
 - ``lost_slot_s_by_target``, ``restarts_by_target``, ``kills_survived`` and
   ``time_lost_accounted_fraction``: where the chaos pass's time went, kill by kill, from the
   server's records (chaos_accounting.py): the same whatever else loads the machine, where the
@@ -29,6 +35,7 @@ import json
 import os
 import random
 import re
+import resource
 import signal
 import socket
 import sqlite3
@@ -45,9 +52,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from apportion.executors.local import LocalExecutor, _cmdline  # noqa: E402
-from apportion.executors.procfs import stat_fields  # noqa: E402
+from apportion.executors.procfs import children, raw_stat, stat_fields  # noqa: E402
 from apportion.executors.spares import read_record, spare_options  # noqa: E402
-from apportion.executors.wrapper import MARKER  # noqa: E402
+from apportion.executors.wrapper import MARKER, become_subreaper  # noqa: E402
 from benchmarks.chaos_accounting import account  # noqa: E402
 
 FINAL = re.compile(r"^(final_checksum=\S+ param_sum=\S+ steps=\d+)", re.MULTILINE)
@@ -196,12 +203,76 @@ def training_processes(state_dir: Path) -> dict[int, int]:
     return found
 
 
+class CpuByRole:
+    """CPU seconds of a pass's processes (those naming its state directory), by what each was when it spent them."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = Path(os.path.realpath(state_dir))
+        self.seen: dict[tuple[int, int], float] = {}  # (pid, start) -> CPU seconds at the last sample
+        self.by_role = {"server": 0.0, "spare_waiting": 0.0, "wrapper": 0.0, "job": 0.0}
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def sample(self) -> None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            argv = _cmdline(pid) or []
+            if not any(str(self.state_dir) in a for a in argv) and not self._cold_job(pid, argv):
+                continue
+            fields = stat_fields(pid)
+            if fields is None:
+                continue
+            cpu = (int(fields[11]) + int(fields[12])) / self.tick
+            key = (pid, int(fields[19]))
+            before = self.seen.get(key, 0.0)
+            self.seen[key] = cpu
+            self.by_role[self._role(pid, argv, fields)] += cpu - before
+
+    def _cold_job(self, pid: int, argv: list[str]) -> bool:
+        """A job started cold (or its shell): an example script whose checkpoints go to this state directory."""
+        if not any("examples/train_" in a for a in argv):
+            return False
+        try:
+            return f"APPORTION_CHECKPOINT_DIR={self.state_dir}/".encode() in Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return False
+
+    def _role(self, pid: int, argv: list[str], fields: list[str]) -> str:
+        if "serve" in argv and MARKER not in argv:
+            return "server"
+        spare = spare_options(argv)
+        if spare is not None:
+            if int(fields[2]) != pid:  # forked from a spare wrapper: the job itself
+                return "job"
+            return "wrapper" if read_record(self.state_dir, spare["--spare"]) is not None else "spare_waiting"
+        return "wrapper" if MARKER in argv else "job"
+
+
+def reap_orphans(keep: int | None) -> None:
+    """Reap this process's children that have ended (orphans it inherited as their subreaper), but ``keep``."""
+    for pid in children(os.getpid()):
+        fields = raw_stat(pid)
+        if pid != keep and fields is not None and fields[0] == "Z":
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_pass(plans: list[Planned], state_dir: Path, server_args: list[str], kill_times: list[float],
              rng: random.Random, timeout_s: float) -> dict:
     """Submit every job, kill at ``kill_times`` (seconds after the first submit), wait for the end."""
+    cpu_before = children_cpu_s()
     server = Server(state_dir, free_port(), server_args)
     server.start()
     kills: list[dict] = []
+    cpu_by_role = CpuByRole(state_dir)
     try:
         started = time.time()
         for plan in plans:
@@ -218,11 +289,18 @@ def run_pass(plans: list[Planned], state_dir: Path, server_args: list[str], kill
                 jobs = listed
                 if len(jobs) == len(plans) and all(j["status"] in ("completed", "failed", "cancelled") for j in jobs):
                     break
+            reap_orphans(keep=server.process.pid)
+            cpu_by_role.sample()
             time.sleep(0.2)
         makespan = time.time() - started
     finally:
         server.stop()
-    return {"jobs": jobs, "makespan_s": makespan, "kills": kills}
+    deadline = time.time() + 30
+    while children(os.getpid()) and time.time() < deadline:  # what the pass left ends, and is counted
+        reap_orphans(keep=None)
+        time.sleep(0.1)
+    return {"jobs": jobs, "makespan_s": makespan, "kills": kills, "cpu_s": children_cpu_s() - cpu_before,
+            "cpu_s_by_role": {role: round(cpu, 1) for role, cpu in cpu_by_role.by_role.items()}}
 
 
 def kill_one(server: Server, state_dir: Path, rng: random.Random, at: float) -> dict:
@@ -305,6 +383,7 @@ def main(argv: list[str] | None = None) -> dict:
                    "--run-as", "server-user",  # the jobs run as this account, root included
                    *(["--no-warm-start"] if args.no_warm_start else [])]
     began = time.time()
+    become_subreaper()  # every process a pass starts is reaped here in the end: its CPU time is counted
     expected = references(plans, args.slots)
     with tempfile.TemporaryDirectory(prefix="apportion-chaos-") as tmp:
         if args.keep:
@@ -332,6 +411,8 @@ def main(argv: list[str] | None = None) -> dict:
         "clean_makespan_s": round(clean["makespan_s"], 2),
         "chaos_makespan_s": round(chaos["makespan_s"], 2),
         "attempts": {"clean": clean_judged["attempts"], "chaos": chaos_judged["attempts"]},
+        "cpu_s": {"clean": round(clean["cpu_s"], 1), "chaos": round(chaos["cpu_s"], 1)},
+        "cpu_s_by_role": {"clean": clean["cpu_s_by_role"], "chaos": chaos["cpu_s_by_role"]},
         "clean_pass_ok": not clean_judged["lost"] and not clean_judged["weights_differ"]
         and clean_judged["steps_redone"] == 0,
         "lost": chaos_judged["lost"],
