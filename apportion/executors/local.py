@@ -34,7 +34,7 @@ from pathlib import Path
 from apportion.executors import warm
 from apportion.executors.base import Attempt, Exit
 from apportion.executors.orphans import Orphaned, orphaned_command
-from apportion.executors.procfs import group_members, process_start, stat_fields
+from apportion.executors.procfs import group_members, process_start, raw_stat, stat_fields
 from apportion.executors.spares import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
 from apportion.executors.wrapper import MARKER, become_subreaper, write_exit
 
@@ -82,6 +82,34 @@ def kill_leftovers(pgid: int) -> None:
             pass
 
 
+class Watched:
+    """A wrapper that is not this process's child (a spare forked by the factory, or one an earlier
+    server started): followed through ``/proc``; its exit status is known only from its exit file."""
+
+    UNKNOWN = -1000  # what ``poll`` gives once it has ended: not an exit code
+
+    def __init__(self, pid: int, proc_start: int | None) -> None:
+        self.pid, self.proc_start = pid, proc_start
+
+    def poll(self) -> int | None:
+        if process_start(self.pid) == self.proc_start:
+            return None
+        fields = raw_stat(self.pid)
+        if fields is not None and fields[0] == "Z" and int(fields[1]) == os.getpid() and int(fields[19]) == self.proc_start:
+            try:  # its parent died first: as the subreaper, this process reaps it
+                os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        return self.UNKNOWN
+
+
+def _running(wrapper: subprocess.Popen | Watched) -> bool:
+    """Whether an attempt's wrapper still runs (a zombie reads as ended: it is reaped by ``poll``)."""
+    if isinstance(wrapper, Watched):
+        return wrapper.poll() is None
+    return stat_fields(wrapper.pid) is not None
+
+
 class LocalExecutor:
     """The ``Executor`` of this machine: each attempt a process group, found again through ``/proc``."""
 
@@ -95,7 +123,7 @@ class LocalExecutor:
         self._pool = SparePool(self.state_dir, python, spares, orphan_wait_s) if spares else None
         self._spare_of: dict[int, str] = {}  # job -> the spare ID of its attempt's wrapper (its record's name)
         self._scanned_spares: dict[int, str] = {}  # pid -> spare ID, of assigned spares found by scan
-        self._children: dict[int, tuple[Attempt, subprocess.Popen, float]] = {}  # job -> attempt, wrapper, start time
+        self._children: dict[int, tuple[Attempt, subprocess.Popen | Watched, float]] = {}  # job -> attempt, wrapper, start time
         self._adopted: dict[int, Attempt] = {}
         self._orphans: dict[int, Orphaned] = {}  # attempts whose wrapper died, supervised here
         self._subreaper: bool | None = None  # set when the first attempt starts
@@ -166,12 +194,8 @@ class LocalExecutor:
             except OSError:
                 spare = None  # it died meanwhile: a cold start instead
             self._pool.refill()
-        if spare is not None and spare.process is None:  # a spare adopted from an earlier server: not our child
-            handle = Attempt(job_id, attempt, spare.pid, spare.proc_start, tuple(slots))
-            self._adopted[job_id] = handle
-            return handle
-        if spare is not None:
-            process = spare.process
+        if spare is not None:  # forked by the spare factory or adopted from an earlier server: not our child
+            process = spare.process or Watched(spare.pid, spare.proc_start)
         else:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
             with os.fdopen(os.open(self.log_path(job_id, attempt), flags, 0o600), "ab") as log:  # owner-only
@@ -179,7 +203,8 @@ class LocalExecutor:
                     wrapper, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                     cwd=str(directory), start_new_session=True, close_fds=True,
                 )
-        handle = Attempt(job_id, attempt, process.pid, process_start(process.pid), tuple(slots))
+        started = process.proc_start if isinstance(process, Watched) else process_start(process.pid)
+        handle = Attempt(job_id, attempt, process.pid, started, tuple(slots))
         self._children[job_id] = (handle, process, time.time())
         return handle
 
@@ -270,8 +295,8 @@ class LocalExecutor:
         if job_id in self._orphans:  # alive until poll() has reported its end
             return True
         if job_id in self._children:  # not Popen.poll(): the wrapper is reaped only by poll() below
-            wrapper = self._children[job_id][1].pid
-            return stat_fields(wrapper) is not None or bool(group_members(wrapper))
+            wrapper = self._children[job_id][1]
+            return _running(wrapper) or bool(group_members(wrapper.pid))
         attempt = self._adopted.get(job_id)
         return attempt is not None and process_start(attempt.pid) == attempt.proc_start
 
@@ -324,7 +349,7 @@ class LocalExecutor:
     def _ended(self) -> list[Exit]:
         ended = []
         for job_id, (attempt, process, started) in list(self._children.items()):
-            if stat_fields(process.pid) is not None:  # still running (a zombie reads as None)
+            if _running(process):
                 continue
             if self._subreaper and self.exit_record(job_id, attempt.attempt) is None:
                 command = orphaned_command(self.pid_path(job_id, attempt.attempt), process.pid)

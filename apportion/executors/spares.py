@@ -39,13 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.executors import warm
-from apportion.executors.procfs import process_start, stat_fields
+from apportion.executors.procfs import process_start, raw_stat, stat_fields
 
 HANDED = signal.SIGUSR2  # sent once, after a spare's record is written
 MAX_SPARES = 8
 MAX_FAILURES = 3  # spares that died while waiting before the pool stops starting them (every start cold)
 ORPHAN_WAIT_S = 60.0  # how long a waiting spare waits for a new server after its own is gone
 OWNER_CHECK_S = 1.0
+FACTORY_ID = "0" * 16  # the spare that forks the others (an ID token_hex never gives in practice)
+FORK_WAIT_S = 0.5  # how long a start waits for a spare being forked when none is ready
 
 
 def spares_dir(state_dir: Path) -> Path:
@@ -63,6 +65,20 @@ def owner_path(state_dir: Path, spare_id: str) -> Path:
 def ready_path(state_dir: Path, spare_id: str) -> Path:
     """Written by a spare when its imports are done."""
     return spares_dir(state_dir) / f"{spare_id}.ready"
+
+
+def fifo_path(state_dir: Path) -> Path:
+    """The factory's requests: one line a spare to fork."""
+    return spares_dir(state_dir) / f"{FACTORY_ID}.fifo"
+
+
+def read_ready(state_dir: Path, spare_id: str) -> tuple[int, int] | None:
+    """The pid and start time a spare wrote when its imports were done (None: not yet)."""
+    try:
+        ready = json.loads(ready_path(state_dir, spare_id).read_text(encoding="utf-8"))
+        return int(ready["pid"]), int(ready["start"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def read_record(state_dir: Path, spare_id: str) -> dict | None:
@@ -86,7 +102,7 @@ def write_record(path: Path, record: dict) -> None:
 
 
 def remove_files(state_dir: Path, spare_id: str) -> None:
-    for suffix in (".json", ".log", ".json.tmp", ".owner", ".owner.tmp", ".ready"):
+    for suffix in (".json", ".log", ".json.tmp", ".owner", ".owner.tmp", ".ready", ".ready.tmp", ".fifo"):
         (spares_dir(state_dir) / f"{spare_id}{suffix}").unlink(missing_ok=True)
 
 
@@ -106,22 +122,32 @@ def code_stamp() -> str:
 
 @dataclass
 class Spare:
-    """A waiting spare: a child of this server (``process``), or one adopted from an earlier server."""
+    """A waiting spare: started by this server (``process``), forked by the factory (its pid known once
+    it is ready), or adopted from an earlier server."""
     spare_id: str
-    pid: int
+    pid: int | None
     proc_start: int | None
     process: subprocess.Popen | None = None
+    requested: float | None = None  # when the factory was asked to fork it
 
-    def alive(self) -> bool:
+    def resolve(self, state_dir: Path) -> bool:
+        """Whether its pid is known (a fork's is read from its ready file)."""
+        if self.pid is None and (ready := read_ready(state_dir, self.spare_id)) is not None:
+            self.pid, self.proc_start = ready
+        return self.pid is not None
+
+    def alive(self, state_dir: Path, factory_alive: bool = False) -> bool:
         if self.process is not None:
             return self.process.poll() is None
+        if not self.resolve(state_dir):  # still being forked
+            return factory_alive and time.monotonic() - (self.requested or 0.0) < ORPHAN_WAIT_S
         return self.proc_start is not None and process_start(self.pid) == self.proc_start
 
-    def kill(self) -> None:
+    def kill(self, state_dir: Path) -> None:
         if self.process is not None:
             self.process.kill()
             self.process.wait()
-        elif self.alive():
+        elif self.alive(state_dir) and self.pid is not None:
             try:
                 os.killpg(self.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -129,7 +155,11 @@ class Spare:
 
 
 class SparePool:
-    """The executor's side: keeps ``count`` spares waiting, hands one an attempt."""
+    """The executor's side: keeps ``count`` spares waiting, hands one an attempt.
+
+    The first spares are started as processes of their own; so is the *factory*, a spare that,
+    once its imports are done, forks every later one (milliseconds and copy-on-write memory,
+    not seconds of CPU and 300 MB). Without a live factory, spares are started as processes."""
 
     def __init__(self, state_dir: Path, python: str, count: int, orphan_wait_s: float = ORPHAN_WAIT_S) -> None:
         self.state_dir, self.python = Path(state_dir), python
@@ -138,9 +168,12 @@ class SparePool:
         self.env = warm.spare_environment(dict(os.environ))
         self.stamp = code_stamp() if self.count else ""
         self._idle: list[Spare] = []
+        self._factory: Spare | None = None
         self._swept = False
         self._failures = 0
-        self.adopted = 0  # waiting spares taken over from an earlier server
+        self._factory_failures = 0
+        self.adopted = 0  # waiting spares (the factory included) taken over from an earlier server
+        self.forked = 0  # spares the factory forked
 
     def refill(self) -> None:
         """Start spares until ``count`` are waiting (dead ones are forgotten); the first call adopts
@@ -151,30 +184,47 @@ class SparePool:
             self._swept = True
             self._adopt_or_kill_waiting()
             self._sweep()
-        for spare in [s for s in self._idle if not s.alive()]:
+        factory_alive = self._factory_alive()
+        for spare in [s for s in self._idle if not s.alive(self.state_dir, factory_alive)]:
             self._idle.remove(spare)
+            spare.kill(self.state_dir)
             remove_files(self.state_dir, spare.spare_id)
-            self._failures += 1
+            self._failures += spare.pid is not None  # not one its factory never forked
         if self._failures >= MAX_FAILURES:  # a spare cannot live here (its imports fail): cold starts only
             self.count = 0
             return
         while len(self._idle) < self.count:
             try:
-                self._idle.append(self._spawn())
+                self._idle.append(self._fork() if factory_alive and self.is_ready(self._factory) else self._spawn())
             except OSError:
                 break
+        if self._factory is None and self._factory_failures < MAX_FAILURES:
+            try:
+                self._factory = self._spawn(FACTORY_ID)
+            except OSError:
+                self._factory_failures = MAX_FAILURES
+
+    def _factory_alive(self) -> bool:
+        if self._factory is not None and not self._factory.alive(self.state_dir):
+            self._factory.kill(self.state_dir)
+            remove_files(self.state_dir, FACTORY_ID)
+            self._factory = None
+            self._factory_failures += 1
+        return self._factory is not None
 
     def close(self) -> None:
-        """Kill the waiting spares (a server that stops cleanly leaves none behind)."""
-        for spare in self._idle:
-            spare.kill()
+        """Kill the waiting spares and the factory (a server that stops cleanly leaves none behind)."""
+        for spare in self._idle + ([self._factory] if self._factory is not None else []):
+            spare.kill(self.state_dir)
             remove_files(self.state_dir, spare.spare_id)
         self._idle.clear()
+        self._factory = None
 
-    def _spawn(self) -> Spare:
+    def _spawn(self, spare_id: str | None = None) -> Spare:
+        """Start a spare (or the factory) as a process of its own."""
         directory = spares_dir(self.state_dir)
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        spare_id = secrets.token_hex(8)
+        spare_id = spare_id or secrets.token_hex(8)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         # started with HANDED blocked (a mask survives fork and exec): one sent before the spare's Python
         # has set its handler waits for it rather than killing it
@@ -193,25 +243,40 @@ class SparePool:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return Spare(spare_id, process.pid, process_start(process.pid), process)
 
+    def _fork(self) -> Spare:
+        """Ask the factory for a spare; its pid is known once it is ready (milliseconds)."""
+        spare_id = secrets.token_hex(8)
+        line = f"{spare_id} {os.getpid()} {process_start(os.getpid())}\n".encode()
+        fd = os.open(fifo_path(self.state_dir), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            os.write(fd, line)  # shorter than PIPE_BUF: written whole or not at all
+        finally:
+            os.close(fd)
+        self.forked += 1
+        return Spare(spare_id, None, None, requested=time.monotonic())
+
     def _adopt_or_kill_waiting(self) -> None:
-        """Take over the waiting spares of an earlier server that match this one; kill the others."""
+        """Take over the waiting spares and the factory of an earlier server that match this one; kill the others."""
         me = (os.getpid(), process_start(os.getpid()))
         for pid, argv, options in live_spares(self.state_dir):
             spare_id = options["--spare"]
             if read_record(self.state_dir, spare_id) is not None:
                 continue  # an attempt's wrapper: scan() and adopt() are for those
-            started = process_start(pid)
-            spare = Spare(spare_id, pid, started)
-            if (len(self._idle) < self.count and argv[0] == self.python and options.get("--stamp") == self.stamp
+            spare = Spare(spare_id, pid, process_start(pid))
+            room = self._factory is None if spare_id == FACTORY_ID else len(self._idle) < self.count
+            if (room and argv[0] == self.python and options.get("--stamp") == self.stamp
                     and process_environment(pid) == self.env):
                 try:  # it reads its new owner within a second
                     write_record(owner_path(self.state_dir, spare_id), {"pid": me[0], "start": me[1]})
                 except OSError:
                     continue
-                self._idle.append(spare)
+                if spare_id == FACTORY_ID:
+                    self._factory = spare
+                else:
+                    self._idle.append(spare)
                 self.adopted += 1
             else:
-                spare.kill()
+                spare.kill(self.state_dir)
                 remove_files(self.state_dir, spare_id)
 
     def _sweep(self) -> None:
@@ -227,34 +292,50 @@ class SparePool:
                 (spares_dir(self.state_dir) / name).unlink(missing_ok=True)
 
     def take(self, command: str | list[str], env: dict[str, str], workdir: str | None) -> Spare | None:
-        """A waiting spare for this command (None: it cannot start warm, or none is waiting)."""
+        """A waiting spare for this command (None: it cannot start warm, or none is waiting).
+
+        One done importing first; then one being forked, if it is ready within ``FORK_WAIT_S``;
+        then one still importing (the job waits for the rest of its imports, as it would cold)."""
         if self.count == 0 or warm.refusal(command, env, self.env, self.python, workdir) is not None:
             return None
-        self._idle.sort(key=lambda spare: not self.is_ready(spare))  # one done importing first
-        while self._idle:
-            spare = self._idle.pop(0)
-            if spare.alive():
+        deadline = time.monotonic() + FORK_WAIT_S
+        while True:
+            ready = [spare for spare in self.waiting() if spare.pid is not None and self.is_ready(spare)]
+            if (chosen := self._first_alive(ready)) is not None:
+                return chosen
+            if any(spare.pid is None for spare in self._idle) and time.monotonic() < deadline:
+                time.sleep(0.002)
+                continue
+            return self._first_alive([spare for spare in self._idle if spare.pid is not None])
+
+    def _first_alive(self, spares: list[Spare]) -> Spare | None:
+        """Take the first of ``spares`` still alive out of the pool (forgetting dead ones on the way)."""
+        for spare in spares:
+            self._idle.remove(spare)
+            if spare.alive(self.state_dir):
                 return spare
             remove_files(self.state_dir, spare.spare_id)
         return None
 
     def is_ready(self, spare: Spare) -> bool:
-        """Whether ``spare`` has done its imports."""
+        """Whether ``spare`` has done its imports (a fork's are its factory's)."""
         return ready_path(self.state_dir, spare.spare_id).exists()
 
     def waiting(self) -> list[Spare]:
         """The spares waiting for an attempt now, those done importing first."""
+        for spare in self._idle:
+            spare.resolve(self.state_dir)
         return sorted(self._idle, key=lambda spare: not self.is_ready(spare))
 
     def hand(self, spare: Spare, record: dict) -> None:
         """Give ``spare`` its attempt; OSError when it is gone (its files are then removed)."""
         try:
-            if not spare.alive():
+            if not spare.alive(self.state_dir) or spare.pid is None:
                 raise ProcessLookupError("it has exited")
             write_record(record_path(self.state_dir, spare.spare_id), record)
             os.kill(spare.pid, HANDED)
         except OSError as err:
-            spare.kill()
+            spare.kill(self.state_dir)
             remove_files(self.state_dir, spare.spare_id)
             raise OSError(f"the warm wrapper {spare.pid} is gone: {err}") from None
 
@@ -301,7 +382,8 @@ def spare_options(argv: list[str]) -> dict[str, str] | None:
 def await_assignment(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     """In a spare: import, wait, take the attempt; the wrapper's arguments and the spare's own environment.
 
-    Exits when it has had no live owner for its orphan wait, or its state directory is gone."""
+    In the factory (``--spare FACTORY_ID``), returns only in the spares it forks. Exits when it has
+    had no live owner for its orphan wait, or its state directory is gone."""
     options = dict(zip(argv[::2], argv[1::2]))
     state_dir, spare_id = Path(options["--state-dir"]), options["--spare"]
     orphan_wait_s = float(options.get("--orphan-wait-s", ORPHAN_WAIT_S))
@@ -310,27 +392,23 @@ def await_assignment(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     signal.signal(HANDED, _woken)
     signal.pthread_sigmask(signal.SIG_BLOCK, {HANDED})
     server = int(options.get("--server-pid", "0"))
-    owner = (server, process_start(server) if os.getppid() == server else None)
+    owner = _OwnerWatch(state_dir, spare_id, (server, process_start(server) if os.getppid() == server else None),
+                        orphan_wait_s)
     spare_env = dict(os.environ)
     if sys.path and sys.path[0] in (os.getcwd(), ""):  # `-m` put this directory first; a job's own goes there
         del sys.path[0]
     why = warm.preload()
-    if why:
-        print(f"apportion: warm start off: {why}; the attempt starts cold", flush=True)
-    os.close(os.open(ready_path(state_dir, spare_id), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-    owner_seen = time.monotonic()
-    while (record := read_record(state_dir, spare_id)) is None:
-        try:
-            adopted = json.loads(owner_path(state_dir, spare_id).read_text(encoding="utf-8"))
-            owner = (int(adopted["pid"]), int(adopted["start"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        now = time.monotonic()
-        if owner[1] is not None and process_start(owner[0]) == owner[1]:
-            owner_seen = now
-        elif now - owner_seen >= orphan_wait_s or not spares_dir(state_dir).is_dir():
+    if spare_id == FACTORY_ID:
+        if why:
+            print(f"apportion: no spare factory: {why}; spares start as processes of their own", flush=True)
             remove_files(state_dir, spare_id)
             sys.exit(0)
+        spare_id, owner = _run_factory(state_dir, owner)  # from here on, a fork of the factory
+    elif why:
+        print(f"apportion: warm start off: {why}; the attempt starts cold", flush=True)
+    write_record(ready_path(state_dir, spare_id), {"pid": os.getpid(), "start": process_start(os.getpid())})
+    while (record := read_record(state_dir, spare_id)) is None:
+        owner.check()
         signal.sigtimedwait({HANDED}, OWNER_CHECK_S)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {HANDED})
     _take_files(record["log"], spares_dir(state_dir) / f"{spare_id}.log")
@@ -339,6 +417,109 @@ def await_assignment(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     os.environ.update(record["env"])
     write_record(record_path(state_dir, spare_id), {k: v for k, v in record.items() if k != "env"})
     return list(record["argv"]), spare_env
+
+
+class _OwnerWatch:
+    """A waiting spare's (or the factory's) server: the one that started it, or the one named in its owner file."""
+
+    def __init__(self, state_dir: Path, spare_id: str, owner: tuple[int, int | None], orphan_wait_s: float) -> None:
+        self.state_dir, self.spare_id, self.owner, self.orphan_wait_s = state_dir, spare_id, owner, orphan_wait_s
+        self.seen = time.monotonic()
+
+    def check(self) -> None:
+        """Exit when there has been no live owner for the orphan wait, or the state directory is gone."""
+        try:
+            adopted = json.loads(owner_path(self.state_dir, self.spare_id).read_text(encoding="utf-8"))
+            self.owner = (int(adopted["pid"]), int(adopted["start"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        now = time.monotonic()
+        if self.owner[1] is not None and process_start(self.owner[0]) == self.owner[1]:
+            self.seen = now
+        elif now - self.seen >= self.orphan_wait_s or not spares_dir(self.state_dir).is_dir():
+            remove_files(self.state_dir, self.spare_id)
+            sys.exit(0)
+
+
+def _run_factory(state_dir: Path, owner: _OwnerWatch) -> tuple[str, _OwnerWatch]:
+    """The factory's loop: fork a spare for each request on its pipe. Returns only in such a fork:
+    its ID and its owner (the server that asked)."""
+    import select
+
+    fifo = fifo_path(state_dir)
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo, 0o600)
+    requests = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)  # read and write: never an end of file
+    write_record(ready_path(state_dir, FACTORY_ID), {"pid": os.getpid(), "start": process_start(os.getpid())})
+    pending = b""
+    while True:
+        owner.check()
+        _reap_forks()
+        if not select.select([requests], [], [], OWNER_CHECK_S)[0]:
+            continue
+        pending += os.read(requests, 4096)
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            try:
+                spare_id, pid, start = line.decode("ascii").split()
+                asked_by = (int(pid), int(start))
+            except ValueError:
+                continue
+            if not (spare_id.isalnum() and len(spare_id) == len(FACTORY_ID)) or spare_id == FACTORY_ID:
+                continue
+            why = warm.unfit()
+            if why:
+                print(f"apportion: the spare factory stops: {why}", flush=True)
+                remove_files(state_dir, FACTORY_ID)
+                sys.exit(0)
+            sys.stdout.flush()
+            if os.fork() == 0:
+                os.close(requests)
+                os.setsid()
+                _become_spare(state_dir, spare_id)
+                return spare_id, _OwnerWatch(state_dir, spare_id, asked_by, owner.orphan_wait_s)
+
+
+def _reap_forks() -> None:
+    """Reap the forks that have ended (their CPU time then counts in the factory's, as a parent's should)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _become_spare(state_dir: Path, spare_id: str) -> None:
+    """In a fork of the factory: its own log, and its own ID in its command line (how ``scan`` finds it)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    fd = os.open(spares_dir(state_dir) / f"{spare_id}.log", flags, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    if not _rename_argument(FACTORY_ID, spare_id):
+        print("apportion: a forked spare cannot name itself in its command line; it exits", flush=True)
+        os._exit(1)
+
+
+def _rename_argument(old: str, new: str) -> bool:
+    """Overwrite argument ``old`` of this process's command line with ``new`` (as long) in place, through
+    /proc/self/mem; whether /proc/self/cmdline now shows it."""
+    fields = raw_stat(os.getpid())
+    try:
+        begin, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48 and 49 of stat)
+        with open("/proc/self/mem", "r+b", buffering=0) as memory:
+            memory.seek(begin)
+            at = memory.read(end - begin).find(b"\0" + old.encode() + b"\0")
+            if at < 0 or len(new) != len(old):
+                return False
+            memory.seek(begin + at + 1)
+            memory.write(new.encode())
+        with open("/proc/self/cmdline", "rb") as handle:
+            return new.encode() in handle.read().split(b"\0")
+    except (OSError, ValueError, TypeError, IndexError):
+        return False
 
 
 def _woken(signum, frame) -> None:

@@ -173,7 +173,8 @@ def test_a_waiting_spare_outlives_its_server_and_the_next_one_adopts_it(work, tm
     assert restarted.scan() == []  # a waiting spare is no attempt
 
     restarted.poll()
-    assert [s.pid for s in restarted._pool.waiting()] == [spare] and restarted._pool.adopted == 1
+    assert [s.pid for s in restarted._pool.waiting()] == [spare]
+    assert restarted._pool.adopted == 2  # the spare, and the factory that forks the next ones
     time.sleep(1.5)  # it has read its new owner by now, and keeps waiting
     attempt = restarted.start(11, 1, [sys.executable, "probe.py", "3"], job_env(), str(work), ("cpu:0",))
     ended = wait_exit(restarted)
@@ -305,3 +306,49 @@ def test_a_warm_job_runs_as_its_account_exactly_as_a_cold_one(warm_executor, wor
         assert "apportion: cannot start" in warm_log and "Permission denied" in warm_log
     else:
         assert facts(warm_log) == facts(cold_log)
+
+
+def forked_spare(executor, work, timeout: float = 120.0):
+    """Run jobs until the executor's next spare is one its factory forked (the first ones are
+    processes of their own: the factory imports alongside them), and that spare is ready."""
+    deadline = time.time() + timeout
+    job_id = 100
+    while time.time() < deadline:
+        executor.poll()
+        spares = executor._pool.waiting()
+        if spares and executor._pool.is_ready(spares[0]):
+            if spares[0].process is None:
+                return spares[0]
+            job_id += 1
+            run(executor, work, job_id, [sys.executable, "probe.py"])
+        time.sleep(0.05)
+    raise AssertionError("no spare was forked in time")
+
+
+def test_later_spares_are_forked_by_the_factory_and_their_jobs_see_what_a_cold_one_sees(tmp_path, work):
+    executor = LocalExecutor(tmp_path / "warm", spares=1)
+    spare = forked_spare(executor, work)
+    own_line = Path(f"/proc/{spare.pid}/cmdline").read_bytes().split(b"\0")
+    _, warm_code, warm_log = run(executor, work, 2, [sys.executable, "probe.py", "3"])
+    _, cold_code, cold_log = run(LocalExecutor(tmp_path / "cold"), work, 2, [sys.executable, "probe.py", "3"])
+    executor.close()
+
+    assert spare.spare_id.encode() in own_line  # how scan() finds its attempt after a restart
+    assert warm_log.splitlines()[-1] == "warm" and warm_code == cold_code == 3
+    assert facts(warm_log) == facts(cold_log)
+
+
+def test_a_job_outlives_its_killed_forked_wrapper_and_its_own_exit_code_is_recorded(tmp_path, work):
+    executor = LocalExecutor(tmp_path, spares=1)
+    forked_spare(executor, work)
+    (work / "slow.py").write_text("import time\ntime.sleep(1.5)\nraise SystemExit(3)\n")
+    attempt = executor.start(2, 1, [sys.executable, "slow.py"], job_env(), str(work), ("cpu:0",))
+    deadline = time.time() + 10
+    while not executor.pid_path(2, 1).exists() and time.time() < deadline:
+        time.sleep(0.02)
+    os.kill(attempt.pid, signal.SIGKILL)
+    ended = wait_exit(executor)
+    executor.close()
+
+    assert (ended.job_id, ended.code) == (2, 3)  # supervised by the executor, it ran to its end
+    assert executor.exit_record(2, 1) == 3
