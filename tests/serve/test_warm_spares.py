@@ -1,5 +1,5 @@
-"""A server's waiting spares (warm starts) across its restarts: a killed server's spares are
-adopted by the next one, whose clean stop leaves none behind."""
+"""A server's waiting spares (warm starts) across its restarts: a killed server's spares, and the
+factory that forks them, are adopted by the next one, whose clean stop leaves none behind."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ pytest.importorskip("torch", reason="a spare imports torch")
 
 
 def ready_spares(state_dir, count: int, timeout: float = 120.0) -> list[int]:
-    """The pids of ``count`` spares that have done their imports."""
+    """The pids of ``count`` spares (the factory one of them) that have done their imports."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         spares = live_spares(state_dir)
@@ -28,15 +28,15 @@ def test_a_restarted_server_adopts_the_waiting_spares_and_a_clean_stop_kills_the
     state_dir = tmp_path / "state"
     server = Server(state_dir, "--slots", "cpu:2").start()
     try:
-        spares = ready_spares(state_dir, 2)
+        spares = ready_spares(state_dir, 3)  # one a slot, and the factory
         server.kill()
         server.start()
         deadline = time.time() + 30
-        while len(list((state_dir / "spares").glob("*.owner"))) < 2 and time.time() < deadline:
+        while len(list((state_dir / "spares").glob("*.owner"))) < 3 and time.time() < deadline:
             time.sleep(0.1)
 
-        assert ready_spares(state_dir, 2) == spares  # the same processes, not two new ones importing again
-        assert len(list((state_dir / "spares").glob("*.owner"))) == 2
+        assert ready_spares(state_dir, 3) == spares  # the same processes, not new ones importing again
+        assert len(list((state_dir / "spares").glob("*.owner"))) == 3
     finally:
         server.stop()
 
