@@ -19,6 +19,9 @@ gone, so that an attempt never outlives its record and two never run at once.
 With ``spares``, a Python job's attempt is handed to a wrapper started ahead of time with torch
 imported (spares.py), which forks the job instead of exec'ing Python (warm.py); ``scan`` finds
 such a wrapper by the ``--spare ID`` in its command line and its attempt in ``STATE_DIR/spares/ID.json``.
+A spare forked by the spare factory, or adopted from an earlier server, is not this process's
+child: it is followed through ``/proc`` (``Watched``), and its job is still supervised here when
+it dies, as long as the factory was started by this server (this process is then its subreaper).
 """
 
 from __future__ import annotations

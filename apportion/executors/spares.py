@@ -15,14 +15,21 @@ record by that ID and adopts the attempt as it would any wrapper's. The record a
 own log are removed when the attempt has ended. An attempt is the spare's from the moment its
 record is written, even while it is still importing: it survives the server.
 
+The first spares are processes of their own; so is the *factory*, a spare with the ID
+``FACTORY_ID`` that, once its imports are done, forks every later spare on request (a line on
+its pipe ``STATE_DIR/spares/FACTORY_ID.fifo``): milliseconds and pages shared copy-on-write,
+where a spare of its own spends 2.5 CPU-seconds importing torch. A fork starts its own session,
+writes its ID over the factory's in its command line (through ``/proc/self/mem``, so that
+``scan`` finds it as it finds any spare) and its pid in ``ID.ready``; the factory reaps it.
+
 A spare without an attempt is no job (``scan`` does not report it) and outlives its server too:
 its imports cost seconds of CPU, and a server killed and started again at once would otherwise
 pay them again for every spare. It watches its *owner* once a second (the server that started
 it, or the one named in ``ID.owner``, which a later server writes when it adopts it) and exits
 when it has had no live owner for ``W`` seconds, or when its state directory is gone. A server
-adopts the waiting spares it finds only when they run its interpreter, its environment and its
-code (``C``, a stamp of the package's files); it kills the others. A server that stops
-cleanly kills its waiting spares (``SparePool.close``).
+adopts the waiting spares (and the factory) it finds only when they run its interpreter, its
+environment and its code (``C``, a stamp of the package's files); it kills the others. A
+server that stops cleanly kills its waiting spares and the factory (``SparePool.close``).
 """
 
 from __future__ import annotations
