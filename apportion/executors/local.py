@@ -37,7 +37,7 @@ from pathlib import Path
 from apportion.executors import warm
 from apportion.executors.base import Attempt, Exit
 from apportion.executors.orphans import Orphaned, orphaned_command
-from apportion.executors.procfs import group_members, process_start, raw_stat, stat_fields
+from apportion.executors.procfs import group_members, process_start, reap_if_ours, stat_fields
 from apportion.executors.spares import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
 from apportion.executors.wrapper import MARKER, become_subreaper, write_exit
 
@@ -97,12 +97,7 @@ class Watched:
     def poll(self) -> int | None:
         if process_start(self.pid) == self.proc_start:
             return None
-        fields = raw_stat(self.pid)
-        if fields is not None and fields[0] == "Z" and int(fields[1]) == os.getpid() and int(fields[19]) == self.proc_start:
-            try:  # its parent died first: as the subreaper, this process reaps it
-                os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
+        reap_if_ours(self.pid, self.proc_start)  # its parent died first: it was this subreaper's to reap
         return self.UNKNOWN
 
 

@@ -60,3 +60,15 @@ def children(ppid: int) -> list[int]:
 def children_in_group(ppid: int, pgid: int) -> list[int]:
     """The children of ``ppid`` (zombies included) in process group ``pgid``."""
     return [pid for pid, fields in _processes(True) if int(fields[1]) == ppid and int(fields[2]) == pgid]
+
+
+def reap_if_ours(pid: int, start: int | None) -> None:
+    """Reap process ``pid`` (started at ``start``) if it is this process's child and has ended: one
+    it inherited as a subreaper, whose end nothing else here waits for."""
+    fields = raw_stat(pid)
+    if fields is None or fields[0] != "Z" or int(fields[1]) != os.getpid() or int(fields[19]) != start:
+        return
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

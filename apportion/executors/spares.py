@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.executors import warm
-from apportion.executors.procfs import process_start, raw_stat, stat_fields
+from apportion.executors.procfs import process_start, raw_stat, reap_if_ours, stat_fields
 
 HANDED = signal.SIGUSR2  # sent once, after a spare's record is written
 MAX_SPARES = 8
@@ -55,6 +55,7 @@ ORPHAN_WAIT_S = 60.0  # how long a waiting spare waits for a new server after it
 OWNER_CHECK_S = 1.0
 FACTORY_ID = "0" * 16  # the spare that forks the others (an ID token_hex never gives in practice)
 FORK_WAIT_S = 0.5  # how long a start waits for a spare being forked when none is ready
+FORK_TIMEOUT_S = 5.0  # a fork not ready by then never will be (it takes milliseconds)
 
 
 def spares_dir(state_dir: Path) -> Path:
@@ -147,8 +148,11 @@ class Spare:
         if self.process is not None:
             return self.process.poll() is None
         if not self.resolve(state_dir):  # still being forked
-            return factory_alive and time.monotonic() - (self.requested or 0.0) < ORPHAN_WAIT_S
-        return self.proc_start is not None and process_start(self.pid) == self.proc_start
+            return factory_alive and time.monotonic() - (self.requested or 0.0) < FORK_TIMEOUT_S
+        if self.proc_start is not None and process_start(self.pid) == self.proc_start:
+            return True
+        reap_if_ours(self.pid, self.proc_start)  # a fork whose factory died first was this subreaper's
+        return False
 
     def kill(self, state_dir: Path) -> None:
         if self.process is not None:
@@ -159,6 +163,10 @@ class Spare:
                 os.killpg(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            for _ in range(100):  # ours to reap if this process is its subreaper and its parent is gone
+                if not self.alive(state_dir):
+                    break
+                time.sleep(0.001)
 
 
 class SparePool:
@@ -178,7 +186,8 @@ class SparePool:
         self._factory: Spare | None = None
         self._swept = False
         self._failures = 0
-        self._factory_failures = 0
+        self._factory_failures = 0  # factories that died: after MAX_FAILURES, none is started again
+        self._fork_failures = 0  # forks asked for and never ready: after MAX_FAILURES, the factory is let go
         self.adopted = 0  # waiting spares (the factory included) taken over from an earlier server
         self.forked = 0  # spares the factory forked
 
@@ -196,13 +205,26 @@ class SparePool:
             self._idle.remove(spare)
             spare.kill(self.state_dir)
             remove_files(self.state_dir, spare.spare_id)
-            self._failures += spare.pid is not None  # not one its factory never forked
+            if spare.pid is None:  # its factory never forked it
+                self._fork_failures += 1
+            else:
+                self._failures += 1
         if self._failures >= MAX_FAILURES:  # a spare cannot live here (its imports fail): cold starts only
             self.count = 0
             return
+        if self._fork_failures >= MAX_FAILURES and self._factory is not None:  # forks fail: spares of their own
+            self._factory.kill(self.state_dir)
+            remove_files(self.state_dir, FACTORY_ID)
+            self._factory, self._factory_failures, factory_alive = None, MAX_FAILURES, False
         while len(self._idle) < self.count:
+            spare = None
+            if factory_alive and self.is_ready(self._factory):
+                try:
+                    spare = self._fork()
+                except OSError:
+                    self._fork_failures += 1
             try:
-                self._idle.append(self._fork() if factory_alive and self.is_ready(self._factory) else self._spawn())
+                self._idle.append(spare or self._spawn())
             except OSError:
                 break
         if self._factory is None and self._factory_failures < MAX_FAILURES:

@@ -352,3 +352,19 @@ def test_a_job_outlives_its_killed_forked_wrapper_and_its_own_exit_code_is_recor
 
     assert (ended.job_id, ended.code) == (2, 3)  # supervised by the executor, it ran to its end
     assert executor.exit_record(2, 1) == 3
+
+
+def test_when_the_factory_cannot_be_reached_spares_start_as_processes_and_jobs_still_start_warm(tmp_path, work):
+    executor = LocalExecutor(tmp_path, spares=1)
+    forked_spare(executor, work)
+    (tmp_path / "spares" / "0000000000000000.fifo").unlink()  # its requests go nowhere now
+    logs = []
+    for job_id in range(1, 5):
+        _, code, log = run(executor, work, job_id, [sys.executable, "probe.py"])
+        logs.append((code, log.splitlines()[-1]))
+    executor.poll()
+
+    assert logs == [(0, "warm")] * 4
+    assert executor._pool._factory is None and executor._pool._fork_failures >= 3
+    assert executor._pool.waiting()[0].process is not None  # a spare of its own
+    executor.close()
