@@ -15,8 +15,8 @@ record by that ID and adopts the attempt as it would any wrapper's. The record a
 own log are removed when the attempt has ended. An attempt is the spare's from the moment its
 record is written, even while it is still importing: it survives the server.
 
-The first spares are processes of their own; so is the *factory*, a spare with the ID
-``FACTORY_ID`` that, once its imports are done, forks every later spare on request (a line on
+The first spares are processes of their own; so is the *factory*, started when they have done
+their imports: a spare with the ID ``FACTORY_ID`` that, once its own are done, forks every later spare on request (a line on
 its pipe ``STATE_DIR/spares/FACTORY_ID.fifo``): milliseconds and pages shared copy-on-write,
 where a spare of its own spends 2.5 CPU-seconds importing torch. A fork starts its own session,
 writes its ID over the factory's in its command line (through ``/proc/self/mem``, so that
@@ -172,9 +172,10 @@ class Spare:
 class SparePool:
     """The executor's side: keeps ``count`` spares waiting, hands one an attempt.
 
-    The first spares are started as processes of their own; so is the *factory*, a spare that,
-    once its imports are done, forks every later one (milliseconds and copy-on-write memory,
-    not seconds of CPU and 300 MB). Without a live factory, spares are started as processes."""
+    The first spares are started as processes of their own; so is the *factory*, once they have
+    done their imports: a spare that, once its own are done, forks every later one (milliseconds
+    and copy-on-write memory, not seconds of CPU and 300 MB). Without a live factory, spares are
+    started as processes."""
 
     def __init__(self, state_dir: Path, python: str, count: int, orphan_wait_s: float = ORPHAN_WAIT_S) -> None:
         self.state_dir, self.python = Path(state_dir), python
@@ -227,7 +228,9 @@ class SparePool:
                 self._idle.append(spare or self._spawn())
             except OSError:
                 break
-        if self._factory is None and self._factory_failures < MAX_FAILURES:
+        # the factory imports once the first spares have (three imports at once would slow the first jobs)
+        if (self._factory is None and self._factory_failures < MAX_FAILURES
+                and all(self.is_ready(spare) for spare in self._idle)):
             try:
                 self._factory = self._spawn(FACTORY_ID)
             except OSError:

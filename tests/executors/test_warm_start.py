@@ -16,6 +16,7 @@ import pytest
 from apportion.executors import warm
 from apportion.executors.local import LocalExecutor
 from apportion.executors.procfs import group_members, stat_fields
+from apportion.executors.spares import live_spares
 
 pytest.importorskip("torch", reason="a spare wrapper imports torch")
 
@@ -141,11 +142,12 @@ def test_sigterm_reaches_a_warm_job_and_a_new_executor_adopts_its_attempt(warm_e
 
 
 def server_with_a_waiting_spare(state_dir: Path, orphan_wait_s: float, **env) -> tuple[subprocess.Popen, int]:
-    """A process standing for a server: an executor whose one spare has done its imports; and that spare's pid."""
+    """A process standing for a server: an executor whose one spare has done its imports (and whose
+    factory has started); and that spare's pid."""
     script = (
         "import time\nfrom apportion.executors.local import LocalExecutor\n"
         f"e = LocalExecutor({str(state_dir)!r}, spares=1, orphan_wait_s={orphan_wait_s}); e.poll()\n"
-        "while not e._pool.is_ready(e._pool._idle[0]):\n    time.sleep(0.02)\n"
+        "while not (e._pool.is_ready(e._pool._idle[0]) and e._pool._factory):\n    e.poll(); time.sleep(0.02)\n"
         "print(e._pool._idle[0].pid, flush=True); time.sleep(600)\n")
     server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, **env})
@@ -190,7 +192,11 @@ def test_a_spare_with_no_server_left_exits_after_its_orphan_wait(tmp_path):
     kill_server(server)
 
     assert gone_within(spare, 30)
-    assert sorted(p.name for p in (tmp_path / "spares").iterdir()) == []  # it took its files with it
+    deadline = time.time() + 60
+    while live_spares(tmp_path) and time.time() < deadline:  # the factory too, once its imports are done
+        time.sleep(0.05)
+    assert live_spares(tmp_path) == []
+    assert sorted(p.name for p in (tmp_path / "spares").iterdir()) == []  # they took their files with them
 
 
 def test_a_spare_started_in_another_environment_is_killed_not_adopted(tmp_path):
