@@ -37,7 +37,7 @@ from pathlib import Path
 from apportion.executors import warm
 from apportion.executors.base import Attempt, Exit
 from apportion.executors.orphans import Orphaned, orphaned_command
-from apportion.executors.procfs import group_members, process_start, reap_if_ours, stat_fields
+from apportion.executors.procfs import group_members, process_start, stat_fields, still_runs
 from apportion.executors.spares import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
 from apportion.executors.wrapper import MARKER, become_subreaper, write_exit
 
@@ -95,10 +95,7 @@ class Watched:
         self.pid, self.proc_start = pid, proc_start
 
     def poll(self) -> int | None:
-        if process_start(self.pid) == self.proc_start:
-            return None
-        reap_if_ours(self.pid, self.proc_start)  # its parent died first: it was this subreaper's to reap
-        return self.UNKNOWN
+        return None if still_runs(self.pid, self.proc_start) else self.UNKNOWN
 
 
 def _running(wrapper: subprocess.Popen | Watched) -> bool:

@@ -62,13 +62,15 @@ def children_in_group(ppid: int, pgid: int) -> list[int]:
     return [pid for pid, fields in _processes(True) if int(fields[1]) == ppid and int(fields[2]) == pgid]
 
 
-def reap_if_ours(pid: int, start: int | None) -> None:
-    """Reap process ``pid`` (started at ``start``) if it is this process's child and has ended: one
-    it inherited as a subreaper, whose end nothing else here waits for."""
+def still_runs(pid: int, start: int | None) -> bool:
+    """Whether process ``pid`` started at ``start`` still runs; when it has ended as this process's
+    child (one it inherited as a subreaper, whose end nothing else here waits for), it is reaped."""
+    if start is not None and process_start(pid) == start:
+        return True
     fields = raw_stat(pid)
-    if fields is None or fields[0] != "Z" or int(fields[1]) != os.getpid() or int(fields[19]) != start:
-        return
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    if fields is not None and fields[0] == "Z" and int(fields[1]) == os.getpid() and int(fields[19]) == start:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    return False

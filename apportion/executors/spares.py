@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.executors import warm
-from apportion.executors.procfs import process_start, raw_stat, reap_if_ours, stat_fields
+from apportion.executors.procfs import process_start, raw_stat, stat_fields, still_runs
 
 HANDED = signal.SIGUSR2  # sent once, after a spare's record is written
 MAX_SPARES = 8
@@ -149,10 +149,7 @@ class Spare:
             return self.process.poll() is None
         if not self.resolve(state_dir):  # still being forked
             return factory_alive and time.monotonic() - (self.requested or 0.0) < FORK_TIMEOUT_S
-        if self.proc_start is not None and process_start(self.pid) == self.proc_start:
-            return True
-        reap_if_ours(self.pid, self.proc_start)  # a fork whose factory died first was this subreaper's
-        return False
+        return still_runs(self.pid, self.proc_start)  # a fork whose factory died first is reaped here
 
     def kill(self, state_dir: Path) -> None:
         if self.process is not None:
@@ -190,7 +187,6 @@ class SparePool:
         self._factory_failures = 0  # factories that died: after MAX_FAILURES, none is started again
         self._fork_failures = 0  # forks asked for and never ready: after MAX_FAILURES, the factory is let go
         self.adopted = 0  # waiting spares (the factory included) taken over from an earlier server
-        self.forked = 0  # spares the factory forked
 
     def refill(self) -> None:
         """Start spares until ``count`` are waiting (dead ones are forgotten); the first call adopts
@@ -284,7 +280,6 @@ class SparePool:
             os.write(fd, line)  # shorter than PIPE_BUF: written whole or not at all
         finally:
             os.close(fd)
-        self.forked += 1
         return Spare(spare_id, None, None, requested=time.monotonic())
 
     def _adopt_or_kill_waiting(self) -> None:
@@ -438,7 +433,7 @@ def await_assignment(argv: list[str]) -> tuple[list[str], dict[str, str]]:
         spare_id, owner = _run_factory(state_dir, owner)  # from here on, a fork of the factory
     elif why:
         print(f"apportion: warm start off: {why}; the attempt starts cold", flush=True)
-    write_record(ready_path(state_dir, spare_id), {"pid": os.getpid(), "start": process_start(os.getpid())})
+    _write_ready(state_dir, spare_id)
     while (record := read_record(state_dir, spare_id)) is None:
         owner.check()
         signal.sigtimedwait({HANDED}, OWNER_CHECK_S)
@@ -449,6 +444,11 @@ def await_assignment(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     os.environ.update(record["env"])
     write_record(record_path(state_dir, spare_id), {k: v for k, v in record.items() if k != "env"})
     return list(record["argv"]), spare_env
+
+
+def _write_ready(state_dir: Path, spare_id: str) -> None:
+    """Say that this spare's imports are done, and which process it is (``read_ready``)."""
+    write_record(ready_path(state_dir, spare_id), {"pid": os.getpid(), "start": process_start(os.getpid())})
 
 
 class _OwnerWatch:
@@ -482,7 +482,7 @@ def _run_factory(state_dir: Path, owner: _OwnerWatch) -> tuple[str, _OwnerWatch]
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo, 0o600)
     requests = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)  # read and write: never an end of file
-    write_record(ready_path(state_dir, FACTORY_ID), {"pid": os.getpid(), "start": process_start(os.getpid())})
+    _write_ready(state_dir, FACTORY_ID)
     pending = b""
     while True:
         owner.check()
