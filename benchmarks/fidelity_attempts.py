@@ -6,11 +6,11 @@ keeps) attempt by attempt and prints:
 - ``window_s``: the window over which the other jobs' start-ups best predict an attempt's own
   (what the replay charges start-ups by, ``Measured.best_window_s``);
 - ``startup_rms_s``: how far start-ups stray from their kind's mean (``kind``) and from their
-  kind's mean times the other jobs' slowness around them (``slowness``), at the real moments
+  kind's median times the other jobs' slowness around them (``slowness``), at the real moments
   and, for first attempts, at the moments the replay puts them (``kind_first``,
   ``slowness_first``, ``slowness_first_simulated``);
 - ``exit_rms_s``: the same for a completing attempt's last step to its exit;
-- ``overlapping_startups``: the start-up over its kind's mean (and over the slowness around it)
+- ``overlapping_startups``: the start-up over its kind's median (and over the slowness around it)
   of attempts whose start-up overlapped another's by more than half, and of the others: does
   starting at the same moment on the same machine cost more?
 - ``handover_gaps_s``: how long after an attempt's exit its slot's successor started;
@@ -57,26 +57,34 @@ def analyse(state_dir: str) -> dict:
     def mean(cost: str, job_id: int) -> float:
         return measured.costs[cost][kind[job_id]].mean
 
+    def median(cost: str, job_id: int) -> float:  # what the slowness scales
+        return measured.costs[cost][kind[job_id]].median
+
+    def cost_of(a: dict) -> str:
+        return "start_s" if a["attempt"] == 1 else "restart_s"
+
     # where the replay (each kind's mean costs) puts each job: its offsets from the real run
     rows = {r.job_id: r for r in replay_run(state_dir, costs="kind").rows}
     started = [a for a in run.attempts if a["first_lease"] is not None]
-    startup = [(a["first_lease"] - a["started"], mean("start_s" if a["attempt"] == 1 else "restart_s", a["job_id"]),
+    startup = [(a["first_lease"] - a["started"], mean(cost_of(a), a["job_id"]), median(cost_of(a), a["job_id"]),
                 factor(a["started"] - first, a["job_id"])) for a in started]
-    firsts = [(a["first_lease"] - a["started"], mean("start_s", a["job_id"]), factor(a["started"] - first, a["job_id"]),
+    firsts = [(a["first_lease"] - a["started"], mean("start_s", a["job_id"]), median("start_s", a["job_id"]),
+               factor(a["started"] - first, a["job_id"]),
                factor(a["started"] - first + rows[a["job_id"]].sim_queueing_s - rows[a["job_id"]].real_queueing_s,
                       a["job_id"]))
               for a in started if a["attempt"] == 1 and a["job_id"] in rows]
     completed = [a for a in run.attempts if a["how"] == "completed" and a["done"] is not None and a["job_id"] in rows]
-    exits = [(a["ended"] - a["done"], mean("finish_s", a["job_id"]), factor(a["done"] - first, a["job_id"]),
+    exits = [(a["ended"] - a["done"], mean("finish_s", a["job_id"]), median("finish_s", a["job_id"]),
+              factor(a["done"] - first, a["job_id"]),
               factor(a["done"] - first + rows[a["job_id"]].sim_jct_s - rows[a["job_id"]].real_jct_s, a["job_id"]))
              for a in completed]
 
     overlap, ratio, local = [], [], []
-    for a, (seconds, kind_mean, f) in zip(started, startup):
+    for a, (seconds, _, kind_median, f) in zip(started, startup):
         others = sum(max(0.0, min(a["first_lease"], b["first_lease"] or b["ended"]) - max(a["started"], b["started"]))
                      for b in run.attempts if b is not a and b["ended"] is not None)
         overlap.append(others / seconds)
-        ratio.append(seconds / kind_mean)
+        ratio.append(seconds / kind_median)
         local.append(f)
     overlap, ratio, local = np.array(overlap), np.array(ratio), np.array(local)
     together = overlap > 0.5
@@ -102,11 +110,11 @@ def analyse(state_dir: str) -> dict:
     fx, ex = np.array(firsts), np.array(exits)
     return {
         "state_dir": state_dir, "policy": run.settings.policy, "window_s": slowness.window_s,
-        "startup_rms_s": {"n": len(x), "kind": rms(x[:, 0] - x[:, 1]), "slowness": rms(x[:, 0] - x[:, 1] * x[:, 2]),
-                          "kind_first": rms(fx[:, 0] - fx[:, 1]), "slowness_first": rms(fx[:, 0] - fx[:, 1] * fx[:, 2]),
-                          "slowness_first_simulated": rms(fx[:, 0] - fx[:, 1] * fx[:, 3])},
-        "exit_rms_s": {"n": len(ex), "kind": rms(ex[:, 0] - ex[:, 1]), "slowness": rms(ex[:, 0] - ex[:, 1] * ex[:, 2]),
-                       "slowness_simulated": rms(ex[:, 0] - ex[:, 1] * ex[:, 3])},
+        "startup_rms_s": {"n": len(x), "kind": rms(x[:, 0] - x[:, 1]), "slowness": rms(x[:, 0] - x[:, 2] * x[:, 3]),
+                          "kind_first": rms(fx[:, 0] - fx[:, 1]), "slowness_first": rms(fx[:, 0] - fx[:, 2] * fx[:, 3]),
+                          "slowness_first_simulated": rms(fx[:, 0] - fx[:, 2] * fx[:, 4])},
+        "exit_rms_s": {"n": len(ex), "kind": rms(ex[:, 0] - ex[:, 1]), "slowness": rms(ex[:, 0] - ex[:, 2] * ex[:, 3]),
+                       "slowness_simulated": rms(ex[:, 0] - ex[:, 2] * ex[:, 4])},
         "overlapping_startups": {"overlapping": share(together), "others": share(~together)},
         "handover_gaps_s": {"n": len(gaps), "nonzero": [round(g, 3) for g in gaps if abs(g) > 1e-6]},
         "speed_vs_slowness": round(float(np.corrcoef(speed_factor, slowness_then)[0, 1]), 3)

@@ -18,7 +18,7 @@ from apportion.stdio import stdout_to_stderr
 def replay(
     state_dir: Path = typer.Argument(..., help="The --state-dir of a finished `apportion serve` run."),
     speeds: str = typer.Option("job", "--speeds", help="job: each job trains at its own measured speed; kind: at its job kind's."),
-    costs: str = typer.Option("measured", "--costs", help="measured: the start-up, stop and finish costs the run measured per job kind, each start-up scaled by how slow the other jobs' start-ups were around the moment it begins; kind: each kind's mean costs alone; constant: --restart-cost-s for each resume, nothing else."),
+    costs: str = typer.Option("measured", "--costs", help="measured: the start-up, stop and finish costs the run measured per job kind, each start-up the kind's median scaled by how slow the other jobs' start-ups were around the moment it begins; kind: each kind's mean costs alone; constant: --restart-cost-s for each resume, nothing else."),
     clock: str = typer.Option("wall", "--clock", help="wall: rounds as the server ran them (early rounds to fill idle slots, leases from an attempt's first step, decided ahead); rounds: the simulator's fixed rounds."),
     restart_cost_s: float = typer.Option(10.0, "--restart-cost-s", help="Seconds a resume costs a job kind the run never measured (every kind, with --costs constant)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write fidelity.json, jobs.csv (side by side) and fidelity.png to this directory."),
@@ -57,6 +57,7 @@ def replay(
 
 def _print(fidelity) -> None:
     from rich.table import Table
+    from apportion.fidelity.measured import STARTUPS
 
     settings, options = fidelity.settings, fidelity.options
     console.print(f"[bold]{escape(settings.policy)}[/] on {escape(settings.describe_slots())}, rounds of "
@@ -89,12 +90,16 @@ def _print(fidelity) -> None:
         print_line(f"left out: job {job['id']} ({escape(job['name'])}) did not complete for real ({job['status']})")
     costs = fidelity.measured.describe()
     for kind in sorted({k for by_kind in costs.values() for k in by_kind}):
-        parts = [f"{name.removesuffix('_s').replace('_', ' ')} {c['mean']:.2f} ± {c['std']:.2f} s ({c['n']})"
+        parts = [f"{name.removesuffix('_s').replace('_', ' ')} {c['mean']:.2f} ± {c['std']:.2f} s"
+                 + (f" (median {c['median']:.2f} s, {c['n']})" if name in STARTUPS else f" ({c['n']})")
                  for name, by_kind in costs.items() if (c := by_kind.get(kind))]
         print_line(f"measured {escape(kind)}: " + ", ".join(parts))
     if fidelity.options["costs"] == "measured" and fidelity.measured.startups:
-        print_line(f"start-ups charged as slow as the other jobs' start-ups within "
-                   f"{fidelity.measured.best_window_s():g} s of them")
+        window_s = fidelity.measured.best_window_s()
+        print_line("start-ups charged their kind's mean: no moment of the run was slower than another"
+                   if math.isinf(window_s) else
+                   f"start-ups charged their kind's median times how slow the other jobs' start-ups within "
+                   f"{window_s:g} s of them were")
 
 
 def _s(seconds: float) -> str:

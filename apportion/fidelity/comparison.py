@@ -4,11 +4,12 @@ The simulated workload is the run's: the jobs that completed, submitted when the
 after the first submission), with their GPU counts and steps, on a cluster of the run's slots,
 under the run's policy and round length. The simulator is told what the run measured: each
 job's own speed on each slot type (``speeds="job"``; ``"kind"``: one speed per job kind), the
-start-up, stop and finish costs of each job kind, each start-up scaled by how slow the other
-jobs' start-ups were around the moment it begins (``costs="measured"``; ``"kind"``: each kind's
-mean alone; ``"constant"``: the simulator's fixed restart cost), and it keeps rounds as the
-server does (``clock="wall"``; ``"rounds"``: the simulator's own fixed rounds). The other
-settings are there to show how much each of these is worth.
+start-up, stop and finish costs of each job kind, each start-up the kind's median scaled by how
+slow the other jobs' start-ups were around the moment it begins (``costs="measured"``; ``"kind"``:
+each kind's mean alone; ``"constant"``: the simulator's fixed restart cost), and it keeps rounds
+as the server does from the server's first round on (``clock="wall"``; ``"rounds"``: the
+simulator's own fixed rounds). The other settings are there to show how much each of these is
+worth.
 """
 
 from __future__ import annotations
@@ -161,17 +162,21 @@ def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", cloc
     jobs, table, kind_names = _workload(run, done, measured, per_job=speeds == "job")
     attempt_costs = None
     if costs in ("measured", "kind"):
-        by_kind = measured.attempt_costs(restart_cost_s)
+        # measured: start-ups as slow as the machine was when they begin, when its slowness drifted
+        drifts = costs == "measured" and math.isfinite(window_s := measured.best_window_s())
+        by_kind = measured.attempt_costs(restart_cost_s, typical_startups=drifts)
         attempt_costs = AttemptCosts(**{name: {label: getattr(by_kind, name)[kind] for label, kind in kind_names.items()
                                                if kind in getattr(by_kind, name)}
                                         for name in ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")},
-                                     slowness=measured.slowness({int(job_id): i for i, job_id in enumerate(jobs.job_id)})
-                                     if costs == "measured" else None)
+                                     slowness=measured.slowness({int(job_id): i for i, job_id in enumerate(jobs.job_id)},
+                                                                window_s) if drifts else None)
+    first_submit = min(j["submitted"] for j in run.jobs)
+    first_round_s = None if settings.first_round is None else min(settings.first_round - first_submit, 0.0)
     config = SimConfig(round_s=settings.round_s, restart_cost_s=restart_cost_s, costs=attempt_costs,
-                       wall_clock=clock == "wall", plan_ahead_s=settings.plan_ahead_s, fill_gap_s=settings.fill_gap_s)
+                       wall_clock=clock == "wall", plan_ahead_s=settings.plan_ahead_s, fill_gap_s=settings.fill_gap_s,
+                       first_round_s=first_round_s)
     result = simulate(jobs, _cluster(settings), table, _policy(settings, str(run.state_dir)), config)
 
-    first_submit = min(j["submitted"] for j in run.jobs)
     row_of = {int(job_id): i for i, job_id in enumerate(result.jobs.job_id)}
     rows = []
     for j in done:

@@ -15,9 +15,13 @@ An attempt's life, as the server saw it:
   reporting its last step.
 
 On a shared machine start-ups follow its load, which drifts over tens of seconds: attempts that
-begin around the same moment take alike longer or shorter than their kind's mean. ``startups``
-keeps when each start-up began and how it compared, for the simulator to charge start-ups by
-the moment they begin (``apportion.sim.costs.MachineSlowness``).
+begin around the same moment take alike longer or shorter than is typical of their kind (its
+median). A few take far longer: a new server's first attempts wait for its spares to import
+torch, 2-3 s where a warm start takes 0.1 s. ``startups`` keeps when each start-up began and how
+it compared with its kind's median, for the simulator to charge start-ups by the moment they
+begin (``apportion.sim.costs.MachineSlowness``): the median times how slow the other jobs'
+start-ups around that moment were. When no moment is slower than another, a kind's mean is
+charged instead.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 from apportion.sim.costs import AttemptCosts, MachineSlowness
 
 COSTS = ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")
+STARTUPS = ("start_s", "restart_s")
 # the slowness windows tried; the last, the whole run: start-ups that do not drift are charged their kind's mean
 WINDOWS_S = (5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, math.inf)
 
@@ -42,14 +47,16 @@ class Spread:
     std: float
     count: int
     values: tuple[float, ...] = ()  # each attempt's
+    median: float = math.nan
 
     @classmethod
     def of(cls, values: list[float]) -> Spread:
         array = np.asarray(values, dtype=np.float64)
-        return cls(float(array.mean()), float(array.std()), len(array), tuple(values))
+        return cls(float(array.mean()), float(array.std()), len(array), tuple(values), float(np.median(array)))
 
     def describe(self) -> dict:
-        return {"mean": round(self.mean, 3), "std": round(self.std, 3), "n": self.count}
+        return {"mean": round(self.mean, 3), "median": round(self.median, 3), "std": round(self.std, 3),
+                "n": self.count}
 
 
 @dataclass(frozen=True)
@@ -86,18 +93,20 @@ class Measured:
     speeds: list[AttemptSpeed]  # every attempt that trained alone and stopped or finished cleanly
     startups: list[StartUp] = field(default_factory=list)  # every attempt that reached its first step, in order
 
-    def attempt_costs(self, restart_s: float) -> AttemptCosts:
-        """The mean of each cost per kind, for the simulator. A kind never restarted costs its
-        start-up to restart; one never started costs ``restart_s``, as does any unmeasured kind."""
-        means = {name: {kind: spread.mean for kind, spread in by_kind.items()} for name, by_kind in self.costs.items()}
+    def attempt_costs(self, restart_s: float, typical_startups: bool = False) -> AttemptCosts:
+        """The mean of each cost per kind, for the simulator (start-ups: the median with
+        ``typical_startups``, for a slowness to scale). A kind never restarted costs its start-up
+        to restart; one never started costs ``restart_s``, as does any unmeasured kind."""
+        means = {name: {kind: spread.median if typical_startups and name in STARTUPS else spread.mean
+                        for kind, spread in by_kind.items()} for name, by_kind in self.costs.items()}
         restart = {**means["start_s"], **means["restart_s"]}
         return AttemptCosts(start_s=means["start_s"], restart_s=restart, stop_lead_s=means["stop_lead_s"],
                             stop_s=means["stop_s"], finish_s=means["finish_s"])
 
     def startup_ratios(self) -> np.ndarray:
-        """Each start-up over its kind's mean (start or restart), in the order of ``startups``."""
-        means = {name: {kind: spread.mean for kind, spread in self.costs[name].items()} for name in ("start_s", "restart_s")}
-        return np.array([s.seconds / means[s.cost][s.kind] if means[s.cost][s.kind] > 0 else 1.0
+        """Each start-up over its kind's median (start or restart), in the order of ``startups``."""
+        typical = {name: {kind: spread.median for kind, spread in self.costs[name].items()} for name in STARTUPS}
+        return np.array([s.seconds / typical[s.cost][s.kind] if typical[s.cost][s.kind] > 0 else 1.0
                          for s in self.startups], dtype=np.float64)
 
     def slowness(self, row_of: dict[int, int], window_s: float | None = None) -> MachineSlowness:
@@ -110,15 +119,19 @@ class Measured:
 
     def best_window_s(self) -> float:
         """The window over which the other jobs' start-ups around an attempt's best predict its own
-        (least squared error; the wider of equals): how fast the machine's load drifts."""
+        (least squared error; the wider of equals): how fast the machine's load drifts. The whole
+        run (infinite) stands for charging each start-up its kind's mean."""
         times = np.array([s.began_s for s in self.startups], dtype=np.float64)
         jobs = np.array([s.job_id for s in self.startups])
         ratios = self.startup_ratios()
         if len(times) < 3:
             return WINDOWS_S[0]
-        base = np.array([s.seconds for s in self.startups]) / np.where(ratios > 0, ratios, 1.0)  # kind means
+        seconds = np.array([s.seconds for s in self.startups])
+        base = seconds / np.where(ratios > 0, ratios, 1.0)  # kind medians
+        kind_mean = np.array([self.costs[s.cost][s.kind].mean for s in self.startups])
         order = np.argsort(times, kind="stable")
         times, jobs, ratios, base = times[order], jobs[order], ratios[order], base[order]
+        seconds, kind_mean = seconds[order], kind_mean[order]
         summed = np.concatenate([[0.0], np.cumsum(ratios)])
         # pairs of one job's attempts (i, j), i != j: taken back out of each other's neighbours
         same = np.flatnonzero(jobs[:, None] == jobs[None, :]) if len(times) <= 2048 else \
@@ -129,7 +142,7 @@ class Measured:
         errors = []
         for window_s in WINDOWS_S:
             if math.isinf(window_s):  # the whole run: each kind's mean
-                errors.append(float(np.mean((base * (1.0 - ratios)) ** 2)))
+                errors.append(float(np.mean((kind_mean - seconds) ** 2)))
                 continue
             lo = np.searchsorted(times, times - window_s, side="left")
             hi = np.searchsorted(times, times + window_s, side="right")

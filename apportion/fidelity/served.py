@@ -25,6 +25,7 @@ class RunSettings:
     plan_ahead_s: float
     fill_gap_s: float
     slots: tuple[tuple[str, str], ...]  # (slot id, slot type)
+    first_round: float | None = None  # when the server decided its first round, at its start (wall time)
 
     def capacity(self) -> dict[str, int]:
         """Slots of each type, in the server's order."""
@@ -68,13 +69,15 @@ def read_served_run(state_dir: str | Path) -> ServedRun:
     try:
         try:
             raw, jobs, attempts = store.run_settings(), store.jobs(), store.attempts()
+            first_round = store.first_round()
+            first_round = store.first_start() if first_round is None else first_round
             estimates = {key: rate for key, (rate, _) in store.throughputs().items()}
         except sqlite3.Error as err:
             raise InputError(str(path), f"written by an apportion that did not record attempts ({err}); "
                              "replay needs a run served by this version") from None
     finally:
         store.close()
-    settings = _settings(raw, str(path))
+    settings = _settings(raw, str(path), first_round)
     if not jobs:
         raise InputError(source, "the run has no jobs")
     unfinished = [j for j in jobs if j["status"] in ACTIVE or j["pid"] is not None]
@@ -86,7 +89,7 @@ def read_served_run(state_dir: str | Path) -> ServedRun:
     return ServedRun(directory, settings, jobs, attempts, estimates)
 
 
-def _settings(raw: dict, source: str) -> RunSettings:
+def _settings(raw: dict, source: str, first_round: float | None) -> RunSettings:
     if not raw:
         raise InputError(source, "the server's settings (policy, round length, slots) are not recorded: "
                          "it was served by an older apportion; replay needs a run served by this version")
@@ -96,6 +99,7 @@ def _settings(raw: dict, source: str) -> RunSettings:
             round_s=float(raw["round_s"]), plan_ahead_s=float(raw.get("plan_ahead_s", 0.0)),
             fill_gap_s=float(raw.get("fill_gap_s", 1.0)),
             slots=tuple((str(slot), str(slot_type)) for slot, slot_type in raw["slots"]),
+            first_round=first_round,
         )
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(source, f"the recorded server settings are malformed ({type(err).__name__}: {err})") from None

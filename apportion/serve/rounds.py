@@ -104,6 +104,8 @@ class Rounds:
                     self.store.add_event(*event)
                 self.state.round += 1
                 self.store.set_meta("round", str(self.state.round))
+                if self.stats.rounds == 0 and self.store.first_round() is None:
+                    self.store.set_first_round(now)  # the run's first round: where `apportion replay` starts its clock
             self.state.round_end = start + self.config.round_s
             self.last_round_at = now
             self.state.dirty = False

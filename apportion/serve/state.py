@@ -398,6 +398,22 @@ class StateStore:
     def set_run_settings(self, settings: dict) -> None:
         self.set_meta("run", json.dumps(settings, sort_keys=True))
 
+    def first_round(self) -> float | None:
+        """When the first server on this file decided its first round (None: not yet; or written
+        by an apportion that did not record it, when the first server's start-up recovery is the
+        nearest moment kept: ``first_start``)."""
+        text = self.meta("first_round")
+        return float(text) if text is not None else None
+
+    def first_start(self) -> float | None:
+        """When the first server on this file recovered at its start (None: none did)."""
+        with self._lock:
+            row = self._conn.execute("SELECT MIN(time) FROM events WHERE event = 'recover'").fetchone()
+        return row[0]
+
+    def set_first_round(self, time: float) -> None:
+        self.set_meta("first_round", repr(time))
+
     # attempts ----------------------------------------------------------------------------
 
     def attempt_started(self, job_id: int, attempt: int, now: float, gpu_type: str | None, slots: str,

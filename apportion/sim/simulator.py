@@ -50,6 +50,7 @@ class SimConfig:
     wall_clock: bool = False  # rounds as the server runs them (the module's docstring)
     plan_ahead_s: float = 0.0  # wall clock: a regular round is decided (and starts idle GPUs) this long ahead
     fill_gap_s: float = 1.0  # wall clock: an early round comes at least this long after the last round
+    first_round_s: float | None = None  # wall clock: the server's first round, at its start (None: unknown)
 
 
 def job_throughputs(jobs: JobTable, cluster: Cluster, throughputs: ThroughputTable) -> np.ndarray:
@@ -128,8 +129,8 @@ class Simulator:
                 if replay.next_arrival >= len(self.jobs):
                     break
                 arrival = float(self.jobs.submit_time_s[replay.next_arrival])
-                if self.config.wall_clock:  # a job arriving to an idle cluster starts a round at once
-                    replay.now, replay.early = max(replay.now, arrival), True
+                if self.config.wall_clock:  # a job arriving to an idle cluster starts a round early
+                    replay.now, replay.early = self._idle_round_at(replay, arrival)
                 else:
                     replay.now = _next_boundary(replay.now, arrival, self.config.round_s)
                 continue
@@ -154,6 +155,8 @@ class Simulator:
         fits = (rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
         self.rates = np.where(fits, rates, 0.0)
         replay = Replay.empty(len(jobs), cluster)
+        if self.config.wall_clock and self.config.first_round_s is not None:
+            replay.now = replay.last_round_at = replay.round_end = self.config.first_round_s
         if wants_predictions(self.policy):
             self.history = HistoryFeed(jobs, self.rates, self._predictor)
         never_run = self._never_run()
@@ -227,6 +230,7 @@ class Simulator:
         first_rows = active[running & ~started_before]
         replay.first_start[first_rows] = replay.now + replay.wait_left[first_rows]
         if self.config.wall_clock:  # a renewed lease ends with the round; a new one a round after its first step
+            replay.last_round_at = replay.now
             round_start = replay.now if replay.early else replay.round_end
             replay.round_end = round_start + self.config.round_s
             kept_rows = active[running & decision.kept]
@@ -424,6 +428,24 @@ class Simulator:
         replay.now = end
         return True
 
+    def _idle_round_at(self, replay: Replay, arrival: float) -> tuple[float, bool]:
+        """Wall clock: when the server decides a round for a job arriving to an idle cluster, and
+        whether it is an early one: at once, unless its last round (regular ones go on while it
+        idles) was under ``fill_gap_s`` ago; then after the gap, or at the next regular round."""
+        last = replay.last_round_at
+        if not math.isfinite(last):  # no round yet, and the server's first is not known
+            return max(replay.now, arrival), True
+        round_s, plan_ahead_s = self.config.round_s, self.config.plan_ahead_s
+        regular = replay.round_end - plan_ahead_s  # a regular round is decided here, and every round_s on
+        next_regular = regular + max(0, math.ceil((arrival - regular) / round_s - 1e-9)) * round_s
+        if next_regular > regular:
+            last = max(last, next_regular - round_s)
+        early = max(replay.now, arrival, last + self.config.fill_gap_s)
+        if next_regular <= early:
+            replay.round_end = next_regular + plan_ahead_s
+            return next_regular, False
+        return early, True
+
     def _fill_at(self, replay: Replay, running: np.ndarray, finish_at: np.ndarray) -> float:
         """When the server would start a round early: a GPU frees while a job waits, or a job
         arrives while a GPU idles (not sooner than ``fill_gap_s`` after this round)."""
@@ -518,6 +540,7 @@ class Replay:
     allocation_integral: bool = False
     early: bool = False  # wall clock: this decision is an early round (else a regular one, decided ahead)
     round_end: float = 0.0  # wall clock: when the current round ends and the next starts
+    last_round_at: float = -math.inf  # wall clock: when the last round was decided
     tail_done: tuple = (np.zeros(0, dtype=np.int64), np.zeros(0))  # stopped jobs that finished, and when
     busy_gpu_s: float = 0.0
     shared_gpu_s: float = 0.0

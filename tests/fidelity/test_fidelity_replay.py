@@ -132,6 +132,41 @@ def test_start_ups_that_follow_the_machines_load_are_charged_as_the_run_measured
     assert math.isfinite(by_moment.measured.best_window_s())
 
 
+def test_a_new_servers_slow_first_start_ups_are_not_charged_to_every_later_one(tmp_path):
+    # two slots, fifo; start-ups take 0.1 s, but the two beginning in the server's first second
+    # take 20 times as long (its spares still importing): 2 s. Then a job every 10 s, 2 s of steps
+    jobs = [FakeJob("a", 20, 10.0, 0.0), FakeJob("a", 20, 10.0, 0.0)] + [FakeJob("a", 20, 10.0, 10.0 * i)
+                                                                        for i in range(1, 9)]
+    serve_on_fake_clock(jobs, tmp_path, make_policy("fifo"), slots="cpu:2",
+                        behaviour={"a": Behaviour(start_s=0.1, finish_s=0.5)}, tick_s=TICK_S,
+                        jitter=Jitter(load=((0.0, 20.0), (1.0, 1.0))))
+
+    by_moment = replay_run(tmp_path)
+    by_mean = replay_run(tmp_path, costs="kind")  # every start-up the kind's mean, 0.48 s
+
+    start = by_moment.measured.costs["start_s"]["a"]
+    assert (start.mean, start.median) == pytest.approx((0.48, 0.1))
+    for row in by_moment.rows:  # the first two charged 20 times the median, as each other took
+        assert row.sim_jct_s == pytest.approx(row.real_jct_s, abs=2 * TICK_S), row
+    later = by_mean.rows[2:]
+    assert all(r.sim_jct_s - r.real_jct_s == pytest.approx(0.38, abs=2 * TICK_S) for r in later)
+
+
+def test_a_run_whose_first_job_came_after_the_servers_first_round_replays_from_that_round(tmp_path):
+    # the fake server decides its first round at 0 s, with nothing to run; the jobs come at 0.3 and
+    # 0.4 s, and the next round may come only 1 s after the last: both start at 1 s
+    serve_on_fake_clock([FakeJob("a", 50, 10.0, 0.3), FakeJob("a", 50, 10.0, 0.4)], tmp_path, make_policy("fifo"),
+                        slots="cpu:2", behaviour={"a": Behaviour(start_s=1.0, finish_s=0.5)}, tick_s=TICK_S)
+
+    fidelity = replay_run(tmp_path)
+
+    assert fidelity.settings.first_round == pytest.approx(0.0)
+    assert [r.real_queueing_s for r in fidelity.rows] == pytest.approx([0.7, 0.6])
+    for row in fidelity.rows:
+        assert row.sim_queueing_s == pytest.approx(row.real_queueing_s, abs=2 * TICK_S), row
+        assert row.sim_jct_s == pytest.approx(row.real_jct_s, abs=2 * TICK_S), row
+
+
 def test_start_ups_that_do_not_drift_are_charged_their_kinds_mean():
     # fast and slow start-ups in turn, 10 s apart: no moment is slower than another
     startups = [StartUp(10.0 * i, i, "a", "start_s", 1.0 if i % 2 else 3.0) for i in range(12)]

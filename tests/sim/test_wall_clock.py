@@ -36,6 +36,20 @@ def test_on_the_wall_clock_a_job_starts_as_soon_as_a_gpu_frees_not_at_the_next_r
     assert wall == [10.0, 19.0]  # B starts when A ends, at 10 s
 
 
+def test_on_the_wall_clock_a_job_arriving_to_an_idle_cluster_waits_out_the_fill_gap_after_the_last_round():
+    # the server decided its first round 0.3 s before A arrived; an early round comes no sooner
+    # than 1 s after the last, so A (5 steps) starts at 0.7 s. B arrives at 40 s to an idle GPU:
+    # the server went on deciding empty rounds every 10 s (at 10.7, 20.7, 30.7, 40.7 s), the
+    # last at 30.7 s, so B starts at once
+    config = SimConfig(round_s=10.0, restart_cost_s=0.0, wall_clock=True, first_round_s=-0.3)
+    assert jcts([0.0, 40.0], [5, 5], config, make_policy("fifo")) == pytest.approx([5.7, 5.0])
+    # B at 31 s comes 0.3 s after the empty round at 30.7 s: it waits until 31.7 s
+    assert jcts([0.0, 31.0], [5, 5], config, make_policy("fifo")) == pytest.approx([5.7, 5.7])
+    # unknown first round: A starts as it arrives
+    unknown = SimConfig(round_s=10.0, restart_cost_s=0.0, wall_clock=True)
+    assert jcts([0.0, 40.0], [5, 5], unknown, make_policy("fifo")) == pytest.approx([5.0, 5.0])
+
+
 def test_on_the_wall_clock_a_preempted_job_trains_until_its_lease_ends_a_round_after_its_first_step():
     # rounds of 10 s, 2 s to start or restart; A (20 steps) from 0 s, B (5 steps) from 1 s
     costs = dict(round_s=10.0, start_cost_s=2.0, restart_cost_s=2.0)
