@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     global WARM_ENV
     argv = sys.argv[1:] if argv is None else argv
     if "--spare" in argv and "--" not in argv:  # a spare: imports done, it waits for its attempt (spares.py)
-        from apportion.executors.spares import await_assignment
+        from apportion.executors.spare_side import await_assignment
 
         argv, WARM_ENV = await_assignment(argv)
     options, command = parse(argv)
