@@ -78,6 +78,7 @@ class Fidelity:
     left_out: list[dict] = field(default_factory=list)  # jobs that did not complete for real: not replayed
     options: dict = field(default_factory=dict)  # speeds, costs, clock
     simulated: SimResult | None = None
+    first_round_s: float | None = None  # the server's first round, seconds after the first submission
 
     @property
     def compared(self) -> list[JobComparison]:
@@ -127,6 +128,7 @@ class Fidelity:
             "round_s": self.settings.round_s,
             "slots": self.settings.describe_slots(),
             "options": self.options,
+            "server_first_round_s": None if self.first_round_s is None else round(self.first_round_s, 4),
             "jobs": len(self.rows),
             "left_out": [{"job_id": j["id"], "name": j["name"], "status": j["status"]} for j in self.left_out],
             "errors": {k: _round(v, 4) if isinstance(v, float) else v for k, v in self.errors.items()},
@@ -189,7 +191,7 @@ def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", cloc
             real_preemptions=int(j["preemptions"]), sim_preemptions=int(result.preemptions[i]),
         ))
     return Fidelity(run.state_dir, settings, measured, rows, left_out,
-                    {"speeds": speeds, "costs": costs, "clock": clock}, result)
+                    {"speeds": speeds, "costs": costs, "clock": clock}, result, first_round_s)
 
 
 def _workload(run: ServedRun, done: list[dict], measured: Measured,

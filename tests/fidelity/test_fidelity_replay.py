@@ -161,6 +161,7 @@ def test_a_run_whose_first_job_came_after_the_servers_first_round_replays_from_t
     fidelity = replay_run(tmp_path)
 
     assert fidelity.settings.first_round == pytest.approx(0.0)
+    assert fidelity.to_dict()["server_first_round_s"] == pytest.approx(-0.3)
     assert [r.real_queueing_s for r in fidelity.rows] == pytest.approx([0.7, 0.6])
     for row in fidelity.rows:
         assert row.sim_queueing_s == pytest.approx(row.real_queueing_s, abs=2 * TICK_S), row
