@@ -16,9 +16,9 @@ own log are removed when the attempt has ended. An attempt is the spare's from t
 record is written, even while it is still importing: it survives the server.
 
 The first spares are processes of their own; so is the *factory*, started when they have done
-their imports: a spare with the ID ``FACTORY_ID`` that, once its own are done, forks every later spare on request (a line on
-its pipe ``STATE_DIR/spares/FACTORY_ID.fifo``): milliseconds and pages shared copy-on-write,
-where a spare of its own spends 2.5 CPU-seconds importing torch. A fork starts its own session,
+their imports: a spare with the ID ``FACTORY_ID`` that, once its own are done, forks every later
+spare on request (a line on its pipe ``STATE_DIR/spares/FACTORY_ID.fifo``): milliseconds and
+pages shared copy-on-write, where a spare of its own spends 2.5 CPU-seconds importing torch. A fork starts its own session,
 writes its ID over the factory's in its command line (through ``/proc/self/mem``, so that
 ``scan`` finds it as it finds any spare) and its pid in ``ID.ready``; the factory reaps it.
 

@@ -165,7 +165,8 @@ def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", cloc
     attempt_costs = None
     if costs in ("measured", "kind"):
         # measured: start-ups as slow as the machine was when they begin, when its slowness drifted
-        drifts = costs == "measured" and math.isfinite(window_s := measured.best_window_s())
+        window_s = measured.best_window_s() if costs == "measured" else math.inf
+        drifts = math.isfinite(window_s)
         by_kind = measured.attempt_costs(restart_cost_s, typical_startups=drifts)
         attempt_costs = AttemptCosts(**{name: {label: getattr(by_kind, name)[kind] for label, kind in kind_names.items()
                                                if kind in getattr(by_kind, name)}

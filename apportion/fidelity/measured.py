@@ -97,11 +97,11 @@ class Measured:
         """The mean of each cost per kind, for the simulator (start-ups: the median with
         ``typical_startups``, for a slowness to scale). A kind never restarted costs its start-up
         to restart; one never started costs ``restart_s``, as does any unmeasured kind."""
-        means = {name: {kind: spread.median if typical_startups and name in STARTUPS else spread.mean
-                        for kind, spread in by_kind.items()} for name, by_kind in self.costs.items()}
-        restart = {**means["start_s"], **means["restart_s"]}
-        return AttemptCosts(start_s=means["start_s"], restart_s=restart, stop_lead_s=means["stop_lead_s"],
-                            stop_s=means["stop_s"], finish_s=means["finish_s"])
+        charged = {name: {kind: spread.median if typical_startups and name in STARTUPS else spread.mean
+                          for kind, spread in by_kind.items()} for name, by_kind in self.costs.items()}
+        restart = {**charged["start_s"], **charged["restart_s"]}
+        return AttemptCosts(start_s=charged["start_s"], restart_s=restart, stop_lead_s=charged["stop_lead_s"],
+                            stop_s=charged["stop_s"], finish_s=charged["finish_s"])
 
     def startup_ratios(self) -> np.ndarray:
         """Each start-up over its kind's median (start or restart), in the order of ``startups``."""
