@@ -151,6 +151,10 @@ class Replica:
                 started.wait()
                 if failure:
                     log.write(f"apportion: cannot start the wrapper: {failure[0]}\n".encode())
+                    try:  # no wrapper will read it
+                        os.unlink(env_path)
+                    except FileNotFoundError:
+                        pass
             self.launched.set()
         return {"node_id": me["node_id"], "ip": me["ip"], "pid": self.process.pid if self.process else None}
 
