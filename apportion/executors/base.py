@@ -37,6 +37,10 @@ class Executor(Protocol):
               cold: bool = False) -> Attempt:
         """Start attempt ``attempt`` of job ``job_id`` on ``slots`` with exactly ``env``; OSError if it cannot.
 
+        ``env`` is for the job's own processes only: whatever supervises them (root under
+        ``--run-as mapped``) must not run with it, nor hand it to anything before the switch to
+        ``run_as``'s account (it holds the job file's ``LD_PRELOAD``, ``PYTHONPATH`` ...).
+
         ``run_as`` (an ``apportion.serve.runas.Account``; passed only when set): run the job's
         command as that OS account instead of the server's. ``replicas`` (passed only for an
         elastic job, one a slot): run the command that many times as torch.distributed's

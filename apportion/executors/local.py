@@ -4,9 +4,12 @@ Each attempt is ``python -m apportion.executors.wrapper ... -- COMMAND`` started
 ``start_new_session=True``: the wrapper leads a new process group that the job's processes
 share, so one ``killpg`` reaches all of them. Its stdout and stderr (the job's too) go to
 ``STATE_DIR/jobs/ID/attempt-N.log``; the wrapper writes the exit code to
-``attempt-N.exit``. Nothing ties an attempt to the server's life: a server that dies and
-starts again finds its attempts by their command lines (``scan``) and adopts them, checking
-the process start time so that a reused PID is never mistaken for an attempt.
+``attempt-N.exit``. The wrapper runs in the server's own environment
+(``warm.spare_environment``), never the job's: the job's environment goes to ``attempt-N.env``
+(owner-only, the server's), which the wrapper reads and removes before it starts the job with
+it (wrapper.py). Nothing ties an attempt to the server's life: a server that dies and starts
+again finds its attempts by their command lines (``scan``) and adopts them, checking the
+process start time so that a reused PID is never mistaken for an attempt.
 
 A wrapper that dies (``kill -9``) leaves the job's processes running without a supervisor.
 The executor that started it is the subreaper of its attempts, so those processes become its
@@ -39,7 +42,7 @@ from apportion.executors.base import Attempt, Exit
 from apportion.executors.orphans import Orphaned, orphaned_command
 from apportion.executors.procfs import group_members, process_start, stat_fields, still_runs
 from apportion.executors.spares import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
-from apportion.executors.wrapper import MARKER, become_subreaper, write_exit
+from apportion.executors.wrapper import MARKER, become_subreaper, write_env_file, write_exit
 
 EXEC_WAIT_S = 1.0  # how long a scan waits for a process group leader's exec to finish
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (no command line, ever)
@@ -115,6 +118,7 @@ class LocalExecutor:
         ``orphan_wait_s``: how long a waiting spare outlives this server, for the next one to adopt."""
         self.state_dir = Path(os.path.realpath(state_dir))
         self.python = python
+        self.wrapper_env = warm.spare_environment(dict(os.environ))  # a wrapper's own: never a job's
         self._pool = SparePool(self.state_dir, python, spares, orphan_wait_s) if spares else None
         self._spare_of: dict[int, str] = {}  # job -> the spare ID of its attempt's wrapper (its record's name)
         self._scanned_spares: dict[int, str] = {}  # pid -> spare ID, of assigned spares found by scan
@@ -133,6 +137,10 @@ class LocalExecutor:
 
     def exit_path(self, job_id: int, attempt: int) -> Path:
         return self.job_dir(job_id) / f"attempt-{attempt}.exit"
+
+    def env_path(self, job_id: int, attempt: int) -> Path:
+        """The job's environment, for its wrapper to read (and remove) before it starts the job."""
+        return self.job_dir(job_id) / f"attempt-{attempt}.env"
 
     def pid_path(self, job_id: int, attempt: int) -> Path:
         """Where the wrapper writes the pid of the command it started."""
@@ -158,9 +166,11 @@ class LocalExecutor:
               cold: bool = False) -> Attempt:
         """Start one attempt in its own process group; OSError if it cannot be started.
 
-        With ``run_as`` the wrapper stays this process's user and starts the command as that account;
-        with ``replicas`` it starts the command that many times, as torch.distributed's ranks. A
-        Python job starts warm in a spare wrapper when one is waiting, unless ``cold``.
+        ``env`` is the job's processes' alone: the wrapper gets it in ``attempt-N.env``, not in its
+        own environment. With ``run_as`` the wrapper stays this process's user and starts the
+        command as that account; with ``replicas`` it starts the command that many times, as
+        torch.distributed's ranks. A Python job starts warm in a spare wrapper when one is
+        waiting, unless ``cold``.
         """
         if self._subreaper is None:  # a wrapper's orphans become this process's children
             self._subreaper = become_subreaper()
@@ -172,11 +182,13 @@ class LocalExecutor:
         if spare is not None and isinstance(command, str):  # a plain `python …` line: no shell needed
             command = warm.python_command(command)
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        env_path = self.env_path(job_id, attempt)
+        write_env_file(env_path, env)
         wrapper = [
             self.python, "-m", MARKER, "--state-dir", str(self.state_dir), "--job", str(job_id),
             "--attempt", str(attempt), "--slots", ",".join(slots) or "-",
             "--exit-file", str(self.exit_path(job_id, attempt)), "--pid-file", str(self.pid_path(job_id, attempt)),
-            "--workdir", workdir or str(directory),
+            "--env-file", str(env_path), "--workdir", workdir or str(directory),
             *(["--run-as", run_as.argument()] if run_as is not None else []),
             *(["--replicas", str(int(replicas))] if replicas is not None else []),
             "--", *argv,
@@ -184,7 +196,7 @@ class LocalExecutor:
         if spare is not None:
             try:
                 self._pool.hand(spare, {"job": job_id, "attempt": attempt, "slots": list(slots), "argv": wrapper[3:],
-                                        "env": env, "log": str(self.log_path(job_id, attempt)), "cwd": str(directory)})
+                                        "log": str(self.log_path(job_id, attempt)), "cwd": str(directory)})
                 self._spare_of[job_id] = spare.spare_id
             except OSError:
                 spare = None  # it died meanwhile: a cold start instead
@@ -193,11 +205,15 @@ class LocalExecutor:
             process = spare.process or Watched(spare.pid, spare.proc_start)
         else:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-            with os.fdopen(os.open(self.log_path(job_id, attempt), flags, 0o600), "ab") as log:  # owner-only
-                process = subprocess.Popen(
-                    wrapper, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                    cwd=str(directory), start_new_session=True, close_fds=True,
-                )
+            try:
+                with os.fdopen(os.open(self.log_path(job_id, attempt), flags, 0o600), "ab") as log:  # owner-only
+                    process = subprocess.Popen(
+                        wrapper, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.wrapper_env,
+                        cwd=str(directory), start_new_session=True, close_fds=True,
+                    )
+            except OSError:
+                env_path.unlink(missing_ok=True)
+                raise
         started = process.proc_start if isinstance(process, Watched) else process_start(process.pid)
         handle = Attempt(job_id, attempt, process.pid, started, tuple(slots))
         self._children[job_id] = (handle, process, time.time())
@@ -336,6 +352,7 @@ class LocalExecutor:
             self._pool.refill()
         ended = self._ended()
         for exit_ in ended:
+            self.env_path(exit_.job_id, exit_.attempt).unlink(missing_ok=True)  # a wrapper that died before reading it
             spare_id = self._spare_of.pop(exit_.job_id, None)
             if spare_id is not None:
                 remove_files(self.state_dir, spare_id)

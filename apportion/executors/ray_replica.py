@@ -6,7 +6,9 @@ the local executor does on its machine, with the job's environment plus torchrun
 (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and
 ``MASTER_PORT`` of rank 0's node) and the GPUs Ray gave it as ``CUDA_VISIBLE_DEVICES``. Its
 output goes to the attempt's log in the shared directory (rank 0: ``attempt-N.log``, rank R:
-``attempt-N.rank-R.log``), its exit code to the matching ``.exit`` file.
+``attempt-N.rank-R.log``), its exit code to the matching ``.exit`` file. The job's environment
+goes to the wrapper in the matching ``.env`` file (owner-only, removed once read), not in the
+wrapper's own environment, which is the node's (wrapper.py).
 
 The actor is detached, so it outlives the server that started it; a new server finds it by
 name and waits on it again. The process dies with the actor (the wrapper's ``--parent``):
@@ -26,6 +28,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from apportion.executors.wrapper import write_env_file
 
 WRAPPER = "apportion.executors.wrapper"
 WATCH_S = 0.5  # how often a replica checks that its node's raylet is still there
@@ -115,11 +119,12 @@ class Replica:
         env = node_environment(dict(os.environ), overlay)
         me = wheres[rank]
         os.makedirs(spec["job_dir"], exist_ok=True, mode=0o700)
+        env_path = os.path.splitext(spec["exit_path"])[0] + ".env"  # the job's, never the wrapper's own (wrapper.py)
         argv = ["/bin/sh", "-c", spec["command"]] if isinstance(spec["command"], str) else list(spec["command"])
         wrapper = [
             sys.executable, "-m", WRAPPER, "--state-dir", spec["state_dir"], "--job", str(spec["job_id"]),
             "--attempt", str(spec["attempt"]), "--slots", ",".join(spec["slots"]) or "-",
-            "--exit-file", spec["exit_path"], "--workdir", spec["workdir"] or spec["job_dir"],
+            "--exit-file", spec["exit_path"], "--env-file", env_path, "--workdir", spec["workdir"] or spec["job_dir"],
             "--parent", str(os.getpid()), "--", *argv,
         ]
         with self.lock:
@@ -129,6 +134,7 @@ class Replica:
                 os.unlink(spec["exit_path"])
             except FileNotFoundError:
                 pass
+            write_env_file(env_path, env)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
             with os.fdopen(os.open(spec["log_path"], flags, 0o600), "ab") as log:
                 log.write((f"apportion: attempt {spec['attempt']} rank {rank} of {world} on Ray node {me['node_id']}"
@@ -139,11 +145,16 @@ class Replica:
                 failure: list[BaseException] = []
                 # started from a thread that lives as long as the process: the wrapper's --parent
                 # death signal fires when the thread that started it ends
-                threading.Thread(target=self._supervise, args=(wrapper, env, log.fileno(), started, failure),
+                threading.Thread(target=self._supervise, args=(wrapper, node_environment(dict(os.environ), {}),
+                                                               log.fileno(), started, failure),
                                  name="apportion-replica", daemon=True).start()
                 started.wait()
                 if failure:
                     log.write(f"apportion: cannot start the wrapper: {failure[0]}\n".encode())
+                    try:  # no wrapper will read it
+                        os.unlink(env_path)
+                    except FileNotFoundError:
+                        pass
             self.launched.set()
         return {"node_id": me["node_id"], "ip": me["ip"], "pid": self.process.pid if self.process else None}
 

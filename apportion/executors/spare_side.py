@@ -17,8 +17,8 @@ from pathlib import Path
 from apportion.executors import warm
 from apportion.executors.procfs import process_start, raw_stat
 from apportion.executors.spares import (
-    FACTORY_ID, HANDED, ORPHAN_WAIT_S, OWNER_CHECK_S, fifo_path, owner_path, read_record, ready_path, record_path,
-    remove_files, spares_dir, write_record,
+    FACTORY_ID, HANDED, ORPHAN_WAIT_S, OWNER_CHECK_S, fifo_path, owner_path, read_record, ready_path, remove_files,
+    spares_dir, write_record,
 )
 
 
@@ -55,10 +55,7 @@ def await_assignment(argv: list[str]) -> tuple[list[str], dict[str, str]]:
         signal.sigtimedwait({HANDED}, OWNER_CHECK_S)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {HANDED})
     _take_files(record["log"], spares_dir(state_dir) / f"{spare_id}.log")
-    os.chdir(record["cwd"])
-    os.environ.clear()
-    os.environ.update(record["env"])
-    write_record(record_path(state_dir, spare_id), {k: v for k, v in record.items() if k != "env"})
+    os.chdir(record["cwd"])  # its environment stays the spare's: the job's is in the --env-file of its arguments
     return list(record["argv"]), spare_env
 
 

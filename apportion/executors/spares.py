@@ -5,11 +5,12 @@ A spare is ``python -m apportion.executors.wrapper --state-dir S --spare ID --se
 torch and the rest (``warm.preload``), then waits for a signal (``HANDED``) with its attempt.
 
 To hand it an attempt, the executor writes the attempt's *record* ``STATE_DIR/spares/ID.json``
-(job, attempt, slots, the wrapper's full arguments, the job's environment, its log and working
-directory; owner-only), then sends ``HANDED``. The spare reads the record, points its standard
-output and error at the attempt's log, moves to the attempt's directory, takes the job's
-environment, rewrites the record without the environment, and from then on *is* the wrapper
-those arguments describe (it forks the job's process instead of exec'ing Python when it can).
+(job, attempt, slots, the wrapper's full arguments, its log and working directory; owner-only),
+then sends ``HANDED``. The spare reads the record, points its standard output and error at the
+attempt's log, moves to the attempt's directory, and from then on *is* the wrapper those
+arguments describe: it reads the job's environment from their ``--env-file`` as a cold wrapper
+does, never takes it into its own, and forks the job's process instead of exec'ing Python when
+it can (the fork takes that environment once it is the job's account, warm.py).
 Its command line in ``/proc`` still says ``--spare ID``: a server started later finds the
 record by that ID and adopts the attempt as it would any wrapper's. The record and the spare's
 own log are removed when the attempt has ended. An attempt is the spare's from the moment its

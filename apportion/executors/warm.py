@@ -8,7 +8,8 @@ job's process instead of exec'ing Python, and the fork makes itself what the exe
 made: the job's environment, working directory, OS account, signal dispositions, open files
 (0, 1 and 2 only), ``sys.argv``, ``sys.path[0]`` and a fresh ``__main__`` (runpy), the torch
 and OpenBLAS thread counts its environment asks for, and the same exit code (``SystemExit``,
-an uncaught exception's traceback and exit 1, a signal).
+an uncaught exception's traceback and exit 1, a signal). The fork drops to the job's OS account
+(``--run-as``) first, and takes the job's environment only then: the spare itself never has it.
 
 Everything that cannot be made the same falls back to a cold start (``refusal`` says why):
 another interpreter, interpreter options, a variable read at start-up or import
@@ -40,11 +41,11 @@ SPARE_UNSET = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the spare's torch reads 
 _PLAIN_LINE = re.compile(r"[A-Za-z0-9_./:,+@%-]+( +[A-Za-z0-9_./:,=+@%-]+)*")  # no quoting, expansion or operators
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _SOURCE_SUFFIXES = (".py", ".pyc", ".so", ".pyd", ".pyw")
-PR_SET_DUMPABLE = 4
 
 
 def spare_environment(server_env: dict[str, str]) -> dict[str, str]:
-    """A spare's environment: what every job's starts from (apportion.serve.lifecycle), less the per-attempt part."""
+    """A wrapper's own environment, a spare's or a cold one's: the server's, less the per-attempt part
+    (what every job's starts from, apportion.serve.lifecycle); never anything of a job's."""
     env = {k: v for k, v in server_env.items()
            if not k.startswith("APPORTION_") and k != "CUDA_VISIBLE_DEVICES" and k not in SPARE_UNSET}
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -242,7 +243,10 @@ class Launch:
         os._exit(_run_main(self.kind, self.name, self.args))
 
     def _become(self, run_as: str | None) -> None:
-        """What exec would have done: signals, files, directory, account, environment, threads, argv, path."""
+        """What exec would have done: signals, files, directory, account, environment, threads, argv, path.
+
+        The job's environment is applied only once this process is the job's account; the kernel
+        made it non-dumpable at that switch, and it stays so (it holds the spare's memory)."""
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -254,7 +258,6 @@ class Launch:
             os.setgroups([int(g) for g in groups.split(",") if g])
             os.setregid(int(gid), int(gid))
             os.setreuid(int(uid), int(uid))
-            _set_dumpable()  # as an exec by that account would be: its own /proc files
         if not os.access(sys.executable, os.X_OK):  # the exec would have failed: the account may not run it
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), self.command[0])
         os.environ.clear()
@@ -271,15 +274,6 @@ class Launch:
             numpy.random.seed()
         sys.argv = [self.name, *self.args]
         sys.path.insert(0, self.path0)
-
-
-def _set_dumpable() -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _run_main(kind: str, name: str, args: list[str]) -> int:

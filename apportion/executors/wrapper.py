@@ -33,6 +33,13 @@ imports torch first, then takes its arguments from the record the executor write
 the job's Python process instead of exec'ing one when it can (warm.py); everything else is as
 above.
 
+The job's environment is not this process's: the executor writes it to an owner-only file
+(``--env-file``, JSON) that the wrapper reads and removes at once, and only the job's processes
+get it, from their start (``Popen(env=...)``: after the switch to ``--run-as``'s account, at the
+exec; a warm fork: after that switch, before any of the job's code). The wrapper itself runs in
+the server's environment, so nothing a job file sets (``LD_PRELOAD``, ``PYTHONPATH``, ...) ever
+runs with the wrapper's rights, which are root's under ``--run-as mapped``.
+
 With ``--parent PID`` (the Ray executor's replica, which has no process group of its own to
 stop the job with) the attempt dies with that process: when it ends, SIGKILL goes to the
 whole group, so a job never outlives the Ray worker that accounts for it.
@@ -58,19 +65,48 @@ PARENT_GONE = signal.SIGUSR2  # what the kernel sends the wrapper when its --par
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PREEMPTED = 75  # a job's exit code after a complete checkpoint (apportion.runtime.job)
 WARM_ENV: dict[str, str] | None = None  # in a spare wrapper: the environment its imports ran in (warm.py)
+JOB_ENV: dict[str, str] | None = None  # the job's environment, from --env-file (None: none given, this process's own)
 
 
 def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     """``--key value`` options up to ``--``, then the command."""
     if "--" not in argv:
         raise SystemExit("usage: python -m apportion.executors.wrapper --state-dir S --job J --attempt N"
-                         " --slots X --exit-file F --workdir D -- COMMAND...")
+                         " --slots X --exit-file F --env-file E --workdir D -- COMMAND...")
     cut = argv.index("--")
     options, command = argv[:cut], argv[cut + 1:]
     values = {}
     for i in range(0, len(options) - 1, 2):
         values[options[i].lstrip("-")] = options[i + 1]
     return values, command
+
+
+def write_env_file(path: str | os.PathLike, env: dict[str, str]) -> None:
+    """Write a job's environment for its wrapper (``--env-file``): created afresh, never through a link,
+    readable by its owner only (it holds the attempt's credential)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(env, handle)
+
+
+def read_env_file(path: str) -> dict[str, str]:
+    """The job's environment from ``--env-file``, which is removed once read; OSError or ValueError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, encoding="utf-8") as handle:
+        env = json.load(handle)
+    os.unlink(path)
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ValueError("not a JSON object of strings")
+    return env
+
+
+def job_environment() -> dict[str, str]:
+    """What the job's processes start with: its own environment, else (no --env-file) this process's."""
+    return dict(os.environ if JOB_ENV is None else JOB_ENV)
 
 
 def _ignore(signum, frame) -> None:  # a handler, not SIG_IGN: children must not inherit "ignored"
@@ -163,10 +199,12 @@ class _Forked:
 
 
 def spawn(command: list[str], options: dict[str, str], env: dict[str, str] | None = None):
-    """Start ``command`` in this process group: forked warm when this wrapper is a spare that can
-    (warm.py; otherwise it says why in the log), else exec'd; OSError if it cannot be started."""
+    """Start ``command`` with ``env`` (None: the job's environment) in this process group: forked warm
+    when this wrapper is a spare that can (warm.py; otherwise it says why in the log), else exec'd;
+    OSError if it cannot be started."""
+    env = job_environment() if env is None else env
     if WARM_ENV is not None:
-        launch = warm.Launch(command, dict(os.environ) if env is None else env, WARM_ENV, options.get("workdir"))
+        launch = warm.Launch(command, env, WARM_ENV, options.get("workdir"))
         if launch.refusal is None:
             return _Forked(launch.fork(options.get("run-as")))
         print(f"apportion: cold start: {launch.refusal}", file=sys.stderr, flush=True)
@@ -233,7 +271,7 @@ def run_replicas(command: list[str], count: int, options: dict[str, str], subrea
     ranks: dict[int, int] = {}  # pid -> rank
     for rank in range(count):
         try:
-            child = spawn(command, options, env=replica_env(dict(os.environ), rank, count, port))
+            child = spawn(command, options, env=replica_env(job_environment(), rank, count, port))
         except OSError as err:
             print(f"apportion: cannot start rank {rank} ({command[0] if command else '(empty command)'}): {err}",
                   file=sys.stderr, flush=True)
@@ -290,7 +328,7 @@ def _replace_file(path: str, text: str, *, durable: bool = False) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global WARM_ENV
+    global WARM_ENV, JOB_ENV
     argv = sys.argv[1:] if argv is None else argv
     if "--spare" in argv and "--" not in argv:  # a spare: imports done, it waits for its attempt (spares.py)
         from apportion.executors.spare_side import await_assignment
@@ -304,10 +342,13 @@ def main(argv: list[str] | None = None) -> int:
         die_with(int(options["parent"]))
     started = time.time()
     replicas = int(options.get("replicas") or 0)
-    if replicas:
-        code = run_replicas(command, replicas, options, subreaper)
+    try:
+        JOB_ENV = read_env_file(options["env-file"]) if options.get("env-file") else None
+    except (OSError, ValueError) as err:
+        print(f"apportion: cannot read the job's environment {options['env-file']}: {err}", file=sys.stderr, flush=True)
+        code = 127
     else:
-        code = run_one(command, options, subreaper)
+        code = run_replicas(command, replicas, options, subreaper) if replicas else run_one(command, options, subreaper)
     path = options.get("exit-file")
     if path:
         write_exit(path, code, started)
