@@ -258,3 +258,14 @@ def test_the_dashboard_shows_the_hangs(tmp_path):
     assert detail["job"]["hangs"] == 1 and "hung" in [e["event"] for e in detail["events"]]
     assert client.get("/dashboard/state").json()["server"]["hangs"] == 1
     assert client.get("/jobs/1").json()["hangs"] == 1
+
+
+@pytest.mark.parametrize("value", ["5", "1e9", "nan"])
+def test_serve_refuses_a_hung_after_s_past_its_bounds(tmp_path, value):
+    from typer.testing import CliRunner
+
+    from apportion.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "--state-dir", str(tmp_path), "--hung-after-s", value])
+    assert result.exit_code == 2 and "--hung-after-s must be 0 (never) or from 10 to 604800 seconds" in result.output
+    assert not (tmp_path / "state.db").exists()
