@@ -145,6 +145,9 @@ def queue(
     colours = {"running": "green", "completed": "blue", "failed": "red", "preempted": "yellow", "cancelled": "dim"}
     for j in jobs:
         reason = _cell(j["reason"], 60)
+        if j.get("hangs"):  # attempts stopped as hung, whatever its reason says now
+            reason = f"{reason}; " if reason else ""
+            reason += f"hung {j['hangs']}×"
         status = (f"[{colours.get(j['status'], 'default')}]{_cell(j['status'])}[/]"
                   + (f"({reason})" if reason else ""))
         progress = f"{j['steps_done']}/{j['total_steps']} ({100 * j['steps_done'] / max(1, j['total_steps']):.0f}%)"
@@ -246,6 +249,8 @@ def status(
     slots = ", ".join(f"{s['id']}({s['gpu_type']})={'job ' + s['job'] if s['job'] else 'idle'}" for s in info["slots"])
     console.print(f"slots: {escape(slots)}", highlight=False)
     console.print("jobs: " + escape(", ".join(f"{n} {k}" for k, n in info["counts"].items())), highlight=False)
+    if info.get("hangs"):
+        console.print(f"hung attempts stopped: {info['hangs']}", highlight=False)
     if info["round_ms"]["median"] is not None:
         console.print(f"round overhead: median {info['round_ms']['median']:.1f} ms over {info['round_ms']['rounds_this_run']} rounds",
                       highlight=False)

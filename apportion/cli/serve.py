@@ -24,6 +24,7 @@ def serve(
     policy: str = typer.Option("las", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing as in simulate)."),
     round_s: float = opt.round_option(180.0, "Round length in seconds of wall time."),
     max_retries: int = typer.Option(3, "--max-retries", help="Crashes retried from the last checkpoint before a job is marked failed."),
+    hung_after_s: float = typer.Option(900.0, "--hung-after-s", help="Seconds an attempt may go without a lease call or progress report before it is hung: SIGTERM, SIGKILL after --grace-s, retried from its checkpoint (counts against --max-retries); a job file's hung_after_s overrides it; 0: never."),
     grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL."),
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="Jobs' periodic checkpoints unless their file says: auto (CheckFreq: <= 5% overhead, <= 300 s lost; the default), auto:SECONDS (that bound), off, or SECONDS."),
     las_thresholds: Optional[str] = typer.Option(None, "--las-thresholds", help="las: queue thresholds in GPU-seconds, e.g. 3600,36000 (the default)."),
@@ -40,6 +41,7 @@ def serve(
     from apportion.core.errors import InputError
     from apportion.experiment import check_policy_specs, policy_from_spec
     from apportion.perf.accelerators import list_prices
+    from apportion.serve.bounds import MAX_HUNG_AFTER_S, MIN_HUNG_AFTER_S
     from apportion.serve.scheduler import check_policy
     from apportion.serve.server import ServerError, ServerOptions, is_loopback
     from apportion.serve.server import serve as run_server
@@ -49,6 +51,9 @@ def serve(
         raise fail(f"--round-s must be positive, got {round_s}")
     if max_retries < 0:
         raise fail(f"--max-retries must be >= 0, got {max_retries}")
+    if hung_after_s != 0 and not MIN_HUNG_AFTER_S <= hung_after_s <= MAX_HUNG_AFTER_S:
+        raise fail(f"--hung-after-s must be 0 (never) or from {MIN_HUNG_AFTER_S:g} to {MAX_HUNG_AFTER_S:g} seconds,"
+                   f" got {hung_after_s:g}")
     if grace_s < 0:
         raise fail(f"--grace-s must be >= 0, got {grace_s}")
     if checkpoint_every is not None:
@@ -104,6 +109,7 @@ def serve(
     admin_token, run_as_setting = _credentials(token, token_file, run_as, user_map)
     options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=admin_token,
                             run_as=run_as_setting, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
+                            hung_after_s=hung_after_s or None,
                             prices=prices, checkpoint_every=checkpoint_every, warm_start=warm_start,
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,

@@ -32,6 +32,9 @@ MAX_LOG_OFFSET = 2**62  # a byte offset into a job's log
 MAX_BATCH = 2**31  # examples in an elastic job's batch
 MAX_NOISE_SCALE = 1e15  # a reported gradient noise scale, in examples
 MAX_STEP_S = 1e6  # a reported time of one step or of its synchronisation, in seconds
+MIN_HUNG_AFTER_S = 10.0  # a job's hung_after_s: less and a lease call slowed by a busy server would look hung
+MAX_HUNG_AFTER_S = 7 * 86400.0  # a week of silence: beyond it a job could hold its slots doing nothing for good
+MAX_TIME_LIMIT_S = 366 * 86400.0  # a job's time_limit: a year of running time
 
 
 def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> str:

@@ -22,7 +22,9 @@ class ServeConfig:
     server_url: str = "http://127.0.0.1:8642"
     round_s: float = 180.0
     grace_s: float = 30.0  # after a lease ends (or SIGTERM), how long to wait before escalating
-    max_retries: int = 3  # crashes retried from the last checkpoint before a job is failed
+    max_retries: int = 3  # crashes (and hangs) retried from the last checkpoint before a job is failed
+    # an attempt silent this long (no lease call, no progress report) is hung: stopped and retried; None: never
+    hung_after_s: float | None = 900.0
     token: str | None = None  # the server's admin token (auth.py); never given to jobs
     run_as: RunAs = field(default_factory=RunAs)  # which OS account jobs run as (runas.py)
     default_steps_per_s: float = 1.0  # a kind never measured on a type

@@ -12,6 +12,8 @@ user: alice                       # default: the user running `apportion submit`
 checkpoint_dir: ckpt/cnn          # default STATE_DIR/jobs/ID/checkpoints
 checkpoint_every: auto            # periodic checkpoints: auto, auto:SECONDS, off or SECONDS; default the server's
 warm_start: false                 # start cold even where the server could fork it warm; default true
+hung_after_s: 1800                # silent (no lease call, no progress report) this long: hung; default the server's
+time_limit: 12h                   # running time over all attempts, then it fails; seconds or N s/m/h/d; default none
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`
@@ -48,8 +50,8 @@ import yaml
 
 from apportion.core.errors import InputError
 from apportion.serve.bounds import (
-    MAX_ARGS, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_NAME, MAX_PATH, MAX_PRIORITY,
-    MAX_STEPS, check_int, check_line, check_number, check_text, clip,
+    MAX_ARGS, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S, MAX_NAME, MAX_PATH,
+    MAX_PRIORITY, MAX_STEPS, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S, check_int, check_line, check_number, check_text, clip,
 )
 from apportion.serve.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
 from apportion.workloads.yaml_file import read_yaml
@@ -57,7 +59,7 @@ from apportion.workloads.yaml_file import read_yaml
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
-    "layout", "elastic", "warm_start",
+    "layout", "elastic", "warm_start", "hung_after_s", "time_limit",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -85,6 +87,8 @@ class JobSpec:
     layout: str | None = None  # "tp=2 pp=1 mb=4"; None: planned per slot type
     elastic: ElasticSpec | None = None  # None: a fixed-size job
     warm_start: bool | None = None  # False: always a cold start; None: the server's setting
+    hung_after_s: float | None = None  # seconds of silence before its attempt is hung; None: the server's
+    time_limit: float | None = None  # seconds of running time over all its attempts; None: no limit
 
     @property
     def throughput_kind(self) -> str:
@@ -175,6 +179,9 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         layout=layout,
         elastic=elastic,
         warm_start=_warm_start(data.get("warm_start"), source),
+        hung_after_s=None if data.get("hung_after_s") is None else check_number(
+            data["hung_after_s"], "hung_after_s", source, least=MIN_HUNG_AFTER_S, most=MAX_HUNG_AFTER_S),
+        time_limit=_time_limit(data.get("time_limit"), source),
     )
 
 
@@ -301,6 +308,23 @@ def _warm_start(value: object, source: str) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     raise InputError(source, f"must be true or false, got {_short(value)}", field="warm_start")
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][0-9]+)?)\s*([smhd]?)\s*")
+
+
+def _time_limit(value: object, source: str) -> float | None:
+    """Seconds, as a number or as text with a unit (``90m``, ``12h``, ``2d``, ``3600s``)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value)
+        if match is None:
+            raise InputError(source, f"must be seconds, or a number with a unit s, m, h or d (90m, 12h), got "
+                             f"{_short(value)}", field="time_limit")
+        value = float(match.group(1)) * _UNITS[match.group(2)]
+    return check_number(value, "time_limit", source, least=1.0, most=MAX_TIME_LIMIT_S)
 
 
 def _checkpoint_every(value: object, source: str) -> str | None:

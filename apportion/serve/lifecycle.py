@@ -1,6 +1,7 @@
 """The attempts' lifecycle: starting them (with the contract's environment), escalating from a
 lease's end to SIGTERM and SIGKILL, and settling an attempt that ended (completed, preempted,
-cancelled, or crashed: retried from its checkpoint up to ``max_retries``, then failed).
+cancelled, hung or crashed: retried from its checkpoint up to ``max_retries``, then failed; or past
+its time limit: failed). What stops a hung attempt or one past its time limit is watchdog.py's.
 
 A job never has two attempts at once: an attempt starts only when the job has none alive.
 
@@ -27,8 +28,10 @@ from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import attempt_batch
 from apportion.serve.runas import NoAccount, prepare_job_dirs
 from apportion.serve.rounds import account
+from apportion.serve.watchdog import silence
 
 EXIT_PREEMPTED = 75
+WATCHED = ("hung", "time_limit")  # stops the watchdog ordered (watchdog.py): SIGTERM already sent
 
 
 class AttemptLifecycle:
@@ -115,7 +118,7 @@ class AttemptLifecycle:
                 job_id, attempt=attempt, status="running", pid=handle.pid, proc_start=handle.proc_start,
                 lease_end=lease_end, started=row["started"] if row["started"] is not None else now,
                 accounted_at=now, reason=f"starting attempt {attempt}", stop=None, stop_at=None, term_at=None,
-                exit_code=None, attempt_started=now, contact_at=None, **counted,
+                exit_code=None, attempt_started=now, contact_at=None, heard_at=None, **counted,
             )
             self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
                                  + (f" pid {handle.pid}" if handle.pid else ""))  # pid 0: not a process of this machine
@@ -170,8 +173,10 @@ class AttemptLifecycle:
             elif r["term_at"] is not None and now >= r["term_at"] + self.config.grace_s and r["id"] not in self._killed:
                 self.executor.kill(r["id"])
                 self._killed.add(r["id"])
+                why = (r["reason"].removesuffix(": SIGTERM sent") if r["stop"] in WATCHED
+                       else "did not exit after SIGTERM")
                 with self.store.transaction():
-                    self.store.update_job(r["id"], reason="did not exit after SIGTERM: SIGKILL sent")
+                    self.store.update_job(r["id"], reason=f"{why}: SIGKILL sent")
                     self.store.add_event(now, r["id"], "sigkill", f"attempt {r['attempt']}")
                 self.log(f"job {r['id']}: SIGKILL")
 
@@ -205,6 +210,16 @@ class AttemptLifecycle:
             if self.state.durations is not None:  # the predictor learns its GPU time, in the same transaction
                 self.state.durations.record(row, now)
             self.log(f"job {row['id']} completed (attempt {row['attempt']}, {row['preemptions']} preemptions)")
+        elif row["stop"] == "time_limit":  # Slurm's --time: the job ends, whatever it was doing
+            limit, resume = row["spec"]["time_limit"], _resume_point(row, saved)
+            self.store.update_job(row["id"], status="failed", finished=now, **dict(released, steps_done=resume.step),
+                                  reason=f"time limit {limit:g} s reached (ran {acct.get('run_s', row['run_s']):.0f} s"
+                                  f" over {_times(row['attempt'], 'attempt', 'attempts')}; {what})")
+            self.store.attempt_ended(row["id"], row["attempt"], now, resume.step, "failed")
+            self.store.add_event(now, row["id"], "fail", f"time limit {limit:g} s")
+            self.log(f"job {row['id']} failed: time limit {limit:g} s reached ({what})")
+        elif row["stop"] == "hung" and not ended.lost:  # retried from its checkpoint as a crash is, and counted as one
+            self._crashed(row, code, now, released, saved, hung=f"hung ({silence(row, self.config)}; {what})")
         elif code == EXIT_PREEMPTED or (row["stop"] == "preempt" and (code is None or code < 0 or row["term_at"])):
             resume = _resume_point(row, saved)
             released.update(steps_done=resume.step)
@@ -230,14 +245,15 @@ class AttemptLifecycle:
         return with_note(reason, self.state.notes.get(row["id"]))
 
     def _crashed(self, row: dict, code: int | None, now: float, released: dict, saved: int | None,
-                 last_lines: str | None = None, lost: str = "") -> None:
+                 last_lines: str | None = None, lost: str = "", hung: str = "") -> None:
         """Retry the job from ``saved`` (its newest checkpoint step, None: none), or fail it.
 
         An attempt ``lost`` with the machine it ran on is retried whatever the count: it is no
-        fault of the job's."""
+        fault of the job's. One that ``hung`` (why, in words) counts as a crash."""
         lines = last_lines if last_lines is not None else self.executor.tail(row["id"], row["attempt"], 20)
         last = next((line.strip() for line in reversed(lines.splitlines()) if line.strip()), "")
-        what = "could not start" if last_lines is not None else f"lost: {lost}" if lost else _ended_how(code)
+        what = ("could not start" if last_lines is not None else f"lost: {lost}" if lost else hung if hung
+                else _ended_how(code))
         retries = row["retries"] + 1
         resume = _resume_point(row, saved)
         released = dict(released, steps_done=resume.step)

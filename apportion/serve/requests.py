@@ -133,7 +133,7 @@ class Requests:
             if steps_done is not None:
                 _check_steps(steps_done, row)
             now = self.clock()
-            fields = {} if steps_done is None else {"steps_done": int(steps_done)}
+            fields = {"heard_at": now} if steps_done is None else {"heard_at": now, "steps_done": int(steps_done)}
             if row["contact_at"] is None:  # its first lease call: a full round from now
                 fields["contact_at"] = now
                 self.store.attempt_first_lease(job_id, attempt, now, steps_done)
@@ -177,7 +177,7 @@ class Requests:
                 warning = (f"examples_done {reported_examples:,} at step {steps_done:,} is not what the batches it was "
                            f"given (APPORTION_BATCH_SIZE) make, {counted:,}: the server counts {counted:,}")
             with self.store.transaction():
-                self.store.update_job(job_id, steps_done=int(steps_done))
+                self.store.update_job(job_id, steps_done=int(steps_done), heard_at=self.clock())
                 if steps_done == row["total_steps"]:
                     self.store.attempt_done(job_id, attempt, self.clock())
                 # a job sharing its slot reports its speed together, not the speed alone the estimates hold

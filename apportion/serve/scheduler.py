@@ -29,9 +29,10 @@ at once (at most every ``fill_gap_s``) rather than leaving the slots idle until 
 
 ``Scheduler`` is the facade; the work is done by parts that share one ``SchedulerState``
 (context.py): ``Requests`` (requests.py), ``Rounds`` (rounds.py), ``AttemptLifecycle``
-(lifecycle.py), ``ThroughputEstimates`` (estimates.py), ``DurationHistory`` (durations.py:
-finished jobs' durations, persisted, and predictions from them), ``ElasticModels`` (elastic.py:
-elastic jobs' noise scales and step-time models, persisted) and ``recover`` (recovery.py).
+(lifecycle.py), ``Watchdog`` (watchdog.py: hung attempts and time limits),
+``ThroughputEstimates`` (estimates.py), ``DurationHistory`` (durations.py: finished jobs'
+durations, persisted, and predictions from them), ``ElasticModels`` (elastic.py: elastic jobs'
+noise scales and step-time models, persisted) and ``recover`` (recovery.py).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from apportion.serve.requests import Conflict, Forbidden, NotFound, Requests
 from apportion.serve.rounds import MIN_WEIGHT, Rounds
 from apportion.serve.slots import Slot
 from apportion.serve.state import StateStore
+from apportion.serve.watchdog import Watchdog, hung_after_s
 
 __all__ = ["Scheduler", "ServeConfig", "NotFound", "Forbidden", "Conflict", "check_policy", "EXIT_PREEMPTED",
            "MIN_WEIGHT"]
@@ -85,6 +87,7 @@ class Scheduler:
         self.requests = Requests(self.state, self.throughputs)
         self.rounds = Rounds(self.state, self.throughputs)
         self.lifecycle = AttemptLifecycle(self.state)
+        self.watchdog = Watchdog(self.state)
         self.store, self.executor, self.policy, self.config = store, executor, policy, config
         self.clock, self.log, self.lock, self.changed = clock, self.state.log, self.state.lock, self.state.changed
         self.slots, self.gpu_types, self.capacity = self.state.slots, self.state.gpu_types, self.state.capacity
@@ -140,13 +143,14 @@ class Scheduler:
             stop.wait(self.config.tick_s)
 
     def tick(self, now: float | None = None) -> None:
-        """Settle exits, escalate overdue stops, decide a round when due (or to fill idle slots),
-        start what it placed."""
+        """Settle exits, escalate overdue stops, stop hung attempts and those past their time limit,
+        decide a round when due (or to fill idle slots), start what it placed."""
         with self.lock:
             now = self.clock() if now is None else now
             for ended in self.executor.poll():
                 self.lifecycle.on_exit(ended, now)
             self.lifecycle.escalate(now)
+            self.watchdog.check(now)
             if now >= self.next_plan_at:
                 self.plan(now, max(now, self.round_end))
             elif self.state.dirty and now - self.rounds.last_round_at >= self.config.fill_gap_s and self._idle_and_waiting():
@@ -186,6 +190,8 @@ class Scheduler:
             "submitted": row["submitted"], "started": row["started"], "finished": row["finished"],
             "runtime_s": round(running, 3), "steps_done": row["steps_done"], "total_steps": row["total_steps"],
             "preemptions": row["preemptions"], "attempts": row["attempt"], "retries": row["retries"],
+            "hangs": row["hangs"], "hung_after_s": hung_after_s(row, self.config),
+            "time_limit": row["spec"].get("time_limit"),
             "exit_code": row["exit_code"], "lease_end": row["lease_end"], "last_lines": row["last_lines"],
             "command": row["spec"].get("command"),
             **self.durations.estimate(row, now),
@@ -206,6 +212,7 @@ class Scheduler:
             "next_round_in_s": round(max(0.0, self.state.round_end - now), 3),
             "slots": [{"id": s.id, "gpu_type": s.gpu_type, "job": holders.get(s.id)} for s in self.slots],
             "counts": self.store.counts(),
+            "hangs": self.store.total_hangs(),
             "round_ms": {
                 "last": round(self.stats.last_ms, 3),
                 "median": round(history[len(history) // 2], 3) if history else None,

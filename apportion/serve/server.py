@@ -38,6 +38,7 @@ class ServerOptions:
     round_s: float = 180.0
     grace_s: float = 30.0
     max_retries: int = 3
+    hung_after_s: float | None = 900.0  # an attempt silent this long is stopped and retried (None: never)
     prices: dict[str, float] | None = None  # $ per GPU-hour of each slot type
     checkpoint_every: str | None = None  # jobs' periodic checkpoints unless their file says; None: auto
     shared_dir: Path | None = None  # jobs' default checkpoint directories live here, if not in state_dir (Ray)
@@ -149,7 +150,8 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     tighten(state_dir, 0o711 if options.run_as.mode == "mapped" else 0o700)
     config = ServeConfig(
         state_dir=state_dir, server_url=server_url(options.job_host or options.host, port), round_s=options.round_s,
-        grace_s=options.grace_s, max_retries=options.max_retries, token=options.token, run_as=options.run_as,
+        grace_s=options.grace_s, max_retries=options.max_retries, hung_after_s=options.hung_after_s,
+        token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}),
     )

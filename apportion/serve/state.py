@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     slots TEXT NOT NULL DEFAULT '',     -- slots the live attempt holds, or the slots it will start on
     gpu_type TEXT,                      -- the type of those slots
     lease_end REAL,                     -- Unix time the current lease ends
-    stop TEXT,                          -- NULL, 'preempt' or 'cancel': the live attempt must go
+    stop TEXT,                          -- NULL, 'preempt', 'cancel', 'hung' or 'time_limit': the live attempt must go
     stop_at REAL,                       -- when it should be gone (SIGTERM after a grace period)
     term_at REAL,                       -- when SIGTERM was sent
     submitted REAL NOT NULL,
@@ -59,6 +59,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     accounted_at REAL,                  -- service counted up to here for the live attempt
     attempt_started REAL,               -- when the current attempt started
     contact_at REAL,                    -- the current attempt's first lease call
+    heard_at REAL,                      -- the current attempt's last lease call or progress report
+    hangs INTEGER NOT NULL DEFAULT 0,   -- attempts declared hung (silent for its hung_after_s) and stopped
     exit_code INTEGER,
     last_lines TEXT NOT NULL DEFAULT '',
     elastic TEXT NOT NULL DEFAULT '',   -- an elastic job's limits (the spec's `elastic`) as JSON; '' for a fixed size
@@ -255,6 +257,25 @@ class StateStore:
     def stopping_attempts(self) -> list[dict]:
         """Jobs whose live attempt has been told to go (preempted or cancelled)."""
         return self._select("pid IS NOT NULL AND stop IS NOT NULL")
+
+    def overdue_attempts(self, now: float, since: float, hung_after_s: float | None) -> list[int]:
+        """Jobs whose live attempt, not told to go, has been silent (no lease call, no progress report,
+        counted from its start or ``since``, whichever is later) for its ``hung_after_s`` (the job
+        file's, else the one given; None: never), or has run for its ``time_limit`` over all its
+        attempts. One query over the few live attempts, reading only these columns."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id FROM jobs WHERE pid IS NOT NULL AND stop IS NULL AND status = 'running' AND ("
+                " ? - MAX(COALESCE(heard_at, 0), COALESCE(attempt_started, 0), ?)"
+                " >= COALESCE(json_extract(spec, '$.hung_after_s'), ?)"
+                " OR run_s + MAX(0, ? - COALESCE(accounted_at, ?)) >= json_extract(spec, '$.time_limit')"
+                ") ORDER BY id", (now, since, hung_after_s, now, now)).fetchall()
+        return [job_id for (job_id,) in rows]
+
+    def total_hangs(self) -> int:
+        """Attempts declared hung, over every job."""
+        with self._lock:
+            return int(self._conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs").fetchone()[0])
 
     def pending_starts(self) -> list[dict]:
         """Active jobs promised slots by a round and not started on them yet."""
@@ -524,7 +545,8 @@ _ROUND_NAMES = (
 _JSON_COLUMNS = ("service_by_type", "shared_by_type")
 _ADDED_COLUMNS = {"partner": "INTEGER", "shared_by_type": "TEXT NOT NULL DEFAULT '{}'",
                   "move_to": "TEXT NOT NULL DEFAULT ''", "elastic": "TEXT NOT NULL DEFAULT ''",
-                  "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''"}
+                  "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
+                  "hangs": "INTEGER NOT NULL DEFAULT 0"}
 _ROUND_COLUMNS = ", ".join(_ROUND_NAMES)
 
 

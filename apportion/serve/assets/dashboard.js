@@ -82,7 +82,8 @@
     $("server-line").textContent =
       `${server.server} · policy ${server.policy} · round ${server.round} (every ${server.round_s} s, next in ` +
       `${Math.round(server.next_round_in_s)} s) · ${counts.running} running, ${counts.queued + counts.preempted} ` +
-      `waiting, ${counts.completed} completed, ${counts.failed} failed, ${counts.cancelled} cancelled`;
+      `waiting, ${counts.completed} completed, ${counts.failed} failed, ${counts.cancelled} cancelled` +
+      (server.hangs ? ` · ${server.hangs} hung attempt(s) stopped` : "");
     const viewer = state.viewer;
     let who;
     if (!viewer.credentials) who = "open server: no credentials";
@@ -189,6 +190,7 @@
       ["status", job.status], ["user", job.user], ["queue", job.queue], ["kind", job.kind], ["GPUs", job.gpus],
       ["on", job.slots.join(",") || "—"], ["steps", `${job.steps_done}/${job.total_steps}`],
       ["attempts", job.attempts], ["preemptions", job.preemptions], ["retries", job.retries],
+      ["hangs", job.hangs],
       ["submitted", clock(job.submitted)], ["started", clock(job.started)], ["finished", clock(job.finished)],
       ["runtime", duration(job.runtime_s)], ["reason", job.reason || "—"],
     ];
