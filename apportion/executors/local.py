@@ -312,8 +312,12 @@ class LocalExecutor:
         return attempt is not None and process_start(attempt.pid) == attempt.proc_start
 
     def terminate(self, job_id: int) -> bool:
-        """SIGTERM to the attempt's whole process group."""
-        return self._signal(job_id, signal.SIGTERM)
+        """SIGTERM to the attempt's whole process group, then SIGCONT: a stopped process (``kill -STOP``,
+        a hung job) gets its SIGTERM only once it runs again, and may then still checkpoint."""
+        sent = self._signal(job_id, signal.SIGTERM)
+        if sent:
+            self._signal(job_id, signal.SIGCONT)
+        return sent
 
     def kill(self, job_id: int) -> bool:
         """SIGKILL to the attempt's whole process group."""
