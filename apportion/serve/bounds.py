@@ -32,6 +32,11 @@ MAX_LOG_OFFSET = 2**62  # a byte offset into a job's log
 MAX_BATCH = 2**31  # examples in an elastic job's batch
 MAX_NOISE_SCALE = 1e15  # a reported gradient noise scale, in examples
 MAX_STEP_S = 1e6  # a reported time of one step or of its synchronisation, in seconds
+# characters of the largest valid job: its environment, command, paths, GPU types and a few dozen names
+MAX_JOB_CHARS = MAX_ENV * (MAX_NAME + MAX_ENV_VALUE) + MAX_COMMAND + 2 * MAX_PATH + (MAX_GPU_TYPES + 32) * MAX_NAME
+# bytes of a request body (about 34 MB): that job with every character escaped as JSON's \uXXXX (6
+# bytes), with margin; a longer body is refused (413) before it is read (edge.py)
+MAX_BODY = 8 * MAX_JOB_CHARS
 
 
 def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> str:
