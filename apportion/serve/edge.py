@@ -7,6 +7,7 @@ Both are plain ASGI middleware, so the refusal costs no routing, no body and no 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from fastapi import HTTPException
@@ -89,8 +90,9 @@ class LimitBody:
 
 
 class LimitFailures:
-    """Answers 429 (with Retry-After) to a credential from a client over its limit of wrong
-    credentials, unless that very credential got in before (auth.Authenticator.check_limit)."""
+    """Answers 429 (with Retry-After, held back ``hold_s``: throttle.py) to a credential from a
+    client over its limit of wrong credentials, unless that very credential got in before
+    (auth.Authenticator.check_limit)."""
 
     def __init__(self, app, authenticator: Authenticator) -> None:
         self.app = app
@@ -104,6 +106,7 @@ class LimitFailures:
                 try:
                     self.authenticator.check_limit(client[0] if client else None, authorization.decode("latin-1"))
                 except TooManyFailures as exc:
+                    await asyncio.sleep(self.authenticator.limiter.hold_s)
                     return await _answer(send, 429, str(exc), {"Retry-After": str(exc.retry_after),
                                                                  "WWW-Authenticate": "Bearer"})
         await self.app(scope, receive, send)

@@ -6,6 +6,9 @@ credentials are answered 429 before anything is looked up (edge.py), while a cre
 server has already verified still gets in (a flood from a shared address, a NAT or loopback,
 must not lock its real users out). The buckets kept are bounded: the least recently seen
 address is forgotten first. An IPv6 client counts by its /64, the block one host is given.
+Each refusal is held back ``hold_s`` before it is sent (a timer, no thread): a client that
+fires again as soon as it is answered then sends one request a second per connection, rather
+than as many as the server can refuse, which would slow everyone else's answers.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Callable
 FAILED_BURST = 20  # wrong credentials one address may try at once
 FAILED_PER_S = 1.0  # and then this many a second
 TRACKED_CLIENTS = 4096  # addresses remembered at most (each a few hundred bytes)
+HOLD_S = 1.0  # a refusal is answered this late: a flooding client waits instead of the server working
 
 
 def client_key(address: str | None) -> str:
@@ -41,8 +45,9 @@ class FailureLimiter:
     """Wrong credentials tried by each client address, as token buckets (thread-safe)."""
 
     def __init__(self, burst: float = FAILED_BURST, per_s: float = FAILED_PER_S, most_clients: int = TRACKED_CLIENTS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 hold_s: float = HOLD_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.burst = burst
+        self.hold_s = hold_s
         self.per_s = per_s
         self.most_clients = most_clients
         self.clock = clock

@@ -100,7 +100,7 @@ def _scheduler(tmp_path, store):
 
 
 def test_a_client_that_keeps_trying_gets_429_but_a_verified_credential_still_gets_in(tmp_path):
-    client, _, alice = server(tmp_path, limiter=FailureLimiter(burst=5, per_s=0.01))
+    client, _, alice = server(tmp_path, limiter=FailureLimiter(burst=5, per_s=0.01, hold_s=0.0))
     good = {"Authorization": f"Bearer {alice}"}
     assert client.get("/status", headers=good).status_code == 200
     codes = [client.get("/status", headers={"Authorization": f"Bearer u1.{secrets.token_hex(32)}"}).status_code
@@ -194,3 +194,15 @@ def test_a_stored_user_with_a_reserved_name_is_refused_until_revoked(tmp_path):
     store.revoke_user("admin", now=1.0)
     assert client.get("/jobs", headers={"Authorization": f"Bearer u{user_id}.{HEX}"}).json()["detail"] == \
         "the credential of user 'admin' has been revoked"
+
+
+def test_the_servers_socket_says_tcp_so_its_answers_are_not_held_by_nagle():
+    import socket
+
+    from apportion.serve.server import listen
+
+    sock = listen("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP  # asyncio then sets TCP_NODELAY on each connection
+    finally:
+        sock.close()
