@@ -250,10 +250,22 @@ class Authenticator:
 
     def check_limit(self, client: str | None, authorization: str | None) -> None:
         """TooManyFailures when ``client`` is over its limit of wrong credentials and this one has
-        not got in before: answered before anything is looked up."""
+        not got in before (nor is a current attempt's: a job started during a flood from its own
+        machine must get its first lease); answered before any user is looked up."""
         retry_after = self.limiter.retry_after(client)
-        if retry_after and not self.passed(authorization):
+        if retry_after and not self.passed(authorization) and not self._current_attempt(authorization):
             raise TooManyFailures(retry_after)
+
+    def _current_attempt(self, authorization: str | None) -> bool:
+        """Is this a working attempt's credential? (One lookup and one SHA-256: no slow hash.)"""
+        match = _ATTEMPT_TOKEN.fullmatch(_given(authorization))
+        if not match or int(match.group(1)) > MAX_JOB_ID or int(match.group(2)) > MAX_ATTEMPT:
+            return False
+        try:
+            self._attempt(int(match.group(1)), int(match.group(2)), match.group(3))
+        except Unauthorized:
+            return False
+        return True
 
     def identify(self, authorization: str | None, client: str | None = None) -> Identity:
         """The caller with this header, from address ``client``; Unauthorized (the failure counted

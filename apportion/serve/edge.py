@@ -11,6 +11,7 @@ import asyncio
 import json
 
 from fastapi import HTTPException
+from starlette.concurrency import run_in_threadpool
 
 from apportion.serve.auth import Authenticator, TooManyFailures
 
@@ -101,10 +102,11 @@ class LimitFailures:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
             authorization = _header(scope, b"authorization")
-            if authorization:
-                client = scope.get("client")
+            client = scope.get("client")
+            address = client[0] if client else None
+            if authorization and self.authenticator.limiter.retry_after(address):  # over: is this one known?
                 try:
-                    self.authenticator.check_limit(client[0] if client else None, authorization.decode("latin-1"))
+                    await run_in_threadpool(self.authenticator.check_limit, address, authorization.decode("latin-1"))
                 except TooManyFailures as exc:
                     await asyncio.sleep(self.authenticator.limiter.hold_s)
                     return await _answer(send, 429, str(exc), {"Retry-After": str(exc.retry_after),

@@ -72,7 +72,9 @@ class FailureLimiter:
         key = client_key(address)
         with self._lock:
             now = self.clock()
-            self._buckets[key] = (max(0.0, self._tokens(key, now) - 1), now)
+            # into debt (down to -burst): failures that were already under way when the bucket
+            # emptied are paid back by a longer wait, so the rate stays per_s however many race
+            self._buckets[key] = (max(-self.burst, self._tokens(key, now) - 1), now)
             self._buckets.move_to_end(key)
             while len(self._buckets) > self.most_clients:
                 self._buckets.popitem(last=False)

@@ -31,13 +31,13 @@ HEX = "0" * 64
 
 
 def server(tmp_path, limiter: FailureLimiter | None = None, max_body: int = MAX_BODY):
-    """(client, store, alice's credential) of a server over a fake executor whose one user is alice."""
+    """(client, store, alice's credential, scheduler) of a server over a fake executor whose one user is alice."""
     store = StateStore(tmp_path / "state.db")
     scheduler = Scheduler(store, FakeExecutor(tmp_path), parse_slots("cpu:1"), Las(),
                           ServeConfig(state_dir=tmp_path, round_s=60.0, renew_wait_s=0.0))
     alice = add_user(store, "alice", admin=False, now=0.0)
     app = create_app(scheduler, max_body=max_body, authenticator=Authenticator(store, limiter=limiter))
-    return TestClient(app), store, alice
+    return TestClient(app), store, alice, scheduler
 
 
 MALFORMED = [
@@ -58,7 +58,7 @@ ENDPOINTS = [("GET", "/jobs"), ("GET", "/jobs/1"), ("POST", "/jobs"), ("POST", "
 
 
 def test_every_malformed_credential_is_a_401_on_every_endpoint(tmp_path):
-    client, _, alice = server(tmp_path, limiter=FailureLimiter(burst=10**6))
+    client, _, alice, _ = server(tmp_path, limiter=FailureLimiter(burst=10**6))
     assert client.post("/jobs", json=JOB, headers={"Authorization": f"Bearer {alice}"}).status_code == 200
     bodies = {"/jobs": JOB, "/jobs/1/lease": {"attempt": 1}, "/jobs/1/progress": {"attempt": 1, "steps_done": 1}}
     for header in MALFORMED:
@@ -70,7 +70,7 @@ def test_every_malformed_credential_is_a_401_on_every_endpoint(tmp_path):
 
 
 def test_a_wrong_credential_costs_no_scrypt(tmp_path, monkeypatch):
-    client, _, alice = server(tmp_path)
+    client, _, alice, _ = server(tmp_path)
 
     def no_scrypt(*args, **kwargs):
         raise AssertionError("scrypt was run for a credential")
@@ -82,7 +82,7 @@ def test_a_wrong_credential_costs_no_scrypt(tmp_path, monkeypatch):
 
 
 def test_a_user_stored_with_scrypt_still_gets_in_and_is_migrated(tmp_path, monkeypatch):
-    client, store, _ = server(tmp_path)
+    client, store, _, scheduler = server(tmp_path)
     secret, salt = secrets.token_hex(32), secrets.token_bytes(16)
     user_id = store.put_user("old", admin=False, salt=salt.hex(), digest=scrypt_secret(secret, salt), kdf=SCRYPT_KDF,
                              now=0.0)
@@ -91,16 +91,12 @@ def test_a_user_stored_with_scrypt_still_gets_in_and_is_migrated(tmp_path, monke
     assert client.get("/status", headers=credential).status_code == 200
     assert store.user("old")["kdf"] == KDF
     monkeypatch.setattr(hashlib, "scrypt", lambda *a, **k: pytest.fail("scrypt after the migration"))
-    fresh = TestClient(create_app(_scheduler(tmp_path, store)))
+    fresh = TestClient(create_app(scheduler))
     assert fresh.get("/status", headers=credential).status_code == 200  # a new server: its hash is the fast one
 
 
-def _scheduler(tmp_path, store):
-    return Scheduler(store, FakeExecutor(tmp_path), parse_slots("cpu:1"), Las(), ServeConfig(state_dir=tmp_path))
-
-
 def test_a_client_that_keeps_trying_gets_429_but_a_verified_credential_still_gets_in(tmp_path):
-    client, _, alice = server(tmp_path, limiter=FailureLimiter(burst=5, per_s=0.01, hold_s=0.0))
+    client, _, alice, scheduler = server(tmp_path, limiter=FailureLimiter(burst=5, per_s=0.01, hold_s=0.0))
     good = {"Authorization": f"Bearer {alice}"}
     assert client.get("/status", headers=good).status_code == 200
     codes = [client.get("/status", headers={"Authorization": f"Bearer u1.{secrets.token_hex(32)}"}).status_code
@@ -111,6 +107,12 @@ def test_a_client_that_keeps_trying_gets_429_but_a_verified_credential_still_get
     assert refused.json()["detail"].startswith("too many wrong credentials from this address")
     assert client.get("/status", headers=good).status_code == 200  # the same address, a credential seen before
     assert client.get("/dashboard/state", headers=good).status_code == 200
+    assert client.post("/jobs", json=JOB, headers=good).status_code == 200
+    scheduler.tick()  # its attempt starts: its own credential, never seen, still gets in
+    attempt = {"Authorization": f"Bearer {scheduler.executor.envs[(1, 1)]['APPORTION_TOKEN']}"}
+    assert client.post("/jobs/1/lease", json={"attempt": 1, "steps_done": 0}, headers=attempt).status_code == 200
+    assert client.post("/jobs/1/lease", json={"attempt": 1}, headers={"Authorization": f"Bearer a1.1.{HEX}"}
+                       ).status_code == 429
 
 
 def test_the_limiter_keeps_a_bounded_number_of_clients_and_refills():
@@ -123,6 +125,9 @@ def test_the_limiter_keeps_a_bounded_number_of_clients_and_refills():
     assert limiter.retry_after("10.0.0.5") == 2  # one token back takes 2 s
     now[0] = 2.0
     assert limiter.retry_after("10.0.0.5") == 0
+    for _ in range(5):  # failures already under way when the bucket emptied: paid back by waiting longer
+        limiter.failed("10.0.0.6")
+    assert limiter.retry_after("10.0.0.6") == 6  # 2 tokens of debt (at most burst) and the one to spend
     limiter.failed("2001:db8::1")
     limiter.failed("2001:db8::2")  # the same /64: the same client
     assert limiter.retry_after("2001:db8::3") > 0
@@ -155,7 +160,7 @@ def _post_raw(app, headers: list[tuple[bytes, bytes]], chunks: int, chunk: bytes
 
 @pytest.mark.parametrize("authorized", [False, True])
 def test_a_body_over_the_limit_is_refused_before_it_is_read(tmp_path, authorized):
-    client, _, alice = server(tmp_path, max_body=4096)
+    client, _, alice, _ = server(tmp_path, max_body=4096)
     auth = [(b"authorization", f"Bearer {alice}".encode())] if authorized else []
     status, answer, read = _post_raw(client.app, [(b"content-length", str(10**9).encode()), *auth], 1000, b"x" * 1024)
     assert (status, read) == (413, 0)
@@ -169,7 +174,7 @@ def test_the_body_limit_fits_the_largest_valid_job(tmp_path):
     job = {**JOB, "env": {f"V{i}": "\u00e9" * 16384 for i in range(256)}}  # every variable at its longest
     body = json.dumps(job).encode()  # each é as \u00e9
     assert len(body) < MAX_BODY
-    client, _, alice = server(tmp_path)
+    client, _, alice, _ = server(tmp_path)
     assert client.post("/jobs", content=body, headers={"Authorization": f"Bearer {alice}",
                                                        "Content-Type": "application/json"}).status_code == 200
 
@@ -185,7 +190,7 @@ def test_names_that_carry_meaning_are_reserved(tmp_path, name):
 
 
 def test_a_stored_user_with_a_reserved_name_is_refused_until_revoked(tmp_path):
-    client, store, _ = server(tmp_path)
+    client, store, _, _ = server(tmp_path)
     user_id = store.put_user("admin", admin=False, salt="00" * 16, digest="", kdf=KDF, now=0.0)
     refused = client.get("/jobs", headers={"Authorization": f"Bearer u{user_id}.{HEX}"})
     assert refused.status_code == 401 and "user name 'admin' is reserved" in refused.json()["detail"]
