@@ -38,9 +38,9 @@ import re
 import secrets
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from apportion.serve.bounds import MAX_ATTEMPT, MAX_JOB_ID
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from apportion.serve.state import StateStore
 
 _SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1}
-SCRYPT_KDF = "scrypt:16384:8:1"  # how users added before HMAC_KDF were hashed (migrated on use)
+SCRYPT_KDF = "scrypt:16384:8:1"  # how users added by older apportions were hashed (migrated on use)
 KDF = "hmac-sha256"  # how a user's secret is hashed, stored beside each hash
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RESERVED_NAMES = frozenset({"admin", "root"})  # the admin token's user; the superuser's (any case)
@@ -160,7 +160,7 @@ def hash_secret(secret: str, salt: bytes | None = None) -> tuple[str, str]:
 
 
 def scrypt_secret(secret: str, salt: bytes) -> str:
-    """The digest, in hex, that users added before HMAC_KDF were stored with (scrypt)."""
+    """The digest, in hex, that users added by older apportions were stored with (SCRYPT_KDF)."""
     return hashlib.scrypt(secret.encode(), salt=salt, dklen=32, **_SCRYPT).hex()
 
 
