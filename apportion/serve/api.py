@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from apportion.core.errors import InputError
 from apportion.serve import bodies
-from apportion.serve.auth import Authenticator, Identity, NotAllowed, Unauthorized
-from apportion.serve.bounds import MAX_ATTEMPT, MAX_JOB_ID, MAX_LOG_OFFSET, clip
+from apportion.serve.auth import Authenticator, Identity, NotAllowed, TooManyFailures, Unauthorized
+from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OFFSET, clip
 from apportion.serve.dashboard import add_dashboard
+from apportion.serve.edge import LimitBody, LimitFailures
 from apportion.serve.history import History
 from apportion.serve.runas import NoAccount
 from apportion.serve.scheduler import Conflict, Forbidden, NotFound, Scheduler
@@ -27,15 +28,18 @@ from apportion.serve.state import TERMINAL
 LOG_CHUNK = 256 * 1024
 
 
-def create_app(scheduler: Scheduler, token: str | None = None, history: History | None = None) -> FastAPI:
+def create_app(scheduler: Scheduler, token: str | None = None, history: History | None = None,
+               max_body: int = MAX_BODY, authenticator: Authenticator | None = None) -> FastAPI:
     """The API over ``scheduler``; ``token``: the server's admin token (auth.py), if any;
-    ``history``: what the dashboard draws over time (dashboard.py; empty if not given)."""
-    authenticator = Authenticator(scheduler.store, token)
+    ``history``: what the dashboard draws over time (dashboard.py; empty if not given);
+    ``max_body``: the most bytes of a request body read (edge.py); ``authenticator``: who checks
+    credentials and counts wrong ones (by default one over ``scheduler``'s state file and ``token``)."""
+    authenticator = authenticator or Authenticator(scheduler.store, token)
     history = history if history is not None else History()
 
-    def caller(authorization: Optional[str] = Header(default=None)) -> Identity:
+    def caller(request: Request, authorization: Optional[str] = Header(default=None)) -> Identity:
         try:
-            return authenticator.identify(authorization)
+            return authenticator.identify(authorization, request.client.host if request.client else None)
         except Unauthorized as exc:
             raise HTTPException(status_code=401, detail=str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
 
@@ -45,6 +49,13 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         return who
 
     app = FastAPI(title="apportion", docs_url=None, redoc_url=None)
+    app.add_middleware(LimitBody, most=max_body)
+    app.add_middleware(LimitFailures, authenticator=authenticator)  # outermost: before anything else
+
+    @app.exception_handler(TooManyFailures)
+    def _too_many(request, exc: TooManyFailures):
+        return JSONResponse(status_code=429, content={"detail": str(exc)},
+                            headers={"Retry-After": str(exc.retry_after), "WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(NotAllowed)
     def _not_allowed(request, exc):

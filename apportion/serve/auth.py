@@ -2,8 +2,9 @@
 
 Three kinds of credential, each a random secret that the state file holds only as a hash:
 
-- a **user's**, issued by ``apportion users add NAME`` (``u<ID>.<SECRET>``, stored as a salted
-  scrypt hash): its bearer is that user, an admin if the user was added with ``--admin``;
+- a **user's**, issued by ``apportion users add NAME`` (``u<ID>.<SECRET>``, stored as an
+  HMAC-SHA256 of the secret keyed with a random per-user salt): its bearer is that user, an
+  admin if the user was added with ``--admin``;
 - the **server's admin token** (``apportion serve --token-file``), compared in constant time:
   its bearer is an admin and may name the user it acts for;
 - an **attempt's**, made for each attempt the server starts and given to it as
@@ -14,6 +15,19 @@ Three kinds of credential, each a random secret that the state file holds only a
 A server with no user in its state file and no admin token is *open*: it binds to loopback
 only, asks for no credential, and takes the ``user`` a request names as given (one person's
 machine). Adding the first user turns credentials on for every caller from then on.
+
+Why a fast hash and not a slow one: every secret is 256 random bits, which no hash speed makes
+guessable, so a slow KDF (scrypt) protects nothing and only makes each wrong credential cost the
+server 16 MiB and ~50 ms, which a flood of made-up credentials turns into a denial of service.
+The per-user salt as the HMAC key makes two users' digests unrelated; a server-wide key would
+add nothing, since it would sit beside the digests in the same state file. Users added with
+scrypt (``scrypt:16384:8:1``) still get in: their secret is checked with scrypt, one check at a
+time, and on success their hash is replaced with the fast one (migrated on first use). A wrong
+credential costs one lookup and one HMAC; a client that tries too many is refused (throttle.py).
+
+Some names carry meaning (``RESERVED_NAMES``): the admin token acts as user ``admin``, and
+``root`` reads as the machine's superuser. No user may be added under them, and a user already
+stored under one is refused at the door (and the server will not start) until revoked.
 """
 
 from __future__ import annotations
@@ -24,22 +38,38 @@ import re
 import secrets
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from apportion.serve.bounds import MAX_ATTEMPT, MAX_JOB_ID
+from apportion.serve.throttle import FailureLimiter
 
 if TYPE_CHECKING:
     from apportion.serve.state import StateStore
 
 _SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1}
-KDF = "scrypt:16384:8:1"  # how a user's secret is hashed, stored beside each hash
+SCRYPT_KDF = "scrypt:16384:8:1"  # how users added by older apportions were hashed (migrated on use)
+KDF = "hmac-sha256"  # how a user's secret is hashed, stored beside each hash
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_USER_TOKEN = re.compile(r"^u(\d+)\.([0-9a-f]{64})$")
-_ATTEMPT_TOKEN = re.compile(r"^a(\d+)\.(\d+)\.([0-9a-f]{64})$")
+RESERVED_NAMES = frozenset({"admin", "root"})  # the admin token's user; the superuser's (any case)
+# ids as the state file holds them (1 to 2**63 - 1, at most 19 digits) and attempt numbers to MAX_ATTEMPT
+_USER_TOKEN = re.compile(r"u([1-9][0-9]{0,18})\.([0-9a-f]{64})")
+_ATTEMPT_TOKEN = re.compile(r"a([1-9][0-9]{0,18})\.([1-9][0-9]{0,9})\.([0-9a-f]{64})")
+VERIFIED_KEPT = 10_000  # credentials remembered as verified (each ~200 bytes)
 
 
 class Unauthorized(Exception):
     """No credential, or one the server does not know (HTTP 401)."""
+
+
+class TooManyFailures(Exception):
+    """A client over its limit of wrong credentials (HTTP 429); ``retry_after`` in seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many wrong credentials from this address: try again in {retry_after} s")
+        self.retry_after = retry_after
 
 
 class NotAllowed(Exception):
@@ -124,17 +154,38 @@ def read_secret_file(path: str | Path, where: str | None = None) -> str:
 
 
 def hash_secret(secret: str, salt: bytes | None = None) -> tuple[str, str]:
-    """(salt, digest) in hex: scrypt of ``secret`` with a fresh 16-byte salt (or ``salt``)."""
+    """(salt, digest) in hex: HMAC-SHA256 of ``secret`` keyed with a fresh 16-byte salt (or ``salt``)."""
     salt = secrets.token_bytes(16) if salt is None else salt
-    digest = hashlib.scrypt(secret.encode(), salt=salt, dklen=32, **_SCRYPT)
-    return salt.hex(), digest.hex()
+    return salt.hex(), hmac.new(salt, secret.encode(), hashlib.sha256).hexdigest()
+
+
+def scrypt_secret(secret: str, salt: bytes) -> str:
+    """The digest, in hex, that users added by older apportions were stored with (SCRYPT_KDF)."""
+    return hashlib.scrypt(secret.encode(), salt=salt, dklen=32, **_SCRYPT).hex()
+
+
+_scrypt_one_at_a_time = threading.Lock()  # each scrypt takes 16 MiB: never many at once
 
 
 def secret_matches(secret: str, salt: str, digest: str, kdf: str = KDF) -> bool:
-    """Does ``secret`` hash to ``digest`` under ``salt`` (constant-time comparison)?"""
-    if kdf != KDF:
-        return False
-    return hmac.compare_digest(hash_secret(secret, bytes.fromhex(salt))[1], digest)
+    """Does ``secret`` hash to ``digest`` under ``salt`` and ``kdf`` (constant-time comparison)?"""
+    if kdf == KDF:
+        return hmac.compare_digest(hash_secret(secret, bytes.fromhex(salt))[1], digest)
+    if kdf == SCRYPT_KDF:
+        with _scrypt_one_at_a_time:
+            return hmac.compare_digest(scrypt_secret(secret, bytes.fromhex(salt)), digest)
+    return False
+
+
+def reserved(name: str) -> bool:
+    """Is ``name`` one that carries meaning (RESERVED_NAMES, in any case)?"""
+    return name.lower() in RESERVED_NAMES
+
+
+def reserved_reason(name: str) -> str:
+    """Why ``name`` cannot be a user's, in one line."""
+    why = "the admin token acts as user 'admin'" if name.lower() == "admin" else "it reads as the superuser's"
+    return f"user name {name!r} is reserved ({why}): choose another"
 
 
 def add_user(store: StateStore, name: str, admin: bool, now: float, replace: bool = False) -> str:
@@ -145,6 +196,8 @@ def add_user(store: StateStore, name: str, admin: bool, now: float, replace: boo
     if not USER_NAME.fullmatch(name or ""):
         raise ValueError(f"user name {name!r}: letters, digits, '.', '_' and '-', starting with a letter or"
                          " digit, at most 64")
+    if reserved(name):
+        raise ValueError(reserved_reason(name))
     secret = secrets.token_hex(32)
     salt, digest = hash_secret(secret)
     existing = store.user(name)
@@ -166,15 +219,20 @@ def issue_attempt_credential(store: StateStore, job_id: int, attempt: int) -> st
 class Authenticator:
     """Maps a request's ``Authorization`` header to an :class:`Identity` (Unauthorized when it cannot).
 
-    A user's credential is checked with scrypt once; a match is remembered (by the SHA-256 of
+    A user's credential is checked once (one HMAC); a match is remembered (by the SHA-256 of
     the whole credential) so later calls cost one lookup, which still sees a revocation at once.
+    Every credential that got in is remembered too (``VERIFIED_KEPT``, least recent forgotten
+    first), so that it still gets in while its address is over the limit of wrong ones.
     """
 
-    def __init__(self, store: StateStore, admin_token: str | None = None) -> None:
+    def __init__(self, store: StateStore, admin_token: str | None = None,
+                 limiter: FailureLimiter | None = None) -> None:
         self.store = store
         self.admin_token = admin_token
+        self.limiter = limiter if limiter is not None else FailureLimiter()
         self._on = admin_token is not None
         self._verified: dict[str, tuple[int, str]] = {}  # sha256(credential) -> (user id, stored digest)
+        self._passed: OrderedDict[str, None] = OrderedDict()  # sha256 of credentials that got in lately
         self._lock = threading.Lock()
 
     @property
@@ -184,10 +242,54 @@ class Authenticator:
             self._on = True
         return self._on
 
-    def identify(self, authorization: str | None) -> Identity:
+    def passed(self, authorization: str | None) -> bool:
+        """Did this very ``Authorization`` header get in lately? (Costs one SHA-256, no lookup.)"""
+        key = _key(_given(authorization))
+        with self._lock:
+            return key in self._passed
+
+    def check_limit(self, client: str | None, authorization: str | None) -> None:
+        """TooManyFailures when ``client`` is over its limit of wrong credentials and this one has
+        not got in before (nor is a current attempt's: a job started during a flood from its own
+        machine must get its first lease); answered before any user is looked up."""
+        retry_after = self.limiter.retry_after(client)
+        if retry_after and not self.passed(authorization) and not self._current_attempt(authorization):
+            raise TooManyFailures(retry_after)
+
+    def _current_attempt(self, authorization: str | None) -> bool:
+        """Is this a working attempt's credential? (One lookup and one SHA-256: no slow hash.)"""
+        match = _ATTEMPT_TOKEN.fullmatch(_given(authorization))
+        if not match or int(match.group(1)) > MAX_JOB_ID or int(match.group(2)) > MAX_ATTEMPT:
+            return False
+        try:
+            self._attempt(int(match.group(1)), int(match.group(2)), match.group(3))
+        except Unauthorized:
+            return False
+        return True
+
+    def identify(self, authorization: str | None, client: str | None = None) -> Identity:
+        """The caller with this header, from address ``client``; Unauthorized (the failure counted
+        against ``client``) or TooManyFailures when it cannot be let in."""
         if not self.required:
             return OPEN
-        scheme, _, given = (authorization or "").partition(" ")
+        if authorization:
+            self.check_limit(client, authorization)
+        try:
+            who = self._identify(authorization)
+        except Unauthorized:
+            if authorization:
+                self.limiter.failed(client)
+            raise
+        key = _key(_given(authorization))
+        with self._lock:
+            self._passed[key] = None
+            self._passed.move_to_end(key)
+            while len(self._passed) > VERIFIED_KEPT:
+                self._passed.popitem(last=False)
+        return who
+
+    def _identify(self, authorization: str | None) -> Identity:
+        scheme, _, given = (authorization or "").strip().partition(" ")
         given = given.strip()
         if scheme.lower() != "bearer" or not given:
             raise Unauthorized("this server requires a credential (Authorization: Bearer ...): --token-file, "
@@ -195,10 +297,10 @@ class Authenticator:
         if self.admin_token is not None and hmac.compare_digest(given.encode(), self.admin_token.encode()):
             return Identity(user="admin", admin=True)
         match = _ATTEMPT_TOKEN.fullmatch(given)
-        if match:
+        if match and int(match.group(1)) <= MAX_JOB_ID and int(match.group(2)) <= MAX_ATTEMPT:
             return self._attempt(int(match.group(1)), int(match.group(2)), match.group(3))
         match = _USER_TOKEN.fullmatch(given)
-        if match:
+        if match and int(match.group(1)) <= MAX_JOB_ID:
             return self._user(int(match.group(1)), match.group(2), given)
         raise Unauthorized("this credential is not one this server knows")
 
@@ -214,12 +316,29 @@ class Authenticator:
             raise Unauthorized("this credential is not one this server knows")
         if row["revoked"] is not None:
             raise Unauthorized(f"the credential of user {row['name']!r} has been revoked")
-        key = hashlib.sha256(whole.encode()).hexdigest()
+        if reserved(row["name"]):
+            raise Unauthorized(f"{reserved_reason(row['name'])} (apportion users revoke {row['name']}, then add the "
+                               "user under another name)")
+        key = _key(whole)
         with self._lock:
             known = self._verified.get(key)
         if known != (user_id, row["digest"]):
             if not secret_matches(secret, row["salt"], row["digest"], row["kdf"]):
                 raise Unauthorized("this credential is not one this server knows")
+            if row["kdf"] != KDF:  # an older, slow hash: replace it now that the secret is known
+                salt, digest = hash_secret(secret)
+                if self.store.rehash_user(user_id, row["digest"], salt=salt, digest=digest, kdf=KDF):
+                    row["digest"] = digest
             with self._lock:
                 self._verified[key] = (user_id, row["digest"])
         return Identity(user=row["name"], admin=bool(row["admin"]))
+
+
+def _given(authorization: str | None) -> str:
+    """The credential in an ``Authorization`` header's value (whatever its scheme)."""
+    return (authorization or "").strip().partition(" ")[2].strip()
+
+
+def _key(credential: str) -> str:
+    """What a credential is remembered by: its SHA-256 (any text, even one no header can carry)."""
+    return hashlib.sha256(credential.encode("utf-8", "surrogatepass")).hexdigest()

@@ -35,6 +35,11 @@ MAX_STEP_S = 1e6  # a reported time of one step or of its synchronisation, in se
 MIN_HUNG_AFTER_S = 10.0  # a job's hung_after_s: less and a lease call slowed by a busy server would look hung
 MAX_HUNG_AFTER_S = 7 * 86400.0  # a week of silence: beyond it a job could hold its slots doing nothing for good
 MAX_TIME_LIMIT_S = 366 * 86400.0  # a job's time_limit: a year of running time
+# characters of the largest valid job: its environment, command, paths, GPU types and a few dozen names
+MAX_JOB_CHARS = MAX_ENV * (MAX_NAME + MAX_ENV_VALUE) + MAX_COMMAND + 2 * MAX_PATH + (MAX_GPU_TYPES + 32) * MAX_NAME
+# bytes of a request body (about 34 MB): that job with every character escaped as JSON's \uXXXX (6
+# bytes), with margin; a longer body is refused (413) before it is read (edge.py)
+MAX_BODY = 8 * MAX_JOB_CHARS
 
 
 def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> str:

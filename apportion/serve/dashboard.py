@@ -48,7 +48,7 @@ def add_dashboard(app: FastAPI, scheduler: Scheduler, authenticator: Authenticat
         anyone, else an anonymous reader on loopback (None); 401 for anyone else."""
         if authorization:
             try:
-                who = authenticator.identify(authorization)
+                who = authenticator.identify(authorization, request.client.host if request.client else None)
             except Unauthorized as exc:
                 raise HTTPException(status_code=401, detail=str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
             who.require_user()

@@ -16,7 +16,8 @@ from apportion.executors.base import Executor
 from apportion.executors.local import LocalExecutor
 from apportion.workloads.catalog import builtin_throughputs
 from apportion.policies.base import Policy
-from apportion.serve.auth import check_secret
+from apportion.serve.auth import check_secret, reserved, reserved_reason
+from apportion.serve.bounds import MAX_BODY
 from apportion.serve.private import private_dir, tighten
 from apportion.serve.runas import RunAs
 from apportion.serve.scheduler import Scheduler, ServeConfig
@@ -45,6 +46,7 @@ class ServerOptions:
     job_host: str | None = None  # the address jobs reach the server at, when not --host's (other Ray nodes)
     policy_options: dict | None = None  # what the policy was built with, as JSON (recorded for a replay)
     warm_start: bool = True  # the local executor keeps warm wrappers for Python jobs (executors/warm.py)
+    max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -77,7 +79,9 @@ def lock_state_dir(state_dir: Path):
 
 def listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and without
+    # it a keep-alive client waits ~40 ms on each answer (Nagle against delayed ACKs)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -99,10 +103,15 @@ def server_url(host: str, port: int) -> str:
 
 
 def _has_users(path: Path) -> bool:
+    """Does the state file at ``path`` hold users? ServerError when a working one has a reserved name."""
     if not path.exists():
         return False
     store = StateStore(path)
     try:
+        for user in store.users():
+            if user["revoked"] is None and reserved(user["name"]):
+                raise ServerError(f"{reserved_reason(user['name'])}: apportion users revoke {user['name']} "
+                                  f"--state-dir {path.parent}, then add the user under another name")
         return store.has_users()
     finally:
         store.close()
@@ -170,7 +179,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
                      name="apportion-dashboard", daemon=True).start()
     if ready is not None:
         ready(scheduler)
-    app = create_app(scheduler, options.token, history)
+    app = create_app(scheduler, options.token, history, max_body=options.max_body)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
     # uvicorn shuts down on SIGTERM, then raises it again under the handler found before it: the
     # default one would end the process before the clean-up below

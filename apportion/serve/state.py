@@ -102,7 +102,7 @@ CREATE TABLE IF NOT EXISTS users (      -- who may call the API (apportion users
     admin INTEGER NOT NULL DEFAULT 0,
     salt TEXT NOT NULL,                 -- hex
     digest TEXT NOT NULL,               -- hex, of the credential's secret under kdf
-    kdf TEXT NOT NULL,                  -- e.g. scrypt:16384:8:1
+    kdf TEXT NOT NULL,                  -- hmac-sha256 (older: scrypt:16384:8:1)
     created REAL NOT NULL,
     revoked REAL                        -- when its credential was revoked; NULL while it works
 );
@@ -493,6 +493,12 @@ class StateStore:
                 (name, int(admin), salt, digest, kdf, now))
             self.add_event(now, None, "user", f"{name}: new credential" + (" (admin)" if admin else ""))
             return int(conn.execute("SELECT id FROM users WHERE name = ?", (name,)).fetchone()[0])
+
+    def rehash_user(self, user_id: int, old_digest: str, *, salt: str, digest: str, kdf: str) -> bool:
+        """Store user ``user_id``'s same credential under a new hash, unless it changed meanwhile."""
+        with self.transaction() as conn:
+            return bool(conn.execute("UPDATE users SET salt = ?, digest = ?, kdf = ? WHERE id = ? AND digest = ?",
+                                     (salt, digest, kdf, user_id, old_digest)).rowcount)
 
     def revoke_user(self, name: str, now: float) -> bool:
         """End user ``name``'s credential; False when there is no such user with a working one."""
