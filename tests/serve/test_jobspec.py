@@ -132,8 +132,8 @@ MODEL_JOB = "name: gpt\ncommand: python train_gpt.py\ntotal_steps: 100\nmodel: g
 
 
 def test_a_job_may_name_a_model_and_layout_instead_of_a_kind(tmp_path):
-    as_text = load_job_file(write(tmp_path, MODEL_JOB + "layout: tp=2 pp=1 mb=4\n", "text.yaml"))
-    as_mapping = load_job_file(write(tmp_path, MODEL_JOB + "layout: {mb: 4, tp: 2, pp: 1}\n", "map.yaml"))
+    as_text = load_job_file(write(tmp_path, MODEL_JOB + "gpus: 2\nlayout: tp=2 pp=1 mb=4\n", "text.yaml"))
+    as_mapping = load_job_file(write(tmp_path, MODEL_JOB + "gpus: 2\nlayout: {mb: 4, tp: 2, pp: 1}\n", "map.yaml"))
     planned = load_job_file(write(tmp_path, MODEL_JOB, "auto.yaml"))
 
     assert as_text.throughput_kind == as_mapping.throughput_kind == "gpt3-1.3b gb=64 tp=2 pp=1 mb=4"
@@ -147,6 +147,12 @@ def test_a_job_may_name_a_model_and_layout_instead_of_a_kind(tmp_path):
     ("layout: tp=two\n", "layout", 6, "invalid literal"),
     ("layout: [tp, 2]\n", "layout", 6, "must be text such as 'tp=2 pp=1 mb=4' or a mapping"),
     ("kind: resnet50/bs64\n", "model", 4, "either a kind or a model, not both"),
+    ("layout: tp=0 pp=-1\n", "layout", 6, "tensor-parallel size must be a positive integer, got 0"),
+    ("layout: {tp: 1, mb: 0}\n", "layout", 6, "micro-batch size must be a positive integer, got 0"),
+    ("layout: tp=2\n", "layout", 6, "tp × pp = 2 does not divide the job's 1 GPU(s)"),
+    ("layout: tp=3\ngpus: 3\n", "layout", 6, "attention heads (16) are not divisible by the tensor-parallel size 3"),
+    ("layout: mb=3\n", "layout", 6, "global batch 64 is not divisible by micro-batch × data-parallel size"),
+    ("layout: pp=2 schedule=gpipe v=2\ngpus: 2\n", "layout", 6, "virtual stages > 1 need the interleaved"),
 ])
 def test_a_bad_model_job_names_its_field_and_line(tmp_path, extra, field, line, words):
     with pytest.raises(InputError) as err:
