@@ -178,6 +178,14 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
     )
 
 
+def check_stored(spec: object, source: str) -> None:
+    """InputError naming the field when a job's stored spec holds what a round would use and submit
+    now refuses (a server of an older version checked less): its slot count, model, batch and layout."""
+    if not isinstance(spec, dict):
+        raise InputError(source, f"the stored job is not a mapping of fields, got {_short(spec)}")
+    _model_fields(spec, source, _positive_int(spec, "gpus", source, default=1, most=MAX_GPUS))
+
+
 def _model_fields(data: dict, source: str, gpus: int) -> tuple[str | None, int | None, str | None]:
     """``model``, ``global_batch`` and ``layout`` (normalised text), checked against the perf model
     as the job will run: its layout on its ``gpus`` slots."""

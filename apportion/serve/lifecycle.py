@@ -194,11 +194,12 @@ class AttemptLifecycle:
         self.state.dirty = True
         released = dict(acct, pid=None, proc_start=None, slots="", gpu_type=None, partner=None, lease_end=None, stop=None,
                         stop_at=None, term_at=None, accounted_at=None, exit_code=code)
-        if row["status"] == "cancelled" or row["stop"] == "cancel":
+        if row["status"] == "cancelled" or row["stop"] == "cancel":  # cancelled, or failed by a round (rounds._fail)
             by = row["reason"].replace("; stopping", "")
-            self.store.update_job(row["id"], status="cancelled", reason=by, **released)
-            self.store.attempt_ended(row["id"], row["attempt"], now, row["steps_done"], "cancelled")
-            self.log(f"job {row['id']} cancelled ({what})")
+            ended_as = "failed" if row["status"] == "failed" else "cancelled"
+            self.store.update_job(row["id"], status=ended_as, reason=by, **released)
+            self.store.attempt_ended(row["id"], row["attempt"], now, row["steps_done"], ended_as)
+            self.log(f"job {row['id']} {ended_as} ({what})")
         elif code == 0:
             self.store.update_job(row["id"], status="completed", reason="", finished=now, **released)
             self.store.attempt_ended(row["id"], row["attempt"], now, row["total_steps"], "completed")
