@@ -123,6 +123,28 @@ def test_numbers_in_yaml_are_read_as_yaml_1_2_reads_them(tmp_path):
     assert spec.total_steps == 1000 and spec.priority == 0.25
 
 
+def test_booleans_in_yaml_are_only_true_and_false_as_in_yaml_1_2(tmp_path):
+    spec = load_job_file(write(tmp_path, "name: yes\ncommand: [echo, on, n]\ntotal_steps: 3\nqueue: off\n"
+                                         "user: No\nenv: {DEBUG: yes}\nwarm_start: false\ncheckpoint_every: off\n"))
+    assert (spec.name, spec.command, spec.queue, spec.user) == ("yes", ["echo", "on", "n"], "off", "No")
+    assert spec.env == {"DEBUG": "yes"} and spec.warm_start is False and spec.checkpoint_every == "off"
+    with pytest.raises(InputError, match="must be true or false, got 'yes'") as err:
+        load_job_file(write(tmp_path, "name: a\ncommand: x\ntotal_steps: 3\nwarm_start: yes\n"))
+    assert (err.value.field, err.value.line) == ("warm_start", 4)
+
+
+@pytest.mark.parametrize("text, line, key, first", [
+    ("name: a\ncommand: x\ntotal_steps: 3\nname: b\n", 4, "name", 1),
+    ("name: a\ncommand: x\ntotal_steps: 3\nenv:\n  LR: '0.1'\n  BATCH: '8'\n  LR: '0.2'\n", 7, "LR", 5),
+    ("name: a\ncommand: x\ntotal_steps: 3\nlayout: {tp: 1, tp: 2}\n", 4, "tp", 4),
+])
+def test_a_key_given_twice_is_refused_naming_the_file_line_and_key(tmp_path, text, line, key, first):
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        load_job_file(path)
+    assert str(err.value) == f"{path}:{line}: duplicate key '{key}' (first on line {first})"
+
+
 def test_rich_markup_in_names_is_kept_as_text(tmp_path):
     spec = load_job_file(write(tmp_path, "name: '[blink]cnn[/blink]'\ncommand: x\ntotal_steps: 3\nuser: '[red]root'\n"))
     assert spec.name == "[blink]cnn[/blink]" and spec.user == "[red]root"  # escaped where printed
