@@ -179,11 +179,18 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
 
 
 def check_stored(spec: object, source: str) -> None:
-    """InputError naming the field when a job's stored spec holds what a round would use and submit
-    now refuses (a server of an older version checked less): its slot count, model, batch and layout."""
+    """InputError naming the field when a job's stored spec holds what a round or a start would use
+    and submit now refuses (a server of an older version checked less): its slot count, model, batch
+    and layout, and its command, environment, directories and checkpoint and start settings."""
     if not isinstance(spec, dict):
         raise InputError(source, f"the stored job is not a mapping of fields, got {_short(spec)}")
     _model_fields(spec, source, _positive_int(spec, "gpus", source, default=1, most=MAX_GPUS))
+    _command(spec.get("command"), source)
+    _env(spec.get("env"), source)
+    for key in ("workdir", "checkpoint_dir"):
+        _text(spec, key, source, most=MAX_PATH)
+    _checkpoint_every(spec.get("checkpoint_every"), source)
+    _warm_start(spec.get("warm_start"), source)
 
 
 def _model_fields(data: dict, source: str, gpus: int) -> tuple[str | None, int | None, str | None]:

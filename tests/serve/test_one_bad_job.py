@@ -161,3 +161,37 @@ def test_a_job_whose_speed_cannot_be_estimated_is_failed_and_still_listed(tmp_pa
     assert scheduler.row(1)["status"] == "failed"
     assert scheduler.row(1)["reason"] == "cannot be scheduled: its speed cannot be estimated: RuntimeError: no speed for boom"
     assert scheduler.row(2)["status"] == "running"
+
+
+def test_a_stored_job_its_start_could_not_use_is_failed_at_the_next_round(tmp_path):
+    bad = store_directly(tmp_path / "state.db", {**GOOD, "name": "env", "env": ["LR=0.1"]}, "env")
+    good = store_directly(tmp_path / "state.db", GOOD, "ok")
+    scheduler, _ = make(tmp_path)
+
+    scheduler.tick()
+
+    assert scheduler.row(bad)["status"] == "failed"
+    assert scheduler.row(bad)["reason"] == "cannot be scheduled: field 'env': must be a mapping of variable to value, got ['LR=0.1']"
+    assert scheduler.row(good)["status"] == "running"
+
+
+def test_a_job_whose_start_raises_is_failed_and_the_others_start(tmp_path, monkeypatch):
+    scheduler, client = make(tmp_path)
+    start = scheduler.executor.start
+
+    def fragile(job_id, *args, **options):
+        if job_id == 1:
+            raise TypeError("expected str, bytes or os.PathLike object, not list")
+        return start(job_id, *args, **options)
+
+    monkeypatch.setattr(scheduler.executor, "start", fragile)
+    client.post("/jobs", json=GOOD)
+    client.post("/jobs", json=GOOD)
+
+    scheduler.tick()
+
+    assert scheduler.row(1)["status"] == "failed" and scheduler.row(1)["slots"] == ""
+    assert scheduler.row(1)["reason"] == ("cannot be started: TypeError: expected str, bytes or os.PathLike object, "
+                                          "not list")
+    assert scheduler.row(2)["status"] == "running"
+    assert client.get("/jobs").status_code == 200
