@@ -157,17 +157,23 @@ def even_stage_layers(layers: int, pp: int) -> tuple[int, ...] | None:
     return (layers // pp,) * pp if layers % pp == 0 else None
 
 
+def size_problems(layout: Layout) -> list[str]:
+    """The sizes (tp, pp, dp, micro-batch, global batch, virtual stages, ep) that are not positive
+    whole numbers; every other constraint assumes they are."""
+    return [f"{name} must be a positive integer, got {value!r}"
+            for name, value in (("tensor-parallel size", layout.tp), ("pipeline-parallel size", layout.pp),
+                                ("data-parallel size", layout.dp), ("micro-batch size", layout.micro_batch),
+                                ("global batch", layout.global_batch), ("virtual stages", layout.virtual_stages),
+                                ("expert-parallel size", layout.ep))
+            if not isinstance(value, int) or value < 1]
+
+
 def layout_problems(model: TransformerModel, layout: Layout) -> list[str]:
     """Every constraint the layout breaks, each naming the constraint; empty when it is valid."""
-    problems: list[str] = []
-    t, p, d, b, B = layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.global_batch
-    for name, value in (("tensor-parallel size", t), ("pipeline-parallel size", p), ("data-parallel size", d),
-                        ("micro-batch size", b), ("global batch", B), ("virtual stages", layout.virtual_stages),
-                        ("expert-parallel size", layout.ep)):
-        if not isinstance(value, int) or value < 1:
-            problems.append(f"{name} must be a positive integer, got {value!r}")
+    problems = size_problems(layout)
     if problems:
         return problems
+    t, p, d, b, B = layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.global_batch
     if layout.recompute not in RECOMPUTE_MODES:
         problems.append(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {layout.recompute!r}")
     if layout.precision not in PRECISIONS:

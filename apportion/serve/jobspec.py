@@ -159,7 +159,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
     total_steps = _steps(data, source) if elastic is None or elastic.target_examples is None else \
         _steps_to_examples(data, elastic, source)
     priority = check_number(data.get("priority", 1.0), "priority", source, least=0.0, most=MAX_PRIORITY)
-    model, global_batch, layout = _model_fields(data, source)
+    model, global_batch, layout = _model_fields(data, source, gpus)
     return JobSpec(
         name=name,
         command=command,
@@ -185,8 +185,24 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
     )
 
 
-def _model_fields(data: dict, source: str) -> tuple[str | None, int | None, str | None]:
-    """``model``, ``global_batch`` and ``layout`` (normalised text), checked against the perf model."""
+def check_stored(spec: object, source: str) -> None:
+    """InputError naming the field when a job's stored spec holds what a round or a start would use
+    and submit now refuses (a server of an older version checked less): its slot count, model, batch
+    and layout, and its command, environment, directories and checkpoint and start settings."""
+    if not isinstance(spec, dict):
+        raise InputError(source, f"the stored job is not a mapping of fields, got {_short(spec)}")
+    _model_fields(spec, source, _positive_int(spec, "gpus", source, default=1, most=MAX_GPUS))
+    _command(spec.get("command"), source)
+    _env(spec.get("env"), source)
+    for key in ("workdir", "checkpoint_dir"):
+        _text(spec, key, source, most=MAX_PATH)
+    _checkpoint_every(spec.get("checkpoint_every"), source)
+    _warm_start(spec.get("warm_start"), source)
+
+
+def _model_fields(data: dict, source: str, gpus: int) -> tuple[str | None, int | None, str | None]:
+    """``model``, ``global_batch`` and ``layout`` (normalised text), checked against the perf model
+    as the job will run: its layout on its ``gpus`` slots."""
     from apportion.workloads.model_jobs import ModelJob, check_model_job, parse_layout
 
     if data.get("model") is None:
@@ -213,7 +229,7 @@ def _model_fields(data: dict, source: str) -> tuple[str | None, int | None, str 
         raise InputError(source, str(err), field="layout") from None
     job = ModelJob(model, global_batch, layout)
     try:
-        check_model_job(job)
+        check_model_job(job, gpus)
     except ValueError as err:
         field = "layout" if str(err).startswith("layout:") else "model"
         raise InputError(source, str(err).removeprefix("layout: "), field=field) from None

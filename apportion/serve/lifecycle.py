@@ -71,7 +71,11 @@ class AttemptLifecycle:
                 continue
             if self.executor.is_alive(r["id"]):  # never two attempts at once
                 continue
-            self._start(r, now)
+            try:
+                self._start(r, now)
+            except Exception as err:  # what one job's fields make fail fails that job, not the others' starts
+                self._cannot_start(r, err, now)
+                continue
             staying.add(str(r["id"]))
             for slot in r["slot_list"]:
                 holders_of.setdefault(slot, set()).add(str(r["id"]))
@@ -124,6 +128,17 @@ class AttemptLifecycle:
                                  + (f" pid {handle.pid}" if handle.pid else ""))  # pid 0: not a process of this machine
             self.store.attempt_started(job_id, attempt, now, row["gpu_type"], row["slots"], row["partner"])
         self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}" + (f" (pid {handle.pid})" if handle.pid else ""))
+
+    def _cannot_start(self, row: dict, err: Exception, now: float) -> None:
+        """Fail job ``row``, whose start raised what no crash of its own explains."""
+        if self.executor.is_alive(row["id"]):  # it raised after its process started: the job has no attempt
+            self.executor.kill(row["id"])
+        reason = "cannot be started: " + " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        with self.store.transaction():
+            self.store.update_job(row["id"], status="failed", slots="", gpu_type=None, partner=None, finished=now,
+                                  reason=reason)
+            self.store.add_event(now, row["id"], "fail", reason)
+        self.log(f"job {row['id']} failed: {reason}")
 
     def _environment(self, row: dict, attempt: int, lease_end: float, checkpoint_dir: str,
                      slots: tuple[str, ...]) -> dict[str, str]:
@@ -199,11 +214,12 @@ class AttemptLifecycle:
         self.state.dirty = True
         released = dict(acct, pid=None, proc_start=None, slots="", gpu_type=None, partner=None, lease_end=None, stop=None,
                         stop_at=None, term_at=None, accounted_at=None, exit_code=code)
-        if row["status"] == "cancelled" or row["stop"] == "cancel":
+        if row["status"] == "cancelled" or row["stop"] == "cancel":  # cancelled, or failed by a round (rounds._fail)
             by = row["reason"].replace("; stopping", "")
-            self.store.update_job(row["id"], status="cancelled", reason=by, **released)
-            self.store.attempt_ended(row["id"], row["attempt"], now, row["steps_done"], "cancelled")
-            self.log(f"job {row['id']} cancelled ({what})")
+            ended_as = "failed" if row["status"] == "failed" else "cancelled"
+            self.store.update_job(row["id"], status=ended_as, reason=by, **released)
+            self.store.attempt_ended(row["id"], row["attempt"], now, row["steps_done"], ended_as)
+            self.log(f"job {row['id']} {ended_as} ({what})")
         elif code == 0:
             self.store.update_job(row["id"], status="completed", reason="", finished=now, **released)
             self.store.attempt_ended(row["id"], row["attempt"], now, row["total_steps"], "completed")

@@ -8,6 +8,7 @@ what changed (leases renewed, preemptions, slots promised, partners) in one tran
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from apportion.core.cluster import Cluster, NodeGroup
+from apportion.core.errors import InputError
 from apportion.core.views import JobView
 from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
@@ -23,10 +25,12 @@ from apportion.policies.base import wants_predictions
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
+from apportion.serve.jobspec import check_stored
 from apportion.serve.slots import Slot
 from apportion.serve.state import ACTIVE
 
 MIN_WEIGHT = 1e-3  # priority 0 ("best effort") is this weight for the policies
+MAX_FAILED_PER_ROUND = 8  # jobs a round may fail for making the planner raise; past that it is not theirs
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Rounds:
         self.last_round_at = -math.inf
         self.stats = RoundStats()
         self._clusters: dict[tuple[int, ...], Cluster] = {}
+        self._checked_through = 0  # the jobs up to this id had their stored fields checked in this run
+        self._unattributed: bytes | None = None  # the job set of the last failure no job could be blamed for
 
     def plan(self, now: float, start: float | None = None) -> None:
         """Decide the round that starts at ``start`` (default now): policy → mechanism →
@@ -84,7 +90,11 @@ class Rounds:
                 if r["stop"] is not None and r["move_to"]:
                     _merge(changes, r, move_to="")
             rows = np.array([i for i, s in enumerate(status) if s in ACTIVE and i not in left_out], dtype=np.int64)
-            rates = self._rates(table, rows)
+            failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
+            rows = _without(rows, failed)
+            rates, unrated = self._rates(table, rows)
+            failed.update(unrated)
+            rows, rates = _without(rows, unrated, rates)
             runnable = rates.max(axis=1) > 0 if len(rows) else np.zeros(0, dtype=bool)
             for i in rows[~runnable]:
                 _merge(changes, live.get(i) or _row(table, i),
@@ -92,8 +102,9 @@ class Rounds:
             rows, rates = rows[runnable], rates[runnable]
             if len(rows):
                 taken = {s for r in pinned for s in r["slot_list"]} | self._missing_slots(live)
-                self._place(table, live, rows, rates, now, lease_end, [s for s in self.slots if s.id not in taken],
-                            changes, events)
+                failed.update(self._place_guarded(table, live, rows, rates, now, lease_end,
+                                                  [s for s in self.slots if s.id not in taken], changes, events))
+            stopping = [self._fail(live.get(i) or _row(table, i), why, now, changes, events) for i, why in failed.items()]
             for job_id, note in self.state.notes.items():  # a warning stays in the job's reason
                 if "reason" in changes.get(job_id, {}):
                     changes[job_id]["reason"] = with_note(changes[job_id]["reason"], note)
@@ -106,6 +117,10 @@ class Rounds:
                 self.store.set_meta("round", str(self.state.round))
                 if self.stats.rounds == 0 and self.store.first_round() is None:
                     self.store.set_first_round(now)  # the run's first round: where `apportion replay` starts its clock
+            if len(table["id"]):  # the table is in id order
+                self._checked_through = max(self._checked_through, int(table["id"][-1]))
+            for job_id in filter(None, stopping):  # a failed job's live attempt goes, as a cancelled one does
+                self.state.executor.terminate(job_id)
             self.state.round_end = start + self.config.round_s
             self.last_round_at = now
             self.state.dirty = False
@@ -115,6 +130,74 @@ class Rounds:
         self.stats.last_ms = elapsed
         self.stats.total_ms += elapsed
         self.stats.history_ms = (self.stats.history_ms + [elapsed])[-1000:]
+
+    def _check_new(self, table: dict) -> dict[int, str]:
+        """{row: why} for the jobs this run has not seen before whose stored fields a round cannot use
+        (a server of an older version stored what submit now refuses); each job is checked once, in
+        the first round that commits after it arrived."""
+        ids = table["id"]
+        if not len(ids) or ids[-1] <= self._checked_through:  # the table is in id order
+            return {}
+        specs = self.store.specs_after(self._checked_through)
+        problems: dict[int, str] = {}
+        for i in range(bisect.bisect_right(ids, self._checked_through), len(ids)):
+            if ids[i] not in specs:  # no longer active
+                continue
+            try:
+                check_stored(json.loads(specs[ids[i]]), f"job {ids[i]}")
+            except InputError as err:
+                problems[i] = f"field '{err.field}': {err.message}" if err.field else err.message
+            except Exception as err:  # a spec that cannot even be read
+                problems[i] = f"its stored fields cannot be read: {_error(err)}"
+        return problems
+
+    def _fail(self, row: dict, why: str, now: float, changes: dict[int, dict], events: list[tuple]) -> int | None:
+        """Fail job ``row`` for ``why`` (the round goes on without it); its id when it has an attempt to stop."""
+        reason = f"cannot be scheduled: {why}"
+        if row["pid"] is not None:
+            _merge(changes, row, status="failed", stop="cancel", term_at=now, finished=now, move_to="",
+                   reason=f"{reason}; stopping")
+        else:
+            _merge(changes, row, status="failed", slots="", gpu_type=None, partner=None, finished=now, reason=reason)
+        events.append((now, row["id"], "fail", reason))
+        self.log(f"job {row['id']} failed: {reason}")
+        return row["id"] if row["pid"] is not None else None
+
+    def _place_guarded(self, table: dict, live: dict[int, dict], rows: np.ndarray, rates: np.ndarray, now: float,
+                       lease_end: float, available: list[Slot], changes: dict[int, dict],
+                       events: list[tuple]) -> dict[int, str]:
+        """The shared round over ``rows``; when it raises, the jobs it raises for alone are found
+        (halving the rows), returned as {row: why} to be failed, and the others placed in this round.
+        A failure that needs several jobs together, or that each job causes alone, blames nobody: it is raised."""
+
+        def attempt(keep: np.ndarray, into: tuple[dict, list] | None = None) -> Exception | None:
+            scratch: tuple[dict, list] = ({}, []) if into is None else into
+            try:
+                self._place(table, live, rows[keep], rates[keep], now, lease_end, available, *scratch,
+                            log=self.log if into is not None else _quiet)
+            except Exception as err:
+                return err
+            return None
+
+        placed: tuple[dict, list] = ({}, [])
+        everyone = np.arange(len(rows))
+        first = attempt(everyone, placed)
+        if first is None:
+            _merge_all(changes, events, placed)
+            return {}
+        self.planner.invalidate()
+        signature = np.asarray(table["id"], dtype=np.int64)[rows].tobytes()
+        culprits = None if signature == self._unattributed else _culprits(everyone, first, attempt)
+        if culprits is None:
+            self._unattributed = signature
+            raise first
+        placed = ({}, [])
+        rest = np.setdiff1d(everyone, np.fromiter(culprits, dtype=np.int64))
+        again = attempt(rest, placed) if len(rest) else None
+        if again is not None:
+            raise again
+        _merge_all(changes, events, placed)
+        return {int(rows[j]): f"the round fails with it: {why}" for j, why in culprits.items()}
 
     def _missing_slots(self, live: dict[int, dict]) -> set[str]:
         """Slots the executor cannot run now (a Ray node is gone): for each one missing, a free slot
@@ -152,8 +235,10 @@ class Rounds:
         return self._clusters[counts]
 
     def _place(self, table: dict, live: dict[int, dict], rows: np.ndarray, rates: np.ndarray, now: float,
-               lease_end: float, available: list[Slot], changes: dict[int, dict], events: list[tuple]) -> None:
+               lease_end: float, available: list[Slot], changes: dict[int, dict], events: list[tuple],
+               log=None) -> None:
         """The shared round over the job rows ``rows`` of ``table``, and what it changes."""
+        log = log or self.log
         n, num_types = len(rows), len(self.gpu_types)
 
         def column(name: str, dtype=None) -> np.ndarray:
@@ -257,13 +342,13 @@ class Rounds:
                        reason=f"round {self.state.round + 1}: moving to {','.join(mine)}; checkpointing at its lease end")
                 events.append((now, r["id"], "move", f"round {self.state.round + 1}, to {','.join(mine)}, "
                                                       f"lease ends {stop_at:.3f}"))
-                self.log(f"job {r['id']} moves to {','.join(mine)} in round {self.state.round + 1}")
+                log(f"job {r['id']} moves to {','.join(mine)} in round {self.state.round + 1}")
             elif r["pid"] is not None:  # loses its slots: checkpoint and go at the lease's end
                 stop_at = max(r["lease_end"] or now, now)
                 _merge(changes, r, stop="preempt", stop_at=stop_at, move_to="",
                        reason=f"round {self.state.round + 1}: preempted; checkpointing at its lease end")
                 events.append((now, r["id"], "preempt", f"round {self.state.round + 1}, lease ends {stop_at:.3f}"))
-                self.log(f"job {r['id']} preempted in round {self.state.round + 1}")
+                log(f"job {r['id']} preempted in round {self.state.round + 1}")
             elif chosen[j] >= 0:
                 mine = slots_of.get(int(j), [])
                 _merge(changes, r, **_chosen_batch(r, batch, j), slots=",".join(mine), gpu_type=self.gpu_types[chosen[j]],
@@ -300,16 +385,72 @@ class Rounds:
                                                   column("submitted", np.float64))
         return {"predicted_gpu_s": prediction.gpu_s, "predicted_log_sd": prediction.log_sd}
 
-    def _rates(self, table: dict, rows: np.ndarray) -> np.ndarray:
-        """[n, T] steps/s of each job row on each slot type at its own scale, once per distinct job shape."""
+    def _rates(self, table: dict, rows: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
+        """[n, T] steps/s of each job row on each slot type at its own scale, once per distinct job shape;
+        and {row: why} for the rows whose speeds cannot be estimated (their rates 0)."""
         shapes: dict[tuple, int] = {}
         sized = self._sizes_jobs
         inverse = np.fromiter(
             (shapes.setdefault((table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i]), len(shapes))
              for i in rows), dtype=np.int64, count=len(rows))
-        per_shape = np.array([[self.throughputs.rate(kind, t, gpus, tuple(allowed.split(",")) if allowed else None)
-                               for t in self.gpu_types] for (kind, gpus, allowed) in shapes]).reshape(-1, len(self.gpu_types))
-        return per_shape[inverse] if len(rows) else np.zeros((0, len(self.gpu_types)))
+        per_shape = np.zeros((len(shapes), len(self.gpu_types)))
+        broken: dict[int, str] = {}  # shape -> why
+        for k, (kind, gpus, allowed) in enumerate(shapes):
+            try:
+                per_shape[k] = [self.throughputs.rate(kind, t, gpus, tuple(allowed.split(",")) if allowed else None)
+                                for t in self.gpu_types]
+            except Exception as err:
+                broken[k] = f"its speed cannot be estimated: {_error(err)}"
+        unrated = {int(rows[j]): broken[int(inverse[j])]
+                   for j in np.flatnonzero(np.isin(inverse, list(broken)))} if broken else {}
+        return (per_shape[inverse] if len(rows) else np.zeros((0, len(self.gpu_types)))), unrated
+
+
+def _culprits(everyone: np.ndarray, first: Exception, attempt) -> dict[int, str] | None:
+    """{position: why} of the jobs the round raises for alone, found by halving: each is one whose
+    half still raises, down to itself; None when a half-set raises only together with the other
+    half, when more than MAX_FAILED_PER_ROUND would be blamed, or when every job raises alone."""
+    found: dict[int, str] = {}
+    suspects, err = everyone, first
+    while len(found) < MAX_FAILED_PER_ROUND:
+        group = suspects
+        while len(group) > 1:
+            half, other = group[: len(group) // 2], group[len(group) // 2:]
+            if (err_half := attempt(half)) is not None:
+                group, err = half, err_half
+            elif (err_other := attempt(other)) is not None:
+                group, err = other, err_other
+            else:
+                return None
+        found[int(group[0])] = _error(err)
+        suspects = suspects[suspects != group[0]]
+        if not len(suspects):
+            return found if len(found) == 1 else None
+        if (err := attempt(suspects)) is None:
+            return found
+    return None
+
+
+def _without(rows: np.ndarray, gone: dict[int, str], rates: np.ndarray | None = None):
+    """``rows`` (and their ``rates``) without the rows in ``gone``."""
+    keep = ~np.isin(rows, np.fromiter(gone, dtype=np.int64, count=len(gone))) if gone else np.ones(len(rows), dtype=bool)
+    return rows[keep] if rates is None else (rows[keep], rates[keep])
+
+
+def _merge_all(changes: dict[int, dict], events: list[tuple], placed: tuple[dict, list]) -> None:
+    """Add what a round placed (its changes and events) to the round's own."""
+    for job_id, fields in placed[0].items():
+        changes.setdefault(job_id, {}).update(fields)
+    events.extend(placed[1])
+
+
+def _error(err: Exception) -> str:
+    """An exception in one line: ``ZeroDivisionError: integer modulo by zero``."""
+    return " ".join(f"{type(err).__name__}: {err}".split())[:300]
+
+
+def _quiet(message: str) -> None:
+    """The log of a round tried only to find which job makes it raise."""
 
 
 def _own_size(table: dict, i: int, sized: bool) -> int:

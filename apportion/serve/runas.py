@@ -88,16 +88,19 @@ def load_user_map(path: str | Path) -> dict[str, str]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ValueError(f"--user-map {path}: {err.strerror or err}") from None
-    try:
-        if path.suffix == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text, object_pairs_hook=_no_duplicates)
+        except ValueError as err:  # json.JSONDecodeError, a user given twice
+            raise ValueError(f"--user-map {path}: not valid JSON: {str(err).splitlines()[0]}") from None
+    else:
+        from apportion.core.errors import InputError
+        from apportion.workloads.yaml_file import parse_yaml
 
-            data = yaml.safe_load(text)
-    except Exception as err:  # yaml.YAMLError, json.JSONDecodeError
-        raise ValueError(f"--user-map {path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                         f"{str(err).splitlines()[0]}") from None
+        try:
+            data, _ = parse_yaml(text, f"--user-map {path}")  # YAML 1.2, as a job file; a user given twice is an error
+        except InputError as err:
+            raise ValueError(str(err)) from None
     if not isinstance(data, dict) or not data:
         raise ValueError(f"--user-map {path}: must map apportion users to OS accounts, e.g. 'alice: alice'")
     mapping = {}
@@ -106,6 +109,16 @@ def load_user_map(path: str | Path) -> dict[str, str]:
             raise ValueError(f"--user-map {path}: {user!r}: the OS account must be a name, got {account!r}")
         mapping[user] = account.strip()
     return mapping
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object, refusing a key given twice (the last one would silently win)."""
+    data: dict = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"duplicate key {key!r}")
+        data[key] = value
+    return data
 
 
 def choose(mode: str | None, euid: int, user_map: dict[str, str] | None = None) -> RunAs:

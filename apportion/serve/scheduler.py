@@ -180,22 +180,25 @@ class Scheduler:
     # views for the API -----------------------------------------------------------------
 
     def job_info(self, row: dict, now: float | None = None) -> dict:
-        """A job as the API shows it (runtime counted up to ``now``)."""
+        """A job as the API shows it (runtime counted up to ``now``). What cannot be worked out from
+        one job's fields (its estimated finish) is shown as unknown, never an error for the whole list."""
         now = self.clock() if now is None else now
         running = row["run_s"] + (max(0.0, now - row["accounted_at"]) if row["pid"] is not None and row["accounted_at"] else 0.0)
+        spec = row["spec"] if isinstance(row["spec"], dict) else {}
         return {
             "id": str(row["id"]), "name": row["name"], "user": row["user"], "queue": row["queue"],
             "priority": row["priority"], "kind": row["kind"], "status": row["status"], "reason": row["reason"],
-            "gpus": row["gpus"], "gpu_types": row["spec"].get("gpu_types"), "alloc": row["slots"],
+            "gpus": row["gpus"], "gpu_types": spec.get("gpu_types"), "alloc": row["slots"],
             "submitted": row["submitted"], "started": row["started"], "finished": row["finished"],
             "runtime_s": round(running, 3), "steps_done": row["steps_done"], "total_steps": row["total_steps"],
             "preemptions": row["preemptions"], "attempts": row["attempt"], "retries": row["retries"],
             "hangs": row["hangs"], "hung_after_s": hung_after_s(row, self.config),
             "time_limit": row["spec"].get("time_limit"),
             "exit_code": row["exit_code"], "lease_end": row["lease_end"], "last_lines": row["last_lines"],
-            "command": row["spec"].get("command"),
-            **self.durations.estimate(row, now),
-            **examples_info(row),
+            "command": spec.get("command"),
+            **_shown_anyway(lambda: self.durations.estimate(row, now),
+                            {"estimated_finish": None, "predicted_remaining_s": None}, "estimate_from"),
+            **_shown_anyway(lambda: examples_info(row), {}),
         }
 
     def status(self) -> dict:
@@ -221,3 +224,12 @@ class Scheduler:
             "state_dir": str(self.config.state_dir),
             "pid": os.getpid(),
         }
+
+
+def _shown_anyway(fields: Callable[[], dict], unknown: dict, why: str | None = None) -> dict:
+    """``fields()``, or when one job's fields make it raise, ``unknown`` (and under ``why``, why)."""
+    try:
+        return fields()
+    except Exception as err:
+        said = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        return {**unknown, why: f"cannot be worked out: {said}"} if why else dict(unknown)

@@ -304,6 +304,13 @@ class StateStore:
         columns = list(zip(*rows)) if rows else [()] * len(_ROUND_NAMES)
         return dict(zip(_ROUND_NAMES, columns))
 
+    def specs_after(self, job_id: int) -> dict[int, str]:
+        """The stored spec (JSON text) of every active job with an id above ``job_id``."""
+        with self._lock:
+            rows = self._conn.execute(f"SELECT id, spec FROM jobs WHERE id > ? AND {_IS_ACTIVE} ORDER BY id",
+                                      (job_id,)).fetchall()
+        return {int(row[0]): row[1] for row in rows}
+
     def anyone_waiting(self) -> bool:
         """Is an active job neither running nor promised slots?"""
         with self._lock:

@@ -12,7 +12,7 @@ simulator then schedules it like any other kind.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -81,23 +81,53 @@ def _layout_fields(layout: tuple[tuple[str, str], ...]) -> dict:
     return fields
 
 
-def check_model_job(job: ModelJob) -> None:
-    """ValueError when the preset is unknown or the layout cannot be read."""
+def check_model_job(job: ModelJob, gpus: int | None = None) -> None:
+    """ValueError when the preset is unknown or the layout cannot be used: a key it cannot read, a
+    size (tp, pp, mb, v, ep) that is not a positive whole number, and, given the job's ``gpus``,
+    tp × pp that does not divide them or anything else ``perf.parallel.layout_problems`` finds at
+    that count (heads or layers the sizes do not divide, a global batch that mb × dp does not)."""
+    from apportion.perf.parallel import layout_problems, size_problems
     from apportion.perf.transformer import get_preset
 
-    get_preset(job.model)
-    if job.layout is not None:
-        try:
-            _layout_fields(job.layout)
-        except ValueError as err:
-            raise ValueError(f"layout: {err}") from None
+    model = get_preset(job.model)
+    if job.layout is None:
+        return
+    try:
+        layout = _layout(job, gpus, "bf16")
+    except ValueError as err:
+        raise ValueError(f"layout: {err}") from None
+    problems = size_problems(replace(layout, dp=1))  # dp is what tp × pp leave of the GPUs: below
+    if not problems and gpus is not None:
+        if gpus % (layout.tp * layout.pp):
+            problems = [f"tp × pp = {layout.tp * layout.pp} does not divide the job's {gpus} GPU(s)"]
+        else:
+            problems = layout_problems(model, layout)
+    if problems:
+        raise ValueError(f"layout: {problems[0]}")
+
+
+def _layout(job: ModelJob, gpus: int | None, precision: str):
+    """The perf Layout ``job`` names on ``gpus`` GPUs (data parallel over what tp × pp leave, 0 where
+    they do not divide them; 1 when ``gpus`` is None), at ``precision`` unless it names one."""
+    from apportion.perf.parallel import Layout
+
+    fields = _layout_fields(job.layout)
+    tp, pp = fields.pop("tp", 1), fields.pop("pp", 1)
+    fields.setdefault("precision", precision)
+    fields.setdefault("schedule", ("interleaved" if fields.get("virtual_stages", 1) > 1 else "1f1b") if pp > 1
+                      else "none")
+    if gpus is None:
+        dp = 1
+    else:
+        dp = gpus // (tp * pp) if tp >= 1 and pp >= 1 and gpus % (tp * pp) == 0 else 0
+    return Layout(tp=tp, pp=pp, dp=dp, global_batch=job.global_batch, **fields)
 
 
 @lru_cache(maxsize=4096)
 def steps_per_s(job: ModelJob, gpu_type: str, gpus: int) -> float:
     """One iteration's rate of ``job`` on ``gpus`` GPUs of ``gpu_type``; NaN where it cannot run."""
     from apportion.perf import get_accelerator, plan, predict
-    from apportion.perf.parallel import Layout, layout_problems
+    from apportion.perf.parallel import layout_problems
     from apportion.perf.planner import default_precision
     from apportion.perf.transformer import get_preset
 
@@ -109,17 +139,10 @@ def steps_per_s(job: ModelJob, gpu_type: str, gpus: int) -> float:
     if job.layout is None:
         best = plan(model, gpus, acc, job.global_batch, top=1, keep_rejected=False).best
         return 1.0 / best[0].step_time_s if best else float("nan")
-    fields = _layout_fields(job.layout)
-    tp, pp = fields.pop("tp", 1), fields.pop("pp", 1)
-    if gpus % (tp * pp):
+    layout = _layout(job, gpus, default_precision(acc))
+    if layout.precision == "fp8" and "fp8" not in acc.peak_flops:
         return float("nan")
-    fields.setdefault("precision", default_precision(acc))
-    fields.setdefault("schedule", ("interleaved" if fields.get("virtual_stages", 1) > 1 else "1f1b") if pp > 1
-                      else "none")
-    if fields["precision"] == "fp8" and "fp8" not in acc.peak_flops:
-        return float("nan")
-    layout = Layout(tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=job.global_batch, **fields)
-    if layout_problems(model, layout):
+    if layout_problems(model, layout):  # dp 0 among them: tp × pp does not divide the GPUs
         return float("nan")
     one = predict(model, layout, acc)
     return 1.0 / one.step_time_s if one.fits else float("nan")

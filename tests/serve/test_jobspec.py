@@ -123,6 +123,28 @@ def test_numbers_in_yaml_are_read_as_yaml_1_2_reads_them(tmp_path):
     assert spec.total_steps == 1000 and spec.priority == 0.25
 
 
+def test_booleans_in_yaml_are_only_true_and_false_as_in_yaml_1_2(tmp_path):
+    spec = load_job_file(write(tmp_path, "name: yes\ncommand: [echo, on, n]\ntotal_steps: 3\nqueue: off\n"
+                                         "user: No\nenv: {DEBUG: yes}\nwarm_start: false\ncheckpoint_every: off\n"))
+    assert (spec.name, spec.command, spec.queue, spec.user) == ("yes", ["echo", "on", "n"], "off", "No")
+    assert spec.env == {"DEBUG": "yes"} and spec.warm_start is False and spec.checkpoint_every == "off"
+    with pytest.raises(InputError, match="must be true or false, got 'yes'") as err:
+        load_job_file(write(tmp_path, "name: a\ncommand: x\ntotal_steps: 3\nwarm_start: yes\n"))
+    assert (err.value.field, err.value.line) == ("warm_start", 4)
+
+
+@pytest.mark.parametrize("text, line, key, first", [
+    ("name: a\ncommand: x\ntotal_steps: 3\nname: b\n", 4, "name", 1),
+    ("name: a\ncommand: x\ntotal_steps: 3\nenv:\n  LR: '0.1'\n  BATCH: '8'\n  LR: '0.2'\n", 7, "LR", 5),
+    ("name: a\ncommand: x\ntotal_steps: 3\nlayout: {tp: 1, tp: 2}\n", 4, "tp", 4),
+])
+def test_a_key_given_twice_is_refused_naming_the_file_line_and_key(tmp_path, text, line, key, first):
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        load_job_file(path)
+    assert str(err.value) == f"{path}:{line}: duplicate key '{key}' (first on line {first})"
+
+
 def test_rich_markup_in_names_is_kept_as_text(tmp_path):
     spec = load_job_file(write(tmp_path, "name: '[blink]cnn[/blink]'\ncommand: x\ntotal_steps: 3\nuser: '[red]root'\n"))
     assert spec.name == "[blink]cnn[/blink]" and spec.user == "[red]root"  # escaped where printed
@@ -132,8 +154,8 @@ MODEL_JOB = "name: gpt\ncommand: python train_gpt.py\ntotal_steps: 100\nmodel: g
 
 
 def test_a_job_may_name_a_model_and_layout_instead_of_a_kind(tmp_path):
-    as_text = load_job_file(write(tmp_path, MODEL_JOB + "layout: tp=2 pp=1 mb=4\n", "text.yaml"))
-    as_mapping = load_job_file(write(tmp_path, MODEL_JOB + "layout: {mb: 4, tp: 2, pp: 1}\n", "map.yaml"))
+    as_text = load_job_file(write(tmp_path, MODEL_JOB + "gpus: 2\nlayout: tp=2 pp=1 mb=4\n", "text.yaml"))
+    as_mapping = load_job_file(write(tmp_path, MODEL_JOB + "gpus: 2\nlayout: {mb: 4, tp: 2, pp: 1}\n", "map.yaml"))
     planned = load_job_file(write(tmp_path, MODEL_JOB, "auto.yaml"))
 
     assert as_text.throughput_kind == as_mapping.throughput_kind == "gpt3-1.3b gb=64 tp=2 pp=1 mb=4"
@@ -147,6 +169,12 @@ def test_a_job_may_name_a_model_and_layout_instead_of_a_kind(tmp_path):
     ("layout: tp=two\n", "layout", 6, "invalid literal"),
     ("layout: [tp, 2]\n", "layout", 6, "must be text such as 'tp=2 pp=1 mb=4' or a mapping"),
     ("kind: resnet50/bs64\n", "model", 4, "either a kind or a model, not both"),
+    ("layout: tp=0 pp=-1\n", "layout", 6, "tensor-parallel size must be a positive integer, got 0"),
+    ("layout: {tp: 1, mb: 0}\n", "layout", 6, "micro-batch size must be a positive integer, got 0"),
+    ("layout: tp=2\n", "layout", 6, "tp × pp = 2 does not divide the job's 1 GPU(s)"),
+    ("layout: tp=3\ngpus: 3\n", "layout", 6, "attention heads (16) are not divisible by the tensor-parallel size 3"),
+    ("layout: mb=3\n", "layout", 6, "global batch 64 is not divisible by micro-batch × data-parallel size"),
+    ("layout: pp=2 schedule=gpipe v=2\ngpus: 2\n", "layout", 6, "virtual stages > 1 need the interleaved"),
 ])
 def test_a_bad_model_job_names_its_field_and_line(tmp_path, extra, field, line, words):
     with pytest.raises(InputError) as err:

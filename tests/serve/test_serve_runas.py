@@ -65,6 +65,18 @@ def test_the_user_map_is_yaml_or_json(tmp_path):
         load_user_map(tmp_path / "missing.yaml")
 
 
+def test_a_user_mapped_twice_is_refused_with_its_line(tmp_path):
+    (tmp_path / "map.yaml").write_text("alice: alice\nbob: bob\nalice: root\n")
+    with pytest.raises(ValueError) as err:
+        load_user_map(tmp_path / "map.yaml")
+    assert str(err.value) == f"--user-map {tmp_path / 'map.yaml'}:3: duplicate key 'alice' (first on line 1)"
+    (tmp_path / "map.json").write_text('{"alice": "alice", "alice": "root"}')
+    with pytest.raises(ValueError, match=r"map.json: not valid JSON: duplicate key 'alice'"):
+        load_user_map(tmp_path / "map.json")
+    (tmp_path / "no.yaml").write_text("no: nobody\n")  # YAML 1.2: a user named no
+    assert load_user_map(tmp_path / "no.yaml") == {"no": "nobody"}
+
+
 def test_a_mapped_user_is_an_existing_account_other_than_root():
     mapped = RunAs("mapped", {"alice": "nobody", "mallory": "root", "carol": "no-such-account-here"})
     account = mapped.account("alice")

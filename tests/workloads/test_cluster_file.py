@@ -75,6 +75,13 @@ def test_yaml_syntax_error_names_its_line(tmp_path):
     assert str(caught.value).startswith(f"{path}:4: YAML syntax error")
 
 
+def test_a_field_given_twice_is_refused_with_its_line(tmp_path):
+    path = write(tmp_path, "node_groups:\n  - gpu_type: v100\n    nodes: 2\n    nodes: 20\n")
+    with pytest.raises(InputError) as caught:
+        load_cluster(path)
+    assert str(caught.value) == f"{path}:4: duplicate key 'nodes' (first on line 3)"
+
+
 @pytest.mark.parametrize("spec", ["no/such/cluster.yaml", "cluster.yml", "no/such/cluster"])
 def test_a_missing_file_is_named(spec):
     with pytest.raises(InputError) as caught:

@@ -77,6 +77,7 @@ def test_a_trace_without_models_reads_as_before(tmp_path):
     ("2,60,7200,8,,gpt3-1.3b,64,tp=2 pipes=3\n", "layout", "unknown layout key 'pipes'"),
     ("2,60,7200,8,,gpt-9,64,auto\n", "model", "unknown model preset 'gpt-9'"),
     ("2,60,7200,8,,gpt3-1.3b,64,tp=two\n", "layout", "invalid literal"),
+    ("2,60,7200,8,,gpt3-1.3b,64,tp=0 pp=-1\n", "layout", "tensor-parallel size must be a positive integer, got 0"),
 ])
 def test_a_bad_model_row_names_its_line_and_field(tmp_path, row, field, message):
     path = trace(tmp_path, "1,0,3600,4,resnet50/bs64,,,\n", row)

@@ -91,6 +91,22 @@ def test_a_yaml_syntax_error_names_its_line(tmp_path):
     assert caught.value.line is not None
 
 
+def test_a_field_given_twice_is_refused_with_its_line(tmp_path):
+    path = write(tmp_path, "queues:\n  - name: a\n    weight: 2\n    weight: 5\n")
+
+    with pytest.raises(InputError) as caught:
+        load_queues(path)
+    assert str(caught.value) == f"{path}:4: duplicate key 'weight' (first on line 3)"
+
+
+def test_booleans_are_yaml_1_2s_true_and_false(tmp_path):
+    named = load_queues(write(tmp_path, "queues:\n  - name: on\n    borrowing: false\n"))
+    assert named.queues[0].name == "on" and named.queues[0].borrowing is False
+    with pytest.raises(InputError, match="must be true or false, got 'no'") as caught:
+        load_queues(write(tmp_path, "queues:\n  - name: a\n    borrowing: no\n"))
+    assert caught.value.line == 3
+
+
 def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(InputError, match="no such queues file"):
         load_queues(tmp_path / "nope.yaml")
