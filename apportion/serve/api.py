@@ -86,11 +86,11 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     @app.get("/jobs")
     def jobs(who: Identity = Depends(user_caller)) -> list[dict]:
         now = scheduler.clock()
-        return [_shown(scheduler.job_info(row, now), who) for row in scheduler.store.jobs()]
+        return [_shown(scheduler, row, who, now) for row in scheduler.store.jobs()]
 
     @app.get("/jobs/{job_id}")
     def job(job_id: str, who: Identity = Depends(user_caller)) -> dict:
-        return _shown(scheduler.job_info(scheduler.row(_id(job_id))), who)
+        return _shown(scheduler, scheduler.row(_id(job_id)), who)
 
     @app.post("/jobs/{job_id}/cancel")
     def cancel(job_id: str, body: Any = Body(default=None), who: Identity = Depends(user_caller)) -> dict:
@@ -152,11 +152,9 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     return app
 
 
-def _shown(info: dict, who: Identity) -> dict:
-    """A job as ``who`` may see it: the last lines of its log only for its owner and admins."""
-    if info["last_lines"] and not who.may_see(info["user"]):
-        info["last_lines"] = ""
-    return info
+def _shown(scheduler: Scheduler, row: dict, who: Identity, now: float | None = None) -> dict:
+    """A job as ``who`` may see it: what comes from its log only for its owner and admins."""
+    return scheduler.job_info(row, now, private=who.may_see(row["user"]))
 
 
 def _id(text: str) -> int:

@@ -175,18 +175,22 @@ class Scheduler:
 
     # views for the API -----------------------------------------------------------------
 
-    def job_info(self, row: dict, now: float | None = None) -> dict:
-        """A job as the API shows it (runtime counted up to ``now``)."""
+    def job_info(self, row: dict, now: float | None = None, private: bool = False) -> dict:
+        """A job as the API shows it (runtime counted up to ``now``). What comes from its log (the
+        last lines, and the last line behind a failure's reason) only when ``private``: for the
+        job's owner and admins."""
         now = self.clock() if now is None else now
+        reason = row["reason"] + (f": {row['reason_log']}" if private and row.get("reason_log") else "")
         running = row["run_s"] + (max(0.0, now - row["accounted_at"]) if row["pid"] is not None and row["accounted_at"] else 0.0)
         return {
             "id": str(row["id"]), "name": row["name"], "user": row["user"], "queue": row["queue"],
-            "priority": row["priority"], "kind": row["kind"], "status": row["status"], "reason": row["reason"],
+            "priority": row["priority"], "kind": row["kind"], "status": row["status"], "reason": reason,
             "gpus": row["gpus"], "gpu_types": row["spec"].get("gpu_types"), "alloc": row["slots"],
             "submitted": row["submitted"], "started": row["started"], "finished": row["finished"],
             "runtime_s": round(running, 3), "steps_done": row["steps_done"], "total_steps": row["total_steps"],
             "preemptions": row["preemptions"], "attempts": row["attempt"], "retries": row["retries"],
-            "exit_code": row["exit_code"], "lease_end": row["lease_end"], "last_lines": row["last_lines"],
+            "exit_code": row["exit_code"], "lease_end": row["lease_end"],
+            "last_lines": row["last_lines"] if private else "",
             "command": row["spec"].get("command"),
             **self.durations.estimate(row, now),
             **examples_info(row),

@@ -8,6 +8,7 @@ and the scheduler thread behind a lock; WAL mode so readers (``sqlite3 state.db`
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -34,7 +35,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     total_steps INTEGER NOT NULL,
     spec TEXT NOT NULL,                 -- the JobSpec as JSON
     status TEXT NOT NULL,               -- one of STATUSES
-    reason TEXT NOT NULL DEFAULT '',
+    reason TEXT NOT NULL DEFAULT '',    -- why it is where it is: shown to everyone
+    reason_log TEXT NOT NULL DEFAULT '',-- the log's last line behind a failure: its owner and admins only
     steps_done INTEGER NOT NULL DEFAULT 0,
     attempt INTEGER NOT NULL DEFAULT 0, -- attempts started so far = the current attempt's number
     retries INTEGER NOT NULL DEFAULT 0, -- crashes retried
@@ -183,6 +185,13 @@ class StateStore:
         for name, definition in _ADDED_COLUMNS.items():
             if name not in have:
                 self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
+        if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
+            with self.transaction() as conn:
+                for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
+                    split = _FAILED_WITH_LINE.fullmatch(reason)
+                    if split:
+                        conn.execute("UPDATE jobs SET reason = ?, reason_log = ? WHERE id = ?",
+                                     (*split.groups(), job_id))
 
     def close(self) -> None:
         with self._lock:
@@ -524,8 +533,10 @@ _ROUND_NAMES = (
 _JSON_COLUMNS = ("service_by_type", "shared_by_type")
 _ADDED_COLUMNS = {"partner": "INTEGER", "shared_by_type": "TEXT NOT NULL DEFAULT '{}'",
                   "move_to": "TEXT NOT NULL DEFAULT ''", "elastic": "TEXT NOT NULL DEFAULT ''",
-                  "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''"}
+                  "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''",
+                  "reason_log": "TEXT NOT NULL DEFAULT ''"}
 _ROUND_COLUMNS = ", ".join(_ROUND_NAMES)
+_FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 
 
 def _job(row: sqlite3.Row) -> dict:

@@ -102,6 +102,34 @@ def test_a_failed_jobs_last_lines_are_shown_to_its_owner_only(tmp_path):
     assert cluster.get("/jobs", "alice").json()[0]["last_lines"] == ""
 
 
+def test_a_failed_jobs_last_log_line_is_in_its_reason_for_its_owner_and_admins_only(tmp_path):
+    cluster = Cluster(tmp_path, max_retries=1)  # retried once, then failed
+    job = cluster.submit("bob")
+    for attempt in (1, 2):
+        cluster.scheduler.plan(cluster.scheduler.clock())
+        cluster.scheduler.tick()
+        cluster.scheduler.executor.logs[(int(job), attempt)] = "loss 0.5\npassword=hunter2"
+        cluster.scheduler.executor.finish(int(job), 1)
+        cluster.scheduler.tick()
+    public = "exit 1 on attempt 2, after 1 retry"
+    for owner_or_admin in ("bob", "root"):
+        shown = cluster.get(f"/jobs/{job}", owner_or_admin).json()
+        assert (shown["status"], shown["reason"]) == ("failed", f"{public}: password=hunter2")
+        assert cluster.get("/jobs", owner_or_admin).json()[0]["reason"] == f"{public}: password=hunter2"
+        dashboard = TestClient(cluster.client.app, client=("127.0.0.1", 50000), headers=cluster.headers(owner_or_admin))
+        assert dashboard.get("/dashboard/state").json()["jobs"][0]["reason"] == f"{public}: password=hunter2"
+
+    anonymous = TestClient(cluster.client.app, client=("127.0.0.1", 50000))  # the dashboard on this machine
+    as_alice = TestClient(cluster.client.app, client=("127.0.0.1", 50000), headers=cluster.headers("alice"))
+    seen = [cluster.get("/jobs", "alice"), cluster.get(f"/jobs/{job}", "alice"), cluster.get("/status", "alice")]
+    for reader in (anonymous, as_alice):
+        seen += [reader.get("/dashboard/state"), reader.get(f"/dashboard/jobs/{job}")]
+    for answer in seen:
+        assert answer.status_code == 200 and "hunter2" not in answer.text
+    assert cluster.get(f"/jobs/{job}", "alice").json()["reason"] == public
+    assert anonymous.get("/dashboard/state").json()["jobs"][0]["reason"] == public
+
+
 def test_an_attempt_credential_renews_its_own_lease_and_nothing_else(cluster):
     job, other = cluster.submit("alice"), cluster.submit("alice")
     cluster.scheduler.tick()
