@@ -203,8 +203,15 @@ class Requests:
     def current(self, job_id: int, attempt: int) -> dict:
         """The job's row if ``attempt`` is its live attempt; Conflict if not (a stale attempt)."""
         row = self.row(job_id)
-        if attempt != row["attempt"] or row["pid"] is None:
+        if attempt > row["attempt"]:
+            raise Conflict(f"job {job_id} has no attempt {attempt} (attempts so far: {row['attempt']})")
+        if attempt < row["attempt"]:
             raise Conflict(f"attempt {attempt} of job {job_id} is not its current attempt ({row['attempt']})")
+        if row["pid"] is None:  # its current attempt, ended: settled, and the job has not started another
+            ended = self.store.attempt(job_id, attempt)
+            how = (ended or {}).get("how") or row["status"]
+            raise Conflict(f"attempt {attempt} of job {job_id} has ended ({how}): it may no longer renew its lease or"
+                           f" report progress; the job is {row['status']}")
         return row
 
 

@@ -463,6 +463,13 @@ class StateStore:
             conn.execute("UPDATE attempts SET ended = ?, end_step = ?, how = ? WHERE job_id = ? AND attempt = ?",
                          (now, end_step, how, job_id, attempt))
 
+    def attempt(self, job_id: int, attempt: int) -> dict | None:
+        """Attempt ``attempt`` of job ``job_id`` as recorded, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?",
+                                     (job_id, attempt)).fetchone()
+        return dict(row) if row is not None else None
+
     def attempts(self) -> list[dict]:
         """Every attempt recorded, by job and attempt number."""
         with self._lock:

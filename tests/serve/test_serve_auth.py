@@ -158,13 +158,18 @@ def test_an_attempt_credential_stops_working_when_its_attempt_ends(cluster):
     cluster.scheduler.tick()
     ended = cluster.post(f"/jobs/{job}/lease", first, {"attempt": 1})
     assert ended.status_code == 409  # the contract's stale attempt: exit at once
-    assert cluster.post(f"/jobs/{job}/progress", first, {"attempt": 1, "steps_done": 9}).status_code == 409
+    assert ended.json()["detail"] == (f"attempt 1 of job {job} has ended (preempted): it may no longer renew its lease"
+                                      " or report progress; the job is preempted")
+    late = cluster.post(f"/jobs/{job}/progress", first, {"attempt": 1, "steps_done": 9})
+    assert late.status_code == 409 and late.json()["detail"] == ended.json()["detail"]
     cluster.scheduler.plan(cluster.scheduler.clock())  # the next round: attempt 2 starts, with a credential of its own
     cluster.scheduler.tick()
     second = cluster.attempt_credential(job, 2)
     assert second != first
     assert cluster.post(f"/jobs/{job}/lease", second, {"attempt": 2}).json()["renew"] is True
     assert cluster.post(f"/jobs/{job}/lease", first, {"attempt": 2}).status_code == 403
+    stale = cluster.post(f"/jobs/{job}/lease", first, {"attempt": 1})
+    assert stale.json()["detail"] == f"attempt 1 of job {job} is not its current attempt (2)"
 
 
 def test_no_wrong_or_revoked_credential_gets_in(cluster):

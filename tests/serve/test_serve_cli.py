@@ -147,6 +147,13 @@ def test_a_malformed_job_file_is_rejected_at_submit_and_nothing_is_stored(server
     assert len(server.jobs()) == before
 
 
+def test_submit_json_names_the_id_and_the_user(server, tmp_path):
+    result = cli("submit", str(job_file(tmp_path, "as-json", steps=5)), "--server", server.url, "--json")
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert answer == {"id": answer["id"], "user": "ann"} and job(server, answer["id"])["name"] == "as-json"
+
+
 def test_an_unreachable_server_is_one_line_naming_its_url(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     for args in (["queue"], ["status"], ["cancel", "1"], ["logs", "1"], ["submit", str(job_file(tmp_path, "x"))]):
