@@ -71,7 +71,9 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         return _input_error(_validation_error(exc))
 
     @app.post("/jobs")
-    def submit(body: Any = Body(...), who: Identity = Depends(user_caller)) -> dict:
+    def submit(body: Any = Body(...), who: Identity = Depends(user_caller),
+               idempotency_key: Optional[str] = Header(default=None)) -> dict:
+        key = bodies.idempotency_key(idempotency_key)
         body = bodies.mapping(body)
         user = who.acting_as(bodies.submitter(body) if body.get("user") is not None else None)
         if user is None:
@@ -80,8 +82,8 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
             scheduler.config.run_as.account(user)  # a user with no OS account to run as is refused now
         except NoAccount as exc:
             raise NotAllowed(str(exc)) from None
-        job_id = scheduler.submit({**body, "user": user}, user)
-        return {"id": str(job_id), "user": user}
+        job_id, existing = scheduler.submit_once({**body, "user": user}, user, key)
+        return {"id": str(job_id), "user": user, "existing": True} if existing else {"id": str(job_id), "user": user}
 
     @app.get("/jobs")
     def jobs(who: Identity = Depends(user_caller)) -> list[dict]:

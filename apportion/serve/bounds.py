@@ -32,6 +32,7 @@ MAX_LOG_OFFSET = 2**62  # a byte offset into a job's log
 MAX_BATCH = 2**31  # examples in an elastic job's batch
 MAX_NOISE_SCALE = 1e15  # a reported gradient noise scale, in examples
 MAX_STEP_S = 1e6  # a reported time of one step or of its synchronisation, in seconds
+MAX_IDEMPOTENCY_KEY = 128  # characters of a submit's Idempotency-Key header
 
 
 def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> str:

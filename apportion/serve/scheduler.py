@@ -107,6 +107,10 @@ class Scheduler:
         """Check a job spec (InputError naming the field) and store it; returns the job id."""
         return self.requests.submit(body, user, source)
 
+    def submit_once(self, body: dict, user: str, key: str | None) -> tuple[int, bool]:
+        """:meth:`submit` once per idempotency ``key`` of ``user``: (job id, whether it was stored before)."""
+        return self.requests.submit_once(body, user, key)
+
     def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
         """Cancel the job now if it has no attempt, else SIGTERM its attempt; only its user (or an admin) may."""
         self.requests.cancel(job_id, user, admin)

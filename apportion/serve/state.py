@@ -143,6 +143,13 @@ CREATE TABLE IF NOT EXISTS elastic_models (  -- each elastic job's gradient nois
     params TEXT NOT NULL DEFAULT '{}',  -- {gpu_type: the 7 step-time parameters fitted to its steps}
     updated REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS submit_keys (  -- idempotency keys of submissions: a retried submit finds its job
+    user TEXT NOT NULL,                 -- who submitted: each user's keys are their own
+    key TEXT NOT NULL,                  -- the Idempotency-Key header
+    job_id INTEGER NOT NULL,
+    body TEXT NOT NULL,                 -- SHA-256 of the request, to refuse the same key with another job
+    PRIMARY KEY (user, key)
+);
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -222,7 +229,8 @@ class StateStore:
     # jobs --------------------------------------------------------------------------------
 
     def insert_job(self, *, spec: dict, name: str, user: str, queue: str, priority: float, kind: str,
-                   gpus: int, total_steps: int, submitted: float) -> int:
+                   gpus: int, total_steps: int, submitted: float, key: tuple[str, str, str] | None = None) -> int:
+        """Store a new job; ``key``: (submitter, idempotency key, request digest), kept in the same transaction."""
         allowed = ",".join(spec.get("gpu_types") or ())
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
         with self.transaction() as conn:
@@ -233,8 +241,18 @@ class StateStore:
                 (name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted, elastic),
             )
             job_id = int(cursor.lastrowid)
+            if key is not None:
+                conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
+                             (key[0], key[1], job_id, key[2]))
             self.add_event(submitted, job_id, "submit", f"{name} by {user}")
             return job_id
+
+    def submitted_with(self, user: str, key: str) -> tuple[int, str] | None:
+        """The job ``user`` submitted with idempotency key ``key`` and its request's digest, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT job_id, body FROM submit_keys WHERE user = ? AND key = ?",
+                                     (user, key)).fetchone()
+        return (int(row[0]), row[1]) if row is not None else None
 
     def update_job(self, job_id: int, **fields) -> None:
         if not fields:

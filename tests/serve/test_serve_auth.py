@@ -172,6 +172,33 @@ def test_an_attempt_credential_stops_working_when_its_attempt_ends(cluster):
     assert stale.json()["detail"] == f"attempt 1 of job {job} is not its current attempt (2)"
 
 
+def test_a_submit_retried_with_its_idempotency_key_finds_the_job_it_stored(cluster):
+    key = {"Idempotency-Key": "6f1c2a9e-retry.1:x_y"}
+    first = cluster.client.post("/jobs", json=JOB, headers={**cluster.headers("alice"), **key})
+    again = cluster.client.post("/jobs", json=JOB, headers={**cluster.headers("alice"), **key})
+    assert first.json() == {"id": "1", "user": "alice"}
+    assert again.status_code == 200 and again.json() == {"id": "1", "user": "alice", "existing": True}
+    assert len(cluster.get("/jobs", "alice").json()) == 1
+
+    other = cluster.client.post("/jobs", json={**JOB, "total_steps": 200}, headers={**cluster.headers("alice"), **key})
+    assert other.status_code == 409
+    assert other.json()["detail"] == ("Idempotency-Key '6f1c2a9e-retry.1:x_y' was used for job 1, a different request:"
+                                      " a new job needs a new key")
+    bobs = cluster.client.post("/jobs", json=JOB, headers={**cluster.headers("bob"), **key})  # each user's own keys
+    assert bobs.json() == {"id": "2", "user": "bob"}
+    assert [j["id"] for j in cluster.get("/jobs", "root").json()] == ["1", "2"]
+
+
+@pytest.mark.parametrize("key", ["", "a b", "x" * 129, "key/1", "caf\u00e9"])
+def test_a_malformed_idempotency_key_is_refused_naming_the_header(cluster, key):
+    answer = cluster.client.post("/jobs", json=JOB, headers={**cluster.headers("alice"),
+                                                             "Idempotency-Key": key.encode()})
+    assert answer.status_code == 400
+    assert answer.json()["field"] == "Idempotency-Key"
+    assert answer.json()["message"].startswith("must be 1 to 128 characters, each a letter, a digit or one of - _ . :")
+    assert cluster.get("/jobs", "alice").json() == []
+
+
 def test_no_wrong_or_revoked_credential_gets_in(cluster):
     assert cluster.client.get("/jobs").status_code == 401
     assert cluster.client.get("/status").json()["detail"].startswith("this server requires a credential")
