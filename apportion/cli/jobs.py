@@ -53,7 +53,7 @@ def submit(
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
     token_file: Optional[Path] = opt.TokenFile,
-    as_json: bool = opt.json_option('{"id": ...}'),
+    as_json: bool = opt.json_option('{"id": ..., "user": ...}'),
 ) -> None:
     """Submit a job file to the server; a malformed file is rejected here with the field named."""
     from apportion.core.errors import InputError
@@ -74,7 +74,7 @@ def submit(
                                        field=exc.field))) from None
         raise fail(str(exc)) from None
     if as_json:
-        print_json({"id": answer["id"]})
+        print_json({"id": answer["id"], "user": answer["user"]})
     else:
         console.print(f"submitted job {escape(answer['id'])}: {escape(spec.name)} ({escape(answer['user'])}, "
                       f"{spec.gpus} slot(s), "

@@ -82,7 +82,9 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         return _input_error(_validation_error(exc))
 
     @app.post("/jobs")
-    def submit(body: Any = Body(...), who: Identity = Depends(user_caller)) -> dict:
+    def submit(body: Any = Body(...), who: Identity = Depends(user_caller),
+               idempotency_key: Optional[str] = Header(default=None)) -> dict:
+        key = bodies.idempotency_key(idempotency_key)
         body = bodies.mapping(body)
         user = who.acting_as(bodies.submitter(body) if body.get("user") is not None else None)
         if user is None:
@@ -91,17 +93,17 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
             scheduler.config.run_as.account(user)  # a user with no OS account to run as is refused now
         except NoAccount as exc:
             raise NotAllowed(str(exc)) from None
-        job_id = scheduler.submit({**body, "user": user}, user)
-        return {"id": str(job_id), "user": user}
+        job_id, existing = scheduler.submit_once({**body, "user": user}, user, key)
+        return {"id": str(job_id), "user": user, "existing": True} if existing else {"id": str(job_id), "user": user}
 
     @app.get("/jobs")
     def jobs(who: Identity = Depends(user_caller)) -> list[dict]:
         now = scheduler.clock()
-        return [_shown(scheduler.job_info(row, now), who) for row in scheduler.store.jobs()]
+        return [_shown(scheduler, row, who, now) for row in scheduler.store.jobs()]
 
     @app.get("/jobs/{job_id}")
     def job(job_id: str, who: Identity = Depends(user_caller)) -> dict:
-        return _shown(scheduler.job_info(scheduler.row(_id(job_id))), who)
+        return _shown(scheduler, scheduler.row(_id(job_id)), who)
 
     @app.post("/jobs/{job_id}/cancel")
     def cancel(job_id: str, body: Any = Body(default=None), who: Identity = Depends(user_caller)) -> dict:
@@ -163,11 +165,9 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     return app
 
 
-def _shown(info: dict, who: Identity) -> dict:
-    """A job as ``who`` may see it: the last lines of its log only for its owner and admins."""
-    if info["last_lines"] and not who.may_see(info["user"]):
-        info["last_lines"] = ""
-    return info
+def _shown(scheduler: Scheduler, row: dict, who: Identity, now: float | None = None) -> dict:
+    """A job as ``who`` may see it: what comes from its log only for its owner and admins."""
+    return scheduler.job_info(row, now, private=who.may_see(row["user"]))
 
 
 def _id(text: str) -> int:

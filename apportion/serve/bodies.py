@@ -8,9 +8,12 @@ fits depends on the job (``steps_done`` at most its ``total_steps``) is checked 
 
 from __future__ import annotations
 
+import re
+
 from apportion.core.errors import InputError
 from apportion.serve.bounds import (
-    MAX_ATTEMPT, MAX_BATCH, MAX_GPUS, MAX_NOISE_SCALE, MAX_STEP_S, MAX_STEPS, check_int, check_line, check_number,
+    MAX_ATTEMPT, MAX_BATCH, MAX_GPUS, MAX_IDEMPOTENCY_KEY, MAX_NOISE_SCALE, MAX_STEP_S, MAX_STEPS, check_int,
+    check_line, check_number,
 )
 
 SOURCE = "request"
@@ -29,6 +32,20 @@ def submitter(body: object) -> str:
     if not isinstance(user, str) or not user.strip():
         raise InputError(SOURCE, "is required: who submits the job", field="user")
     return check_line(user.strip(), "user", SOURCE)
+
+
+def idempotency_key(header: str | None) -> str | None:
+    """A submit's ``Idempotency-Key`` header (None: not given): 1 to MAX_IDEMPOTENCY_KEY letters,
+    digits and ``- _ . :``, else InputError."""
+    if header is None:
+        return None
+    if not _KEY.fullmatch(header):
+        raise InputError(SOURCE, f"must be 1 to {MAX_IDEMPOTENCY_KEY} characters, each a letter, a digit or one of"
+                         f" - _ . : (got {len(header)} characters)", field="Idempotency-Key")
+    return header
+
+
+_KEY = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_IDEMPOTENCY_KEY}}}")
 
 
 def cancel(body: object) -> str:

@@ -40,6 +40,7 @@ MAX_JOB_CHARS = MAX_ENV * (MAX_NAME + MAX_ENV_VALUE) + MAX_COMMAND + 2 * MAX_PAT
 # bytes of a request body (about 34 MB): that job with every character escaped as JSON's \uXXXX (6
 # bytes), with margin; a longer body is refused (413) before it is read (edge.py)
 MAX_BODY = 8 * MAX_JOB_CHARS
+MAX_IDEMPOTENCY_KEY = 128  # characters of a submit's Idempotency-Key header
 
 
 def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> str:

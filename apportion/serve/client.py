@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
@@ -56,6 +57,10 @@ class ClientError(Exception):
         self.message = message
 
 
+class Unreachable(ClientError):
+    """No answer came: the server could not be reached, or the connection ended before its answer."""
+
+
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
                  token_file: str | Path | None = None) -> None:
@@ -87,10 +92,10 @@ class Client:
             self._prefix = parts.path.rstrip("/")
         return self._connection
 
-    def _call(self, method: str, path: str, json_body=None, params: dict | None = None):
+    def _call(self, method: str, path: str, json_body=None, params: dict | None = None, headers: dict | None = None):
         connection = self._connect()
         target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
-        headers = dict(self._headers)
+        headers = {**self._headers, **(headers or {})}
         body = None
         if json_body is not None:
             body = json.dumps(json_body).encode()
@@ -102,7 +107,7 @@ class Client:
         except (OSError, http.client.HTTPException) as err:
             self.close()
             reason = str(err) or type(err).__name__
-            raise ClientError(
+            raise Unreachable(
                 f"cannot reach the apportion server at {self.url} ({reason}); start one with `apportion serve`,"
                 " or point --server / APPORTION_SERVER at it"
             ) from None
@@ -121,11 +126,19 @@ class Client:
         return answer
 
     def submit(self, spec: JobSpec, user: str | None) -> dict:
-        """Submit ``spec``; ``{"id", "user"}``: with a credential the server says whose job it is."""
+        """Submit ``spec``; ``{"id", "user"}``: with a credential the server says whose job it is.
+
+        The submission carries a fresh idempotency key; when no answer comes (the server restarted,
+        the connection dropped) it is sent once more with the same key, so a job the server had
+        stored is found, not stored twice."""
         body = spec.to_dict()
         if user or spec.user:
             body["user"] = user or spec.user
-        answer = self._call("POST", "/jobs", json_body=body)
+        key = {"Idempotency-Key": uuid.uuid4().hex}
+        try:
+            answer = self._call("POST", "/jobs", json_body=body, headers=key)
+        except Unreachable:
+            answer = self._call("POST", "/jobs", json_body=body, headers=key)
         return {"id": answer["id"], "user": answer.get("user") or body.get("user")}
 
     def jobs(self) -> list[dict]:

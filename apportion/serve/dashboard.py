@@ -160,8 +160,9 @@ def sample_every_s(round_s: float) -> float:
 
 
 def _job(scheduler: Scheduler, row: dict, now: float, who: Identity | None) -> dict:
-    info = scheduler.job_info(row, now)
-    info.pop("last_lines", None)  # the log is for its owner, in the job's detail
+    # the failure's last log line in its reason for its owner and admins; the log itself is in the job's detail
+    info = scheduler.job_info(row, now, private=who is not None and who.may_see(row["user"]))
+    info.pop("last_lines", None)
     info.pop("command", None)
     info.update(slots=row["slot_list"] if row["pid"] is not None else [], gpu_type=row["gpu_type"],
                 partner=str(row["partner"]) if row["partner"] else None, stopping=row["stop"],

@@ -276,10 +276,11 @@ class AttemptLifecycle:
         self.store.attempt_ended(row["id"], row["attempt"], now, resume.step,
                                  "failed" if retries > self.config.max_retries and not lost else "crashed")
         if retries > self.config.max_retries and not lost:
+            # the log's last line may hold anything the job printed: kept apart, for its owner and admins
             self.store.update_job(
-                row["id"], status="failed", retries=retries, finished=now, last_lines=lines,
-                reason=f"{what} on attempt {row['attempt']}, after {_times(self.config.max_retries, 'retry', 'retries')}"
-                + (f": {last}" if last else ""),
+                row["id"], status="failed", retries=retries, finished=now, last_lines=lines, reason_log=last,
+                reason=f"{what} on attempt {row['attempt']}, after "
+                       f"{_times(self.config.max_retries, 'retry', 'retries')}",
                 **released)
             self.store.add_event(now, row["id"], "fail", what)
             self.log(f"job {row['id']} failed: {what}" + (f": {last}" if last else ""))

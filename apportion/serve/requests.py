@@ -12,6 +12,7 @@ current one (and never past MAX_STEPS_PER_S), so one job cannot distort the allo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -58,20 +59,47 @@ class Requests:
 
     def submit(self, body: dict, user: str, source: str = "request") -> int:
         """Check a job spec (InputError naming the field) and store it; returns the job id."""
+        return self.submit_once(body, user, None, source)[0]
+
+    def submit_once(self, body: dict, user: str, key: str | None, source: str = "request") -> tuple[int, bool]:
+        """:meth:`submit`, once per idempotency ``key`` of ``user`` (None: no key): (job id, whether it
+        was stored before). The same key with another request is a Conflict naming the key."""
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() if key is not None else ""
+        if key is not None:
+            with self.lock:
+                earlier = self._earlier(user, key, digest)
+            if earlier is not None:  # a retry of a submit that was stored: its job, whatever holds now
+                return earlier, True
         spec = spec_from_mapping(body, source)
         if spec.workdir is not None and not Path(spec.workdir).is_dir():
             raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
         self._check_fits(spec, source)
         with self.lock:
+            if key is not None:
+                earlier = self._earlier(user, key, digest)  # it may have been stored since
+                if earlier is not None:
+                    return earlier, True
             now = self.clock()
             data = spec.to_dict()
             data["user"] = spec.user or user
             job_id = self.store.insert_job(
                 spec=data, name=spec.name, user=data["user"], queue=spec.queue, priority=spec.priority,
                 kind=spec.throughput_kind, gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
+                key=(user, key, digest) if key is not None else None,
             )
             self.state.dirty = True
         self.log(f"job {job_id} submitted: {spec.name} by {data['user']}, {spec.gpus} slot(s), {spec.total_steps} steps")
+        return job_id, False
+
+    def _earlier(self, user: str, key: str, digest: str) -> int | None:
+        """The job ``user`` stored with ``key`` (None: none); Conflict when it was another request."""
+        found = self.store.submitted_with(user, key)
+        if found is None:
+            return None
+        job_id, stored = found
+        if stored != digest:
+            raise Conflict(f"Idempotency-Key {key!r} was used for job {job_id}, a different request: a new job needs"
+                           " a new key")
         return job_id
 
     def _check_fits(self, spec, source: str) -> None:
@@ -203,8 +231,15 @@ class Requests:
     def current(self, job_id: int, attempt: int) -> dict:
         """The job's row if ``attempt`` is its live attempt; Conflict if not (a stale attempt)."""
         row = self.row(job_id)
-        if attempt != row["attempt"] or row["pid"] is None:
+        if attempt > row["attempt"]:
+            raise Conflict(f"job {job_id} has no attempt {attempt} (attempts so far: {row['attempt']})")
+        if attempt < row["attempt"]:
             raise Conflict(f"attempt {attempt} of job {job_id} is not its current attempt ({row['attempt']})")
+        if row["pid"] is None:  # its current attempt, ended: settled, and the job has not started another
+            ended = self.store.attempt(job_id, attempt)
+            how = (ended or {}).get("how") or row["status"]
+            raise Conflict(f"attempt {attempt} of job {job_id} has ended ({how}): it may no longer renew its lease or"
+                           f" report progress; the job is {row['status']}")
         return row
 
 

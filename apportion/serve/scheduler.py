@@ -110,6 +110,10 @@ class Scheduler:
         """Check a job spec (InputError naming the field) and store it; returns the job id."""
         return self.requests.submit(body, user, source)
 
+    def submit_once(self, body: dict, user: str, key: str | None) -> tuple[int, bool]:
+        """:meth:`submit` once per idempotency ``key`` of ``user``: (job id, whether it was stored before)."""
+        return self.requests.submit_once(body, user, key)
+
     def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
         """Cancel the job now if it has no attempt, else SIGTERM its attempt; only its user (or an admin) may."""
         self.requests.cancel(job_id, user, admin)
@@ -179,22 +183,26 @@ class Scheduler:
 
     # views for the API -----------------------------------------------------------------
 
-    def job_info(self, row: dict, now: float | None = None) -> dict:
-        """A job as the API shows it (runtime counted up to ``now``). What cannot be worked out from
-        one job's fields (its estimated finish) is shown as unknown, never an error for the whole list."""
+    def job_info(self, row: dict, now: float | None = None, private: bool = False) -> dict:
+        """A job as the API shows it (runtime counted up to ``now``). What comes from its log (the
+        last lines, and the last line behind a failure's reason) only when ``private``: for the
+        job's owner and admins. What cannot be worked out from one job's fields (its estimated
+        finish) is shown as unknown, never an error for the whole list."""
         now = self.clock() if now is None else now
+        reason = row["reason"] + (f": {row['reason_log']}" if private and row.get("reason_log") else "")
         running = row["run_s"] + (max(0.0, now - row["accounted_at"]) if row["pid"] is not None and row["accounted_at"] else 0.0)
         spec = row["spec"] if isinstance(row["spec"], dict) else {}
         return {
             "id": str(row["id"]), "name": row["name"], "user": row["user"], "queue": row["queue"],
-            "priority": row["priority"], "kind": row["kind"], "status": row["status"], "reason": row["reason"],
+            "priority": row["priority"], "kind": row["kind"], "status": row["status"], "reason": reason,
             "gpus": row["gpus"], "gpu_types": spec.get("gpu_types"), "alloc": row["slots"],
             "submitted": row["submitted"], "started": row["started"], "finished": row["finished"],
             "runtime_s": round(running, 3), "steps_done": row["steps_done"], "total_steps": row["total_steps"],
             "preemptions": row["preemptions"], "attempts": row["attempt"], "retries": row["retries"],
             "hangs": row["hangs"], "hung_after_s": hung_after_s(row, self.config),
-            "time_limit": row["spec"].get("time_limit"),
-            "exit_code": row["exit_code"], "lease_end": row["lease_end"], "last_lines": row["last_lines"],
+            "time_limit": spec.get("time_limit"),
+            "exit_code": row["exit_code"], "lease_end": row["lease_end"],
+            "last_lines": row["last_lines"] if private else "",
             "command": spec.get("command"),
             **_shown_anyway(lambda: self.durations.estimate(row, now),
                             {"estimated_finish": None, "predicted_remaining_s": None}, "estimate_from"),

@@ -8,6 +8,7 @@ and the scheduler thread behind a lock; WAL mode so readers (``sqlite3 state.db`
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -34,7 +35,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     total_steps INTEGER NOT NULL,
     spec TEXT NOT NULL,                 -- the JobSpec as JSON
     status TEXT NOT NULL,               -- one of STATUSES
-    reason TEXT NOT NULL DEFAULT '',
+    reason TEXT NOT NULL DEFAULT '',    -- why it is where it is: shown to everyone
+    reason_log TEXT NOT NULL DEFAULT '',-- the log's last line behind a failure: its owner and admins only
     steps_done INTEGER NOT NULL DEFAULT 0,
     attempt INTEGER NOT NULL DEFAULT 0, -- attempts started so far = the current attempt's number
     retries INTEGER NOT NULL DEFAULT 0, -- crashes retried
@@ -143,6 +145,13 @@ CREATE TABLE IF NOT EXISTS elastic_models (  -- each elastic job's gradient nois
     params TEXT NOT NULL DEFAULT '{}',  -- {gpu_type: the 7 step-time parameters fitted to its steps}
     updated REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS submit_keys (  -- idempotency keys of submissions: a retried submit finds its job
+    user TEXT NOT NULL,                 -- who submitted: each user's keys are their own
+    key TEXT NOT NULL,                  -- the Idempotency-Key header
+    job_id INTEGER NOT NULL,
+    body TEXT NOT NULL,                 -- SHA-256 of the request, to refuse the same key with another job
+    PRIMARY KEY (user, key)
+);
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -185,6 +194,13 @@ class StateStore:
         for name, definition in _ADDED_COLUMNS.items():
             if name not in have:
                 self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
+        if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
+            with self.transaction() as conn:
+                for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
+                    split = _FAILED_WITH_LINE.fullmatch(reason)
+                    if split:
+                        conn.execute("UPDATE jobs SET reason = ?, reason_log = ? WHERE id = ?",
+                                     (*split.groups(), job_id))
 
     def close(self) -> None:
         with self._lock:
@@ -215,7 +231,8 @@ class StateStore:
     # jobs --------------------------------------------------------------------------------
 
     def insert_job(self, *, spec: dict, name: str, user: str, queue: str, priority: float, kind: str,
-                   gpus: int, total_steps: int, submitted: float) -> int:
+                   gpus: int, total_steps: int, submitted: float, key: tuple[str, str, str] | None = None) -> int:
+        """Store a new job; ``key``: (submitter, idempotency key, request digest), kept in the same transaction."""
         allowed = ",".join(spec.get("gpu_types") or ())
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
         with self.transaction() as conn:
@@ -226,8 +243,18 @@ class StateStore:
                 (name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted, elastic),
             )
             job_id = int(cursor.lastrowid)
+            if key is not None:
+                conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
+                             (key[0], key[1], job_id, key[2]))
             self.add_event(submitted, job_id, "submit", f"{name} by {user}")
             return job_id
+
+    def submitted_with(self, user: str, key: str) -> tuple[int, str] | None:
+        """The job ``user`` submitted with idempotency key ``key`` and its request's digest, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT job_id, body FROM submit_keys WHERE user = ? AND key = ?",
+                                     (user, key)).fetchone()
+        return (int(row[0]), row[1]) if row is not None else None
 
     def update_job(self, job_id: int, **fields) -> None:
         if not fields:
@@ -482,6 +509,13 @@ class StateStore:
             conn.execute("UPDATE attempts SET ended = ?, end_step = ?, how = ? WHERE job_id = ? AND attempt = ?",
                          (now, end_step, how, job_id, attempt))
 
+    def attempt(self, job_id: int, attempt: int) -> dict | None:
+        """Attempt ``attempt`` of job ``job_id`` as recorded, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?",
+                                     (job_id, attempt)).fetchone()
+        return dict(row) if row is not None else None
+
     def attempts(self) -> list[dict]:
         """Every attempt recorded, by job and attempt number."""
         with self._lock:
@@ -559,8 +593,9 @@ _JSON_COLUMNS = ("service_by_type", "shared_by_type")
 _ADDED_COLUMNS = {"partner": "INTEGER", "shared_by_type": "TEXT NOT NULL DEFAULT '{}'",
                   "move_to": "TEXT NOT NULL DEFAULT ''", "elastic": "TEXT NOT NULL DEFAULT ''",
                   "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
-                  "hangs": "INTEGER NOT NULL DEFAULT 0"}
+                  "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''"}
 _ROUND_COLUMNS = ", ".join(_ROUND_NAMES)
+_FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 
 
 def _job(row: sqlite3.Row) -> dict:

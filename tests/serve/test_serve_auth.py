@@ -102,6 +102,34 @@ def test_a_failed_jobs_last_lines_are_shown_to_its_owner_only(tmp_path):
     assert cluster.get("/jobs", "alice").json()[0]["last_lines"] == ""
 
 
+def test_a_failed_jobs_last_log_line_is_in_its_reason_for_its_owner_and_admins_only(tmp_path):
+    cluster = Cluster(tmp_path, max_retries=1)  # retried once, then failed
+    job = cluster.submit("bob")
+    for attempt in (1, 2):
+        cluster.scheduler.plan(cluster.scheduler.clock())
+        cluster.scheduler.tick()
+        cluster.scheduler.executor.logs[(int(job), attempt)] = "loss 0.5\npassword=hunter2"
+        cluster.scheduler.executor.finish(int(job), 1)
+        cluster.scheduler.tick()
+    public = "exit 1 on attempt 2, after 1 retry"
+    for owner_or_admin in ("bob", "root"):
+        shown = cluster.get(f"/jobs/{job}", owner_or_admin).json()
+        assert (shown["status"], shown["reason"]) == ("failed", f"{public}: password=hunter2")
+        assert cluster.get("/jobs", owner_or_admin).json()[0]["reason"] == f"{public}: password=hunter2"
+        dashboard = TestClient(cluster.client.app, client=("127.0.0.1", 50000), headers=cluster.headers(owner_or_admin))
+        assert dashboard.get("/dashboard/state").json()["jobs"][0]["reason"] == f"{public}: password=hunter2"
+
+    anonymous = TestClient(cluster.client.app, client=("127.0.0.1", 50000))  # the dashboard on this machine
+    as_alice = TestClient(cluster.client.app, client=("127.0.0.1", 50000), headers=cluster.headers("alice"))
+    seen = [cluster.get("/jobs", "alice"), cluster.get(f"/jobs/{job}", "alice"), cluster.get("/status", "alice")]
+    for reader in (anonymous, as_alice):
+        seen += [reader.get("/dashboard/state"), reader.get(f"/dashboard/jobs/{job}")]
+    for answer in seen:
+        assert answer.status_code == 200 and "hunter2" not in answer.text
+    assert cluster.get(f"/jobs/{job}", "alice").json()["reason"] == public
+    assert anonymous.get("/dashboard/state").json()["jobs"][0]["reason"] == public
+
+
 def test_an_attempt_credential_renews_its_own_lease_and_nothing_else(cluster):
     job, other = cluster.submit("alice"), cluster.submit("alice")
     cluster.scheduler.tick()
@@ -130,13 +158,45 @@ def test_an_attempt_credential_stops_working_when_its_attempt_ends(cluster):
     cluster.scheduler.tick()
     ended = cluster.post(f"/jobs/{job}/lease", first, {"attempt": 1})
     assert ended.status_code == 409  # the contract's stale attempt: exit at once
-    assert cluster.post(f"/jobs/{job}/progress", first, {"attempt": 1, "steps_done": 9}).status_code == 409
+    assert ended.json()["detail"] == (f"attempt 1 of job {job} has ended (preempted): it may no longer renew its lease"
+                                      " or report progress; the job is preempted")
+    late = cluster.post(f"/jobs/{job}/progress", first, {"attempt": 1, "steps_done": 9})
+    assert late.status_code == 409 and late.json()["detail"] == ended.json()["detail"]
     cluster.scheduler.plan(cluster.scheduler.clock())  # the next round: attempt 2 starts, with a credential of its own
     cluster.scheduler.tick()
     second = cluster.attempt_credential(job, 2)
     assert second != first
     assert cluster.post(f"/jobs/{job}/lease", second, {"attempt": 2}).json()["renew"] is True
     assert cluster.post(f"/jobs/{job}/lease", first, {"attempt": 2}).status_code == 403
+    stale = cluster.post(f"/jobs/{job}/lease", first, {"attempt": 1})
+    assert stale.json()["detail"] == f"attempt 1 of job {job} is not its current attempt (2)"
+
+
+def test_a_submit_retried_with_its_idempotency_key_finds_the_job_it_stored(cluster):
+    key = {"Idempotency-Key": "6f1c2a9e-retry.1:x_y"}
+    first = cluster.client.post("/jobs", json=JOB, headers={**cluster.headers("alice"), **key})
+    again = cluster.client.post("/jobs", json=JOB, headers={**cluster.headers("alice"), **key})
+    assert first.json() == {"id": "1", "user": "alice"}
+    assert again.status_code == 200 and again.json() == {"id": "1", "user": "alice", "existing": True}
+    assert len(cluster.get("/jobs", "alice").json()) == 1
+
+    other = cluster.client.post("/jobs", json={**JOB, "total_steps": 200}, headers={**cluster.headers("alice"), **key})
+    assert other.status_code == 409
+    assert other.json()["detail"] == ("Idempotency-Key '6f1c2a9e-retry.1:x_y' was used for job 1, a different request:"
+                                      " a new job needs a new key")
+    bobs = cluster.client.post("/jobs", json=JOB, headers={**cluster.headers("bob"), **key})  # each user's own keys
+    assert bobs.json() == {"id": "2", "user": "bob"}
+    assert [j["id"] for j in cluster.get("/jobs", "root").json()] == ["1", "2"]
+
+
+@pytest.mark.parametrize("key", ["", "a b", "x" * 129, "key/1", "caf\u00e9"])
+def test_a_malformed_idempotency_key_is_refused_naming_the_header(cluster, key):
+    answer = cluster.client.post("/jobs", json=JOB, headers={**cluster.headers("alice"),
+                                                             "Idempotency-Key": key.encode()})
+    assert answer.status_code == 400
+    assert answer.json()["field"] == "Idempotency-Key"
+    assert answer.json()["message"].startswith("must be 1 to 128 characters, each a letter, a digit or one of - _ . :")
+    assert cluster.get("/jobs", "alice").json() == []
 
 
 def test_no_wrong_or_revoked_credential_gets_in(cluster):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -145,6 +147,84 @@ def test_a_malformed_job_file_is_rejected_at_submit_and_nothing_is_stored(server
     assert result.output.strip() == (f"error: {too_big}:5: field 'gpus': asks for 3; the most this server has of"
                                      " an allowed type is 2 (cpu)")
     assert len(server.jobs()) == before
+
+
+def test_submit_json_names_the_id_and_the_user(server, tmp_path):
+    result = cli("submit", str(job_file(tmp_path, "as-json", steps=5)), "--server", server.url, "--json")
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert answer == {"id": answer["id"], "user": "ann"} and job(server, answer["id"])["name"] == "as-json"
+
+
+class Proxy:
+    """A proxy in front of ``url`` that counts the requests it passes on; ``drop_first``: it hangs up
+    on the first without its answer (as a server killed after storing the job would)."""
+
+    def __init__(self, url: str, drop_first: bool) -> None:
+        self.drop_first = drop_first
+        self.target = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.requests = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            with client, socket.create_connection(self.target) as upstream:
+                upstream.sendall(_message(client))
+                answer = _message(upstream)
+                self.requests += 1
+                if self.requests > 1 or not self.drop_first:
+                    client.sendall(answer)
+
+    def close(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes its accept()
+        except OSError:
+            pass
+        self.listener.close()
+
+
+def _message(sock: socket.socket) -> bytes:
+    """One HTTP request or response (its headers and a body of Content-Length bytes) read from ``sock``."""
+    data = b""
+    while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    while length and len(body) < int(length.group(1)) and (chunk := sock.recv(65536)):
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def test_submit_retries_once_after_a_dropped_connection_and_stores_one_job(server, tmp_path):
+    before = len(server.jobs())
+    proxy = Proxy(server.url, drop_first=True)
+    try:
+        result = cli("submit", str(job_file(tmp_path, "retried", steps=5)), "--server", proxy.url, "--json")
+    finally:
+        proxy.close()
+    assert result.exit_code == 0, result.output
+    assert proxy.requests == 2  # the first was stored and its answer lost; the retry found it
+    jobs = server.jobs()
+    assert len(jobs) == before + 1 and [j["name"] for j in jobs].count("retried") == 1
+    assert json.loads(result.output)["id"] == jobs[-1]["id"]
+
+
+def test_submit_does_not_retry_a_refusal(server, tmp_path):
+    too_big = job_file(tmp_path, "too-big-once")
+    too_big.write_text(too_big.read_text() + "gpus: 3\n")
+    proxy = Proxy(server.url, drop_first=False)
+    try:
+        result = cli("submit", str(too_big), "--server", proxy.url)
+    finally:
+        proxy.close()
+    assert result.exit_code == 2 and "asks for 3" in result.output
+    assert proxy.requests == 1
 
 
 def test_an_unreachable_server_is_one_line_naming_its_url(tmp_path):

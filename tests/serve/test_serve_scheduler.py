@@ -167,7 +167,8 @@ def test_a_crash_is_retried_from_its_checkpoint_then_the_job_fails_with_its_last
         scheduler.tick()
     row = scheduler.store.job(1)
     assert row["status"] == "failed" and row["retries"] == 3 and row["attempt"] == 3
-    assert "RuntimeError: boom 3" in row["reason"] and "exit 1" in row["reason"]
+    assert row["reason"] == "exit 1 on attempt 3, after 2 retries" and row["reason_log"] == "RuntimeError: boom 3"
+    assert scheduler.job_info(row, private=True)["reason"] == "exit 1 on attempt 3, after 2 retries: RuntimeError: boom 3"
     assert row["last_lines"].endswith("RuntimeError: boom 3")
     run_for(scheduler, clock, 5)
     assert len(executor.started) == 3  # nothing after the limit

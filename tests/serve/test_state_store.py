@@ -110,3 +110,35 @@ def test_a_state_file_opened_to_read_is_not_changed(tmp_path):
         reader.set_meta("round", "1")
     reader.close()
     assert (tmp_path / "state.db").read_bytes() == before
+
+
+def test_a_state_file_from_before_idempotency_keys_and_private_reasons_gains_them(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    job, failed = add(store), add(store, "f")
+    store.update_job(failed, status="failed", reason="exit 1 on attempt 2, after 1 retry: password=hunter2")
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")  # as an older apportion wrote it
+    older.execute("DROP TABLE submit_keys")
+    older.execute("ALTER TABLE jobs DROP COLUMN reason_log")
+    older.commit()
+    older.close()
+
+    again = StateStore(tmp_path / "state.db")
+    assert again.job(job)["reason_log"] == ""
+    # the log line an older apportion put into a failed job's reason is moved apart
+    assert (again.job(failed)["reason"], again.job(failed)["reason_log"]) == ("exit 1 on attempt 2, after 1 retry",
+                                                                              "password=hunter2")
+    keyed = again.insert_job(spec={"name": "b", "command": "x", "total_steps": 10}, name="b", user="ann", queue="q",
+                             priority=1.0, kind="b", gpus=1, total_steps=10, submitted=101.0, key=("ann", "k1", "d1"))
+    assert again.submitted_with("ann", "k1") == (keyed, "d1")
+    assert again.submitted_with("bob", "k1") is None
+
+
+def test_a_job_and_its_idempotency_key_are_stored_together_or_not_at_all(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    first = store.insert_job(spec={"name": "a", "command": "x", "total_steps": 10}, name="a", user="ann", queue="q",
+                             priority=1.0, kind="a", gpus=1, total_steps=10, submitted=100.0, key=("ann", "k", "d"))
+    with pytest.raises(sqlite3.IntegrityError):  # the same user's key twice: the second job is not stored either
+        store.insert_job(spec={"name": "b", "command": "x", "total_steps": 10}, name="b", user="ann", queue="q",
+                         priority=1.0, kind="b", gpus=1, total_steps=10, submitted=101.0, key=("ann", "k", "d"))
+    assert [j["id"] for j in store.jobs()] == [first]
