@@ -102,10 +102,10 @@ class Rounds:
                     self.store.update_job(job_id, **fields)
                 for event in events:
                     self.store.add_event(*event)
-                self.state.round += 1
-                self.store.set_meta("round", str(self.state.round))
+                self.store.set_meta("round", str(self.state.round + 1))
                 if self.stats.rounds == 0 and self.store.first_round() is None:
                     self.store.set_first_round(now)  # the run's first round: where `apportion replay` starts its clock
+            self.state.round += 1  # once it is kept: a round the state file refused (no space) is decided again
             self.state.round_end = start + self.config.round_s
             self.last_round_at = now
             self.state.dirty = False
