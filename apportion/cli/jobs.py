@@ -5,6 +5,7 @@ Light on purpose: these import the HTTP client and nothing of the scheduler itse
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -246,6 +247,11 @@ def status(
     console.print(f"[bold]{escape(info['server'])}[/]: policy {escape(info['policy'])}, round {info['round']} "
                   f"(every {info['round_s']:g} s, next in {info['next_round_in_s']:.0f} s)", highlight=False)
     console.print(f"state: {escape(info['state_dir'])} (server pid {info['pid']})", highlight=False, soft_wrap=True)
+    full = info.get("out_of_space")
+    if full:  # writes answer 507 until there is space again
+        free = "free space unknown" if full["free_bytes"] is None else f"{full['free_bytes']} bytes free"
+        console.print(f"[bold red]out of space[/] since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(full['since']))}"
+                      f" ({free}): submissions and cancels are refused until there is space", highlight=False)
     slots = ", ".join(f"{s['id']}({s['gpu_type']})={'job ' + s['job'] if s['job'] else 'idle'}" for s in info["slots"])
     console.print(f"slots: {escape(slots)}", highlight=False)
     console.print("jobs: " + escape(", ".join(f"{n} {k}" for k, n in info["counts"].items())), highlight=False)

@@ -1,7 +1,8 @@
 """The supervisor of one attempt: ``python -m apportion.executors.wrapper ... -- COMMAND``.
 
 The server starts this as the leader of a new process group; it runs the job's command in
-the same group, waits for it, and writes the exit code to ``--exit-file`` (atomically). It
+the same group, waits for it, and writes the exit code to ``--exit-file`` (atomically; on a full
+disk it tries again, and failing that exits with the job's code as its own status). It
 outlives the server, so a server killed with SIGKILL and started again can still learn how
 an attempt ended (and with ``--pid-file`` it writes the command's pid, so that the executor can
 take the job over should this process die first: orphans.py), and its command line (state directory, job, attempt, slots) lets the new
@@ -64,6 +65,8 @@ PR_SET_PDEATHSIG = 1
 PARENT_GONE = signal.SIGUSR2  # what the kernel sends the wrapper when its --parent ends
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PREEMPTED = 75  # a job's exit code after a complete checkpoint (apportion.runtime.job)
+EXIT_WRITE_TRIES = 3  # writing the exit record on a full disk: tries, this far apart
+EXIT_WRITE_WAIT_S = 1.0
 WARM_ENV: dict[str, str] | None = None  # in a spare wrapper: the environment its imports ran in (warm.py)
 JOB_ENV: dict[str, str] | None = None  # the job's environment, from --env-file (None: none given, this process's own)
 
@@ -220,7 +223,10 @@ def run_one(command: list[str], options: dict[str, str], subreaper: bool) -> int
               file=sys.stderr, flush=True)
         return 127
     if options.get("pid-file"):  # which process is the command, should this one die first (orphans.py)
-        write_pid(options["pid-file"], child.pid)
+        try:
+            write_pid(options["pid-file"], child.pid)
+        except OSError:  # a full disk: the job runs on (only a job whose wrapper dies cannot be taken over)
+            _remove(f"{options['pid-file']}.tmp")
     code = wait_for(child.pid)
     child.returncode = code  # reaped here, not by Popen
     if code < 0 and -code in STOP_SIGNALS:
@@ -312,6 +318,32 @@ def write_exit(path: str, code: int, started: float) -> None:
     _replace_file(path, json.dumps({"code": code, "started": started, "finished": time.time()}), durable=True)
 
 
+def record_exit(path: str, code: int, started: float, tries: int = EXIT_WRITE_TRIES) -> bool:
+    """Write the exit record, trying again while the disk is full; False when it could not be written
+    (the wrapper's own exit status then carries the code to the executor)."""
+    for attempt in range(tries):
+        try:
+            write_exit(path, code, started)
+            return True
+        except OSError as err:
+            _remove(f"{path}.tmp")
+            if attempt + 1 == tries:
+                try:
+                    print(f"apportion: cannot write the exit record {path}: {err}", file=sys.stderr)
+                except OSError:  # the log is on the same full disk
+                    pass
+            else:
+                time.sleep(EXIT_WRITE_WAIT_S)
+    return False
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def write_pid(path: str, pid: int) -> None:
     _replace_file(path, str(pid))
 
@@ -350,12 +382,22 @@ def main(argv: list[str] | None = None) -> int:
     else:
         code = run_replicas(command, replicas, options, subreaper) if replicas else run_one(command, options, subreaper)
     path = options.get("exit-file")
-    if path:
-        write_exit(path, code, started)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    recorded = record_exit(path, code, started) if path else True
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # the log is on a full disk too
+        pass
     if os.getpgid(0) == os.getpid():  # only when leading our own group, as the server starts us
-        os.killpg(0, signal.SIGKILL)
+        if recorded:
+            os.killpg(0, signal.SIGKILL)
+        for pid in group_members(os.getpid()):  # no record: the exit status below must reach the executor
+            if pid != os.getpid():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        os._exit(code if code >= 0 else 128 - code)  # not sys.exit: its flush of a log on a full disk would fail
     return code if code >= 0 else 128 - code
 
 

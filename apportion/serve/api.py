@@ -23,6 +23,7 @@ from apportion.serve.edge import LimitBody, LimitFailures
 from apportion.serve.history import History
 from apportion.serve.runas import NoAccount
 from apportion.serve.scheduler import Conflict, Forbidden, NotFound, Scheduler
+from apportion.serve.space import NoSpace
 from apportion.serve.state import TERMINAL
 
 LOG_CHUNK = 256 * 1024
@@ -72,6 +73,10 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     @app.exception_handler(Conflict)
     def _conflict(request, exc):
         return JSONResponse(status_code=409, content={"detail": str(exc)})
+
+    @app.exception_handler(NoSpace)
+    def _no_space(request, exc: NoSpace):
+        return JSONResponse(status_code=507, content={"detail": str(exc), "state_dir": exc.state_dir})
 
     @app.exception_handler(InputError)
     def _bad_input(request, exc: InputError):

@@ -101,7 +101,7 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
     return {
         "now": now,
         "server": {k: status[k] for k in ("server", "policy", "round", "round_s", "next_round_in_s", "counts",
-                                          "hangs", "round_ms")},
+                                          "hangs", "round_ms", "out_of_space")},
         "viewer": _viewer(who, credentials),
         "gpu_types": [{"name": t, "slots": scheduler.capacity[t],
                        "busy": sum(1 for s in scheduler.slots if s.gpu_type == t and on_slot.get(s.id))}

@@ -28,6 +28,7 @@ from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import attempt_batch
 from apportion.serve.runas import NoAccount, prepare_job_dirs
 from apportion.serve.rounds import account
+from apportion.serve.space import NoSpace, is_no_space
 from apportion.serve.watchdog import silence
 
 EXIT_PREEMPTED = 75
@@ -104,6 +105,8 @@ class AttemptLifecycle:
                 options["cold"] = True
             handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots, **options)
         except (OSError, NoAccount) as err:
+            if is_no_space(err):  # no fault of the job's: it starts when there is space again
+                raise self.store.no_space(f"starting job {job_id}: {err}") from err
             message = f"apportion: cannot start attempt {attempt}: {err}"
             try:
                 log = self.executor.log_path(job_id, attempt)
@@ -117,6 +120,16 @@ class AttemptLifecycle:
                               dict(attempt=attempt, slots="", gpu_type=None, partner=None),
                               newest_step(checkpoint_dir), last_lines=message)
             return
+        try:
+            self._started(row, handle, now, lease_end, counted)
+        except NoSpace:
+            self.executor.kill(job_id)  # an attempt the state file does not know of must not run
+            raise
+        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}" + (f" (pid {handle.pid})" if handle.pid else ""))
+
+    def _started(self, row: dict, handle, now: float, lease_end: float, counted: dict) -> None:
+        """Record the attempt ``handle`` just started, in one transaction."""
+        job_id, attempt, slots = row["id"], row["attempt"] + 1, tuple(row["slot_list"])
         with self.store.transaction():
             self.store.update_job(
                 job_id, attempt=attempt, status="running", pid=handle.pid, proc_start=handle.proc_start,
@@ -127,7 +140,6 @@ class AttemptLifecycle:
             self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
                                  + (f" pid {handle.pid}" if handle.pid else ""))  # pid 0: not a process of this machine
             self.store.attempt_started(job_id, attempt, now, row["gpu_type"], row["slots"], row["partner"])
-        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}" + (f" (pid {handle.pid})" if handle.pid else ""))
 
     def _cannot_start(self, row: dict, err: Exception, now: float) -> None:
         """Fail job ``row``, whose start raised what no crash of its own explains."""

@@ -113,10 +113,10 @@ class Rounds:
                     self.store.update_job(job_id, **fields)
                 for event in events:
                     self.store.add_event(*event)
-                self.state.round += 1
-                self.store.set_meta("round", str(self.state.round))
+                self.store.set_meta("round", str(self.state.round + 1))
                 if self.stats.rounds == 0 and self.store.first_round() is None:
                     self.store.set_first_round(now)  # the run's first round: where `apportion replay` starts its clock
+            self.state.round += 1  # once it is kept: a round the state file refused (no space) is decided again
             if len(table["id"]):  # the table is in id order
                 self._checked_through = max(self._checked_through, int(table["id"][-1]))
             for job_id in filter(None, stopping):  # a failed job's live attempt goes, as a cancelled one does

@@ -43,7 +43,7 @@ import time
 from typing import Callable
 
 from apportion.core.throughputs import ThroughputTable
-from apportion.executors.base import Executor
+from apportion.executors.base import Executor, Exit
 from apportion.policies.base import Policy
 from apportion.serve.context import SchedulerState, ServeConfig
 from apportion.serve.durations import DurationHistory
@@ -56,6 +56,7 @@ from apportion.serve.recovery import recover
 from apportion.serve.requests import Conflict, Forbidden, NotFound, Requests
 from apportion.serve.rounds import MIN_WEIGHT, Rounds
 from apportion.serve.slots import Slot
+from apportion.serve.space import NoSpace, free_bytes
 from apportion.serve.state import StateStore
 from apportion.serve.watchdog import Watchdog, hung_after_s
 
@@ -93,6 +94,8 @@ class Scheduler:
         self.slots, self.gpu_types, self.capacity = self.state.slots, self.state.gpu_types, self.state.capacity
         self.stats = self.rounds.stats
         self.estimates = self.throughputs.table  # (kind, gpu_type, gpus) -> (steps/s, samples)
+        self.unsettled: list[Exit] = []  # exits polled but not yet recorded (the state directory was full)
+        self._full_logged = False  # the server's log has said the state directory is out of space
 
     @property
     def round(self) -> int:
@@ -134,25 +137,34 @@ class Scheduler:
     # the loop --------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Tick until ``stop`` is set; a failing tick is logged and the loop goes on."""
+        """Tick until ``stop`` is set; a failing tick is logged and the loop goes on (a full state
+        directory only once, when it starts and when it clears: ``watch_space``)."""
         while not stop.is_set():
             try:
                 self.tick()
+            except NoSpace:
+                pass
             except Exception as err:  # never let one bad round stop the scheduler
                 self.log(f"scheduler error: {type(err).__name__}: {err}")
                 try:
                     self.store.add_event(self.clock(), None, "error", f"{type(err).__name__}: {err}")
                 except Exception:
                     pass
+            self.watch_space()
             stop.wait(self.config.tick_s)
 
     def tick(self, now: float | None = None) -> None:
         """Settle exits, escalate overdue stops, stop hung attempts and those past their time limit,
-        decide a round when due (or to fill idle slots), start what it placed."""
+        decide a round when due (or to fill idle slots), start what it placed. NoSpace when the
+        state directory is full: the exits not yet recorded are kept, and settled by a later tick."""
         with self.lock:
             now = self.clock() if now is None else now
-            for ended in self.executor.poll():
-                self.lifecycle.on_exit(ended, now)
+            if self.store.full_since is not None and not self.store.probe_space():
+                raise self.store.no_space("still full")
+            self.unsettled.extend(self.executor.poll())
+            while self.unsettled:
+                self.lifecycle.on_exit(self.unsettled[0], now)  # NoSpace: it stays, with those after it
+                self.unsettled.pop(0)
             self.lifecycle.escalate(now)
             self.watchdog.check(now)
             if now >= self.next_plan_at:
@@ -160,6 +172,17 @@ class Scheduler:
             elif self.state.dirty and now - self.rounds.last_round_at >= self.config.fill_gap_s and self._idle_and_waiting():
                 self.plan(now, now)
             self.lifecycle.start_ready(now)
+
+    def watch_space(self) -> None:
+        """Say in the server's log when the state directory runs out of space, and when it has space again."""
+        since = self.store.full_since
+        if since is not None and not self._full_logged:
+            self._full_logged = True
+            self.log(f"the state directory {self.config.state_dir} is out of space: requests that write answer 507,"
+                     f" exits wait to be recorded ({_free_words(self.config.state_dir)})")
+        elif since is None and self._full_logged:
+            self._full_logged = False
+            self.log(f"the state directory {self.config.state_dir} has space again ({_free_words(self.config.state_dir)})")
 
     @property
     def next_plan_at(self) -> float:
@@ -231,7 +254,20 @@ class Scheduler:
             },
             "state_dir": str(self.config.state_dir),
             "pid": os.getpid(),
+            "out_of_space": self.space(),
         }
+
+    def space(self) -> dict | None:
+        """The state directory out of space: since when (Unix time) and the bytes free there; None: it is not."""
+        since = self.store.full_since
+        if since is None:
+            return None
+        return {"since": since, "free_bytes": free_bytes(self.config.state_dir), "state_dir": str(self.config.state_dir)}
+
+
+def _free_words(path) -> str:
+    free = free_bytes(path)
+    return "free space unknown" if free is None else f"{free} bytes free"
 
 
 def _shown_anyway(fields: Callable[[], dict], unknown: dict, why: str | None = None) -> dict:

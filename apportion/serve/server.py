@@ -22,6 +22,7 @@ from apportion.serve.private import private_dir, tighten
 from apportion.serve.runas import RunAs
 from apportion.serve.scheduler import Scheduler, ServeConfig
 from apportion.serve.slots import Slot
+from apportion.serve.space import NoSpace
 from apportion.serve.state import StateStore
 
 
@@ -166,8 +167,14 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/spares.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)
-    scheduler = Scheduler(store, executor, slots, policy, config, log=log, throughputs=builtin_throughputs())
-    found = scheduler.recover()
+    try:
+        scheduler = Scheduler(store, executor, slots, policy, config, log=log, throughputs=builtin_throughputs())
+        found = scheduler.recover()
+    except NoSpace as exc:  # a server that cannot record what it finds does not start
+        store.close()
+        lock.close()
+        sock.close()
+        raise ServerError(str(exc)) from None
     if found["adopted"] or found["ended"] or found["strays"]:
         log(f"recovered: adopted jobs {found['adopted'] or '-'}, ended while down {found['ended'] or '-'}, "
             f"strays killed {found['strays'] or '-'}")

@@ -11,11 +11,13 @@ import json
 import re
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from apportion.serve.private import private_dir, private_file, tighten
+from apportion.serve.space import PROBE_BYTES, NoSpace, is_no_space, probe_file
 
 STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
 ACTIVE = ("queued", "running", "preempted")  # the scheduler still has work to do for these
@@ -170,6 +172,7 @@ class StateStore:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self.full_since: float | None = None  # a write found the state directory out of space then (space.py)
         if read_only:
             self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
                                          isolation_level=None, timeout=30)
@@ -217,16 +220,50 @@ class StateStore:
                 finally:
                     self._depth -= 1
                 return
-            self._conn.execute("BEGIN IMMEDIATE")
-            self._depth = 1
             try:
-                yield self._conn
-            except BaseException:
-                self._depth = 0
-                self._conn.execute("ROLLBACK")
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._depth = 1
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
+                        self._conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._depth = 0
+            except (sqlite3.Error, OSError) as err:
+                if is_no_space(err):
+                    raise self.no_space(str(err)) from err
                 raise
-            self._depth = 0
-            self._conn.execute("COMMIT")
+
+    def no_space(self, what: str = "") -> NoSpace:
+        """Note that a write found the state directory out of space; the NoSpace to raise."""
+        if self.full_since is None:
+            self.full_since = time.time()
+        return NoSpace(self.path.parent, what)
+
+    def probe_space(self) -> bool:
+        """Does a write fit in the state directory again (a file there, and new pages of the state
+        file, rolled back)? Clears ``full_since`` when it does."""
+        try:
+            probe_file(self.path.parent)
+            with self._lock:
+                if self._depth:
+                    return False
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('space-probe', zeroblob(?))",
+                                       (PROBE_BYTES,))
+                finally:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+        except (sqlite3.Error, OSError) as err:
+            if is_no_space(err):
+                return False
+            raise
+        self.full_since = None
+        return True
 
     # jobs --------------------------------------------------------------------------------
 

@@ -84,6 +84,12 @@
       `${Math.round(server.next_round_in_s)} s) · ${counts.running} running, ${counts.queued + counts.preempted} ` +
       `waiting, ${counts.completed} completed, ${counts.failed} failed, ${counts.cancelled} cancelled` +
       (server.hangs ? ` · ${server.hangs} hung attempt(s) stopped` : "");
+    const full = server.out_of_space;  // the state directory is full: writes are refused (507)
+    $("space").hidden = !full;
+    $("space").textContent = full
+      ? `The state directory ${full.state_dir} is out of space since ${new Date(full.since * 1000).toLocaleString()}` +
+        ` (${full.free_bytes === null ? "free space unknown" : `${full.free_bytes} bytes free`}): submissions and` +
+        " cancels are refused and jobs that end are recorded once there is space again." : "";
     const viewer = state.viewer;
     let who;
     if (!viewer.credentials) who = "open server: no credentials";
