@@ -23,6 +23,7 @@ from apportion.serve.runas import Account
 
 READ_TIMEOUT_S = 600.0  # hashing a checkpoint of many GB at ~1.5 GB/s
 CHECK_TIMEOUT_S = 10.0
+MAX_FD = 65536  # the child closes every descriptor below this but its answer's
 
 
 def newest_intact_as(directory: str, account: Account | None) -> Intact:
@@ -75,7 +76,8 @@ def _as_account(account: Account, work: Callable[[], object], timeout_s: float):
     if pid == 0:  # the child: drop to the account for good, answer, and leave without cleaning up
         code = 1
         try:
-            os.close(read_end)
+            os.closerange(3, write_end)  # the server's sockets and state file are none of its business
+            os.closerange(write_end + 1, MAX_FD)
             os.setgroups(list(account.groups))
             os.setgid(account.gid)
             os.setuid(account.uid)
