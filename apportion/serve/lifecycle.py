@@ -338,13 +338,13 @@ def check_resumed(state: SchedulerState, row: dict, steps_done: int | None, now:
     ``restore()`` starts over from 0 on every attempt and, preempted often enough, never
     finishes). Returns the job's new reason, or None when nothing changes.
     """
-    if steps_done is None or row["attempt"] < 2:
-        return None
-    saved = state.store.end_step(row["id"], row["attempt"] - 1)
     job_id = row["id"]
     if skipped:
         state.store.add_event(now, job_id, "resumed", f"attempt {row['attempt']} at step {steps_done}; "
                               f"its restore skipped {'; '.join(skipped)}")
+    if steps_done is None or row["attempt"] < 2:
+        return None
+    saved = state.store.end_step(job_id, row["attempt"] - 1)
     if saved is not None and steps_done < saved:
         if skipped:
             note = (f"WARNING: attempt {row['attempt']} resumed at step {steps_done}, not {saved}: its newer "
