@@ -58,8 +58,8 @@ def digest_path(path: str | os.PathLike) -> Path:
 def digest_problem(path: str | os.PathLike) -> str | None:
     """Why checkpoint ``path`` cannot be trusted ("checksum mismatch …", "cannot read …"), or None.
 
-    A file without a digest (an older apportion's) has no problem here; it reads the whole file
-    once (SHA-256, about 1.5 GB/s on one core).
+    A file without a digest (an older apportion's) passes if it can be read. Checking a digest
+    reads the whole file once (SHA-256, about 1.5 GB/s on one core).
     """
     path = Path(path)
     try:
