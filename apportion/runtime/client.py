@@ -34,6 +34,7 @@ class LeaseAnswer:
 
 
 _RETRY_STATUS = {500, 502, 503, 504}
+MAX_SKIPPED, MAX_SKIPPED_CHARS = 16, 300  # what a lease call's skipped_checkpoints may hold (the server's bounds)
 
 
 class LeaseClient:
@@ -66,11 +67,15 @@ class LeaseClient:
             transport=transport,
         )
 
-    def lease(self, steps_done: int, *, deadline_s: float | None = None) -> LeaseAnswer:
-        """Ask whether this attempt keeps its GPUs past the current lease."""
+    def lease(self, steps_done: int, *, deadline_s: float | None = None, skipped: tuple[str, ...] = ()) -> LeaseAnswer:
+        """Ask whether this attempt keeps its GPUs past the current lease; ``skipped``: the newer
+        checkpoints its restore passed over ("step-XXXXXXXX.pt: why"), said at its first call."""
+        request = {"attempt": self.attempt, "steps_done": int(steps_done)}
+        if skipped:
+            request["skipped_checkpoints"] = [str(line)[:MAX_SKIPPED_CHARS] for line in skipped[:MAX_SKIPPED]]
         body = self._post(
             f"/jobs/{self.job_id}/lease",
-            {"attempt": self.attempt, "steps_done": int(steps_done)},
+            request,
             self.deadline_s if deadline_s is None else deadline_s,
         )
         if not isinstance(body, dict) or "renew" not in body:

@@ -185,6 +185,7 @@ class Job:
         self.step = 0
         self.resumed = False
         self.restored_from: Path | None = None
+        self.skipped_checkpoints: tuple[str, ...] = ()  # newer ones restore() passed over: the server hears why
         self.started_at = time.time()
         self._saved_step: int | None = None  # step of the newest checkpoint on disk, if known
         self._restore_called = False
@@ -256,7 +257,10 @@ class Job:
             return default
         start = time.perf_counter()
         found = self.checkpointer.load_latest()
+        self.skipped_checkpoints = tuple(self.checkpointer.skipped)
         if found is None:
+            if self.skipped_checkpoints:
+                self._log(f"attempt {self.attempt}: no checkpoint could be loaded; starting from step 0")
             return default
         step, state, path = found
         self.step = self._saved_step = step
@@ -398,7 +402,8 @@ class Job:
         (``_stale`` set); a server that cannot be reached renews it for now."""
         assert self.client is not None
         try:
-            answer = self.client.lease(self.step, deadline_s=self._lease_deadline())
+            said = {} if self._contacted or not self.skipped_checkpoints else {"skipped": self.skipped_checkpoints}
+            answer = self.client.lease(self.step, deadline_s=self._lease_deadline(), **said)
         except StaleAttempt as exc:
             self._stale = exc
             return False

@@ -123,8 +123,9 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     @app.post("/jobs/{job_id}/lease")
     def lease(job_id: str, body: Any = Body(...), who: Identity = Depends(caller)) -> dict:
         attempt, steps_done = bodies.lease(body)
+        skipped = bodies.skipped_checkpoints(body)  # the checkpoints its restore passed over, and why
         who.require_attempt(_id(job_id), attempt)
-        return scheduler.lease(_id(job_id), attempt, steps_done)
+        return scheduler.lease(_id(job_id), attempt, steps_done, skipped)
 
     @app.post("/jobs/{job_id}/progress")
     def progress(job_id: str, body: Any = Body(...), who: Identity = Depends(caller)) -> dict:

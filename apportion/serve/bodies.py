@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from apportion.core.errors import InputError
+from apportion.runtime.client import MAX_SKIPPED, MAX_SKIPPED_CHARS
 from apportion.serve.bounds import (
     MAX_ATTEMPT, MAX_BATCH, MAX_GPUS, MAX_IDEMPOTENCY_KEY, MAX_NOISE_SCALE, MAX_STEP_S, MAX_STEPS, check_int,
     check_line, check_number,
@@ -91,6 +92,17 @@ whose target is in examples); those absent are left out."""
         "examples_done": lambda v: check_int(v, "examples_done", SOURCE, least=0, most=MAX_STEPS),
     }
     return {name: check(body[name]) for name, check in checks.items() if body.get(name) is not None}
+
+
+def skipped_checkpoints(body: object) -> tuple[str, ...]:
+    """The optional ``skipped_checkpoints`` of a lease call: the checkpoints an attempt's restore
+    passed over, "step-XXXXXXXX.pt: why" each (at most MAX_SKIPPED lines of MAX_SKIPPED_CHARS)."""
+    lines = mapping(body).get("skipped_checkpoints")
+    if lines is None:
+        return ()
+    if not isinstance(lines, list) or len(lines) > MAX_SKIPPED or not all(isinstance(v, str) for v in lines):
+        raise InputError(SOURCE, f"must be a list of at most {MAX_SKIPPED} strings", field="skipped_checkpoints")
+    return tuple(check_line(v, "skipped_checkpoints", SOURCE, most=MAX_SKIPPED_CHARS) for v in lines)
 
 
 def _attempt(body: dict) -> int:

@@ -6,11 +6,13 @@ its time limit: failed). What stops a hung attempt or one past its time limit is
 A job never has two attempts at once: an attempt starts only when the job has none alive.
 
 What the server says about resuming is what will happen: the step a job resumes from is the
-newest ``step-XXXXXXXX.*`` file in its checkpoint directory (docs/serve-contract.md), read
-when an attempt ends, and it becomes the job's ``steps_done``. An attempt after the first
-that reports a lower step at its first lease call while a checkpoint exists (a script that
-never calls ``restore()``) is warned about, in the event log, the server's log and, for as
-long as the job lives, its reason.
+newest intact ``step-XXXXXXXX.*`` file in its checkpoint directory (docs/serve-contract.md:
+readable by the job's account, matching its SHA-256 where it has one), read once when an
+attempt ends, and it becomes the job's ``steps_done``; a corrupt one passed over is named. The
+step the next attempt reports at its first lease call is the truth: one lower than said
+(its restore passed over more, named in its call; or a script that never calls
+``restore()``) is warned about, in the event log, the server's log and, for as long as the job
+lives, its reason.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from apportion.executors.base import Exit
-from apportion.runtime.checkpoint import newest_step
+from apportion.runtime.checkpoint import Intact
 from apportion.serve.auth import issue_attempt_credential
+from apportion.serve.checkpoints import newest_intact_as
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import attempt_batch
 from apportion.serve.runas import NoAccount, prepare_job_dirs
@@ -118,7 +121,7 @@ class AttemptLifecycle:
             with self.store.transaction():
                 self._crashed(dict(row, attempt=attempt), None, now,
                               dict(attempt=attempt, slots="", gpu_type=None, partner=None),
-                              newest_step(checkpoint_dir), last_lines=message)
+                              saved_checkpoint(self.state, row), last_lines=message)
             return
         try:
             self._started(row, handle, now, lease_end, counted)
@@ -220,8 +223,8 @@ class AttemptLifecycle:
         acct = account(row, now)
         code = ended.code
         what = f"lost: {ended.lost}" if ended.lost else _ended_how(code)
-        saved = None if code == 0 else newest_step(job_checkpoint_dir(self.state, row))
-        kept = "" if code == 0 else "; no checkpoint" if saved is None else f"; newest checkpoint step {saved}"
+        saved = None if code == 0 else saved_checkpoint(self.state, row)
+        kept = "" if saved is None else _kept(saved)
         self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}{kept}")
         self.state.dirty = True
         released = dict(acct, pid=None, proc_start=None, slots="", gpu_type=None, partner=None, lease_end=None, stop=None,
@@ -272,9 +275,9 @@ class AttemptLifecycle:
     def _noted(self, row: dict, reason: str) -> str:
         return with_note(reason, self.state.notes.get(row["id"]))
 
-    def _crashed(self, row: dict, code: int | None, now: float, released: dict, saved: int | None,
+    def _crashed(self, row: dict, code: int | None, now: float, released: dict, saved: Intact,
                  last_lines: str | None = None, lost: str = "", hung: str = "") -> None:
-        """Retry the job from ``saved`` (its newest checkpoint step, None: none), or fail it.
+        """Retry the job from ``saved`` (its newest intact checkpoint), or fail it.
 
         An attempt ``lost`` with the machine it ran on is retried whatever the count: it is no
         fault of the job's. One that ``hung`` (why, in words) counts as a crash."""
@@ -315,18 +318,52 @@ def _ended_how(code: int | None) -> str:
     return f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}"
 
 
-def _resume_point(row: dict, saved: int | None) -> ResumePoint:
-    """Where the job's next attempt will start: ``saved``, its newest checkpoint step, or step 0."""
-    if saved is None:
+def _resume_point(row: dict, saved: Intact) -> ResumePoint:
+    """Where the job's next attempt will start: ``saved``, its newest intact checkpoint, or step 0."""
+    if saved.step is None:
+        if saved.error:
+            return ResumePoint(0, f"from step 0: {saved.error}")
+        if saved.skipped:
+            return ResumePoint(0, f"from step 0: no intact checkpoint ({_skipped_words(saved.skipped)})")
         return ResumePoint(0, "from step 0: it had no checkpoint")
-    behind = row["steps_done"] - saved
+    behind = row["steps_done"] - saved.step
     lost = f"; the {behind} step(s) after it are redone" if behind > 0 else ""
-    return ResumePoint(saved, f"from step {saved} (its last checkpoint{lost})")
+    which = f"its newest intact checkpoint; {_skipped_words(saved.skipped)}" if saved.skipped else "its last checkpoint"
+    return ResumePoint(saved.step, f"from step {saved.step} ({which}{lost})")
 
 
 class ResumePoint(NamedTuple):
     step: int
     words: str  # "from step S (its last checkpoint)", or "from step 0: it had no checkpoint"
+
+
+def _skipped_words(skipped: tuple[str, ...]) -> str:
+    """ "skipped step-00000040.pt: checksum mismatch" for lines "step-00000040.pt: checksum mismatch: …"."""
+    return "skipped " + ", ".join(_short(line) for line in skipped)
+
+
+def _short(line: str) -> str:
+    """ "FILE: what" of a line "FILE: what: details" (the details go to the event log)."""
+    name, _, why = line.partition(": ")
+    what = why.split(": ")[0]
+    return f"{name}: {what if what.count('(') == what.count(')') else why}"
+
+
+def _kept(saved: Intact) -> str:
+    """What an exit event says of the checkpoints it leaves, the files passed over in full."""
+    newest = "; no checkpoint" if saved.step is None else f"; newest checkpoint step {saved.step}"
+    if saved.error:
+        return f"{newest} ({saved.error})"
+    return f"{newest} (skipped {'; '.join(saved.skipped)})" if saved.skipped else newest
+
+
+def saved_checkpoint(state: SchedulerState, row: dict) -> Intact:
+    """The job's newest intact checkpoint, read as the OS account it runs as."""
+    try:
+        account = state.config.run_as.account(row["user"])
+    except NoAccount as err:  # nobody to read it as: nothing counts
+        return Intact(None, error=str(err))
+    return newest_intact_as(job_checkpoint_dir(state, row), account)
 
 
 def job_checkpoint_dir(state: SchedulerState, row: dict) -> str:
@@ -336,19 +373,28 @@ def job_checkpoint_dir(state: SchedulerState, row: dict) -> str:
     return row["spec"].get("checkpoint_dir") or str(root / "jobs" / str(row["id"]) / "checkpoints")
 
 
-def check_resumed(state: SchedulerState, row: dict, steps_done: int | None, now: float) -> str | None:
-    """At an attempt's first lease call: did it resume from its newest checkpoint?
+def check_resumed(state: SchedulerState, row: dict, steps_done: int | None, now: float,
+                  skipped: tuple[str, ...] = ()) -> str | None:
+    """At an attempt's first lease call: did it resume from where the server said it would?
 
-    An attempt after the first that starts below the newest checkpoint on disk ignores it (a
-    script that never calls ``restore()`` starts over from 0 on every attempt and, preempted
-    often enough, never finishes). Returns the job's new reason, or None when nothing changes.
+    That step is the one its last attempt ended at (the newest intact checkpoint then). An
+    attempt that starts below it either passed over newer checkpoints it could not load
+    (``skipped``, what the runtime says in that call) or ignores them (a script that never calls
+    ``restore()`` starts over from 0 on every attempt and, preempted often enough, never
+    finishes). Returns the job's new reason, or None when nothing changes.
     """
+    job_id = row["id"]
+    if skipped:
+        state.store.add_event(now, job_id, "resumed", f"attempt {row['attempt']} at step {steps_done}; "
+                              f"its restore skipped {'; '.join(skipped)}")
     if steps_done is None or row["attempt"] < 2:
         return None
-    saved = newest_step(job_checkpoint_dir(state, row))
-    job_id = row["id"]
+    saved = state.store.end_step(job_id, row["attempt"] - 1)
     if saved is not None and steps_done < saved:
-        if steps_done == 0:
+        if skipped:
+            note = (f"WARNING: attempt {row['attempt']} resumed at step {steps_done}, not {saved}: its newer "
+                    f"checkpoints could not be loaded ({_skipped_words(skipped)})")
+        elif steps_done == 0:
             note = (f"WARNING: never calls restore(): restarts from 0 (attempt {row['attempt']} started at step 0;"
                     f" step {saved} is checkpointed)")
         else:

@@ -22,6 +22,7 @@ import numpy as np
 from apportion.core.errors import InputError
 from apportion.core.views import ClusterView, ThroughputView
 from apportion.serve.bounds import MAX_STEPS_PER_S
+from apportion.serve.checkpoints import unusable_checkpoint_dir
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic import StepReport
 from apportion.serve.elastic_batch import examples_done
@@ -30,6 +31,7 @@ from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
 from apportion.serve.policy_check import one_job_view
+from apportion.serve.runas import NoAccount
 from apportion.serve.state import TERMINAL
 
 RATE_FACTOR = 10.0  # a progress report moves the estimate it feeds to at most ×10 (or ÷10) of its value
@@ -73,6 +75,7 @@ class Requests:
         spec = spec_from_mapping(body, source)
         if spec.workdir is not None and not Path(spec.workdir).is_dir():
             raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
+        self._check_checkpoint_dir(spec, user, source)
         self._check_fits(spec, source)
         with self.lock:
             if key is not None:
@@ -101,6 +104,20 @@ class Requests:
             raise Conflict(f"Idempotency-Key {key!r} was used for job {job_id}, a different request: a new job needs"
                            " a new key")
         return job_id
+
+    def _check_checkpoint_dir(self, spec, user: str, source: str) -> None:
+        """InputError unless the OS account the job runs as can keep its checkpoints in its
+        ``checkpoint_dir`` (``--run-as mapped``: the server reads that directory, as that account)."""
+        directory = spec.checkpoint_dir
+        if directory is None or not (Path(directory).is_absolute() or spec.workdir):
+            return
+        try:
+            account = self.config.run_as.account(spec.user or user)
+        except NoAccount:  # refused by the API already; such a job never starts
+            return
+        problem = unusable_checkpoint_dir(str(Path(spec.workdir or "/", directory)), account)
+        if problem is not None:
+            raise InputError(source, problem, field="checkpoint_dir")
 
     def _check_fits(self, spec, source: str) -> None:
         """InputError unless the job could ever run here: an allowed type, enough slots of it, a queue that fits."""
@@ -149,8 +166,9 @@ class Requests:
             self.changed.notify_all()
         self.log(f"job {job_id} cancelled by {user}")
 
-    def lease(self, job_id: int, attempt: int, steps_done: int | None = None) -> dict:
-        """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75).
+    def lease(self, job_id: int, attempt: int, steps_done: int | None = None, skipped: tuple[str, ...] = ()) -> dict:
+        """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75);
+        ``skipped``, at an attempt's first call: the newer checkpoints its restore passed over.
 
         Rounds are decided ahead of time, so the answer is usually known already. A call that
         comes earlier, close to its lease's end while the deciding round is due within
@@ -168,7 +186,7 @@ class Requests:
                 if row["stop"] is None and row["status"] == "running":
                     fields["lease_end"] = max(row["lease_end"] or now, now + self.config.round_s)
                     fields["reason"] = ""
-                note = check_resumed(self.state, row, steps_done, now)  # did it resume from its checkpoint?
+                note = check_resumed(self.state, row, steps_done, now, skipped)  # did it resume from its checkpoint?
                 if note is not None:
                     fields["reason"] = with_note(fields.get("reason", row["reason"]), note)
             if fields:

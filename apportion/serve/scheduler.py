@@ -121,9 +121,9 @@ class Scheduler:
         """Cancel the job now if it has no attempt, else SIGTERM its attempt; only its user (or an admin) may."""
         self.requests.cancel(job_id, user, admin)
 
-    def lease(self, job_id: int, attempt: int, steps_done: int | None = None) -> dict:
+    def lease(self, job_id: int, attempt: int, steps_done: int | None = None, skipped: tuple[str, ...] = ()) -> dict:
         """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75)."""
-        return self.requests.lease(job_id, attempt, steps_done)
+        return self.requests.lease(job_id, attempt, steps_done, skipped)
 
     def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, **measured) -> str:
         """A progress report from the job's current attempt; a note when its rate was not taken as is.

@@ -553,6 +553,13 @@ class StateStore:
                                      (job_id, attempt)).fetchone()
         return dict(row) if row is not None else None
 
+    def end_step(self, job_id: int, attempt: int) -> int | None:
+        """The step attempt ``attempt`` ended at: for one preempted or crashed, where the next resumes."""
+        with self._lock:
+            row = self._conn.execute("SELECT end_step FROM attempts WHERE job_id = ? AND attempt = ?",
+                                     (job_id, attempt)).fetchone()
+        return None if row is None else row[0]
+
     def attempts(self) -> list[dict]:
         """Every attempt recorded, by job and attempt number."""
         with self._lock:

@@ -1,3 +1,4 @@
+import hashlib
 import os
 import signal
 import subprocess
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from apportion.runtime import Checkpointer
-from apportion.runtime.checkpoint import TEMP_PREFIX, checkpoint_name
+from apportion.runtime.checkpoint import TEMP_PREFIX, Intact, checkpoint_name, newest_intact
 
 torch = pytest.importorskip("torch")
 
@@ -25,7 +26,7 @@ def test_save_is_atomic_named_by_step_and_round_trips(tmp_path):
     state = {"model": model.state_dict(), "step_note": [1, (2, 3)], "name": "x"}
     path = ckpt.save(state, 12)
     assert path == tmp_path / "step-00000012.pt"
-    assert files(tmp_path) == ["step-00000012.pt"]  # no temporary file left behind
+    assert files(tmp_path) == ["step-00000012.pt", "step-00000012.pt.sha256"]  # no temporary file left behind
     step, loaded = Checkpointer.load(path)
     assert step == 12 and loaded["step_note"] == [1, (2, 3)] and loaded["name"] == "x"
     again = torch.nn.Linear(3, 2)
@@ -73,7 +74,7 @@ def test_only_the_newest_keep_checkpoints_remain(tmp_path):
     ckpt = Checkpointer(tmp_path, keep=2)
     for step in range(1, 6):
         ckpt.save({"step": step}, step)
-    assert files(tmp_path) == ["step-00000004.pt", "step-00000005.pt"]
+    assert files(tmp_path) == ["step-00000004.pt", "step-00000004.pt.sha256", "step-00000005.pt", "step-00000005.pt.sha256"]
 
 
 def test_a_failed_write_is_reported_by_wait_and_leaves_nothing(tmp_path):
@@ -118,7 +119,7 @@ def test_killing_the_writer_mid_write_never_leaves_a_torn_checkpoint(tmp_path):
     ckpt = Checkpointer(tmp_path)
     assert ckpt.latest().name == "step-00000001.pt"
     assert ckpt.load_latest()[:2] == (1, {"v": 1})
-    assert files(tmp_path) == ["step-00000001.pt"]
+    assert files(tmp_path) == ["step-00000001.pt", "step-00000001.pt.sha256"]
 
 
 def test_runtime_imports_neither_torch_nor_numpy_and_pickles_without_torch(tmp_path):
@@ -136,3 +137,37 @@ def test_runtime_imports_neither_torch_nor_numpy_and_pickles_without_torch(tmp_p
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def flip_a_weight(path: Path) -> None:
+    """A damaged disk: one byte of a tensor's data changes, and torch.load still loads it."""
+    data = bytearray(path.read_bytes())
+    data[data.find(bytes(400)) + 100] ^= 0x3F
+    path.write_bytes(data)
+
+
+def test_each_checkpoint_has_its_sha256_beside_it_as_sha256sum_writes_it(tmp_path):
+    path = Checkpointer(tmp_path).save({"w": torch.zeros(1000)}, 12)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (tmp_path / "step-00000012.pt.sha256").read_text() == f"{digest}  step-00000012.pt\n"
+
+
+def test_a_checkpoint_whose_bytes_changed_is_set_aside_and_the_older_one_restored(tmp_path):
+    ckpt = Checkpointer(tmp_path, keep=3)
+    ckpt.save({"w": torch.zeros(1000)}, 10)
+    flip_a_weight(ckpt.save({"w": torch.zeros(1000)}, 20))
+    messages = []
+    restorer = Checkpointer(tmp_path, log=messages.append)
+    step, state, path = restorer.load_latest()
+    assert (step, path.name, int(torch.count_nonzero(state["w"]))) == (10, "step-00000010.pt", 0)
+    assert restorer.skipped[0].startswith("step-00000020.pt: checksum mismatch: its SHA-256 is ")
+    assert messages[0].startswith("skipping step-00000020.pt: checksum mismatch")
+    assert files(tmp_path) == ["step-00000010.pt", "step-00000010.pt.sha256", "step-00000020.pt.corrupt"]
+
+
+def test_a_checkpoint_without_a_checksum_an_older_apportions_still_loads(tmp_path):
+    Checkpointer(tmp_path).save({"w": torch.ones(3)}, 7)
+    (tmp_path / "step-00000007.pt.sha256").unlink()
+    step, state, _ = Checkpointer(tmp_path).load_latest()
+    assert step == 7 and torch.equal(state["w"], torch.ones(3))
+    assert newest_intact(tmp_path) == Intact(7)

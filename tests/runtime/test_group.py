@@ -63,7 +63,7 @@ def test_sigterm_to_one_rank_stops_both_at_one_step_and_both_resume_from_rank_0s
     assert at[0] and at[1] and at[0].group(1) == at[1].group(1), [out.read_text() for _, out in stopped]
     step = int(at[0].group(1))
     assert 0 < step < STEPS
-    assert sorted(p.name for p in checkpoints.iterdir()) == [f"step-{step:08d}.pt"]  # rank 0's, once
+    assert sorted(p.name for p in checkpoints.glob("*.pt")) == [f"step-{step:08d}.pt"]  # rank 0's, once
     assert "rank 0 writes the checkpoint" in stopped[1][1].read_text()
 
     resumed = start_pair(tmp_path, "resumed", checkpoints)

@@ -32,6 +32,11 @@ def clean_env(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+def checkpoint_files(directory) -> list[str]:
+    """The checkpoints in ``directory``, their SHA-256 files left out."""
+    return sorted(name for name in os.listdir(directory) if name.endswith(".pt"))
+
+
 def run(job: Job, state: dict, sleep_s: float = 0.0) -> list[int]:
     seen = []
     for step in job.steps(lambda: dict(state)):
@@ -126,7 +131,7 @@ def test_refusal_right_after_a_resume_rewrites_nothing(tmp_path, monkeypatch):
         state = job.restore()
         with pytest.raises(SystemExit):
             run(job, state)
-    assert os.listdir(tmp_path) == ["step-00000004.pt"]
+    assert checkpoint_files(tmp_path) == ["step-00000004.pt"]
     assert os.stat(tmp_path / "step-00000004.pt").st_mtime_ns == before
 
 
@@ -211,7 +216,7 @@ def test_periodic_checkpoints_are_written_in_the_background(tmp_path):
         state["done"] = step + 1
         while job.checkpointer.writing:  # a slow disk would make the job skip boundaries
             time.sleep(0.001)
-    assert sorted(os.listdir(tmp_path)) == ["step-00000010.pt", "step-00000011.pt"]
+    assert checkpoint_files(tmp_path) == ["step-00000010.pt", "step-00000011.pt"]
     assert Checkpointer(tmp_path).load_latest()[:2] == (11, {"done": 11})  # a boundary's state
 
 
@@ -261,3 +266,23 @@ def test_a_first_lease_call_with_a_long_lease_left_waits_only_briefly_for_an_abs
     ending = Job(3, env=JobEnv(job_id="j", server="http://server", lease_end=time.time() + 3), client=client,
                  checkpoint_dir=tmp_path / "ending", log=messages.append)
     assert ending._lease_deadline() is None  # 3 s left: a renewal waits the client's whole deadline
+
+
+def test_a_restore_that_passes_over_a_corrupt_checkpoint_says_so_at_its_first_lease_call(tmp_path, monkeypatch):
+    ckpt = Checkpointer(tmp_path, keep=3)
+    ckpt.save({"done": 5}, 5)
+    newest = ckpt.save({"done": 9}, 9)
+    data = bytearray(newest.read_bytes())
+    data[data.find(b"time") + 10] ^= 1  # its time stamp changes: it still unpickles, only its digest tells
+    newest.write_bytes(data)
+    with FakeLeaseServer() as server:
+        for name, value in server.job_env(attempt=2, total_steps=8, checkpoint_dir=str(tmp_path)).items():
+            monkeypatch.setenv(name, value)
+        job = Job.from_env(log=None)
+        state = job.restore({"done": 0})
+        assert (job.step, state) == (5, {"done": 5})
+        run(job, state)
+        first, *later = server.lease_calls()
+    assert first["steps_done"] == 5
+    assert first["skipped_checkpoints"][0].startswith("step-00000009.pt: checksum mismatch")
+    assert all("skipped_checkpoints" not in call for call in later)  # said once

@@ -26,6 +26,11 @@ CNN_STEPS = 120
 LM_STEPS = 40
 
 
+def checkpoint_files(directory) -> list[str]:
+    """The checkpoints in ``directory``, their SHA-256 files left out."""
+    return sorted(name for name in os.listdir(directory) if name.endswith(".pt"))
+
+
 def base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_")}
     env.update(OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
@@ -111,7 +116,7 @@ def test_cnn_preempted_three_times_ends_with_the_weights_of_an_uninterrupted_run
         resumed = f"attempt {attempt}: resumed from step-{step:08d}.pt at step {step}/{CNN_STEPS} (loaded in"
         assert resumed in attempts[attempt - 1][2]
     assert checksum(attempts[-1][1]) == baseline["cnn"]
-    assert sorted(os.listdir(tmp_path)) == ["step-00000060.pt", "step-00000061.pt"]  # the newest 2
+    assert checkpoint_files(tmp_path) == ["step-00000060.pt", "step-00000061.pt"]  # the newest 2
     assert (progress[-1]["attempt"], progress[-1]["steps_done"]) == (4, CNN_STEPS)
     assert progress[-1]["steps_per_s"] > 0
 
@@ -137,7 +142,7 @@ def test_sigterm_mid_run_checkpoints_exits_75_and_the_resumed_run_is_identical(t
         code, _, err = finish(process["p"])
         assert code == PREEMPTED_EXIT_CODE, err
         assert "(signal SIGTERM)" in err
-        saved = sorted(os.listdir(tmp_path))
+        saved = checkpoint_files(tmp_path)
         assert saved in (["step-00000030.pt"], ["step-00000031.pt"])  # the next step boundary
 
         env = server.job_env(job_id="cnn", attempt=2, total_steps=CNN_STEPS, checkpoint_dir=str(tmp_path))

@@ -82,3 +82,73 @@ def test_the_job_file_or_else_the_server_sets_the_jobs_checkpoint_cadence(tmp_pa
     scheduler.tick()
     assert executor.envs[(1, 1)]["APPORTION_CHECKPOINT_EVERY"] == "auto:60"
     assert "APPORTION_CHECKPOINT_EVERY" not in executor.envs[(2, 1)]  # the runtime's own default: auto
+
+
+def corrupt(tmp_path, job_id: int, step: int) -> None:
+    """A damaged disk: a byte of a checkpoint changes after it was written (and its digest)."""
+    path = tmp_path / "jobs" / str(job_id) / "checkpoints" / f"step-{step:08d}.pt"
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(data)
+
+
+def start_attempt(scheduler, clock, attempt: int, steps_done: int, skipped=()) -> dict:
+    """Run rounds until the job's next attempt starts, then make its first lease call."""
+    run_for(scheduler, clock, 2)
+    scheduler.lease(1, attempt, steps_done, tuple(skipped))
+    return scheduler.store.job(1)
+
+
+def test_a_corrupt_newest_checkpoint_is_skipped_by_name_and_the_step_resumed_from_recorded(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", max_retries=3)
+    scheduler.submit(job("damaged"), "ann")
+    checkpoint(tmp_path, 1, 20)
+    checkpoint(tmp_path, 1, 40)
+    corrupt(tmp_path, 1, 40)
+    row = crash(scheduler, executor, clock, 1, 45)
+    assert row["steps_done"] == 20
+    assert row["reason"] == ("exit 3; retry 1 of 3 from step 20 (its newest intact checkpoint; skipped step-00000040.pt:"
+                             " checksum mismatch; the 25 step(s) after it are redone)")
+    exit_event = [e["detail"] for e in scheduler.store.events(1) if e["event"] == "exit"][-1]
+    assert "newest checkpoint step 20 (skipped step-00000040.pt: checksum mismatch: its SHA-256 is" in exit_event
+
+    # the runtime skips it too, and says so at its first lease call: it resumed where the server said
+    row = start_attempt(scheduler, clock, 2, 20, ["step-00000040.pt: checksum mismatch: its SHA-256 is …"])
+    assert row["steps_done"] == 20 and "WARNING" not in row["reason"]
+    assert [a["first_step"] for a in scheduler.store.attempts()] == [45, 20]  # what each attempt said it started at
+
+
+def test_with_every_checkpoint_corrupt_it_restarts_from_0_and_says_why(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", max_retries=3)
+    scheduler.submit(job("damaged"), "ann")
+    for step in (20, 40):
+        checkpoint(tmp_path, 1, step)
+        corrupt(tmp_path, 1, step)
+    row = crash(scheduler, executor, clock, 1, 45)
+    assert row["steps_done"] == 0
+    assert row["reason"] == ("exit 3; retry 1 of 3 from step 0: no intact checkpoint (skipped step-00000040.pt: checksum"
+                             " mismatch, step-00000020.pt: checksum mismatch)")
+
+    row = start_attempt(scheduler, clock, 2, 0, ["step-00000040.pt: checksum mismatch", "step-00000020.pt: checksum mismatch"])
+    assert row["steps_done"] == 0 and "restore()" not in row["reason"] and "WARNING" not in row["reason"]
+
+
+def test_a_checkpoint_the_runtime_could_not_load_is_named_not_taken_for_a_missing_restore(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", max_retries=3)
+    scheduler.submit(job("damaged"), "ann")
+    checkpoint(tmp_path, 1, 40)  # intact for the server: the runtime alone can tell it does not load
+    crash(scheduler, executor, clock, 1, 45)
+    row = start_attempt(scheduler, clock, 2, 0, ["step-00000040.pt: cannot load it (UnpicklingError: bad)"])
+    assert row["steps_done"] == 0
+    assert row["reason"] == ("WARNING: attempt 2 resumed at step 0, not 40: its newer checkpoints could not be loaded"
+                             " (skipped step-00000040.pt: cannot load it (UnpicklingError: bad))")
+    assert "never calls restore()" not in row["reason"]
+
+
+def test_a_checkpoint_without_a_checksum_an_older_apportions_still_counts(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", max_retries=3)
+    scheduler.submit(job("old"), "ann")
+    checkpoint(tmp_path, 1, 30)
+    (tmp_path / "jobs" / "1" / "checkpoints" / "step-00000030.pt.sha256").unlink()
+    row = crash(scheduler, executor, clock, 1, 35)
+    assert row["steps_done"] == 30 and "from step 30 (its last checkpoint;" in row["reason"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import pwd
+import tempfile
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -98,7 +100,8 @@ def test_the_executor_is_asked_to_start_the_job_as_its_users_account(tmp_path):
     client = TestClient(create_app(scheduler))
     headers = {name: {"Authorization": f"Bearer {add_user(store, name, admin=False, now=0.0)}"}
                for name in ("alice", "carol")}
-    job = {"name": "j", "command": "python train.py", "total_steps": 10, "checkpoint_dir": str(tmp_path / "ckpt")}
+    checkpoints = Path(tempfile.gettempdir()) / f"apportion-{os.getpid()}-{tmp_path.name}" / "ckpt"  # nobody may create it
+    job = {"name": "j", "command": "python train.py", "total_steps": 10, "checkpoint_dir": str(checkpoints)}
     assert client.post("/jobs", json=job, headers=headers["alice"]).status_code == 200
     refused = client.post("/jobs", json=job, headers=headers["carol"])
     assert refused.status_code == 403 and refused.json()["detail"].startswith("user 'carol' has no OS account")
@@ -106,7 +109,7 @@ def test_the_executor_is_asked_to_start_the_job_as_its_users_account(tmp_path):
     account = scheduler.executor.accounts[(1, 1)]
     assert (account.name, account.uid, account.gid) == ("nobody", NOBODY.pw_uid, NOBODY.pw_gid)
     assert scheduler.executor.envs[(1, 1)]["HOME"] == NOBODY.pw_dir
-    assert not (tmp_path / "ckpt").exists()  # a named checkpoint directory is the job's to create, as nobody
+    assert not checkpoints.exists()  # a named checkpoint directory is the job's to create, as nobody
 
 
 def test_the_wrapper_starts_the_command_as_the_account_it_is_given():

@@ -1,0 +1,107 @@
+"""What the server reads of a job's checkpoint directory, and as which OS account.
+
+A job resumes from its newest intact checkpoint (apportion.runtime.checkpoint.newest_intact:
+readable, and matching its SHA-256 where it has one); the server reads that once when an
+attempt ends, never unpickling anything. Under ``--run-as mapped`` the server is root and a
+job file may name any directory, so it reads the directory in a short child process forked
+from the server that has dropped to the job's OS account (and execs nothing: the account may
+not reach the server's Python): a file that account cannot read never counts as the job's
+progress. A submit whose ``checkpoint_dir`` that account cannot use is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+
+from apportion.runtime.checkpoint import Intact, newest_intact
+from apportion.serve.runas import Account
+
+READ_TIMEOUT_S = 600.0  # hashing a checkpoint of many GB at ~1.5 GB/s
+CHECK_TIMEOUT_S = 10.0
+MAX_FD = 65536  # the child closes every descriptor below this but its answer's
+
+
+def newest_intact_as(directory: str, account: Account | None) -> Intact:
+    """The newest intact checkpoint in ``directory``, read as ``account`` (None: as the server)."""
+    if account is None or os.geteuid() != 0:  # not root: the server is the account its jobs run as
+        return newest_intact(directory)
+    try:
+        found = _as_account(account, lambda: newest_intact(directory)._asdict(), READ_TIMEOUT_S)
+        return Intact(found["step"], tuple(found["skipped"]),
+                      f"{found['error']} (as OS account {account.name})" if found["error"] else "")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return Intact(None, error=f"cannot read {directory} as OS account {account.name}: {err}")
+
+
+def unusable_checkpoint_dir(directory: str, account: Account | None) -> str | None:
+    """Why ``account`` could not keep its checkpoints in ``directory`` (reach, read and write it, or
+    create it), or None. Checked by the account itself, so its groups and any ACL count."""
+    if account is None or os.geteuid() != 0:
+        return None
+    try:
+        said = _as_account(account, lambda: _cannot_use(directory), CHECK_TIMEOUT_S)
+    except (OSError, ValueError) as err:
+        return f"cannot check it as OS account {account.name}: {err}"
+    return f"{said} (as OS account {account.name}, which runs the job)" if said else None
+
+
+def _cannot_use(directory: str) -> str:
+    """Why this process cannot keep checkpoints in ``directory``; "" when it can."""
+    path = probe = os.path.abspath(directory)
+    while True:
+        try:
+            os.stat(probe)
+        except FileNotFoundError:
+            probe = os.path.dirname(probe)
+            continue
+        except OSError as err:
+            return f"cannot reach {probe}: {err.strerror}"
+        if probe == path:
+            if not os.path.isdir(path):
+                return "not a directory"
+            return "" if os.access(path, os.R_OK | os.W_OK | os.X_OK) else "cannot read and write it"
+        return "" if os.access(probe, os.W_OK | os.X_OK) else f"cannot create it in {probe}"
+
+
+def _as_account(account: Account, work: Callable[[], object], timeout_s: float):
+    """``work()``'s JSON-able answer, computed in a forked child that is ``account``; ValueError when
+    it gives none (it failed, or ran past ``timeout_s`` and was killed)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to the account for good, answer, and leave without cleaning up
+        code = 1
+        try:
+            os.closerange(3, write_end)  # the server's sockets and state file are none of its business
+            os.closerange(write_end + 1, MAX_FD)
+            os.setgroups(list(account.groups))
+            os.setgid(account.gid)
+            os.setuid(account.uid)
+            data = json.dumps(work()).encode()
+            while data:
+                data = data[os.write(write_end, data):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    chunks, deadline = [], time.monotonic() + timeout_s
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                raise ValueError(f"no answer within {timeout_s:g} s")
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise ValueError("its reader failed")
+    return json.loads(b"".join(chunks))
