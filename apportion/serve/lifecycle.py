@@ -77,6 +77,8 @@ class AttemptLifecycle:
                 continue
             try:
                 self._start(r, now)
+            except NoSpace:  # no job's fault: nothing starts until the state directory has space again
+                raise
             except Exception as err:  # what one job's fields make fail fails that job, not the others' starts
                 self._cannot_start(r, err, now)
                 continue

@@ -112,7 +112,7 @@ def test_a_failed_jobs_last_log_line_is_in_its_reason_for_its_owner_and_admins_o
         cluster.scheduler.executor.finish(int(job), 1)
         cluster.scheduler.tick()
     public = "exit 1 on attempt 2, after 1 retry"
-    for owner_or_admin in ("bob", "root"):
+    for owner_or_admin in ("bob", "ops"):
         shown = cluster.get(f"/jobs/{job}", owner_or_admin).json()
         assert (shown["status"], shown["reason"]) == ("failed", f"{public}: password=hunter2")
         assert cluster.get("/jobs", owner_or_admin).json()[0]["reason"] == f"{public}: password=hunter2"
@@ -186,7 +186,7 @@ def test_a_submit_retried_with_its_idempotency_key_finds_the_job_it_stored(clust
                                       " a new job needs a new key")
     bobs = cluster.client.post("/jobs", json=JOB, headers={**cluster.headers("bob"), **key})  # each user's own keys
     assert bobs.json() == {"id": "2", "user": "bob"}
-    assert [j["id"] for j in cluster.get("/jobs", "root").json()] == ["1", "2"]
+    assert [j["id"] for j in cluster.get("/jobs", "ops").json()] == ["1", "2"]
 
 
 @pytest.mark.parametrize("key", ["", "a b", "x" * 129, "key/1", "caf\u00e9"])
