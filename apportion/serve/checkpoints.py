@@ -2,7 +2,9 @@
 
 A job resumes from its newest intact checkpoint (apportion.runtime.checkpoint.newest_intact:
 readable, and matching its SHA-256 where it has one); the server reads that once when an
-attempt ends, never unpickling anything. Under ``--run-as mapped`` the server is root and a
+attempt ends, never unpickling anything. It hashes only checkpoints up to VERIFY_MOST_BYTES
+(it holds the scheduler's lock meanwhile, about 0.7 s a GiB); a larger one is verified by the
+job's own restore, and the step that restore reached is recorded at its first lease call. Under ``--run-as mapped`` the server is root and a
 job file may name any directory, so it reads the directory in a short child process forked
 from the server that has dropped to the job's OS account (and execs nothing: the account may
 not reach the server's Python): a file that account cannot read never counts as the job's
@@ -21,7 +23,8 @@ from collections.abc import Callable
 from apportion.runtime.checkpoint import Intact, newest_intact
 from apportion.serve.runas import Account
 
-READ_TIMEOUT_S = 600.0  # hashing a checkpoint of many GB at ~1.5 GB/s
+VERIFY_MOST_BYTES = 256 * 2**20  # larger checkpoints are verified by the job's restore, not under the server's lock
+READ_TIMEOUT_S = 60.0  # listing the directory and hashing at most VERIFY_MOST_BYTES (~0.2 s) a file
 CHECK_TIMEOUT_S = 10.0
 MAX_FD = 65536  # the child closes every descriptor below this but its answer's
 
@@ -29,9 +32,9 @@ MAX_FD = 65536  # the child closes every descriptor below this but its answer's
 def newest_intact_as(directory: str, account: Account | None) -> Intact:
     """The newest intact checkpoint in ``directory``, read as ``account`` (None: as the server)."""
     if account is None or os.geteuid() != 0:  # not root: the server is the account its jobs run as
-        return newest_intact(directory)
+        return newest_intact(directory, VERIFY_MOST_BYTES)
     try:
-        found = _as_account(account, lambda: newest_intact(directory)._asdict(), READ_TIMEOUT_S)
+        found = _as_account(account, lambda: newest_intact(directory, VERIFY_MOST_BYTES)._asdict(), READ_TIMEOUT_S)
         return Intact(found["step"], tuple(found["skipped"]),
                       f"{found['error']} (as OS account {account.name})" if found["error"] else "")
     except (OSError, ValueError, KeyError, TypeError) as err:

@@ -118,6 +118,26 @@ def test_a_corrupt_newest_checkpoint_is_skipped_by_name_and_the_step_resumed_fro
     assert [a["first_step"] for a in scheduler.store.attempts()] == [45, 20]  # what each attempt said it started at
 
 
+def test_a_checkpoint_too_large_to_hash_at_exit_is_verified_by_the_restore_and_its_step_recorded(tmp_path, monkeypatch):
+    """The server hashes no checkpoint above VERIFY_MOST_BYTES under its lock: it takes the newest as
+    intact, and the step the job's own restore reached, past the corrupt one, is what it records."""
+    from apportion.serve import checkpoints
+
+    monkeypatch.setattr(checkpoints, "VERIFY_MOST_BYTES", 16)  # every checkpoint here counts as large
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", max_retries=3)
+    scheduler.submit(job("large"), "ann")
+    checkpoint(tmp_path, 1, 20)
+    checkpoint(tmp_path, 1, 40)
+    corrupt(tmp_path, 1, 40)
+    row = crash(scheduler, executor, clock, 1, 45)
+    assert row["reason"] == "exit 3; retry 1 of 3 from step 40 (its last checkpoint; the 5 step(s) after it are redone)"
+    row = start_attempt(scheduler, clock, 2, 20, ["step-00000040.pt: checksum mismatch: its SHA-256 is …"])
+    assert row["steps_done"] == 20
+    assert row["reason"] == ("WARNING: attempt 2 resumed at step 20, not 40: its newer checkpoints could not be loaded"
+                             " (skipped step-00000040.pt: checksum mismatch)")
+    assert [a["first_step"] for a in scheduler.store.attempts()] == [45, 20]
+
+
 def test_with_every_checkpoint_corrupt_it_restarts_from_0_and_says_why(tmp_path):
     scheduler, executor, clock = make(tmp_path, slots="cpu:1", max_retries=3)
     scheduler.submit(job("damaged"), "ann")
