@@ -8,7 +8,8 @@ job's own restore, and the step that restore reached is recorded at its first le
 job file may name any directory, so it reads the directory in a short child process forked
 from the server that has dropped to the job's OS account (and execs nothing: the account may
 not reach the server's Python): a file that account cannot read never counts as the job's
-progress. A submit whose ``checkpoint_dir`` that account cannot use is refused.
+progress. A submit whose ``checkpoint_dir`` that account cannot use, or whose ``workdir`` it
+cannot enter, is refused.
 """
 
 from __future__ import annotations
@@ -51,6 +52,27 @@ def unusable_checkpoint_dir(directory: str, account: Account | None) -> str | No
     except (OSError, ValueError) as err:
         return f"cannot check it as OS account {account.name}: {err}"
     return f"{said} (as OS account {account.name}, which runs the job)" if said else None
+
+
+def unusable_workdir(directory: str, account: Account | None) -> str | None:
+    """Why ``account`` could not run a job in ``directory`` (one it cannot enter and read), or None."""
+    if account is None or os.geteuid() != 0:
+        return None
+    try:
+        said = _as_account(account, lambda: _cannot_enter(directory), CHECK_TIMEOUT_S)
+    except (OSError, ValueError) as err:
+        return f"cannot check it as OS account {account.name}: {err}"
+    return f"{said} (as OS account {account.name}, which runs the job)" if said else None
+
+
+def _cannot_enter(directory: str) -> str:
+    """Why this process cannot work in ``directory``; "" when it can (or it is not there: submit says so)."""
+    try:
+        if not os.path.isdir(directory):
+            return "not a directory" if os.path.exists(directory) else ""
+    except OSError as err:
+        return f"cannot reach it: {err.strerror}"
+    return "" if os.access(directory, os.R_OK | os.X_OK) else "cannot enter and read it"
 
 
 def _cannot_use(directory: str) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 from apportion.core.errors import InputError
 from apportion.core.views import ClusterView, ThroughputView
 from apportion.serve.bounds import MAX_STEPS_PER_S
-from apportion.serve.checkpoints import unusable_checkpoint_dir
+from apportion.serve.checkpoints import unusable_checkpoint_dir, unusable_workdir
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic import StepReport
 from apportion.serve.elastic_batch import examples_done
@@ -75,7 +75,7 @@ class Requests:
         spec = spec_from_mapping(body, source)
         if spec.workdir is not None and not Path(spec.workdir).is_dir():
             raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
-        self._check_checkpoint_dir(spec, user, source)
+        self._check_directories(spec, user, source)
         self._check_fits(spec, source)
         with self.lock:
             if key is not None:
@@ -105,15 +105,22 @@ class Requests:
                            " a new key")
         return job_id
 
-    def _check_checkpoint_dir(self, spec, user: str, source: str) -> None:
-        """InputError unless the OS account the job runs as can keep its checkpoints in its
-        ``checkpoint_dir`` (``--run-as mapped``: the server reads that directory, as that account)."""
-        directory = spec.checkpoint_dir
-        if directory is None or not (Path(directory).is_absolute() or spec.workdir):
-            return
+    def _check_directories(self, spec, user: str, source: str) -> None:
+        """InputError unless the OS account the job runs as (``--run-as mapped``) can enter its
+        ``workdir`` and keep its checkpoints in its ``checkpoint_dir``: the server reads that
+        directory as that account, and never lets a job start in a directory its account could not enter."""
         try:
             account = self.config.run_as.account(spec.user or user)
         except NoAccount:  # refused by the API already; such a job never starts
+            return
+        if account is None:
+            return
+        if spec.workdir:
+            problem = unusable_workdir(spec.workdir, account)
+            if problem is not None:
+                raise InputError(source, problem, field="workdir")
+        directory = spec.checkpoint_dir
+        if directory is None or not (Path(directory).is_absolute() or spec.workdir):
             return
         problem = unusable_checkpoint_dir(str(Path(spec.workdir or "/", directory)), account)
         if problem is not None:

@@ -1,6 +1,7 @@
 """Under ``--run-as mapped`` the root server reads a job's checkpoint directory as the job's OS
 account: a directory that account cannot use is refused at submit, and checkpoints it cannot
-read never count as the job's progress. The tests make two throwaway OS accounts (root only)."""
+read never count as the job's progress; nor may a job name a workdir its account cannot enter.
+The tests make two throwaway OS accounts (root only)."""
 
 from __future__ import annotations
 
@@ -108,3 +109,16 @@ def test_a_checkpoint_dir_made_unreadable_after_submit_does_not_count_as_progres
     assert row["steps_done"] == 0
     assert row["reason"] == (f"exit 3; retry 1 of 3 from step 0: cannot list {directory}: Permission denied"
                              f" (as OS account {accounts['alice'].name})")
+
+
+def test_a_workdir_the_jobs_account_cannot_enter_is_refused_at_submit(tmp_path, place, accounts):
+    scheduler, client, alice = server(tmp_path, accounts)
+    bobs = owned(place / "bob" / "work", accounts["bob"])
+    refused = client.post("/jobs", json=job("peek", workdir=str(bobs)), headers=alice)
+    assert refused.status_code == 400 and refused.json()["field"] == "workdir"
+    assert refused.json()["message"] == (f"cannot enter and read it (as OS account {accounts['alice'].name}, "
+                                         f"which runs the job)")
+    assert scheduler.store.jobs() == []
+
+    alices = owned(place / "alice" / "work", accounts["alice"])
+    assert client.post("/jobs", json=job("own", workdir=str(alices)), headers=alice).status_code == 200
