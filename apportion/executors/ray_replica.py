@@ -191,7 +191,8 @@ class Replica:
         return {"rank": self.spec["rank"], "code": self.code}
 
     def signal(self, signum: int) -> bool:
-        """Send ``signum`` to the process's group; before launch, make sure it never starts."""
+        """Send ``signum`` to the process's group (SIGTERM followed by SIGCONT, so that a stopped job
+        still gets it and may checkpoint); before launch, make sure it never starts."""
         with self.lock:
             if self.process is None:
                 self.cancelled = True
@@ -200,6 +201,8 @@ class Replica:
                 return False
         try:
             os.killpg(self.process.pid, signum)
+            if signum == signal.SIGTERM:
+                os.killpg(self.process.pid, signal.SIGCONT)
         except ProcessLookupError:
             return False
         return True

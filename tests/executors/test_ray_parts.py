@@ -90,3 +90,26 @@ def test_an_exit_record_is_read_from_every_ranks_file(tmp_path):
     assert executor.exit_record(5, 2) == 3
     assert executor.exit_record(5, 1) is None  # rank 0 left none: it was killed
     assert executor.log_path(5, 2, rank=1) == directory / "attempt-2.rank-1.log"
+
+
+def test_a_replica_stopped_with_kill_stop_still_gets_its_sigterm():
+    """SIGTERM to a replica is followed by SIGCONT: a stopped job runs its handler (checkpoints, exits 75)."""
+    import subprocess
+    import sys
+
+    from apportion.executors.ray_replica import Replica
+
+    stops_itself = ("import os, signal, sys\n"
+                    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(75))\n"
+                    "print('stopping', flush=True); os.kill(os.getpid(), signal.SIGSTOP)\n")
+    process = subprocess.Popen([sys.executable, "-c", stops_itself], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert process.stdout.readline() == b"stopping\n"
+        replica = Replica({"rank": 0})
+        replica.process = process
+        assert replica.signal(15)
+        assert process.wait(timeout=10) == 75
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
