@@ -36,8 +36,9 @@ from apportion.perf.step import Prediction, predict
 from apportion.perf.transformer import RECOMPUTE_MODES, TransformerModel
 
 
-def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
+def _divisors(n: int, most: int | None = None) -> list[int]:
+    """The divisors of ``n`` up to ``most`` (None: all), in order; the work grows with ``most``, not ``n``."""
+    return [k for k in range(1, (n if most is None else min(n, most)) + 1) if n % k == 0]
 
 
 @dataclass
@@ -124,7 +125,7 @@ def plan(model: TransformerModel, gpus: int, accelerator: Accelerator | str, glo
                                                    f"data-parallel size {d}"]))
                 continue
             per_replica = global_batch // d
-            bs = [micro_batch] if micro_batch is not None else [b for b in _divisors(per_replica) if b <= max_micro_batch]
+            bs = [micro_batch] if micro_batch is not None else _divisors(per_replica, most=max_micro_batch)
             if p == 1:
                 schedules = [("none", 1)] if schedule in (None, "none", "1f1b") else [(schedule, virtual_stages or 1)]
             else:
