@@ -45,21 +45,20 @@ def newest_intact_as(directory: str, account: Account | None) -> Intact:
 def unusable_checkpoint_dir(directory: str, account: Account | None) -> str | None:
     """Why ``account`` could not keep its checkpoints in ``directory`` (reach, read and write it, or
     create it), or None. Checked by the account itself, so its groups and any ACL count."""
-    if account is None or os.geteuid() != 0:
-        return None
-    try:
-        said = _as_account(account, lambda: _cannot_use(directory), CHECK_TIMEOUT_S)
-    except (OSError, ValueError) as err:
-        return f"cannot check it as OS account {account.name}: {err}"
-    return f"{said} (as OS account {account.name}, which runs the job)" if said else None
+    return _problem_as(account, lambda: _cannot_use(directory))
 
 
 def unusable_workdir(directory: str, account: Account | None) -> str | None:
     """Why ``account`` could not run a job in ``directory`` (one it cannot enter and read), or None."""
+    return _problem_as(account, lambda: _cannot_enter(directory))
+
+
+def _problem_as(account: Account | None, check: Callable[[], str]) -> str | None:
+    """What ``check()`` finds wrong when ``account`` runs it (None: nothing, or no other account to be)."""
     if account is None or os.geteuid() != 0:
         return None
     try:
-        said = _as_account(account, lambda: _cannot_enter(directory), CHECK_TIMEOUT_S)
+        said = _as_account(account, check, CHECK_TIMEOUT_S)
     except (OSError, ValueError) as err:
         return f"cannot check it as OS account {account.name}: {err}"
     return f"{said} (as OS account {account.name}, which runs the job)" if said else None
