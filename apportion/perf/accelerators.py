@@ -35,6 +35,8 @@ DEFAULT_HOST_MEMORY_BANDWIDTH = 25e9
 
 @dataclass(frozen=True)
 class Accelerator:
+    """One accelerator as the perf models see it: datasheet figures, links, price and its chip."""
+
     name: str
     peak_flops: dict[str, float]  # precision ("fp32", "tf32", "fp16", "bf16", "fp8") -> FLOP/s, dense
     memory_bytes: float
