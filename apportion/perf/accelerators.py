@@ -16,7 +16,8 @@ and the per-layer model of the job kinds read it from nothing else.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 
 TERA = 1e12
 GB = 1e9
@@ -64,6 +65,12 @@ class Accelerator:
     def peak(self, precision: str) -> float:
         """Peak FLOP/s at ``precision``; a precision without its own units runs at the fp32 rate."""
         return self.peak_flops.get(precision, self.peak_flops["fp32"])
+
+    @cached_property
+    def figures(self) -> tuple:
+        """Every field, hashable: a cache key that tells apart two entries differing in any figure."""
+        return tuple(tuple(sorted(value.items())) if isinstance(value, dict) else value
+                     for value in (getattr(self, f.name) for f in fields(self)))
 
     def clock_hz(self, sustained: bool = True) -> float:
         """The clock the SMs hold in a training step (the K80: its base clock, see ``roofline.sustained_peak``)."""

@@ -30,7 +30,7 @@ gradients exist; Megatron-LM's 2021 "local" DDP reduced after the whole backward
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from apportion.perf.accelerators import ACCELERATORS, Accelerator, get_accelerator
@@ -237,9 +237,7 @@ _TP_GROUPS: dict[tuple, object] = {}
 
 
 def _acc_key(acc: Accelerator) -> tuple:
-    """Every field of ``acc``, hashable: two entries that differ in any figure get their own costs."""
-    key = tuple(tuple(sorted(value.items())) if isinstance(value, dict) else value
-                for value in (getattr(acc, f.name) for f in fields(acc)))
+    key = acc.figures
     _ACCELERATORS.setdefault(key, acc)
     return key
 
