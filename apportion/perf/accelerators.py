@@ -9,8 +9,9 @@ The chip figures the roofline of :mod:`apportion.perf.roofline` prices kernels w
 same entry, with their own source (``sm_source``): SMs and resident threads per SM, the boost
 clock and what the FP32 units sustain in a training step, the fraction of the peak the best
 large GEMM reaches (``gemm_ceiling``), FlashAttention-2's rate, and the host links
-ZeRO-Offload crosses. A new accelerator is one entry here; both the transformer step model
-and the per-layer model of the job kinds read it from nothing else.
+ZeRO-Offload crosses, and the names torch reports it by. A new accelerator is one entry here:
+the transformer step model, the per-layer model of the job kinds and ``apportion profile``
+know nothing of it but what the entry says.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def accelerator(name: str, *, fp32: float, tf32: float | None = None, fp16: floa
     return Accelerator(name, peaks, memory_gb * GB, bandwidth_gbs * GB, intra_gbs * GB, inter_gbs * GB,
                        price, sms, gpus_per_node=gpus_per_node, sources=tuple(sources), sm_source=sm_source,
                        **chip)
+
 
 _CUDA_GUIDE = ("CUDA C++ Programming Guide, Technical Specifications per Compute Capability: "
                "maximum resident threads per SM")
@@ -242,10 +244,10 @@ def device_accelerator(device_name: str) -> str | None:
 
 def list_price(gpu_type: str) -> float | None:
     """The on-demand list price per GPU-hour of ``gpu_type`` (a catalog name or alias); None where the catalog has none."""
-    accelerator = ACCELERATORS.get(ALIASES.get(gpu_type, gpu_type))
-    if accelerator is None or not accelerator.price_per_hour:
+    entry = ACCELERATORS.get(ALIASES.get(gpu_type, gpu_type))
+    if entry is None or not entry.price_per_hour:
         return None
-    return float(accelerator.price_per_hour)
+    return float(entry.price_per_hour)
 
 
 def list_prices(gpu_types: Iterable[str]) -> dict[str, float]:
