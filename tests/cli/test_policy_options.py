@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -208,6 +209,18 @@ def test_an_option_spelled_like_a_commands_own_flag_is_one_line():
     assert result.exit_code == 2
     assert result.output.strip() == ("error: the policy option --seed (seeded) is spelled like an option of the "
                                      "command itself: give it another flag in its PolicyEntry")
+
+
+def test_a_command_that_runs_no_policy_never_loads_the_registry():
+    code = ("import sys\n"
+            "from typer.testing import CliRunner\n"
+            "from apportion.cli import app\n"
+            "for args in (['queue', '--help'], ['--help'], ['simulate', '--help']):\n"
+            "    CliRunner().invoke(app, args)\n"
+            "    print(args[0], 'apportion.policies.registry' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+
+    assert out.split("\n")[:3] == ["queue False", "--help False", "simulate True"]
 
 
 def test_a_policy_spec_with_variants_still_works_beside_the_flags():
