@@ -192,8 +192,8 @@ _BUILT_IN = (
     PolicyEntry("max-throughput", "apportion.policies.max_throughput:MaxThroughput",
                 "most total normalised throughput", is_lp=True, options=LP_OPTIONS),
     PolicyEntry("min-cost", "apportion.policies.min_cost:MinCost", "most normalised throughput per dollar",
-                is_lp=True, options=LP_OPTIONS + (Option("slo", bool, "honour the workload's deadlines (its deadline_s column)", False,
-                                                         excludes=("space_sharing",)),)),
+                is_lp=True, options=LP_OPTIONS + (Option("slo", bool, "honour the workload's deadlines (its "
+                                                         "deadline_s column)", False, excludes=("space_sharing",)),)),
     PolicyEntry("hierarchical", "apportion.policies.hierarchical:Hierarchical",
                 "fairness across Kueue-style queues, then inside each queue",
                 options=(AGNOSTIC, Option("queues", QueueConfig, "a queues YAML, see docs/queues.md", required=True,
@@ -345,12 +345,10 @@ def check_specs(specs: list[str], **options: Any) -> None:
 
 def _declared(option_name: str) -> Option:
     """The option called ``option_name`` as some registered policy declares it."""
-    for entry in _ENTRIES.values():
-        option = entry.option(option_name)
-        if option is not None:
-            return option
-    known = dict.fromkeys(o.name for e in _ENTRIES.values() for o in e.options)
-    raise ValueError(f"unknown policy option '{option_name}' (known: {', '.join(known)})")
+    declared = {option.name: option for option in declared_options()}
+    if option_name not in declared:
+        raise ValueError(f"unknown policy option '{option_name}' (known: {', '.join(declared)})")
+    return declared[option_name]
 
 
 def _left_at_default(value: Any, option: Option) -> bool:
