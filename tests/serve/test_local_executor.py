@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 
-from apportion.executors import local
-from apportion.executors.local import LocalExecutor, process_start
+from apportion.executors.local import LocalExecutor
+from apportion.executors.local import executor as local_executor
+from apportion.executors.local.procfs import process_start
 from serve_helpers import wait_exits
 
 
@@ -129,7 +130,7 @@ def test_a_reused_pid_is_not_adopted(tmp_path):
 def lookalike(state_dir, job_id: int, new_group: bool):
     """A process whose command line reads like an attempt's wrapper (as a wrapper's own child does
     between its fork and its exec)."""
-    argv = [sys.executable, "-c", "import time; time.sleep(30)", "apportion.executors.wrapper",
+    argv = [sys.executable, "-c", "import time; time.sleep(30)", "apportion.executors.local.wrapper",
             "--state-dir", str(state_dir), "--job", str(job_id), "--attempt", "1", "--slots", "-", "--", "true"]
     return subprocess.Popen(argv, start_new_session=new_group)
 
@@ -149,7 +150,7 @@ def test_only_the_leader_of_a_process_group_is_taken_for_an_attempt(tmp_path):
 def test_a_scan_waits_for_a_leader_whose_exec_is_under_way(tmp_path, monkeypatch):
     executor = LocalExecutor(tmp_path)
     process = lookalike(executor.state_dir, 1, True)
-    real, reads = local._cmdline, []
+    real, reads = local_executor._cmdline, []
 
     def mid_exec_at_first(pid):  # the kernel fills in the command line at the end of an exec
         if pid == process.pid:
@@ -158,11 +159,11 @@ def test_a_scan_waits_for_a_leader_whose_exec_is_under_way(tmp_path, monkeypatch
                 return []
         return real(pid)
 
-    monkeypatch.setattr(local, "_cmdline", mid_exec_at_first)
+    monkeypatch.setattr(local_executor, "_cmdline", mid_exec_at_first)
     try:
         assert [a.job_id for a in executor.scan()] == [1]
         assert len(reads) == 2
-        monkeypatch.setattr(local, "_cmdline", lambda pid: [] if pid == process.pid else real(pid))
+        monkeypatch.setattr(local_executor, "_cmdline", lambda pid: [] if pid == process.pid else real(pid))
         assert executor.scan(exec_wait_s=0.05) == []  # an exec that never ends is given up on
     finally:
         process.kill()

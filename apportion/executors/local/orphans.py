@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apportion.executors.base import Attempt
-from apportion.executors.procfs import children_in_group, group_members, raw_stat
-from apportion.executors.wrapper import STOP_SIGNALS
+from apportion.executors.local.procfs import children_in_group, group_members, raw_stat
+from apportion.executors.local.wrapper import STOP_SIGNALS
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Spare wrappers: started ahead of any job, imports done, waiting for an attempt (warm.py).
 
-A spare is ``python -m apportion.executors.wrapper --state-dir S --spare ID --server-pid P
+A spare is ``python -m apportion.executors.local.wrapper --state-dir S --spare ID --server-pid P
 --stamp C --orphan-wait-s W``, the leader of its own process group like any wrapper. It imports
-torch and the rest (``warm.preload``), then waits for a signal (``HANDED``) with its attempt.
+torch and the rest (``warm_start.preload``), then waits for a signal (``HANDED``) with its attempt.
 
 To hand it an attempt, the executor writes the attempt's *record* ``STATE_DIR/spares/ID.json``
 (job, attempt, slots, the wrapper's full arguments, its log and working directory; owner-only),
@@ -48,8 +48,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from apportion.executors import warm
-from apportion.executors.procfs import process_start, stat_fields, still_runs
+from apportion.executors.local import warm_start
+from apportion.executors.local.procfs import process_start, stat_fields, still_runs
 
 HANDED = signal.SIGUSR2  # sent once, after a spare's record is written
 MAX_SPARES = 8
@@ -119,7 +119,7 @@ def remove_files(state_dir: Path, spare_id: str) -> None:
 
 def code_stamp() -> str:
     """A stamp of the apportion package's files as installed now: a spare started from other code is not adopted."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # apportion/
     digest = hashlib.sha256()
     for directory, _, names in sorted(os.walk(root)):
         for name in sorted(n for n in names if n.endswith(".py")):
@@ -181,7 +181,7 @@ class SparePool:
         self.state_dir, self.python = Path(state_dir), python
         self.count = max(0, min(int(count), MAX_SPARES))
         self.orphan_wait_s = float(orphan_wait_s)
-        self.env = warm.spare_environment(dict(os.environ))
+        self.env = warm_start.spare_environment(dict(os.environ))
         self.stamp = code_stamp() if self.count else ""
         self._idle: list[Spare] = []
         self._factory: Spare | None = None
@@ -264,7 +264,7 @@ class SparePool:
             log = os.fdopen(os.open(directory / f"{spare_id}.log", flags, 0o600), "ab")
             with log:
                 process = subprocess.Popen(
-                    [self.python, "-m", "apportion.executors.wrapper", "--state-dir", str(self.state_dir),
+                    [self.python, "-m", "apportion.executors.local.wrapper", "--state-dir", str(self.state_dir),
                      "--spare", spare_id, "--server-pid", str(os.getpid()), "--stamp", self.stamp,
                      "--orphan-wait-s", repr(self.orphan_wait_s)],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env,
@@ -326,7 +326,7 @@ class SparePool:
 
         One done importing first; then one being forked, if it is ready within ``FORK_WAIT_S``;
         then one still importing (the job waits for the rest of its imports, as it would cold)."""
-        if self.count == 0 or warm.refusal(command, env, self.env, self.python, workdir) is not None:
+        if self.count == 0 or warm_start.refusal(command, env, self.env, self.python, workdir) is not None:
             return None
         deadline = time.monotonic() + FORK_WAIT_S
         while True:
@@ -399,7 +399,7 @@ def process_environment(pid: int) -> dict[str, str] | None:
 
 def spare_options(argv: list[str]) -> dict[str, str] | None:
     """The options of a spare's command line, or None when it is not a spare."""
-    marker = "apportion.executors.wrapper"
+    marker = "apportion.executors.local.wrapper"
     if marker not in argv or "--spare" not in argv:
         return None
     options = argv[argv.index(marker) + 1:]

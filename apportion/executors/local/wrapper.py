@@ -1,4 +1,4 @@
-"""The supervisor of one attempt: ``python -m apportion.executors.wrapper ... -- COMMAND``.
+"""The supervisor of one attempt: ``python -m apportion.executors.local.wrapper ... -- COMMAND``.
 
 The server starts this as the leader of a new process group; it runs the job's command in
 the same group, waits for it, and writes the exit code to ``--exit-file`` (atomically; on a full
@@ -56,10 +56,10 @@ import subprocess
 import sys
 import time
 
-from apportion.executors import warm
-from apportion.executors.procfs import children, group_members
+from apportion.executors.local import warm_start
+from apportion.executors.local.procfs import children, group_members
 
-MARKER = "apportion.executors.wrapper"
+MARKER = "apportion.executors.local.wrapper"
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 PARENT_GONE = signal.SIGUSR2  # what the kernel sends the wrapper when its --parent ends
@@ -74,7 +74,7 @@ JOB_ENV: dict[str, str] | None = None  # the job's environment, from --env-file 
 def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     """``--key value`` options up to ``--``, then the command."""
     if "--" not in argv:
-        raise SystemExit("usage: python -m apportion.executors.wrapper --state-dir S --job J --attempt N"
+        raise SystemExit("usage: python -m apportion.executors.local.wrapper --state-dir S --job J --attempt N"
                          " --slots X --exit-file F --env-file E --workdir D -- COMMAND...")
     cut = argv.index("--")
     options, command = argv[:cut], argv[cut + 1:]
@@ -207,7 +207,7 @@ def spawn(command: list[str], options: dict[str, str], env: dict[str, str] | Non
     OSError if it cannot be started."""
     env = job_environment() if env is None else env
     if WARM_ENV is not None:
-        launch = warm.Launch(command, env, WARM_ENV, options.get("workdir"))
+        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"))
         if launch.refusal is None:
             return _Forked(launch.fork(options.get("run-as")))
         print(f"apportion: cold start: {launch.refusal}", file=sys.stderr, flush=True)
@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     global WARM_ENV, JOB_ENV
     argv = sys.argv[1:] if argv is None else argv
     if "--spare" in argv and "--" not in argv:  # a spare: imports done, it waits for its attempt (spares.py)
-        from apportion.executors.spare_side import await_assignment
+        from apportion.executors.local.spare_process import await_assignment
 
         argv, WARM_ENV = await_assignment(argv)
     options, command = parse(argv)
