@@ -20,7 +20,7 @@ executor kills what is left of the attempt's process group as soon as it sees th
 gone, so that an attempt never outlives its record and two never run at once.
 
 With ``spares``, a Python job's attempt is handed to a wrapper started ahead of time with torch
-imported (spares.py), which forks the job instead of exec'ing Python (warm.py); ``scan`` finds
+imported (spare_pool.py), which forks the job instead of exec'ing Python (warm_start.py); ``scan`` finds
 such a wrapper by the ``--spare ID`` in its command line and its attempt in ``STATE_DIR/spares/ID.json``.
 A spare forked by the spare factory, or adopted from an earlier server, is not this process's
 child: it is followed through ``/proc`` (``Watched``), and its job is still supervised here when
@@ -114,7 +114,7 @@ class LocalExecutor:
     def __init__(self, state_dir: str | Path, python: str = sys.executable, spares: int = 0,
                  orphan_wait_s: float = ORPHAN_WAIT_S) -> None:
         """``spares``: how many warm wrappers (torch imported, waiting for an attempt) to keep ready
-        for jobs that are a Python script or module (spares.py, warm.py); 0: every start is cold.
+        for jobs that are a Python script or module (spare_pool.py, warm_start.py); 0: every start is cold.
         ``orphan_wait_s``: how long a waiting spare outlives this server, for the next one to adopt."""
         self.state_dir = Path(os.path.realpath(state_dir))
         self.python = python

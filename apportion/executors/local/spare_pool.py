@@ -1,4 +1,4 @@
-"""Spare wrappers: started ahead of any job, imports done, waiting for an attempt (warm.py).
+"""Spare wrappers: started ahead of any job, imports done, waiting for an attempt (warm_start.py).
 
 A spare is ``python -m apportion.executors.local.wrapper --state-dir S --spare ID --server-pid P
 --stamp C --orphan-wait-s W``, the leader of its own process group like any wrapper. It imports
@@ -10,7 +10,7 @@ then sends ``HANDED``. The spare reads the record, points its standard output an
 attempt's log, moves to the attempt's directory, and from then on *is* the wrapper those
 arguments describe: it reads the job's environment from their ``--env-file`` as a cold wrapper
 does, never takes it into its own, and forks the job's process instead of exec'ing Python when
-it can (the fork takes that environment once it is the job's account, warm.py).
+it can (the fork takes that environment once it is the job's account, warm_start.py).
 Its command line in ``/proc`` still says ``--spare ID``: a server started later finds the
 record by that ID and adopts the attempt as it would any wrapper's. The record and the spare's
 own log are removed when the attempt has ended. An attempt is the spare's from the moment its
@@ -33,7 +33,7 @@ environment and its code (``C``, a stamp of the package's files); it kills the o
 server that stops cleanly kills its waiting spares and the factory (``SparePool.close``).
 
 This module is the server's side (the pool) and the files both sides share; what runs in a
-spare, the wait and the factory's loop, is ``spare_side.py``.
+spare, the wait and the factory's loop, is ``spare_process.py``.
 """
 
 from __future__ import annotations

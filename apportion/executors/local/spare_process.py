@@ -1,4 +1,4 @@
-"""What runs in a spare wrapper (spares.py has the whole protocol): its imports, the wait for
+"""What runs in a spare wrapper (spare_pool.py has the whole protocol): its imports, the wait for
 its attempt, the watch on its owner, and the factory's loop that forks later spares.
 
 The wrapper's entry point calls ``await_assignment`` when started with ``--spare ID``; it
