@@ -127,10 +127,10 @@ def test_a_reused_pid_is_not_adopted(tmp_path):
     wait_exits(executor)
 
 
-def lookalike(state_dir, job_id: int, new_group: bool):
+def lookalike(state_dir, job_id: int, new_group: bool, module: str = "apportion.executors.local.wrapper"):
     """A process whose command line reads like an attempt's wrapper (as a wrapper's own child does
     between its fork and its exec)."""
-    argv = [sys.executable, "-c", "import time; time.sleep(30)", "apportion.executors.local.wrapper",
+    argv = [sys.executable, "-c", "import time; time.sleep(30)", module,
             "--state-dir", str(state_dir), "--job", str(job_id), "--attempt", "1", "--slots", "-", "--", "true"]
     return subprocess.Popen(argv, start_new_session=new_group)
 
@@ -145,6 +145,19 @@ def test_only_the_leader_of_a_process_group_is_taken_for_an_attempt(tmp_path):
         for process in (leader, follower):
             process.kill()
             process.wait()
+
+
+def test_a_wrapper_started_before_its_module_moved_is_found_and_adopted(tmp_path):
+    """An attempt of a server upgraded while its jobs ran: its command line names the old module."""
+    executor = LocalExecutor(tmp_path)
+    earlier = lookalike(executor.state_dir, 4, True, module="apportion.executors.wrapper")
+    try:
+        (found,) = executor.scan()
+        assert (found.job_id, found.attempt, found.pid) == (4, 1, earlier.pid)
+        assert executor.adopt(found) and executor.is_alive(4)
+    finally:
+        earlier.kill()
+        earlier.wait()
 
 
 def test_a_scan_waits_for_a_leader_whose_exec_is_under_way(tmp_path, monkeypatch):

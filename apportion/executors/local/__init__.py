@@ -16,9 +16,10 @@ that the job's processes share:
 Who supervises it. The wrapper: it waits for the job (and, after a stop signal, for what a
 shell line left checkpointing, as its subreaper), writes ``attempt-N.exit``, and kills what is
 left of the group. It outlives the server: a server started later finds the wrappers of its
-state directory by their command lines in ``/proc`` (procfs.py) and adopts them. The executor
-follows the wrappers it started as its children, and those it did not (a spare forked by the
-factory, one adopted from an earlier server) through ``/proc``.
+state directory by their command lines in ``/proc`` (wrapper_command.py, procfs.py) and adopts
+them, those of an earlier version too. The executor follows the wrappers it started as its
+children, and those it did not (a spare forked by the factory, one adopted from an earlier
+server) through ``/proc``.
 
 How orphans are taken over. The executor becomes the subreaper of its descendants when it
 starts its first attempt, so when a wrapper dies (``kill -9``, the OOM killer) the job's

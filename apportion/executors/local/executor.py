@@ -42,7 +42,8 @@ from apportion.executors.base import Attempt, Exit
 from apportion.executors.local.orphans import Orphaned, orphaned_command
 from apportion.executors.local.procfs import group_members, process_start, stat_fields, still_runs
 from apportion.executors.local.spare_pool import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
-from apportion.executors.local.wrapper import MARKER, become_subreaper, write_env_file, write_exit
+from apportion.executors.local.wrapper import become_subreaper, write_env_file, write_exit
+from apportion.executors.local.wrapper_command import MARKER, options_start
 
 EXEC_WAIT_S = 1.0  # how long a scan waits for a process group leader's exec to finish
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (no command line, ever)
@@ -270,9 +271,10 @@ class LocalExecutor:
                 return None
             self._scanned_spares[pid] = spare["--spare"]
             return Attempt(job_id, attempt, pid, started, slots)
-        if MARKER not in argv or "--" not in argv:
+        begin = options_start(argv)
+        if begin is None or "--" not in argv:
             return None
-        options = argv[argv.index(MARKER) + 1: argv.index("--")]
+        options = argv[begin: argv.index("--")]
         values = dict(zip(options[::2], options[1::2]))
         if values.get("--state-dir") != str(self.state_dir):
             return None

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from apportion.executors.local import warm_start
 from apportion.executors.local.procfs import process_start, stat_fields, still_runs
+from apportion.executors.local.wrapper_command import MARKER, options_start
 
 HANDED = signal.SIGUSR2  # sent once, after a spare's record is written
 MAX_SPARES = 8
@@ -264,7 +265,7 @@ class SparePool:
             log = os.fdopen(os.open(directory / f"{spare_id}.log", flags, 0o600), "ab")
             with log:
                 process = subprocess.Popen(
-                    [self.python, "-m", "apportion.executors.local.wrapper", "--state-dir", str(self.state_dir),
+                    [self.python, "-m", MARKER, "--state-dir", str(self.state_dir),
                      "--spare", spare_id, "--server-pid", str(os.getpid()), "--stamp", self.stamp,
                      "--orphan-wait-s", repr(self.orphan_wait_s)],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env,
@@ -399,9 +400,9 @@ def process_environment(pid: int) -> dict[str, str] | None:
 
 def spare_options(argv: list[str]) -> dict[str, str] | None:
     """The options of a spare's command line, or None when it is not a spare."""
-    marker = "apportion.executors.local.wrapper"
-    if marker not in argv or "--spare" not in argv:
+    begin = options_start(argv)
+    if begin is None or "--spare" not in argv:
         return None
-    options = argv[argv.index(marker) + 1:]
+    options = argv[begin:]
     values = dict(zip(options[::2], options[1::2]))
     return values if values.get("--spare", "").isalnum() else None

@@ -59,7 +59,6 @@ import time
 from apportion.executors.local import warm_start
 from apportion.executors.local.procfs import children, group_members
 
-MARKER = "apportion.executors.local.wrapper"
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 PARENT_GONE = signal.SIGUSR2  # what the kernel sends the wrapper when its --parent ends
