@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from apportion.executors.base import Attempt, Exit
-from apportion.executors.local import tail
+from apportion.executors.local.executor import tail
 from apportion.executors.ray_connect import join
 from apportion.executors.ray_nodes import SlotResource, capacity
 from apportion.executors.ray_replica import Replica

@@ -106,7 +106,7 @@ class AttemptLifecycle:
             options = {"run_as": account} if account is not None else {}
             if row.get("elastic"):  # one process a slot: torch.distributed's replicas
                 options["replicas"] = len(slots)
-            if spec.get("warm_start") is False:  # the job file asks for a cold start (executors/warm.py)
+            if spec.get("warm_start") is False:  # the job file asks for a cold start (executors/local/warm_start.py)
                 options["cold"] = True
             handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots, **options)
         except (OSError, NoAccount) as err:
