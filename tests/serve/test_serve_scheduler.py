@@ -3,6 +3,7 @@ retries, cancellation, escalation and recovery, with no real processes."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -74,8 +75,9 @@ def test_gpu_slots_set_cuda_visible_devices(tmp_path):
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["APPORTION_SLOTS"] == "gpu:0,gpu:1"
 
 
-def test_las_preempts_through_the_lease_and_resumes_on_the_freed_slot(tmp_path):
-    scheduler, executor, clock = make(tmp_path, slots="cpu:2")
+@pytest.mark.parametrize("pids", [True, False], ids=["with-pids", "without-pids"])  # without: as on Ray
+def test_las_preempts_through_the_lease_and_resumes_on_the_freed_slot(tmp_path, pids):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:2", executor=FakeExecutor(tmp_path, pids=pids))
     for name in "abc":
         scheduler.submit(job(name), "ann")
     scheduler.tick()
@@ -272,9 +274,10 @@ def test_priority_zero_runs_under_a_weighted_policy(tmp_path):
     assert executor.started and executor.started[0].job_id == 1
 
 
-def test_a_restarted_server_adopts_live_attempts_and_settles_those_that_ended_meanwhile(tmp_path):
+@pytest.mark.parametrize("pids", [True, False], ids=["with-pids", "without-pids"])
+def test_a_restarted_server_adopts_live_attempts_and_settles_those_that_ended_meanwhile(tmp_path, pids):
     store = StateStore(tmp_path / "state.db")
-    scheduler, executor, clock = make(tmp_path, slots="cpu:3", store=store)
+    scheduler, executor, clock = make(tmp_path, slots="cpu:3", store=store, executor=FakeExecutor(tmp_path, pids=pids))
     for name in "abc":
         scheduler.submit(job(name), "ann")
     scheduler.tick()
@@ -295,6 +298,35 @@ def test_a_restarted_server_adopts_live_attempts_and_settles_those_that_ended_me
     again.tick()
     assert executor.running()[3].attempt == 2  # resumed, once
     assert len([a for a in executor.started if a.job_id == 1]) == 1  # job 1 was never started twice
+
+
+def test_a_state_file_from_before_attempt_live_recovers_its_attempts_from_their_pids(tmp_path):
+    """An older apportion recorded a live attempt as its pid: a server on its state file adopts
+    the attempt still alive and settles the one that ended, as it would have."""
+    store = StateStore(tmp_path / "state.db")
+    scheduler, executor, clock = make(tmp_path, slots="cpu:2", store=store)
+    for name in "abc":
+        scheduler.submit(job(name), "ann")
+    scheduler.tick()  # job 3 waits for a slot
+    scheduler.lease(1, 1, 10)
+    executor.end_unseen(2, 0)  # job 2 finishes while no server runs
+    executor.forget()
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")  # as the older apportion left it: no attempt_live
+    older.execute("ALTER TABLE jobs DROP COLUMN attempt_live")
+    older.commit()
+    older.close()
+
+    store = StateStore(tmp_path / "state.db")
+    assert [(j.id, j.attempt_live) for j in store.jobs()] == [(1, True), (2, True), (3, False)]
+    clock.now += 30
+    again = Scheduler(store, executor, parse_slots("cpu:2"), scheduler.policy, scheduler.config, clock=clock)
+    found = again.recover()
+    assert found["adopted"] == [1] and found["ended"] == [2]
+    assert store.job(1).status == "running" and store.job(1).attempt_live
+    assert store.job(2).status == "completed" and not store.job(2).attempt_live
+    again.tick()
+    assert executor.running()[3].attempt == 1 and store.job(3).attempt_live
 
 
 def test_space_sharing_starts_a_pair_on_one_slot_and_tells_each_who_shares_it(tmp_path):

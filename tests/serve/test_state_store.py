@@ -134,6 +134,34 @@ def test_a_state_file_from_before_idempotency_keys_and_private_reasons_gains_the
     assert again.submitted_with("bob", "k1") is None
 
 
+def test_a_misspelt_field_is_refused_at_once_by_name(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    job = add(store)
+    with pytest.raises(ValueError, match="'stauts' is not a field of a job"):
+        store.update_job(job, stauts="running")
+    with pytest.raises(ValueError, match="'slot_list' is not a field of a job"):  # worked out from slots, not stored
+        store.update_job(job, slot_list=("cpu:0",))
+    assert store.job(job).status == "queued"
+
+
+def test_a_state_file_from_before_attempt_live_reads_a_pid_as_an_attempt_alive(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    running, waiting = add(store), add(store, "b")
+    store.update_job(running, status="running", attempt_live=True, pid=4321, slots="cpu:0")
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")
+    older.execute("ALTER TABLE jobs DROP COLUMN attempt_live")
+    older.commit()
+    older.close()
+
+    reader = StateStore(tmp_path / "state.db", read_only=True)  # a replay reads it as it is
+    assert [(j.id, j.attempt_live) for j in reader.jobs()] == [(running, True), (waiting, False)]
+    reader.close()
+    again = StateStore(tmp_path / "state.db")  # a server migrates it
+    assert [j.id for j in again.live_jobs()] == [running] and again.round_table()["live"] == (1, 0)
+    assert again.round_table()["pid"] == (4321, None)
+
+
 def test_a_job_and_its_idempotency_key_are_stored_together_or_not_at_all(tmp_path):
     store = StateStore(tmp_path / "state.db")
     first = store.insert_job(spec={"name": "a", "command": "x", "total_steps": 10}, name="a", user="ann", queue="q",
