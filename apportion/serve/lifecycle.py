@@ -131,20 +131,21 @@ class AttemptLifecycle:
         except NoSpace:
             self.executor.kill(job_id)  # an attempt the state file does not know of must not run
             raise
-        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}" + (f" (pid {handle.pid})" if handle.pid else ""))
+        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}"
+                 + (f" (pid {handle.pid})" if handle.pid is not None else ""))
 
     def _started(self, row: JobRecord, handle, now: float, lease_end: float, counted: dict) -> None:
         """Record the attempt ``handle`` just started, in one transaction."""
         job_id, attempt, slots = row.id, row.attempt + 1, tuple(row.slot_list)
         with self.store.transaction():
             self.store.update_job(
-                job_id, attempt=attempt, status="running", attempt_live=True, pid=handle.pid, proc_start=handle.proc_start,
-                lease_end=lease_end, started=row.started if row.started is not None else now,
-                accounted_at=now, reason=f"starting attempt {attempt}", stop=None, stop_at=None, term_at=None,
+                job_id, attempt=attempt, status="running", attempt_live=True, pid=handle.pid,
+                proc_start=handle.proc_start, lease_end=lease_end,
+                started=row.started if row.started is not None else now, accounted_at=now, reason=f"starting attempt {attempt}", stop=None, stop_at=None, term_at=None,
                 exit_code=None, attempt_started=now, contact_at=None, heard_at=None, **counted,
             )
             self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
-                                 + (f" pid {handle.pid}" if handle.pid else ""))  # pid 0: not a process of this machine
+                                 + (f" pid {handle.pid}" if handle.pid is not None else ""))  # None: no process here
             self.store.attempt_started(job_id, attempt, now, row.gpu_type, row.slots, row.partner)
 
     def _cannot_start(self, row: JobRecord, err: Exception, now: float) -> None:
@@ -230,8 +231,8 @@ class AttemptLifecycle:
         kept = "" if saved is None else _kept(saved)
         self.store.add_event(now, row.id, "exit", f"attempt {row.attempt}: {what}{kept}")
         self.state.dirty = True
-        released = dict(acct, attempt_live=False, pid=None, proc_start=None, slots="", gpu_type=None, partner=None, lease_end=None, stop=None,
-                        stop_at=None, term_at=None, accounted_at=None, exit_code=code)
+        released = dict(acct, attempt_live=False, pid=None, proc_start=None, slots="", gpu_type=None, partner=None,
+                        lease_end=None, stop=None, stop_at=None, term_at=None, accounted_at=None, exit_code=code)
         if row.status == "cancelled" or row.stop == "cancel":  # cancelled, or failed by a round (rounds._fail)
             by = row.reason.replace("; stopping", "")
             ended_as = "failed" if row.status == "failed" else "cancelled"

@@ -197,11 +197,12 @@ class StateStore:
     def _add_missing_columns(self) -> None:
         """A state file written by an older apportion gains the columns added since, with their defaults."""
         have = {row[1] for row in self._conn.execute("PRAGMA table_info(jobs)")}
-        for name, definition in _ADDED_COLUMNS.items():
-            if name not in have:
-                self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
-        if "attempt_live" not in have:  # an older apportion recorded an attempt alive as a process id
-            self._conn.execute("UPDATE jobs SET attempt_live = 1 WHERE pid IS NOT NULL")
+        with self.transaction() as conn:  # a column and what fills it, together
+            for name, definition in _ADDED_COLUMNS.items():
+                if name not in have:
+                    conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
+            if "attempt_live" not in have:  # an older apportion recorded an attempt alive as a process id
+                conn.execute("UPDATE jobs SET attempt_live = 1 WHERE pid IS NOT NULL")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -386,7 +387,8 @@ class StateStore:
         """Is an active job neither running nor promised slots?"""
         with self._lock:
             return self._conn.execute(
-                f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {_IS_ACTIVE} AND NOT attempt_live AND slots = '')").fetchone()[0] == 1
+                f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {_IS_ACTIVE} AND NOT attempt_live AND slots = '')"
+            ).fetchone()[0] == 1
 
     def slots_taken(self) -> set[str]:
         """Slots held by live attempts or promised to jobs about to start."""
@@ -643,7 +645,8 @@ _ROUND_NAMES = (
     "name", "elastic", "batch_size", "batch_log",
 )
 _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTEGER",
-                  "shared_by_type": "TEXT NOT NULL DEFAULT '{}'", "move_to": "TEXT NOT NULL DEFAULT ''", "elastic": "TEXT NOT NULL DEFAULT ''",
+                  "shared_by_type": "TEXT NOT NULL DEFAULT '{}'", "move_to": "TEXT NOT NULL DEFAULT ''",
+                  "elastic": "TEXT NOT NULL DEFAULT ''",
                   "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
                   "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''"}
 _ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)

@@ -17,8 +17,8 @@ def add(store: StateStore, name: str = "a", user: str = "ann") -> int:
 def test_jobs_round_trip_and_survive_a_reopen(tmp_path):
     store = StateStore(tmp_path / "state.db")
     first, second = add(store, "a"), add(store, "b", "bob")
-    store.update_job(first, status="running", attempt_live=True, pid=1234, slots="cpu:0,cpu:1", service_by_type={"cpu": 2.5},
-                     steps_done=7, lease_end=200.5)
+    store.update_job(first, status="running", attempt_live=True, pid=1234, slots="cpu:0,cpu:1",
+                     service_by_type={"cpu": 2.5}, steps_done=7, lease_end=200.5)
     store.close()
 
     again = StateStore(tmp_path / "state.db")
