@@ -132,7 +132,7 @@ class Scheduler:
         return self.requests.progress(job_id, attempt, steps_done, steps_per_s, **measured)
 
     def row(self, job_id: int) -> JobRecord:
-        """Job ``job_id``'s row in the state file; NotFound if there is none."""
+        """Job ``job_id``'s record in the state file; NotFound if there is none."""
         return self.requests.row(job_id)
 
     # the loop --------------------------------------------------------------------------

@@ -103,9 +103,9 @@ def attempts_never_overlap(state_dir: Path) -> None:
     try:
         for job in store.jobs():
             live = None
-            for event in store.events(job["id"]):
+            for event in store.events(job.id):
                 if event.event == "start":
-                    assert live is None, f"job {job['id']}: {event.detail} while attempt {live} was alive"
+                    assert live is None, f"job {job.id}: {event.detail} while attempt {live} was alive"
                     live = int(event.detail.split()[1])
                 elif event.event == "adopt":
                     live = int(event.detail.split()[1])

@@ -99,13 +99,13 @@ def run(tmp_path_factory):
         wait_for(lambda: on(1, 10) and any(r.gpus == 1 for r in server.store.elastic_steps()), 60,
                  "the elastic job to report its speed on one slot beside job b")
         gate_b.touch()  # b ends: the policy gives the elastic job both slots
-        wait_for(lambda: server.job(first)["status"] == "completed", 30, "job b to end")
+        wait_for(lambda: server.job(first).status == "completed", 30, "job b to end")
         wait_for(lambda: on(2, 0) and any(r.gpus == 2 for r in server.store.elastic_steps()), 60,
                  "the elastic job to report its speed on two slots")
         second = server.submit(gated("c", gate_c))  # c arrives: back to one slot each
-        wait_for(lambda: server.job(elastic)["status"] == "completed", 120, "the elastic job to finish")
+        wait_for(lambda: server.job(elastic).status == "completed", 120, "the elastic job to finish")
         gate_c.touch()
-        wait_for(lambda: server.job(second)["status"] == "completed", 30, "job c to end")
+        wait_for(lambda: server.job(second).status == "completed", 30, "job c to end")
         print(f"scenario took {time.monotonic() - started:.1f} s")
         yield {"server": server, "elastic": elastic, "work": work}
     finally:
@@ -133,20 +133,20 @@ def test_it_ends_with_its_steps_and_the_examples_they_hold(run):
     final = re.search(r"final steps=(\d+) examples=(\d+)", log(run, 3))
     assert final is not None, log(run, 3)
     assert (int(final.group(1)), int(final.group(2))) == (STEPS, STEPS * BATCH)
-    assert run["server"].job(run["elastic"])["steps_done"] == STEPS
+    assert run["server"].job(run["elastic"]).steps_done == STEPS
 
 
 def test_each_attempt_resumes_where_the_last_stopped_on_its_own_number_of_replicas(run):
     rows = attempts(run)
     for before, after in zip(rows, rows[1:]):
-        assert after["first_step"] == before["end_step"] > 0
-    assert f"attempt: 2 replica(s), batch {BATCH}, from step {rows[1]['first_step']}" in log(run, 2)
+        assert after.first_step == before.end_step > 0
+    assert f"attempt: 2 replica(s), batch {BATCH}, from step {rows[1].first_step}" in log(run, 2)
 
 
 def test_both_replicas_stop_at_the_same_step_when_the_lease_is_not_renewed(run):
     stops = re.findall(r"attempt 2: preempted at step (\d+)/\d+ \(([^)]*)\)", log(run, 2))
     assert len(stops) == 2, log(run, 2)
-    assert stops[0][0] == stops[1][0] == str(attempts(run)[1]["end_step"])
+    assert stops[0][0] == stops[1][0] == str(attempts(run)[1].end_step)
     assert {reason for _, reason in stops} == {"lease not renewed", "another rank is stopping"}
 
 
