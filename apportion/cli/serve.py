@@ -120,7 +120,7 @@ def serve(
                 log(f"note: --host {host} is reachable from this machine only: jobs on the {backend.remote_nodes}"
                     " other machine(s) need --host 0.0.0.0 (with credentials: docs/ray.md)")
         if admin_token or scheduler.store.has_users():
-            active = sum(u["revoked"] is None for u in scheduler.store.users())
+            active = sum(u.revoked is None for u in scheduler.store.users())
             runs_as = "their users' OS accounts" if run_as_setting.mode == "mapped" else "this server's OS user"
             log(f"credentials required: {active} user(s){', and an admin token' if admin_token else ''}; "
                 f"jobs run as {runs_as}")

@@ -76,7 +76,7 @@ class Rounds:
             changes: dict[int, dict] = {}
             events: list[tuple] = []
             lease_end = start + self.config.round_s
-            live = {i: _row(table, i) for i, pid in enumerate(table["pid"]) if pid is not None}
+            live = {i: _row(table, i) for i, alive in enumerate(table["live"]) if alive}
             for r in live.values():  # service up to now for everything holding slots
                 acct = account(r, now)
                 _merge(changes, r, **acct)
@@ -154,14 +154,14 @@ class Rounds:
     def _fail(self, row: dict, why: str, now: float, changes: dict[int, dict], events: list[tuple]) -> int | None:
         """Fail job ``row`` for ``why`` (the round goes on without it); its id when it has an attempt to stop."""
         reason = f"cannot be scheduled: {why}"
-        if row["pid"] is not None:
+        if row["live"]:
             _merge(changes, row, status="failed", stop="cancel", term_at=now, finished=now, move_to="",
                    reason=f"{reason}; stopping")
         else:
             _merge(changes, row, status="failed", slots="", gpu_type=None, partner=None, finished=now, reason=reason)
         events.append((now, row["id"], "fail", reason))
         self.log(f"job {row['id']} failed: {reason}")
-        return row["id"] if row["pid"] is not None else None
+        return row["id"] if row["live"] else None
 
     def _place_guarded(self, table: dict, live: dict[int, dict], rows: np.ndarray, rates: np.ndarray, now: float,
                        lease_end: float, available: list[Slot], changes: dict[int, dict],
@@ -220,7 +220,7 @@ class Rounds:
 
     def _starting(self, row: dict, now: float) -> bool:
         """An attempt that has not asked for a lease yet, and not for too long."""
-        return (row["pid"] is not None and row["stop"] is None and row["status"] == "running"
+        return (row["live"] and row["stop"] is None and row["status"] == "running"
                 and row["contact_at"] is None and now - (row["attempt_started"] or now) < self.start_timeout_s)
 
     def _cluster(self, available: list[Slot]) -> Cluster:
@@ -331,10 +331,10 @@ class Rounds:
         for j in np.flatnonzero(is_live | (chosen >= 0) | (slots != "")):  # the few that hold, get or lose slots
             r = parsed.get(j) or _row(table, rows[j])
             mate = int(ids[decision.partner[j]]) if decision.partner[j] >= 0 else None
-            if r["pid"] is not None and chosen[j] >= 0 and kept[j]:
+            if r["live"] and chosen[j] >= 0 and kept[j]:
                 _merge(changes, r, lease_end=lease_end, partner=mate,
                        reason=f"sharing its slot with job {mate}" if mate else "")
-            elif r["pid"] is not None and chosen[j] >= 0:  # moves: checkpoint, then restart on its new slots
+            elif r["live"] and chosen[j] >= 0:  # moves: checkpoint, then restart on its new slots
                 stop_at = max(r["lease_end"] or now, now)
                 mine = slots_of.get(int(j), [])
                 move_to = json.dumps({"slots": ",".join(mine), "gpu_type": self.gpu_types[chosen[j]], "partner": mate})
@@ -343,7 +343,7 @@ class Rounds:
                 events.append((now, r["id"], "move", f"round {self.state.round + 1}, to {','.join(mine)}, "
                                                       f"lease ends {stop_at:.3f}"))
                 log(f"job {r['id']} moves to {','.join(mine)} in round {self.state.round + 1}")
-            elif r["pid"] is not None:  # loses its slots: checkpoint and go at the lease's end
+            elif r["live"]:  # loses its slots: checkpoint and go at the lease's end
                 stop_at = max(r["lease_end"] or now, now)
                 _merge(changes, r, stop="preempt", stop_at=stop_at, move_to="",
                        reason=f"round {self.state.round + 1}: preempted; checkpointing at its lease end")
@@ -470,7 +470,7 @@ def _chosen_batch(row: dict, batch: np.ndarray | None, j: int) -> dict:
 def account(row: dict, now: float) -> dict:
     """Service the live attempt has received since it was last counted (the fields to update):
     time alone on its type, or time together with its partner when it shares its slot."""
-    if row["pid"] is None or row["accounted_at"] is None:
+    if not row["live"] or row["accounted_at"] is None:
         return {}
     dt = max(0.0, now - row["accounted_at"])
     fields = {

@@ -110,8 +110,8 @@ def _has_users(path: Path) -> bool:
     store = StateStore(path)
     try:
         for user in store.users():
-            if user["revoked"] is None and reserved(user["name"]):
-                raise ServerError(f"{reserved_reason(user['name'])}: apportion users revoke {user['name']} "
+            if user.revoked is None and reserved(user.name):
+                raise ServerError(f"{reserved_reason(user.name)}: apportion users revoke {user.name} "
                                   f"--state-dir {path.parent}, then add the user under another name")
         return store.has_users()
     finally:

@@ -328,6 +328,8 @@ class LocalExecutor:
     def kill_attempt(self, attempt: Attempt) -> None:
         """SIGKILL an attempt this server does not track (a stray), after checking it is that process;
         if its wrapper is gone, SIGKILL what is left of its process group."""
+        if attempt.pid is None:  # recorded by an executor without processes here: nothing of it runs on this machine
+            return
         started = process_start(attempt.pid)
         if started is None:
             kill_leftovers(attempt.pid)
