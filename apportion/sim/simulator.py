@@ -31,7 +31,7 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
 from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
-from apportion.mechanism.round_state import job_view, running_types
+from apportion.mechanism.round_state import job_view, running_types, was_running
 from apportion.mechanism.service import held_service, pair_together_s
 from apportion.mechanism.timing import early_round_at, fill_event_at, idle_round_at, next_boundary
 from apportion.policies.base import Policy, wants_predictions
@@ -270,9 +270,7 @@ class Simulator:
         active = replay.active
         pinned = None
         if self.config.wall_clock:
-            held = np.zeros(len(active), dtype=bool)
-            held[holder[holder >= 0]] = True
-            held[partner[partner >= 0]] = True
+            held = was_running(holder, partner, len(active))
             pinned = held & (replay.wait_left[active] <= 0) & (replay.delay_left[active] > 0)
         # np.take gathers rows several times faster than fancy indexing
         return RoundState(view, self.rates.take(active, axis=0), replay.time_alone_on_type.take(active, axis=0),
