@@ -20,17 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
-from apportion.core.cluster import Cluster, NodeGroup
+from apportion.core.cluster import Cluster
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.experiment import policy_from_spec
 from apportion.fidelity.measured import Measured, measure
 from apportion.fidelity.served import RunSettings, ServedRun, read_served_run
+from apportion.mechanism.node_per_type import node_per_type
+from apportion.mechanism.round_state import MIN_WEIGHT
 from apportion.perf.accelerators import list_prices
 from apportion.policies.base import DEFAULT_RESTART_COST_S
 from apportion.serve.records import JobRecord
-from apportion.serve.rounds import MIN_WEIGHT
 from apportion.sim import SimConfig, SimResult, simulate
 from apportion.sim.costs import AttemptCosts
 from apportion.workloads.queues import load_queues
@@ -230,7 +231,8 @@ def _workload(run: ServedRun, done: list[JobRecord], measured: Measured,
 def _cluster(settings: RunSettings) -> Cluster:
     """The run's slots as the server saw them: one node per slot type."""
     prices = list_prices(settings.capacity())
-    return Cluster(tuple(NodeGroup(t, n, max(1, n), prices.get(t, math.nan)) for t, n in settings.capacity().items()))
+    capacity = settings.capacity()
+    return node_per_type(tuple(capacity), tuple(capacity.values()), [prices.get(t, math.nan) for t in capacity])
 
 
 def _policy(settings: RunSettings, source: str):

@@ -25,7 +25,8 @@ Each round is decided ``plan_ahead_s`` before it starts (default: half a round, 
 10 s), so that a job asking for its lease shortly before the lease ends (apportion.runtime
 asks about a second and a step ahead) gets its answer at once. Between rounds the loop polls
 for exits every ``tick_s``; when a job ends or arrives while slots are idle, a round starts
-at once (at most every ``fill_gap_s``) rather than leaving the slots idle until the round's end.
+at once (at most every ``fill_gap_s``) rather than leaving the slots idle until the round's end
+(the rules, which the simulator on the server's clock follows too: ``mechanism/timing.py``).
 
 ``Scheduler`` is the facade; the work is done by parts that share one ``SchedulerState``
 (context.py): ``Requests`` (requests.py), ``Rounds`` (rounds.py), ``AttemptLifecycle``
@@ -44,6 +45,8 @@ from typing import Callable
 
 from apportion.core.throughputs import ThroughputTable
 from apportion.executors.base import Executor, Exit
+from apportion.mechanism.round_state import MIN_WEIGHT
+from apportion.mechanism.timing import early_round_due, regular_round_due
 from apportion.policies.base import Policy
 from apportion.serve.context import SchedulerState, ServeConfig
 from apportion.serve.durations import DurationHistory
@@ -55,7 +58,7 @@ from apportion.serve.policy_check import check_policy
 from apportion.serve.records import JobRecord
 from apportion.serve.recovery import recover
 from apportion.serve.requests import Conflict, Forbidden, NotFound, Requests
-from apportion.serve.rounds import MIN_WEIGHT, Rounds
+from apportion.serve.rounds import Rounds
 from apportion.serve.slots import Slot
 from apportion.serve.space import NoSpace, free_bytes
 from apportion.serve.state import StateStore
@@ -168,9 +171,10 @@ class Scheduler:
                 self.unsettled.pop(0)
             self.lifecycle.escalate(now)
             self.watchdog.check(now)
-            if now >= self.next_plan_at:
+            if regular_round_due(now, self.round_end, self.state.plan_ahead_s):
                 self.plan(now, max(now, self.round_end))
-            elif self.state.dirty and now - self.rounds.last_round_at >= self.config.fill_gap_s and self._idle_and_waiting():
+            elif (self.state.dirty and early_round_due(now, self.rounds.last_round_at, self.config.fill_gap_s)
+                  and self._idle_and_waiting()):
                 self.plan(now, now)
             self.lifecycle.start_ready(now)
 
