@@ -138,7 +138,8 @@ class RoundPlanner:
         else:
             owner, kept = place_on_gpus(cluster, state.holder, chosen, num_gpus)
             second = np.full(len(owner), -1, dtype=np.int64)
-        self._reallocate_at = jobs.now_s + self.policy.next_change_s(jobs, chosen >= 0)
+        if resolved:  # the policy's word when it answered; rounds that only re-run the mechanism leave it
+            self._reallocate_at = jobs.now_s + self.policy.next_change_s(jobs, chosen >= 0)
         return RoundDecision(
             chosen_type=chosen, partner=partner, owner=owner, second=second, kept=kept,
             was_running=was_running(state.holder, state.partner, n), allocation=allocation, resolved=resolved,
