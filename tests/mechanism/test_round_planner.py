@@ -6,12 +6,14 @@ priorities, placement, leases kept or lost, pairs, and GPU counts a policy choos
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.cluster import parse_cluster_shorthand
 from apportion.core.views import JobView
+from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
 
 ONE_V100_ONE_K80 = parse_cluster_shorthand("v100:1,k80:1")  # GPU 0 is the v100, GPU 1 the k80
@@ -168,13 +170,17 @@ def test_invalidate_asks_the_policy_again_next_round():
     assert planner.plan(round_state(100.0, holder=[0])).resolved and policy.calls == 2
 
 
-def pair_planner(pair_seconds: float) -> RoundPlanner:
-    """One GPU: jobs 10 and 11 share it half the time, job 12 has it alone the other half;
-    the pair has run together ``pair_seconds`` of its 400 s."""
+def pair_planner() -> RoundPlanner:
+    """One GPU: jobs 10 and 11 share it half the time, job 12 has it alone the other half."""
     policy = FixedShares([[0.0], [0.0], [0.5]], pairs=[[0, 1]], pair_share=[[0.5]], space_sharing=True)
-    planner = RoundPlanner(policy, ONE_V100, pair_rates=np.ones((1, 1, 1)))
-    planner.pair_clock.add(np.array([[10, 11]]), np.array([0]), np.array([pair_seconds]))
-    return planner
+    return RoundPlanner(policy, ONE_V100, pair_rates=np.ones((1, 1, 1)))
+
+
+def together(state: RoundState, pair_seconds: float) -> RoundState:
+    """``state`` in which jobs 10 and 11 have run together ``pair_seconds`` on the v100."""
+    clock = PairClock(1)
+    clock.add(np.array([[10, 11]]), np.array([0]), np.array([pair_seconds]))
+    return replace(state, together=clock)
 
 
 def test_a_pair_that_ran_together_less_than_its_share_takes_the_gpu_together():
@@ -182,7 +188,7 @@ def test_a_pair_that_ran_together_less_than_its_share_takes_the_gpu_together():
     state = round_state(400.0, submit=[0.0, 0.0, 0.0], index=[10, 11, 12], time_alone=[[0.0], [0.0], [300.0]],
                         holder=[2])
 
-    decision = pair_planner(100.0).plan(state)
+    decision = pair_planner().plan(together(state, 100.0))
 
     assert decision.chosen_type.tolist() == [0, 0, -1]
     assert decision.partner.tolist() == [1, 0, -1]
@@ -195,7 +201,7 @@ def test_a_pair_that_ran_together_more_than_its_share_waits_for_the_job_alone():
     state = round_state(400.0, submit=[0.0, 0.0, 0.0], index=[10, 11, 12], time_alone=[[0.0], [0.0], [100.0]],
                         holder=[0], partner=[1])
 
-    decision = pair_planner(300.0).plan(state)
+    decision = pair_planner().plan(together(state, 300.0))
 
     assert decision.chosen_type.tolist() == [-1, -1, 0]
     assert decision.partner.tolist() == [-1, -1, -1]
@@ -207,7 +213,7 @@ def test_a_pair_that_keeps_sharing_its_gpu_keeps_its_leases():
     state = round_state(400.0, submit=[0.0, 0.0, 0.0], index=[10, 11, 12], time_alone=[[0.0], [0.0], [300.0]],
                         holder=[0], partner=[1])
 
-    decision = pair_planner(100.0).plan(state)
+    decision = pair_planner().plan(together(state, 100.0))
 
     assert decision.kept.tolist() == [True, True, False]
 

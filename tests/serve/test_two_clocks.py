@@ -142,9 +142,6 @@ def test_pop_partitions_decide_alike_once_both_clocks_number_jobs_alike(seed, tm
     assert_alike(*both_clocks(jobs, simulated, served, tmp_path), jobs)
 
 
-@pytest.mark.xfail(strict=True, reason="the server weighs a priority-0 (best-effort) job at MIN_WEIGHT "
-                   "(serve/rounds.py); the simulator still passes 0 to the policy, which then never runs it "
-                   "(max-throughput) or fails dividing by it (max-min-fairness)")
 @pytest.mark.parametrize("spec", ["max-min-fairness", "max-throughput"])
 def test_best_effort_jobs_decide_alike(spec, tmp_path):
     jobs = workload(0, priorities=[0.0, 1.0, 2.0])
