@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from apportion.core.cluster import Cluster, parse_cluster_shorthand
+from apportion.core.cluster import Cluster, NodeGroup, parse_cluster_shorthand
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.experiment import with_list_prices
@@ -206,6 +206,50 @@ def test_a_job_runs_only_on_its_allowed_types():
 
     assert result.gpu_types_used() == ["k80"]
     assert result.finish_s.tolist() == [3600.0]
+
+
+def four_gpus_and_8_cores(**others) -> Cluster:
+    return with_list_prices(Cluster((NodeGroup("v100", 4, 4, cpus_per_node=8, **others),)))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_job_waits_for_cores_one_jobs_duration_though_a_gpu_is_free(policy):
+    """Three 1-GPU jobs of an hour asking 4 cores each, on one node of 4 GPUs and 8 cores: two
+    run at once, the third starts when one of them ends and finishes an hour later. Without
+    the cores counted all three end at 3600 s."""
+    workload = dataclasses.replace(jobs([0.0, 0.0, 0.0], [1, 1, 1], [3600.0] * 3), cpus=np.full(3, 4.0))
+    result = simulate(workload, four_gpus_and_8_cores(), ONE_STEP_A_SECOND, build(policy))
+
+    assert sorted(result.finish_s.tolist()) == [3600.0, 3600.0, 7200.0]
+    assert sorted(result.first_start_s.tolist()) == [0.0, 0.0, 3600.0]
+    assert result.summary["preemptions"] == 0
+    unlimited = simulate(workload, priced("v100:4"), ONE_STEP_A_SECOND, build(policy))
+    assert unlimited.finish_s.tolist() == [3600.0] * 3
+
+
+def test_a_job_asking_more_cores_than_any_node_has_is_unschedulable_and_the_rest_finish():
+    workload = dataclasses.replace(jobs([0.0, 0.0], [1, 1], [3600.0] * 2), cpus=np.array([12.0, 8.0]))
+    result = simulate(workload, four_gpus_and_8_cores(), ONE_STEP_A_SECOND, make_policy("fifo"))
+
+    assert result.status.tolist() == [JobStatus.UNSCHEDULABLE, JobStatus.COMPLETED]
+    assert result.finish_s[1] == 3600.0
+
+
+def test_a_job_runs_on_the_type_whose_nodes_have_its_cores_though_another_is_faster():
+    """v100 nodes have 4 cores, k80 nodes 16; the job asks 8: 1800 steps at 0.5 steps/s on a k80."""
+    cluster = Cluster((NodeGroup("v100", 4, 4, cpus_per_node=4), NodeGroup("k80", 4, 4, cpus_per_node=16)))
+    workload = dataclasses.replace(jobs([0.0], [1], [1800.0]), cpus=np.array([8.0]))
+    result = simulate(workload, cluster, table({"a": [1.0, 0.5]}, gpu_types=("v100", "k80")), make_policy("las"))
+
+    assert result.gpu_types_used() == ["k80"]
+    assert result.finish_s.tolist() == [3600.0]
+
+
+def test_a_wall_clock_replay_refuses_jobs_whose_cores_it_could_not_count():
+    workload = dataclasses.replace(jobs([0.0], [1], [60.0]), cpus=np.array([4.0]))
+    with pytest.raises(ValueError, match="counts no CPU cores or memory"):
+        simulate(workload, four_gpus_and_8_cores(), ONE_STEP_A_SECOND, make_policy("fifo"),
+                 SimConfig(wall_clock=True))
 
 
 def test_a_cluster_type_missing_from_the_throughputs_is_refused():
