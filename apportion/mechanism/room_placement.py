@@ -38,20 +38,34 @@ def place_in_room(
     free_list = free_ids.tolist()
     bounds = np.searchsorted(free_ids, cluster.node_first_gpu).tolist() + [len(free_list)]
     free_on = [free_list[bounds[i] : bounds[i + 1]] for i in range(cluster.num_nodes)]
-    type_nodes = [np.flatnonzero(cluster.node_type == t).tolist() for t in range(len(cluster.gpu_types))]
+    # per type, its nodes with a free GPU, ascending: in a busy round they are few
+    open_nodes = [[node for node in np.flatnonzero(cluster.node_type == t).tolist() if free_on[node]]
+                  for t in range(len(cluster.gpu_types))]
 
     jobs = sorted(zip(chosen_type[todo].tolist(), num_gpus[todo].tolist(), todo.tolist()),
                   key=lambda job: (job[0], job[1] == 1, -job[1], job[2]))
     placed_gpus: list[int] = []
     placed_jobs: list[int] = []
+    no_room: set[tuple] = set()  # (type, GPUs, shares) that found no room: free GPUs and room only shrink
     for gpu_type, count, job in jobs:
         share = demand.per_gpu[job].tolist()
-        gives = {node: min(len(free_on[node]), _shares_in(room[node], share)) for node in type_nodes[gpu_type]}
+        alike = (gpu_type, count, *share)
+        if alike in no_room:
+            continue
+        gives = {}  # node -> GPUs it can give the job with room for their shares, where any
+        for node in open_nodes[gpu_type]:
+            most = len(free_on[node])
+            for free, asked in zip(room[node], share):
+                if asked > 0 and free != math.inf:
+                    most = min(most, math.floor(free / asked + SLACK))
+            if most > 0:
+                gives[node] = most
         whole = [node for node, most in gives.items() if most >= count]
         if whole:  # the tightest single node with room for all of it
             takes = [(min(whole, key=lambda node: (len(free_on[node]), node)), count)]
         else:
             if sum(gives.values()) < count:
+                no_room.add(alike)
                 continue  # no room for it anywhere this round: it waits
             takes, needed = [], count
             for node in sorted(gives, key=lambda node: (-gives[node], node)):
@@ -65,13 +79,7 @@ def place_in_room(
             placed_jobs += [job] * got
             free_on[node] = free_on[node][got:]
             room[node] = [free - got * asked for free, asked in zip(room[node], share)]
+            if not free_on[node]:
+                open_nodes[gpu_type].remove(node)
     owner[placed_gpus] = placed_jobs
 
-
-def _shares_in(room: list[float], share: list[float]) -> float:
-    """How many GPUs' shares fit in a node's room (inf when the job asks for nothing it limits)."""
-    most = math.inf
-    for free, asked in zip(room, share):
-        if asked > 0 and free != math.inf:
-            most = min(most, math.floor(free / asked + SLACK))
-    return most

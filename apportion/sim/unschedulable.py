@@ -13,7 +13,7 @@ import numpy as np
 
 from apportion.core.cluster import Cluster
 from apportion.core.jobs import JobTable
-from apportion.core.node_resources import UNITS, fits_on_nodes, gpus_with_room
+from apportion.core.node_resources import NODE_AMOUNT, UNITS, fits_on_nodes, gpus_with_room
 
 _NO_TYPE_ALLOWED, _NO_TYPE_RUNS, _TOO_LARGE, _NEVER_RUNS, _NO_ROOM = 1, 2, 3, 4, 5
 
@@ -110,7 +110,7 @@ def _no_room(jobs: JobTable, cluster: Cluster, fits: np.ndarray, row: int) -> st
             continue  # this one alone leaves room: not the reason
         amount, most = float(column[row]), int(given[0, fits].max())
         if gpus[0] == 1:
-            node_amount = getattr(cluster, "node_cpus" if name == "cpus" else "node_memory_gib")
+            node_amount = getattr(cluster, NODE_AMOUNT[name])
             usable = fits[cluster.node_type]
             best = int(np.flatnonzero(usable)[np.argmax(node_amount[usable])])
             parts.append(f"needs {amount:g} {UNITS[name]}; the most a node of a type that runs {kind} has is "
