@@ -14,6 +14,7 @@ from apportion.experiment import with_list_prices
 from apportion.policies import make_policy, policy_info, policy_names
 from apportion.policies.las import Las
 from apportion.sim import SimConfig, simulate
+from apportion.sim.simulator import Simulator
 from apportion.sim.result import JobStatus
 
 POLICIES = policy_names()
@@ -376,6 +377,37 @@ def test_the_same_inputs_give_the_same_replay(policy):
     assert {k: v for k, v in a.summary.items() if k != "sim_wall_s"} == {
         k: v for k, v in b.summary.items() if k != "sim_wall_s"
     }
+
+
+@pytest.mark.parametrize("policy", SPECS)
+def test_no_node_ever_gives_more_cores_than_it_has(policy):
+    """The random workload, each job asking 1 to 4 cores a GPU, on nodes of 4 GPUs and 8 cores:
+    at every decision the shares beside each node's busy GPUs (both jobs' on a shared GPU) add
+    up to at most 8, and every job completes but the 4-GPU ones asking 4 cores a GPU: 16 cores
+    on a type of one node."""
+    workload = random_workload()
+    cpus_per_gpu = np.random.default_rng(1).choice([1.0, 2.0, 4.0], size=len(workload))
+    workload = dataclasses.replace(workload, cpus=cpus_per_gpu * workload.num_gpus)
+    cluster = Cluster(tuple(dataclasses.replace(group, cpus_per_node=8) for group in priced(RANDOM_CLUSTER).groups))
+    busiest = []
+
+    def check(now, active, decision):
+        used = np.zeros(cluster.num_nodes)
+        for holders in (decision.owner, decision.second):
+            busy = holders >= 0
+            np.add.at(used, cluster.gpu_node[busy], cpus_per_gpu[active[holders[busy]]])
+        busiest.append(used.max())
+
+    simulator = Simulator(workload, cluster, RANDOM_TABLE, build(policy))
+    simulator.on_decision = check
+    result = simulator.run()
+
+    too_big = (workload.num_gpus == 4) & (cpus_per_gpu == 4.0)
+    assert too_big.any()
+    assert np.all(result.status[too_big] == JobStatus.UNSCHEDULABLE)
+    assert np.all(result.status[~too_big] == JobStatus.COMPLETED)
+    assert max(busiest) <= 8.0
+    assert max(busiest) == 8.0  # the limit was reached: the check was not idle
 
 
 def test_the_space_sharing_variants_pair_jobs_on_the_random_workload():
