@@ -35,14 +35,18 @@ class JobTable:
     # train, ``total_steps`` their target in efficiency-weighted examples; None: every job has a fixed size
     elastic: ElasticJobs | None = None
     name: np.ndarray | None = None  # [n] str, the job's name where the workload gives one ("" if not)
+    # what each job needs beside its GPUs, over all of them (0: none); None: no job asks for any
+    cpus: np.ndarray | None = None  # [n] float, CPU cores
+    memory_gib: np.ndarray | None = None  # [n] float, GiB of host memory
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
         for name in ("submit_time_s", "kind", "num_gpus", "total_steps", "priority", "user", "queue"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
-        if self.name is not None and len(self.name) != n:
-            raise ValueError(f"JobTable column 'name' has {len(self.name)} rows, expected {n}")
+        for name in ("name", "cpus", "memory_gib"):
+            if getattr(self, name) is not None and len(getattr(self, name)) != n:
+                raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
         if n and np.any(np.diff(self.submit_time_s) < 0):
             raise ValueError("JobTable rows must be sorted by submit_time_s")
 
@@ -65,6 +69,8 @@ class JobTable:
         deadline_after_submit_s=None,
         elastic: ElasticJobs | None = None,
         name=None,
+        cpus=None,
+        memory_gib=None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds."""
         submit = np.asarray(submit_time_s, dtype=np.float64)
@@ -93,6 +99,8 @@ class JobTable:
             else (submit + np.asarray(deadline_after_submit_s, dtype=np.float64))[order],
             elastic=None if elastic is None else elastic.take(order),
             name=None if name is None else np.asarray(name, dtype=object)[order],
+            cpus=None if cpus is None else np.asarray(cpus, dtype=np.float64)[order],
+            memory_gib=None if memory_gib is None else np.asarray(memory_gib, dtype=np.float64)[order],
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
@@ -115,4 +123,6 @@ class JobTable:
             deadline_s=pick(self.deadline_s),
             elastic=None if self.elastic is None else self.elastic.take(rows),
             name=pick(self.name),
+            cpus=pick(self.cpus),
+            memory_gib=pick(self.memory_gib),
         )

@@ -20,6 +20,7 @@ import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.cluster import Cluster
+from apportion.core.node_resources import node_demand
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.mechanism.node_per_type import NodePerType
 from apportion.mechanism.pairs import choose_with_pairs, place_units
@@ -31,6 +32,15 @@ from apportion.mechanism.rounds import RoundMechanism
 IN_SYSTEM_FLOOR_S = 1e-9  # a job submitted this instant has been in the system this long
 
 __all__ = ["RoundDecision", "RoundPlanner", "RoundState", "running_types"]
+
+
+def _placed_only(chosen: np.ndarray, partner: np.ndarray, owner: np.ndarray,
+                 second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The chosen types and partners of the jobs placement put on GPUs; -1 for the others."""
+    placed = np.zeros(len(chosen), dtype=bool)
+    placed[owner[owner >= 0]] = True
+    placed[second[second >= 0]] = True
+    return np.where(placed, chosen, -1), np.where(placed, partner, -1)
 
 
 class RoundPlanner:
@@ -133,11 +143,14 @@ class RoundPlanner:
         else:
             chosen = self.mechanism.choose(allocation.share, received, num_gpus, cluster.capacity)
 
+        demand = node_demand(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib)  # None: GPUs alone count
         if (state.partner >= 0).any() or (partner >= 0).any():
-            owner, second, kept = place_units(cluster, state.holder, state.partner, chosen, partner, num_gpus)
+            owner, second, kept = place_units(cluster, state.holder, state.partner, chosen, partner, num_gpus, demand)
         else:
-            owner, kept = place_on_gpus(cluster, state.holder, chosen, num_gpus)
+            owner, kept = place_on_gpus(cluster, state.holder, chosen, num_gpus, demand)
             second = np.full(len(owner), -1, dtype=np.int64)
+        if demand is not None:  # chosen by GPUs, but no node had room for its cores or memory: it waits
+            chosen, partner = _placed_only(chosen, partner, owner, second)
         if resolved:  # the policy's word when it answered; rounds that only re-run the mechanism leave it
             self._reallocate_at = jobs.now_s + self.policy.next_change_s(jobs, chosen >= 0)
         return RoundDecision(

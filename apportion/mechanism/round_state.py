@@ -99,8 +99,11 @@ def job_view(
     deadline_s: np.ndarray | None = None,
     predicted_gpu_s: np.ndarray | None = None,
     predicted_log_sd: np.ndarray | None = None,
+    cpus: np.ndarray | None = None,
+    memory_gib: np.ndarray | None = None,
 ) -> JobView:
-    """The jobs' view a policy sees, from arrays over the jobs (left out: a job that never ran).
+    """The jobs' view a policy sees, from arrays over the jobs (left out: a job that never ran;
+    ``cpus``, ``memory_gib``: None when no job asks for cores or memory beside its GPUs).
 
     Priorities under ``MIN_WEIGHT`` (0: best effort) count as ``MIN_WEIGHT``, so that a weight
     never divides by zero in a policy."""
@@ -113,7 +116,7 @@ def job_view(
         first_start_s=np.full(n, np.nan) if first_start_s is None else first_start_s,
         running_type=np.full(n, -1, dtype=np.int64) if running_type is None else running_type,
         queue=queue, user=user, now_s=now_s, deadline_s=deadline_s,
-        predicted_gpu_s=predicted_gpu_s, predicted_log_sd=predicted_log_sd,
+        predicted_gpu_s=predicted_gpu_s, predicted_log_sd=predicted_log_sd, cpus=cpus, memory_gib=memory_gib,
     )
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from apportion.core.cluster import Cluster
 from apportion.core.durations import DurationPredictor
 from apportion.core.jobs import JobTable
+from apportion.core.node_resources import fits_on_nodes, node_demand
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
 from apportion.mechanism.pair_clock import PairClock
@@ -110,6 +111,8 @@ class Simulator:
         sharing = RoundPlanner.space_sharing(policy) and throughputs.pair_steps_per_s
         self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if sharing else None
         self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates)
+        if config.wall_clock and node_demand(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib) is not None:
+            raise ValueError("the server's clock counts no CPU cores or memory of nodes: replay without wall_clock")
         self.costs = JobCosts.of(jobs, config.costs, config.start_cost_s, config.restart_cost_s)
         self.slowness = config.costs.slowness if config.costs is not None else None
         # attempts stop and finish as they do in the server: stopped ones train up to their lease's end
@@ -154,7 +157,8 @@ class Simulator:
         """Mask what cannot run anywhere, and which jobs can never run at all."""
         jobs, cluster = self.jobs, self.cluster
         rates = self.rates
-        fits = (rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
+        fits = ((rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
+                & fits_on_nodes(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib))
         self.rates = np.where(fits, rates, 0.0)
         replay = Replay.empty(len(jobs), cluster)
         if self.config.wall_clock and self.config.first_round_s is not None:
@@ -256,6 +260,8 @@ class Simulator:
             user=self._names["user"].take(active),
             now_s=replay.now,
             deadline_s=None if jobs.deadline_s is None else jobs.deadline_s.take(active),
+            cpus=None if jobs.cpus is None else jobs.cpus.take(active),
+            memory_gib=None if jobs.memory_gib is None else jobs.memory_gib.take(active),
             **self._predictions(active),
         )
 
