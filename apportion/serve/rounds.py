@@ -23,8 +23,8 @@ from apportion.mechanism.node_per_type import NodePerType
 from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
 from apportion.mechanism.round_state import job_view
-from apportion.mechanism.service import held_service
 from apportion.policies.base import wants_predictions
+from apportion.serve.accounting import service_since
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
@@ -472,23 +472,14 @@ def _chosen_batch(row: dict, batch: np.ndarray | None, j: int) -> dict:
 
 
 def account(row: dict, now: float) -> dict:
-    """Service the live attempt has received since it was last counted (the fields to update):
-    time alone on its type, or time together with its partner when it shares its slot."""
-    if not row["live"] or row["accounted_at"] is None:
+    """Service the live attempt of round-table ``row`` has received since it was last counted (the
+    fields to update), by the rule an attempt's exit is settled with (``serve/accounting.py``)."""
+    if not row["live"]:
         return {}
-    dt = max(0.0, now - row["accounted_at"])
-    gpu_s, alone_s, together_s = held_service(dt, max(1, len(row["slot_list"])), not row.get("partner"))
-    fields = {"run_s": row["run_s"] + dt, "service_gpu_s": row["service_gpu_s"] + gpu_s, "accounted_at": now}
-    if row["gpu_type"] and row.get("partner"):
-        together = dict(row.get("shared_by_type") or {})
-        key = f"{row['partner']}:{row['gpu_type']}"
-        together[key] = together.get(key, 0.0) + together_s
-        fields["shared_by_type"] = together
-    elif row["gpu_type"]:
-        by_type = dict(row["service_by_type"])
-        by_type[row["gpu_type"]] = by_type.get(row["gpu_type"], 0.0) + alone_s
-        fields["service_by_type"] = by_type
-    return fields
+    return service_since(now, accounted_at=row["accounted_at"], run_s=row["run_s"],
+                         service_gpu_s=row["service_gpu_s"], slots=len(row["slot_list"]), gpu_type=row["gpu_type"],
+                         partner=row.get("partner"), service_by_type=row["service_by_type"],
+                         shared_by_type=row.get("shared_by_type") or {})
 
 
 def _row(table: dict, i: int) -> dict:
