@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "apportion"
@@ -56,3 +57,28 @@ def test_imports_point_down_the_layers():
         for imported in imports_of(path) - {part} - ALLOWED[part]:
             wrong.append(f"{path.relative_to(PACKAGE.parent)} imports apportion.{imported}")
     assert not wrong, "\n".join(wrong)
+
+
+def documented_layers() -> dict[str, set[str]]:
+    """The "Layers" table of docs/architecture.md: each part (a row may name two) and what it may import."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    table = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    layers = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        allowed = re.sub(r"\([^)]*\)", "", cells[2])
+        imports = set() if allowed.strip() in ("—", "") else {a.strip() for a in allowed.split(",")}
+        for name in re.findall(r"`([^`]+)`", cells[0]):
+            layers[name.removesuffix("/").removesuffix(".py")] = imports
+    return layers
+
+
+def test_the_architecture_doc_gives_each_part_the_imports_the_code_is_held_to():
+    documented = documented_layers()
+    undocumented = set(ALLOWED) - set(documented) - {"__main__", "__init__"}
+    assert not undocumented, f"docs/architecture.md's Layers table leaves out {sorted(undocumented)}"
+    differ = {part: (sorted(imports), sorted(ALLOWED[part])) for part, imports in documented.items()
+              if imports != {"everything above"} and imports != ALLOWED[part]}
+    assert not differ, f"docs/architecture.md says (doc, test): {differ}"
