@@ -109,13 +109,14 @@ class Scheduler:
 
     # the HTTP API's side ---------------------------------------------------------------
 
-    def submit(self, body: dict, user: str, source: str = "request") -> int:
-        """Check a job spec (InputError naming the field) and store it; returns the job id."""
-        return self.requests.submit(body, user, source)
+    def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
+        """Check a job spec (InputError naming the field) and store it; returns the job id. ``sees_all``:
+        it may wait for any user's jobs (an admin's submit), not only ``user``'s."""
+        return self.requests.submit(body, user, source, sees_all)
 
-    def submit_once(self, body: dict, user: str, key: str | None) -> tuple[int, bool]:
+    def submit_once(self, body: dict, user: str, key: str | None, sees_all: bool = False) -> tuple[int, bool]:
         """:meth:`submit` once per idempotency ``key`` of ``user``: (job id, whether it was stored before)."""
-        return self.requests.submit_once(body, user, key)
+        return self.requests.submit_once(body, user, key, sees_all=sees_all)
 
     def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
         """Cancel the job now if it has no attempt, else SIGTERM its attempt; only its user (or an admin) may."""
