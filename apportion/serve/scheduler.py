@@ -224,7 +224,7 @@ class Scheduler:
             "runtime_s": round(running, 3), "steps_done": row["steps_done"], "total_steps": row["total_steps"],
             "preemptions": row["preemptions"], "attempts": row["attempt"], "retries": row["retries"],
             "hangs": row["hangs"], "hung_after_s": hung_after_s(row, self.config),
-            "time_limit": spec.get("time_limit"),
+            "time_limit": spec.get("time_limit"), "after": [str(i) for i in spec.get("after") or ()],
             "exit_code": row["exit_code"], "lease_end": row["lease_end"],
             "last_lines": row["last_lines"] if private else "",
             "command": spec.get("command"),

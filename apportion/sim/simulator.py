@@ -461,7 +461,7 @@ class Simulator:
         n = len(self.jobs)
         first_finish = float(finish_at.min()) if len(finish_at) else math.inf
         arrival = float(self.jobs.submit_time_s[replay.next_arrival]) if replay.next_arrival < n else math.inf
-        waiting = bool((~running).any())
+        waiting = bool((~running).any()) or (self._held is not None and len(self._held.held) > 0)  # held: as the server
         idle = bool(np.any(replay.gpu_job < 0))
         fill = math.inf
         if waiting or arrival <= first_finish:

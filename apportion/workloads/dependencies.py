@@ -9,8 +9,6 @@ after it (it is held until that one arrives and completes).
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from apportion.core.dependencies import Dependencies
 from apportion.core.errors import InputError
@@ -48,6 +46,9 @@ def after_of_column(text: np.ndarray, job_id: np.ndarray, lines: np.ndarray, sou
 
 def _check_no_cycle(after: Dependencies, job_id: np.ndarray, lines: np.ndarray, source: str) -> None:
     """InputError naming the jobs of a cycle (jobs that wait for each other): none of them could ever start."""
+    from scipy.sparse import csr_matrix  # here: a trace without dependencies never loads scipy.sparse
+    from scipy.sparse.csgraph import connected_components
+
     n = len(after)
     graph = csr_matrix((np.ones(len(after.keys), dtype=np.int8), after.keys, after.start), shape=(n, n))
     count, component = connected_components(graph, directed=True, connection="strong")

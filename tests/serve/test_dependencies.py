@@ -129,6 +129,9 @@ def test_an_after_naming_no_job_or_another_users_job_is_a_400_naming_after(tmp_p
     assert missing.json()["detail"] == "request: field 'after': no job 99 on this server"
     assert others.status_code == 400 and others.json()["field"] == "after"
     assert "job 1 is bob's" in others.json()["detail"]
-    assert users.submit("bob", after=[bobs]).status_code == 200  # their own
+    own = users.submit("bob", after=[bobs])
+    assert own.status_code == 200  # their own
+    assert users.client.get(f"/jobs/{own.json()['id']}", headers={"Authorization": f"Bearer {users.credential['bob']}"}
+                            ).json()["after"] == [bobs]
     assert users.submit("ops", after=[bobs]).status_code == 200  # an admin names anyone's
     assert users.submit("alice", after=["one"]).json()["field"] == "after[0]"

@@ -13,7 +13,7 @@ from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.policies import make_policy
-from apportion.sim import simulate
+from apportion.sim import SimConfig, simulate
 from apportion.sim.result import JobStatus
 from apportion.workloads.trace_csv import read_workload_csv
 
@@ -73,6 +73,15 @@ def test_a_job_waits_for_every_job_it_names():
 
     assert result.first_start_s.tolist() == [0.0, 360.0, 720.0]
     assert result.finish_s.tolist() == [360.0, 720.0, 820.0]
+
+
+def test_on_the_servers_clock_a_held_job_starts_in_the_early_round_its_dependency_frees():
+    """As ``apportion serve`` does: A's end (700 s, between regular rounds) starts a round early for B."""
+    table = jobs([0.0, 0.0], [700.0, 100.0], after=[[], [0]])
+    result = simulate(table, parse_cluster_shorthand("v100:2"), ONE_STEP_A_SECOND, make_policy("fifo"),
+                      SimConfig(wall_clock=True))
+
+    assert result.first_start_s.tolist() == [0.0, 700.0]
 
 
 @pytest.mark.parametrize("policy", ["las", "max-min-fairness", "srtf"])
