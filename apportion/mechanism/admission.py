@@ -1,11 +1,12 @@
 """Admission: which arrived jobs may enter the round, which wait (and why), which fail (and why).
 
-Before a round is planned, each clock asks an :class:`Admission` about the jobs that have
-not been admitted yet. Its stages run in order; a job one stage holds or fails is not shown
-to the next. A held job stays out of the round and is asked again at the next one; a failed
-job ends, with the stage's reason. Once admitted, a job takes part in every round until it
-ends. Stages work on arrays: a stage with nothing to say about any job costs a few array
-operations, and Python runs per job only to word the reasons of the jobs it holds or fails.
+Before a round is planned, each clock asks an :class:`Admission` about the jobs it has not
+admitted yet (the simulator: arrivals and the jobs it holds; the server, which keeps no record
+of admission: the jobs that have not started). Its stages run in order; a job one stage holds
+or fails is not shown to the next. A held job stays out of the round and is asked again at a
+later one; a failed job ends, with the stage's reason. Stages work on arrays: a stage with
+nothing to say about any job costs a few array operations, and Python runs per job only to
+word the reasons of the jobs it holds or fails.
 
 The first stage is :class:`AfterStage`: a job runs only after the jobs it names completed
 (Slurm's ``--dependency=afterok``).

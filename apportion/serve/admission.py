@@ -24,12 +24,12 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     """``rows`` (positions in the round ``table``) less the jobs admission holds or fails: a held
     job's reason goes into ``changes`` (with any slots promised to it taken back), a failed
     job's into ``failed`` ({row: why})."""
-    if not len(rows):
+    if not len(rows) or not any(table["after"]):  # no job names another: the one stage has nothing to say
         return rows
     asking = rows[np.equal(np.asarray(table["started"], dtype=object)[rows], None)]
     after_text = np.asarray(table["after"], dtype=object)[asking]
     claims = np.flatnonzero(after_text != "")
-    if not len(claims):  # no applicant names another job: the one stage has nothing to say
+    if not len(claims):
         return rows
     lists: list[list[int]] = [[] for _ in range(len(asking))]
     for j in claims.tolist():

@@ -8,11 +8,16 @@ whose held jobs wait for long-running ones pays nothing per round.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from apportion.core.jobs import JobTable
 from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants, Outcome
 from apportion.sim.result import JobStatus
+
+if TYPE_CHECKING:
+    from apportion.sim.simulator import Replay
 
 # Outcome of each JobStatus, indexed by its value
 _OUTCOME_OF_STATUS = np.zeros(max(JobStatus) + 1, dtype=np.int8)
@@ -34,7 +39,7 @@ class HeldJobs:
         """None when no job waits for another: the replay then admits every arrival as it is."""
         return cls(jobs) if jobs.after is not None and len(jobs.after.keys) else None
 
-    def sift(self, replay, arriving: np.ndarray, reasons: np.ndarray) -> np.ndarray:
+    def sift(self, replay: Replay, arriving: np.ndarray, reasons: np.ndarray) -> np.ndarray:
         """The rows of ``arriving`` (JobTable rows, schedulable, in submit order) and of the jobs
         held so far that enter the round now, in submit order. The others stay held, or end
         unschedulable with their reason written into ``reasons``."""
