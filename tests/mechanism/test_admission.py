@@ -39,7 +39,8 @@ class FailAbove:
     def admit(self, jobs: Applicants, context: AdmissionContext) -> Verdict:
         self.shown.append(jobs.key.tolist())
         fail = jobs.key > self.bound
-        return Verdict(np.zeros(len(jobs), dtype=bool), fail, {int(i): f"above {self.bound}" for i in np.flatnonzero(fail)})
+        reasons = {int(i): f"above {self.bound}" for i in np.flatnonzero(fail)}
+        return Verdict(np.zeros(len(jobs), dtype=bool), fail, reasons)
 
 
 def test_a_job_held_by_the_first_stage_is_not_shown_to_the_second():
