@@ -51,10 +51,11 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from apportion.executors.local import LocalExecutor, _cmdline  # noqa: E402
-from apportion.executors.procfs import children, raw_stat, stat_fields  # noqa: E402
-from apportion.executors.spares import read_record, spare_options  # noqa: E402
-from apportion.executors.wrapper import MARKER, become_subreaper  # noqa: E402
+from apportion.executors.local.executor import LocalExecutor, _cmdline  # noqa: E402
+from apportion.executors.local.procfs import children, raw_stat, stat_fields  # noqa: E402
+from apportion.executors.local.spare_pool import read_record, spare_options  # noqa: E402
+from apportion.executors.local.wrapper import become_subreaper  # noqa: E402
+from apportion.executors.local.wrapper_command import MARKER  # noqa: E402
 from benchmarks.chaos_accounting import account  # noqa: E402
 
 FINAL = re.compile(r"^(final_checksum=\S+ param_sum=\S+ steps=\d+)", re.MULTILINE)

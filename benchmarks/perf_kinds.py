@@ -16,7 +16,7 @@ measured, over every predicted ratio (51: k80 and p100 for each kind Gavel measu
 ``mean_abs_log_error`` is the mean |log(predicted / measured)|; the table prints factors,
 max(predicted/measured, measured/predicted). ``datasheet`` is the same model with every GPU at
 its datasheet peak (no Kepler issue limit, the K80 at its boost clock): the model before
-``apportion.perf.layers.sustained_peak``. For comparison the table also prints the two-parameter
+``apportion.perf.roofline.sustained_peak``. For comparison the table also prints the two-parameter
 fit the catalog once used (step_time = a / peak_fp32 + b / bandwidth, a, b >= 0, NNLS on relative
 error), fitted on the other two GPUs (leave one out).
 

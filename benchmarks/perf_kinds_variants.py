@@ -70,7 +70,7 @@ TimeParts = Callable[[str, str], tuple[float, float]]
 
 def _parts(step: layers.TrainingStep, acc) -> tuple[float, float]:
     timed = layers.step_time(step, acc, floor_cycles=0)
-    return timed.total, timed.kernels / layers.sm_spec(acc.name).clock_hz()
+    return timed.total, timed.kernels / acc.clock_hz()
 
 
 def shipped_parts(kind: str, gpu: str) -> tuple[float, float]:

@@ -173,7 +173,7 @@ def round_overhead(executor, slots: list[Slot], jobs: int, rounds: int, director
         running = len(store.live_jobs())
     finally:
         for row in store.live_jobs():
-            executor.kill(row["id"])
+            executor.kill(row.id)
         deadline = time.time() + 30
         while store.live_jobs() and time.time() < deadline:
             for ended in executor.poll():

@@ -73,12 +73,12 @@ def run(policy_name: str, jobs: int, slots: str, rounds: int, round_s: float) ->
             started += len(executor.started) - before
             # the jobs' side: first lease calls, progress reports, and exits when told to stop
             for row in store.live_jobs():
-                if row["contact_at"] is None:
-                    scheduler.lease(row["id"], row["attempt"], row["steps_done"])
-                scheduler.progress(row["id"], row["attempt"], row["steps_done"] + 10, 5.0)
-                if row["stop"] == "preempt":
-                    assert scheduler.lease(row["id"], row["attempt"], row["steps_done"]) == {"renew": False}
-                    executor.finish(row["id"], 75)
+                if row.contact_at is None:
+                    scheduler.lease(row.id, row.attempt, row.steps_done)
+                scheduler.progress(row.id, row.attempt, row.steps_done + 10, 5.0)
+                if row.stop == "preempt":
+                    assert scheduler.lease(row.id, row.attempt, row.steps_done) == {"renew": False}
+                    executor.finish(row.id, 75)
                     preempted += 1
         store.close()
     return {

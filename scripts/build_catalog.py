@@ -30,7 +30,7 @@ import numpy as np
 from apportion.perf.accelerators import get_accelerator
 from apportion.perf.kinds import (ARCHITECTURES, REFERENCE_GPU, REFERENCE_REASON, predict_step_time,
                                   transfer_steps_per_s)
-from apportion.perf.layers import KERNEL_FLOOR_CYCLES, KERNEL_LAUNCH_S, sm_spec
+from apportion.perf.roofline import KERNEL_FLOOR_CYCLES, KERNEL_LAUNCH_S
 from apportion.core.throughputs import ThroughputTable
 from apportion.workloads.gavel_throughputs import gavel_kind_name, parse_gavel_throughputs
 from apportion.workloads.pair_model import predicted_pairs
@@ -69,15 +69,15 @@ WORKLOADS_SOURCE = (
 
 def accelerator_entry(gpu: str) -> dict:
     """The figures the transfer uses for ``gpu``, with their sources (from apportion.perf)."""
-    acc, spec = get_accelerator(gpu), sm_spec(gpu)
+    acc = get_accelerator(gpu)
     return {
         "name": CATALOG_NAMES[gpu],
         "perf_accelerator": acc.name,
         "peak_fp32_tflops": acc.peak("fp32") / 1e12,
         "mem_bandwidth_gb_s": acc.memory_bandwidth / 1e9,
-        "sms": spec.sms,
-        "max_threads_per_sm": spec.max_threads_per_sm,
-        "source": "; ".join(acc.sources[:1] + (spec.source,)),
+        "sms": acc.sms,
+        "max_threads_per_sm": acc.threads_per_sm,
+        "source": "; ".join(acc.sources[:1] + (acc.sm_source,)),
     }
 
 

@@ -24,7 +24,7 @@ ALLOWED = {
     "experiment": {"core", "perf", "policies", "sim", "workloads"},
     "compare": {"experiment", "sim"},
     "sweep": {"experiment", "sim", "executors"},
-    "fidelity": {"core", "perf", "policies", "sim", "workloads", "serve", "experiment"},
+    "fidelity": {"core", "mechanism", "perf", "policies", "sim", "workloads", "serve", "experiment"},
     "cli": {"core", "perf", "policies", "sim", "workloads", "serve", "report", "experiment", "compare", "sweep",
             "stdio", "mechanism", "solve", "runtime", "fidelity"},
     "__main__": {"cli"},

@@ -13,7 +13,7 @@ from __future__ import annotations
 import typer
 
 from apportion.cli import jobs, plan, profile, replay, serve, simulate, sweep, users
-from apportion.cli.options import ListsPolicies
+from apportion.cli.options import PolicyCommand
 
 app = typer.Typer(
     add_completion=False,
@@ -21,13 +21,13 @@ app = typer.Typer(
     help="Share a cluster of accelerators among deep-learning training jobs.",
 )
 
-app.command(cls=ListsPolicies)(simulate.simulate)
-app.command()(simulate.compare)
-app.command(cls=ListsPolicies)(sweep.sweep)
+app.command(cls=PolicyCommand)(simulate.simulate)
+app.command(cls=PolicyCommand)(simulate.compare)
+app.command(cls=PolicyCommand)(sweep.sweep)
 app.command()(simulate.kinds)
 app.command()(plan.plan)
 app.command()(profile.profile)
-app.command(cls=ListsPolicies)(serve.serve)
+app.command(cls=PolicyCommand)(serve.serve)
 app.command()(replay.replay)
 app.command()(jobs.submit)
 app.command()(jobs.queue)

@@ -55,15 +55,14 @@ def load_queues(path: Optional[str]) -> Optional[QueueConfig]:
 
 
 def prepare_replay(
-    specs: list[str], options: dict, queues_path: Optional[str], settings: WorkloadSettings,
-    round_s: float, restart_cost_s: float,
+    specs: list[str], options: dict, settings: WorkloadSettings, round_s: float, restart_cost_s: float,
 ) -> tuple[Inputs, SimConfig, dict]:
-    """Check the policies and their options, then load the inputs: (inputs, config, policy options)."""
+    """Check the policies and their options (``queues`` already read), then load the inputs:
+    (inputs, config, policy options)."""
     from apportion.core.errors import InputError
     from apportion.experiment import check_policy_specs, load_inputs
 
-    queue_config = load_queues(queues_path)
-    options = {**options, "queues": queue_config}
+    queue_config = options.get("queues")
     try:
         check_policy_specs(specs, **options)
     except ValueError as exc:

@@ -1,30 +1,134 @@
 """Command-line options used by several commands, each defined once.
 
 Option defaults come from light modules only: importing the command line must not import the
-policies, the simulator or matplotlib. Policy names are filled into help text when help is shown
-(``ListsPolicies``) for the same reason.
+policies, the simulator or matplotlib. The commands that run policies (``PolicyCommand``:
+simulate, compare, sweep, serve) take every option the policy registry declares as a flag of
+their own, built from the registry when the command line is parsed or its help shown, for the
+same reason; a policy registered after import brings its options along.
 """
 
 from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from typer.core import TyperCommand
 
 from apportion.workloads.defaults import DEFAULT_CLUSTER, DEFAULT_RATE_PER_HOUR
 
+if TYPE_CHECKING:
+    from apportion.policies.registry import Option
+
 POLICY_NAMES = "{policy names}"  # in an option's help: replaced by the known policies' names
+POLICY_PANEL = "Policy options"  # where --help lists the registry's options
+_GIVEN = "apportion.policy_options"  # ctx.meta key: the policy options given on the command line
+_PREFIX = "policy_option__"  # a policy option's parameter name: never one of a command's own
 
 
-class ListsPolicies(TyperCommand):
-    """A command whose option help names the known policies, looked up only when help is shown."""
+class PolicyCommand(TyperCommand):
+    """A command that runs policies: every registered policy option is one of its flags, and its
+    help names the known policies; read ``policy_options(ctx)`` for what was given."""
+
+    _policy_params: list | None = None
+
+    def get_params(self, ctx):
+        if self._policy_params is None:
+            self._policy_params = _registry_params({o for p in self.params for o in (*p.opts, *p.secondary_opts)})
+            self.params.extend(self._policy_params)
+        return super().get_params(ctx)
 
     def format_help(self, ctx, formatter) -> None:
         from apportion.policies import POLICIES
 
-        for param in self.params:
+        for param in self.get_params(ctx):
             if param.help and POLICY_NAMES in param.help:
                 param.help = param.help.replace(POLICY_NAMES, ", ".join(POLICIES))
         return super().format_help(ctx, formatter)
+
+    def invoke(self, ctx):
+        given = {}
+        for param in self._policy_params or ():
+            value = ctx.params.pop(param.name)
+            if ctx.get_parameter_source(param.name).name == "COMMANDLINE":  # not a default: asked for
+                given[param.name.removeprefix(_PREFIX)] = value
+        ctx.meta[_GIVEN] = given
+        return super().invoke(ctx)
+
+
+def policy_options(ctx: typer.Context) -> dict[str, Any]:
+    """The policy options given on the command line, by keyword, for ``make_policy``: the files
+    they name read (``--queues``: its QueueConfig); a bad file is a one-line error."""
+    readers = _file_readers()
+    return {name: readers[name](value) if name in readers else value for name, value in ctx.meta[_GIVEN].items()}
+
+
+def recorded_policy_options(ctx: typer.Context) -> dict[str, Any]:
+    """The policy options given on the command line as JSON, a file by its absolute path: what a
+    served run records, for ``make_policy`` once a replay has read the files."""
+    readers = _file_readers()
+    return {name: str(Path(value).resolve()) if name in readers else value
+            for name, value in ctx.meta[_GIVEN].items()}
+
+
+def _file_readers() -> dict:
+    """Option name -> how the command line reads the file it names, for the options of a type read from a file."""
+    from apportion.cli.inputs import load_queues
+    from apportion.core.queues import QueueConfig
+    from apportion.policies.registry import declared_options
+
+    read = {QueueConfig: load_queues}
+    return {o.name: read[o.type] for o in declared_options() if o.type in read}
+
+
+def _registry_params(own_flags: set[str]) -> list:
+    """The registry's options as typer options, for a command whose own flags are ``own_flags``."""
+    from apportion.cli.output import fail
+    from apportion.policies.registry import declared_options, option_takers, policy_names
+
+    everyone = set(policy_names())
+    parameters = []
+    for option in declared_options():
+        if not option.command_line:
+            continue
+        if option.cli_flag in own_flags:
+            raise fail(f"the policy option {option.cli_flag} ({', '.join(option_takers(option.name))}) is spelled "
+                       "like an option of the command itself: give it another flag in its PolicyEntry")
+        takers = option_takers(option.name)
+        help = option.help[:1].upper() + option.help[1:]
+        if set(takers) != everyone:
+            help = f"{option.applies_to or ', '.join(takers)}: {option.help}"
+        if option.variant:
+            help += f"; or NAME:{option.variant_name}"
+        parameters.append(_parameter(option, help + "."))
+    if not parameters:
+        return []
+
+    def template(**values):  # only its signature is read: typer builds the options from it
+        return values
+
+    template.__signature__ = inspect.Signature(parameters)
+    commands = typer.Typer(add_completion=False)
+    commands.command()(template)
+    return list(typer.main.get_command(commands).params)
+
+
+def _parameter(option: Option, help: str) -> inspect.Parameter:
+    """One registry option as a typer option: a flag for a bool, a number or text with its default
+    shown, and text for any other type (which the option's check, or a file reader, turns into its value)."""
+    name = _PREFIX + option.name
+    flag = option.cli_flag
+    if option.type is bool:
+        decls = flag if not option.default else f"{flag}/--no-{flag.removeprefix('--')}"
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                                 default=typer.Option(bool(option.default), decls, help=help,
+                                                      rich_help_panel=POLICY_PANEL))
+    kind = option.type if option.type in (int, float, str) else str
+    default = option.default if kind is option.type else None
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[kind],
+                             default=typer.Option(default, flag, help=help, metavar=option.metavar or None,
+                                                  show_default=default is not None, rich_help_panel=POLICY_PANEL))
 
 
 def json_option(what: str) -> typer.models.OptionInfo:
@@ -50,16 +154,6 @@ Reference = typer.Option("v100", "--reference-gpu-type", help="CSV: a trace dura
 SimRound = round_option(360.0)
 RestartCost = typer.Option(10.0, "--restart-cost-s", help="Seconds of no progress each time a job is moved or resumed.")
 Out = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.")
-
-# how a policy runs (simulate, compare; --queues also serve)
-Agnostic = typer.Option(False, "--agnostic", help="Treat all GPU types as equally fast (heterogeneity-agnostic baseline).")
-Partitions = typer.Option(1, "--partitions", help="Solve an LP policy as K random sub-problems (POP) for speed on large clusters.")
-Slo = typer.Option(False, "--slo", help="min-cost: honour the workload's deadline_s column.")
-WaterFilling = typer.Option(False, "--water-filling", help="max-min-fairness: raise jobs level by level, so none can rise without lowering a smaller one (slower).")
-ShareBy = typer.Option(None, "--share-by", help="max-min-fairness: what is made equal, gpu-time (default, Gavel's: normalised throughput × GPUs) or rate (normalised throughput alone).")
-SpaceSharing = typer.Option(False, "--space-sharing", help="LP policies: let two one-GPU jobs share a GPU where their pair's speed is known (or NAME:space-sharing).")
-Durations = typer.Option(None, "--durations", help="srtf, qssf, finish-time-fairness: the remaining durations the policy knows, predicted (from the jobs finished so far; qssf's default) or oracle (the true ones; the others' default).")
-Queues = typer.Option(None, "--queues", help="hierarchical: queues YAML (weight, nominal quota per GPU type, borrowing); see docs/queues.md.")
 
 # the server a client command talks to (submit, queue, cancel, logs, status)
 Server = typer.Option(None, "--server", help="The server's URL (default: $APPORTION_SERVER, else http://127.0.0.1:8642).")

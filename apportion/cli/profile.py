@@ -45,7 +45,7 @@ def profile(
 
     from apportion.perf.accelerators import get_accelerator
     from apportion.perf.calibrate import fit_kernels
-    from apportion.perf.gemm import gemm_time, memory_time
+    from apportion.perf.roofline import Gemm, gemm_time, memory_time
     from apportion.perf.parallel import Group, allreduce_time, alltoall_time
     from apportion.perf.transformer import build_model
 
@@ -114,7 +114,7 @@ def profile(
         view.add_column(column, justify="left" if column in ("kernel", "shape") else "right", no_wrap=True)
     for k in document["kernels"]:
         if k["kind"] == "gemm":
-            modelled = gemm_time(k["m"], k["n"], k["k"], acc, precision, k["batch"]).seconds
+            modelled = gemm_time(Gemm(k["m"], k["n"], k["k"], k["batch"]), acc, precision).seconds
             what = f"{k['batch']} × " if k["batch"] > 1 else ""
             what += f"{k['m']}×{k['k']} · {k['k']}×{k['n']}"
         elif k["kind"] in ("allreduce", "alltoall"):

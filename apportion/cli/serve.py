@@ -8,11 +8,11 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import load_queues
 from apportion.cli.output import console, errors, escape, fail
 
 
 def serve(
+    ctx: typer.Context,
     state_dir: Path = typer.Option(Path("~/.apportion/server"), "--state-dir", help="Where the state file, logs and default checkpoints live."),
     port: int = typer.Option(8642, "--port", help="HTTP port (0: any free port)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback requires --token."),
@@ -27,9 +27,6 @@ def serve(
     hung_after_s: float = typer.Option(900.0, "--hung-after-s", help="Seconds an attempt may go without a lease call or progress report before it is hung: SIGTERM, SIGKILL after --grace-s, retried from its checkpoint (counts against --max-retries); a job file's hung_after_s overrides it; 0: never."),
     grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL."),
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="Jobs' periodic checkpoints unless their file says: auto (CheckFreq: <= 5% overhead, <= 300 s lost; the default), auto:SECONDS (that bound), off, or SECONDS."),
-    las_thresholds: Optional[str] = typer.Option(None, "--las-thresholds", help="las: queue thresholds in GPU-seconds, e.g. 3600,36000 (the default)."),
-    durations: Optional[str] = opt.Durations,
-    queues: Optional[str] = opt.Queues,
     executor: str = typer.Option("local", "--executor", help="Where jobs run: local (this machine's processes) or ray (a Ray cluster's nodes: docs/ray.md)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: the cluster's address (default: the cluster file's, else RAY_ADDRESS, else the one started on this machine)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file whose ray: section names each GPU type's Ray resource and the directory every node shares."),
@@ -86,16 +83,11 @@ def serve(
         no_gpus = not offered
         if no_gpus:
             offered = parse_slots("cpu:1")
-    queue_config = load_queues(queues)
+    policy_options = opt.policy_options(ctx)
+    queue_config = policy_options.get("queues")
     prices = list_prices({s.gpu_type for s in offered})
     if backend is not None:
         prices.update(backend.prices)
-
-    policy_options = {"queues": queue_config}
-    if las_thresholds is not None:
-        policy_options["thresholds_gpu_s"] = las_thresholds
-    if durations is not None:
-        policy_options["durations"] = durations
 
     try:
         check_policy_specs([policy], **policy_options)
@@ -113,8 +105,7 @@ def serve(
                             prices=prices, checkpoint_every=checkpoint_every, warm_start=warm_start,
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
-                            policy_options={k: v for k, v in (("thresholds_gpu_s", las_thresholds), ("queues", queues and str(Path(queues).resolve())))
-                                            if v is not None})
+                            policy_options=opt.recorded_policy_options(ctx))
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -129,7 +120,7 @@ def serve(
                 log(f"note: --host {host} is reachable from this machine only: jobs on the {backend.remote_nodes}"
                     " other machine(s) need --host 0.0.0.0 (with credentials: docs/ray.md)")
         if admin_token or scheduler.store.has_users():
-            active = sum(u["revoked"] is None for u in scheduler.store.users())
+            active = sum(u.revoked is None for u in scheduler.store.users())
             runs_as = "their users' OS accounts" if run_as_setting.mode == "mapped" else "this server's OS user"
             log(f"credentials required: {active} user(s){', and an admin token' if admin_token else ''}; "
                 f"jobs run as {runs_as}")

@@ -16,17 +16,10 @@ from apportion.stdio import stdout_to_stderr
 
 
 def simulate(
+    ctx: typer.Context,
     workload: Optional[str] = opt.Workload,
     cluster: str = opt.Cluster,
     policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic for the heterogeneity-agnostic variant, NAME:space-sharing to share GPUs)."),
-    agnostic: bool = opt.Agnostic,
-    partitions: int = opt.Partitions,
-    slo: bool = opt.Slo,
-    water_filling: bool = opt.WaterFilling,
-    share_by: Optional[str] = opt.ShareBy,
-    space_sharing: bool = opt.SpaceSharing,
-    durations: Optional[str] = opt.Durations,
-    queues: Optional[str] = opt.Queues,
     out: Optional[Path] = opt.Out,
     jobs: Optional[int] = opt.Jobs,
     rate: float = opt.Rate,
@@ -49,10 +42,9 @@ def simulate(
     _check_out(out)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
-            [policy], dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
-                           space_sharing=space_sharing, share_by=share_by, durations=durations),
-            queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                      reference_gpu_type, shape),
+            [policy], opt.policy_options(ctx),
+            workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type,
+                              shape),
             round_s, restart_cost_s,
         )
         with progress_bar(as_json) as bar:
@@ -85,17 +77,10 @@ def simulate(
 
 
 def compare(
-    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help="Comma-separated; NAME:agnostic and NAME:space-sharing for the variants."),
+    ctx: typer.Context,
+    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help=f"Comma-separated, of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing for the variants)."),
     workload: Optional[str] = opt.Workload,
     cluster: str = opt.Cluster,
-    agnostic: bool = opt.Agnostic,
-    partitions: int = opt.Partitions,
-    slo: bool = opt.Slo,
-    water_filling: bool = opt.WaterFilling,
-    share_by: Optional[str] = opt.ShareBy,
-    space_sharing: bool = opt.SpaceSharing,
-    durations: Optional[str] = opt.Durations,
-    queues: Optional[str] = opt.Queues,
     out: Optional[Path] = opt.Out,
     jobs: Optional[int] = opt.Jobs,
     rate: float = opt.Rate,
@@ -119,10 +104,9 @@ def compare(
     _check_out(out)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
-            specs, dict(agnostic=agnostic, partitions=partitions, slo=slo, water_filling=water_filling,
-                        space_sharing=space_sharing, share_by=share_by, durations=durations),
-            queues, workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                      reference_gpu_type, shape),
+            specs, opt.policy_options(ctx),
+            workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type,
+                              shape),
             round_s, restart_cost_s,
         )
         with progress_bar(as_json) as bar:

@@ -16,6 +16,7 @@ DEFAULT_RATES = "4,8,12"
 
 
 def sweep(
+    ctx: typer.Context,
     policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help=f"Comma-separated, of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing for the variants)."),
     rates: Optional[str] = typer.Option(None, "--rates", help="Synthetic: the loads, in jobs per hour, comma-separated (default 4,8,12)."),
     seeds: str = typer.Option("0-4", "--seeds", help="Seeds of each point: a range (0-9) or a list (1,5,7)."),
@@ -28,9 +29,6 @@ def sweep(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
-    agnostic: bool = opt.Agnostic,
-    space_sharing: bool = opt.SpaceSharing,
-    queues: Optional[str] = opt.Queues,
     workers: int = typer.Option(0, "--workers", help="Local processes (default: one a CPU)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run each replay as a Ray task on this cluster instead (auto: the one started on this machine); every node needs apportion and the input files (docs/ray.md)."),
     out: Optional[Path] = opt.Out,
@@ -60,8 +58,9 @@ def sweep(
     with stdout_to_stderr():
         base = workload_settings(workload, cluster_list[0], jobs, loads[0], seed_list[0], None, None, throughputs,
                                  reference_gpu_type, shape)
+        policy_options = opt.policy_options(ctx)
         for each in cluster_list:  # every cluster and policy is checked before any replay starts
-            _, config, options = prepare_replay(specs, dict(agnostic=agnostic, space_sharing=space_sharing), queues,
+            _, config, options = prepare_replay(specs, policy_options,
                                                 workload_settings(workload, each, jobs, loads[0], seed_list[0], None,
                                                                   None, throughputs, reference_gpu_type, shape),
                                                 round_s, restart_cost_s)

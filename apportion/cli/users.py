@@ -72,7 +72,7 @@ def list_users(
     finally:
         store.close()
     if as_json:
-        print_json([{"name": u["name"], "admin": bool(u["admin"]), "created": u["created"], "revoked": u["revoked"]}
+        print_json([{"name": u.name, "admin": bool(u.admin), "created": u.created, "revoked": u.revoked}
                     for u in users])
         return
     if not users:
@@ -82,10 +82,10 @@ def list_users(
     def day(when: float) -> str:
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
 
-    width = max(len(u["name"]) for u in users)
+    width = max(len(u.name) for u in users)
     for u in users:
-        state = f"revoked {day(u['revoked'])}" if u["revoked"] is not None else "active"
-        console.print(f"{u['name']:<{width}}  {'admin' if u['admin'] else 'user ':<5}  added {day(u['created'])}  {state}",
+        state = f"revoked {day(u.revoked)}" if u.revoked is not None else "active"
+        console.print(f"{u.name:<{width}}  {'admin' if u.admin else 'user ':<5}  added {day(u.created)}  {state}",
                       highlight=False)
 
 

@@ -39,14 +39,18 @@ class JobTable:
     name: np.ndarray | None = None  # [n] str, the job's name where the workload gives one ("" if not)
     # the jobs (rows of this table) each job must see completed before it starts; None: no job waits for another
     after: Dependencies | None = None
+    # what each job needs beside its GPUs, over all of them (0: none); None: no job asks for any
+    cpus: np.ndarray | None = None  # [n] float, CPU cores
+    memory_gib: np.ndarray | None = None  # [n] float, GiB of host memory
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
         for name in ("submit_time_s", "kind", "num_gpus", "total_steps", "priority", "user", "queue"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
-        if self.name is not None and len(self.name) != n:
-            raise ValueError(f"JobTable column 'name' has {len(self.name)} rows, expected {n}")
+        for name in ("name", "cpus", "memory_gib"):
+            if getattr(self, name) is not None and len(getattr(self, name)) != n:
+                raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
         if self.after is not None and len(self.after) != n:
             raise ValueError(f"JobTable column 'after' has {len(self.after)} rows, expected {n}")
         if n and np.any(np.diff(self.submit_time_s) < 0):
@@ -72,6 +76,8 @@ class JobTable:
         elastic: ElasticJobs | None = None,
         name=None,
         after: Dependencies | None = None,
+        cpus=None,
+        memory_gib=None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds; ``after``
         names jobs by their position in these sequences."""
@@ -102,6 +108,8 @@ class JobTable:
             elastic=None if elastic is None else elastic.take(order),
             name=None if name is None else np.asarray(name, dtype=object)[order],
             after=None if after is None else after.take(order),
+            cpus=None if cpus is None else np.asarray(cpus, dtype=np.float64)[order],
+            memory_gib=None if memory_gib is None else np.asarray(memory_gib, dtype=np.float64)[order],
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
@@ -125,4 +133,6 @@ class JobTable:
             elastic=None if self.elastic is None else self.elastic.take(rows),
             name=pick(self.name),
             after=None if self.after is None else self.after.take(np.arange(len(self))[rows]),
+            cpus=pick(self.cpus),
+            memory_gib=pick(self.memory_gib),
         )

@@ -40,6 +40,10 @@ class JobView:
     # deviation); None unless the policy asked for predicted durations
     predicted_gpu_s: np.ndarray | None = None
     predicted_log_sd: np.ndarray | None = None
+    # [n] CPU cores and GiB of memory each job needs beside its GPUs (JobTable.cpus, memory_gib);
+    # None: no job asks for any
+    cpus: np.ndarray | None = None
+    memory_gib: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.index)

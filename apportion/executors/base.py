@@ -2,6 +2,8 @@
 
 ``Attempt`` is a started attempt, ``Exit`` one that ended; ``Executor`` is every call the
 server makes on an executor, so that another executor (a fake one for tests, Ray) plugs in.
+Whether an attempt is alive is the executor's to say, in its own terms (``is_alive``, ``scan``,
+``adopt``, ``poll``): an attempt's process id, where it has one, is information, never the test.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Protocol, runtime_checkable
 class Attempt:
     job_id: int
     attempt: int
-    pid: int  # its process (locally: the wrapper, leader of the attempt's process group)
+    pid: int | None  # its process here (locally: the wrapper, leader of its process group); None: it has none (Ray)
     proc_start: int | None  # start time in clock ticks since boot, from /proc/PID/stat
     slots: tuple[str, ...]
 

@@ -16,9 +16,11 @@ from apportion.executors.base import Attempt, Exit
 class FakeExecutor:
     """An ``Executor`` whose attempts are entries in a dict, ended by the caller."""
 
-    def __init__(self, state_dir: str | Path = "/nonexistent", *, obey_sigterm: bool = True) -> None:
+    def __init__(self, state_dir: str | Path = "/nonexistent", *, obey_sigterm: bool = True, pids: bool = True) -> None:
+        """``pids=False``: its attempts have no process id, as a Ray cluster's have none here."""
         self.state_dir = Path(state_dir)
         self.obey_sigterm = obey_sigterm
+        self.pids = pids
         self._pids = itertools.count(1_000_000)
         self._running: dict[int, Attempt] = {}
         self._ended: list[Exit] = []
@@ -50,7 +52,8 @@ class FakeExecutor:
     def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None, replicas=None, cold=False) -> Attempt:
         if job_id in self._running:
             raise AssertionError(f"job {job_id} started twice at once")
-        handle = Attempt(job_id, attempt, next(self._pids), 1, tuple(slots))
+        handle = Attempt(job_id, attempt, next(self._pids) if self.pids else None, 1 if self.pids else None,
+                         tuple(slots))
         self._running[job_id] = handle
         self.started.append(handle)
         self.envs[(job_id, attempt)] = dict(env)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from apportion.executors.base import Attempt, Exit
-from apportion.executors.local import tail
+from apportion.executors.local.executor import tail
 from apportion.executors.ray_connect import join
 from apportion.executors.ray_nodes import SlotResource, capacity
 from apportion.executors.ray_replica import Replica
@@ -196,7 +196,7 @@ class RayExecutor:
             waits = {a.wait.remote(): rank for rank, a in enumerate(actors)}
         except (ValueError, ray.exceptions.RayError) as err:  # a name still taken, Ray gone
             raise OSError(f"Ray refused the attempt: {err}") from None
-        handle = Attempt(job_id, attempt, 0, None, tuple(slots))
+        handle = Attempt(job_id, attempt, None, None, tuple(slots))
         self._tracked[job_id] = _Attempt(handle, actors, group, waits)
         return handle
 
@@ -302,7 +302,7 @@ class RayExecutor:
                 except ray.exceptions.RayError:
                     info = None
             self._found[(job_id, attempt)] = ([actors.get(r) for r in range(max(names) + 1)], info)
-            found.append(Attempt(job_id, attempt, 0, None, tuple(info["slots"]) if info else ()))
+            found.append(Attempt(job_id, attempt, None, None, tuple(info["slots"]) if info else ()))
         return found
 
     def adopt(self, attempt: Attempt) -> bool:

@@ -1,7 +1,7 @@
 """One replica of an attempt on a Ray node: a named, detached Ray actor that runs the job's process.
 
 The Ray executor makes one ``Replica`` per bundle of the attempt's placement group (one per
-GPU). Each starts ``python -m apportion.executors.wrapper ... -- COMMAND`` on its node, as
+GPU). Each starts ``python -m apportion.executors.local.wrapper ... -- COMMAND`` on its node, as
 the local executor does on its machine, with the job's environment plus torchrun's variables
 (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and
 ``MASTER_PORT`` of rank 0's node) and the GPUs Ray gave it as ``CUDA_VISIBLE_DEVICES``. Its
@@ -29,9 +29,9 @@ import sys
 import threading
 import time
 
-from apportion.executors.wrapper import write_env_file
+from apportion.executors.local.wrapper import write_env_file
 
-WRAPPER = "apportion.executors.wrapper"
+WRAPPER = "apportion.executors.local.wrapper"
 WATCH_S = 0.5  # how often a replica checks that its node's raylet is still there
 # variables of the node's environment that are Ray's own or a job's (set again for each attempt)
 _NOT_INHERITED = ("APPORTION_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from apportion.core.cluster import Cluster, NodeGroup
+from apportion.core.cluster import Cluster
 from apportion.core.dependencies import Dependencies
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
@@ -28,9 +28,11 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.experiment import policy_from_spec
 from apportion.fidelity.measured import Measured, measure
 from apportion.fidelity.served import RunSettings, ServedRun, read_served_run
+from apportion.mechanism.node_per_type import node_per_type
+from apportion.mechanism.round_state import MIN_WEIGHT
 from apportion.perf.accelerators import list_prices
 from apportion.policies.base import DEFAULT_RESTART_COST_S
-from apportion.serve.rounds import MIN_WEIGHT
+from apportion.serve.records import JobRecord
 from apportion.sim import SimConfig, SimResult, simulate
 from apportion.sim.costs import AttemptCosts
 from apportion.workloads.queues import load_queues
@@ -76,7 +78,7 @@ class Fidelity:
     settings: RunSettings
     measured: Measured
     rows: list[JobComparison]  # the jobs that completed for real, by id
-    left_out: list[dict] = field(default_factory=list)  # jobs that did not complete for real: not replayed
+    left_out: list[JobRecord] = field(default_factory=list)  # jobs that did not complete for real: not replayed
     options: dict = field(default_factory=dict)  # speeds, costs, clock
     simulated: SimResult | None = None
     first_round_s: float | None = None  # the server's first round, seconds after the first submission
@@ -131,7 +133,7 @@ class Fidelity:
             "options": self.options,
             "server_first_round_s": None if self.first_round_s is None else round(self.first_round_s, 4),
             "jobs": len(self.rows),
-            "left_out": [{"job_id": j["id"], "name": j["name"], "status": j["status"]} for j in self.left_out],
+            "left_out": [{"job_id": j.id, "name": j.name, "status": j.status} for j in self.left_out],
             "errors": {k: _round(v, 4) if isinstance(v, float) else v for k, v in self.errors.items()},
             "totals": {side: {k: _round(v) for k, v in values.items()} for side, values in self.totals.items()},
             "costs": self.measured.describe(),
@@ -157,8 +159,8 @@ def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", cloc
         if value not in choices:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, got '{value}'")
     settings = run.settings
-    done = [j for j in run.jobs if j["status"] == "completed"]
-    left_out = [j for j in run.jobs if j["status"] != "completed"]
+    done = [j for j in run.jobs if j.status == "completed"]
+    left_out = [j for j in run.jobs if j.status != "completed"]
     if not done:
         raise InputError(str(run.state_dir), "no job of the run completed: there is nothing to compare")
     measured = measure(run.jobs, run.attempts)
@@ -174,7 +176,7 @@ def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", cloc
                                         for name in ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")},
                                      slowness=measured.slowness({int(job_id): i for i, job_id in enumerate(jobs.job_id)},
                                                                 window_s) if drifts else None)
-    first_submit = min(j["submitted"] for j in run.jobs)
+    first_submit = min(j.submitted for j in run.jobs)
     first_round_s = None if settings.first_round is None else min(settings.first_round - first_submit, 0.0)
     config = SimConfig(round_s=settings.round_s, restart_cost_s=restart_cost_s, costs=attempt_costs,
                        wall_clock=clock == "wall", plan_ahead_s=settings.plan_ahead_s, fill_gap_s=settings.fill_gap_s,
@@ -184,47 +186,47 @@ def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", cloc
     row_of = {int(job_id): i for i, job_id in enumerate(result.jobs.job_id)}
     rows = []
     for j in done:
-        i = row_of[j["id"]]
+        i = row_of[j.id]
         rows.append(JobComparison(
-            job_id=j["id"], name=j["name"], kind=j["kind"], submitted_s=j["submitted"] - first_submit,
-            real_jct_s=j["finished"] - j["submitted"], sim_jct_s=float(result.jct_s[i]),
-            real_queueing_s=j["started"] - j["submitted"],
+            job_id=j.id, name=j.name, kind=j.kind, submitted_s=j.submitted - first_submit,
+            real_jct_s=j.finished - j.submitted, sim_jct_s=float(result.jct_s[i]),
+            real_queueing_s=j.started - j.submitted,
             sim_queueing_s=float(result.first_start_s[i] - result.jobs.submit_time_s[i]),
-            real_preemptions=int(j["preemptions"]), sim_preemptions=int(result.preemptions[i]),
+            real_preemptions=int(j.preemptions), sim_preemptions=int(result.preemptions[i]),
         ))
     return Fidelity(run.state_dir, settings, measured, rows, left_out,
                     {"speeds": speeds, "costs": costs, "clock": clock}, result, first_round_s)
 
 
-def _workload(run: ServedRun, done: list[dict], measured: Measured,
+def _workload(run: ServedRun, done: list[JobRecord], measured: Measured,
               per_job: bool) -> tuple[JobTable, ThroughputTable, dict[str, str]]:
     """The completed jobs as a JobTable, their speeds as a ThroughputTable, and each kind label's
     job kind. With ``per_job`` each job is its own kind ("KIND #ID"), running at its own measured
     speed; else at its kind's. Where it never trained on a type: its kind's speed there, else the
     server's last estimate, else it cannot run there."""
     types = tuple(run.settings.capacity())
-    scales = tuple(sorted({int(j["gpus"]) for j in done}))
-    labels = [f"{j['kind']} #{j['id']}" if per_job else j["kind"] for j in done]
-    kind_names = dict(zip(labels, (j["kind"] for j in done)))
+    scales = tuple(sorted({int(j.gpus) for j in done}))
+    labels = [f"{j.kind} #{j.id}" if per_job else j.kind for j in done]
+    kind_names = dict(zip(labels, (j.kind for j in done)))
     vocabulary = tuple(dict.fromkeys(labels))
     speeds = np.full((len(vocabulary), len(types), len(scales)), np.nan)
     for j, label in zip(done, labels):
-        k, s = vocabulary.index(label), scales.index(int(j["gpus"]))
-        allowed = j["allowed"]
+        k, s = vocabulary.index(label), scales.index(int(j.gpus))
+        allowed = j.allowed
         for t, gpu_type in enumerate(types):
             if allowed is not None and gpu_type not in allowed:
                 continue
-            rate = (measured.job_speed(j["id"], gpu_type) if per_job else None) \
-                or measured.kind_speed(j["kind"], gpu_type) or run.estimates.get((j["kind"], gpu_type, int(j["gpus"])))
+            rate = (measured.job_speed(j.id, gpu_type) if per_job else None) \
+                or measured.kind_speed(j.kind, gpu_type) or run.estimates.get((j.kind, gpu_type, int(j.gpus)))
             speeds[k, t, s] = rate if rate else np.nan
-    first_submit = min(j["submitted"] for j in run.jobs)
-    position = {int(j["id"]): p for p, j in enumerate(done)}  # a completed job's `after` jobs all completed
-    after = [[position[int(i)] for i in (j.get("after") or "").split(",") if i and int(i) in position] for j in done]
+    first_submit = min(j.submitted for j in run.jobs)
+    position = {int(j.id): p for p, j in enumerate(done)}  # a completed job's `after` jobs all completed
+    after = [[position[int(i)] for i in (j.after or "").split(",") if i and int(i) in position] for j in done]
     jobs = JobTable.build(
-        job_id=[str(j["id"]) for j in done], submit_time_s=[j["submitted"] - first_submit for j in done],
-        kind_names=labels, num_gpus=[j["gpus"] for j in done], total_steps=[j["total_steps"] for j in done],
-        priority=[max(j["priority"], MIN_WEIGHT) for j in done], user=[j["user"] for j in done],
-        queue=[j["queue"] for j in done], kinds=vocabulary,
+        job_id=[str(j.id) for j in done], submit_time_s=[j.submitted - first_submit for j in done],
+        kind_names=labels, num_gpus=[j.gpus for j in done], total_steps=[j.total_steps for j in done],
+        priority=[max(j.priority, MIN_WEIGHT) for j in done], user=[j.user for j in done],
+        queue=[j.queue for j in done], kinds=vocabulary,
         after=Dependencies.of_lists(after) if any(after) else None,
     )
     return jobs, ThroughputTable(vocabulary, types, scales, speeds), kind_names
@@ -233,7 +235,8 @@ def _workload(run: ServedRun, done: list[dict], measured: Measured,
 def _cluster(settings: RunSettings) -> Cluster:
     """The run's slots as the server saw them: one node per slot type."""
     prices = list_prices(settings.capacity())
-    return Cluster(tuple(NodeGroup(t, n, max(1, n), prices.get(t, math.nan)) for t, n in settings.capacity().items()))
+    capacity = settings.capacity()
+    return node_per_type(tuple(capacity), tuple(capacity.values()), [prices.get(t, math.nan) for t in capacity])
 
 
 def _policy(settings: RunSettings, source: str):

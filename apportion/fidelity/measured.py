@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from apportion.serve.records import AttemptRecord, JobRecord
 from apportion.sim.costs import AttemptCosts, MachineSlowness
 
 COSTS = ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")
@@ -187,39 +188,39 @@ class Measured:
         return {"attempts": len(self.speeds), "attempt_vs_job": spread(within_job), "attempt_vs_kind": spread(within_kind)}
 
 
-def measure(jobs: list[dict], attempts: list[dict]) -> Measured:
+def measure(jobs: list[JobRecord], attempts: list[AttemptRecord]) -> Measured:
     """The costs and speeds in a run's ``attempts`` (the store's rows), by the kind of their ``jobs``."""
-    kind_of = {j["id"]: j["kind"] for j in jobs}
-    total_of = {j["id"]: j["total_steps"] for j in jobs}
+    kind_of = {j.id: j.kind for j in jobs}
+    total_of = {j.id: j.total_steps for j in jobs}
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in COSTS}
     speeds: list[AttemptSpeed] = []
     startups: list[StartUp] = []
-    first_submit = min((j["submitted"] for j in jobs), default=0.0)
+    first_submit = min((j.submitted for j in jobs), default=0.0)
 
     def add(name: str, kind: str, value: float) -> None:
         samples[name].setdefault(kind, []).append(value)
 
     for a in attempts:
-        kind = kind_of.get(a["job_id"])
-        if kind is None or a["first_lease"] is None:
+        kind = kind_of.get(a.job_id)
+        if kind is None or a.first_lease is None:
             continue  # it never reached its first step: nothing was measured
-        cost = "start_s" if a["attempt"] == 1 else "restart_s"
-        add(cost, kind, a["first_lease"] - a["started"])
-        startups.append(StartUp(a["started"] - first_submit, a["job_id"], kind, cost, a["first_lease"] - a["started"]))
-        stopped = a["how"] in ("preempted", "moved") and a["stop_told"] is not None and a["stop_told"] > a["first_lease"]
+        cost = "start_s" if a.attempt == 1 else "restart_s"
+        add(cost, kind, a.first_lease - a.started)
+        startups.append(StartUp(a.started - first_submit, a.job_id, kind, cost, a.first_lease - a.started))
+        stopped = a.how in ("preempted", "moved") and a.stop_told is not None and a.stop_told > a.first_lease
         if stopped:
-            if a["stop_lease_end"] is not None:
-                add("stop_lead_s", kind, a["stop_lease_end"] - a["stop_told"])
-            add("stop_s", kind, a["ended"] - a["stop_told"])
-        finished = a["how"] == "completed" and a["done"] is not None
+            if a.stop_lease_end is not None:
+                add("stop_lead_s", kind, a.stop_lease_end - a.stop_told)
+            add("stop_s", kind, a.ended - a.stop_told)
+        finished = a.how == "completed" and a.done is not None
         if finished:
-            add("finish_s", kind, a["ended"] - a["done"])
-        if (stopped or finished) and a["partner"] is None and a["first_step"] is not None:
-            until = a["stop_told"] if stopped else a["done"]
-            steps = ((a["stop_step"] if a["stop_step"] is not None else a["end_step"]) if stopped
-                     else total_of[a["job_id"]]) - a["first_step"]
-            if until > a["first_lease"] and steps > 0:
-                speeds.append(AttemptSpeed(a["job_id"], kind, a["gpu_type"], steps, until - a["first_lease"]))
+            add("finish_s", kind, a.ended - a.done)
+        if (stopped or finished) and a.partner is None and a.first_step is not None:
+            until = a.stop_told if stopped else a.done
+            steps = ((a.stop_step if a.stop_step is not None else a.end_step) if stopped
+                     else total_of[a.job_id]) - a.first_step
+            if until > a.first_lease and steps > 0:
+                speeds.append(AttemptSpeed(a.job_id, kind, a.gpu_type, steps, until - a.first_lease))
     costs = {name: {kind: Spread.of(values) for kind, values in by_kind.items()} for name, by_kind in samples.items()}
     startups.sort(key=lambda s: s.began_s)
     return Measured(costs, speeds, startups)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.core.errors import InputError
+from apportion.serve.records import AttemptRecord, JobRecord
 from apportion.serve.state import ACTIVE, StateStore
 
 
@@ -40,16 +41,16 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class ServedRun:
-    """What a state directory says about a run; jobs and attempts are the store's rows."""
+    """What a state directory says about a run; jobs and attempts are the store's records."""
 
     state_dir: Path
     settings: RunSettings
-    jobs: list[dict]  # every job, by id
-    attempts: list[dict]  # every attempt, by job and attempt number
+    jobs: list[JobRecord]  # every job, by id
+    attempts: list[AttemptRecord]  # every attempt, by job and attempt number
     estimates: dict[tuple[str, str, int], float]  # the server's last steps/s per (kind, slot type, slots)
 
-    def attempts_of(self, job_id: int) -> list[dict]:
-        return [a for a in self.attempts if a["job_id"] == job_id]
+    def attempts_of(self, job_id: int) -> list[AttemptRecord]:
+        return [a for a in self.attempts if a.job_id == job_id]
 
 
 def read_served_run(state_dir: str | Path) -> ServedRun:
@@ -80,11 +81,11 @@ def read_served_run(state_dir: str | Path) -> ServedRun:
     settings = _settings(raw, str(path), first_round)
     if not jobs:
         raise InputError(source, "the run has no jobs")
-    unfinished = [j for j in jobs if j["status"] in ACTIVE or j["pid"] is not None]
+    unfinished = [j for j in jobs if j.status in ACTIVE or j.attempt_live]
     if unfinished:
         first = unfinished[0]
         more = f" (and {len(unfinished) - 1} more)" if len(unfinished) > 1 else ""
-        raise InputError(source, f"the run has not finished: job {first['id']} is {first['status']}{more}; "
+        raise InputError(source, f"the run has not finished: job {first.id} is {first.status}{more}; "
                          "replay it once every job has ended")
     return ServedRun(directory, settings, jobs, attempts, estimates)
 

@@ -44,6 +44,21 @@ class PairClock:
         np.add.at(values, (merged[len(self.keys):], np.asarray(gpu_type, dtype=np.int64)), seconds)
         self.keys, self.seconds_by_type = keys, values
 
+    @classmethod
+    def from_each_side(cls, recorded: dict[tuple[int, int, int], float], num_types: int) -> PairClock:
+        """The clock from what each job recorded with each partner ({(job, partner, type): seconds}):
+        a pair's time together is the smaller of its two members' counts (one may have run on alone
+        after the other finished)."""
+        seconds: dict[tuple[int, int, int], float] = {}
+        for (job, partner, gpu_type), value in recorded.items():
+            key = (min(job, partner), max(job, partner), gpu_type)
+            seconds[key] = min(value, seconds.get(key, np.inf))
+        clock = cls(num_types)
+        if seconds:
+            keys = list(seconds)
+            clock.add(np.array([k[:2] for k in keys]), np.array([k[2] for k in keys]), np.array(list(seconds.values())))
+        return clock
+
     def to_json(self) -> dict:
         """A plain-data copy (for the server's state store)."""
         return {"keys": self.keys.tolist(), "seconds": self.seconds_by_type.tolist()}

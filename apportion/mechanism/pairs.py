@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from apportion.core.cluster import Cluster
+from apportion.core.node_resources import NodeDemand
 from apportion.mechanism.placement import place_on_gpus
 from apportion.mechanism.rounds import MIN_SHARE, NEVER_RECEIVED
 
@@ -69,8 +70,10 @@ def place_units(
     chosen: np.ndarray,
     partner: np.ndarray,
     num_gpus: np.ndarray,
+    demand: NodeDemand | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Placement when some jobs share GPUs: each pair is placed as one unit on its GPUs.
+    """Placement when some jobs share GPUs: each pair is placed as one unit on its GPUs (with
+    ``demand``, where its node has room for both jobs' cores and memory, else neither runs).
 
     Returns the first and second job on each GPU (-1 where idle or not shared) and, per job,
     whether it kept exactly its GPUs (a unit that is the same pair, or the same job alone,
@@ -92,7 +95,9 @@ def place_units(
     if len(unit_key):
         match = held & (unit_key[order][position] == gpu_key)
         previous_unit[match] = order[position[match]]
-    unit_owner, unit_kept = place_on_gpus(cluster, previous_unit, chosen[unit_first], num_gpus[unit_first])
+    unit_demand = None if demand is None else demand.of_units(unit_first, unit_second)
+    unit_owner, unit_kept = place_on_gpus(cluster, previous_unit, chosen[unit_first], num_gpus[unit_first],
+                                          unit_demand)
     busy = unit_owner >= 0
     first = np.full(len(unit_owner), -1, dtype=np.int64)
     second = np.full(len(unit_owner), -1, dtype=np.int64)

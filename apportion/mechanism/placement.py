@@ -3,7 +3,8 @@
 Jobs that keep their type and GPU count keep their GPUs (their lease is renewed). The rest
 are gang-placed: a multi-GPU job goes to the single node that fits it most tightly, or
 across as few nodes as possible; single-GPU jobs fill the fullest nodes first so that
-whole nodes stay free for gangs.
+whole nodes stay free for gangs. Where nodes count CPU cores and memory and jobs ask for them
+(``demand``), a job goes only where its share of them is free (``room_placement.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from apportion.core.cluster import Cluster
+from apportion.core.node_resources import NodeDemand
+from apportion.mechanism.room_placement import place_in_room
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,11 @@ def place_on_gpus(
     previous_owner: np.ndarray,  # [G] job index (0..n-1) holding each GPU last round, -1 if idle
     chosen_type: np.ndarray,  # [n] GPU type index each job runs on this round, -1 if it waits
     num_gpus: np.ndarray,  # [n] GPUs each job runs on
+    demand: NodeDemand | None = None,  # cores and memory each job needs beside each GPU; None: GPUs only
 ) -> tuple[np.ndarray, np.ndarray]:
     """GPU owners for this round ([G], -1 idle), and for each job whether it kept exactly its GPUs.
+
+    With ``demand``, a chosen job that no node has room for is on no GPU: it waits this round.
 
     Keeping is decided with numpy over all GPUs. The jobs left to place (a few hundred at most
     in a round) are placed in plain Python over per-node lists of free GPUs: at this size a
@@ -56,6 +62,9 @@ def place_on_gpus(
 
     todo = np.flatnonzero((chosen_type >= 0) & ~kept)
     if not len(todo):  # every running job kept its GPUs: nothing left to place
+        return owner, kept
+    if demand is not None:
+        place_in_room(cluster, owner, todo, chosen_type, num_gpus, demand)
         return owner, kept
     free_ids = np.flatnonzero(owner < 0)
     free_list = free_ids.tolist()

@@ -15,94 +15,51 @@ last allocation stands and only the mechanism runs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.cluster import Cluster
+from apportion.core.node_resources import node_demand
 from apportion.core.views import ClusterView, JobView, ThroughputView
-from apportion.mechanism.pair_clock import PairClock
+from apportion.mechanism.node_per_type import NodePerType
 from apportion.mechanism.pairs import choose_with_pairs, place_units
+from apportion.mechanism.pinned import plan_around
 from apportion.mechanism.placement import place_on_gpus
+from apportion.mechanism.round_state import RoundDecision, RoundState, running_types, was_running
 from apportion.mechanism.rounds import RoundMechanism
 
 IN_SYSTEM_FLOOR_S = 1e-9  # a job submitted this instant has been in the system this long
 
-
-@dataclass(frozen=True)
-class RoundState:
-    """What a round is decided from; positions are rows of ``jobs``."""
-
-    jobs: JobView  # the active jobs (arrived, not finished), with attained service
-    rates: np.ndarray  # [n, T] steps/s of each job alone on each type at its scale; 0 = cannot run
-    time_alone_s: np.ndarray  # [n, T] seconds each job has held each type alone
-    holder: np.ndarray  # [G] position of the job holding each GPU now, -1 when idle
-    partner: np.ndarray  # [G] position of a second job sharing the GPU, -1 when not shared
-    rates_version: int = 0  # bumped by the caller when measured speeds moved enough to re-solve
+__all__ = ["RoundDecision", "RoundPlanner", "RoundState", "running_types"]
 
 
-@dataclass(frozen=True)
-class RoundDecision:
-    """Who runs where this round; positions are rows of the state's ``jobs``."""
-
-    chosen_type: np.ndarray  # [n] type index each job runs on, -1 when it waits
-    partner: np.ndarray  # [n] position of the job it shares its GPUs with, -1 when alone
-    owner: np.ndarray  # [G] position of the job on each GPU, -1 when idle
-    second: np.ndarray  # [G] position of the second job sharing each GPU, -1 when not shared
-    kept: np.ndarray  # [n] kept exactly its GPUs (alone, or with the same partner): lease renewed
-    was_running: np.ndarray  # [n] held GPUs before this round
-    allocation: Allocation
-    resolved: bool  # the policy was asked this round
-    reallocate_at: float  # the policy must be asked again by then (inf: only on a change)
-    num_gpus: np.ndarray | None = None  # [n] GPUs each job runs on when the policy sized it; None: its own
-
-    def gpus_of(self, jobs: JobView) -> np.ndarray:
-        """[n] GPUs each job runs on this round when it runs."""
-        return jobs.num_gpus if self.num_gpus is None else self.num_gpus
-
-    @property
-    def running(self) -> np.ndarray:
-        return self.chosen_type >= 0
-
-    @property
-    def preempted(self) -> np.ndarray:
-        """[n] jobs that held GPUs and lose them."""
-        return self.was_running & ~self.running
-
-    @property
-    def moved(self) -> np.ndarray:
-        """[n] jobs that keep running but on other GPUs (or with another partner): a restart."""
-        return self.was_running & self.running & ~self.kept
-
-
-def running_types(cluster: Cluster, holder: np.ndarray, partner: np.ndarray, num_jobs: int) -> np.ndarray:
-    """[n] the GPU type each job holds now (-1: none), from who holds each GPU."""
-    running_type = np.full(num_jobs, -1, dtype=np.int64)
-    held = holder >= 0
-    running_type[holder[held]] = cluster.gpu_type[held]
-    shared = partner >= 0
-    running_type[partner[shared]] = cluster.gpu_type[shared]
-    return running_type
+def _placed_only(chosen: np.ndarray, partner: np.ndarray, owner: np.ndarray,
+                 second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The chosen types and partners of the jobs placement put on GPUs; -1 for the others."""
+    placed = np.zeros(len(chosen), dtype=bool)
+    placed[owner[owner >= 0]] = True
+    placed[second[second >= 0]] = True
+    return np.where(placed, chosen, -1), np.where(placed, partner, -1)
 
 
 class RoundPlanner:
     """Policy → allocation → mechanism → placement, for one round at a time.
 
-    Holds the policy's last allocation and decides when to ask again. ``cluster`` is the default
-    for every round (the server, whose free slots vary, passes one each round). ``pair_rates``
-    ([K, K, T] steps/s of kind i sharing a GPU with kind j) is given only to a policy that
-    shares GPUs; with it, allocations may pair jobs and the pair clock decides whose turn it is.
+    Holds the policy's last allocation and decides when to ask again; everything else a round
+    needs comes with its :class:`RoundState`. ``cluster`` is the default for every round.
+    ``pair_rates`` ([K, K, T] steps/s of kind i sharing a GPU with kind j) is the default for a
+    state that brings none, and is used only by a policy that shares GPUs; with it, allocations
+    may pair jobs and the state's ``together`` (a ``PairClock``) decides whose turn it is.
     """
 
     def __init__(self, policy, cluster: Cluster | None = None, *, pair_rates: np.ndarray | None = None) -> None:
         self.policy = policy
         self.cluster = cluster
-        self.pair_rates = pair_rates if self.space_sharing(policy) else None
-        # seconds each pair has run together; the server replaces it each round with the one it keeps
-        self.pair_clock = PairClock(len(cluster.gpu_types) if cluster is not None else 0)
+        self.pair_rates = pair_rates
         self.mechanism = RoundMechanism()
         self._views: dict[int, tuple[Cluster, ClusterView]] = {}
+        self._node_per_type: NodePerType | None = None
         self._allocation: Allocation | None = None
         self._solved_for: tuple | None = None
         self._reallocate_at = math.inf
@@ -134,20 +91,34 @@ class RoundPlanner:
         self._allocation = None
 
     def plan(self, state: RoundState, cluster: Cluster | None = None) -> RoundDecision:
-        """Decide one round over ``cluster`` (default: the planner's), from ``state``."""
+        """Decide one round over ``cluster`` (default: the planner's), from ``state``; with
+        ``state.pinned`` or ``state.offline`` given, around them over one node per type
+        (``mechanism/pinned.py``)."""
         cluster = cluster or self.cluster
+        if state.around:
+            return plan_around(self._plan, state, cluster, self._clusters_like(cluster))
+        return self._plan(state, cluster)
+
+    def _clusters_like(self, cluster: Cluster) -> NodePerType:
+        """The one-node-per-type clusters of ``cluster``'s types (kept while its types and prices are)."""
+        if self._node_per_type is None or not self._node_per_type.matches(cluster):
+            self._node_per_type = NodePerType.like(cluster)
+        return self._node_per_type
+
+    def _plan(self, state: RoundState, cluster: Cluster) -> RoundDecision:
+        """One round over ``cluster`` for every job of ``state``."""
         jobs = state.jobs
         n = len(jobs)
-        was_running = np.zeros(n, dtype=bool)
-        was_running[state.holder[state.holder >= 0]] = True
-        was_running[state.partner[state.partner >= 0]] = True
+        pair_rates = state.pair_rates if state.pair_rates is not None else self.pair_rates
+        if not self.space_sharing(self.policy):
+            pair_rates = None
 
         solved_for = (jobs.index.tobytes(), id(cluster), state.rates_version)
         resolved = (self._allocation is None or solved_for != self._solved_for
                     or jobs.now_s >= self._reallocate_at)
         if resolved:
             self._allocation = self.policy.allocate(
-                jobs, self.cluster_view(cluster), ThroughputView(state.rates, self.pair_rates))
+                jobs, self.cluster_view(cluster), ThroughputView(state.rates, pair_rates))
             self._solved_for = solved_for
         allocation = self._allocation
         # an elastic policy names each job's GPU count; otherwise every job runs at its own
@@ -159,7 +130,9 @@ class RoundPlanner:
         if allocation.has_pairs:
             pairs = allocation.pair_jobs
             pair_in_system = np.minimum(in_system[pairs[:, 0]], in_system[pairs[:, 1]])
-            pair_received = self.pair_clock.seconds(jobs.index[pairs]) / pair_in_system[:, None]
+            together_s = (state.together.seconds(jobs.index[pairs]) if state.together is not None
+                          else np.zeros((len(pairs), len(cluster.gpu_types))))
+            pair_received = together_s / pair_in_system[:, None]
             chosen, pair_chosen = choose_with_pairs(
                 allocation.share, received, pairs, allocation.pair_share, pair_received,
                 num_gpus, cluster.capacity,
@@ -170,14 +143,18 @@ class RoundPlanner:
         else:
             chosen = self.mechanism.choose(allocation.share, received, num_gpus, cluster.capacity)
 
+        demand = node_demand(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib)  # None: GPUs alone count
         if (state.partner >= 0).any() or (partner >= 0).any():
-            owner, second, kept = place_units(cluster, state.holder, state.partner, chosen, partner, num_gpus)
+            owner, second, kept = place_units(cluster, state.holder, state.partner, chosen, partner, num_gpus, demand)
         else:
-            owner, kept = place_on_gpus(cluster, state.holder, chosen, num_gpus)
+            owner, kept = place_on_gpus(cluster, state.holder, chosen, num_gpus, demand)
             second = np.full(len(owner), -1, dtype=np.int64)
-        self._reallocate_at = jobs.now_s + self.policy.next_change_s(jobs, chosen >= 0)
+        if demand is not None:  # chosen by GPUs, but no node had room for its cores or memory: it waits
+            chosen, partner = _placed_only(chosen, partner, owner, second)
+        if resolved:  # the policy's word when it answered; rounds that only re-run the mechanism leave it
+            self._reallocate_at = jobs.now_s + self.policy.next_change_s(jobs, chosen >= 0)
         return RoundDecision(
             chosen_type=chosen, partner=partner, owner=owner, second=second, kept=kept,
-            was_running=was_running, allocation=allocation, resolved=resolved,
+            was_running=was_running(state.holder, state.partner, n), allocation=allocation, resolved=resolved,
             reallocate_at=self._reallocate_at, num_gpus=allocation.num_gpus,
         )

@@ -16,7 +16,7 @@ See docs/perf.md for the model, its constants and their sources.
 
 from apportion.perf.calibrate import Calibration, fit_step_time, read_measurement
 from apportion.perf.accelerators import ACCELERATORS, Accelerator, get_accelerator, list_price, list_prices
-from apportion.perf.gemm import gemm_efficiency, gemm_time
+from apportion.perf.roofline import Gemm, gemm_efficiency, gemm_time
 from apportion.perf.memory import (
     MemoryBreakdown,
     in_flight_microbatches,
@@ -41,6 +41,7 @@ __all__ = [
     "Accelerator",
     "Calibration",
     "FRAMEWORKS",
+    "Gemm",
     "SoftwareProfile",
     "fit_step_time",
     "get_framework",

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from apportion.core.errors import InputError
 from apportion.perf.accelerators import Accelerator, get_accelerator
-from apportion.perf.gemm import BYTES, gemm_time, memory_time
+from apportion.perf.roofline import BYTES, Gemm, gemm_time, memory_time
 from apportion.perf.memory import GB
 from apportion.perf.parallel import Layout, layout_problems
 from apportion.perf.planner import default_precision
@@ -129,8 +129,8 @@ def fit_kernels(kernels: list[dict], accelerator: Accelerator | str, base: Softw
         seconds = float(entry["seconds"])
         if entry["kind"] == "gemm":
             precision = entry.get("precision", default_precision(acc))
-            model_gemm += gemm_time(int(entry["m"]), int(entry["n"]), int(entry["k"]), acc, precision,
-                                    int(entry.get("batch", 1))).seconds
+            shape = Gemm(int(entry["m"]), int(entry["n"]), int(entry["k"]), int(entry.get("batch", 1)))
+            model_gemm += gemm_time(shape, acc, precision).seconds
             measured_gemm += seconds
         elif entry["kind"] == "memory":
             model_mem += memory_time(float(entry["bytes"]), acc)

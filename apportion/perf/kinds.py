@@ -26,7 +26,8 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from apportion.perf.accelerators import get_accelerator
-from apportion.perf.layers import Gemm, Layer, Net, TrainingStep, sm_spec, step_time
+from apportion.perf.layers import Layer, Net, TrainingStep, step_time
+from apportion.perf.roofline import Gemm
 
 REFERENCE_GPU = "v100"
 REFERENCE_REASON = (
@@ -422,7 +423,7 @@ def _step(kind: str) -> TrainingStep:
 def predict_step_time(kind: str, gpu_type: str, sustained: bool = True, floor_cycles: float | None = None) -> float:
     """Seconds per training step of ``kind`` on one ``gpu_type`` GPU, by the per-layer roofline
     (``sustained=False``: every GPU at its datasheet peak; ``floor_cycles``: a kernel's fixed
-    cycles, ``apportion.perf.layers.KERNEL_FLOOR_CYCLES`` unless given)."""
+    cycles, ``apportion.perf.roofline.KERNEL_FLOOR_CYCLES`` unless given)."""
     if floor_cycles is None:
         return step_time(_step(kind), get_accelerator(gpu_type), sustained).total
     base, per_cycle = _time_parts(kind, gpu_type, sustained)
@@ -432,9 +433,9 @@ def predict_step_time(kind: str, gpu_type: str, sustained: bool = True, floor_cy
 @lru_cache(maxsize=None)
 def _time_parts(kind: str, gpu_type: str, sustained: bool) -> tuple[float, float]:
     """A kind's step time with no kernel floor, and the seconds each cycle of floor adds to it."""
-    timed = step_time(_step(kind), get_accelerator(gpu_type), sustained, floor_cycles=0)
-    spec = sm_spec(gpu_type)
-    clock = spec.clock_hz(sustained) if spec is not None and spec.boost_clock_mhz else math.inf
+    acc = get_accelerator(gpu_type)
+    timed = step_time(_step(kind), acc, sustained, floor_cycles=0)
+    clock = acc.clock_hz(sustained) if acc.boost_clock_mhz else math.inf
     return timed.total, timed.kernels / clock
 
 

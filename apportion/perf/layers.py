@@ -15,46 +15,19 @@ output tiles of a matrix product, or one thread per element). A training step is
     optimizer update    a few memory-bound sweeps over parameters, gradients and optimizer
                         state, as PyTorch 1.x's ``torch.optim`` wrote them (``OPTIMIZERS``)
 
-and each piece of work costs
+and each piece of work is priced by the roofline of ``apportion.perf.roofline``, the one the
+transformer step model uses, from the accelerator's catalog entry alone::
 
-    time = max(FLOPs / (peak × utilisation), bytes / (bandwidth × utilisation))
+    time = max(FLOPs / (sustained peak × utilisation), bytes / (bandwidth × utilisation))
            + kernels × (launch + floor cycles / clock)
 
-with the accelerator's datasheet peak at the precision asked for and its datasheet memory
-bandwidth (``apportion.perf.accelerators``), and a fixed cost per kernel: its launch and a
-floor of cycles at the SMs' clock.
-
-Constants and where they come from:
-
-- ``KERNEL_LAUNCH_S`` = 5 µs per kernel: the launch of an empty kernel, as measured on Linux
-  and reported on NVIDIA's developer forum ("Performance of launching kernels",
-  forums.developer.nvidia.com/t/performance-of-lauching-kernels/32844: about 5 µs); the same
-  forum's "Cost of launching a kernel function" thread (t/18347) recalls ~4 µs from Volkov &
-  Demmel's SC08 paper. It is a host-side cost, the same on every GPU; added, not overlapped,
-  so it is an upper bound on what launches cost a step whose kernels are long enough to hide
-  them. PyTorch's own per-operator host overhead (Python, dispatch) is larger and not modelled.
-- ``KERNEL_FLOOR_CYCLES`` = 12,000 cycles per kernel at the SMs' clock (``SMSpec.clock_hz``):
-  what a small kernel spends starting, filling its pipeline and draining, which a faster clock
-  shortens and more SMs or bandwidth do not. No datasheet gives it: it is the one constant
-  fitted to measurements (``apportion.perf.kinds.fit_kernel_floor`` on Gavel's k80/p100/v100
-  ratios; ``benchmarks/perf_kinds.py`` refits it per fold without the GPU it predicts).
-- Utilisation of a matrix product (convolutions run as implicit GEMMs): its M × N output is
-  cut into tiles, one thread block each, the best of ``GEMM_TILES`` (CUTLASS's CUDA-core SGEMM
-  tiles from 128 × 128 down, 256 threads per block for the largest:
-  github.com/NVIDIA/cutlass/issues/74; NVIDIA "Matrix Multiplication Background User's Guide",
-  DU-09799-001, §2.3 typical cuBLAS tiles), one block per SM at a time (assumed); a smaller tile
-  runs at (area / 128²) ** ``TILE_RATE_EXPONENT`` the rate (assumed) and a partial tile at the
-  edge computes zeros. Blocks run in waves of ``sms`` blocks; utilisation = useful share ×
-  blocks / (waves × sms) × tile rate — NVIDIA's "wave quantization" (same guide, §3.2). When the output has fewer
-  tiles than the GPU has SMs, the K dimension is split across blocks (split-K, as cuBLAS and
-  CUTLASS do) into at most ``sms // tiles`` slices of at least ``SPLIT_K_MIN_DEPTH`` = 128 (an
-  assumption: one tile edge). Work too small to fill the SMs thus runs at a proportionally
-  lower rate, and the same layer fills a 13-SM K80 die sooner than a 132-SM H100.
-- Utilisation of an element-wise kernel (and of the memory term of any non-GEMM layer): one
-  thread per output element; the GPU is full at ``sms × max resident threads per SM`` threads
-  (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability");
-  utilisation = min(1, elements / that).
-- SM counts and resident threads per SM: ``SM_TABLE``, each with its source.
+A GEMM-like layer (convolutions run as implicit GEMMs) reaches ``roofline.gemm_utilisation``
+of the peak over ``CUDA_CORE_TILES`` (the FP32 SGEMM tiles, with split-K) and streams its bytes
+at the full datasheet bandwidth; an element-wise layer reaches ``roofline.thread_utilisation``
+of both. The peak is ``roofline.sustained_peak`` (the K80's FP32 issue limit and base clock),
+and every kernel costs ``roofline.kernel_cost_s``: its launch and the one fitted constant, a
+floor of cycles at the SMs' clock (``KERNEL_FLOOR_CYCLES``). Where each figure comes from is in
+that module's docstring and the catalog's sources.
 
 Apart from the kernel floor, nothing is fitted to a measured step time. What it leaves out: host-side work (Python, the data
 loader, ``.item()`` synchronisations beyond their kernels), library algorithm choice (cuDNN's
@@ -68,81 +41,16 @@ import math
 from dataclasses import dataclass, field
 
 from apportion.perf.accelerators import Accelerator, get_accelerator
-
-KERNEL_LAUNCH_S = 5e-6
-GEMM_TILE = (128, 128)
-# thread-block tiles a GEMM library picks from (CUTLASS's SGEMM configurations, 128 × 128 down to
-# 32 × 32, and the 16-wide tiles of its small-M/N kernels; assumed to be the set cuBLAS chooses
-# among) and how fast a smaller tile runs per SM: (area / 128²) ** TILE_RATE_EXPONENT (assumed)
-GEMM_TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32), (16, 128), (128, 16))
-TILE_RATE_EXPONENT = 0.25
-SPLIT_K_MIN_DEPTH = 128
-# a kernel's fixed cost on the GPU, in clock cycles, on top of its launch; fitted on Gavel's
-# measured k80, p100 and v100 ratios (apportion.perf.kinds.fit_kernel_floor; docs/perf_kinds.md)
-KERNEL_FLOOR_CYCLES = 12_000
-
-BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
-
-
-@dataclass(frozen=True)
-class SMSpec:
-    sms: int
-    max_threads_per_sm: int
-    source: str
-    # what the FP32 units sustain in a training step, as fractions of the datasheet peak (see
-    # ``sustained_peak``): the lanes one clock's issue can fill, and the clock under full load
-    boost_clock_mhz: float = 0.0  # datasheet boost clock: a kernel's fixed cycles run at it
-    fp32_issue_fraction: float = 1.0
-    sustained_clock_fraction: float = 1.0
-
-    def clock_hz(self, sustained: bool = True) -> float:
-        """The clock the SMs hold in a training step (the K80: its base clock, see ``sustained_peak``)."""
-        return self.boost_clock_mhz * 1e6 * (self.sustained_clock_fraction if sustained else 1.0)
-
-
-_CUDA_GUIDE = ("CUDA C++ Programming Guide, Technical Specifications per Compute Capability: "
-               "maximum resident threads per SM")
-SM_TABLE: dict[str, SMSpec] = {
-    "k80": SMSpec(13, 2048, "NVIDIA Tesla K80 datasheet: 4,992 CUDA cores per two-GPU board = 2,496 "
-                            "per GK210; Kepler GK110/GK210 whitepaper: 192 cores per SMX -> 13 SMX; "
-                            f"compute capability 3.7: 2,048 threads ({_CUDA_GUIDE}); four warp schedulers "
-                            "per SMX issue 4 × 32 = 128 lanes a clock without dual issue (whitepaper: two "
-                            "independent instructions per warp are needed to fill all 192); the K80 datasheet "
-                            "rates the board 8.73 TFLOP/s at its 875 MHz boost and 5.6 at its 562 MHz base clock",
-                  boost_clock_mhz=875, fp32_issue_fraction=128 / 192, sustained_clock_fraction=562 / 875),
-    "p100": SMSpec(56, 2048, "NVIDIA Tesla P100 whitepaper: 56 SMs (3,584 FP32 cores, 64 per SM); "
-                             f"compute capability 6.0: 2,048 threads ({_CUDA_GUIDE}); P100 PCIe datasheet: "
-                             "1,303 MHz boost", boost_clock_mhz=1303),
-    "v100": SMSpec(80, 2048, "NVIDIA Tesla V100 whitepaper: 80 SMs (5,120 FP32 cores), SXM2 boost 1,530 MHz; "
-                             f"compute capability 7.0: 2,048 threads ({_CUDA_GUIDE})", boost_clock_mhz=1530),
-    "t4": SMSpec(40, 1024, "NVIDIA T4 datasheet: 2,560 CUDA cores; Turing whitepaper: 64 FP32 cores "
-                           f"per SM -> 40 SMs, 1,590 MHz boost; compute capability 7.5: 1,024 threads "
-                           f"({_CUDA_GUIDE})", boost_clock_mhz=1590),
-    "a100-40gb": SMSpec(108, 2048, "NVIDIA A100 whitepaper: 108 SMs (6,912 FP32 cores), 1,410 MHz boost; "
-                                   f"compute capability 8.0: 2,048 threads ({_CUDA_GUIDE})", boost_clock_mhz=1410),
-    "a100-80gb": SMSpec(108, 2048, "NVIDIA A100 whitepaper: 108 SMs (6,912 FP32 cores), 1,410 MHz boost; "
-                                   f"compute capability 8.0: 2,048 threads ({_CUDA_GUIDE})", boost_clock_mhz=1410),
-    "h100": SMSpec(132, 2048, "NVIDIA H100 whitepaper: H100 SXM5 132 SMs (16,896 FP32 cores), 1,980 MHz "
-                              f"boost; compute capability 9.0: 2,048 threads ({_CUDA_GUIDE})",
-                   boost_clock_mhz=1980),
-    "h200": SMSpec(132, 2048, "assumed the H100 SXM5's 132 SMs and 1,980 MHz boost: the H200 datasheet gives "
-                              f"the same compute figures; compute capability 9.0: 2,048 threads ({_CUDA_GUIDE})",
-                   boost_clock_mhz=1980),
-}
-
-
-@dataclass(frozen=True)
-class Gemm:
-    """A (batched) matrix product: ``batch`` products of an M × K by a K × N matrix."""
-
-    m: int
-    n: int
-    k: int
-    batch: int = 1
-
-    @property
-    def flops(self) -> float:
-        return 2.0 * self.m * self.n * self.k * self.batch
+from apportion.perf.roofline import (
+    BYTES,
+    CUDA_CORE_TILES,
+    Gemm,
+    gemm_utilisation,
+    kernel_cost_s,
+    roofline,
+    sustained_peak,
+    thread_utilisation,
+)
 
 
 @dataclass(frozen=True)
@@ -230,100 +138,23 @@ class StepTime:
         return self.forward + self.backward + self.optimizer
 
 
-# --- utilisation -------------------------------------------------------------------------------
-
-
-def sustained_peak(acc: Accelerator, precision: str, spec: SMSpec | None, sustained: bool = True) -> float:
-    """FLOP/s the GPU's units sustain at ``precision``: the datasheet peak, and for FP32 on CUDA
-    cores the fraction of it one clock's issue fills at the clock the GPU holds under load.
-
-    Habitat (Yu et al., ATC 2021) scales a compute-bound kernel by SMs × clock, taking every SM to do
-    the same work per clock; that holds from Pascal on (64 or 128 FP32 lanes per SM, filled by one
-    instruction per scheduler per clock), not for Kepler, whose 192 lanes per SMX need two
-    independent instructions per warp from each of its four schedulers. And the K80's two dies
-    share a 300 W board: its datasheet gives 5.6 TFLOP/s at the 562 MHz base clock beside the 8.73
-    of its boost, which autoboost reaches only with power to spare. Every other GPU is taken at
-    its datasheet (boost) peak.
-    """
-    peak = acc.peak(precision)
-    if sustained and spec is not None and precision == "fp32":
-        peak *= spec.fp32_issue_fraction * spec.sustained_clock_fraction
-    return peak
-
-
-def sm_spec(gpu: str | Accelerator) -> SMSpec | None:
-    """SM count and resident threads of ``gpu``; None for a device without SMs (the CPU)."""
-    acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
-    return SM_TABLE.get(acc.name)
-
-
-def gemm_utilisation(gemm: Gemm, spec: SMSpec | None) -> float:
-    """Fraction of the GPU's peak a (batched) GEMM reaches: over the tile shapes of ``GEMM_TILES``,
-    the best of (useful share of its tiles) × (SMs busy over its waves) × (the tile's rate).
-
-    A small output cut into 128 × 128 tiles leaves most SMs idle; smaller tiles fill them but run
-    fewer FLOPs per clock (less reuse of what each block loads), and a partial tile at an edge
-    computes zeros. When even the smallest tiling leaves SMs idle, the reduction is split
-    across them (split-K) into at most ``sms // tiles`` slices no thinner than
-    ``SPLIT_K_MIN_DEPTH``.
-    """
-    if spec is None:
-        return 1.0
-    return max(_tiled_utilisation(gemm, spec, tile) for tile in GEMM_TILES)
-
-
-def _tiled_utilisation(gemm: Gemm, spec: SMSpec, tile: tuple[int, int]) -> float:
-    rows, cols = math.ceil(gemm.m / tile[0]), math.ceil(gemm.n / tile[1])
-    tiles = gemm.batch * rows * cols
-    useful = (gemm.m * gemm.n) / (rows * tile[0] * cols * tile[1])
-    rate = (tile[0] * tile[1] / (GEMM_TILE[0] * GEMM_TILE[1])) ** TILE_RATE_EXPONENT
-    blocks = tiles
-    if tiles < spec.sms:  # split-K: spread the reduction over otherwise idle SMs
-        splits = min(spec.sms // tiles, max(1, gemm.k // SPLIT_K_MIN_DEPTH))
-        blocks = tiles * max(1, splits)
-    waves = math.ceil(blocks / spec.sms)
-    return useful * rate * blocks / (waves * spec.sms)
-
-
-def thread_utilisation(elements: float, spec: SMSpec | None) -> float:
-    """Fraction of the GPU's resident-thread slots an element-per-thread kernel fills."""
-    if spec is None or elements <= 0:
-        return 1.0
-    return min(1.0, elements / (spec.sms * spec.max_threads_per_sm))
-
-
 # --- time --------------------------------------------------------------------------------------
 
 
-def _roofline(flops: float, nbytes: float, peak: float, bandwidth: float, u_compute: float,
-              u_memory: float) -> float:
-    return max(flops / (peak * u_compute) if flops else 0.0,
-               nbytes / (bandwidth * u_memory) if nbytes else 0.0)
-
-
-def kernel_cost_s(gpu: str | Accelerator, sustained: bool = True, floor_cycles: float | None = None) -> float:
-    """Fixed seconds per kernel on ``gpu``: its launch (host side, the same everywhere) plus
-    ``floor_cycles`` (default ``KERNEL_FLOOR_CYCLES``) at the SMs' clock, the part of a small
-    kernel's time that a faster clock shortens and more SMs or bandwidth do not."""
-    acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
-    spec = sm_spec(acc)
-    cycles = KERNEL_FLOOR_CYCLES if floor_cycles is None else floor_cycles
-    if spec is None or not spec.boost_clock_mhz or not cycles:
-        return KERNEL_LAUNCH_S
-    return KERNEL_LAUNCH_S + cycles / spec.clock_hz(sustained)
+def _time(flops: float, nbytes: float, peak: float, bandwidth: float, u_compute: float, u_memory: float) -> float:
+    return roofline(flops, nbytes, peak * u_compute, bandwidth * u_memory).seconds
 
 
 def layer_forward_time(layer: Layer, gpu: str | Accelerator, precision: str = "fp32", sustained: bool = True,
                        floor_cycles: float | None = None) -> float:
     """Seconds for ``layer``'s forward pass on ``gpu``, fixed per-kernel costs included."""
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
-    spec = sm_spec(acc)
-    peak, bw = sustained_peak(acc, precision, spec, sustained), acc.memory_bandwidth
+    peak, bw = sustained_peak(acc, precision, sustained), acc.memory_bandwidth
     if layer.gemm is not None:
-        u_c, u_m = gemm_utilisation(layer.gemm, spec), 1.0
+        u_c, u_m = gemm_utilisation(layer.gemm, acc, CUDA_CORE_TILES), 1.0
     else:
-        u_c = u_m = thread_utilisation(layer.elements, spec)
-    return (_roofline(layer.flops, layer.bytes, peak, bw, u_c, u_m)
+        u_c = u_m = thread_utilisation(layer.elements, acc)
+    return (_time(layer.flops, layer.bytes, peak, bw, u_c, u_m)
             + layer.kernels * kernel_cost_s(acc, sustained, floor_cycles))
 
 
@@ -351,18 +182,15 @@ def layer_backward_time(layer: Layer, gpu: str | Accelerator, precision: str = "
     if not layer.backward:
         return 0.0
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
-    spec = sm_spec(acc)
-    peak, bw = sustained_peak(acc, precision, spec, sustained), acc.memory_bandwidth
+    peak, bw = sustained_peak(acc, precision, sustained), acc.memory_bandwidth
     launches = backward_kernels(layer) * kernel_cost_s(acc, sustained, floor_cycles)
     if layer.gemm is None:
         factor = 2.0 if layer.input_grad else 1.0
-        u = thread_utilisation(layer.elements, spec)
-        return _roofline(factor * layer.flops, factor * layer.bytes, peak, bw, u, u) + launches
-    g = layer.gemm
-    products = [Gemm(g.k, g.n, g.m, g.batch)]  # weights' (or second operand's) gradient
-    if layer.input_grad:
-        products.append(Gemm(g.m, g.k, g.n, g.batch))
-    return sum(_roofline(layer.flops, layer.bytes, peak, bw, gemm_utilisation(p, spec), 1.0)
+        u = thread_utilisation(layer.elements, acc)
+        return _time(factor * layer.flops, factor * layer.bytes, peak, bw, u, u) + launches
+    input_grad, weight_grad = layer.gemm.backward()
+    products = [weight_grad, input_grad] if layer.input_grad else [weight_grad]
+    return sum(_time(layer.flops, layer.bytes, peak, bw, gemm_utilisation(p, acc, CUDA_CORE_TILES), 1.0)
                for p in products) + launches
 
 
@@ -374,7 +202,7 @@ def optimizer_time(group: ParamGroup, gpu: str | Accelerator, precision: str = "
     acc = gpu if isinstance(gpu, Accelerator) else get_accelerator(gpu)
     cost = OPTIMIZERS[group.optimizer]
     per_tensor = group.elements / max(1, group.tensors)
-    u = thread_utilisation(per_tensor, sm_spec(acc))
+    u = thread_utilisation(per_tensor, acc)
     nbytes = cost.accesses_per_element * group.elements * 4  # optimizer state kept in fp32
     return (nbytes / (acc.memory_bandwidth * u)
             + cost.kernels_per_tensor * group.tensors * kernel_cost_s(acc, sustained, floor_cycles))
@@ -420,7 +248,7 @@ class Net:
 
     @property
     def b(self) -> int:
-        return BYTES_PER_ELEMENT[self.precision]
+        return BYTES[self.precision]
 
     def param(self, module: str | None, elements: int, tensors: int) -> None:
         if module is not None and elements:

@@ -21,12 +21,9 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from apportion.perf.gemm import BYTES
-from apportion.perf.transformer import Gemm, TransformerModel, layer_gemms, logits_gemm
-
-# catalog names for the devices torch reports, most specific first
-DEVICE_NAMES = (("h200", "h200"), ("h100", "h100"), ("a100-sxm4-80gb", "a100-80gb"), ("a100 80gb", "a100-80gb"),
-                ("a100", "a100-40gb"), ("v100", "v100"), ("p100", "p100"), ("t4", "t4"), ("k80", "k80"))
+from apportion.perf.accelerators import device_accelerator
+from apportion.perf.roofline import BYTES, Gemm
+from apportion.perf.transformer import TransformerModel, layer_gemms, logits_gemm
 
 
 @dataclass(frozen=True)
@@ -67,7 +64,7 @@ def within_budget(gemm: Gemm, flops_per_s: float, seconds: float) -> Gemm:
         batch = max(1, batch // 2)
     while m > 16 and 2 * batch * m * gemm.n * gemm.k > limit:
         m = max(16, m // 2)
-    return Gemm(gemm.name, m, gemm.n, gemm.k, batch)
+    return Gemm(m, gemm.n, gemm.k, batch, gemm.name)
 
 
 def device_gpu_type(device: str) -> str:
@@ -77,10 +74,10 @@ def device_gpu_type(device: str) -> str:
     if device == "cpu":
         return "cpu"
     name = torch.cuda.get_device_name(torch.device(device)).lower()
-    for fragment, catalog_name in DEVICE_NAMES:
-        if fragment in name:
-            return catalog_name
-    raise ValueError(f"no catalog GPU type for '{name}': give --gpu-type")
+    catalog_name = device_accelerator(name)
+    if catalog_name is None:
+        raise ValueError(f"no catalog GPU type for '{name}': give --gpu-type")
+    return catalog_name
 
 
 def _timer(device: str):

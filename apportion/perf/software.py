@@ -7,7 +7,7 @@ explicit s × s scores, collectives through another library. A :class:`SoftwareP
 those differences as a few terms the prediction multiplies or adds:
 
 * ``gemm_efficiency``: the rate of every matrix product (and of a fused attention kernel),
-  relative to the model's roofline (1.0 = the ceilings of :mod:`apportion.perf.gemm`);
+  relative to the model's roofline (1.0 = the catalog's GEMM ceilings, :mod:`apportion.perf.roofline`);
 * ``kernel_efficiency``: the rate of the memory-bound kernels (norms, softmax, dropout,
   activations, optimizer and accumulation sweeps);
 * ``comm_efficiency``: the bandwidth of every collective and pipeline send;

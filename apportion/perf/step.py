@@ -8,7 +8,7 @@ The time of an iteration, on the slowest pipeline stage::
       + T_grad-accumulation + T_optimizer (+ T_offload)
 
 ``T_mb`` is one micro-batch's forward and backward over a GPU's layers: the sum of its
-kernels, each timed by the roofline of :mod:`apportion.perf.gemm` (GEMMs by shape; LayerNorm,
+kernels, each timed by the roofline of :mod:`apportion.perf.roofline` (GEMMs by shape; LayerNorm,
 softmax, dropout, GeLU, residual adds and the loss as memory-bound kernels whose bytes are
 counted below), plus the tensor-parallel all-reduces (two in each forward and two in each
 backward, Megatron-LM's f and g operators; sequence parallelism replaces each by an all-gather
@@ -20,7 +20,7 @@ and are a derivation from their source, not a measurement: see docs/perf.md. The
 η_mem = 0.90 of the datasheet bandwidth, except the explicit attention core (the batched QKᵀ and
 scores·V GEMMs and the softmax) and the dropout on its s × s probabilities, which run at the
 efficiencies Dao et al. 2022 measured for Megatron-LM's attention on an A100
-(:data:`~apportion.perf.gemm.ATTENTION_CORE_EFFICIENCY`, :data:`~apportion.perf.gemm.DROPOUT_EFFICIENCY`).
+(:data:`~apportion.perf.roofline.ATTENTION_CORE_EFFICIENCY`, :data:`~apportion.perf.roofline.DROPOUT_EFFICIENCY`).
 
 Data-parallel reduction overlaps with the last micro-batch's backward when the layout says so
 (PyTorch DDP-style buckets), except one layer's bucket, which can only start after that layer's
@@ -34,12 +34,11 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from apportion.perf.accelerators import ACCELERATORS, Accelerator, get_accelerator
-from apportion.perf.gemm import (
+from apportion.perf.roofline import (
     ATTENTION_CORE_EFFICIENCY,
     BYTES,
     DROPOUT_EFFICIENCY,
     MEMORY_EFFICIENCY,
-    flash_attention_efficiency,
     gemm_time,
     memory_time,
 )
@@ -92,22 +91,6 @@ OPTIMIZER_BYTES_PER_PARAM = {"mixed": 58, "fp32": 44, "fp8": 62}
 # the fp16 copy: 30 bytes per parameter, bound by host memory bandwidth.
 CPU_ADAM_BYTES_PER_PARAM = 30
 
-# Host links for ZeRO-Offload, per GPU: PCIe bandwidth per direction, and the GPU's share of the
-# host's DRAM bandwidth. Sources: PCIe 3.0/4.0/5.0 x16 = 16/32/64 GB/s per direction (PCI-SIG);
-# DGX A100: 2 × AMD EPYC 7742, 8 channels DDR4-3200 each = 409.6 GB/s for 8 GPUs; DGX H100:
-# 2 × Xeon 8480C, 8 channels DDR5-4800 each = 614.4 GB/s for 8 GPUs. Other hosts: an estimate.
-HOST_LINKS: dict[str, tuple[float, float]] = {
-    "k80": (8e9, 25e9),
-    "p100": (16e9, 25e9),
-    "v100": (16e9, 25e9),
-    "t4": (16e9, 25e9),
-    "a100-40gb": (32e9, 51.2e9),
-    "a100-80gb": (32e9, 51.2e9),
-    "h100": (64e9, 76.8e9),
-    "h200": (64e9, 76.8e9),
-}
-DEFAULT_HOST_LINK = (16e9, 25e9)
-
 
 # ---------------------------------------------------------------------------------------------
 # one layer, one micro-batch
@@ -128,7 +111,7 @@ class LayerCost:
 @dataclass(frozen=True)
 class _KernelBytes:
     """HBM bytes of one layer's memory-bound kernels for one micro-batch, grouped by the
-    efficiency they stream at (see :mod:`apportion.perf.gemm`)."""
+    efficiency they stream at (see :mod:`apportion.perf.roofline`)."""
 
     other_fwd: float  # LayerNorms, bias broadcast, copies, bias-dropout-adds, bias-GeLU: η_mem
     other_bwd: float
@@ -216,8 +199,8 @@ def _layer_cost(model: TransformerModel, acc_key: tuple, b: int, t: int, sp: boo
     def gt(g) -> float:
         in_core = g.name.split(".")[0] in core
         eff = ATTENTION_CORE_EFFICIENCY if in_core else MEMORY_EFFICIENCY
-        return gemm_time(g.m, g.n, g.k, acc, act_precision if in_core or g.name.startswith("router") else precision,
-                         g.batch, memory_efficiency=eff).seconds / g_eff
+        return gemm_time(g, acc, act_precision if in_core or g.name.startswith("router") else precision,
+                         memory_efficiency=eff).seconds / g_eff
 
     if flash:
         gemms = [g for g in gemms if g.name not in core]
@@ -229,7 +212,7 @@ def _layer_cost(model: TransformerModel, acc_key: tuple, b: int, t: int, sp: boo
         # one fused kernel: QKᵀ and scores·V at the measured FlashAttention-2 rate, the backward
         # recomputing the scores (2.5 × the forward's FLOPs); a causal mask skips half the blocks
         flops = 4 * b * model.heads / t * model.seq ** 2 * model.head_dim * (0.5 if model.causal else 1.0)
-        attention_f = flops / (flash_attention_efficiency(acc) * acc.peak(precision)) / g_eff
+        attention_f = flops / (acc.flash_attention_efficiency * acc.peak(precision)) / g_eff
         attention_b, core_f = 2.5 * attention_f, 0.0
     else:
         dropout = memory_time(kb.dropout, acc, DROPOUT_EFFICIENCY)  # the same bytes forward and backward
@@ -254,8 +237,7 @@ _TP_GROUPS: dict[tuple, object] = {}
 
 
 def _acc_key(acc: Accelerator) -> tuple:
-    key = (acc.name, tuple(sorted(acc.peak_flops.items())), acc.memory_bandwidth, acc.intra_node_bandwidth,
-           acc.inter_node_bandwidth, acc.gpus_per_node, acc.memory_bytes)
+    key = acc.figures
     _ACCELERATORS.setdefault(key, acc)
     return key
 
@@ -503,8 +485,8 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     # lookup + positions + dropout, and backward
     emb = memory_time((7 * e + 1) * Hr + (5 * e + 1) * Hr, acc) / k_eff
     lg = logits_gemm(model, b, t)
-    logits = gemm_time(lg.m, lg.n, lg.k, acc, precision).seconds
-    logits += sum(gemm_time(x.m, x.n, x.k, acc, precision).seconds for x in lg.backward())
+    logits = gemm_time(lg, acc, precision).seconds
+    logits += sum(gemm_time(x, acc, precision).seconds for x in lg.backward())
     if precision == "fp8":  # the output layer's input and output gradient cast to fp8
         logits += memory_time(3 * (sbh + model.seq * b * model.vocab / t), acc)
     loss_elems = model.seq * b * model.vocab / t
@@ -576,7 +558,7 @@ def predict(model: TransformerModel, layout: Layout, accelerator: Accelerator | 
     accumulate = max(0, m - 1) * memory_time(3 * grad_bytes * params_local / (d if layout.zero >= 2 else 1), acc) / k_eff
     offload = 0.0
     if layout.offload:
-        pcie, host = HOST_LINKS.get(acc.name, DEFAULT_HOST_LINK)
+        pcie, host = acc.host_link_bandwidth, acc.host_memory_bandwidth
         to_host = optimizer_params * grad_bytes / pcie
         offload = exposed(to_host, last_bwd) + optimizer_params * CPU_ADAM_BYTES_PER_PARAM / host
         offload += optimizer_params * e / pcie  # updated fp16 parameters back to the GPU

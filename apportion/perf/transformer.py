@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from math import ceil
 
+from apportion.perf.roofline import Gemm
+
 RECOMPUTE_MODES = ("none", "selective", "full")
 
 
@@ -202,26 +204,6 @@ def paper_iteration_flops(global_batch: int, seq: int, layers: int, hidden: int,
 # per-layer GEMM shapes
 
 
-@dataclass(frozen=True)
-class Gemm:
-    """One (batched) matrix product C[m, n] = A[m, k] · B[k, n], ``batch`` times."""
-
-    name: str
-    m: int
-    n: int
-    k: int
-    batch: int = 1
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.m * self.n * self.k * self.batch
-
-    def backward(self) -> tuple["Gemm", "Gemm"]:
-        """The two backward GEMMs: input gradient dA = dC·Bᵀ and weight gradient dB = Aᵀ·dC."""
-        return (Gemm(self.name + ".dgrad", self.m, self.k, self.n, self.batch),
-                Gemm(self.name + ".wgrad", self.k, self.n, self.m, self.batch))
-
-
 def _split(value: int, parts: int) -> int:
     return max(1, -(-value // parts))
 
@@ -249,22 +231,22 @@ def layer_gemms(model: TransformerModel, micro_batch: int, tp: int, ep: int = 1,
     tokens = micro_batch * s
     heads = _split(model.heads, tp)
     gemms = [
-        Gemm("qkv", tokens, _split(model.qkv_width, tp), h),
-        Gemm("scores", s, s, d, micro_batch * heads),
-        Gemm("context", s, d, s, micro_batch * heads),
-        Gemm("proj", tokens, h, _split(h, tp)),
+        Gemm(tokens, _split(model.qkv_width, tp), h, name="qkv"),
+        Gemm(s, s, d, micro_batch * heads, name="scores"),
+        Gemm(s, d, s, micro_batch * heads, name="context"),
+        Gemm(tokens, h, _split(h, tp), name="proj"),
     ]
     if not model.is_moe:
-        return gemms + [Gemm("fc1", tokens, _split(model.mlp_in_width, tp), h),
-                        Gemm("fc2", tokens, h, _split(model.ffn, tp))]
+        return gemms + [Gemm(tokens, _split(model.mlp_in_width, tp), h, name="fc1"),
+                        Gemm(tokens, h, _split(model.ffn, tp), name="fc2")]
     rows, local = expert_tokens(model, micro_batch, ep, capacity_factor), model.experts // ep
-    return gemms + [Gemm("router", tokens, model.experts, h),
-                    Gemm("fc1", rows, _split(model.mlp_in_width, tp), h, local),
-                    Gemm("fc2", rows, h, _split(model.ffn, tp), local)]
+    return gemms + [Gemm(tokens, model.experts, h, name="router"),
+                    Gemm(rows, _split(model.mlp_in_width, tp), h, local, name="fc1"),
+                    Gemm(rows, h, _split(model.ffn, tp), local, name="fc2")]
 
 
 def logits_gemm(model: TransformerModel, micro_batch: int, tp: int) -> Gemm:
-    return Gemm("logits", micro_batch * model.seq, _split(model.vocab, tp), model.hidden)
+    return Gemm(micro_batch * model.seq, _split(model.vocab, tp), model.hidden, name="logits")
 
 
 # ---------------------------------------------------------------------------------------------

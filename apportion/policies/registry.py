@@ -19,6 +19,22 @@ Adding a policy
 3. Add one test of what the policy promises, in ``tests/policies/``.
 
 Code outside apportion may instead ``register(PolicyEntry(...))`` with the class itself.
+
+Options on the command line
+---------------------------
+Every option declared here is a flag of ``apportion simulate``, ``compare``, ``sweep`` and
+``serve`` (``cli.options.PolicyCommand``), listed under "Policy options" in their ``--help``:
+spelled ``cli_flag``, with its ``help`` (after the names of the policies that take it, or its
+``applies_to``, unless every policy does), its ``metavar`` and its default. A ``bool`` is a
+bare flag (``--goodput-exact``; ``--x/--no-x`` if its default is True); an ``int``, ``float``
+or ``str`` is typed as such; any other type is given as text that its ``check`` turns into the
+value (``--las-thresholds 3600,36000``), or, for a ``QueueConfig``, as the path of a file the
+command reads. Only the options a user gives reach ``make_policy``, which checks them as above:
+one given to a policy that does not take it is an error unless it is ``shared`` (a comparison
+gives it once), and then it is an error only when no policy given takes it. An option with
+``command_line=False`` is left off (``restart_cost_s``: the commands pass the mechanism's). An
+option has one meaning wherever it is declared: ``register`` refuses a policy that declares one
+otherwise, or spells one like another.
 """
 
 from __future__ import annotations
@@ -46,12 +62,13 @@ class Option:
     required: bool = False
     variant: bool = False  # may also be asked for as NAME:variant (the flag without its dashes)
     flag: str | None = None  # command-line spelling; default --name-with-dashes
-    metavar: str = ""  # what follows the flag, for messages ("FILE")
+    metavar: str = ""  # what follows the flag, in messages and help ("FILE")
     excludes: tuple[str, ...] = ()  # options it cannot be combined with
     shared: bool = False  # given once for a comparison: policies that do not take it ignore it
     applies_to: str = ""  # how to name the policies that take it, where a rule decides ("LP policies")
     check: Callable[[Any], Any] | None = None  # value -> the value to pass on; ValueError: what is wrong
     example: Callable[[], Any] | None = None  # a value tests can build, for required options
+    command_line: bool = True  # a flag of every command that runs policies; False: the commands pass their own
 
     @property
     def cli_flag(self) -> str:
@@ -141,7 +158,7 @@ PARTITIONS = Option("partitions", int, "solve as K random sub-problems (POP), fo
 LP_OPTIONS = (AGNOSTIC, SPACE_SHARING, PARTITIONS)
 RESTART_COST = Option("restart_cost_s", float, "seconds a move costs: a running job moves to a faster free type "
                       "only when it saves more (run_policy passes the mechanism's)", 10.0, shared=True,
-                      check=_non_negative)
+                      check=_non_negative, command_line=False)
 ORDERING_OPTIONS = (AGNOSTIC, RESTART_COST)
 DURATIONS = Option("durations", str, "what remaining durations the policy knows: oracle (the true ones; srtf's and "
                    "finish-time-fairness's default) or predicted (from the history of finished jobs; qssf's default)",
@@ -161,7 +178,8 @@ _BUILT_IN = (
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
                 "Gavel's max-min fairness over normalised throughput", is_lp=True,
                 options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "
-                                             "without lowering a smaller one", False, excludes=("space_sharing",)),
+                                             "without lowering a smaller one (slower)", False,
+                                             excludes=("space_sharing",)),
                                       Option("share_by", str, "what is made equal: gpu-time (Gavel's: normalised "
                                              "throughput × GPUs) or rate (normalised throughput alone)", "gpu-time",
                                              metavar="gpu-time|rate", shared=True,
@@ -174,8 +192,8 @@ _BUILT_IN = (
     PolicyEntry("max-throughput", "apportion.policies.max_throughput:MaxThroughput",
                 "most total normalised throughput", is_lp=True, options=LP_OPTIONS),
     PolicyEntry("min-cost", "apportion.policies.min_cost:MinCost", "most normalised throughput per dollar",
-                is_lp=True, options=LP_OPTIONS + (Option("slo", bool, "honour the workload's deadlines", False,
-                                                         excludes=("space_sharing",)),)),
+                is_lp=True, options=LP_OPTIONS + (Option("slo", bool, "honour the workload's deadlines (its "
+                                                         "deadline_s column)", False, excludes=("space_sharing",)),)),
     PolicyEntry("hierarchical", "apportion.policies.hierarchical:Hierarchical",
                 "fairness across Kueue-style queues, then inside each queue",
                 options=(AGNOSTIC, Option("queues", QueueConfig, "a queues YAML, see docs/queues.md", required=True,
@@ -220,9 +238,18 @@ LP_NAMES: Set[str] = _Names(lambda entry: entry.is_lp)
 
 
 def register(entry: PolicyEntry) -> PolicyEntry:
-    """Add a policy; ValueError if its name is taken."""
+    """Add a policy; ValueError if its name is taken, or if one of its options is declared otherwise
+    by another policy or spelled like another option (each option is one flag, with one meaning)."""
     if entry.name in _ENTRIES:
         raise ValueError(f"policy '{entry.name}' is already registered")
+    for option in entry.options:
+        for other in declared_options():
+            if other.name == option.name and other != option:
+                raise ValueError(f"policy '{entry.name}': option '{option.name}' differs from the one "
+                                 f"{', '.join(option_takers(other.name))} declare")
+            if other.name != option.name and other.cli_flag == option.cli_flag:
+                raise ValueError(f"policy '{entry.name}': option '{option.name}' is spelled {option.cli_flag}, "
+                                 f"like option '{other.name}' of {', '.join(option_takers(other.name))}")
     _ENTRIES[entry.name] = entry
     return entry
 
@@ -249,6 +276,20 @@ def variant_names() -> tuple[str, ...]:
     """Every variant some registered policy accepts, in the table's order."""
     seen = dict.fromkeys(v for entry in _ENTRIES.values() for v in entry.variants)
     return tuple(seen)
+
+
+def declared_options() -> tuple[Option, ...]:
+    """Every option some registered policy takes, once each, in the table's order."""
+    first: dict[str, Option] = {}
+    for entry in _ENTRIES.values():
+        for option in entry.options:
+            first.setdefault(option.name, option)
+    return tuple(first.values())
+
+
+def option_takers(option_name: str) -> tuple[str, ...]:
+    """The registered policies that take the option ``option_name``, in the table's order."""
+    return tuple(name for name, entry in _ENTRIES.items() if entry.option(option_name))
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, bool]]:
@@ -304,12 +345,10 @@ def check_specs(specs: list[str], **options: Any) -> None:
 
 def _declared(option_name: str) -> Option:
     """The option called ``option_name`` as some registered policy declares it."""
-    for entry in _ENTRIES.values():
-        option = entry.option(option_name)
-        if option is not None:
-            return option
-    known = dict.fromkeys(o.name for e in _ENTRIES.values() for o in e.options)
-    raise ValueError(f"unknown policy option '{option_name}' (known: {', '.join(known)})")
+    declared = {option.name: option for option in declared_options()}
+    if option_name not in declared:
+        raise ValueError(f"unknown policy option '{option_name}' (known: {', '.join(declared)})")
+    return declared[option_name]
 
 
 def _left_at_default(value: Any, option: Option) -> bool:
@@ -318,7 +357,7 @@ def _left_at_default(value: Any, option: Option) -> bool:
 
 
 def _takers(option_name: str) -> str:
-    return ", ".join(sorted(name for name, e in _ENTRIES.items() if e.option(option_name)))
+    return ", ".join(sorted(option_takers(option_name)))
 
 
 def _check_options(entry: PolicyEntry, options: dict[str, Any]) -> dict[str, Any]:
@@ -363,7 +402,9 @@ __all__ = [
     "Option",
     "PolicyEntry",
     "check_specs",
+    "declared_options",
     "make_policy",
+    "option_takers",
     "parse_spec",
     "policy_info",
     "policy_names",

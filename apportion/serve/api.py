@@ -21,6 +21,7 @@ from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OF
 from apportion.serve.dashboard import add_dashboard
 from apportion.serve.edge import LimitBody, LimitFailures
 from apportion.serve.history import History
+from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount
 from apportion.serve.scheduler import Conflict, Forbidden, NotFound, Scheduler
 from apportion.serve.space import NoSpace
@@ -141,16 +142,16 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
              offset: int = Query(default=0, ge=0, le=MAX_LOG_OFFSET),
              limit: int = Query(default=LOG_CHUNK, ge=1, le=LOG_CHUNK), who: Identity = Depends(user_caller)) -> dict:
         row = scheduler.row(_id(job_id))
-        if not who.may_see(row["user"]):
-            raise NotAllowed(f"job {row['id']} belongs to {row['user']!r}: only they or an admin may read its logs")
-        latest = row["attempt"]
+        if not who.may_see(row.user):
+            raise NotAllowed(f"job {row.id} belongs to {row.user!r}: only they or an admin may read its logs")
+        latest = row.attempt
         number = latest if attempt is None else attempt
         if latest == 0 and attempt is None:
-            return {"text": "", "offset": 0, "done": row["status"] in TERMINAL, "attempt": 0, "attempts": 0,
-                    "status": row["status"]}
+            return {"text": "", "offset": 0, "done": row.status in TERMINAL, "attempt": 0, "attempts": 0,
+                    "status": row.status}
         if not 1 <= number <= latest:
-            raise NotFound(f"job {row['id']} has no attempt {number} (attempts: {latest})")
-        path = scheduler.executor.log_path(row["id"], number)
+            raise NotFound(f"job {row.id} has no attempt {number} (attempts: {latest})")
+        path = scheduler.executor.log_path(row.id, number)
         try:
             with open(path, "rb") as handle:
                 handle.seek(offset)
@@ -158,10 +159,10 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         except FileNotFoundError:
             data = b""
         text, used = _decode(data)
-        live = row["pid"] is not None and number == latest
+        live = row.attempt_live and number == latest
         done = not live and len(data) < limit and used == len(data)
         return {"text": text, "offset": offset + used, "done": done, "attempt": number, "attempts": latest,
-                "status": row["status"]}
+                "status": row.status}
 
     @app.get("/status")
     def status(who: Identity = Depends(user_caller)) -> dict:
@@ -171,9 +172,9 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     return app
 
 
-def _shown(scheduler: Scheduler, row: dict, who: Identity, now: float | None = None) -> dict:
+def _shown(scheduler: Scheduler, row: JobRecord, who: Identity, now: float | None = None) -> dict:
     """A job as ``who`` may see it: what comes from its log only for its owner and admins."""
-    return scheduler.job_info(row, now, private=who.may_see(row["user"]))
+    return scheduler.job_info(row, now, private=who.may_see(row.user))
 
 
 def _id(text: str) -> int:

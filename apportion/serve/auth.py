@@ -201,7 +201,7 @@ def add_user(store: StateStore, name: str, admin: bool, now: float, replace: boo
     secret = secrets.token_hex(32)
     salt, digest = hash_secret(secret)
     existing = store.user(name)
-    if existing is not None and existing["revoked"] is None and not replace:
+    if existing is not None and existing.revoked is None and not replace:
         raise ValueError(f"user {name!r} already has a credential (--replace issues a new one, "
                          "`apportion users revoke` ends it)")
     user_id = store.put_user(name, admin=admin, salt=salt, digest=digest, kdf=KDF, now=now)
@@ -314,24 +314,26 @@ class Authenticator:
         row = self.store.user_by_id(user_id)
         if row is None:
             raise Unauthorized("this credential is not one this server knows")
-        if row["revoked"] is not None:
-            raise Unauthorized(f"the credential of user {row['name']!r} has been revoked")
-        if reserved(row["name"]):
-            raise Unauthorized(f"{reserved_reason(row['name'])} (apportion users revoke {row['name']}, then add the "
+        if row.revoked is not None:
+            raise Unauthorized(f"the credential of user {row.name!r} has been revoked")
+        if reserved(row.name):
+            raise Unauthorized(f"{reserved_reason(row.name)} (apportion users revoke {row.name}, then add the "
                                "user under another name)")
         key = _key(whole)
         with self._lock:
             known = self._verified.get(key)
-        if known != (user_id, row["digest"]):
-            if not secret_matches(secret, row["salt"], row["digest"], row["kdf"]):
+        stored = row.hash
+        if known != (user_id, stored.digest):
+            if not secret_matches(secret, stored.salt, stored.digest, stored.kdf):
                 raise Unauthorized("this credential is not one this server knows")
-            if row["kdf"] != KDF:  # an older, slow hash: replace it now that the secret is known
+            verified = stored.digest
+            if stored.kdf != KDF:  # an older, slow hash: replace it now that the secret is known
                 salt, digest = hash_secret(secret)
-                if self.store.rehash_user(user_id, row["digest"], salt=salt, digest=digest, kdf=KDF):
-                    row["digest"] = digest
+                if self.store.rehash_user(user_id, stored.digest, salt=salt, digest=digest, kdf=KDF):
+                    verified = digest
             with self._lock:
-                self._verified[key] = (user_id, row["digest"])
-        return Identity(user=row["name"], admin=bool(row["admin"]))
+                self._verified[key] = (user_id, verified)
+        return Identity(user=row.name, admin=row.admin)
 
 
 def _given(authorization: str | None) -> str:

@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, Response
 from apportion.serve.auth import Authenticator, Identity, Unauthorized
 from apportion.serve.bounds import MAX_JOB_ID, clip
 from apportion.serve.history import History
+from apportion.serve.records import JobRecord
 from apportion.serve.scheduler import NotFound, Scheduler
 from apportion.serve.server import is_loopback
 from apportion.serve.state import ACTIVE
@@ -94,9 +95,9 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
     rows = scheduler.store.current_jobs(FINISHED_SHOWN)
     on_slot: dict[str, list[str]] = {}
     for r in rows:
-        if r["pid"] is not None:
-            for slot in r["slot_list"]:
-                on_slot.setdefault(slot, []).append(str(r["id"]))
+        if r.attempt_live:
+            for slot in r.slot_list:
+                on_slot.setdefault(slot, []).append(str(r.id))
     counts = status["counts"]
     return {
         "now": now,
@@ -109,24 +110,24 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
         "slots": [{"id": s.id, "gpu_type": s.gpu_type, "jobs": on_slot.get(s.id, [])} for s in scheduler.slots],
         "jobs": [_job(scheduler, r, now, who) for r in rows],
         "finished_not_shown": max(0, sum(counts[s] for s in ("completed", "failed", "cancelled"))
-                                  - sum(r["status"] not in ACTIVE for r in rows)),
+                                  - sum(r.status not in ACTIVE for r in rows)),
         "history": history.cluster(scheduler.gpu_types),
     }
 
 
-def job_view(scheduler: Scheduler, history: History, row: dict, who: Identity | None) -> dict:
+def job_view(scheduler: Scheduler, history: History, row: JobRecord, who: Identity | None) -> dict:
     """One job in full: its fields, events, progress reports over time and (for its owner) its log."""
-    events = scheduler.store.events(row["id"], limit=EVENTS_SHOWN)
-    if who is not None and who.may_see(row["user"]):
-        text = scheduler.executor.tail(row["id"], row["attempt"], LOG_LINES) if row["attempt"] else ""
-        log = {"shown": True, "attempt": row["attempt"], "text": text or row["last_lines"] or ""}
+    events = scheduler.store.events(row.id, limit=EVENTS_SHOWN)
+    if who is not None and who.may_see(row.user):
+        text = scheduler.executor.tail(row.id, row.attempt, LOG_LINES) if row.attempt else ""
+        log = {"shown": True, "attempt": row.attempt, "text": text or row.last_lines or ""}
     else:
-        log = {"shown": False, "attempt": row["attempt"], "text": "",
-               "why": f"only {row['user']} or an admin may read this job's log: give your credential"}
+        log = {"shown": False, "attempt": row.attempt, "text": "",
+               "why": f"only {row.user} or an admin may read this job's log: give your credential"}
     return {
         "job": _job(scheduler, row, scheduler.clock(), who),
-        "events": [{"time": e["time"], "event": e["event"], "detail": e["detail"]} for e in events],
-        "progress": history.job(row["id"]),
+        "events": [{"time": e.time, "event": e.event, "detail": e.detail} for e in events],
+        "progress": history.job(row.id),
         "log": log,
     }
 
@@ -135,7 +136,7 @@ def sample(scheduler: Scheduler, history: History, now: float | None = None) -> 
     """Record one sample of the cluster: jobs waiting and running, busy slots of each type."""
     now = scheduler.clock() if now is None else now
     counts = scheduler.store.counts()
-    held = {slot for r in scheduler.store.live_jobs() for slot in r["slot_list"]}
+    held = {slot for r in scheduler.store.live_jobs() for slot in r.slot_list}
     busy: dict[str, int] = {}
     for slot in held:
         if slot in scheduler.state.slot_by_id:
@@ -159,15 +160,15 @@ def sample_every_s(round_s: float) -> float:
     return min(5.0, max(0.5, round_s / 4))
 
 
-def _job(scheduler: Scheduler, row: dict, now: float, who: Identity | None) -> dict:
+def _job(scheduler: Scheduler, row: JobRecord, now: float, who: Identity | None) -> dict:
     # the failure's last log line in its reason for its owner and admins; the log itself is in the job's detail
-    info = scheduler.job_info(row, now, private=who is not None and who.may_see(row["user"]))
+    info = scheduler.job_info(row, now, private=who is not None and who.may_see(row.user))
     info.pop("last_lines", None)
     info.pop("command", None)
-    info.update(slots=row["slot_list"] if row["pid"] is not None else [], gpu_type=row["gpu_type"],
-                partner=str(row["partner"]) if row["partner"] else None, stopping=row["stop"],
+    info.update(slots=row.slot_list if row.attempt_live else [], gpu_type=row.gpu_type,
+                partner=str(row.partner) if row.partner else None, stopping=row.stop,
                 # an anonymous reader may try (the API asks for the credential); a known user, on their own jobs
-                may_cancel=row["status"] in ACTIVE and (who is None or who.may_see(row["user"])))
+                may_cancel=row.status in ACTIVE and (who is None or who.may_see(row.user)))
     return info
 
 

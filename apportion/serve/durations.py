@@ -17,6 +17,7 @@ import numpy as np
 
 from apportion.core.durations import DurationPredictor, Prediction, gpu_seconds, remaining_gpu_s
 from apportion.serve.estimates import ThroughputEstimates
+from apportion.serve.records import JobRecord
 from apportion.serve.state import ACTIVE, StateStore
 
 
@@ -31,21 +32,20 @@ class DurationHistory:
         self._groups: dict[int, np.ndarray] = {}  # job id -> its group ids (what they depend on never changes)
         finished = store.durations()
         if finished:
-            columns = {name: [r[name] for r in finished] for name in ("job_id", "user", "name", "queue", "gpus",
-                                                                      "submitted", "gpu_s")}
-            self.predictor.observe(self.group_ids(columns["job_id"], columns["user"], columns["name"],
-                                                  columns["queue"], columns["gpus"], columns["submitted"]),
-                                   columns["gpu_s"])
+            self.predictor.observe(self.group_ids([r.job_id for r in finished], [r.user for r in finished],
+                                                  [r.name for r in finished], [r.queue for r in finished],
+                                                  [r.gpus for r in finished], [r.submitted for r in finished]),
+                                   [r.gpu_s for r in finished])
 
-    def record(self, row: dict, now: float) -> None:
+    def record(self, row: JobRecord, now: float) -> None:
         """Job ``row`` (a state-file row) completed at ``now``: keep its GPU time and learn from it."""
-        fastest = self.fastest_rate(row["kind"], row["gpus"], row.get("allowed"))
+        fastest = self.fastest_rate(row.kind, row.gpus, row.allowed)
         if fastest <= 0:
             return
-        steps = row["steps_done"] or row["total_steps"]  # a job that never reported progress did all it said
-        gpu_s = steps * row["gpus"] / fastest
-        self.store.put_duration(row["id"], user=row["user"], name=row["name"], queue=row["queue"], gpus=row["gpus"],
-                                submitted=row["submitted"], finished=now, gpu_s=gpu_s)
+        steps = row.steps_done or row.total_steps  # a job that never reported progress did all it said
+        gpu_s = steps * row.gpus / fastest
+        self.store.put_duration(row.id, user=row.user, name=row.name, queue=row.queue, gpus=row.gpus,
+                                submitted=row.submitted, finished=now, gpu_s=gpu_s)
         self.predictor.observe(self._row_group_ids(row), [gpu_s])
 
     def predict(self, ids, users, names, queues, gpus, submitted) -> Prediction:
@@ -55,30 +55,30 @@ class DurationHistory:
     def fastest_rate(self, kind: str, gpus: int, allowed: tuple[str, ...] | None) -> float:
         return max((self.throughputs.rate(kind, t, gpus, allowed) for t in self.gpu_types), default=0.0)
 
-    def estimate(self, row: dict, now: float) -> dict:
+    def estimate(self, row: JobRecord, now: float) -> dict:
         """When an active job is expected to finish: at its own average speed so far once it has
         run, else at its kind's speed on its fastest type (a waiting job finishes no sooner).
         Fields for the API's job; None when it ended, or while no speed is known (neither its
         own, measured, nor from the catalog)."""
         none = {"estimated_finish": None, "predicted_remaining_s": None, "estimate_from": None}
-        if row["status"] not in ACTIVE:
+        if row.status not in ACTIVE:
             return none
-        kind, gpus, allowed = row["kind"], row["gpus"], row.get("allowed")
+        kind, gpus, allowed = row.kind, row.gpus, row.allowed
         fastest = self.fastest_rate(kind, gpus, allowed)
         rates = {t: self.throughputs.rate(kind, t, gpus, allowed) for t in self.gpu_types}
-        on = row["gpu_type"] if row["pid"] is not None and row["gpu_type"] in rates else max(rates, key=rates.get)
+        on = row.gpu_type if row.attempt_live and row.gpu_type in rates else max(rates, key=rates.get)
         if fastest <= 0 or rates[on] <= 0:
             return none
         # a job that has run goes at about its own speed so far (the estimates take a few reports to get there)
-        own = row["steps_done"] / row["run_s"] if row["steps_done"] > 0 and row["run_s"] >= 1.0 else None
+        own = row.steps_done / row.run_s if row.steps_done > 0 and row.run_s >= 1.0 else None
         if own is None and not self._speed_known(kind, on, gpus):  # 1 step/s until measured: no time to tell
             return dict(none, estimate_from="speed not measured yet")
         rate = own if own is not None else rates[on]
         prediction = self.predictor.predict(self._row_group_ids(row))
-        done = gpu_seconds(np.array([row["steps_done"]]), np.array([row["gpus"]]), np.array([fastest]))
+        done = gpu_seconds(np.array([row.steps_done]), np.array([row.gpus]), np.array([fastest]))
         left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, done)[0]
-        declared = max(row["total_steps"] - row["steps_done"], 0)
-        left_steps = left_gpu_s / row["gpus"] * fastest
+        declared = max(row.total_steps - row.steps_done, 0)
+        left_steps = left_gpu_s / row.gpus * fastest
         level = int(prediction.level[0])
         source = f"history: {self.predictor.level_names[level]}" if level >= 0 else "no history yet"
         if left_steps >= declared:
@@ -104,6 +104,6 @@ class DurationHistory:
             return np.zeros((0, len(self.predictor.levels)), dtype=np.int64)
         return np.stack([self._groups[job_id] for job_id in ids])
 
-    def _row_group_ids(self, row: dict) -> np.ndarray:
-        return self.group_ids([row["id"]], [row["user"]], [row["name"]], [row["queue"]], [row["gpus"]],
-                              [row["submitted"]])
+    def _row_group_ids(self, row: JobRecord) -> np.ndarray:
+        return self.group_ids([row.id], [row.user], [row.name], [row.queue], [row.gpus],
+                              [row.submitted])

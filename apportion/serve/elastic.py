@@ -33,6 +33,7 @@ from apportion.core.errors import InputError
 from apportion.core.goodput import NUM_PARAMS
 from apportion.core.goodput_fit import StepObservations, default_prior, fit_step_params
 from apportion.serve.elastic_spec import ElasticSpec
+from apportion.serve.records import JobRecord
 from apportion.serve.state import StateStore
 
 SMOOTHING = 0.2  # weight of the newest report in an observation
@@ -63,10 +64,10 @@ class ElasticModels:
         self.version = 0  # bumped when a model is refitted: a policy's allocation may be stale
         self._steps: dict[tuple[int, str], dict[tuple[int, int, float], list[float]]] = {}
         for r in store.elastic_steps():
-            key = (int(r["gpus"]), int(r["nodes"]), float(r["local_batch"]))
+            key = (int(r.gpus), int(r.nodes), float(r.local_batch))
             # step time, sync time, reports, and the step time when the model was last fitted
-            self._steps.setdefault((r["job_id"], r["gpu_type"]), {})[key] = [r["step_s"], r["sync_s"], r["samples"],
-                                                                            r["step_s"]]
+            self._steps.setdefault((r.job_id, r.gpu_type), {})[key] = [r.step_s, r.sync_s, r.samples,
+                                                                            r.step_s]
         self._noise: dict[int, float | None] = {}
         self._params: dict[int, dict[str, list[float]]] = {}
         for job_id, (noise, params) in store.elastic_models().items():
@@ -93,10 +94,10 @@ class ElasticModels:
                                    local_batch=[k[2] for k in keys], step_time_s=[seen[k][0] for k in keys],
                                    sync_time_s=[seen[k][1] for k in keys])
 
-    def record(self, row: dict, spec: ElasticSpec, report: StepReport, now: float) -> None:
+    def record(self, row: JobRecord, spec: ElasticSpec, report: StepReport, now: float) -> None:
         """Fold one progress report of an elastic job's live attempt in; refit its model when it moved."""
-        job_id, gpu_type = int(row["id"]), row["gpu_type"]
-        replicas = max(1, len(row["slot_list"]))
+        job_id, gpu_type = int(row.id), row.gpu_type
+        replicas = max(1, len(row.slot_list))
         changed_noise = report.noise_scale is not None and report.noise_scale != self._noise.get(job_id)
         if report.noise_scale is not None:
             self._noise[job_id] = report.noise_scale

@@ -20,6 +20,7 @@ import numpy as np
 
 from apportion.core.goodput import efficiency
 from apportion.serve.elastic_spec import ElasticSpec
+from apportion.serve.records import JobRecord
 
 
 def batch_log(text: str) -> list[list[int]]:
@@ -27,7 +28,7 @@ def batch_log(text: str) -> list[list[int]]:
     return [[int(v) for v in segment] for segment in json.loads(text)] if text else []
 
 
-def examples_at(log: list[list[int]], step: int, batch_size: int) -> int:
+def examples_at(log: tuple | list, step: int, batch_size: int) -> int:
     """Examples done after ``step`` steps: through the segment the step lies in (``batch_size`` a step before any)."""
     for start, before, batch in reversed(log):
         if start <= step:
@@ -35,41 +36,40 @@ def examples_at(log: list[list[int]], step: int, batch_size: int) -> int:
     return step * batch_size
 
 
-def examples_done(row: dict) -> int | None:
-    """The examples job ``row`` has done at its ``steps_done`` (None: its target is in steps)."""
-    spec = _spec(row)
+def examples_done(row: JobRecord, steps_done: int) -> int | None:
+    """The examples job ``row`` has done at ``steps_done`` (None: its target is in steps)."""
+    spec = _spec(row.elastic)
     if spec is None or spec.target_examples is None:
         return None
-    return examples_at(batch_log(row.get("batch_log") or ""), int(row["steps_done"]), spec.batch_size)
+    return examples_at(row.batch_log, int(steps_done), spec.batch_size)
 
 
-def examples_info(row: dict) -> dict:
+def examples_info(row: JobRecord) -> dict:
     """What the API adds for a job whose target is in examples: ``examples_done``, ``target_examples`` and
     ``batch_size`` (its live or last attempt's batch); nothing for any other job."""
-    spec = _spec(row)
+    spec = _spec(row.elastic)
     if spec is None or spec.target_examples is None:
         return {}
-    log = batch_log(row.get("batch_log") or "")
-    return {"examples_done": examples_at(log, int(row["steps_done"]), spec.batch_size),
+    log = row.batch_log
+    return {"examples_done": examples_at(log, int(row.steps_done), spec.batch_size),
             "target_examples": spec.target_examples, "batch_size": log[-1][2] if log else spec.batch_size}
 
 
-def attempt_batch(row: dict) -> tuple[int | None, dict]:
+def attempt_batch(row: JobRecord) -> tuple[int | None, dict]:
     """(the batch the next attempt of job ``row`` trains at, the job's fields that change:
     ``total_steps`` and ``batch_log``); (None, {}) when its target is in steps: nothing changes."""
-    spec = _spec(row)
+    spec = _spec(row.elastic)
     if spec is None or spec.target_examples is None:
         return None, {}
-    chosen = row.get("batch_size")
+    chosen = row.batch_size
     batch = spec.batch_size
     if chosen and spec.chooses_batch:
-        batch = min(max(int(chosen), spec.m0, len(row.get("slot_list") or ()) or 1), spec.largest_batch)
-    step = int(row["steps_done"])
-    log = batch_log(row.get("batch_log") or "")
-    done = examples_at(log, step, spec.batch_size)
-    log = [segment for segment in log if segment[0] < step] + [[step, done, batch]]
+        batch = min(max(int(chosen), spec.m0, len(row.slot_list) or 1), spec.largest_batch)
+    step = int(row.steps_done)
+    done = examples_at(row.batch_log, step, spec.batch_size)
+    log = tuple(segment for segment in row.batch_log if segment[0] < step) + ((step, done, batch),)
     left = max(spec.target_examples - done, 0)
-    return batch, {"total_steps": step + -(-left // batch), "batch_log": json.dumps(log)}
+    return batch, {"total_steps": step + -(-left // batch), "batch_log": log}
 
 
 def examples_work(table: dict, rows: np.ndarray, noise_scale: np.ndarray, per_step: np.ndarray) -> tuple[np.ndarray,
@@ -81,7 +81,8 @@ def examples_work(table: dict, rows: np.ndarray, noise_scale: np.ndarray, per_st
     done = np.asarray(table["steps_done"], dtype=np.float64)[rows] * per_step
     total = np.asarray(table["total_steps"], dtype=np.float64)[rows] * per_step
     for j, i in enumerate(rows.tolist()):
-        spec = _spec({"elastic": table["elastic"][i]})
+        text = table["elastic"][i]
+        spec = _spec(json.loads(text) if text else None)
         if spec is None or spec.target_examples is None:
             continue
         log = batch_log(table["batch_log"][i])
@@ -92,8 +93,5 @@ def examples_work(table: dict, rows: np.ndarray, noise_scale: np.ndarray, per_st
     return done, total
 
 
-def _spec(row: dict) -> ElasticSpec | None:
-    text = row.get("elastic")
-    if not text:
-        return None
-    return ElasticSpec.from_dict(json.loads(text) if isinstance(text, str) else text)
+def _spec(elastic: dict | None) -> ElasticSpec | None:
+    return ElasticSpec.from_dict(elastic) if elastic else None

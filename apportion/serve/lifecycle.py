@@ -17,20 +17,21 @@ lives, its reason.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
 from apportion.executors.base import Exit
 from apportion.runtime.checkpoint import Intact
+from apportion.serve.accounting import accrued
 from apportion.serve.auth import issue_attempt_credential
 from apportion.serve.checkpoints import newest_intact_as
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import attempt_batch
+from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount, prepare_job_dirs
-from apportion.serve.rounds import account
 from apportion.serve.space import NoSpace, is_no_space
 from apportion.serve.watchdog import silence
 
@@ -47,10 +48,10 @@ class AttemptLifecycle:
         self.slots, self.slot_by_id = state.slots, state.slot_by_id
         self._killed: set[int] = set()  # SIGKILL sent to these jobs' attempts
         for event in self.store.warning_events():  # warnings outlive a server restart
-            if event["event"] == "warning" and event["job_id"] is not None:
-                state.notes[event["job_id"]] = event["detail"]
-            elif event["event"] == "warning-cleared":
-                state.notes.pop(event["job_id"], None)
+            if event.event == "warning" and event.job_id is not None:
+                state.notes[event.job_id] = event.detail
+            elif event.event == "warning-cleared":
+                state.notes.pop(event.job_id, None)
 
     def start_ready(self, now: float) -> None:
         """Start the jobs a round placed whose slots are free and that have no attempt alive."""
@@ -60,20 +61,20 @@ class AttemptLifecycle:
         holders_of: dict[str, set[str]] = {}  # slot -> ids of the live jobs holding it
         staying: set[str] = set()  # live jobs not told to go: a partner may start beside them
         for x in self.store.live_jobs():
-            for slot in x["slot_list"]:
-                holders_of.setdefault(slot, set()).add(str(x["id"]))
-            if x["stop"] is None:
-                staying.add(str(x["id"]))
+            for slot in x.slot_list:
+                holders_of.setdefault(slot, set()).add(str(x.id))
+            if x.stop is None:
+                staying.add(str(x.id))
         for r in pending:
-            holders = sorted(set().union(*(holders_of.get(slot, set()) for slot in r["slot_list"])))
-            if r["partner"] is not None and holders == [str(r["partner"])] and holders[0] in staying:
+            holders = sorted(set().union(*(holders_of.get(slot, set()) for slot in r.slot_list)))
+            if r.partner is not None and holders == [str(r.partner)] and holders[0] in staying:
                 holders = []  # space sharing: it starts beside its partner on the same slot
             if holders:
-                reason = f"starting on {r['slots']} when job {', '.join(holders)} releases it"
-                if r["reason"] != reason:
-                    self.store.update_job(r["id"], reason=reason)
+                reason = f"starting on {r.slots} when job {', '.join(holders)} releases it"
+                if r.reason != reason:
+                    self.store.update_job(r.id, reason=reason)
                 continue
-            if self.executor.is_alive(r["id"]):  # never two attempts at once
+            if self.executor.is_alive(r.id):  # never two attempts at once
                 continue
             try:
                 self._start(r, now)
@@ -82,31 +83,31 @@ class AttemptLifecycle:
             except Exception as err:  # what one job's fields make fail fails that job, not the others' starts
                 self._cannot_start(r, err, now)
                 continue
-            staying.add(str(r["id"]))
-            for slot in r["slot_list"]:
-                holders_of.setdefault(slot, set()).add(str(r["id"]))
+            staying.add(str(r.id))
+            for slot in r.slot_list:
+                holders_of.setdefault(slot, set()).add(str(r.id))
 
-    def _start(self, row: dict, now: float) -> None:
+    def _start(self, row: JobRecord, now: float) -> None:
         """Start the job's next attempt on its promised slots; one that cannot start counts as a crash."""
-        job_id, attempt = row["id"], row["attempt"] + 1
-        spec = row["spec"]
+        job_id, attempt = row.id, row.attempt + 1
+        spec = row.spec
         batch, counted = attempt_batch(row)  # a target in examples: this attempt's batch and last step
-        row = dict(row, **counted, attempt_batch=batch)
+        row = replace(row, **counted)
         checkpoint_dir = job_checkpoint_dir(self.state, row)
-        lease_end = max(row["lease_end"] or 0.0, self.state.round_end, now + min(self.config.round_s, 1.0))
-        slots = tuple(row["slot_list"])
-        env = self._environment(row, attempt, lease_end, checkpoint_dir, slots)
+        lease_end = max(row.lease_end or 0.0, self.state.round_end, now + min(self.config.round_s, 1.0))
+        slots = tuple(row.slot_list)
+        env = self._environment(row, attempt, lease_end, checkpoint_dir, slots, batch)
         try:
-            account = self.config.run_as.account(row["user"])  # None: as the server's own OS user
+            account = self.config.run_as.account(row.user)  # None: as the server's own OS user
             if account is None:
                 Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
             else:
                 env.update({**account.environ(), **(spec.get("env") or {})})
                 prepare_job_dirs(account, self.config.state_dir, job_id, checkpoint_dir)
             options = {"run_as": account} if account is not None else {}
-            if row.get("elastic"):  # one process a slot: torch.distributed's replicas
+            if row.elastic is not None:  # one process a slot: torch.distributed's replicas
                 options["replicas"] = len(slots)
-            if spec.get("warm_start") is False:  # the job file asks for a cold start (executors/warm.py)
+            if spec.get("warm_start") is False:  # the job file asks for a cold start (executors/local/warm_start.py)
                 options["cold"] = True
             handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots, **options)
         except (OSError, NoAccount) as err:
@@ -121,7 +122,7 @@ class AttemptLifecycle:
             except OSError:
                 pass
             with self.store.transaction():
-                self._crashed(dict(row, attempt=attempt), None, now,
+                self._crashed(replace(row, attempt=attempt), None, now,
                               dict(attempt=attempt, slots="", gpu_type=None, partner=None),
                               saved_checkpoint(self.state, row), last_lines=message)
             return
@@ -130,35 +131,36 @@ class AttemptLifecycle:
         except NoSpace:
             self.executor.kill(job_id)  # an attempt the state file does not know of must not run
             raise
-        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}" + (f" (pid {handle.pid})" if handle.pid else ""))
+        self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}"
+                 + (f" (pid {handle.pid})" if handle.pid is not None else ""))
 
-    def _started(self, row: dict, handle, now: float, lease_end: float, counted: dict) -> None:
+    def _started(self, row: JobRecord, handle, now: float, lease_end: float, counted: dict) -> None:
         """Record the attempt ``handle`` just started, in one transaction."""
-        job_id, attempt, slots = row["id"], row["attempt"] + 1, tuple(row["slot_list"])
+        job_id, attempt, slots = row.id, row.attempt + 1, tuple(row.slot_list)
         with self.store.transaction():
             self.store.update_job(
-                job_id, attempt=attempt, status="running", pid=handle.pid, proc_start=handle.proc_start,
-                lease_end=lease_end, started=row["started"] if row["started"] is not None else now,
-                accounted_at=now, reason=f"starting attempt {attempt}", stop=None, stop_at=None, term_at=None,
+                job_id, attempt=attempt, status="running", attempt_live=True, pid=handle.pid,
+                proc_start=handle.proc_start, lease_end=lease_end,
+                started=row.started if row.started is not None else now, accounted_at=now, reason=f"starting attempt {attempt}", stop=None, stop_at=None, term_at=None,
                 exit_code=None, attempt_started=now, contact_at=None, heard_at=None, **counted,
             )
             self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
-                                 + (f" pid {handle.pid}" if handle.pid else ""))  # pid 0: not a process of this machine
-            self.store.attempt_started(job_id, attempt, now, row["gpu_type"], row["slots"], row["partner"])
+                                 + (f" pid {handle.pid}" if handle.pid is not None else ""))  # None: no process here
+            self.store.attempt_started(job_id, attempt, now, row.gpu_type, row.slots, row.partner)
 
-    def _cannot_start(self, row: dict, err: Exception, now: float) -> None:
+    def _cannot_start(self, row: JobRecord, err: Exception, now: float) -> None:
         """Fail job ``row``, whose start raised what no crash of its own explains."""
-        if self.executor.is_alive(row["id"]):  # it raised after its process started: the job has no attempt
-            self.executor.kill(row["id"])
+        if self.executor.is_alive(row.id):  # it raised after its process started: the job has no attempt
+            self.executor.kill(row.id)
         reason = "cannot be started: " + " ".join(f"{type(err).__name__}: {err}".split())[:300]
         with self.store.transaction():
-            self.store.update_job(row["id"], status="failed", slots="", gpu_type=None, partner=None, finished=now,
+            self.store.update_job(row.id, status="failed", slots="", gpu_type=None, partner=None, finished=now,
                                   reason=reason)
-            self.store.add_event(now, row["id"], "fail", reason)
-        self.log(f"job {row['id']} failed: {reason}")
+            self.store.add_event(now, row.id, "fail", reason)
+        self.log(f"job {row.id} failed: {reason}")
 
-    def _environment(self, row: dict, attempt: int, lease_end: float, checkpoint_dir: str,
-                     slots: tuple[str, ...]) -> dict[str, str]:
+    def _environment(self, row: JobRecord, attempt: int, lease_end: float, checkpoint_dir: str,
+                     slots: tuple[str, ...], batch: int | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_") and k != "CUDA_VISIBLE_DEVICES"}
         env.setdefault("PYTHONUNBUFFERED", "1")
         devices = [self.slot_by_id[s].device for s in slots if s in self.slot_by_id and self.slot_by_id[s].device]
@@ -166,51 +168,51 @@ class AttemptLifecycle:
         if cpu_slots:  # a CPU slot is a share of the host's cores
             per_slot = max(1, self.config.cpu_threads // max(1, sum(s.gpu_type == "cpu" for s in self.slots)))
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(per_slot * cpu_slots)
-        env.update(row["spec"].get("env") or {})
+        env.update(row.spec.get("env") or {})
         env.update({
             "APPORTION_SERVER": self.config.server_url,
-            "APPORTION_JOB_ID": str(row["id"]),
+            "APPORTION_JOB_ID": str(row.id),
             "APPORTION_ATTEMPT": str(attempt),
             "APPORTION_LEASE_END": repr(float(lease_end)),
-            "APPORTION_TOTAL_STEPS": str(row["total_steps"]),
+            "APPORTION_TOTAL_STEPS": str(row.total_steps),
             "APPORTION_CHECKPOINT_DIR": checkpoint_dir,
             "APPORTION_SLOTS": ",".join(slots),
             "CUDA_VISIBLE_DEVICES": ",".join(devices),
         })
-        every = row["spec"].get("checkpoint_every") or self.config.checkpoint_every
+        every = row.spec.get("checkpoint_every") or self.config.checkpoint_every
         if every is not None:  # periodic checkpoints (apportion.runtime's default is auto)
             env["APPORTION_CHECKPOINT_EVERY"] = str(every)
-        elastic = row["spec"].get("elastic")
+        elastic = row.spec.get("elastic")
         if elastic:  # apportion.runtime.elastic: the batch over all replicas, M0 and the learning-rate rule
-            env["APPORTION_BATCH_SIZE"] = str(row.get("attempt_batch") or elastic["batch_size"])
+            env["APPORTION_BATCH_SIZE"] = str(batch or elastic["batch_size"])
             if elastic.get("target_examples"):  # it stops there (the server's APPORTION_TOTAL_STEPS says when)
                 env["APPORTION_TARGET_EXAMPLES"] = str(elastic["target_examples"])
             env["APPORTION_INIT_BATCH_SIZE"] = str(elastic.get("init_batch_size") or elastic["batch_size"])
             env["APPORTION_LR_RULE"] = elastic.get("lr_rule", "sqrt")
-        if row.get("partner"):  # space sharing: another job runs on the same slot, at the speed of the pair
-            env["APPORTION_SHARED_WITH"] = str(row["partner"])
+        if row.partner:  # space sharing: another job runs on the same slot, at the speed of the pair
+            env["APPORTION_SHARED_WITH"] = str(row.partner)
         # its own credential: renews this attempt's lease and reports its progress, nothing else
-        env["APPORTION_TOKEN"] = issue_attempt_credential(self.store, row["id"], attempt)
+        env["APPORTION_TOKEN"] = issue_attempt_credential(self.store, row.id, attempt)
         return env
 
     def escalate(self, now: float) -> None:
         """SIGTERM an attempt still alive ``grace_s`` after it should have gone; SIGKILL after as long again."""
         for r in self.store.stopping_attempts():
-            if r["term_at"] is None and now >= (r["stop_at"] or now) + self.config.grace_s:
-                self.executor.terminate(r["id"])
+            if r.term_at is None and now >= (r.stop_at or now) + self.config.grace_s:
+                self.executor.terminate(r.id)
                 with self.store.transaction():
-                    self.store.update_job(r["id"], term_at=now, reason="did not stop at its lease end: SIGTERM sent")
-                    self.store.add_event(now, r["id"], "sigterm", f"attempt {r['attempt']}")
-                self.log(f"job {r['id']}: SIGTERM (still running {self.config.grace_s:g} s after its lease end)")
-            elif r["term_at"] is not None and now >= r["term_at"] + self.config.grace_s and r["id"] not in self._killed:
-                self.executor.kill(r["id"])
-                self._killed.add(r["id"])
-                why = (r["reason"].removesuffix(": SIGTERM sent") if r["stop"] in WATCHED
+                    self.store.update_job(r.id, term_at=now, reason="did not stop at its lease end: SIGTERM sent")
+                    self.store.add_event(now, r.id, "sigterm", f"attempt {r.attempt}")
+                self.log(f"job {r.id}: SIGTERM (still running {self.config.grace_s:g} s after its lease end)")
+            elif r.term_at is not None and now >= r.term_at + self.config.grace_s and r.id not in self._killed:
+                self.executor.kill(r.id)
+                self._killed.add(r.id)
+                why = (r.reason.removesuffix(": SIGTERM sent") if r.stop in WATCHED
                        else "did not exit after SIGTERM")
                 with self.store.transaction():
-                    self.store.update_job(r["id"], reason=f"{why}: SIGKILL sent")
-                    self.store.add_event(now, r["id"], "sigkill", f"attempt {r['attempt']}")
-                self.log(f"job {r['id']}: SIGKILL")
+                    self.store.update_job(r.id, reason=f"{why}: SIGKILL sent")
+                    self.store.add_event(now, r.id, "sigkill", f"attempt {r.attempt}")
+                self.log(f"job {r.id}: SIGKILL")
 
     def on_exit(self, ended: Exit, now: float) -> None:
         """Settle an attempt that ended: its event and the job's new state in one transaction."""
@@ -219,98 +221,98 @@ class AttemptLifecycle:
 
     def _settle(self, ended: Exit, now: float) -> None:
         row = self.store.job(ended.job_id)
-        if row is None or row["pid"] is None or ended.attempt != row["attempt"]:
+        if row is None or not row.attempt_live or ended.attempt != row.attempt:
             return
         self._killed.discard(ended.job_id)
-        acct = account(row, now)
+        acct = accrued(row, now)
         code = ended.code
         what = f"lost: {ended.lost}" if ended.lost else _ended_how(code)
         saved = None if code == 0 else saved_checkpoint(self.state, row)
         kept = "" if saved is None else _kept(saved)
-        self.store.add_event(now, row["id"], "exit", f"attempt {row['attempt']}: {what}{kept}")
+        self.store.add_event(now, row.id, "exit", f"attempt {row.attempt}: {what}{kept}")
         self.state.dirty = True
-        released = dict(acct, pid=None, proc_start=None, slots="", gpu_type=None, partner=None, lease_end=None, stop=None,
-                        stop_at=None, term_at=None, accounted_at=None, exit_code=code)
-        if row["status"] == "cancelled" or row["stop"] == "cancel":  # cancelled, or failed by a round (rounds._fail)
-            by = row["reason"].replace("; stopping", "")
-            ended_as = "failed" if row["status"] == "failed" else "cancelled"
-            self.store.update_job(row["id"], status=ended_as, reason=by, **released)
-            self.store.attempt_ended(row["id"], row["attempt"], now, row["steps_done"], ended_as)
-            self.log(f"job {row['id']} {ended_as} ({what})")
+        released = dict(acct, attempt_live=False, pid=None, proc_start=None, slots="", gpu_type=None, partner=None,
+                        lease_end=None, stop=None, stop_at=None, term_at=None, accounted_at=None, exit_code=code)
+        if row.status == "cancelled" or row.stop == "cancel":  # cancelled, or failed by a round (rounds._fail)
+            by = row.reason.replace("; stopping", "")
+            ended_as = "failed" if row.status == "failed" else "cancelled"
+            self.store.update_job(row.id, status=ended_as, reason=by, **released)
+            self.store.attempt_ended(row.id, row.attempt, now, row.steps_done, ended_as)
+            self.log(f"job {row.id} {ended_as} ({what})")
         elif code == 0:
-            self.store.update_job(row["id"], status="completed", reason="", finished=now, **released)
-            self.store.attempt_ended(row["id"], row["attempt"], now, row["total_steps"], "completed")
+            self.store.update_job(row.id, status="completed", reason="", finished=now, **released)
+            self.store.attempt_ended(row.id, row.attempt, now, row.total_steps, "completed")
             if self.state.durations is not None:  # the predictor learns its GPU time, in the same transaction
                 self.state.durations.record(row, now)
-            self.log(f"job {row['id']} completed (attempt {row['attempt']}, {row['preemptions']} preemptions)")
-        elif row["stop"] == "time_limit":  # Slurm's --time: the job ends, whatever it was doing
-            limit, resume = row["spec"]["time_limit"], _resume_point(row, saved)
-            self.store.update_job(row["id"], status="failed", finished=now, **dict(released, steps_done=resume.step),
-                                  reason=f"time limit {limit:g} s reached (ran {acct.get('run_s', row['run_s']):.0f} s"
-                                  f" over {_times(row['attempt'], 'attempt', 'attempts')}; {what})")
-            self.store.attempt_ended(row["id"], row["attempt"], now, resume.step, "failed")
-            self.store.add_event(now, row["id"], "fail", f"time limit {limit:g} s")
-            self.log(f"job {row['id']} failed: time limit {limit:g} s reached ({what})")
-        elif row["stop"] == "hung" and not ended.lost:  # retried from its checkpoint as a crash is, and counted as one
+            self.log(f"job {row.id} completed (attempt {row.attempt}, {row.preemptions} preemptions)")
+        elif row.stop == "time_limit":  # Slurm's --time: the job ends, whatever it was doing
+            limit, resume = row.spec["time_limit"], _resume_point(row, saved)
+            self.store.update_job(row.id, status="failed", finished=now, **dict(released, steps_done=resume.step),
+                                  reason=f"time limit {limit:g} s reached (ran {acct.get('run_s', row.run_s):.0f} s"
+                                  f" over {_times(row.attempt, 'attempt', 'attempts')}; {what})")
+            self.store.attempt_ended(row.id, row.attempt, now, resume.step, "failed")
+            self.store.add_event(now, row.id, "fail", f"time limit {limit:g} s")
+            self.log(f"job {row.id} failed: time limit {limit:g} s reached ({what})")
+        elif row.stop == "hung" and not ended.lost:  # retried from its checkpoint as a crash is, and counted as one
             self._crashed(row, code, now, released, saved, hung=f"hung ({silence(row, self.config)}; {what})")
-        elif code == EXIT_PREEMPTED or (row["stop"] == "preempt" and (code is None or code < 0 or row["term_at"])):
+        elif code == EXIT_PREEMPTED or (row.stop == "preempt" and (code is None or code < 0 or row.term_at)):
             resume = _resume_point(row, saved)
             released.update(steps_done=resume.step)
-            self.store.attempt_ended(row["id"], row["attempt"], now, resume.step,
-                                     "moved" if row["move_to"] else "preempted")
-            if row["move_to"]:  # it was moved: it restarts on the slots its round gave it
-                move = json.loads(row["move_to"])
+            self.store.attempt_ended(row.id, row.attempt, now, resume.step,
+                                     "moved" if row.move_to else "preempted")
+            if row.move_to:  # it was moved: it restarts on the slots its round gave it
+                move = row.move_to
                 self.store.update_job(
-                    row["id"], status="preempted", **dict(released, slots=move["slots"], gpu_type=move["gpu_type"],
-                                                          partner=move["partner"]), move_to="",
-                    reason=self._noted(row, f"moving to {move['slots']} {resume.words}"))
-                self.log(f"job {row['id']} stopped at step {row['steps_done']} to move to {move['slots']} ({what});"
+                    row.id, status="preempted", **dict(released, slots=move.slots, gpu_type=move.gpu_type,
+                                                          partner=move.partner), move_to=None,
+                    reason=self._noted(row, f"moving to {move.slots} {resume.words}"))
+                self.log(f"job {row.id} stopped at step {row.steps_done} to move to {move.slots} ({what});"
                          f" it restarts {resume.words}")
             else:
                 self.store.update_job(
-                    row["id"], status="preempted", preemptions=row["preemptions"] + 1,
+                    row.id, status="preempted", preemptions=row.preemptions + 1,
                     reason=self._noted(row, f"waiting to resume {resume.words}"), **released)
-                self.log(f"job {row['id']} preempted at step {row['steps_done']} ({what}); it resumes {resume.words}")
+                self.log(f"job {row.id} preempted at step {row.steps_done} ({what}); it resumes {resume.words}")
         else:
             self._crashed(row, code, now, released, saved, lost=ended.lost)
 
-    def _noted(self, row: dict, reason: str) -> str:
-        return with_note(reason, self.state.notes.get(row["id"]))
+    def _noted(self, row: JobRecord, reason: str) -> str:
+        return with_note(reason, self.state.notes.get(row.id))
 
-    def _crashed(self, row: dict, code: int | None, now: float, released: dict, saved: Intact,
+    def _crashed(self, row: JobRecord, code: int | None, now: float, released: dict, saved: Intact,
                  last_lines: str | None = None, lost: str = "", hung: str = "") -> None:
         """Retry the job from ``saved`` (its newest intact checkpoint), or fail it.
 
         An attempt ``lost`` with the machine it ran on is retried whatever the count: it is no
         fault of the job's. One that ``hung`` (why, in words) counts as a crash."""
-        lines = last_lines if last_lines is not None else self.executor.tail(row["id"], row["attempt"], 20)
+        lines = last_lines if last_lines is not None else self.executor.tail(row.id, row.attempt, 20)
         last = next((line.strip() for line in reversed(lines.splitlines()) if line.strip()), "")
         what = ("could not start" if last_lines is not None else f"lost: {lost}" if lost else hung if hung
                 else _ended_how(code))
-        retries = row["retries"] + 1
+        retries = row.retries + 1
         resume = _resume_point(row, saved)
         released = dict(released, steps_done=resume.step)
-        self.store.attempt_ended(row["id"], row["attempt"], now, resume.step,
+        self.store.attempt_ended(row.id, row.attempt, now, resume.step,
                                  "failed" if retries > self.config.max_retries and not lost else "crashed")
         if retries > self.config.max_retries and not lost:
             # the log's last line may hold anything the job printed: kept apart, for its owner and admins
             self.store.update_job(
-                row["id"], status="failed", retries=retries, finished=now, last_lines=lines, reason_log=last,
-                reason=f"{what} on attempt {row['attempt']}, after "
+                row.id, status="failed", retries=retries, finished=now, last_lines=lines, reason_log=last,
+                reason=f"{what} on attempt {row.attempt}, after "
                        f"{_times(self.config.max_retries, 'retry', 'retries')}",
                 **released)
-            self.store.add_event(now, row["id"], "fail", what)
-            self.log(f"job {row['id']} failed: {what}" + (f": {last}" if last else ""))
+            self.store.add_event(now, row.id, "fail", what)
+            self.log(f"job {row.id} failed: {what}" + (f": {last}" if last else ""))
         else:
             retry = (f"retry {retries} {resume.words}" if lost else
                      f"retry {retries} of {self.config.max_retries} {resume.words}")
-            if last_lines is None and not lost and row["stop"] is None and not row["partner"] and row["slots"]:
+            if last_lines is None and not lost and row.stop is None and not row.partner and row.slots:
                 # the round gave it these slots and nobody else has them: it restarts on them at once
-                released.update(slots=row["slots"], gpu_type=row["gpu_type"])
-            self.store.update_job(row["id"], status="queued", retries=retries, last_lines=lines,
+                released.update(slots=row.slots, gpu_type=row.gpu_type)
+            self.store.update_job(row.id, status="queued", retries=retries, last_lines=lines,
                                   reason=self._noted(row, f"{what}; {retry}"), **released)
-            self.store.add_event(now, row["id"], "retry", retry)
-            self.log(f"job {row['id']} crashed ({what}) at step {row['steps_done']}; {retry}")
+            self.store.add_event(now, row.id, "retry", retry)
+            self.log(f"job {row.id} crashed ({what}) at step {row.steps_done}; {retry}")
 
 
 def _ended_how(code: int | None) -> str:
@@ -320,7 +322,7 @@ def _ended_how(code: int | None) -> str:
     return f"killed by {_signal_name(-code)}" if code < 0 else f"exit {code}"
 
 
-def _resume_point(row: dict, saved: Intact) -> ResumePoint:
+def _resume_point(row: JobRecord, saved: Intact) -> ResumePoint:
     """Where the job's next attempt will start: ``saved``, its newest intact checkpoint, or step 0."""
     if saved.step is None:
         if saved.error:
@@ -328,7 +330,7 @@ def _resume_point(row: dict, saved: Intact) -> ResumePoint:
         if saved.skipped:
             return ResumePoint(0, f"from step 0: no intact checkpoint ({_skipped_words(saved.skipped)})")
         return ResumePoint(0, "from step 0: it had no checkpoint")
-    behind = row["steps_done"] - saved.step
+    behind = row.steps_done - saved.step
     lost = f"; the {behind} step(s) after it are redone" if behind > 0 else ""
     which = f"its newest intact checkpoint; {_skipped_words(saved.skipped)}" if saved.skipped else "its last checkpoint"
     return ResumePoint(saved.step, f"from step {saved.step} ({which}{lost})")
@@ -359,23 +361,23 @@ def _kept(saved: Intact) -> str:
     return f"{newest} (skipped {'; '.join(saved.skipped)})" if saved.skipped else newest
 
 
-def saved_checkpoint(state: SchedulerState, row: dict) -> Intact:
+def saved_checkpoint(state: SchedulerState, row: JobRecord) -> Intact:
     """The job's newest intact checkpoint, read as the OS account it runs as."""
     try:
-        account = state.config.run_as.account(row["user"])
+        account = state.config.run_as.account(row.user)
     except NoAccount as err:  # nobody to read it as: nothing counts
         return Intact(None, error=str(err))
     return newest_intact_as(job_checkpoint_dir(state, row), account)
 
 
-def job_checkpoint_dir(state: SchedulerState, row: dict) -> str:
+def job_checkpoint_dir(state: SchedulerState, row: JobRecord) -> str:
     """The job's APPORTION_CHECKPOINT_DIR: its job file's, else STATE_DIR/jobs/ID/checkpoints
     (SHARED_DIR/jobs/ID/checkpoints when the server has a directory its nodes share)."""
     root = state.config.shared_dir or state.config.state_dir
-    return row["spec"].get("checkpoint_dir") or str(root / "jobs" / str(row["id"]) / "checkpoints")
+    return row.spec.get("checkpoint_dir") or str(root / "jobs" / str(row.id) / "checkpoints")
 
 
-def check_resumed(state: SchedulerState, row: dict, steps_done: int | None, now: float,
+def check_resumed(state: SchedulerState, row: JobRecord, steps_done: int | None, now: float,
                   skipped: tuple[str, ...] = ()) -> str | None:
     """At an attempt's first lease call: did it resume from where the server said it would?
 
@@ -385,22 +387,22 @@ def check_resumed(state: SchedulerState, row: dict, steps_done: int | None, now:
     ``restore()`` starts over from 0 on every attempt and, preempted often enough, never
     finishes). Returns the job's new reason, or None when nothing changes.
     """
-    job_id = row["id"]
+    job_id = row.id
     if skipped:
-        state.store.add_event(now, job_id, "resumed", f"attempt {row['attempt']} at step {steps_done}; "
+        state.store.add_event(now, job_id, "resumed", f"attempt {row.attempt} at step {steps_done}; "
                               f"its restore skipped {'; '.join(skipped)}")
-    if steps_done is None or row["attempt"] < 2:
+    if steps_done is None or row.attempt < 2:
         return None
-    saved = state.store.end_step(job_id, row["attempt"] - 1)
+    saved = state.store.end_step(job_id, row.attempt - 1)
     if saved is not None and steps_done < saved:
         if skipped:
-            note = (f"WARNING: attempt {row['attempt']} resumed at step {steps_done}, not {saved}: its newer "
+            note = (f"WARNING: attempt {row.attempt} resumed at step {steps_done}, not {saved}: its newer "
                     f"checkpoints could not be loaded ({_skipped_words(skipped)})")
         elif steps_done == 0:
-            note = (f"WARNING: never calls restore(): restarts from 0 (attempt {row['attempt']} started at step 0;"
+            note = (f"WARNING: never calls restore(): restarts from 0 (attempt {row.attempt} started at step 0;"
                     f" step {saved} is checkpointed)")
         else:
-            note = (f"WARNING: attempt {row['attempt']} resumed at step {steps_done}, not from its newest checkpoint"
+            note = (f"WARNING: attempt {row.attempt} resumed at step {steps_done}, not from its newest checkpoint"
                     f" (step {saved})")
         if state.notes.get(job_id) != note:
             state.notes[job_id] = note
@@ -409,7 +411,7 @@ def check_resumed(state: SchedulerState, row: dict, steps_done: int | None, now:
         return note
     if job_id in state.notes:  # it resumes as it should now
         del state.notes[job_id]
-        state.store.add_event(now, job_id, "warning-cleared", f"attempt {row['attempt']} resumed at step {steps_done}")
+        state.store.add_event(now, job_id, "warning-cleared", f"attempt {row.attempt} resumed at step {steps_done}")
     return None
 
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from apportion.core.views import ClusterView, JobView, ThroughputView
+from apportion.mechanism.round_state import job_view
 from apportion.policies.base import Policy
 from apportion.serve.slots import Slot
 
@@ -23,9 +24,8 @@ def check_policy(policy: Policy, slots: list[Slot], prices: dict[str, float] | N
 
 def one_job_view(gpus: int = 1, queue: str = "") -> JobView:
     """A JobView of one made-up, never-started job, to ask a policy about it."""
-    return JobView(
+    return job_view(
         index=np.array([0]), submit_time_s=np.zeros(1), kind=np.zeros(1, dtype=np.int64),
-        num_gpus=np.array([gpus], dtype=np.int64), priority=np.ones(1), total_steps=np.ones(1), steps_done=np.zeros(1),
-        attained_service_s=np.zeros(1), first_start_s=np.full(1, np.nan), running_type=np.full(1, -1),
+        num_gpus=np.array([gpus], dtype=np.int64), priority=np.ones(1), total_steps=np.ones(1),
         queue=np.array([queue], dtype=object), user=np.array([""], dtype=object), now_s=0.0,
     )

@@ -19,41 +19,46 @@ def recover(state: SchedulerState, lifecycle: AttemptLifecycle, now: float | Non
     with state.lock:
         for attempt in sorted(state.executor.scan(), key=lambda a: (a.job_id, -a.attempt)):
             row = state.store.job(attempt.job_id)
-            if (row is None or attempt.attempt < row["attempt"] or attempt.job_id in adopted
-                    or (row["status"] in ("completed", "failed") and row["pid"] is None)):
+            if (row is None or attempt.attempt < row.attempt or attempt.job_id in adopted
+                    or (row.status in ("completed", "failed") and not row.attempt_live)):
                 state.executor.kill_attempt(attempt)
                 strays.append(attempt.job_id)
-                state.store.add_event(now, attempt.job_id, "stray", f"attempt {attempt.attempt} pid {attempt.pid} killed")
+                state.store.add_event(now, attempt.job_id, "stray", f"attempt {attempt.attempt}{_pid(attempt)} killed")
                 continue
             if not state.executor.adopt(attempt):
                 continue
             slots = [s for s in attempt.slots]
-            gpu_type = state.slot_by_id[slots[0]].gpu_type if slots and slots[0] in state.slot_by_id else row["gpu_type"]
-            fields = dict(pid=attempt.pid, proc_start=attempt.proc_start, attempt=attempt.attempt,
+            gpu_type = state.slot_by_id[slots[0]].gpu_type if slots and slots[0] in state.slot_by_id else row.gpu_type
+            fields = dict(attempt_live=True, pid=attempt.pid, proc_start=attempt.proc_start, attempt=attempt.attempt,
                           slots=",".join(slots), gpu_type=gpu_type)
-            if row["pid"] is None or row["attempt"] != attempt.attempt:  # started, but never recorded
-                fields.update(started=row["started"] or now, accounted_at=now, stop=None, stop_at=None, term_at=None,
+            if not row.attempt_live or row.attempt != attempt.attempt:  # started, but never recorded
+                fields.update(started=row.started or now, accounted_at=now, stop=None, stop_at=None, term_at=None,
                               attempt_started=now, contact_at=None)
-            if row["status"] == "cancelled":
+            if row.status == "cancelled":
                 fields.update(stop="cancel")
-                if row["term_at"] is None:
-                    state.executor.terminate(row["id"])
+                if row.term_at is None:
+                    state.executor.terminate(row.id)
                     fields.update(term_at=now)
             else:
-                fields.update(status="running", lease_end=max(row["lease_end"] or 0.0, now + state.plan_ahead_s))
+                fields.update(status="running", lease_end=max(row.lease_end or 0.0, now + state.plan_ahead_s))
             with state.store.transaction():
-                state.store.update_job(row["id"], **fields)
-                state.store.add_event(now, row["id"], "adopt", f"attempt {attempt.attempt} pid {attempt.pid}")
-            adopted.append(row["id"])
+                state.store.update_job(row.id, **fields)
+                state.store.add_event(now, row.id, "adopt", f"attempt {attempt.attempt}{_pid(attempt)}")
+            adopted.append(row.id)
         for row in state.store.live_jobs():
-            if row["id"] in adopted:
+            if row.id in adopted:
                 continue
             # its wrapper is gone (killed with it, perhaps): nothing of the attempt may run on
-            state.executor.kill_attempt(Attempt(row["id"], row["attempt"], row["pid"], row["proc_start"], ()))
-            code = state.executor.exit_record(row["id"], row["attempt"])
-            lifecycle.on_exit(Exit(row["id"], row["attempt"], code), now)
-            ended.append(row["id"])
+            state.executor.kill_attempt(Attempt(row.id, row.attempt, row.pid, row.proc_start, ()))
+            code = state.executor.exit_record(row.id, row.attempt)
+            lifecycle.on_exit(Exit(row.id, row.attempt, code), now)
+            ended.append(row.id)
         state.round_end = now  # a round at once
         state.store.add_event(now, None, "recover",
                              f"adopted {len(adopted)}, ended while down {len(ended)}, strays killed {len(strays)}")
     return {"adopted": adopted, "ended": ended, "strays": strays}
+
+
+def _pid(attempt: Attempt) -> str:
+    """ " pid N" for an attempt with a process of this machine; '' for one without (Ray's)."""
+    return f" pid {attempt.pid}" if attempt.pid is not None else ""

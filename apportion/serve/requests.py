@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_after, spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
 from apportion.serve.policy_check import one_job_view
+from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount
 from apportion.serve.state import TERMINAL
 
@@ -158,20 +160,20 @@ class Requests:
         """Cancel job ``job_id`` for ``user``: Forbidden unless it is theirs or they are an admin."""
         with self.lock:
             row = self.row(job_id)
-            if user != row["user"] and not admin:
-                raise Forbidden(f"job {job_id} belongs to {row['user']!r}, not {user!r}")
-            if row["status"] in TERMINAL:
-                raise Conflict(f"job {job_id} has already {_past(row['status'])}")
+            if user != row.user and not admin:
+                raise Forbidden(f"job {job_id} belongs to {row.user!r}, not {user!r}")
+            if row.status in TERMINAL:
+                raise Conflict(f"job {job_id} has already {_past(row.status)}")
             now = self.clock()
             with self.store.transaction():
-                if row["pid"] is not None:
+                if row.attempt_live:
                     self.store.update_job(job_id, status="cancelled", stop="cancel", term_at=now, finished=now,
                                           reason=f"cancelled by {user}; stopping")
                 else:
                     self.store.update_job(job_id, status="cancelled", slots="", gpu_type=None, partner=None, finished=now,
                                           reason=f"cancelled by {user}")
                 self.store.add_event(now, job_id, "cancel", f"by {user}")
-            if row["pid"] is not None:
+            if row.attempt_live:
                 self.executor.terminate(job_id)
             self.state.dirty = True
             self.changed.notify_all()
@@ -191,32 +193,32 @@ class Requests:
                 _check_steps(steps_done, row)
             now = self.clock()
             fields = {"heard_at": now} if steps_done is None else {"heard_at": now, "steps_done": int(steps_done)}
-            if row["contact_at"] is None:  # its first lease call: a full round from now
+            if row.contact_at is None:  # its first lease call: a full round from now
                 fields["contact_at"] = now
                 self.store.attempt_first_lease(job_id, attempt, now, steps_done)
-                if row["stop"] is None and row["status"] == "running":
-                    fields["lease_end"] = max(row["lease_end"] or now, now + self.config.round_s)
+                if row.stop is None and row.status == "running":
+                    fields["lease_end"] = max(row.lease_end or now, now + self.config.round_s)
                     fields["reason"] = ""
                 note = check_resumed(self.state, row, steps_done, now, skipped)  # did it resume from its checkpoint?
                 if note is not None:
-                    fields["reason"] = with_note(fields.get("reason", row["reason"]), note)
+                    fields["reason"] = with_note(fields.get("reason", row.reason), note)
             if fields:
                 self.store.update_job(job_id, **fields)
-                row.update(fields)
+                row = replace(row, **fields)
             wait = self.config.renew_wait_s
             give_up, asked_in_round = now + wait, self.state.round
-            while ("lease_end" not in fields and row["stop"] is None and row["status"] == "running"
-                   and row["lease_end"] is not None
-                   and self.state.round == asked_in_round and row["lease_end"] - now <= wait
+            while ("lease_end" not in fields and row.stop is None and row.status == "running"
+                   and row.lease_end is not None
+                   and self.state.round == asked_in_round and row.lease_end - now <= wait
                    and self.state.next_plan_at - now <= wait and now < give_up):
                 self.changed.wait(timeout=min(give_up - now, 0.25))
                 row = self.current(job_id, attempt)
                 now = self.clock()
-            if row["stop"] is not None or row["status"] != "running":
-                self.store.attempt_stop_told(job_id, attempt, now, steps_done, row["lease_end"])
+            if row.stop is not None or row.status != "running":
+                self.store.attempt_stop_told(job_id, attempt, now, steps_done, row.lease_end)
                 return {"renew": False}
-            self.store.attempt_lease_told(job_id, attempt, row["lease_end"])
-            return {"renew": True, "lease_end": row["lease_end"]}
+            self.store.attempt_lease_told(job_id, attempt, row.lease_end)
+            return {"renew": True, "lease_end": row.lease_end}
 
     def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, **measured) -> str:
         """A progress report: the job's steps done, and a measured steps/s for the estimates; an
@@ -228,47 +230,47 @@ class Requests:
         with self.lock:
             row = self.current(job_id, attempt)
             _check_steps(steps_done, row)
-            counted = examples_done(dict(row, steps_done=steps_done))
+            counted = examples_done(row, steps_done)
             warning = ""
             if reported_examples is not None and counted is not None and reported_examples != counted:
                 warning = (f"examples_done {reported_examples:,} at step {steps_done:,} is not what the batches it was "
                            f"given (APPORTION_BATCH_SIZE) make, {counted:,}: the server counts {counted:,}")
             with self.store.transaction():
                 self.store.update_job(job_id, steps_done=int(steps_done), heard_at=self.clock())
-                if steps_done == row["total_steps"]:
+                if steps_done == row.total_steps:
                     self.store.attempt_done(job_id, attempt, self.clock())
                 # a job sharing its slot reports its speed together, not the speed alone the estimates hold
-                if steps_per_s is None or not row["gpu_type"] or row.get("partner"):
+                if steps_per_s is None or not row.gpu_type or row.partner:
                     return warning
                 # an elastic job runs on as many slots as its round gave it
-                key = (row["kind"], row["gpu_type"], len(row["slot_list"]) if row["elastic"] else row["gpus"])
+                key = (row.kind, row.gpu_type, len(row.slot_list) if row.elastic else row.gpus)
                 used, note = plausible_rate(steps_per_s, self.throughputs.rate(*key, None))
                 if used is not None:
                     self.throughputs.record(*key, used, self.clock())
-                    if row["elastic"] and self.state.elastic is not None:
-                        spec = ElasticSpec.from_dict(json.loads(row["elastic"]))
+                    if row.elastic and self.state.elastic is not None:
+                        spec = ElasticSpec.from_dict(row.elastic)
                         self.state.elastic.record(row, spec, StepReport(used, **measured), self.clock())
                 return "; ".join(text for text in (note, warning) if text)
 
-    def row(self, job_id: int) -> dict:
+    def row(self, job_id: int) -> JobRecord:
         """Job ``job_id``'s row; NotFound if there is none."""
         row = self.store.job(job_id)
         if row is None:
             raise NotFound(f"no job {job_id}")
         return row
 
-    def current(self, job_id: int, attempt: int) -> dict:
+    def current(self, job_id: int, attempt: int) -> JobRecord:
         """The job's row if ``attempt`` is its live attempt; Conflict if not (a stale attempt)."""
         row = self.row(job_id)
-        if attempt > row["attempt"]:
-            raise Conflict(f"job {job_id} has no attempt {attempt} (attempts so far: {row['attempt']})")
-        if attempt < row["attempt"]:
-            raise Conflict(f"attempt {attempt} of job {job_id} is not its current attempt ({row['attempt']})")
-        if row["pid"] is None:  # its current attempt, ended: settled, and the job has not started another
+        if attempt > row.attempt:
+            raise Conflict(f"job {job_id} has no attempt {attempt} (attempts so far: {row.attempt})")
+        if attempt < row.attempt:
+            raise Conflict(f"attempt {attempt} of job {job_id} is not its current attempt ({row.attempt})")
+        if not row.attempt_live:  # its current attempt, ended: settled, and the job has not started another
             ended = self.store.attempt(job_id, attempt)
-            how = (ended or {}).get("how") or row["status"]
+            how = (ended.how if ended is not None else None) or row.status
             raise Conflict(f"attempt {attempt} of job {job_id} has ended ({how}): it may no longer renew its lease or"
-                           f" report progress; the job is {row['status']}")
+                           f" report progress; the job is {row.status}")
         return row
 
 
@@ -289,10 +291,10 @@ def plausible_rate(reported: float, estimate: float) -> tuple[float | None, str]
                   f"{estimate:.6g} (or beyond {MAX_STEPS_PER_S:g}); counted as {used:.6g}")
 
 
-def _check_steps(steps_done: int, row: dict) -> None:
+def _check_steps(steps_done: int, row: JobRecord) -> None:
     """InputError unless ``steps_done`` lies within [0, the job's total_steps]."""
-    if not 0 <= steps_done <= row["total_steps"]:
-        raise InputError("request", f"must be from 0 to the job's total_steps ({row['total_steps']:,}), "
+    if not 0 <= steps_done <= row.total_steps:
+        raise InputError("request", f"must be from 0 to the job's total_steps ({row.total_steps:,}), "
                          f"got {steps_done:,}", field="steps_done")
 
 

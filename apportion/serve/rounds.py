@@ -2,8 +2,9 @@
 
 Each round reads the active jobs as columns, builds the same RoundState the simulator builds
 (the jobs' view, their speeds, time alone per type, time together per pair, who holds each
-slot), asks the same :class:`~apportion.mechanism.round_planner.RoundPlanner`, and writes
-what changed (leases renewed, preemptions, slots promised, partners) in one transaction.
+slot; attempts still starting pinned, slots the executor lost offline), asks the same
+:class:`~apportion.mechanism.round_planner.RoundPlanner`, and writes what changed (leases
+renewed, preemptions, slots promised, partners) in one transaction.
 """
 
 from __future__ import annotations
@@ -16,21 +17,21 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from apportion.core.cluster import Cluster, NodeGroup
 from apportion.core.errors import InputError
 from apportion.core.views import JobView
+from apportion.mechanism.node_per_type import NodePerType
 from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
+from apportion.mechanism.round_state import job_view
+from apportion.mechanism.service import held_service
 from apportion.policies.base import wants_predictions
 from apportion.serve.admission import admit_round
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_stored
-from apportion.serve.slots import Slot
 from apportion.serve.state import ACTIVE
 
-MIN_WEIGHT = 1e-3  # priority 0 ("best effort") is this weight for the policies
 MAX_FAILED_PER_ROUND = 8  # jobs a round may fail for making the planner raise; past that it is not theirs
 
 
@@ -54,12 +55,12 @@ class Rounds:
         self.store, self.policy, self.config, self.log = state.store, state.policy, state.config, state.log
         self.lock, self.changed = state.lock, state.changed
         self.gpu_types, self.slots = state.gpu_types, state.slots
-        self.planner = RoundPlanner(state.policy)  # the cluster of free slots comes with each round
+        self.planner = RoundPlanner(state.policy)  # the cluster of its slots comes with each round
         self.start_timeout_s = (state.config.start_timeout_s if state.config.start_timeout_s is not None
                                 else max(2 * state.config.round_s, 60.0))
         self.last_round_at = -math.inf
         self.stats = RoundStats()
-        self._clusters: dict[tuple[int, ...], Cluster] = {}
+        self._clusters = NodePerType(self.gpu_types, [self.config.prices.get(t, math.nan) for t in self.gpu_types])
         self._checked_through = 0  # the jobs up to this id had their stored fields checked in this run
         self._unattributed: bytes | None = None  # the job set of the last failure no job could be blamed for
 
@@ -77,16 +78,17 @@ class Rounds:
             changes: dict[int, dict] = {}
             events: list[tuple] = []
             lease_end = start + self.config.round_s
-            live = {i: _row(table, i) for i, pid in enumerate(table["pid"]) if pid is not None}
+            live = {i: _row(table, i) for i, alive in enumerate(table["live"]) if alive}
             for r in live.values():  # service up to now for everything holding slots
                 acct = account(r, now)
                 _merge(changes, r, **acct)
                 r.update(acct)
-            pinned = [r for r in live.values() if self._starting(r, now)]
-            for r in pinned:  # still starting: keeps its slots, stays out of the round
+            pinned = [i for i, r in live.items() if self._starting(r, now)]
+            for i in pinned:  # still starting: keeps its slots, stays out of the round
+                r = live[i]
                 _merge(changes, r, lease_end=max(r["lease_end"] or 0.0, lease_end),
                        reason=f"starting attempt {r['attempt']}")
-            left_out = {i for i, r in live.items() if r["stop"] is not None or self._starting(r, now)}
+            left_out = {i for i, r in live.items() if r["stop"] is not None} | set(pinned)
             for i, r in live.items():  # a move holds only for the round that decided it
                 if r["stop"] is not None and r["move_to"]:
                     _merge(changes, r, move_to="")
@@ -103,9 +105,8 @@ class Rounds:
                        reason=f"cannot run here: needs {table['gpus'][i]} slot(s) of an allowed type")
             rows, rates = rows[runnable], rates[runnable]
             if len(rows):
-                taken = {s for r in pinned for s in r["slot_list"]} | self._missing_slots(live)
-                failed.update(self._place_guarded(table, live, rows, rates, now, lease_end,
-                                                  [s for s in self.slots if s.id not in taken], changes, events))
+                failed.update(self._place_guarded(table, live, rows, rates, np.array(pinned, dtype=np.int64), now,
+                                                  lease_end, self._missing_slots(live), changes, events))
             stopping = [self._fail(live.get(i) or _row(table, i), why, now, changes, events) for i, why in failed.items()]
             for job_id, note in self.state.notes.items():  # a warning stays in the job's reason
                 if "reason" in changes.get(job_id, {}):
@@ -156,17 +157,17 @@ class Rounds:
     def _fail(self, row: dict, why: str, now: float, changes: dict[int, dict], events: list[tuple]) -> int | None:
         """Fail job ``row`` for ``why`` (the round goes on without it); its id when it has an attempt to stop."""
         reason = f"cannot be scheduled: {why}"
-        if row["pid"] is not None:
+        if row["live"]:
             _merge(changes, row, status="failed", stop="cancel", term_at=now, finished=now, move_to="",
                    reason=f"{reason}; stopping")
         else:
             _merge(changes, row, status="failed", slots="", gpu_type=None, partner=None, finished=now, reason=reason)
         events.append((now, row["id"], "fail", reason))
         self.log(f"job {row['id']} failed: {reason}")
-        return row["id"] if row["pid"] is not None else None
+        return row["id"] if row["live"] else None
 
-    def _place_guarded(self, table: dict, live: dict[int, dict], rows: np.ndarray, rates: np.ndarray, now: float,
-                       lease_end: float, available: list[Slot], changes: dict[int, dict],
+    def _place_guarded(self, table: dict, live: dict[int, dict], rows: np.ndarray, rates: np.ndarray,
+                       pinned: np.ndarray, now: float, lease_end: float, offline: set[str], changes: dict[int, dict],
                        events: list[tuple]) -> dict[int, str]:
         """The shared round over ``rows``; when it raises, the jobs it raises for alone are found
         (halving the rows), returned as {row: why} to be failed, and the others placed in this round.
@@ -175,7 +176,7 @@ class Rounds:
         def attempt(keep: np.ndarray, into: tuple[dict, list] | None = None) -> Exception | None:
             scratch: tuple[dict, list] = ({}, []) if into is None else into
             try:
-                self._place(table, live, rows[keep], rates[keep], now, lease_end, available, *scratch,
+                self._place(table, live, rows[keep], rates[keep], pinned, now, lease_end, offline, *scratch,
                             log=self.log if into is not None else _quiet)
             except Exception as err:
                 return err
@@ -222,25 +223,30 @@ class Rounds:
 
     def _starting(self, row: dict, now: float) -> bool:
         """An attempt that has not asked for a lease yet, and not for too long."""
-        return (row["pid"] is not None and row["stop"] is None and row["status"] == "running"
+        return (row["live"] and row["stop"] is None and row["status"] == "running"
                 and row["contact_at"] is None and now - (row["attempt_started"] or now) < self.start_timeout_s)
 
-    def _cluster(self, available: list[Slot]) -> Cluster:
-        """One node per slot type holding the ``available`` slots (cached: the same few sets recur,
-        and the planner re-solves only when the cluster object changes)."""
-        counts = tuple(sum(s.gpu_type == t for s in available) for t in self.gpu_types)
-        if counts not in self._clusters:
-            if len(self._clusters) > 256:
-                self._clusters.clear()
-            self._clusters[counts] = Cluster(tuple(NodeGroup(t, n, max(1, n), self.config.prices.get(t, math.nan))
-                                                   for t, n in zip(self.gpu_types, counts)))
-        return self._clusters[counts]
-
-    def _place(self, table: dict, live: dict[int, dict], rows: np.ndarray, rates: np.ndarray, now: float,
-               lease_end: float, available: list[Slot], changes: dict[int, dict], events: list[tuple],
-               log=None) -> None:
-        """The shared round over the job rows ``rows`` of ``table``, and what it changes."""
+    def _place(self, table: dict, live: dict[int, dict], free_rows: np.ndarray, free_rates: np.ndarray,
+               pinned_rows: np.ndarray, now: float, lease_end: float, offline_ids: set[str], changes: dict[int, dict],
+               events: list[tuple], log=None) -> None:
+        """The shared round over the job rows ``free_rows`` of ``table`` and the slots the attempts
+        still starting (``pinned_rows``, which keep theirs) and the lost slots (``offline_ids``) leave,
+        and what it changes. The state covers every slot and all those jobs; the planner keeps the
+        pinned ones where they are."""
         log = log or self.log
+        position = {s.id: k for k, s in enumerate(self.slots)}
+        offline = np.zeros(len(self.slots), dtype=bool)
+        offline[[position[s] for s in offline_ids]] = True
+        blocked = offline.copy()  # no promise to a job stands on these
+        blocked[[position[s] for i in pinned_rows for s in live[i]["slot_list"] if s in position]] = True
+        if blocked.all():  # every slot is held by an attempt still starting, or lost
+            for i in free_rows:
+                if i not in live:
+                    _merge(changes, _row(table, i), slots="", gpu_type=None, partner=None, reason="waiting for slots")
+            return
+        rows = np.concatenate([free_rows, pinned_rows]).astype(np.int64)
+        rates = np.concatenate([free_rates, np.zeros((len(pinned_rows), free_rates.shape[1]))])
+        pinned = np.arange(len(rows)) >= len(free_rows)
         n, num_types = len(rows), len(self.gpu_types)
 
         def column(name: str, dtype=None) -> np.ndarray:
@@ -250,12 +256,7 @@ class Rounds:
         status = column("status", object)
         slots = column("slots", object)
         is_live = np.fromiter((i in live for i in rows), dtype=bool, count=n)
-        if not available:  # every slot is held by an attempt still starting
-            for j in np.flatnonzero(~is_live):
-                _merge(changes, _row(table, rows[j]), slots="", gpu_type=None, partner=None, reason="waiting for slots")
-            return
-        cluster = self._cluster(available)
-        position = {s.id: k for k, s in enumerate(available)}
+        cluster = self._clusters.cluster(tuple(self.state.capacity[t] for t in self.gpu_types))
         type_index = {t: k for k, t in enumerate(self.gpu_types)}
         parsed = {j: live[rows[j]] if is_live[j] else _row(table, rows[j])
                   for j in np.flatnonzero(is_live | (column("service_by_type", object) != "{}")
@@ -274,15 +275,14 @@ class Rounds:
                     together[(int(r["id"]), int(partner), type_index[gpu_type])] = seconds
             if is_live[j]:
                 running_type[j] = type_index.get(r["gpu_type"], -1)
-        self.planner.pair_clock = _pair_clock(together, num_types)
 
         kind = self.throughputs.kind_indices(column("kind", object))
-        view = JobView(
+        view = job_view(
             index=ids,
             submit_time_s=column("submitted", np.float64),
             kind=kind,
             num_gpus=column("gpus", np.int64),
-            priority=np.maximum(column("priority", np.float64), MIN_WEIGHT),
+            priority=column("priority", np.float64),
             total_steps=column("total_steps", np.float64),
             steps_done=column("steps_done", np.float64),
             attained_service_s=np.array([live[i]["service_gpu_s"] if i in live else table["service_gpu_s"][i]
@@ -296,12 +296,13 @@ class Rounds:
         )
         if self._sizes_jobs and any(table["elastic"][i] for i in rows.tolist()):
             view = self._elastic_view(view, table, rows, rates, live)
+        pair_rates = None
         if RoundPlanner.space_sharing(self.policy):
-            self.planner.pair_rates = self.throughputs.pair_rates(self.gpu_types, int(kind.max()) + 1)
+            pair_rates = self.throughputs.pair_rates(self.gpu_types, int(kind[~pinned].max()) + 1)
 
         # who holds (a live attempt) or is promised (a pending start) each slot now, and who shares it
-        holder = np.full(len(available), -1, dtype=np.int64)
-        partner = np.full(len(available), -1, dtype=np.int64)
+        holder = np.full(len(self.slots), -1, dtype=np.int64)
+        partner = np.full(len(self.slots), -1, dtype=np.int64)
         position_of_id = {int(i): j for j, i in enumerate(ids)}
         for j in np.flatnonzero(is_live):
             for s in live[rows[j]]["slot_list"]:
@@ -312,7 +313,7 @@ class Rounds:
                         partner[position[s]] = j
         for j in np.flatnonzero(~is_live & (slots != "")):
             places = [position.get(s) for s in slots[j].split(",")]
-            if None in places:
+            if None in places or blocked[places].any():
                 continue
             if np.all(holder[places] < 0):
                 holder[places] = j
@@ -321,22 +322,25 @@ class Rounds:
                 partner[places[0]] = j
         decision = self.planner.plan(
             RoundState(view, rates, time_alone, holder, partner, rates_version=self.throughputs.version
-                       + (self.state.elastic.version if self.state.elastic is not None else 0)), cluster)
+                       + (self.state.elastic.version if self.state.elastic is not None else 0),
+                       together=PairClock.from_each_side(together, num_types), pair_rates=pair_rates,
+                       pinned=pinned, offline=offline), cluster)
 
         slots_of: dict[int, list[str]] = {}
         for gpu in np.flatnonzero(decision.owner >= 0):
-            slots_of.setdefault(int(decision.owner[gpu]), []).append(available[gpu].id)
+            slots_of.setdefault(int(decision.owner[gpu]), []).append(self.slots[gpu].id)
         for gpu in np.flatnonzero(decision.second >= 0):
-            slots_of.setdefault(int(decision.second[gpu]), []).append(available[gpu].id)
+            slots_of.setdefault(int(decision.second[gpu]), []).append(self.slots[gpu].id)
         chosen, kept = decision.chosen_type, decision.kept
         batch = decision.allocation.batch_size if self._sizes_jobs else None  # an elastic job's, for its next start
-        for j in np.flatnonzero(is_live | (chosen >= 0) | (slots != "")):  # the few that hold, get or lose slots
+        # the few that hold, get or lose slots (the pinned keep theirs, their reasons set by plan())
+        for j in np.flatnonzero((is_live | (chosen >= 0) | (slots != "")) & ~pinned):
             r = parsed.get(j) or _row(table, rows[j])
             mate = int(ids[decision.partner[j]]) if decision.partner[j] >= 0 else None
-            if r["pid"] is not None and chosen[j] >= 0 and kept[j]:
+            if r["live"] and chosen[j] >= 0 and kept[j]:
                 _merge(changes, r, lease_end=lease_end, partner=mate,
                        reason=f"sharing its slot with job {mate}" if mate else "")
-            elif r["pid"] is not None and chosen[j] >= 0:  # moves: checkpoint, then restart on its new slots
+            elif r["live"] and chosen[j] >= 0:  # moves: checkpoint, then restart on its new slots
                 stop_at = max(r["lease_end"] or now, now)
                 mine = slots_of.get(int(j), [])
                 move_to = json.dumps({"slots": ",".join(mine), "gpu_type": self.gpu_types[chosen[j]], "partner": mate})
@@ -345,7 +349,7 @@ class Rounds:
                 events.append((now, r["id"], "move", f"round {self.state.round + 1}, to {','.join(mine)}, "
                                                       f"lease ends {stop_at:.3f}"))
                 log(f"job {r['id']} moves to {','.join(mine)} in round {self.state.round + 1}")
-            elif r["pid"] is not None:  # loses its slots: checkpoint and go at the lease's end
+            elif r["live"]:  # loses its slots: checkpoint and go at the lease's end
                 stop_at = max(r["lease_end"] or now, now)
                 _merge(changes, r, stop="preempt", stop_at=stop_at, move_to="",
                        reason=f"round {self.state.round + 1}: preempted; checkpointing at its lease end")
@@ -472,38 +476,21 @@ def _chosen_batch(row: dict, batch: np.ndarray | None, j: int) -> dict:
 def account(row: dict, now: float) -> dict:
     """Service the live attempt has received since it was last counted (the fields to update):
     time alone on its type, or time together with its partner when it shares its slot."""
-    if row["pid"] is None or row["accounted_at"] is None:
+    if not row["live"] or row["accounted_at"] is None:
         return {}
     dt = max(0.0, now - row["accounted_at"])
-    fields = {
-        "run_s": row["run_s"] + dt,
-        "service_gpu_s": row["service_gpu_s"] + dt * max(1, len(row["slot_list"])),
-        "accounted_at": now,
-    }
+    gpu_s, alone_s, together_s = held_service(dt, max(1, len(row["slot_list"])), not row.get("partner"))
+    fields = {"run_s": row["run_s"] + dt, "service_gpu_s": row["service_gpu_s"] + gpu_s, "accounted_at": now}
     if row["gpu_type"] and row.get("partner"):
         together = dict(row.get("shared_by_type") or {})
         key = f"{row['partner']}:{row['gpu_type']}"
-        together[key] = together.get(key, 0.0) + dt
+        together[key] = together.get(key, 0.0) + together_s
         fields["shared_by_type"] = together
     elif row["gpu_type"]:
         by_type = dict(row["service_by_type"])
-        by_type[row["gpu_type"]] = by_type.get(row["gpu_type"], 0.0) + dt
+        by_type[row["gpu_type"]] = by_type.get(row["gpu_type"], 0.0) + alone_s
         fields["service_by_type"] = by_type
     return fields
-
-
-def _pair_clock(together: dict[tuple[int, int, int], float], num_types: int) -> PairClock:
-    """The pair clock from what each job recorded with each partner: a pair's time together is
-    the smaller of its two members' counts (one may have run on after the other finished)."""
-    seconds: dict[tuple[int, int, int], float] = {}
-    for (job, partner, gpu_type), value in together.items():
-        key = (min(job, partner), max(job, partner), gpu_type)
-        seconds[key] = min(value, seconds.get(key, math.inf))
-    clock = PairClock(num_types)
-    if seconds:
-        keys = list(seconds)
-        clock.add(np.array([k[:2] for k in keys]), np.array([k[2] for k in keys]), np.array(list(seconds.values())))
-    return clock
 
 
 def _row(table: dict, i: int) -> dict:

@@ -8,7 +8,7 @@
   the exit record and kills the process group); only the job's command drops to the account,
   with its groups, ``HOME``, ``USER`` and ``LOGNAME``. The wrapper runs in the server's own
   environment: the job's (its ``env`` included) applies only once its processes are the
-  account (apportion/executors/wrapper.py).
+  account (apportion/executors/local/wrapper.py).
 - ``refuse`` (the default when the server is root): a server running as root does not start,
   rather than run every job as root. As any other user it changes nothing.
 """

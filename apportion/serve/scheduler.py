@@ -25,7 +25,8 @@ Each round is decided ``plan_ahead_s`` before it starts (default: half a round, 
 10 s), so that a job asking for its lease shortly before the lease ends (apportion.runtime
 asks about a second and a step ahead) gets its answer at once. Between rounds the loop polls
 for exits every ``tick_s``; when a job ends or arrives while slots are idle, a round starts
-at once (at most every ``fill_gap_s``) rather than leaving the slots idle until the round's end.
+at once (at most every ``fill_gap_s``) rather than leaving the slots idle until the round's end
+(the rules, which the simulator on the server's clock follows too: ``mechanism/timing.py``).
 
 ``Scheduler`` is the facade; the work is done by parts that share one ``SchedulerState``
 (context.py): ``Requests`` (requests.py), ``Rounds`` (rounds.py), ``AttemptLifecycle``
@@ -44,6 +45,8 @@ from typing import Callable
 
 from apportion.core.throughputs import ThroughputTable
 from apportion.executors.base import Executor, Exit
+from apportion.mechanism.round_state import MIN_WEIGHT
+from apportion.mechanism.timing import early_round_due, regular_round_due
 from apportion.policies.base import Policy
 from apportion.serve.context import SchedulerState, ServeConfig
 from apportion.serve.durations import DurationHistory
@@ -52,9 +55,10 @@ from apportion.serve.elastic_batch import examples_info
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.lifecycle import EXIT_PREEMPTED, AttemptLifecycle
 from apportion.serve.policy_check import check_policy
+from apportion.serve.records import JobRecord
 from apportion.serve.recovery import recover
 from apportion.serve.requests import Conflict, Forbidden, NotFound, Requests
-from apportion.serve.rounds import MIN_WEIGHT, Rounds
+from apportion.serve.rounds import Rounds
 from apportion.serve.slots import Slot
 from apportion.serve.space import NoSpace, free_bytes
 from apportion.serve.state import StateStore
@@ -131,8 +135,8 @@ class Scheduler:
         ``measured``: what an elastic job adds (bodies.step_report)."""
         return self.requests.progress(job_id, attempt, steps_done, steps_per_s, **measured)
 
-    def row(self, job_id: int) -> dict:
-        """Job ``job_id``'s row in the state file; NotFound if there is none."""
+    def row(self, job_id: int) -> JobRecord:
+        """Job ``job_id``'s record in the state file; NotFound if there is none."""
         return self.requests.row(job_id)
 
     # the loop --------------------------------------------------------------------------
@@ -168,9 +172,10 @@ class Scheduler:
                 self.unsettled.pop(0)
             self.lifecycle.escalate(now)
             self.watchdog.check(now)
-            if now >= self.next_plan_at:
+            if regular_round_due(now, self.round_end, self.state.plan_ahead_s):
                 self.plan(now, max(now, self.round_end))
-            elif self.state.dirty and now - self.rounds.last_round_at >= self.config.fill_gap_s and self._idle_and_waiting():
+            elif (self.state.dirty and early_round_due(now, self.rounds.last_round_at, self.config.fill_gap_s)
+                  and self._idle_and_waiting()):
                 self.plan(now, now)
             self.lifecycle.start_ready(now)
 
@@ -207,26 +212,26 @@ class Scheduler:
 
     # views for the API -----------------------------------------------------------------
 
-    def job_info(self, row: dict, now: float | None = None, private: bool = False) -> dict:
+    def job_info(self, row: JobRecord, now: float | None = None, private: bool = False) -> dict:
         """A job as the API shows it (runtime counted up to ``now``). What comes from its log (the
         last lines, and the last line behind a failure's reason) only when ``private``: for the
         job's owner and admins. What cannot be worked out from one job's fields (its estimated
         finish) is shown as unknown, never an error for the whole list."""
         now = self.clock() if now is None else now
-        reason = row["reason"] + (f": {row['reason_log']}" if private and row.get("reason_log") else "")
-        running = row["run_s"] + (max(0.0, now - row["accounted_at"]) if row["pid"] is not None and row["accounted_at"] else 0.0)
-        spec = row["spec"] if isinstance(row["spec"], dict) else {}
+        reason = row.reason + (f": {row.reason_log}" if private and row.reason_log else "")
+        running = row.run_s + (max(0.0, now - row.accounted_at) if row.attempt_live and row.accounted_at else 0.0)
+        spec = row.spec if isinstance(row.spec, dict) else {}
         return {
-            "id": str(row["id"]), "name": row["name"], "user": row["user"], "queue": row["queue"],
-            "priority": row["priority"], "kind": row["kind"], "status": row["status"], "reason": reason,
-            "gpus": row["gpus"], "gpu_types": spec.get("gpu_types"), "alloc": row["slots"],
-            "submitted": row["submitted"], "started": row["started"], "finished": row["finished"],
-            "runtime_s": round(running, 3), "steps_done": row["steps_done"], "total_steps": row["total_steps"],
-            "preemptions": row["preemptions"], "attempts": row["attempt"], "retries": row["retries"],
-            "hangs": row["hangs"], "hung_after_s": hung_after_s(row, self.config),
+            "id": str(row.id), "name": row.name, "user": row.user, "queue": row.queue,
+            "priority": row.priority, "kind": row.kind, "status": row.status, "reason": reason,
+            "gpus": row.gpus, "gpu_types": spec.get("gpu_types"), "alloc": row.slots,
+            "submitted": row.submitted, "started": row.started, "finished": row.finished,
+            "runtime_s": round(running, 3), "steps_done": row.steps_done, "total_steps": row.total_steps,
+            "preemptions": row.preemptions, "attempts": row.attempt, "retries": row.retries,
+            "hangs": row.hangs, "hung_after_s": hung_after_s(row, self.config),
             "time_limit": spec.get("time_limit"), "after": [str(i) for i in spec.get("after") or ()],
-            "exit_code": row["exit_code"], "lease_end": row["lease_end"],
-            "last_lines": row["last_lines"] if private else "",
+            "exit_code": row.exit_code, "lease_end": row.lease_end,
+            "last_lines": row.last_lines if private else "",
             "command": spec.get("command"),
             **_shown_anyway(lambda: self.durations.estimate(row, now),
                             {"estimated_finish": None, "predicted_remaining_s": None}, "estimate_from"),
@@ -237,7 +242,7 @@ class Scheduler:
         """The server as `apportion status` shows it: policy, round, slot holders, counts, round times."""
         now = self.clock()
         with self.lock:
-            holders = {s: str(r["id"]) for r in self.store.live_jobs() for s in r["slot_list"]}
+            holders = {s: str(r.id) for r in self.store.live_jobs() for s in r.slot_list}
         history = sorted(self.stats.history_ms)
         return {
             "server": self.config.server_url,

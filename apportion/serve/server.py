@@ -46,7 +46,7 @@ class ServerOptions:
     shared_dir: Path | None = None  # jobs' default checkpoint directories live here, if not in state_dir (Ray)
     job_host: str | None = None  # the address jobs reach the server at, when not --host's (other Ray nodes)
     policy_options: dict | None = None  # what the policy was built with, as JSON (recorded for a replay)
-    warm_start: bool = True  # the local executor keeps warm wrappers for Python jobs (executors/warm.py)
+    warm_start: bool = True  # the local executor keeps warm wrappers for Python jobs (executors/local/warm_start.py)
     max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
 
 
@@ -110,8 +110,8 @@ def _has_users(path: Path) -> bool:
     store = StateStore(path)
     try:
         for user in store.users():
-            if user["revoked"] is None and reserved(user["name"]):
-                raise ServerError(f"{reserved_reason(user['name'])}: apportion users revoke {user['name']} "
+            if user.revoked is None and reserved(user.name):
+                raise ServerError(f"{reserved_reason(user.name)}: apportion users revoke {user.name} "
                                   f"--state-dir {path.parent}, then add the user under another name")
         return store.has_users()
     finally:
@@ -165,7 +165,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}),
     )
-    spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/spares.py)
+    spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)
     try:
         scheduler = Scheduler(store, executor, slots, policy, config, log=log, throughputs=builtin_throughputs())

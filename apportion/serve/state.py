@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Iterator
 
 from apportion.serve.private import private_dir, private_file, tighten
+from apportion.serve.records import (AttemptRecord, CredentialHash, DurationRecord, ElasticStepRecord, EventRecord,
+                                     JobRecord, UserRecord, job_column_value, job_record, record)
 from apportion.serve.space import PROBE_BYTES, NoSpace, is_no_space, probe_file
 
 STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
@@ -43,7 +45,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     attempt INTEGER NOT NULL DEFAULT 0, -- attempts started so far = the current attempt's number
     retries INTEGER NOT NULL DEFAULT 0, -- crashes retried
     preemptions INTEGER NOT NULL DEFAULT 0,
-    pid INTEGER,                        -- the live attempt's process (group leader); NULL when none
+    attempt_live INTEGER NOT NULL DEFAULT 0, -- 1 while an attempt is alive: started or adopted, not yet settled
+    pid INTEGER,                        -- the live attempt's process (group leader) where it has one; information only
     proc_start INTEGER,                 -- its start time in clock ticks (/proc/PID/stat), against PID reuse
     slots TEXT NOT NULL DEFAULT '',     -- slots the live attempt holds, or the slots it will start on
     gpu_type TEXT,                      -- the type of those slots
@@ -165,7 +168,7 @@ CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credenti
 
 
 class StateStore:
-    """Thin, typed access to the state file. Rows come back as plain dicts."""
+    """Thin, typed access to the state file. Rows come back as records (records.py)."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         """``read_only``: open an existing file to read it only (a replay), changing nothing, not even
@@ -195,9 +198,12 @@ class StateStore:
     def _add_missing_columns(self) -> None:
         """A state file written by an older apportion gains the columns added since, with their defaults."""
         have = {row[1] for row in self._conn.execute("PRAGMA table_info(jobs)")}
-        for name, definition in _ADDED_COLUMNS.items():
-            if name not in have:
-                self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
+        with self.transaction() as conn:  # a column and what fills it, together
+            for name, definition in _ADDED_COLUMNS.items():
+                if name not in have:
+                    conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
+            if "attempt_live" not in have:  # an older apportion recorded an attempt alive as a process id
+                conn.execute("UPDATE jobs SET attempt_live = 1 WHERE pid IS NOT NULL")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -297,33 +303,34 @@ class StateStore:
         return (int(row[0]), row[1]) if row is not None else None
 
     def update_job(self, job_id: int, **fields) -> None:
+        """Set these fields of job ``job_id`` (JobRecord's names; a name that is none: ValueError at once)."""
         if not fields:
             return
+        values = [job_column_value(k, v) for k, v in fields.items()]
         columns = ", ".join(f"{k} = ?" for k in fields)
-        values = [json.dumps(v) if k in _JSON_COLUMNS else v for k, v in fields.items()]
         with self.transaction() as conn:
             conn.execute(f"UPDATE jobs SET {columns} WHERE id = ?", (*values, job_id))
 
-    def job(self, job_id: int) -> dict | None:
+    def job(self, job_id: int) -> JobRecord | None:
         with self._lock:
             row = self._conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return _job(row) if row is not None else None
+        return job_record(row) if row is not None else None
 
-    def jobs(self) -> list[dict]:
+    def jobs(self) -> list[JobRecord]:
         """Every job, by id."""
         return self._select()
 
-    def active_jobs(self) -> list[dict]:
+    def active_jobs(self) -> list[JobRecord]:
         """Jobs the scheduler still looks after: waiting or running, or with a live attempt."""
-        return self._select(f"{_IS_ACTIVE} OR pid IS NOT NULL")
+        return self._select(f"{_IS_ACTIVE} OR attempt_live")
 
-    def live_jobs(self) -> list[dict]:
+    def live_jobs(self) -> list[JobRecord]:
         """Jobs with a live attempt."""
-        return self._select("pid IS NOT NULL")
+        return self._select("attempt_live")
 
-    def stopping_attempts(self) -> list[dict]:
+    def stopping_attempts(self) -> list[JobRecord]:
         """Jobs whose live attempt has been told to go (preempted or cancelled)."""
-        return self._select("pid IS NOT NULL AND stop IS NOT NULL")
+        return self._select("attempt_live AND stop IS NOT NULL")
 
     def overdue_attempts(self, now: float, since: float, hung_after_s: float | None) -> list[int]:
         """Jobs whose live attempt, not told to go, has been silent (no lease call, no progress report,
@@ -332,7 +339,7 @@ class StateStore:
         attempts. One query over the few live attempts, reading only these columns."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT id FROM jobs WHERE pid IS NOT NULL AND stop IS NULL AND status = 'running' AND ("
+                "SELECT id FROM jobs WHERE attempt_live AND stop IS NULL AND status = 'running' AND ("
                 " ? - MAX(COALESCE(heard_at, 0), COALESCE(attempt_started, 0), ?)"
                 " >= COALESCE(json_extract(spec, '$.hung_after_s'), ?)"
                 " OR run_s + MAX(0, ? - COALESCE(accounted_at, ?)) >= json_extract(spec, '$.time_limit')"
@@ -344,28 +351,29 @@ class StateStore:
         with self._lock:
             return int(self._conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs").fetchone()[0])
 
-    def pending_starts(self) -> list[dict]:
+    def pending_starts(self) -> list[JobRecord]:
         """Active jobs promised slots by a round and not started on them yet."""
-        return self._select(f"pid IS NULL AND slots != '' AND {_IS_ACTIVE}")
+        return self._select(f"NOT attempt_live AND slots != '' AND {_IS_ACTIVE}")
 
-    def current_jobs(self, finished: int) -> list[dict]:
+    def current_jobs(self, finished: int) -> list[JobRecord]:
         """The active jobs (or with a live attempt) and the ``finished`` that ended last, by id:
         what the dashboard lists, without reading every job ever run."""
-        return self._select(f"{_IS_ACTIVE} OR pid IS NOT NULL OR id IN (SELECT id FROM jobs WHERE status IN "
+        return self._select(f"{_IS_ACTIVE} OR attempt_live OR id IN (SELECT id FROM jobs WHERE status IN "
                             f"('completed', 'failed', 'cancelled') ORDER BY finished DESC, id DESC LIMIT {int(finished)})")
 
-    def _select(self, where: str = "") -> list[dict]:
+    def _select(self, where: str = "") -> list[JobRecord]:
         sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
         with self._lock:
             rows = self._conn.execute(sql).fetchall()
-        return [_job(r) for r in rows]
+        return [job_record(r) for r in rows]
 
     def round_table(self) -> dict[str, tuple]:
         """What a round needs of every active job, as columns (name -> tuple over jobs, by id):
-        the round's hot path reads no spec and builds no object per job."""
+        the round's hot path reads no spec and builds no object per job. ``live``: the job has an
+        attempt alive (``pid`` is only information: an executor may have no process ids)."""
         with self._lock:
             cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {_IS_ACTIVE}"
-                                        " OR pid IS NOT NULL ORDER BY id")
+                                        " OR attempt_live ORDER BY id")
             cursor.row_factory = None
             rows = cursor.fetchall()
         columns = list(zip(*rows)) if rows else [()] * len(_ROUND_NAMES)
@@ -393,7 +401,8 @@ class StateStore:
         """Is an active job neither running nor promised slots?"""
         with self._lock:
             return self._conn.execute(
-                f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {_IS_ACTIVE} AND pid IS NULL AND slots = '')").fetchone()[0] == 1
+                f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {_IS_ACTIVE} AND NOT attempt_live AND slots = '')"
+            ).fetchone()[0] == 1
 
     def slots_taken(self) -> set[str]:
         """Slots held by live attempts or promised to jobs about to start."""
@@ -432,11 +441,11 @@ class StateStore:
             conn.execute("INSERT OR REPLACE INTO durations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                          (job_id, user, name, queue, gpus, submitted, finished, gpu_s))
 
-    def durations(self) -> list[dict]:
+    def durations(self) -> list[DurationRecord]:
         """Every finished job's GPU time, in the order they finished."""
         with self._lock:
             rows = self._conn.execute("SELECT * FROM durations ORDER BY finished, job_id").fetchall()
-        return [dict(r) for r in rows]
+        return [record(DurationRecord, r) for r in rows]
 
     # elastic jobs' measurements ---------------------------------------------------------
 
@@ -446,11 +455,11 @@ class StateStore:
             conn.execute("INSERT OR REPLACE INTO elastic_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          (job_id, gpu_type, gpus, nodes, local_batch, step_s, sync_s, samples, now))
 
-    def elastic_steps(self) -> list[dict]:
+    def elastic_steps(self) -> list[ElasticStepRecord]:
         """Every elastic job's measured steps, one row per (job, type, replicas, nodes, micro-batch)."""
         with self._lock:
             rows = self._conn.execute("SELECT * FROM elastic_steps ORDER BY job_id, gpu_type, gpus").fetchall()
-        return [dict(r) for r in rows]
+        return [record(ElasticStepRecord, r) for r in rows]
 
     def put_elastic_model(self, job_id: int, noise_scale: float | None, params: dict, now: float) -> None:
         with self.transaction() as conn:
@@ -470,20 +479,20 @@ class StateStore:
             conn.execute("INSERT INTO events (time, job_id, event, detail) VALUES (?, ?, ?, ?)",
                          (time, job_id, event, detail))
 
-    def events(self, job_id: int | None = None, limit: int | None = None) -> list[dict]:
+    def events(self, job_id: int | None = None, limit: int | None = None) -> list[EventRecord]:
         sql = "SELECT * FROM events" + (" WHERE job_id = ?" if job_id is not None else "") + " ORDER BY id"
         params: tuple = (job_id,) if job_id is not None else ()
         with self._lock:
             rows = self._conn.execute(sql, params).fetchall()
-        events = [dict(r) for r in rows]
+        events = [record(EventRecord, r) for r in rows]
         return events[-limit:] if limit else events
 
-    def warning_events(self) -> list[dict]:
+    def warning_events(self) -> list[EventRecord]:
         """The warnings about jobs and their clearings, oldest first (what a restarted server carries on)."""
         with self._lock:
             rows = self._conn.execute("SELECT * FROM events WHERE event IN ('warning', 'warning-cleared')"
                                       " ORDER BY id").fetchall()
-        return [dict(r) for r in rows]
+        return [record(EventRecord, r) for r in rows]
 
     def meta(self, key: str, default: str | None = None) -> str | None:
         with self._lock:
@@ -560,12 +569,12 @@ class StateStore:
             conn.execute("UPDATE attempts SET ended = ?, end_step = ?, how = ? WHERE job_id = ? AND attempt = ?",
                          (now, end_step, how, job_id, attempt))
 
-    def attempt(self, job_id: int, attempt: int) -> dict | None:
+    def attempt(self, job_id: int, attempt: int) -> AttemptRecord | None:
         """Attempt ``attempt`` of job ``job_id`` as recorded, or None."""
         with self._lock:
             row = self._conn.execute("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?",
                                      (job_id, attempt)).fetchone()
-        return dict(row) if row is not None else None
+        return record(AttemptRecord, row) if row is not None else None
 
     def end_step(self, job_id: int, attempt: int) -> int | None:
         """The step attempt ``attempt`` ended at: for one preempted or crashed, where the next resumes."""
@@ -574,11 +583,11 @@ class StateStore:
                                      (job_id, attempt)).fetchone()
         return None if row is None else row[0]
 
-    def attempts(self) -> list[dict]:
+    def attempts(self) -> list[AttemptRecord]:
         """Every attempt recorded, by job and attempt number."""
         with self._lock:
             rows = self._conn.execute("SELECT * FROM attempts ORDER BY job_id, attempt").fetchall()
-        return [dict(r) for r in rows]
+        return [record(AttemptRecord, r) for r in rows]
 
     # users and credentials ----------------------------------------------------------------
 
@@ -608,21 +617,23 @@ class StateStore:
                 self.add_event(now, None, "user", f"{name}: credential revoked")
         return bool(changed)
 
-    def user(self, name: str) -> dict | None:
+    def user(self, name: str) -> UserRecord | None:
+        """User ``name`` with its credential's hash, or None."""
         with self._lock:
             row = self._conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
-        return dict(row) if row is not None else None
+        return _user(row) if row is not None else None
 
-    def user_by_id(self, user_id: int) -> dict | None:
+    def user_by_id(self, user_id: int) -> UserRecord | None:
+        """User ``user_id`` with its credential's hash, or None."""
         with self._lock:
             row = self._conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
-        return dict(row) if row is not None else None
+        return _user(row) if row is not None else None
 
-    def users(self) -> list[dict]:
+    def users(self) -> list[UserRecord]:
         """Every user ever added (revoked ones too), by name; without their hashes."""
         with self._lock:
             rows = self._conn.execute("SELECT id, name, admin, created, revoked FROM users ORDER BY name").fetchall()
-        return [dict(r) for r in rows]
+        return [UserRecord(r["id"], r["name"], bool(r["admin"]), r["created"], r["revoked"]) for r in rows]
 
     def has_users(self) -> bool:
         """Has any user ever been added? (Then the server asks every caller for a credential.)"""
@@ -643,25 +654,20 @@ class StateStore:
 
 _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
-    "started", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
+    "started", "live", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
     "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
     "name", "elastic", "batch_size", "batch_log", "after",
 )
-_JSON_COLUMNS = ("service_by_type", "shared_by_type")
-_ADDED_COLUMNS = {"partner": "INTEGER", "shared_by_type": "TEXT NOT NULL DEFAULT '{}'",
-                  "move_to": "TEXT NOT NULL DEFAULT ''", "elastic": "TEXT NOT NULL DEFAULT ''",
+_ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTEGER",
+                  "shared_by_type": "TEXT NOT NULL DEFAULT '{}'", "move_to": "TEXT NOT NULL DEFAULT ''",
+                  "elastic": "TEXT NOT NULL DEFAULT ''",
                   "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
                   "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''",
                   "after": "TEXT NOT NULL DEFAULT ''"}
-_ROUND_COLUMNS = ", ".join(_ROUND_NAMES)
+_ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 
 
-def _job(row: sqlite3.Row) -> dict:
-    job = dict(row)
-    job["spec"] = json.loads(job["spec"])
-    job["service_by_type"] = json.loads(job["service_by_type"] or "{}")
-    job["shared_by_type"] = json.loads(job.get("shared_by_type") or "{}")
-    job["slot_list"] = [s for s in job["slots"].split(",") if s]
-    job["allowed"] = tuple(job["gpu_types"].split(",")) if job["gpu_types"] else None
-    return job
+def _user(row: sqlite3.Row) -> UserRecord:
+    return UserRecord(row["id"], row["name"], bool(row["admin"]), row["created"], row["revoked"],
+                      CredentialHash(row["salt"], row["digest"], row["kdf"]))

@@ -17,6 +17,7 @@ the silence of an attempt adopted by a restarted server is counted from that ser
 from __future__ import annotations
 
 from apportion.serve.context import SchedulerState
+from apportion.serve.records import JobRecord
 
 
 class Watchdog:
@@ -31,38 +32,38 @@ class Watchdog:
         """SIGTERM each live attempt that hung or ran past its time limit, and say why."""
         for job_id in self.store.overdue_attempts(now, self.since, self.config.hung_after_s):
             row = self.store.job(job_id)
-            if row is None or row["pid"] is None or row["stop"] is not None:
+            if row is None or not row.attempt_live or row.stop is not None:
                 continue
-            limit = row["spec"].get("time_limit")
+            limit = row.spec.get("time_limit")
             if limit is not None and ran_s(row, now) >= limit:
                 self._stop(row, now, "time_limit", f"time limit {limit:g} s reached", "time-limit",
-                           f"attempt {row['attempt']}: ran {ran_s(row, now):.0f} s of its {limit:g} s")
+                           f"attempt {row.attempt}: ran {ran_s(row, now):.0f} s of its {limit:g} s")
             else:
-                silent = now - max(row["heard_at"] or 0.0, row["attempt_started"] or 0.0, self.since)
+                silent = now - max(row.heard_at or 0.0, row.attempt_started or 0.0, self.since)
                 self._stop(row, now, "hung", f"hung: {silence(row, self.config)}", "hung",
-                           f"attempt {row['attempt']}: silent for {silent:.0f} s", hangs=row["hangs"] + 1)
+                           f"attempt {row.attempt}: silent for {silent:.0f} s", hangs=row.hangs + 1)
 
-    def _stop(self, row: dict, now: float, stop: str, why: str, event: str, detail: str, **fields) -> None:
+    def _stop(self, row: JobRecord, now: float, stop: str, why: str, event: str, detail: str, **fields) -> None:
         with self.store.transaction():
-            self.store.update_job(row["id"], stop=stop, stop_at=now, term_at=now, reason=f"{why}: SIGTERM sent",
+            self.store.update_job(row.id, stop=stop, stop_at=now, term_at=now, reason=f"{why}: SIGTERM sent",
                                   **fields)
-            self.store.add_event(now, row["id"], event, detail)
-        self.executor.terminate(row["id"])
-        self.log(f"job {row['id']}: {why} ({detail}); SIGTERM sent, SIGKILL in {self.config.grace_s:g} s")
+            self.store.add_event(now, row.id, event, detail)
+        self.executor.terminate(row.id)
+        self.log(f"job {row.id}: {why} ({detail}); SIGTERM sent, SIGKILL in {self.config.grace_s:g} s")
 
 
-def hung_after_s(row: dict, config) -> float | None:
+def hung_after_s(row: JobRecord, config) -> float | None:
     """The silence after which the job's attempt is hung: its file's ``hung_after_s``, else the server's."""
-    own = row["spec"].get("hung_after_s")
+    own = row.spec.get("hung_after_s")
     return own if own is not None else config.hung_after_s
 
 
-def silence(row: dict, config) -> str:
+def silence(row: JobRecord, config) -> str:
     """Why a hung attempt was stopped, in words."""
     return f"no lease call or progress report for {hung_after_s(row, config):g} s"
 
 
-def ran_s(row: dict, now: float) -> float:
+def ran_s(row: JobRecord, now: float) -> float:
     """Seconds the job's attempts have held slots, the live one's up to ``now``."""
-    live = max(0.0, now - row["accounted_at"]) if row["pid"] is not None and row["accounted_at"] is not None else 0.0
-    return row["run_s"] + live
+    live = max(0.0, now - row.accounted_at) if row.attempt_live and row.accounted_at is not None else 0.0
+    return row.run_s + live

@@ -25,11 +25,13 @@ from apportion.core.goodput import goodput_at
 from apportion.core.jobs import JobTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
+from apportion.mechanism.service import held_service
+from apportion.mechanism.timing import next_boundary
 from apportion.policies.base import Policy
 from apportion.sim.costs import JobCosts
 from apportion.sim.result import SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
-from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator, _next_boundary
+from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator
 
 
 class ElasticSimulator(Simulator):
@@ -149,17 +151,18 @@ class ElasticSimulator(Simulator):
             time_to_finish = run_delay + np.where(rate > 0, left / np.maximum(rate, 1e-300), np.inf)
         end = now + round_s
         if not running.any() and replay.next_arrival < n:
-            end = _next_boundary(now, float(jobs.submit_time_s[replay.next_arrival]), round_s)
+            end = next_boundary(now, float(jobs.submit_time_s[replay.next_arrival]), round_s)
         span = end - now
         finishing = time_to_finish <= span + 1e-9
         held_s = np.where(finishing, time_to_finish, span)
         progress_s = np.maximum(held_s - run_delay, 0.0)
         replay.steps_done[run_rows] = np.where(finishing, jobs.total_steps[run_rows],
                                                replay.steps_done[run_rows] + rate * progress_s)
-        replay.attained_gpu_s[run_rows] += held_s * gpus
+        gpu_s, alone_s, _ = held_service(held_s, gpus, True)  # an elastic job never shares its GPUs
+        replay.attained_gpu_s[run_rows] += gpu_s
         replay.time_on_type[run_rows, run_type] += held_s
-        replay.time_alone_on_type[run_rows, run_type] += held_s
-        replay.busy_gpu_s += float(np.sum(held_s * gpus))
+        replay.time_alone_on_type[run_rows, run_type] += alone_s
+        replay.busy_gpu_s += float(np.sum(gpu_s))
         replay.timeline.append((now, int(np.count_nonzero(replay.gpu_job >= 0)), len(run_rows),
                                 len(active) - len(run_rows)))
         replay.decisions += 1

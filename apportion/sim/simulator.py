@@ -9,9 +9,9 @@ replay of a real run can be compared with it (``apportion.fidelity``): a round s
 when a GPU idles while a job waits (and the next one comes a round after it); an attempt's
 lease runs a round from its first step, and a job told to stop trains on until its lease
 ends, so its successor starts when it has gone; a regular round is decided ``plan_ahead_s``
-before it starts, and jobs it places on idle GPUs start then; an attempt still starting keeps
-its GPUs and stays out of the round, which places jobs on the GPUs left as one node per type
-(``sim/starting.py``).
+before it starts, and jobs it places on idle GPUs start then (the rules: ``mechanism/timing.py``);
+an attempt still starting is pinned (it keeps its GPUs and stays out of the round) and the round
+is planned as the server plans it, over one node per type (``mechanism/pinned.py``).
 """
 
 from __future__ import annotations
@@ -27,16 +27,20 @@ import numpy as np
 from apportion.core.cluster import Cluster
 from apportion.core.durations import DurationPredictor
 from apportion.core.jobs import JobTable
+from apportion.core.node_resources import fits_on_nodes, node_demand
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
-from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState, running_types
+from apportion.mechanism.pair_clock import PairClock
+from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
+from apportion.mechanism.round_state import job_view, running_types, was_running
+from apportion.mechanism.service import held_service, pair_together_s
+from apportion.mechanism.timing import early_round_at, fill_event_at, idle_round_at, next_boundary
 from apportion.policies.base import Policy, wants_predictions
 from apportion.sim.admission import HeldJobs
 from apportion.sim.costs import AttemptCosts, JobCosts, MachineSlowness
 from apportion.sim.durations import HistoryFeed
 from apportion.sim.holdings import HoldingsRecorder
 from apportion.sim.result import JobStatus, SimResult
-from apportion.sim.starting import ServerClusters, plan_around
 from apportion.sim.unschedulable import unschedulable_reasons
 
 ProgressCallback = Callable[[int, int, float], None]  # (jobs ended, jobs in all, virtual time)
@@ -108,7 +112,8 @@ class Simulator:
         sharing = RoundPlanner.space_sharing(policy) and throughputs.pair_steps_per_s
         self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if sharing else None
         self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates)
-        self.server_clusters = ServerClusters(cluster) if config.wall_clock else None
+        if config.wall_clock and node_demand(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib) is not None:
+            raise ValueError("the server's clock counts no CPU cores or memory of nodes: replay without wall_clock")
         self.costs = JobCosts.of(jobs, config.costs, config.start_cost_s, config.restart_cost_s)
         self.slowness = config.costs.slowness if config.costs is not None else None
         # attempts stop and finish as they do in the server: stopped ones train up to their lease's end
@@ -133,7 +138,7 @@ class Simulator:
                 if self.config.wall_clock:  # a job arriving to an idle cluster starts a round early
                     replay.now, replay.early = self._idle_round_at(replay, arrival)
                 else:
-                    replay.now = _next_boundary(replay.now, arrival, self.config.round_s)
+                    replay.now = next_boundary(replay.now, arrival, self.config.round_s)
                 continue
             decision, view = self._decide(replay)
             if self.on_decision is not None:
@@ -153,7 +158,8 @@ class Simulator:
         """Mask what cannot run anywhere, and which jobs can never run at all."""
         jobs, cluster = self.jobs, self.cluster
         rates = self.rates
-        fits = (rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
+        fits = ((rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
+                & fits_on_nodes(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib))
         self.rates = np.where(fits, rates, 0.0)
         replay = Replay.empty(len(jobs), cluster)
         if self.config.wall_clock and self.config.first_round_s is not None:
@@ -167,11 +173,10 @@ class Simulator:
 
     def _never_run(self) -> np.ndarray:
         jobs, n = self.jobs, len(self.jobs)
-        everyone = JobView(
+        everyone = job_view(
             index=np.arange(n), submit_time_s=jobs.submit_time_s, kind=jobs.kind, num_gpus=jobs.num_gpus,
-            priority=jobs.priority, total_steps=jobs.total_steps, steps_done=np.zeros(n),
-            attained_service_s=np.zeros(n), first_start_s=np.full(n, np.nan), running_type=np.full(n, -1),
-            queue=jobs.queue, user=jobs.user, now_s=0.0, deadline_s=jobs.deadline_s,
+            priority=jobs.priority, total_steps=jobs.total_steps, queue=jobs.queue, user=jobs.user, now_s=0.0,
+            deadline_s=jobs.deadline_s,
         )
         return self.planner.never_runs(everyone, self.rates)
 
@@ -205,15 +210,7 @@ class Simulator:
         holder = np.where(replay.gpu_job >= 0, positions[np.maximum(replay.gpu_job, 0)], -1)
         partner = np.where(replay.gpu_partner >= 0, positions[np.maximum(replay.gpu_partner, 0)], -1)
         view = self._view(replay, holder, partner)
-        state = self._state(replay, view, holder, partner)
-        if self.server_clusters is not None:  # as the server plans: attempts still starting stay out of it
-            held = np.zeros(len(active), dtype=bool)
-            held[holder[holder >= 0]] = True
-            held[partner[partner >= 0]] = True
-            starting = held & (replay.wait_left[active] <= 0) & (replay.delay_left[active] > 0)
-            decision = plan_around(self.planner, state, self.server_clusters, np.flatnonzero(starting))
-        else:
-            decision = self.planner.plan(state, cluster)
+        decision = self.planner.plan(self._state(replay, view, holder, partner), cluster)
         if decision.resolved:
             replay.allocation_integral = decision.allocation.is_integral()
         held_by, shared_by = replay.gpu_job, replay.gpu_partner
@@ -257,7 +254,7 @@ class Simulator:
     def _view(self, replay: Replay, holder: np.ndarray, partner: np.ndarray) -> JobView:
         """What the policy sees of the active jobs this round."""
         jobs, active = self.jobs, replay.active
-        return JobView(
+        return job_view(
             index=active,
             submit_time_s=jobs.submit_time_s.take(active),
             kind=jobs.kind.take(active),
@@ -272,6 +269,8 @@ class Simulator:
             user=self._names["user"].take(active),
             now_s=replay.now,
             deadline_s=None if jobs.deadline_s is None else jobs.deadline_s.take(active),
+            cpus=None if jobs.cpus is None else jobs.cpus.take(active),
+            memory_gib=None if jobs.memory_gib is None else jobs.memory_gib.take(active),
             **self._predictions(active),
         )
 
@@ -281,11 +280,16 @@ class Simulator:
         return {name: _gatherable(getattr(self.jobs, name)) for name in ("queue", "user")}
 
     def _state(self, replay: Replay, view: JobView, holder: np.ndarray, partner: np.ndarray) -> RoundState:
-        """The planner's input: the view, the active jobs' speeds and time on each type, who holds what."""
+        """The planner's input: the view, the active jobs' speeds and time on each type, who holds what;
+        on the wall clock, the attempts still starting pinned, as the server plans."""
         active = replay.active
+        pinned = None
+        if self.config.wall_clock:
+            held = was_running(holder, partner, len(active))
+            pinned = held & (replay.wait_left[active] <= 0) & (replay.delay_left[active] > 0)
         # np.take gathers rows several times faster than fancy indexing
         return RoundState(view, self.rates.take(active, axis=0), replay.time_alone_on_type.take(active, axis=0),
-                          holder, partner)
+                          holder, partner, together=replay.together, pinned=pinned)
 
     def _hand_over(self, replay: Replay, stopping: np.ndarray, fresh: np.ndarray, held_by: np.ndarray,
                    shared_by: np.ndarray) -> None:
@@ -314,13 +318,12 @@ class Simulator:
                                                    replay.steps_done[stopping] + trained_s * rate)
             free_of[stopping] = np.where(done, finish_at, np.maximum(now, stop_at + costs.stop_s[stopping]))
             held_s = free_of[stopping] - now  # the server counts service until the attempt has gone
-            gpus = jobs.num_gpus[stopping]
-            replay.attained_gpu_s[stopping] += held_s * gpus
-            replay.busy_gpu_s += float(np.sum(held_s * gpus))
+            gpu_s, alone_s, _ = held_service(held_s, jobs.num_gpus[stopping], replay.last_alone[stopping])
+            replay.attained_gpu_s[stopping] += gpu_s
+            replay.busy_gpu_s += float(np.sum(gpu_s))
             ran = replay.last_type[stopping] >= 0
             replay.time_on_type[stopping[ran], replay.last_type[stopping[ran]]] += held_s[ran]
-            alone = ran & replay.last_alone[stopping]
-            replay.time_alone_on_type[stopping[alone], replay.last_type[stopping[alone]]] += held_s[alone]
+            replay.time_alone_on_type[stopping[ran], replay.last_type[stopping[ran]]] += alone_s[ran]
             if done.any():  # it finished its steps before its lease ended: completed, not preempted
                 replay.preemptions[stopping[done]] -= 1
                 replay.tail_done = (np.concatenate([replay.tail_done[0], stopping[done]]),
@@ -371,7 +374,7 @@ class Simulator:
         whole_share = decision.allocation.time_fraction() > 1 - 1e-9
         stable = replay.allocation_integral and bool(np.all(running[whole_share]))
         if not running.any() and replay.next_arrival < n:
-            end = _next_boundary(base, float(jobs.submit_time_s[replay.next_arrival]), round_s)
+            end = next_boundary(base, float(jobs.submit_time_s[replay.next_arrival]), round_s)
         elif stable:
             next_event = min(
                 float(time_to_finish.min()) + now if len(run_rows) else math.inf,
@@ -379,7 +382,7 @@ class Simulator:
                 decision.reallocate_at,
             )
             if math.isfinite(next_event):
-                end = _next_boundary(base, next_event, round_s)
+                end = next_boundary(base, next_event, round_s)
         if self.config.wall_clock:
             fill_at = self._fill_at(replay, running, now + time_to_finish)
             replay.early = fill_at < end
@@ -402,11 +405,10 @@ class Simulator:
             replay.last_rate[run_rows] = run_rate
             replay.last_progress_s[run_rows] = progress_s
             replay.last_alone[run_rows] = ~paired
-        gpus = jobs.num_gpus[run_rows]
-        replay.attained_gpu_s[run_rows] += held_s * gpus
+        gpu_held_s, alone_s, _ = held_service(held_s, jobs.num_gpus[run_rows], ~paired)
+        replay.attained_gpu_s[run_rows] += gpu_held_s
         replay.time_on_type[run_rows, run_type] += held_s
-        replay.time_alone_on_type[run_rows[~paired], run_type[~paired]] += held_s[~paired]
-        gpu_held_s = held_s * gpus
+        replay.time_alone_on_type[run_rows, run_type] += alone_s
         if paired.any():
             # a shared GPU is busy while either of its two jobs holds it: count it once, on the
             # pair's lead (its smaller JobTable row)
@@ -414,12 +416,11 @@ class Simulator:
             held_by[running] = held_s
             lead = np.flatnonzero(paired & (run_rows < active[np.maximum(run_partner, 0)]))
             other_held = held_by[run_partner[lead]]
-            together = np.minimum(held_s[lead], other_held)
+            together = pair_together_s(held_s[lead], other_held)
             gpu_held_s[paired] = 0.0
             gpu_held_s[lead] = np.maximum(held_s[lead], other_held)
             replay.shared_gpu_s += float(together.sum())
-            self.planner.pair_clock.add(np.column_stack([run_rows[lead], active[run_partner[lead]]]),
-                                        run_type[lead], together)
+            replay.together.add(np.column_stack([run_rows[lead], active[run_partner[lead]]]), run_type[lead], together)
         replay.busy_gpu_s += float(np.sum(gpu_held_s))
         busy_gpus = int(np.count_nonzero(replay.gpu_job >= 0))  # a GPU two jobs share counts once
         replay.timeline.append((now, busy_gpus, len(run_rows), len(active) - len(run_rows)))
@@ -439,21 +440,13 @@ class Simulator:
 
     def _idle_round_at(self, replay: Replay, arrival: float) -> tuple[float, bool]:
         """Wall clock: when the server decides a round for a job arriving to an idle cluster, and
-        whether it is an early one: at once, unless its last round (regular ones go on while it
-        idles) was under ``fill_gap_s`` ago; then after the gap, or at the next regular round."""
-        last = replay.last_round_at
-        if not math.isfinite(last):  # no round yet, and the server's first is not known
-            return max(replay.now, arrival), True
-        round_s, plan_ahead_s = self.config.round_s, self.config.plan_ahead_s
-        regular = replay.round_end - plan_ahead_s  # a regular round is decided here, and every round_s on
-        next_regular = regular + max(0, math.ceil((arrival - regular) / round_s - 1e-9)) * round_s
-        if next_regular > regular:
-            last = max(last, next_regular - round_s)
-        early = max(replay.now, arrival, last + self.config.fill_gap_s)
-        if next_regular <= early:
-            replay.round_end = next_regular + plan_ahead_s
-            return next_regular, False
-        return early, True
+        whether it is an early one (``mechanism.timing.idle_round_at``)."""
+        config = self.config
+        at, early = idle_round_at(arrival, replay.now, replay.last_round_at, replay.round_end, config.round_s,
+                                  config.plan_ahead_s, config.fill_gap_s)
+        if not early:
+            replay.round_end = at + config.plan_ahead_s
+        return at, early
 
     def _fill_at(self, replay: Replay, running: np.ndarray, finish_at: np.ndarray) -> float:
         """When the server would start a round early: a GPU frees while a job waits, or a job
@@ -462,13 +455,8 @@ class Simulator:
         first_finish = float(finish_at.min()) if len(finish_at) else math.inf
         arrival = float(self.jobs.submit_time_s[replay.next_arrival]) if replay.next_arrival < n else math.inf
         waiting = bool((~running).any()) or (self._held is not None and len(self._held.held) > 0)  # held: as the server
-        idle = bool(np.any(replay.gpu_job < 0))
-        fill = math.inf
-        if waiting or arrival <= first_finish:
-            fill = first_finish
-        if idle or first_finish <= arrival:
-            fill = min(fill, arrival)
-        return max(fill, replay.now + self.config.fill_gap_s)
+        fill = fill_event_at(first_finish, arrival, waiting=waiting, idle=bool(np.any(replay.gpu_job < 0)))
+        return early_round_at(fill, replay.now, self.config.fill_gap_s)
 
     def _finish(self, replay: Replay, done_rows: np.ndarray, finish_s: np.ndarray) -> None:
         """Jobs that did their last step leave; a pair's survivor keeps its GPU alone. (With a finish
@@ -542,6 +530,7 @@ class Replay:
     local_of: np.ndarray  # [n] position of each active job in ``active`` (scratch)
     gpu_job: np.ndarray  # [G] JobTable row on each GPU, -1 idle
     gpu_partner: np.ndarray  # [G] the second job sharing it, -1 if none
+    together: PairClock  # seconds each pair has run together on each type
     active: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     next_arrival: int = 0
     ended: int = 0
@@ -569,7 +558,7 @@ class Replay:
             last_type=np.full(n, -1, dtype=np.int64), last_rate=np.zeros(n), last_progress_s=np.zeros(n),
             last_alone=np.zeros(n, dtype=bool), local_of=np.full(n, -1, dtype=np.int64),
             gpu_job=np.full(cluster.num_gpus, -1, dtype=np.int64),
-            gpu_partner=np.full(cluster.num_gpus, -1, dtype=np.int64),
+            gpu_partner=np.full(cluster.num_gpus, -1, dtype=np.int64), together=PairClock(num_types),
         )
 
 
@@ -586,12 +575,6 @@ def _gatherable(names: np.ndarray) -> np.ndarray:
     except TypeError:  # not all strings: leave them as they are
         return names
     return names.astype(str) if longest <= _FIXED_WIDTH_MAX else names
-
-
-def _next_boundary(now: float, when: float, round_s: float) -> float:
-    """The first round boundary after ``now`` at or past ``when``."""
-    rounds = max(1, math.ceil((when - now) / round_s - 1e-9))
-    return now + rounds * round_s
 
 
 def simulate(

@@ -1,8 +1,9 @@
 """Why a job can never run on a cluster: one sentence per unschedulable job, for jobs.csv and the summary.
 
 A job is unschedulable when no cluster GPU type both runs its kind (a positive throughput,
-and a type the job allows) and has at least its GPU count, or when the policy's
-``never_runs`` says so (today: a queue that may not borrow and whose quota is smaller).
+and a type the job allows) and has at least its GPU count, when no such type's nodes have room
+for the CPU cores or memory it asks beside its GPUs (``core/node_resources.py``), or when the
+policy's ``never_runs`` says so (today: a queue that may not borrow and whose quota is smaller).
 Most jobs are schedulable; sentences are built once per distinct case, not once per job.
 """
 
@@ -12,8 +13,9 @@ import numpy as np
 
 from apportion.core.cluster import Cluster
 from apportion.core.jobs import JobTable
+from apportion.core.node_resources import NODE_AMOUNT, UNITS, fits_on_nodes, gpus_with_room
 
-_NO_TYPE_ALLOWED, _NO_TYPE_RUNS, _TOO_LARGE, _NEVER_RUNS = 1, 2, 3, 4
+_NO_TYPE_ALLOWED, _NO_TYPE_RUNS, _TOO_LARGE, _NEVER_RUNS, _NO_ROOM = 1, 2, 3, 4, 5
 
 
 def unschedulable_reasons(jobs: JobTable, cluster: Cluster, rates: np.ndarray, never_run: np.ndarray) -> np.ndarray:
@@ -33,6 +35,7 @@ def unschedulable_reasons(jobs: JobTable, cluster: Cluster, rates: np.ndarray, n
     code = np.zeros(n, dtype=np.int64)
     never_run = np.asarray(never_run, dtype=bool)
     code[never_run] = _NEVER_RUNS
+    code[~(fits & fits_on_nodes(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib)).any(axis=1)] = _NO_ROOM
     code[~fits.any(axis=1)] = _TOO_LARGE
     code[~runs.any(axis=1)] = _NO_TYPE_RUNS
     code[~allowed.any(axis=1)] = _NO_TYPE_ALLOWED
@@ -41,8 +44,9 @@ def unschedulable_reasons(jobs: JobTable, cluster: Cluster, rates: np.ndarray, n
         return reasons
 
     _, queue_code = np.unique(jobs.queue[rows].astype(str), return_inverse=True)
+    asked = [column[rows] for column in (jobs.cpus, jobs.memory_gib) if column is not None]
     first, inverse = _cases([code[rows], jobs.kind[rows], jobs.num_gpus[rows], queue_code.reshape(-1),
-                             *runs[rows].T, *allowed[rows].T])
+                             *runs[rows].T, *allowed[rows].T, *asked])
     sentences = np.array([_sentence(jobs, cluster, runs, allowed, int(rows[i]), int(code[rows[i]])) for i in first],
                          dtype=object)
     reasons[rows] = sentences[inverse.reshape(-1)]
@@ -90,7 +94,35 @@ def _sentence(jobs: JobTable, cluster: Cluster, runs: np.ndarray, allowed: np.nd
         which = "allowed type" if restricted else "type"
         return (f"needs {gpus} GPUs; the largest {which} that runs {kind} has "
                 f"{int(cluster.capacity[largest])} ({cluster.gpu_types[largest]})")
+    if code == _NO_ROOM:
+        return _no_room(jobs, cluster, runs[row] & (gpus <= cluster.capacity), row)
     return f"queue '{jobs.queue[row]}' may not borrow and its quota is smaller than {gpus} GPUs on every type that runs {kind}"
+
+
+def _no_room(jobs: JobTable, cluster: Cluster, fits: np.ndarray, row: int) -> str:
+    """Which of its cores and memory no node of a type that runs the job has room for, and the most they have."""
+    kind, gpus = jobs.kinds[jobs.kind[row]], jobs.num_gpus[row : row + 1]
+    asked = {"cpus": jobs.cpus, "memory_gib": jobs.memory_gib}
+    parts = []
+    for name, column in asked.items():
+        given = None if column is None else gpus_with_room(cluster, gpus, **{name: column[row : row + 1]})
+        if given is None or given[0, fits].max() >= gpus[0]:
+            continue  # this one alone leaves room: not the reason
+        amount, most = float(column[row]), int(given[0, fits].max())
+        if gpus[0] == 1:
+            node_amount = getattr(cluster, NODE_AMOUNT[name])
+            usable = fits[cluster.node_type]
+            best = int(np.flatnonzero(usable)[np.argmax(node_amount[usable])])
+            parts.append(f"needs {amount:g} {UNITS[name]}; the most a node of a type that runs {kind} has is "
+                         f"{node_amount[best]:g} ({cluster.gpu_types[cluster.node_type[best]]})")
+        else:
+            parts.append(f"needs {amount:g} {UNITS[name]} with its {gpus[0]} GPUs, {amount / gpus[0]:g} beside each; "
+                         f"the nodes of the types that run {kind} have room for that beside {most} of their GPUs at most")
+    if not parts:  # each alone would fit; the two together do not
+        with_gpus = "its GPU" if gpus[0] == 1 else f"its {gpus[0]} GPUs"
+        return (f"needs {float(jobs.cpus[row]):g} {UNITS['cpus']} and {float(jobs.memory_gib[row]):g} "
+                f"{UNITS['memory_gib']} with {with_gpus}; no node of a type that runs {kind} has room for both")
+    return "; and it ".join(parts)
 
 
 def _names(cluster: Cluster, mask: np.ndarray) -> list[str]:

@@ -20,8 +20,8 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 def load_cluster(spec: str) -> Cluster:
     """The cluster ``spec`` names: an existing file or ``*.yaml``/``*.yml`` path is read as YAML
-    (``node_groups: [{gpu_type, nodes, gpus_per_node, price_per_gpu_hour}]``), anything else is
-    parsed as ``TYPE:GPUS[:GPUS_PER_NODE],...``."""
+    (``node_groups: [{gpu_type, nodes, gpus_per_node, price_per_gpu_hour, cpus_per_node,
+    memory_gib_per_node}]``), anything else is parsed as ``TYPE:GPUS[:GPUS_PER_NODE],...``."""
     path = Path(spec)
     if path.is_file() or spec.lower().endswith(YAML_SUFFIXES):
         return _load_yaml(path)

@@ -28,7 +28,8 @@ from apportion.workloads.model_jobs import MODEL_COLUMNS, model_jobs_of_columns,
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
 OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "name",
-                    "after", *MODEL_COLUMNS)
+                    "after", "cpus", "memory_gib", *MODEL_COLUMNS)
+NODE_RESOURCE_COLUMNS = ("cpus", "memory_gib")  # what a job needs beside its GPUs, over all of them
 # any of these in the header makes every row an elastic job (apportion.workloads.elastic_trace)
 ELASTIC_COLUMNS = ("min_gpus", "max_gpus", "batch_size", "target_examples")
 ELASTIC_REQUIRED_COLUMNS = ("job_id", "submit_time_s", "kind", "num_gpus")
@@ -52,9 +53,10 @@ def read_workload_csv(
     get ``duration_s × steps/s(kind, reference type, num_gpus)``, the rate at ``num_gpus`` from
     ``throughputs.at_scales``; where that is unknown, the one-GPU rate × ``num_gpus``. Rows with
     both ``kind`` and ``steps`` are taken as they are. ``deadline_s`` (optional) is how many
-    seconds after its submission a job should finish (for ``min-cost --slo``). ``after``
-    (optional) lists the ids of the jobs a job must see completed before it starts
-    (``workloads/dependencies.py``). ``start_s``/``end_s`` keep jobs submitted in
+    seconds after its submission a job should finish (for ``min-cost --slo``); ``cpus`` and
+    ``memory_gib`` (optional, empty = none) the CPU cores and GiB of memory it needs beside its GPUs,
+    over all of them. ``after`` (optional) lists the ids of the jobs a job must see completed before
+    it starts (``workloads/dependencies.py``). ``start_s``/``end_s`` keep jobs submitted in
     [start_s, end_s) and shift them so the first kept job is at 0; then ``max_jobs`` keeps the
     first N by submit time; a dependency on a job cut out is dropped. Bad input raises
     InputError naming the file, line and column.
@@ -177,6 +179,7 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
         deadline_after_submit_s=table["deadline_s"][rows],
         name=table["name"][rows] if "name" in table else None,
         after=table["after"].take(rows) if "after" in table else None,
+        **{column: table[column][rows] for column in NODE_RESOURCE_COLUMNS if column in table},
     )
 
 
@@ -278,6 +281,11 @@ def _parse_columns(
                              field="after")
         from apportion.workloads.elastic_trace import elastic_jobs_from_columns
 
+        for name in NODE_RESOURCE_COLUMNS:
+            if name in columns:
+                raise InputError(source, "elastic jobs cannot ask for CPU cores or memory (yet): leave the column out",
+                                 line=1, field=name)
+
         priority = np.ones(n)
         if "priority" in columns:
             given = numbers("priority", optional=True)
@@ -310,6 +318,13 @@ def _parse_columns(
         given = numbers("priority", optional=True)
         fail(given <= 0, "priority", "must be > 0, got '{value}'")
         priority = np.where(np.isnan(given), 1.0, given)
+
+    resources = {}
+    for name in NODE_RESOURCE_COLUMNS:
+        if name in columns:
+            asked = numbers(name, optional=True)
+            fail(asked < 0, name, "must be a number >= 0, got '{value}'")
+            resources[name] = np.nan_to_num(asked, nan=0.0)
 
     kind = np.full(n, -1, dtype=np.int64)
     if "kind" in columns:
@@ -345,6 +360,7 @@ def _parse_columns(
         "queue": strings("queue"),
         **({"name": columns["name"]} if "name" in columns else {}),
         **({"after": after_of_column(columns["after"], job_id, lines, source)} if "after" in columns else {}),
+        **resources,
     }
 
 

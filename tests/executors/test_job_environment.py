@@ -1,5 +1,5 @@
 """A job's environment reaches the job's processes only: the wrapper that supervises them runs in
-the server's own environment (apportion/executors/wrapper.py), so nothing a job file sets
+the server's own environment (apportion/executors/local/wrapper.py), so nothing a job file sets
 (``LD_PRELOAD``, ``PYTHONPATH``, ``BASH_ENV``...) runs with the wrapper's rights, which are root's
 under ``--run-as mapped``."""
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from apportion.executors.local import LocalExecutor
-from apportion.executors.wrapper import read_env_file, write_env_file
+from apportion.executors.local.wrapper import read_env_file, write_env_file
 
 JOB_ONLY = {"JOB_ONLY_SETTING": "set-by-the-job-file", "APPORTION_TOKEN": "a1.secret", "PYTHONSTARTUP": "/nowhere/startup.py"}
 
@@ -164,7 +164,7 @@ def runnable_python(account, monkeypatch) -> str:
         if not python:
             continue
         try:
-            imports = subprocess.run([python, "-c", "import apportion.executors.spare_side"], capture_output=True,
+            imports = subprocess.run([python, "-c", "import apportion.executors.local.spare_process"], capture_output=True,
                                      user=account.uid, group=account.gid, extra_groups=[], cwd="/")
         except OSError:  # the account may not reach it (one under /root)
             continue

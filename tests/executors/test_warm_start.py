@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from apportion.executors import warm
-from apportion.executors.local import LocalExecutor
-from apportion.executors.procfs import group_members, stat_fields
-from apportion.executors.spares import live_spares
+from apportion.executors.local import LocalExecutor, warm_start
+from apportion.executors.local.procfs import group_members, stat_fields
+from apportion.executors.local.spare_pool import live_spares
 
 pytest.importorskip("torch", reason="a spare wrapper imports torch")
 
@@ -289,10 +288,10 @@ def test_what_starts_cold_and_why(tmp_path, command, extra, why):
     python = Path(sys.executable)
     base = {"PATH": str(python.parent), "PYTHONPATH": ""}
     env = {**base, **extra}
-    assert warm.refusal(["python", "-m", "mod"], base, base, str(python), str(tmp_path)) is None
-    assert warm.refusal("python train.py --seed 1", base, base, str(python), str(tmp_path)) is None
+    assert warm_start.refusal(["python", "-m", "mod"], base, base, str(python), str(tmp_path)) is None
+    assert warm_start.refusal("python train.py --seed 1", base, base, str(python), str(tmp_path)) is None
     spare = env if "PYTHONPATH" in extra else base
-    assert why in warm.refusal(command, env, spare, str(python), str(tmp_path))
+    assert why in warm_start.refusal(command, env, spare, str(python), str(tmp_path))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting a job as another account needs root")

@@ -115,7 +115,7 @@ def serve_on_fake_clock(jobs: list[FakeJob], state_dir: Path, policy, *, slots: 
                              "speed": rng.choice(list(jitter.speed_factors))}
                 live = attempts[job_id] = {"attempt": handle.attempt, "phase": "starting",
                                            "until": now + costs["start"], "lease_end": math.inf, **costs}
-                steps[job_id] = float(scheduler.row(job_id)["steps_done"])
+                steps[job_id] = float(scheduler.row(job_id).steps_done)
             if live["phase"] == "starting" and now >= live["until"] - 1e-9:
                 answer = scheduler.lease(job_id, handle.attempt, int(steps[job_id]))
                 live.update(phase="training", lease_end=answer.get("lease_end", now))

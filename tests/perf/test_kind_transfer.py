@@ -14,7 +14,7 @@ from apportion.perf.kinds import (
     predict_steps_per_s,
     transfer_steps_per_s,
 )
-from apportion.perf.layers import KERNEL_FLOOR_CYCLES
+from apportion.perf.roofline import KERNEL_FLOOR_CYCLES
 from apportion.workloads.catalog import builtin_throughputs
 
 

@@ -6,20 +6,22 @@ import pytest
 
 from apportion.perf.accelerators import get_accelerator
 from apportion.perf.layers import (
-    KERNEL_FLOOR_CYCLES,
-    KERNEL_LAUNCH_S,
     OPTIMIZERS,
-    SM_TABLE,
-    Gemm,
     Net,
     ParamGroup,
     TrainingStep,
-    gemm_utilisation,
-    kernel_cost_s,
     layer_backward_time,
     layer_forward_time,
     optimizer_time,
     step_time,
+)
+from apportion.perf.roofline import (
+    KERNEL_FLOOR_CYCLES,
+    KERNEL_LAUNCH_S,
+    Gemm,
+    gemm_utilisation,
+    kernel_cost_s,
+    sustained_peak,
     thread_utilisation,
 )
 
@@ -68,23 +70,23 @@ def test_work_too_small_to_fill_the_sms_runs_proportionally_slower():
     # 5 output tiles of 128 × 128 and K too short to split: 5 of 80 SMs busy. Cut into 32 × 32
     # tiles it is 80 blocks, a full wave, each at (32·32 / 128·128) ** 0.25 = 1/2 the rate
     tiny = Gemm(128, 128 * 5, 64)
-    assert gemm_utilisation(tiny, SM_TABLE["v100"]) == pytest.approx(0.5)
+    assert gemm_utilisation(tiny, get_accelerator("v100")) == pytest.approx(0.5)
     # the K80 die's 13 SMs: 10 tiles of 128 × 64 (rate 0.5 ** 0.25) keep 10 of them busy
-    assert gemm_utilisation(tiny, SM_TABLE["k80"]) == pytest.approx(10 / 13 * 0.5 ** 0.25)
+    assert gemm_utilisation(tiny, get_accelerator("k80")) == pytest.approx(10 / 13 * 0.5 ** 0.25)
     # 132 SMs: 80 tiles of 32 × 32 leave 52 idle
-    assert gemm_utilisation(tiny, SM_TABLE["h100"]) == pytest.approx(80 / 132 * 0.5)
+    assert gemm_utilisation(tiny, get_accelerator("h100")) == pytest.approx(80 / 132 * 0.5)
     # a long reduction is split across idle SMs (split-K): 5 tiles × 16 slices of K = 80 blocks
-    assert gemm_utilisation(Gemm(128, 128 * 5, 128 * 100), SM_TABLE["v100"]) == pytest.approx(1.0)
+    assert gemm_utilisation(Gemm(128, 128 * 5, 128 * 100), get_accelerator("v100")) == pytest.approx(1.0)
     # a half-empty last wave: 100 tiles of 128 × 128 on 80 SMs take two waves (100/160 busy);
     # 400 tiles of 64 × 64 fill five waves exactly, at 0.5 ** 0.5 the rate: the better choice
-    assert gemm_utilisation(Gemm(128 * 10, 128 * 10, 4096), SM_TABLE["v100"]) == pytest.approx(0.5 ** 0.5)
+    assert gemm_utilisation(Gemm(128 * 10, 128 * 10, 4096), get_accelerator("v100")) == pytest.approx(0.5 ** 0.5)
     # a partial tile computes zeros: 16 rows use 1/8 of a 128-row tile; 16 × 128 tiles, 80 of
     # them, fill the SMs at (16·128 / 128²) ** 0.25 the rate
-    assert gemm_utilisation(Gemm(16, 128 * 80, 4096), SM_TABLE["v100"]) == pytest.approx(0.125 ** 0.25)
+    assert gemm_utilisation(Gemm(16, 128 * 80, 4096), get_accelerator("v100")) == pytest.approx(0.125 ** 0.25)
     # element-wise: one thread per element, full at 80 SMs × 2,048 threads
-    assert thread_utilisation(80 * 2048 / 4, SM_TABLE["v100"]) == pytest.approx(0.25)
-    assert thread_utilisation(1e9, SM_TABLE["v100"]) == 1.0
-    assert gemm_utilisation(tiny, None) == 1.0  # the CPU has no SMs to fill
+    assert thread_utilisation(80 * 2048 / 4, get_accelerator("v100")) == pytest.approx(0.25)
+    assert thread_utilisation(1e9, get_accelerator("v100")) == 1.0
+    assert thread_utilisation(1e3, get_accelerator("cpu")) == 1.0  # the CPU has no threads to fill
 
 
 def test_a_kernels_fixed_cycles_cost_more_time_at_a_lower_clock():
@@ -115,7 +117,7 @@ def test_a_layer_whose_input_needs_no_gradient_runs_only_the_weight_gradient():
     assert first.gemm == second.gemm == Gemm(64 * 112 * 112, 64, 3 * 7 * 7)
     # the second also runs the input's gradient, dX = dY·Wᵀ: an M × K output reducing over N
     input_grad = Gemm(64 * 112 * 112, 3 * 7 * 7, 64)
-    extra = max(first.flops / (15.7e12 * gemm_utilisation(input_grad, SM_TABLE["v100"])), first.bytes / 900e9)
+    extra = max(first.flops / (15.7e12 * gemm_utilisation(input_grad, get_accelerator("v100"))), first.bytes / 900e9)
     assert layer_backward_time(second, "v100") - layer_backward_time(first, "v100") == pytest.approx(
         extra + PER_KERNEL)
 
@@ -166,21 +168,19 @@ def test_faster_hardware_never_makes_a_step_slower():
     assert times == sorted(times, reverse=True)
 
 
-def test_every_accelerator_with_sms_is_in_the_table_with_a_source():
+def test_every_gpu_in_the_catalog_states_its_sms_threads_and_clock_with_a_source():
     for name in ("k80", "p100", "v100", "t4", "a100-40gb", "a100-80gb", "h100", "h200"):
-        spec = SM_TABLE[name]
-        assert spec.sms > 0 and spec.max_threads_per_sm in (1024, 2048) and spec.source
+        acc = get_accelerator(name)
+        assert acc.sms > 0 and acc.threads_per_sm in (1024, 2048) and acc.boost_clock_mhz > 0 and acc.sm_source
     assert step_time(TrainingStep("empty", ()), "cpu").total == 0.0
 
 
 def test_a_kepler_sm_fills_two_thirds_of_its_lanes_at_the_k80s_base_clock():
-    from apportion.perf.layers import sm_spec, sustained_peak
-
     k80 = get_accelerator("k80")
     # 4.37 TFLOP/s per die at 875 MHz on 192 lanes; 128 lanes issued a clock, at 562 MHz
-    assert sustained_peak(k80, "fp32", sm_spec(k80)) == pytest.approx(4.37e12 * 128 / 192 * 562 / 875)
-    assert sustained_peak(k80, "fp32", sm_spec(k80), sustained=False) == k80.peak("fp32")
-    assert sustained_peak(V100, "fp32", sm_spec(V100)) == V100.peak("fp32")  # one issue a clock fills Volta
+    assert sustained_peak(k80, "fp32") == pytest.approx(4.37e12 * 128 / 192 * 562 / 875)
+    assert sustained_peak(k80, "fp32", sustained=False) == k80.peak("fp32")
+    assert sustained_peak(V100, "fp32") == V100.peak("fp32")  # one issue a clock fills Volta
 
 
 def test_a_compute_bound_layer_takes_longer_on_a_kepler_die_by_exactly_that():

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from apportion.perf import Layout, TransformerModel, get_accelerator, get_preset, predict
-from apportion.perf.gemm import gemm_time
+from apportion.perf.roofline import Gemm, gemm_time
 from apportion.perf.memory import state_bytes_per_param
 from apportion.perf.parallel import Group, NCCL_INTRA_EFFICIENCY, alltoall_time, layout_problems
 from apportion.perf.transformer import (
@@ -88,8 +88,8 @@ def test_expert_settings_that_cannot_run_name_the_constraint():
 
 
 def test_fp8_products_run_at_twice_the_bf16_rate_on_h100():
-    assert gemm_time(8192, 8192, 8192, H100, "fp8").seconds == pytest.approx(
-        gemm_time(8192, 8192, 8192, H100, "bf16").seconds / 2)
+    assert gemm_time(Gemm(8192, 8192, 8192), H100, "fp8").seconds == pytest.approx(
+        gemm_time(Gemm(8192, 8192, 8192), H100, "bf16").seconds / 2)
 
 
 def test_fp8_training_is_faster_and_keeps_fp8_copies_of_the_weights():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apportion.perf import fixed_layout, gemm_efficiency, get_accelerator, get_preset, list_price, list_prices, plan
-from apportion.perf.gemm import GEMM_CEILING
+from apportion.perf.roofline import Gemm
 
 
 def test_best_layouts_are_sorted_by_step_time_and_all_fit():
@@ -37,11 +37,11 @@ def test_a_gpu_too_small_rejects_every_layout_with_the_reason():
 
 def test_small_gemms_do_not_reach_the_ceiling():
     acc = get_accelerator("a100-80gb")
-    ceiling = GEMM_CEILING["a100-80gb"]
+    ceiling = acc.gemm_ceiling
 
-    large = gemm_efficiency(8192, 8192, 8192, acc)
-    skinny = gemm_efficiency(2048, 2048, 64, acc, batch=16)
-    tiny = gemm_efficiency(64, 64, 64, acc)
+    large = gemm_efficiency(Gemm(8192, 8192, 8192), acc)
+    skinny = gemm_efficiency(Gemm(2048, 2048, 64, batch=16), acc)
+    tiny = gemm_efficiency(Gemm(64, 64, 64), acc)
 
     assert large <= ceiling + 1e-9 and large > 0.95 * ceiling
     assert skinny < large and tiny < 0.05

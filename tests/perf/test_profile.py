@@ -12,10 +12,10 @@ from apportion.cli import app
 from apportion.perf.accelerators import get_accelerator
 from apportion.core.errors import InputError
 from apportion.perf.calibrate import fit_kernels, read_measurement
-from apportion.perf.gemm import gemm_time
+from apportion.perf.roofline import Gemm, gemm_time
 from apportion.perf.parallel import Group, allreduce_time, alltoall_time
 from apportion.perf.profile import collective_sizes, kernels_of, within_budget
-from apportion.perf.transformer import Gemm, TransformerModel, layer_gemms, logits_gemm
+from apportion.perf.transformer import TransformerModel, layer_gemms, logits_gemm
 
 TINY = ["--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "256", "--vocab", "1024"]
 TINY_MOE = [*TINY, "--experts", "2", "--top-k", "1"]
@@ -32,16 +32,16 @@ def test_the_kernels_are_each_distinct_product_of_a_layer_and_the_output_layer()
              for g in (f, *f.backward())}
     timed = [(g.m, g.n, g.k, g.batch) for _, g in plan.gemms]
     assert set(timed) == every and len(timed) == len(every)
-    assert plan.gemms[0] == ("qkv", Gemm("qkv", 256, 768, 256))
+    assert plan.gemms[0] == ("qkv", Gemm(256, 768, 256, name="qkv"))
     assert plan.streams == (("add", 256 * 256),)
 
 
 def test_a_product_too_long_for_its_budget_is_timed_with_fewer_heads_then_fewer_rows():
-    big = Gemm("scores", 2048, 2048, 64, batch=16)  # 2 · 16 · 2048² · 64 = 8.6 GFLOP
+    big = Gemm(2048, 2048, 64, batch=16, name="scores")  # 2 · 16 · 2048² · 64 = 8.6 GFLOP
 
     assert within_budget(big, 1e12, 1.0) == big  # a second at 1 TFLOP/s holds it
     # 0.3 GFLOP: one head of 2048 rows is 0.54, so 1024 rows
-    assert within_budget(big, 1e9, 0.3) == Gemm("scores", 1024, 2048, 64, batch=1)
+    assert within_budget(big, 1e9, 0.3) == Gemm(1024, 2048, 64, batch=1, name="scores")
     assert within_budget(big, 1e3, 1e-3).m == 16  # never fewer than 16 rows
 
 
@@ -123,7 +123,7 @@ def test_plan_fits_the_gemm_rate_to_the_profile(profiled):
     kernels = json.loads(out.read_text())["kernels"]
     gemms = [k for k in kernels if k["kind"] == "gemm"]
     cpu = get_accelerator("cpu")
-    modelled = sum(gemm_time(k["m"], k["n"], k["k"], cpu, "fp32", k["batch"]).seconds for k in gemms)
+    modelled = sum(gemm_time(Gemm(k["m"], k["n"], k["k"], k["batch"]), cpu, "fp32").seconds for k in gemms)
     measured = sum(k["seconds"] for k in gemms)
 
     result = CliRunner().invoke(app, ["plan", "--measured", str(out), *TINY, "--gpus", "2", "--global-batch", "4",

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from apportion.perf import Layout, TransformerModel, get_accelerator, predict
-from apportion.perf.gemm import (
+from apportion.perf.roofline import (
     ATTENTION_CORE_EFFICIENCY,
     DROPOUT_EFFICIENCY,
     MEMORY_EFFICIENCY,
+    Gemm,
     gemm_time,
     memory_time,
 )
@@ -29,7 +30,7 @@ def _flashattention_benchmark(core_eff: float, dropout_eff: float) -> tuple[floa
     scores = b * heads * s * s
     fwd = [(s, s, d), (s, d, s)]  # QKᵀ, scores·V
     gemms = fwd + [(m, k, n) for m, n, k in fwd] + [(k, n, m) for m, n, k in fwd]  # + dgrad, wgrad
-    t_gemm = sum(gemm_time(m, n, k, A100_40, "fp16", b * heads, memory_efficiency=core_eff).seconds
+    t_gemm = sum(gemm_time(Gemm(m, n, k, b * heads), A100_40, "fp16", memory_efficiency=core_eff).seconds
                  for m, n, k in gemms)
     t_softmax = memory_time((2 * e + 3 * e) * scores, A100_40, core_eff)  # padding mask: reads everything
     t_dropout = memory_time(2 * (2 * e + 1) * scores, A100_40, dropout_eff)

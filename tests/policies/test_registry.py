@@ -12,7 +12,9 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView, ThroughputView
 from apportion.experiment import check_policy_specs, parse_policy_spec, policy_from_spec
 from apportion.policies import LP_POLICIES, POLICIES, OrderingPolicy, make_policy, policy_info, policy_names
-from apportion.policies.registry import AGNOSTIC, Option, PolicyEntry, register, unregister
+from apportion.policies.registry import (
+    AGNOSTIC, Option, PolicyEntry, declared_options, option_takers, register, unregister,
+)
 from apportion.sim import SimConfig, simulate
 
 
@@ -164,3 +166,27 @@ def test_a_registered_policys_options_are_checked_like_any_other(newest_first):
     with pytest.raises(ValueError, match="--patience-s applies to newest-first only, not to 'fifo'"):
         make_policy("fifo", patience_s=60)
     assert "newest-first" not in LP_POLICIES
+
+
+def test_each_option_is_declared_once_with_the_policies_that_take_it(newest_first):
+    options = {option.name: option for option in declared_options()}
+
+    assert options["patience_s"].cli_flag == "--patience-s" and options["p"].cli_flag == "--goodput-p"
+    assert option_takers("patience_s") == ("newest-first",)
+    assert option_takers("durations") == ("srtf", "qssf", "finish-time-fairness")
+    assert len(options) == len(declared_options())
+
+
+@pytest.mark.parametrize("option, message", [
+    (Option("partitions", int, "how many pieces", 4), "policy 'pieces': option 'partitions' differs from the one "
+                                                       "max-min-fairness, finish-time-fairness, min-makespan, "
+                                                       "max-throughput, min-cost declare"),
+    (Option("exponent", float, "an exponent", 1.0, flag="--goodput-p"),
+     "policy 'pieces': option 'exponent' is spelled --goodput-p, like option 'p' of goodput"),
+])
+def test_an_option_that_would_mean_two_things_on_the_command_line_is_refused(option, message):
+    with pytest.raises(ValueError) as error:
+        register(PolicyEntry("pieces", NewestFirst, "in pieces", options=(option,)))
+
+    assert str(error.value) == message
+    assert "pieces" not in policy_names()

@@ -66,7 +66,7 @@ class LiveServer:
             self.executor.finish(job_id, code)
 
     def status_of(self, job_id: int) -> str:
-        return self.store.job(job_id)["status"]
+        return self.store.job(job_id).status
 
     def stop(self) -> None:
         self.server.should_exit = True

@@ -106,8 +106,8 @@ def test_a_checkpoint_dir_made_unreadable_after_submit_does_not_count_as_progres
     for ended in scheduler.executor.poll():  # settled, and not yet restarted
         scheduler.lifecycle.on_exit(ended, scheduler.clock())
     row = scheduler.store.job(1)
-    assert row["steps_done"] == 0
-    assert row["reason"] == (f"exit 3; retry 1 of 3 from step 0: cannot list {directory}: Permission denied"
+    assert row.steps_done == 0
+    assert row.reason == (f"exit 3; retry 1 of 3 from step 0: cannot list {directory}: Permission denied"
                              f" (as OS account {accounts['alice'].name})")
 
 

@@ -29,7 +29,7 @@ def test_a_real_job_passes_over_its_corrupt_newest_checkpoint_and_the_server_rec
     log = (server.state_dir / "jobs" / "1" / "attempt-1.log").read_text()
     assert "skipping step-00000040.pt: checksum mismatch" in log and "resumed from step-00000020.pt at step 20" in log
     store = StateStore(server.state_dir / "state.db")
-    assert [a["first_step"] for a in store.attempts()] == [20]
-    (resumed,) = [e["detail"] for e in store.events(1) if e["event"] == "resumed"]
+    assert [a.first_step for a in store.attempts()] == [20]
+    (resumed,) = [e.detail for e in store.events(1) if e.event == "resumed"]
     assert resumed.startswith("attempt 1 at step 20; its restore skipped step-00000040.pt: checksum mismatch")
     assert (checkpoints / "step-00000040.pt.corrupt").exists()

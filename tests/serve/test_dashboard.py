@@ -158,11 +158,11 @@ def test_cancelling_from_the_dashboard_is_the_apis_cancel_and_needs_its_credenti
 
     assert server.client(LOCAL).post("/jobs/1/cancel", json={}).status_code == 401
     assert server.client(LOCAL, "bob").post("/jobs/1/cancel", json={}).status_code == 403
-    assert server.store.job(1)["status"] == "queued"
+    assert server.store.job(1).status == "queued"
     state = server.client(LOCAL, "bob").get("/dashboard/state").json()
     assert state["jobs"][0]["may_cancel"] is False
     assert server.client(LOCAL, "ann").post("/jobs/1/cancel", json={}).status_code == 200
-    assert server.store.job(1)["status"] == "cancelled"
+    assert server.store.job(1).status == "cancelled"
 
 
 def test_the_list_holds_every_active_job_and_the_last_finished_ones(tmp_path, monkeypatch):

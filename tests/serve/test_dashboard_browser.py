@@ -37,8 +37,8 @@ def running_on(server: LiveServer, job_id: int) -> str:
     with server.scheduler.lock:
         server.scheduler.tick()
     row = server.store.job(job_id)
-    assert row["status"] == "running", row
-    return row["slots"]
+    assert row.status == "running", row
+    return row.slots
 
 
 def test_the_dashboard_shows_the_gpus_and_the_jobs_and_follows_a_job_that_finishes(page, server, tmp_path):

@@ -186,4 +186,4 @@ def test_whatever_a_user_submits_the_rounds_go_on_for_everyone(credential, body)
         scheduler.executor.finish(1, 0)  # job 1 ends and frees the slot: whatever was submitted, job 2 starts
         scheduler.tick()
         scheduler.tick(now=time.time() + 61)  # the next round
-        assert scheduler.store.job(2)["status"] == "running", scheduler.store.job(2)
+        assert scheduler.store.job(2).status == "running", scheduler.store.job(2)

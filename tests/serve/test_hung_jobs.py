@@ -39,9 +39,9 @@ def talk(scheduler, clock, seconds, every, *, how="lease", job_id=1):
         if clock.now >= next_call:
             row = scheduler.store.job(job_id)
             if how == "lease":
-                scheduler.lease(job_id, row["attempt"], 0)
+                scheduler.lease(job_id, row.attempt, 0)
             else:
-                scheduler.progress(job_id, row["attempt"], 0, None)
+                scheduler.progress(job_id, row.attempt, 0, None)
             next_call += every
         clock.now += 0.5
         scheduler.tick()
@@ -60,12 +60,12 @@ def test_a_silent_attempt_is_stopped_killed_after_grace_requeued_from_its_checkp
     run_for(scheduler, clock, 1.5)
     assert executor.signals == [(1, "TERM")]
     row = scheduler.store.job(1)
-    assert row["stop"] == "hung" and row["hangs"] == 1
-    assert row["reason"] == "hung: no lease call or progress report for 30 s: SIGTERM sent"
+    assert row.stop == "hung" and row.hangs == 1
+    assert row.reason == "hung: no lease call or progress report for 30 s: SIGTERM sent"
     run_for(scheduler, clock, 5.5)  # SIGTERM does not reach a stopped process: SIGKILL after the grace period
     assert executor.signals == [(1, "TERM"), (1, "KILL")]
 
-    events = [(e["event"], e["detail"]) for e in scheduler.store.events(1)]
+    events = [(e.event, e.detail) for e in scheduler.store.events(1)]
     names = [name for name, _ in events]
     assert names.index("hung") < names.index("sigkill") < names.index("exit") < names.index("retry")
     assert ("hung", "attempt 1: silent for 30 s") in events
@@ -76,8 +76,8 @@ def test_a_silent_attempt_is_stopped_killed_after_grace_requeued_from_its_checkp
 
     # requeued from its checkpoint: the idle slot's next round starts it again at once
     row = scheduler.store.job(1)
-    assert row["hangs"] == 1 and row["retries"] == 1 and row["steps_done"] == 40
-    assert row["status"] == "running" and executor.running()[1].attempt == 2
+    assert row.hangs == 1 and row.retries == 1 and row.steps_done == 40
+    assert row.status == "running" and executor.running()[1].attempt == 2
     info = scheduler.job_info(row)
     assert info["hangs"] == 1 and info["hung_after_s"] == 30.0
     assert scheduler.status()["hangs"] == 1
@@ -90,8 +90,8 @@ def test_a_hung_job_waiting_for_its_slot_says_why_it_was_stopped(tmp_path):
     scheduler.submit(job("next"), "bob")  # takes the slot when the hung one is gone
     run_for(scheduler, clock, 37)
     row = scheduler.store.job(1)
-    assert row["status"] == "queued" and row["hangs"] == 1, row["reason"]
-    assert row["reason"].startswith("hung (no lease call or progress report for 30 s; killed (no exit code));"
+    assert row.status == "queued" and row.hangs == 1, row.reason
+    assert row.reason.startswith("hung (no lease call or progress report for 30 s; killed (no exit code));"
                                     " retry 1 of 3 from step 0")
 
 
@@ -101,8 +101,8 @@ def test_an_attempt_that_keeps_talking_is_never_hung(tmp_path, how):
     scheduler.submit(job("alive"), "ann")
     scheduler.tick()
     talk(scheduler, clock, 200, every=20, how=how)
-    assert executor.signals == [] and scheduler.store.job(1)["hangs"] == 0
-    assert scheduler.store.job(1)["status"] == "running"
+    assert executor.signals == [] and scheduler.store.job(1).hangs == 0
+    assert scheduler.store.job(1).status == "running"
 
 
 def test_a_job_files_hung_after_s_overrides_the_servers(tmp_path):
@@ -111,7 +111,7 @@ def test_a_job_files_hung_after_s_overrides_the_servers(tmp_path):
     scheduler.tick()
     run_for(scheduler, clock, 21)
     assert executor.signals == [(1, "TERM")]
-    assert scheduler.store.job(1)["reason"].startswith("hung: no lease call or progress report for 20 s")
+    assert scheduler.store.job(1).reason.startswith("hung: no lease call or progress report for 20 s")
 
     scheduler, executor, clock, _ = make(tmp_path / "lenient", hung_after_s=20.0)
     scheduler.submit(job("slow-to-start", hung_after_s=600), "ann")
@@ -125,8 +125,8 @@ def test_a_job_that_always_hangs_fails_after_max_retries_saying_so(tmp_path):
     scheduler.submit(job("always-stuck"), "ann")
     run_for(scheduler, clock, 80)
     row = scheduler.store.job(1)
-    assert row["status"] == "failed" and row["hangs"] == 2 and row["attempt"] == 2
-    assert row["reason"].startswith("hung (no lease call or progress report for 10 s; killed (no exit code))"
+    assert row.status == "failed" and row.hangs == 2 and row.attempt == 2
+    assert row.reason.startswith("hung (no lease call or progress report for 10 s; killed (no exit code))"
                                     " on attempt 2, after 1 retry")
     run_for(scheduler, clock, 30)
     assert len(executor.started) == 2
@@ -156,15 +156,15 @@ def test_a_time_limit_counts_running_time_over_attempts_and_ends_the_job_failed(
     run_for(scheduler, clock, 40)
     executor.finish(1, 1)  # a crash at 40 s: retried, its time so far kept
     run_for(scheduler, clock, 15)
-    assert scheduler.store.job(1)["status"] == "running" and executor.running()[1].attempt == 2
+    assert scheduler.store.job(1).status == "running" and executor.running()[1].attempt == 2
     assert executor.signals == []
     run_for(scheduler, clock, 10)
 
     assert executor.signals == [(1, "TERM")]
     row = scheduler.store.job(1)
-    assert row["status"] == "failed" and row["finished"] is not None and row["pid"] is None
-    assert row["reason"].startswith("time limit 60 s reached (ran 60 s over 2 attempts; exit 75)")
-    assert [e["event"] for e in scheduler.store.events(1)][-3:] == ["time-limit", "exit", "fail"]
+    assert row.status == "failed" and row.finished is not None and not row.attempt_live
+    assert row.reason.startswith("time limit 60 s reached (ran 60 s over 2 attempts; exit 75)")
+    assert [e.event for e in scheduler.store.events(1)][-3:] == ["time-limit", "exit", "fail"]
     assert any("job 1 failed: time limit 60 s reached" in line for line in said)
     info = scheduler.job_info(row)
     assert info["time_limit"] == 60.0 and info["status"] == "failed"
@@ -200,7 +200,7 @@ def test_an_older_state_file_gains_the_hang_count_and_the_last_contact(tmp_path)
         conn.execute("ALTER TABLE jobs DROP COLUMN hangs")
         conn.execute("ALTER TABLE jobs DROP COLUMN heard_at")
     row = StateStore(tmp_path / "state.db").job(job_id)
-    assert row["hangs"] == 0 and row["heard_at"] is None
+    assert row.hangs == 0 and row.heard_at is None
 
 
 def test_a_real_process_that_stops_itself_gets_its_sigterm_and_is_retried(tmp_path):
@@ -218,13 +218,13 @@ def test_a_real_process_that_stops_itself_gets_its_sigterm_and_is_retried(tmp_pa
         wait_for(lambda: "training" in executor.tail(1, 1), 10, "the job's first line")
         clock.now += 11
         scheduler.tick()
-        assert scheduler.store.job(1)["stop"] == "hung"
-        wait_for(lambda: scheduler.tick() or "exit" in [e["event"] for e in scheduler.store.events(1)], 10, "the exit")
+        assert scheduler.store.job(1).stop == "hung"
+        wait_for(lambda: scheduler.tick() or "exit" in [e.event for e in scheduler.store.events(1)], 10, "the exit")
         assert "checkpointing" in executor.tail(1, 1)
-        events = [(e["event"], e["detail"]) for e in scheduler.store.events(1)]
+        events = [(e.event, e.detail) for e in scheduler.store.events(1)]
         assert ("retry", "retry 1 of 3 from step 0: it had no checkpoint") in events, events
         row = scheduler.store.job(1)
-        assert row["hangs"] == 1 and row["retries"] == 1 and row["attempt"] == 2
+        assert row.hangs == 1 and row.retries == 1 and row.attempt == 2
     finally:
         for attempt in executor.scan():
             executor.kill_attempt(attempt)

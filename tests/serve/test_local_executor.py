@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 
-from apportion.executors import local
-from apportion.executors.local import LocalExecutor, process_start
+from apportion.executors.local import LocalExecutor
+from apportion.executors.local import executor as local_executor
+from apportion.executors.local.procfs import process_start
 from serve_helpers import wait_exits
 
 
@@ -126,10 +127,10 @@ def test_a_reused_pid_is_not_adopted(tmp_path):
     wait_exits(executor)
 
 
-def lookalike(state_dir, job_id: int, new_group: bool):
+def lookalike(state_dir, job_id: int, new_group: bool, module: str = "apportion.executors.local.wrapper"):
     """A process whose command line reads like an attempt's wrapper (as a wrapper's own child does
     between its fork and its exec)."""
-    argv = [sys.executable, "-c", "import time; time.sleep(30)", "apportion.executors.wrapper",
+    argv = [sys.executable, "-c", "import time; time.sleep(30)", module,
             "--state-dir", str(state_dir), "--job", str(job_id), "--attempt", "1", "--slots", "-", "--", "true"]
     return subprocess.Popen(argv, start_new_session=new_group)
 
@@ -146,10 +147,23 @@ def test_only_the_leader_of_a_process_group_is_taken_for_an_attempt(tmp_path):
             process.wait()
 
 
+def test_a_wrapper_started_before_its_module_moved_is_found_and_adopted(tmp_path):
+    """An attempt of a server upgraded while its jobs ran: its command line names the old module."""
+    executor = LocalExecutor(tmp_path)
+    earlier = lookalike(executor.state_dir, 4, True, module="apportion.executors.wrapper")
+    try:
+        (found,) = executor.scan()
+        assert (found.job_id, found.attempt, found.pid) == (4, 1, earlier.pid)
+        assert executor.adopt(found) and executor.is_alive(4)
+    finally:
+        earlier.kill()
+        earlier.wait()
+
+
 def test_a_scan_waits_for_a_leader_whose_exec_is_under_way(tmp_path, monkeypatch):
     executor = LocalExecutor(tmp_path)
     process = lookalike(executor.state_dir, 1, True)
-    real, reads = local._cmdline, []
+    real, reads = local_executor._cmdline, []
 
     def mid_exec_at_first(pid):  # the kernel fills in the command line at the end of an exec
         if pid == process.pid:
@@ -158,11 +172,11 @@ def test_a_scan_waits_for_a_leader_whose_exec_is_under_way(tmp_path, monkeypatch
                 return []
         return real(pid)
 
-    monkeypatch.setattr(local, "_cmdline", mid_exec_at_first)
+    monkeypatch.setattr(local_executor, "_cmdline", mid_exec_at_first)
     try:
         assert [a.job_id for a in executor.scan()] == [1]
         assert len(reads) == 2
-        monkeypatch.setattr(local, "_cmdline", lambda pid: [] if pid == process.pid else real(pid))
+        monkeypatch.setattr(local_executor, "_cmdline", lambda pid: [] if pid == process.pid else real(pid))
         assert executor.scan(exec_wait_s=0.05) == []  # an exec that never ends is given up on
     finally:
         process.kill()

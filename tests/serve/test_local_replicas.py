@@ -9,7 +9,7 @@ import sys
 import time
 
 from apportion.executors.local import LocalExecutor
-from apportion.executors.procfs import group_members
+from apportion.executors.local.procfs import group_members
 from serve_helpers import wait_exits
 
 

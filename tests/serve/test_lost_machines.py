@@ -46,9 +46,9 @@ def test_an_attempt_lost_with_its_node_is_retried_from_its_checkpoint_even_past_
     scheduler.tick()
 
     row = scheduler.store.job(job_id)
-    assert row["retries"] == 1 and row["steps_done"] == 30
-    assert row["status"] == "running" and row["attempt"] == 2  # started again at once, elsewhere
-    details = [e["detail"] for e in scheduler.store.events(job_id)]
+    assert row.retries == 1 and row.steps_done == 30
+    assert row.status == "running" and row.attempt == 2  # started again at once, elsewhere
+    details = [e.detail for e in scheduler.store.events(job_id)]
     assert "attempt 1: lost: its Ray node died; newest checkpoint step 30" in details
     assert "retry 1 from step 30 (its last checkpoint)" in details
 
@@ -61,7 +61,7 @@ def test_rounds_place_jobs_only_on_the_slots_still_there(tmp_path):
     scheduler.tick()
 
     assert [a.job_id for a in executor.started] == [single]
-    assert scheduler.store.job(pair)["status"] == "queued"
+    assert scheduler.store.job(pair).status == "queued"
 
     executor.live_capacity = {"v100": 3}  # the nodes are back
     clock.now += 11

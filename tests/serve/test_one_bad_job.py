@@ -58,11 +58,11 @@ def test_a_stored_job_with_a_bad_layout_fails_alone_at_the_next_round(tmp_path):
     scheduler.tick()
 
     failed, started = scheduler.row(bad), scheduler.row(good)
-    assert failed["status"] == "failed" and failed["finished"] is not None
-    assert failed["reason"] == ("cannot be scheduled: field 'layout': tensor-parallel size must be a positive "
+    assert failed.status == "failed" and failed.finished is not None
+    assert failed.reason == ("cannot be scheduled: field 'layout': tensor-parallel size must be a positive "
                                 "integer, got 0")
-    assert started["status"] == "running" and started["slots"] == "cpu:0"
-    assert [e["event"] for e in scheduler.store.events(bad)][-1] == "fail"
+    assert started.status == "running" and started.slots == "cpu:0"
+    assert [e.event for e in scheduler.store.events(bad)][-1] == "fail"
     for path in ("/jobs", f"/jobs/{bad}", "/status", "/dashboard/state"):
         assert client.get(path).status_code == 200, path
     assert {j["id"]: j["status"] for j in client.get("/jobs").json()} == {str(bad): "failed", str(good): "running"}
@@ -94,9 +94,9 @@ def test_a_job_the_policy_raises_for_is_failed_and_the_others_placed_in_the_same
 
     status = {j["user"]: j["status"] for j in client.get("/jobs").json()}
     assert status == {"ann": "running", "mallory": "failed", "bob": "running", "carl": "queued"}
-    assert scheduler.row(2)["reason"] == "cannot be scheduled: the round fails with it: ZeroDivisionError: integer modulo by zero"
+    assert scheduler.row(2).reason == "cannot be scheduled: the round fails with it: ZeroDivisionError: integer modulo by zero"
     scheduler.tick(scheduler.round_end)  # the next round goes on as usual
-    assert scheduler.row(4)["status"] == "queued" and scheduler.round == 2
+    assert scheduler.row(4).status == "queued" and scheduler.round == 2
 
 
 def test_a_live_job_the_round_fails_is_stopped_and_ends_failed(tmp_path):
@@ -113,13 +113,13 @@ def test_a_live_job_the_round_fails_is_stopped_and_ends_failed(tmp_path):
     scheduler.tick(scheduler.round_end)
 
     row = scheduler.row(1)
-    assert row["status"] == "failed" and row["stop"] == "cancel" and row["reason"].endswith("; stopping")
+    assert row.status == "failed" and row.stop == "cancel" and row.reason.endswith("; stopping")
     assert (1, "TERM") in scheduler.executor.signals  # it exits on the SIGTERM the round sent
     scheduler.tick(scheduler.round_end)
     row = scheduler.row(1)
-    assert row["status"] == "failed" and row["pid"] is None
-    assert row["reason"] == "cannot be scheduled: the round fails with it: ZeroDivisionError: integer modulo by zero"
-    assert scheduler.row(2)["status"] == "running" and scheduler.row(3)["status"] == "running"
+    assert row.status == "failed" and not row.attempt_live
+    assert row.reason == "cannot be scheduled: the round fails with it: ZeroDivisionError: integer modulo by zero"
+    assert scheduler.row(2).status == "running" and scheduler.row(3).status == "running"
 
 
 class AlwaysFails(Las):
@@ -158,9 +158,9 @@ def test_a_job_whose_speed_cannot_be_estimated_is_failed_and_still_listed(tmp_pa
     assert client.get("/dashboard/state").status_code == 200
     scheduler.tick()
 
-    assert scheduler.row(1)["status"] == "failed"
-    assert scheduler.row(1)["reason"] == "cannot be scheduled: its speed cannot be estimated: RuntimeError: no speed for boom"
-    assert scheduler.row(2)["status"] == "running"
+    assert scheduler.row(1).status == "failed"
+    assert scheduler.row(1).reason == "cannot be scheduled: its speed cannot be estimated: RuntimeError: no speed for boom"
+    assert scheduler.row(2).status == "running"
 
 
 def test_a_stored_job_its_start_could_not_use_is_failed_at_the_next_round(tmp_path):
@@ -170,9 +170,9 @@ def test_a_stored_job_its_start_could_not_use_is_failed_at_the_next_round(tmp_pa
 
     scheduler.tick()
 
-    assert scheduler.row(bad)["status"] == "failed"
-    assert scheduler.row(bad)["reason"] == "cannot be scheduled: field 'env': must be a mapping of variable to value, got ['LR=0.1']"
-    assert scheduler.row(good)["status"] == "running"
+    assert scheduler.row(bad).status == "failed"
+    assert scheduler.row(bad).reason == "cannot be scheduled: field 'env': must be a mapping of variable to value, got ['LR=0.1']"
+    assert scheduler.row(good).status == "running"
 
 
 def test_a_job_whose_start_raises_is_failed_and_the_others_start(tmp_path, monkeypatch):
@@ -190,8 +190,8 @@ def test_a_job_whose_start_raises_is_failed_and_the_others_start(tmp_path, monke
 
     scheduler.tick()
 
-    assert scheduler.row(1)["status"] == "failed" and scheduler.row(1)["slots"] == ""
-    assert scheduler.row(1)["reason"] == ("cannot be started: TypeError: expected str, bytes or os.PathLike object, "
+    assert scheduler.row(1).status == "failed" and scheduler.row(1).slots == ""
+    assert scheduler.row(1).reason == ("cannot be started: TypeError: expected str, bytes or os.PathLike object, "
                                           "not list")
-    assert scheduler.row(2)["status"] == "running"
+    assert scheduler.row(2).status == "running"
     assert client.get("/jobs").status_code == 200

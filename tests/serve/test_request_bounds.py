@@ -106,7 +106,7 @@ def test_a_job_may_report_fewer_steps_after_a_resume_but_never_more_than_its_tot
     assert client.post("/jobs/1/progress", json={"attempt": 1, "steps_done": 60}).status_code == 200
     assert client.post("/jobs/1/progress", json={"attempt": 1, "steps_done": 40}).status_code == 200
     assert client.post("/jobs/1/progress", json={"attempt": 1, "steps_done": 100}).status_code == 200
-    assert scheduler.store.job(1)["steps_done"] == 100
+    assert scheduler.store.job(1).steps_done == 100
 
 
 def test_a_rate_far_from_the_estimate_moves_it_by_a_bounded_factor(running):
@@ -124,4 +124,4 @@ def test_a_rate_of_zero_is_taken_as_no_measurement(running):
     scheduler, client = running
     answer = client.post("/jobs/1/progress", json={"attempt": 1, "steps_done": 5, "steps_per_s": 0})
     assert answer.status_code == 200 and "unchanged" in answer.json()["note"]
-    assert scheduler.store.throughputs() == {} and scheduler.store.job(1)["steps_done"] == 5
+    assert scheduler.store.throughputs() == {} and scheduler.store.job(1).steps_done == 5

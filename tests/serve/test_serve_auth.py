@@ -234,8 +234,8 @@ def test_secrets_are_stored_as_salted_hashes_only(cluster, tmp_path):
         secret = credential.rsplit(".", 1)[1]
         assert secret.encode() not in stored
     users = StateStore(tmp_path / "state.db")
-    salts = {users.user(name)["salt"] for name in ("alice", "bob", "ops")}
-    assert len(salts) == 3 and users.user("alice")["kdf"] == "hmac-sha256"
+    salts = {users.user(name).hash.salt for name in ("alice", "bob", "ops")}
+    assert len(salts) == 3 and users.user("alice").hash.kdf == "hmac-sha256"
 
 
 @pytest.mark.parametrize("secret", ["", " ", "\t\n", None])

@@ -89,7 +89,7 @@ def test_a_user_stored_with_scrypt_still_gets_in_and_is_migrated(tmp_path, monke
     credential = {"Authorization": f"Bearer u{user_id}.{secret}"}
     assert client.get("/status", headers={"Authorization": f"Bearer u{user_id}.{HEX}"}).status_code == 401
     assert client.get("/status", headers=credential).status_code == 200
-    assert store.user("old")["kdf"] == KDF
+    assert store.user("old").hash.kdf == KDF
     monkeypatch.setattr(hashlib, "scrypt", lambda *a, **k: pytest.fail("scrypt after the migration"))
     fresh = TestClient(create_app(scheduler))
     assert fresh.get("/status", headers=credential).status_code == 200  # a new server: its hash is the fast one

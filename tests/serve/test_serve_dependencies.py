@@ -47,17 +47,17 @@ def test_a_job_waits_with_its_reason_on_a_free_slot_and_starts_when_the_job_it_n
     scheduler.tick()
 
     assert list(executor.running()) == [prep]  # the second slot stays free
-    assert job_row(scheduler, train)["status"] == "queued"
-    assert job_row(scheduler, train)["reason"] == f"waiting for job {prep} to complete"
+    assert job_row(scheduler, train).status == "queued"
+    assert job_row(scheduler, train).reason == f"waiting for job {prep} to complete"
 
     scheduler.progress(prep, 1, 100, 4.0)
     executor.finish(prep, 0)
     clock.now += 0.5
     scheduler.tick()
 
-    assert job_row(scheduler, prep)["status"] == "completed"
+    assert job_row(scheduler, prep).status == "completed"
     assert list(executor.running()) == [train]  # an early round: no wait for the next regular one
-    assert job_row(scheduler, train)["status"] == "running"
+    assert job_row(scheduler, train).status == "running"
 
 
 def test_a_job_fails_as_soon_as_the_job_it_names_is_cancelled_and_so_does_one_after_it(tmp_path):
@@ -66,16 +66,16 @@ def test_a_job_fails_as_soon_as_the_job_it_names_is_cancelled_and_so_does_one_af
     train = scheduler.submit(job("train", after=[prep]), "ann")
     report = scheduler.submit(job("report", after=[str(train)]), "ann")  # ids as `apportion jobs` shows them
     scheduler.tick()
-    assert job_row(scheduler, report)["reason"] == f"waiting for job {train} to complete"
+    assert job_row(scheduler, report).reason == f"waiting for job {train} to complete"
 
     scheduler.cancel(prep, "ann")
     clock.now += 0.5
     scheduler.tick()
 
-    assert job_row(scheduler, train)["status"] == "failed"
-    assert job_row(scheduler, train)["reason"] == f"cannot be scheduled: job {prep}, which it runs after, was cancelled"
-    assert job_row(scheduler, report)["status"] == "failed"
-    assert job_row(scheduler, report)["reason"] == f"cannot be scheduled: job {train}, which it runs after, failed"
+    assert job_row(scheduler, train).status == "failed"
+    assert job_row(scheduler, train).reason == f"cannot be scheduled: job {prep}, which it runs after, was cancelled"
+    assert job_row(scheduler, report).status == "failed"
+    assert job_row(scheduler, report).reason == f"cannot be scheduled: job {train}, which it runs after, failed"
     assert [a.job_id for a in executor.started] == [prep]
 
 
@@ -86,13 +86,13 @@ def test_a_job_after_one_that_already_failed_fails_at_its_first_round(tmp_path):
     executor.finish(broken, 1)  # crashes, and no retry is allowed
     clock.now += 0.5
     scheduler.tick()
-    assert job_row(scheduler, broken)["status"] == "failed"
+    assert job_row(scheduler, broken).status == "failed"
 
     after = scheduler.submit(job("after", after=[broken]), "ann")
     clock.now += 0.5
     scheduler.tick()
 
-    assert job_row(scheduler, after)["reason"] == f"cannot be scheduled: job {broken}, which it runs after, failed"
+    assert job_row(scheduler, after).reason == f"cannot be scheduled: job {broken}, which it runs after, failed"
 
 
 def test_a_job_file_names_the_jobs_it_runs_after(tmp_path):

@@ -37,13 +37,13 @@ def job(name, steps, user="ann", **extra):
 def complete(scheduler, executor, job_id, steps, steps_per_s):
     """Run job ``job_id`` on the slot to the end, reporting ``steps_per_s`` as a job does."""
     scheduler.tick()
-    assert scheduler.store.job(job_id)["status"] == "running"
+    assert scheduler.store.job(job_id).status == "running"
     scheduler.lease(job_id, 1, 0)
     scheduler.progress(job_id, 1, steps // 2, steps_per_s)
     scheduler.progress(job_id, 1, steps, steps_per_s)
     executor.finish(job_id, 0)
     scheduler.tick()
-    assert scheduler.store.job(job_id)["status"] == "completed"
+    assert scheduler.store.job(job_id).status == "completed"
 
 
 def test_a_restarted_server_predicts_from_the_jobs_it_finished_before(tmp_path):
@@ -118,4 +118,4 @@ def test_qssf_runs_first_the_job_its_history_says_needs_the_least_gpu_time(tmp_p
     scheduler.tick()
 
     assert executor.started[-1].job_id == 3
-    assert scheduler.store.job(2)["status"] == "queued"
+    assert scheduler.store.job(2).status == "queued"

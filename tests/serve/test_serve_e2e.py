@@ -103,14 +103,14 @@ def attempts_never_overlap(state_dir: Path) -> None:
     try:
         for job in store.jobs():
             live = None
-            for event in store.events(job["id"]):
-                if event["event"] == "start":
-                    assert live is None, f"job {job['id']}: {event['detail']} while attempt {live} was alive"
-                    live = int(event["detail"].split()[1])
-                elif event["event"] == "adopt":
-                    live = int(event["detail"].split()[1])
-                elif event["event"] == "exit":
-                    assert live == int(event["detail"].split()[1].rstrip(":")), event
+            for event in store.events(job.id):
+                if event.event == "start":
+                    assert live is None, f"job {job.id}: {event.detail} while attempt {live} was alive"
+                    live = int(event.detail.split()[1])
+                elif event.event == "adopt":
+                    live = int(event.detail.split()[1])
+                elif event.event == "exit":
+                    assert live == int(event.detail.split()[1].rstrip(":")), event
                     live = None
     finally:
         store.close()
@@ -178,7 +178,7 @@ def test_a_server_killed_with_sigkill_comes_back_and_loses_nothing(tmp_path, ref
         store = StateStore(state / "state.db")
         try:
             for job_id, attempt in alive.items():  # still running at the restart: adopted, not started again
-                events = [(e["event"], e["detail"].split()[1]) for e in store.events(job_id)]
+                events = [(e.event, e.detail.split()[1]) for e in store.events(job_id)]
                 assert ("adopt", str(attempt)) in events or ("exit", f"{attempt}:") in events, events
         finally:
             store.close()

@@ -40,7 +40,7 @@ def test_goodput_gives_an_elastic_job_one_slot_beside_another_job_and_both_once_
     env = executor.envs[(elastic, 2)]
     assert (env["APPORTION_BATCH_SIZE"], env["APPORTION_INIT_BATCH_SIZE"], env["APPORTION_LR_RULE"]) == \
         ("32", "16", "adascale")
-    assert [e["event"] for e in scheduler.store.events(elastic)].count("move") == 1
+    assert [e.event for e in scheduler.store.events(elastic)].count("move") == 1
 
 
 def test_a_fixed_size_policy_runs_an_elastic_job_at_its_own_size(tmp_path):
@@ -70,7 +70,7 @@ def test_reports_fit_the_jobs_step_time_model_and_a_restarted_server_keeps_it(tm
 
     assert note == ""
     (step,) = scheduler.store.elastic_steps()
-    assert (step["gpus"], step["local_batch"], step["step_s"]) == (slots, 16, pytest.approx(0.25))
+    assert (step.gpus, step.local_batch, step.step_s) == (slots, 16, pytest.approx(0.25))
     params = scheduler.elastic.params(elastic, "cpu")
     assert params is not None
     again = Scheduler(scheduler.store, executor, scheduler.slots, make_policy("goodput"), scheduler.config, clock=clock)

@@ -11,8 +11,10 @@ import yaml
 
 from apportion.core.errors import InputError
 from apportion.policies import make_policy
-from apportion.serve.elastic_batch import attempt_batch, batch_log, examples_at
+from apportion.serve.elastic_batch import attempt_batch, examples_at
 from apportion.serve.jobspec import load_job_file, spec_from_mapping
+from apportion.serve.records import JobRecord
+from apportion.serve.state import StateStore
 from test_serve_scheduler import make, run_for
 
 TARGET = 100_000
@@ -53,26 +55,34 @@ def test_goodput_restarts_a_job_at_the_batch_its_measured_noise_scale_makes_best
     assert (batch > 32) == larger and 32 <= batch <= 512
     assert second["APPORTION_TOTAL_STEPS"] == str(40 + -(-(TARGET - 40 * 32) // batch))
     row = scheduler.store.job(elastic)
-    assert batch_log(row["batch_log"]) == [[0, 0, 32], [40, 1280, batch]]
-    assert row["total_steps"] == int(second["APPORTION_TOTAL_STEPS"])
+    assert row.batch_log == ((0, 0, 32), (40, 1280, batch))
+    assert row.total_steps == int(second["APPORTION_TOTAL_STEPS"])
     info = scheduler.job_info(row)  # what `apportion queue` shows: examples against the target
     assert (info["examples_done"], info["target_examples"], info["batch_size"]) == (1280, TARGET, batch)
 
 
-def test_the_examples_done_follow_each_attempts_batch_and_a_resume_drops_what_was_redone():
+def stored_job(tmp_path, elastic: dict, **fields) -> JobRecord:
+    """An elastic job as the state file gives it back, with ``fields`` set."""
+    store = StateStore(tmp_path / "state.db")
+    job_id = store.insert_job(spec=elastic_job(**elastic), name="elastic", user="ann", queue="q", priority=1.0,
+                              kind="elastic", gpus=1, total_steps=10, submitted=0.0)
+    store.update_job(job_id, **fields)
+    return store.job(job_id)
+
+
+def test_the_examples_done_follow_each_attempts_batch_and_a_resume_drops_what_was_redone(tmp_path):
     log = [[0, 0, 32], [40, 1280, 128], [50, 2560, 64]]
     assert [examples_at(log, s, 32) for s in (0, 40, 45, 50, 52)] == [0, 1280, 1920, 2560, 2688]
-    row = {"elastic": json.dumps(CHOOSES), "steps_done": 45, "batch_log": json.dumps(log), "batch_size": 256,
-           "slot_list": ["cpu:0"]}
+    row = stored_job(tmp_path, {}, steps_done=45, batch_log=json.dumps(log), batch_size=256, slots="cpu:0")
     batch, fields = attempt_batch(row)  # a crash after step 50 resumed from step 45's checkpoint
     assert batch == 256
-    assert batch_log(fields["batch_log"]) == [[0, 0, 32], [40, 1280, 128], [45, 1920, 256]]
+    assert fields["batch_log"] == ((0, 0, 32), (40, 1280, 128), (45, 1920, 256))
     assert fields["total_steps"] == 45 + -(-(TARGET - 1920) // 256)
 
 
-def test_a_job_whose_target_is_in_steps_keeps_its_batch_and_its_steps():
-    row = {"elastic": json.dumps({**CHOOSES, "target_examples": None, "max_batch_size": None}), "steps_done": 3,
-           "batch_log": "", "batch_size": 256, "slot_list": ["cpu:0"]}
+def test_a_job_whose_target_is_in_steps_keeps_its_batch_and_its_steps(tmp_path):
+    row = stored_job(tmp_path, {"target_examples": None, "max_batch_size": None}, steps_done=3, batch_size=256,
+                     slots="cpu:0")
     assert attempt_batch(row) == (None, {})
 
 

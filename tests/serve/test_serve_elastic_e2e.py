@@ -25,6 +25,7 @@ import uvicorn  # noqa: E402
 from apportion.executors.local import LocalExecutor  # noqa: E402
 from apportion.policies import make_policy  # noqa: E402
 from apportion.serve.api import create_app  # noqa: E402
+from apportion.serve.records import JobRecord  # noqa: E402
 from apportion.serve.scheduler import Scheduler, ServeConfig  # noqa: E402
 from apportion.serve.server import listen  # noqa: E402
 from apportion.serve.slots import parse_slots  # noqa: E402
@@ -59,7 +60,7 @@ class InProcessServer:
     def submit(self, body: dict) -> int:
         return self.scheduler.submit({"workdir": str(REPO), **body, "user": "ann"}, "ann")
 
-    def job(self, job_id: int) -> dict:
+    def job(self, job_id: int) -> JobRecord:
         return self.store.job(job_id)
 
     def stop(self) -> None:
@@ -92,19 +93,19 @@ def run(tmp_path_factory):
 
         def on(slots: int, after_step: int):
             row = server.job(elastic)
-            return (row["pid"] is not None and row["contact_at"] is not None and len(row["slot_list"]) == slots
-                    and row["steps_done"] >= after_step)
+            return (row.attempt_live and row.contact_at is not None and len(row.slot_list) == slots
+                    and row.steps_done >= after_step)
 
-        wait_for(lambda: on(1, 10) and any(r["gpus"] == 1 for r in server.store.elastic_steps()), 60,
+        wait_for(lambda: on(1, 10) and any(r.gpus == 1 for r in server.store.elastic_steps()), 60,
                  "the elastic job to report its speed on one slot beside job b")
         gate_b.touch()  # b ends: the policy gives the elastic job both slots
-        wait_for(lambda: server.job(first)["status"] == "completed", 30, "job b to end")
-        wait_for(lambda: on(2, 0) and any(r["gpus"] == 2 for r in server.store.elastic_steps()), 60,
+        wait_for(lambda: server.job(first).status == "completed", 30, "job b to end")
+        wait_for(lambda: on(2, 0) and any(r.gpus == 2 for r in server.store.elastic_steps()), 60,
                  "the elastic job to report its speed on two slots")
         second = server.submit(gated("c", gate_c))  # c arrives: back to one slot each
-        wait_for(lambda: server.job(elastic)["status"] == "completed", 120, "the elastic job to finish")
+        wait_for(lambda: server.job(elastic).status == "completed", 120, "the elastic job to finish")
         gate_c.touch()
-        wait_for(lambda: server.job(second)["status"] == "completed", 30, "job c to end")
+        wait_for(lambda: server.job(second).status == "completed", 30, "job c to end")
         print(f"scenario took {time.monotonic() - started:.1f} s")
         yield {"server": server, "elastic": elastic, "work": work}
     finally:
@@ -114,7 +115,7 @@ def run(tmp_path_factory):
 
 
 def attempts(run) -> list[dict]:
-    return [a for a in run["server"].store.attempts() if a["job_id"] == run["elastic"]]
+    return [a for a in run["server"].store.attempts() if a.job_id == run["elastic"]]
 
 
 def log(run, attempt: int) -> str:
@@ -122,9 +123,9 @@ def log(run, attempt: int) -> str:
 
 
 def test_the_scheduler_rescales_the_job_one_two_one_replicas(run):
-    assert [len(a["slots"].split(",")) for a in attempts(run)] == [1, 2, 1]
-    assert [a["how"] for a in attempts(run)] == ["moved", "moved", "completed"]
-    moves = [e for e in run["server"].store.events(run["elastic"]) if e["event"] == "move"]
+    assert [len(a.slots.split(",")) for a in attempts(run)] == [1, 2, 1]
+    assert [a.how for a in attempts(run)] == ["moved", "moved", "completed"]
+    moves = [e for e in run["server"].store.events(run["elastic"]) if e.event == "move"]
     assert len(moves) == 2
 
 
@@ -132,20 +133,20 @@ def test_it_ends_with_its_steps_and_the_examples_they_hold(run):
     final = re.search(r"final steps=(\d+) examples=(\d+)", log(run, 3))
     assert final is not None, log(run, 3)
     assert (int(final.group(1)), int(final.group(2))) == (STEPS, STEPS * BATCH)
-    assert run["server"].job(run["elastic"])["steps_done"] == STEPS
+    assert run["server"].job(run["elastic"]).steps_done == STEPS
 
 
 def test_each_attempt_resumes_where_the_last_stopped_on_its_own_number_of_replicas(run):
     rows = attempts(run)
     for before, after in zip(rows, rows[1:]):
-        assert after["first_step"] == before["end_step"] > 0
-    assert f"attempt: 2 replica(s), batch {BATCH}, from step {rows[1]['first_step']}" in log(run, 2)
+        assert after.first_step == before.end_step > 0
+    assert f"attempt: 2 replica(s), batch {BATCH}, from step {rows[1].first_step}" in log(run, 2)
 
 
 def test_both_replicas_stop_at_the_same_step_when_the_lease_is_not_renewed(run):
     stops = re.findall(r"attempt 2: preempted at step (\d+)/\d+ \(([^)]*)\)", log(run, 2))
     assert len(stops) == 2, log(run, 2)
-    assert stops[0][0] == stops[1][0] == str(attempts(run)[1]["end_step"])
+    assert stops[0][0] == stops[1][0] == str(attempts(run)[1].end_step)
     assert {reason for _, reason in stops} == {"lease not renewed", "another rank is stopping"}
 
 
@@ -154,5 +155,5 @@ def test_the_server_keeps_the_noise_scale_and_a_step_time_model_fitted_at_each_s
     noise, params = store.elastic_models()[run["elastic"]]
     assert noise is not None and noise > 0
     assert set(params) == {"cpu"} and len(params["cpu"]) == 7
-    sizes = {r["gpus"] for r in store.elastic_steps() if r["job_id"] == run["elastic"]}
+    sizes = {r.gpus for r in store.elastic_steps() if r.job_id == run["elastic"]}
     assert sizes == {1, 2}

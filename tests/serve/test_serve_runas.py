@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.executors.local import LocalExecutor
-from apportion.executors.wrapper import _account
+from apportion.executors.local.wrapper import _account
 from apportion.policies.las import Las
 from apportion.serve.api import create_app
 from apportion.serve.auth import add_user

@@ -3,6 +3,7 @@ retries, cancellation, escalation and recovery, with no real processes."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -61,9 +62,9 @@ def test_jobs_start_on_free_slots_with_the_contract_environment(tmp_path):
     assert env["APPORTION_CHECKPOINT_DIR"] == str(tmp_path / "jobs" / "1" / "checkpoints")
     assert float(env["APPORTION_LEASE_END"]) >= clock.now + 10.0 - 1e-6
     assert env["LR"] == "0.1"
-    rows = {r["id"]: r for r in scheduler.store.jobs()}
-    assert rows[1]["status"] == rows[2]["status"] == "running"
-    assert {rows[1]["slots"], rows[2]["slots"]} == {"cpu:0", "cpu:1"}
+    rows = {r.id: r for r in scheduler.store.jobs()}
+    assert rows[1].status == rows[2].status == "running"
+    assert {rows[1].slots, rows[2].slots} == {"cpu:0", "cpu:1"}
 
 
 def test_gpu_slots_set_cuda_visible_devices(tmp_path):
@@ -74,12 +75,13 @@ def test_gpu_slots_set_cuda_visible_devices(tmp_path):
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["APPORTION_SLOTS"] == "gpu:0,gpu:1"
 
 
-def test_las_preempts_through_the_lease_and_resumes_on_the_freed_slot(tmp_path):
-    scheduler, executor, clock = make(tmp_path, slots="cpu:2")
+@pytest.mark.parametrize("pids", [True, False], ids=["with-pids", "without-pids"])  # without: as on Ray
+def test_las_preempts_through_the_lease_and_resumes_on_the_freed_slot(tmp_path, pids):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:2", executor=FakeExecutor(tmp_path, pids=pids))
     for name in "abc":
         scheduler.submit(job(name), "ann")
     scheduler.tick()
-    assert scheduler.store.job(3)["status"] == "queued"
+    assert scheduler.store.job(3).status == "queued"
     for j in (1, 2):  # first lease calls: both are past starting
         assert scheduler.lease(j, 1, 0)["renew"] is True
 
@@ -89,20 +91,20 @@ def test_las_preempts_through_the_lease_and_resumes_on_the_freed_slot(tmp_path):
         scheduler.tick()
         for j in (1, 2):
             row = scheduler.store.job(j)
-            if row["stop"] == "preempt":
+            if row.stop == "preempt":
                 stopped = j
         if stopped:
             break
     assert stopped is not None, "job 3 waited, yet no running job was preempted"
-    assert scheduler.store.job(3)["slots"], "job 3 should be placed on the slot being freed"
+    assert scheduler.store.job(3).slots, "job 3 should be placed on the slot being freed"
 
     assert scheduler.lease(stopped, 1, 42) == {"renew": False}
     Checkpointer(tmp_path / "jobs" / str(stopped) / "checkpoints").save({}, 42)  # as the job does before exit 75
     executor.finish(stopped, 75)
     scheduler.tick()
     row = scheduler.store.job(stopped)
-    assert (row["status"], row["preemptions"], row["steps_done"], row["pid"]) == ("preempted", 1, 42, None)
-    assert scheduler.store.job(3)["status"] == "running"
+    assert (row.status, row.preemptions, row.steps_done, row.attempt_live) == ("preempted", 1, 42, False)
+    assert scheduler.store.job(3).status == "running"
     assert executor.started[-1].job_id == 3
 
     # the other running job keeps its lease, renewed to the end of the next round
@@ -128,14 +130,14 @@ def test_an_attempt_still_starting_is_not_preempted_until_its_first_lease_call(t
     scheduler.tick()
     scheduler.submit(job("newcomer"), "ann")
     run_for(scheduler, clock, 20)
-    assert scheduler.store.job(1)["stop"] is None, "preempted before it ever asked for a lease"
-    assert scheduler.store.job(1)["reason"] == "starting attempt 1"
+    assert scheduler.store.job(1).stop is None, "preempted before it ever asked for a lease"
+    assert scheduler.store.job(1).reason == "starting attempt 1"
 
     before = clock.now
     answer = scheduler.lease(1, 1, 0)
     assert answer["renew"] is True and answer["lease_end"] >= before + 1.0  # a full round from its first call
     run_for(scheduler, clock, 5)
-    assert scheduler.store.job(1)["stop"] == "preempt"  # now it takes its turn
+    assert scheduler.store.job(1).stop == "preempt"  # now it takes its turn
 
 
 def test_a_job_that_ignores_its_lease_gets_sigterm_then_sigkill(tmp_path):
@@ -150,9 +152,9 @@ def test_a_job_that_ignores_its_lease_gets_sigterm_then_sigkill(tmp_path):
 
     assert [s for s in executor.signals if s[0] == 1] == [(1, "TERM"), (1, "KILL")]
     row = scheduler.store.job(1)
-    assert row["status"] == "preempted" and row["preemptions"] == 1
-    assert scheduler.store.job(2)["status"] == "running"
-    events = [e["event"] for e in scheduler.store.events(1)]
+    assert row.status == "preempted" and row.preemptions == 1
+    assert scheduler.store.job(2).status == "running"
+    events = [e.event for e in scheduler.store.events(1)]
     assert events.index("preempt") < events.index("sigterm") < events.index("sigkill") < events.index("exit")
 
 
@@ -166,10 +168,10 @@ def test_a_crash_is_retried_from_its_checkpoint_then_the_job_fails_with_its_last
         executor.finish(1, 1)
         scheduler.tick()
     row = scheduler.store.job(1)
-    assert row["status"] == "failed" and row["retries"] == 3 and row["attempt"] == 3
-    assert row["reason"] == "exit 1 on attempt 3, after 2 retries" and row["reason_log"] == "RuntimeError: boom 3"
+    assert row.status == "failed" and row.retries == 3 and row.attempt == 3
+    assert row.reason == "exit 1 on attempt 3, after 2 retries" and row.reason_log == "RuntimeError: boom 3"
     assert scheduler.job_info(row, private=True)["reason"] == "exit 1 on attempt 3, after 2 retries: RuntimeError: boom 3"
-    assert row["last_lines"].endswith("RuntimeError: boom 3")
+    assert row.last_lines.endswith("RuntimeError: boom 3")
     run_for(scheduler, clock, 5)
     assert len(executor.started) == 3  # nothing after the limit
 
@@ -185,7 +187,7 @@ def test_a_crashed_job_restarts_on_its_own_slots_at_once_without_waiting_for_a_r
     scheduler.tick()
     assert executor.running()[1].attempt == 2 and executor.running()[1].slots == ("cpu:0",)
     assert scheduler.round == rounds  # no round was needed: the slot was still its own
-    assert scheduler.store.job(2)["status"] == "queued"
+    assert scheduler.store.job(2).status == "queued"
 
 
 def test_completion_frees_the_slot_for_the_next_job_at_once(tmp_path):
@@ -197,8 +199,8 @@ def test_completion_frees_the_slot_for_the_next_job_at_once(tmp_path):
     executor.finish(1, 0)
     clock.now += 0.1
     scheduler.tick()
-    assert scheduler.store.job(1)["status"] == "completed"
-    assert scheduler.store.job(2)["status"] == "running"  # not a 600 s wait for the next round
+    assert scheduler.store.job(1).status == "completed"
+    assert scheduler.store.job(2).status == "running"  # not a 600 s wait for the next round
 
 
 def test_progress_reports_become_the_throughput_estimates(tmp_path):
@@ -210,7 +212,7 @@ def test_progress_reports_become_the_throughput_estimates(tmp_path):
     rate, samples = scheduler.estimates[("resnet", "cpu", 1)]
     assert samples == 2 and rate == pytest.approx(0.8 * 4.0 + 0.2 * 6.0)
     assert scheduler.store.throughputs()[("resnet", "cpu", 1)] == (pytest.approx(rate), 2)
-    assert scheduler.store.job(1)["steps_done"] == 20
+    assert scheduler.store.job(1).steps_done == 20
     assert scheduler.rate("resnet", "cpu", 1, None) == pytest.approx(rate)
     assert scheduler.rate("resnet", "cpu", 1, ("v100",)) == 0.0 and scheduler.rate("resnet", "cpu", 2, None) == 0.0
     scheduler.submit(job("b", kind="never-seen"), "ann")
@@ -224,14 +226,14 @@ def test_cancel_by_the_owner_stops_the_attempt_and_by_anyone_else_is_refused(tmp
     scheduler.tick()
     with pytest.raises(Forbidden):
         scheduler.cancel(1, "mallory")
-    assert scheduler.store.job(1)["status"] == "running"
+    assert scheduler.store.job(1).status == "running"
 
     scheduler.cancel(2, "ann")  # queued: cancelled at once
     scheduler.cancel(1, "ann")  # running: SIGTERM, cancelled when it exits
     assert (1, "TERM") in executor.signals
     scheduler.tick()
-    assert scheduler.store.job(1)["status"] == "cancelled" and scheduler.store.job(1)["pid"] is None
-    assert scheduler.store.job(2)["status"] == "cancelled"
+    assert scheduler.store.job(1).status == "cancelled" and not scheduler.store.job(1).attempt_live
+    assert scheduler.store.job(2).status == "cancelled"
     with pytest.raises(Conflict):
         scheduler.cancel(1, "ann")
 
@@ -262,7 +264,7 @@ def test_a_job_larger_than_its_non_borrowing_queues_quota_is_rejected_at_submit(
     assert scheduler.store.jobs() == []
     scheduler.submit(job("narrow", gpus=1, queue="small"), "ann")
     scheduler.submit(job("wide", gpus=2, queue="open"), "ann")
-    assert [j["name"] for j in scheduler.store.jobs()] == ["narrow", "wide"]
+    assert [j.name for j in scheduler.store.jobs()] == ["narrow", "wide"]
 
 
 def test_priority_zero_runs_under_a_weighted_policy(tmp_path):
@@ -272,9 +274,10 @@ def test_priority_zero_runs_under_a_weighted_policy(tmp_path):
     assert executor.started and executor.started[0].job_id == 1
 
 
-def test_a_restarted_server_adopts_live_attempts_and_settles_those_that_ended_meanwhile(tmp_path):
+@pytest.mark.parametrize("pids", [True, False], ids=["with-pids", "without-pids"])
+def test_a_restarted_server_adopts_live_attempts_and_settles_those_that_ended_meanwhile(tmp_path, pids):
     store = StateStore(tmp_path / "state.db")
-    scheduler, executor, clock = make(tmp_path, slots="cpu:3", store=store)
+    scheduler, executor, clock = make(tmp_path, slots="cpu:3", store=store, executor=FakeExecutor(tmp_path, pids=pids))
     for name in "abc":
         scheduler.submit(job(name), "ann")
     scheduler.tick()
@@ -289,12 +292,41 @@ def test_a_restarted_server_adopts_live_attempts_and_settles_those_that_ended_me
     again = Scheduler(store, executor, parse_slots("cpu:3"), scheduler.policy, scheduler.config, clock=clock)
     found = again.recover()
     assert found["adopted"] == [1] and sorted(found["ended"]) == [2, 3]
-    assert store.job(1)["status"] == "running" and store.job(1)["pid"] == executor.running()[1].pid
-    assert store.job(2)["status"] == "completed"
-    assert store.job(3)["status"] == "preempted" and store.job(3)["preemptions"] == 1
+    assert store.job(1).status == "running" and store.job(1).pid == executor.running()[1].pid
+    assert store.job(2).status == "completed"
+    assert store.job(3).status == "preempted" and store.job(3).preemptions == 1
     again.tick()
     assert executor.running()[3].attempt == 2  # resumed, once
     assert len([a for a in executor.started if a.job_id == 1]) == 1  # job 1 was never started twice
+
+
+def test_a_state_file_from_before_attempt_live_recovers_its_attempts_from_their_pids(tmp_path):
+    """An older apportion recorded a live attempt as its pid: a server on its state file adopts
+    the attempt still alive and settles the one that ended, as it would have."""
+    store = StateStore(tmp_path / "state.db")
+    scheduler, executor, clock = make(tmp_path, slots="cpu:2", store=store)
+    for name in "abc":
+        scheduler.submit(job(name), "ann")
+    scheduler.tick()  # job 3 waits for a slot
+    scheduler.lease(1, 1, 10)
+    executor.end_unseen(2, 0)  # job 2 finishes while no server runs
+    executor.forget()
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")  # as the older apportion left it: no attempt_live
+    older.execute("ALTER TABLE jobs DROP COLUMN attempt_live")
+    older.commit()
+    older.close()
+
+    store = StateStore(tmp_path / "state.db")
+    assert [(j.id, j.attempt_live) for j in store.jobs()] == [(1, True), (2, True), (3, False)]
+    clock.now += 30
+    again = Scheduler(store, executor, parse_slots("cpu:2"), scheduler.policy, scheduler.config, clock=clock)
+    found = again.recover()
+    assert found["adopted"] == [1] and found["ended"] == [2]
+    assert store.job(1).status == "running" and store.job(1).attempt_live
+    assert store.job(2).status == "completed" and not store.job(2).attempt_live
+    again.tick()
+    assert executor.running()[3].attempt == 1 and store.job(3).attempt_live
 
 
 def test_space_sharing_starts_a_pair_on_one_slot_and_tells_each_who_shares_it(tmp_path):

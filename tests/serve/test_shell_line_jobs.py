@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from apportion.executors.local import LocalExecutor, process_start
+from apportion.executors.local import LocalExecutor
+from apportion.executors.local.procfs import process_start
 from apportion.runtime import Checkpointer
 
 JOB = Path(__file__).resolve().parent / "runtime_job.py"
@@ -117,6 +118,6 @@ def test_a_killed_wrapper_of_an_adopted_attempt_takes_its_job_with_it(tmp_path):
 
 
 def _group(pgid: int) -> list[int]:
-    from apportion.executors.procfs import group_members
+    from apportion.executors.local.procfs import group_members
 
     return group_members(pgid)

@@ -17,21 +17,21 @@ def add(store: StateStore, name: str = "a", user: str = "ann") -> int:
 def test_jobs_round_trip_and_survive_a_reopen(tmp_path):
     store = StateStore(tmp_path / "state.db")
     first, second = add(store, "a"), add(store, "b", "bob")
-    store.update_job(first, status="running", pid=1234, slots="cpu:0,cpu:1", service_by_type={"cpu": 2.5},
-                     steps_done=7, lease_end=200.5)
+    store.update_job(first, status="running", attempt_live=True, pid=1234, slots="cpu:0,cpu:1",
+                     service_by_type={"cpu": 2.5}, steps_done=7, lease_end=200.5)
     store.close()
 
     again = StateStore(tmp_path / "state.db")
     row = again.job(first)
-    assert (row["status"], row["pid"], row["slot_list"], row["steps_done"], row["lease_end"]) == (
-        "running", 1234, ["cpu:0", "cpu:1"], 7, 200.5)
-    assert row["service_by_type"] == {"cpu": 2.5} and row["spec"]["command"] == "x"
-    assert again.job(second)["user"] == "bob" and again.job(second)["status"] == "queued"
-    assert [r["id"] for r in again.live_jobs()] == [first]
-    assert [r["id"] for r in again.active_jobs()] == [first, second]
+    assert (row.status, row.attempt_live, row.pid, row.slot_list, row.steps_done, row.lease_end) == (
+        "running", True, 1234, ("cpu:0", "cpu:1"), 7, 200.5)
+    assert row.service_by_type == {"cpu": 2.5} and row.spec["command"] == "x"
+    assert again.job(second).user == "bob" and again.job(second).status == "queued"
+    assert [r.id for r in again.live_jobs()] == [first]
+    assert [r.id for r in again.active_jobs()] == [first, second]
     assert again.counts()["running"] == 1 and again.counts()["queued"] == 1
     assert again.job(99) is None
-    assert [e["event"] for e in again.events()] == ["submit", "submit"]
+    assert [e.event for e in again.events()] == ["submit", "submit"]
 
 
 def test_a_failed_transaction_leaves_nothing_behind(tmp_path):
@@ -42,8 +42,8 @@ def test_a_failed_transaction_leaves_nothing_behind(tmp_path):
             store.update_job(job, status="running")
             store.add_event(1.0, job, "start")
             raise RuntimeError("the server died here")
-    assert store.job(job)["status"] == "queued"
-    assert [e["event"] for e in store.events(job)] == ["submit"]
+    assert store.job(job).status == "queued"
+    assert [e.event for e in store.events(job)] == ["submit"]
 
 
 def test_throughputs_and_meta(tmp_path):
@@ -70,14 +70,14 @@ def test_named_queries_pick_the_jobs_a_scheduler_step_needs(tmp_path):
     store = StateStore(tmp_path / "state.db")
     waiting, promised, running, stopping, cancelled = (add(store, name) for name in "abcde")
     store.update_job(promised, slots="cpu:0")
-    store.update_job(running, status="running", pid=11, slots="cpu:1")
-    store.update_job(stopping, status="running", pid=12, slots="cpu:2", stop="preempt", stop_at=5.0)
+    store.update_job(running, status="running", attempt_live=True, pid=11, slots="cpu:1")
+    store.update_job(stopping, status="running", attempt_live=True, slots="cpu:2", stop="preempt", stop_at=5.0)
     store.update_job(cancelled, status="cancelled", slots="cpu:3")  # not active: starts nothing
-    assert [r["id"] for r in store.pending_starts()] == [promised]
-    assert [r["id"] for r in store.stopping_attempts()] == [stopping]
-    assert [r["id"] for r in store.live_jobs()] == [running, stopping]
-    assert [r["id"] for r in store.active_jobs()] == [waiting, promised, running, stopping]
-    assert [r["id"] for r in store.jobs()] == [waiting, promised, running, stopping, cancelled]
+    assert [r.id for r in store.pending_starts()] == [promised]
+    assert [r.id for r in store.stopping_attempts()] == [stopping]
+    assert [r.id for r in store.live_jobs()] == [running, stopping]
+    assert [r.id for r in store.active_jobs()] == [waiting, promised, running, stopping]
+    assert [r.id for r in store.jobs()] == [waiting, promised, running, stopping, cancelled]
     assert store.anyone_waiting() and store.slots_taken() == {"cpu:0", "cpu:1", "cpu:2", "cpu:3"}
 
 
@@ -93,9 +93,9 @@ def test_an_attempt_keeps_the_first_time_of_each_thing_it_did(tmp_path):
     store.attempt_ended(job, 1, 129.6, 270, "preempted")
 
     [attempt] = store.attempts()
-    assert (attempt["started"], attempt["first_lease"], attempt["first_step"]) == (100.0, 102.0, 0)
-    assert (attempt["stop_told"], attempt["stop_step"], attempt["stop_lease_end"]) == (129.0, 270, 130.0)
-    assert (attempt["ended"], attempt["end_step"], attempt["how"]) == (129.6, 270, "preempted")
+    assert (attempt.started, attempt.first_lease, attempt.first_step) == (100.0, 102.0, 0)
+    assert (attempt.stop_told, attempt.stop_step, attempt.stop_lease_end) == (129.0, 270, 130.0)
+    assert (attempt.ended, attempt.end_step, attempt.how) == (129.6, 270, "preempted")
 
 
 def test_a_state_file_opened_to_read_is_not_changed(tmp_path):
@@ -105,7 +105,7 @@ def test_a_state_file_opened_to_read_is_not_changed(tmp_path):
     before = (tmp_path / "state.db").read_bytes()
 
     reader = StateStore(tmp_path / "state.db", read_only=True)
-    assert [j["name"] for j in reader.jobs()] == ["a"]
+    assert [j.name for j in reader.jobs()] == ["a"]
     with pytest.raises(sqlite3.OperationalError):
         reader.set_meta("round", "1")
     reader.close()
@@ -124,14 +124,42 @@ def test_a_state_file_from_before_idempotency_keys_and_private_reasons_gains_the
     older.close()
 
     again = StateStore(tmp_path / "state.db")
-    assert again.job(job)["reason_log"] == ""
+    assert again.job(job).reason_log == ""
     # the log line an older apportion put into a failed job's reason is moved apart
-    assert (again.job(failed)["reason"], again.job(failed)["reason_log"]) == ("exit 1 on attempt 2, after 1 retry",
+    assert (again.job(failed).reason, again.job(failed).reason_log) == ("exit 1 on attempt 2, after 1 retry",
                                                                               "password=hunter2")
     keyed = again.insert_job(spec={"name": "b", "command": "x", "total_steps": 10}, name="b", user="ann", queue="q",
                              priority=1.0, kind="b", gpus=1, total_steps=10, submitted=101.0, key=("ann", "k1", "d1"))
     assert again.submitted_with("ann", "k1") == (keyed, "d1")
     assert again.submitted_with("bob", "k1") is None
+
+
+def test_a_misspelt_field_is_refused_at_once_by_name(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    job = add(store)
+    with pytest.raises(ValueError, match="'stauts' is not a field of a job"):
+        store.update_job(job, stauts="running")
+    with pytest.raises(ValueError, match="'slot_list' is not a field of a job"):  # worked out from slots, not stored
+        store.update_job(job, slot_list=("cpu:0",))
+    assert store.job(job).status == "queued"
+
+
+def test_a_state_file_from_before_attempt_live_reads_a_pid_as_an_attempt_alive(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    running, waiting = add(store), add(store, "b")
+    store.update_job(running, status="running", attempt_live=True, pid=4321, slots="cpu:0")
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")
+    older.execute("ALTER TABLE jobs DROP COLUMN attempt_live")
+    older.commit()
+    older.close()
+
+    reader = StateStore(tmp_path / "state.db", read_only=True)  # a replay reads it as it is
+    assert [(j.id, j.attempt_live) for j in reader.jobs()] == [(running, True), (waiting, False)]
+    reader.close()
+    again = StateStore(tmp_path / "state.db")  # a server migrates it
+    assert [j.id for j in again.live_jobs()] == [running] and again.round_table()["live"] == (1, 0)
+    assert again.round_table()["pid"] == (4321, None)
 
 
 def test_a_job_and_its_idempotency_key_are_stored_together_or_not_at_all(tmp_path):
@@ -141,4 +169,4 @@ def test_a_job_and_its_idempotency_key_are_stored_together_or_not_at_all(tmp_pat
     with pytest.raises(sqlite3.IntegrityError):  # the same user's key twice: the second job is not stored either
         store.insert_job(spec={"name": "b", "command": "x", "total_steps": 10}, name="b", user="ann", queue="q",
                          priority=1.0, kind="b", gpus=1, total_steps=10, submitted=101.0, key=("ann", "k", "d"))
-    assert [j["id"] for j in store.jobs()] == [first]
+    assert [j.id for j in store.jobs()] == [first]

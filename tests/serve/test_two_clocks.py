@@ -4,10 +4,17 @@ Both clocks call the same round planner; this replays small seeded workloads thr
 (the server on a fake clock, its fake jobs progressing at the simulator's throughputs) and
 checks that every round runs the same jobs on the same GPU types with the same partners,
 and that every job completes at the same time.
+
+Every registered policy and variant is replayed (a new one is covered without being named),
+on fixed-size jobs of three kinds, two users, two queues and three priorities, with known
+durations (srtf, finish-time fairness) or predicted ones from the jobs finished so far (qssf).
+goodput and optimus size elastic jobs; here they run their fixed-size path (each job at its
+own GPU count): elastic jobs cannot be compared this way, since the server sizes them from
+models it fits to what their attempts report, and the simulator from their true models
+(tests/sim/test_elastic.py and tests/serve/test_serve_elastic*.py cover each side).
 """
 
 from __future__ import annotations
-
 
 import numpy as np
 import pytest
@@ -15,9 +22,9 @@ import pytest
 from apportion.core.jobs import JobTable
 from apportion.core.queues import queue_config_from_mapping
 from apportion.core.throughputs import ThroughputTable
-from apportion.policies import make_policy
-from apportion.policies.las import Las
-from two_clocks import in_simulator, on_server
+from apportion.policies import make_policy, policy_info, policy_names
+from apportion.policies.partitioned import Partitioned
+from two_clocks import Replayed, in_simulator, on_server
 
 ROUND_S = 100.0
 SCALES = (1, 2)
@@ -31,10 +38,15 @@ THROUGHPUTS = ThroughputTable(
     steps_per_s=np.array([ONE_GPU[k] for k in ONE_GPU])[:, :, None] * np.array(SCALES, dtype=float)[None, None, :],
     pair_steps_per_s=PAIRS,
 )
+PRICES = {"v100": 2.5, "k80": 0.5}  # $ per GPU-hour, for min-cost
 QUEUES = ["research", "prod"]
+USERS = ["ann", "bob"]
+PRIORITIES = [0.5, 1.0, 2.0]
+SPECS = [spec for name in policy_names() for spec in [name] + [f"{name}:{v}" for v in policy_info(name).variants]]
+SEEDS = [0, 1, 2]
 
 
-def workload(seed: int, n: int = 16, two_gpu_share: float = 0.3) -> JobTable:
+def workload(seed: int, n: int = 16, two_gpu_share: float = 0.3, priorities=PRIORITIES) -> JobTable:
     rng = np.random.default_rng(seed)
     kinds = rng.choice(list(ONE_GPU), size=n)
     return JobTable.build(
@@ -45,23 +57,28 @@ def workload(seed: int, n: int = 16, two_gpu_share: float = 0.3) -> JobTable:
         total_steps=rng.integers(2, 16, size=n) * 150.0,
         kinds=tuple(ONE_GPU),
         queue=[QUEUES[i % 2] for i in range(n)],
+        user=[USERS[i % 3 % 2] for i in range(n)],
+        name=[f"train-{k}" for k in kinds],  # a user's jobs of one kind form a group the predictor learns
+        priority=rng.choice(priorities, size=n),
     )
 
 
-def policy(spec: str):
-    if spec == "las":  # thresholds a few rounds apart, so jobs move between queues in the replay
-        return Las(thresholds_gpu_s=(300.0, 1200.0))
-    if spec == "hierarchical":
+def policy(spec: str, **options):
+    """A fresh policy for ``spec``: las with thresholds a few rounds apart (so jobs move between
+    queues in the replay), hierarchical over the workload's two queues, any other as registered."""
+    name = spec.split(":")[0]
+    if name == "las":
+        return make_policy(spec, thresholds_gpu_s=(300.0, 1200.0), **options)
+    if name == "hierarchical":
         queues = queue_config_from_mapping({"queues": [
             {"name": "research", "weight": 1, "nominal": {"v100": 1, "k80": 1}},
             {"name": "prod", "weight": 2, "nominal": {"v100": 1, "k80": 1}},
         ]}, "queues.yaml")
-        return make_policy("hierarchical", queues=queues)
-    name, _, variant = spec.partition(":")
-    return make_policy(name, space_sharing=variant == "space-sharing")
+        return make_policy(spec, queues=queues, **options)
+    return make_policy(spec, **{**policy_info(spec).example_options(), **options})
 
 
-def placements_in_force(replayed, finish):
+def placements_in_force(replayed: Replayed, finish: dict[int, float]) -> dict:
     """Round start -> placement, leaving out jobs already finished and empty rounds."""
     rounds = {}
     for t, placed in replayed.rounds.items():
@@ -71,20 +88,62 @@ def placements_in_force(replayed, finish):
     return rounds
 
 
-@pytest.mark.parametrize("spec", ["fifo", "las", "max-min-fairness", "max-min-fairness:space-sharing",
-                                  "finish-time-fairness", "hierarchical"])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_simulator_and_the_server_decide_alike(spec, seed, tmp_path):
-    jobs = workload(seed)
-    simulated = in_simulator(jobs, "v100:2:2,k80:2:2", THROUGHPUTS, policy(spec), ROUND_S)
-    served = on_server(jobs, "v100:2,k80:2", THROUGHPUTS, policy(spec), ROUND_S, tmp_path,
-                       queues=list(jobs.queue))
+def both_clocks(jobs: JobTable, simulated_policy, served_policy, tmp_path) -> tuple[Replayed, Replayed]:
+    simulated = in_simulator(jobs, "v100:2:2,k80:2:2", THROUGHPUTS, simulated_policy, ROUND_S, prices=PRICES)
+    served = on_server(jobs, "v100:2,k80:2", THROUGHPUTS, served_policy, ROUND_S, tmp_path,
+                       queues=list(jobs.queue), prices=PRICES)
+    return simulated, served
 
+
+def assert_alike(simulated: Replayed, served: Replayed, jobs: JobTable) -> dict:
+    """Every round runs the same jobs on the same types with the same partners, and every job ends
+    at the same time; the simulator's rounds, for further checks."""
     assert len(simulated.finish_s) == len(jobs)
     sim_rounds = placements_in_force(simulated, simulated.finish_s)
     server_rounds = placements_in_force(served, served.finish_s)
     for t in sorted(set(sim_rounds) | set(server_rounds)):
         assert server_rounds.get(t) == sim_rounds.get(t), f"round at {t:g} s"
     assert served.finish_s == pytest.approx(simulated.finish_s)
-    if spec.endswith(":space-sharing"):
+    return sim_rounds
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_simulator_and_the_server_decide_alike(spec, seed, tmp_path):
+    jobs = workload(seed)
+    sim_rounds = assert_alike(*both_clocks(jobs, policy(spec), policy(spec), tmp_path), jobs)
+    if "space-sharing" in spec.split(":"):
         assert any(partner for placed in sim_rounds.values() for _, partner in placed.values())
+
+
+@pytest.mark.parametrize(("spec", "options"), [
+    ("srtf", {"durations": "predicted"}),  # ranks change by themselves as jobs outlive their predictions
+    ("finish-time-fairness", {"durations": "predicted"}),
+    ("max-min-fairness", {"water_filling": True}),
+], ids=["srtf-predicted", "finish-time-fairness-predicted", "max-min-fairness-water-filling"])
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_options_that_change_what_a_policy_sees_decide_alike(spec, options, seed, tmp_path):
+    jobs = workload(seed)
+    assert_alike(*both_clocks(jobs, policy(spec, **options), policy(spec, **options), tmp_path), jobs)
+
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_pop_partitions_decide_alike_once_both_clocks_number_jobs_alike(seed, tmp_path):
+    """POP puts each job in a partition by a seeded hash of its index: the simulator's index is
+    the job's row (from 0), the server's its id (from 1), so the same seed splits the jobs
+    differently. Offsetting the simulator's seed by one gives both the same partitions, and
+    then the same decisions."""
+    jobs = workload(seed)
+    simulated, served = (make_policy("max-min-fairness", partitions=2) for _ in range(2))
+    assert isinstance(simulated, Partitioned) and isinstance(served, Partitioned)
+    simulated.seed = served.seed + 1
+    rows = np.arange(len(jobs))
+    assert simulated.partition_of(rows).tolist() == served.partition_of(rows + 1).tolist()
+    assert_alike(*both_clocks(jobs, simulated, served, tmp_path), jobs)
+
+
+@pytest.mark.parametrize("spec", ["max-min-fairness", "max-throughput"])
+def test_best_effort_jobs_decide_alike(spec, tmp_path):
+    jobs = workload(0, priorities=[0.0, 1.0, 2.0])
+    assert (jobs.priority == 0).any()
+    assert_alike(*both_clocks(jobs, policy(spec), policy(spec), tmp_path), jobs)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from apportion.executors.spares import live_spares
+from apportion.executors.local.spare_pool import live_spares
 from serve_helpers import Server
 
 pytest.importorskip("torch", reason="a spare imports torch")

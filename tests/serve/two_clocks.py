@@ -9,12 +9,12 @@ end, which is what the simulator models; so both clocks must take the same decis
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from apportion.core.cluster import parse_cluster_shorthand
+from apportion.core.cluster import Cluster, parse_cluster_shorthand
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.executors.fake import FakeExecutor
@@ -42,10 +42,13 @@ class Clock:
         return self.now
 
 
-def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, policy, round_s: float) -> Replayed:
-    """The simulator's replay; job ids are JobTable rows + 1 (the server numbers from 1)."""
-    simulator = Simulator(jobs, parse_cluster_shorthand(cluster), throughputs, policy,
-                          SimConfig(round_s=round_s, restart_cost_s=0.0))
+def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, policy, round_s: float,
+                 prices: dict[str, float] | None = None) -> Replayed:
+    """The simulator's replay; job ids are JobTable rows + 1 (the server numbers from 1).
+    ``prices``: $ per GPU-hour of each type (min-cost needs them)."""
+    groups = parse_cluster_shorthand(cluster).groups
+    priced = Cluster(tuple(replace(g, price_per_gpu_hour=(prices or {}).get(g.gpu_type, math.nan)) for g in groups))
+    simulator = Simulator(jobs, priced, throughputs, policy, SimConfig(round_s=round_s, restart_cost_s=0.0))
     types = simulator.cluster.gpu_types
     decided: dict[float, Placement] = {}
 
@@ -73,12 +76,12 @@ def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, pol
 
 
 def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, round_s: float,
-              state_dir: Path, queues: list[str] | None = None) -> Replayed:
+              state_dir: Path, queues: list[str] | None = None, prices: dict[str, float] | None = None) -> Replayed:
     """The real scheduler over ``slots``, its fake jobs progressing at ``throughputs``."""
     clock = Clock()
     executor = FakeExecutor(state_dir)
     config = ServeConfig(state_dir=state_dir, round_s=round_s, plan_ahead_s=0.0, fill_gap_s=math.inf,
-                         renew_wait_s=0.0, grace_s=1e9, start_timeout_s=1e9)
+                         renew_wait_s=0.0, grace_s=1e9, start_timeout_s=1e9, prices=dict(prices or {}))
     scheduler = Scheduler(StateStore(state_dir / "state.db"), executor, parse_slots(slots), policy, config,
                           clock=clock, throughputs=throughputs)
     slot_type = {s.id: s.gpu_type for s in scheduler.slots}
@@ -129,11 +132,13 @@ def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, 
                 finished[j] = t
         while submits and submits[0][0] <= t:
             row = submits.pop(0)[1] - 1
-            spec = {"name": f"job-{row}", "command": "train", "total_steps": int(jobs.total_steps[row]),
-                    "gpus": int(jobs.num_gpus[row]), "kind": jobs.kinds[jobs.kind[row]]}
+            name = jobs.name[row] if jobs.name is not None and jobs.name[row] else f"job-{row}"
+            spec = {"name": name, "command": "train", "total_steps": int(jobs.total_steps[row]),
+                    "gpus": int(jobs.num_gpus[row]), "kind": jobs.kinds[jobs.kind[row]],
+                    "priority": float(jobs.priority[row])}
             if queues is not None:
                 spec["queue"] = queues[row]
-            scheduler.submit(spec, "ann")
+            scheduler.submit(spec, jobs.user[row] or "ann")
         if t < boundary:
             scheduler.tick()  # settles the attempts that finished
             continue

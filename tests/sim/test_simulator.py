@@ -7,13 +7,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from apportion.core.cluster import Cluster, parse_cluster_shorthand
+from apportion.core.cluster import Cluster, NodeGroup, parse_cluster_shorthand
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.experiment import with_list_prices
 from apportion.policies import make_policy, policy_info, policy_names
 from apportion.policies.las import Las
 from apportion.sim import SimConfig, simulate
+from apportion.sim.simulator import Simulator
 from apportion.sim.result import JobStatus
 
 POLICIES = policy_names()
@@ -208,6 +209,50 @@ def test_a_job_runs_only_on_its_allowed_types():
     assert result.finish_s.tolist() == [3600.0]
 
 
+def four_gpus_and_8_cores(**others) -> Cluster:
+    return with_list_prices(Cluster((NodeGroup("v100", 4, 4, cpus_per_node=8, **others),)))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_job_waits_for_cores_one_jobs_duration_though_a_gpu_is_free(policy):
+    """Three 1-GPU jobs of an hour asking 4 cores each, on one node of 4 GPUs and 8 cores: two
+    run at once, the third starts when one of them ends and finishes an hour later. Without
+    the cores counted all three end at 3600 s."""
+    workload = dataclasses.replace(jobs([0.0, 0.0, 0.0], [1, 1, 1], [3600.0] * 3), cpus=np.full(3, 4.0))
+    result = simulate(workload, four_gpus_and_8_cores(), ONE_STEP_A_SECOND, build(policy))
+
+    assert sorted(result.finish_s.tolist()) == [3600.0, 3600.0, 7200.0]
+    assert sorted(result.first_start_s.tolist()) == [0.0, 0.0, 3600.0]
+    assert result.summary["preemptions"] == 0
+    unlimited = simulate(workload, priced("v100:4"), ONE_STEP_A_SECOND, build(policy))
+    assert unlimited.finish_s.tolist() == [3600.0] * 3
+
+
+def test_a_job_asking_more_cores_than_any_node_has_is_unschedulable_and_the_rest_finish():
+    workload = dataclasses.replace(jobs([0.0, 0.0], [1, 1], [3600.0] * 2), cpus=np.array([12.0, 8.0]))
+    result = simulate(workload, four_gpus_and_8_cores(), ONE_STEP_A_SECOND, make_policy("fifo"))
+
+    assert result.status.tolist() == [JobStatus.UNSCHEDULABLE, JobStatus.COMPLETED]
+    assert result.finish_s[1] == 3600.0
+
+
+def test_a_job_runs_on_the_type_whose_nodes_have_its_cores_though_another_is_faster():
+    """v100 nodes have 4 cores, k80 nodes 16; the job asks 8: 1800 steps at 0.5 steps/s on a k80."""
+    cluster = Cluster((NodeGroup("v100", 4, 4, cpus_per_node=4), NodeGroup("k80", 4, 4, cpus_per_node=16)))
+    workload = dataclasses.replace(jobs([0.0], [1], [1800.0]), cpus=np.array([8.0]))
+    result = simulate(workload, cluster, table({"a": [1.0, 0.5]}, gpu_types=("v100", "k80")), make_policy("las"))
+
+    assert result.gpu_types_used() == ["k80"]
+    assert result.finish_s.tolist() == [3600.0]
+
+
+def test_a_wall_clock_replay_refuses_jobs_whose_cores_it_could_not_count():
+    workload = dataclasses.replace(jobs([0.0], [1], [60.0]), cpus=np.array([4.0]))
+    with pytest.raises(ValueError, match="counts no CPU cores or memory"):
+        simulate(workload, four_gpus_and_8_cores(), ONE_STEP_A_SECOND, make_policy("fifo"),
+                 SimConfig(wall_clock=True))
+
+
 def test_a_cluster_type_missing_from_the_throughputs_is_refused():
     with pytest.raises(ValueError, match="a100"):
         simulate(jobs([0.0], [1], [1.0]), parse_cluster_shorthand("a100:1"), ONE_STEP_A_SECOND, make_policy("fifo"))
@@ -332,6 +377,37 @@ def test_the_same_inputs_give_the_same_replay(policy):
     assert {k: v for k, v in a.summary.items() if k != "sim_wall_s"} == {
         k: v for k, v in b.summary.items() if k != "sim_wall_s"
     }
+
+
+@pytest.mark.parametrize("policy", SPECS)
+def test_no_node_ever_gives_more_cores_than_it_has(policy):
+    """The random workload, each job asking 1 to 4 cores a GPU, on nodes of 4 GPUs and 8 cores:
+    at every decision the shares beside each node's busy GPUs (both jobs' on a shared GPU) add
+    up to at most 8, and every job completes but the 4-GPU ones asking 4 cores a GPU: 16 cores
+    on a type of one node."""
+    workload = random_workload()
+    cpus_per_gpu = np.random.default_rng(1).choice([1.0, 2.0, 4.0], size=len(workload))
+    workload = dataclasses.replace(workload, cpus=cpus_per_gpu * workload.num_gpus)
+    cluster = Cluster(tuple(dataclasses.replace(group, cpus_per_node=8) for group in priced(RANDOM_CLUSTER).groups))
+    busiest = []
+
+    def check(now, active, decision):
+        used = np.zeros(cluster.num_nodes)
+        for holders in (decision.owner, decision.second):
+            busy = holders >= 0
+            np.add.at(used, cluster.gpu_node[busy], cpus_per_gpu[active[holders[busy]]])
+        busiest.append(used.max())
+
+    simulator = Simulator(workload, cluster, RANDOM_TABLE, build(policy))
+    simulator.on_decision = check
+    result = simulator.run()
+
+    too_big = (workload.num_gpus == 4) & (cpus_per_gpu == 4.0)
+    assert too_big.any()
+    assert np.all(result.status[too_big] == JobStatus.UNSCHEDULABLE)
+    assert np.all(result.status[~too_big] == JobStatus.COMPLETED)
+    assert max(busiest) <= 8.0
+    assert max(busiest) == 8.0  # the limit was reached: the check was not idle
 
 
 def test_the_space_sharing_variants_pair_jobs_on_the_random_workload():

@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 
-from apportion.core.cluster import parse_cluster_shorthand
+from apportion.core.cluster import Cluster, NodeGroup, parse_cluster_shorthand
 from apportion.core.jobs import JobTable
 from apportion.core.queues import Queue, QueueConfig
 from apportion.core.throughputs import ThroughputTable
@@ -105,3 +105,45 @@ def test_a_replay_under_quotas_names_the_queue_that_may_not_borrow():
     assert result.unschedulable_reason[0] == (
         "queue 'fixed' may not borrow and its quota is smaller than 4 GPUs on every type that runs resnet50"
     )
+
+
+# v100: two nodes of 4 GPUs, 16 cores and 64 GiB; k80: one node of 4 GPUs, 8 cores and 256 GiB
+NODES = Cluster((NodeGroup("v100", 8, 4, cpus_per_node=16, memory_gib_per_node=64),
+                 NodeGroup("k80", 4, 4, cpus_per_node=8, memory_gib_per_node=256)))
+
+
+def room_reasons(kinds, gpus, cpus, memory_gib) -> list[str]:
+    jobs = dataclasses.replace(workload(kinds, gpus), cpus=np.asarray(cpus, dtype=float),
+                               memory_gib=np.asarray(memory_gib, dtype=float))
+    rates = job_throughputs(jobs, NODES, THROUGHPUTS)
+    return unschedulable_reasons(jobs, NODES, rates, np.zeros(len(jobs), dtype=bool)).tolist()
+
+
+def test_a_job_asking_more_cores_or_memory_than_any_node_of_its_types_has():
+    assert room_reasons(["resnet50", "k80only", "resnet50", "resnet50"], [1, 1, 1, 1],
+                        cpus=[24, 12, 8, 0], memory_gib=[0, 0, 300, 0]) == [
+        "needs 24 CPU cores; the most a node of a type that runs resnet50 has is 16 (v100)",
+        "needs 12 CPU cores; the most a node of a type that runs k80only has is 8 (k80)",
+        "needs 300 GiB of memory; the most a node of a type that runs resnet50 has is 256 (k80)",
+        "",
+    ]
+
+
+def test_a_gang_whose_share_beside_each_gpu_too_few_nodes_can_hold():
+    """80 cores over 8 GPUs is 10 beside each: a 16-core v100 node holds one such share, so the
+    two v100 nodes give the job 2 GPUs (the k80 type has too few GPUs for it anyway). 32 cores,
+    4 beside each, fit: four GPUs a node, all 8."""
+    assert room_reasons(["resnet50", "resnet50"], [8, 8], cpus=[80, 32], memory_gib=[0, 0]) == [
+        "needs 80 CPU cores with its 8 GPUs, 10 beside each; the nodes of the types that run resnet50 have "
+        "room for that beside 2 of their GPUs at most",
+        "",
+    ]
+
+
+def test_cores_and_memory_that_fit_apart_but_on_no_one_node():
+    """12 cores fit only a v100 node, 128 GiB only the k80 node; 24 cores and 300 GiB fit none."""
+    assert room_reasons(["resnet50", "resnet50"], [1, 1], cpus=[12, 24], memory_gib=[128, 300]) == [
+        "needs 12 CPU cores and 128 GiB of memory with its GPU; no node of a type that runs resnet50 has room for both",
+        "needs 24 CPU cores; the most a node of a type that runs resnet50 has is 16 (v100); and it needs 300 GiB of "
+        "memory; the most a node of a type that runs resnet50 has is 256 (k80)",
+    ]

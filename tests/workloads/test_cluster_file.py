@@ -67,6 +67,36 @@ def test_bad_yaml_content_names_the_line_and_field(tmp_path, text, line, field, 
     assert message in str(caught.value)
 
 
+def test_a_node_group_may_give_each_nodes_cpu_cores_and_memory(tmp_path):
+    path = write(tmp_path, "node_groups:\n  - gpu_type: v100\n    nodes: 2\n    cpus_per_node: 32\n"
+                           "    memory_gib_per_node: 244.5\n  - gpu_type: k80\n    nodes: 1\n")
+    cluster = load_cluster(path)
+
+    assert cluster.node_cpus.tolist() == [32, 32, np.inf]
+    assert cluster.node_memory_gib.tolist() == [244.5, 244.5, np.inf]  # k80 nodes: not limited
+
+
+@pytest.mark.parametrize(
+    "value, field, message",
+    [
+        ("cpus_per_node: 0", "node_groups[0].cpus_per_node", "must be a positive integer, got 0"),
+        ("cpus_per_node: 7.5", "node_groups[0].cpus_per_node", "must be a positive integer, got 7.5"),
+        ("cpus_per_node: many", "node_groups[0].cpus_per_node", "must be a positive integer, got 'many'"),
+        ("memory_gib_per_node: -64", "node_groups[0].memory_gib_per_node", "must be a positive number of GiB, got -64"),
+        ("memory_gib_per_node: 64GB", "node_groups[0].memory_gib_per_node", "must be a positive number of GiB"),
+        ("memory_gib_per_node: .inf", "node_groups[0].memory_gib_per_node", "must be a positive number of GiB"),
+        ("cores_per_node: 8", "node_groups[0]", "unknown key 'cores_per_node'"),
+    ],
+)
+def test_bad_cores_or_memory_name_the_line_and_field(tmp_path, value, field, message):
+    path = write(tmp_path, f"node_groups:\n  - gpu_type: v100\n    nodes: 2\n    {value}\n")
+    with pytest.raises(InputError) as caught:
+        load_cluster(path)
+    assert (caught.value.source, caught.value.field) == (path, field)
+    assert caught.value.line == (4 if field != "node_groups[0]" else 2)
+    assert message in str(caught.value)
+
+
 def test_yaml_syntax_error_names_its_line(tmp_path):
     path = write(tmp_path, "node_groups:\n  - gpu_type: v100\n    nodes: 2\n   gpus_per_node: 4\n")
     with pytest.raises(InputError) as caught:

@@ -65,6 +65,13 @@ def test_a_missing_kind_column_is_named(tmp_path):
         read(tmp_path, "a,0,4,1024\n", header="job_id,submit_time_s,num_gpus,batch_size\n")
 
 
+def test_elastic_jobs_asking_for_cpu_cores_are_refused_at_the_header(tmp_path):
+    with pytest.raises(InputError) as error:
+        read(tmp_path, "a,0,ncf,1,32768,4\n", header="job_id,submit_time_s,kind,num_gpus,batch_size,cpus\n")
+    assert (error.value.line, error.value.field) == (1, "cpus")
+    assert "elastic jobs cannot ask for CPU cores or memory" in error.value.message
+
+
 def test_the_pollux_shape_loads_an_elastic_workload_and_a_cluster_it_has_models_for():
     inputs = load_inputs(WorkloadSettings(jobs=20, rate_per_hour=20.0, shape="pollux", cluster="t4:16,v100:8"))
 

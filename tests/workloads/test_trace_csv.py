@@ -192,6 +192,40 @@ def test_bad_kind_or_steps(tmp_path, kind, steps, field, message):
     assert message in str(caught.value)
 
 
+def test_cpus_and_memory_columns_give_what_each_job_needs_beside_its_gpus(tmp_path):
+    header = "job_id,submit_time_s,duration_s,num_gpus,cpus,memory_gib"
+    path = write(tmp_path, f"{header}\nj2,5,10,2,8,\nj1,0,10,1,,32.5\nj3,9,10,1,0.5,0\n")
+    jobs = read_workload_csv(path, throughputs=throughputs())
+
+    assert jobs.job_id.tolist() == ["j1", "j2", "j3"]  # by submit time, their demands with them
+    assert jobs.cpus.tolist() == [0.0, 8.0, 0.5]  # empty: asks for none
+    assert jobs.memory_gib.tolist() == [32.5, 0.0, 0.0]
+
+
+def test_without_the_columns_no_job_asks_for_cores_or_memory(tmp_path):
+    jobs = read_workload_csv(write(tmp_path, HEADER + "\nj1,0,10,1,,,,\n"), throughputs=throughputs())
+
+    assert jobs.cpus is None and jobs.memory_gib is None
+
+
+@pytest.mark.parametrize(
+    "cpus, memory, field, message",
+    [
+        ("-1", "", "cpus", "must be a number >= 0, got '-1'"),
+        ("four", "", "cpus", "'four' is not a number"),
+        ("inf", "", "cpus", "'inf' is not a finite number"),
+        ("4", "-0.5", "memory_gib", "must be a number >= 0, got '-0.5'"),
+        ("4", "32GB", "memory_gib", "'32GB' is not a number"),
+    ],
+)
+def test_bad_cpus_or_memory_name_the_file_line_and_field(tmp_path, cpus, memory, field, message):
+    header = "job_id,submit_time_s,duration_s,num_gpus,cpus,memory_gib"
+    path = write(tmp_path, f"{header}\nj1,0,10,1,2,16\nj2,5,10,1,{cpus},{memory}\n")
+    with pytest.raises(InputError) as caught:
+        read_workload_csv(path, throughputs=throughputs())
+    assert str(caught.value) == f"{path}:3: field '{field}': {message}"
+
+
 def test_the_largest_job_a_row_may_describe_is_read_as_it_is(tmp_path):
     header = "job_id,submit_time_s,duration_s,num_gpus,kind,steps,deadline_s"
     ten_years = 10 * 365.25 * 24 * 3600

@@ -2,7 +2,7 @@
 
 A job's ``python script.py ARGS`` or ``python -m module ARGS`` (an argument list, or a shell
 line that is exactly that) spends seconds importing torch (and ``torch._dynamo``, which
-``torch.optim`` pulls in) before its first step. A *spare* wrapper (spares.py) does those
+``torch.optim`` pulls in) before its first step. A *spare* wrapper (spare_pool.py) does those
 imports before any job is assigned to it; when the executor hands it an attempt, it forks the
 job's process instead of exec'ing Python, and the fork makes itself what the exec would have
 made: the job's environment, working directory, OS account, signal dispositions, open files

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apportion.executors.base import Attempt
-from apportion.executors.procfs import children_in_group, group_members, raw_stat
-from apportion.executors.wrapper import STOP_SIGNALS
+from apportion.executors.local.procfs import children_in_group, group_members, raw_stat
+from apportion.executors.local.wrapper import STOP_SIGNALS
 
 
 @dataclass
@@ -34,6 +34,20 @@ class Orphaned:
 
     def reap(self) -> int | None:
         """Reap what ended of the job; its exit code once it is over, else None."""
+        self._reap_ended()
+        first = next((code for pid, code in self.codes if pid == self.command), None)
+        if first is None:
+            return None
+        if first < 0 and -first in STOP_SIGNALS:
+            if group_members(self.attempt.pid):
+                return None  # the survivors received the same signal: they are checkpointing
+            # all have exited, but one that did after the pass above is a zombie not reaped yet: its code counts
+            self._reap_ended()
+            return next((code for pid, code in self.codes if pid != self.command and code >= 0), first)
+        return first
+
+    def _reap_ended(self) -> None:
+        """Reap the job's processes that have exited (this process's children in the attempt's group)."""
         for pid in children_in_group(os.getpid(), self.attempt.pid):
             try:
                 got, status = os.waitpid(pid, os.WNOHANG)
@@ -41,14 +55,6 @@ class Orphaned:
                 continue
             if got == pid:
                 self.codes.append((pid, os.waitstatus_to_exitcode(status)))
-        first = next((code for pid, code in self.codes if pid == self.command), None)
-        if first is None:
-            return None
-        if first < 0 and -first in STOP_SIGNALS:
-            if group_members(self.attempt.pid):
-                return None  # the survivors received the same signal: they are checkpointing
-            return next((code for pid, code in self.codes if pid != self.command and code >= 0), first)
-        return first
 
 
 def orphaned_command(pid_file: Path, pgid: int) -> int | None:

@@ -1,8 +1,8 @@
-"""Spare wrappers: started ahead of any job, imports done, waiting for an attempt (warm.py).
+"""Spare wrappers: started ahead of any job, imports done, waiting for an attempt (warm_start.py).
 
-A spare is ``python -m apportion.executors.wrapper --state-dir S --spare ID --server-pid P
+A spare is ``python -m apportion.executors.local.wrapper --state-dir S --spare ID --server-pid P
 --stamp C --orphan-wait-s W``, the leader of its own process group like any wrapper. It imports
-torch and the rest (``warm.preload``), then waits for a signal (``HANDED``) with its attempt.
+torch and the rest (``warm_start.preload``), then waits for a signal (``HANDED``) with its attempt.
 
 To hand it an attempt, the executor writes the attempt's *record* ``STATE_DIR/spares/ID.json``
 (job, attempt, slots, the wrapper's full arguments, its log and working directory; owner-only),
@@ -10,7 +10,7 @@ then sends ``HANDED``. The spare reads the record, points its standard output an
 attempt's log, moves to the attempt's directory, and from then on *is* the wrapper those
 arguments describe: it reads the job's environment from their ``--env-file`` as a cold wrapper
 does, never takes it into its own, and forks the job's process instead of exec'ing Python when
-it can (the fork takes that environment once it is the job's account, warm.py).
+it can (the fork takes that environment once it is the job's account, warm_start.py).
 Its command line in ``/proc`` still says ``--spare ID``: a server started later finds the
 record by that ID and adopts the attempt as it would any wrapper's. The record and the spare's
 own log are removed when the attempt has ended. An attempt is the spare's from the moment its
@@ -33,7 +33,7 @@ environment and its code (``C``, a stamp of the package's files); it kills the o
 server that stops cleanly kills its waiting spares and the factory (``SparePool.close``).
 
 This module is the server's side (the pool) and the files both sides share; what runs in a
-spare, the wait and the factory's loop, is ``spare_side.py``.
+spare, the wait and the factory's loop, is ``spare_process.py``.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from apportion.executors import warm
-from apportion.executors.procfs import process_start, stat_fields, still_runs
+from apportion.executors.local import warm_start
+from apportion.executors.local.procfs import process_start, stat_fields, still_runs
+from apportion.executors.local.wrapper_command import MARKER, options_start
 
 HANDED = signal.SIGUSR2  # sent once, after a spare's record is written
 MAX_SPARES = 8
@@ -119,7 +120,7 @@ def remove_files(state_dir: Path, spare_id: str) -> None:
 
 def code_stamp() -> str:
     """A stamp of the apportion package's files as installed now: a spare started from other code is not adopted."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # apportion/
     digest = hashlib.sha256()
     for directory, _, names in sorted(os.walk(root)):
         for name in sorted(n for n in names if n.endswith(".py")):
@@ -181,7 +182,7 @@ class SparePool:
         self.state_dir, self.python = Path(state_dir), python
         self.count = max(0, min(int(count), MAX_SPARES))
         self.orphan_wait_s = float(orphan_wait_s)
-        self.env = warm.spare_environment(dict(os.environ))
+        self.env = warm_start.spare_environment(dict(os.environ))
         self.stamp = code_stamp() if self.count else ""
         self._idle: list[Spare] = []
         self._factory: Spare | None = None
@@ -264,7 +265,7 @@ class SparePool:
             log = os.fdopen(os.open(directory / f"{spare_id}.log", flags, 0o600), "ab")
             with log:
                 process = subprocess.Popen(
-                    [self.python, "-m", "apportion.executors.wrapper", "--state-dir", str(self.state_dir),
+                    [self.python, "-m", MARKER, "--state-dir", str(self.state_dir),
                      "--spare", spare_id, "--server-pid", str(os.getpid()), "--stamp", self.stamp,
                      "--orphan-wait-s", repr(self.orphan_wait_s)],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env,
@@ -326,7 +327,7 @@ class SparePool:
 
         One done importing first; then one being forked, if it is ready within ``FORK_WAIT_S``;
         then one still importing (the job waits for the rest of its imports, as it would cold)."""
-        if self.count == 0 or warm.refusal(command, env, self.env, self.python, workdir) is not None:
+        if self.count == 0 or warm_start.refusal(command, env, self.env, self.python, workdir) is not None:
             return None
         deadline = time.monotonic() + FORK_WAIT_S
         while True:
@@ -399,9 +400,9 @@ def process_environment(pid: int) -> dict[str, str] | None:
 
 def spare_options(argv: list[str]) -> dict[str, str] | None:
     """The options of a spare's command line, or None when it is not a spare."""
-    marker = "apportion.executors.wrapper"
-    if marker not in argv or "--spare" not in argv:
+    begin = options_start(argv)
+    if begin is None or "--spare" not in argv:
         return None
-    options = argv[argv.index(marker) + 1:]
+    options = argv[begin:]
     values = dict(zip(options[::2], options[1::2]))
     return values if values.get("--spare", "").isalnum() else None

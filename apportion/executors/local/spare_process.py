@@ -1,4 +1,4 @@
-"""What runs in a spare wrapper (spares.py has the whole protocol): its imports, the wait for
+"""What runs in a spare wrapper (spare_pool.py has the whole protocol): its imports, the wait for
 its attempt, the watch on its owner, and the factory's loop that forks later spares.
 
 The wrapper's entry point calls ``await_assignment`` when started with ``--spare ID``; it
@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from apportion.executors import warm
-from apportion.executors.procfs import process_start, raw_stat
-from apportion.executors.spares import (
+from apportion.executors.local import warm_start
+from apportion.executors.local.procfs import process_start, raw_stat
+from apportion.executors.local.spare_pool import (
     FACTORY_ID, HANDED, ORPHAN_WAIT_S, OWNER_CHECK_S, fifo_path, owner_path, read_record, ready_path, remove_files,
     spares_dir, write_record,
 )
@@ -40,7 +40,7 @@ def await_assignment(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     spare_env = dict(os.environ)
     if sys.path and sys.path[0] in (os.getcwd(), ""):  # `-m` put this directory first; a job's own goes there
         del sys.path[0]
-    why = warm.preload()
+    why = warm_start.preload()
     if spare_id == FACTORY_ID:
         if why:
             print(f"apportion: no spare factory: {why}; spares start as processes of their own", flush=True)
@@ -112,7 +112,7 @@ def _run_factory(state_dir: Path, owner: _OwnerWatch) -> tuple[str, _OwnerWatch]
                 continue
             if not (spare_id.isalnum() and len(spare_id) == len(FACTORY_ID)) or spare_id == FACTORY_ID:
                 continue
-            why = warm.unfit()
+            why = warm_start.unfit()
             if why:
                 print(f"apportion: the spare factory stops: {why}", flush=True)
                 remove_files(state_dir, FACTORY_ID)
@@ -168,7 +168,7 @@ def _rename_argument(old: str, new: str) -> bool:
 
 
 def _woken(signum, frame) -> None:
-    """``HANDED`` outside the wait: nothing to do (a forked job gets the default back, warm.Launch)."""
+    """``HANDED`` outside the wait: nothing to do (a forked job gets the default back, warm_start.Launch)."""
 
 
 def _take_files(log: str, own_log: Path) -> None:

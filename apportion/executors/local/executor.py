@@ -1,11 +1,11 @@
 """Run attempts as local process groups; stop them with SIGTERM, then SIGKILL; find them again.
 
-Each attempt is ``python -m apportion.executors.wrapper ... -- COMMAND`` started with
+Each attempt is ``python -m apportion.executors.local.wrapper ... -- COMMAND`` started with
 ``start_new_session=True``: the wrapper leads a new process group that the job's processes
 share, so one ``killpg`` reaches all of them. Its stdout and stderr (the job's too) go to
 ``STATE_DIR/jobs/ID/attempt-N.log``; the wrapper writes the exit code to
 ``attempt-N.exit``. The wrapper runs in the server's own environment
-(``warm.spare_environment``), never the job's: the job's environment goes to ``attempt-N.env``
+(``warm_start.spare_environment``), never the job's: the job's environment goes to ``attempt-N.env``
 (owner-only, the server's), which the wrapper reads and removes before it starts the job with
 it (wrapper.py). Nothing ties an attempt to the server's life: a server that dies and starts
 again finds its attempts by their command lines (``scan``) and adopts them, checking the
@@ -20,7 +20,7 @@ executor kills what is left of the attempt's process group as soon as it sees th
 gone, so that an attempt never outlives its record and two never run at once.
 
 With ``spares``, a Python job's attempt is handed to a wrapper started ahead of time with torch
-imported (spares.py), which forks the job instead of exec'ing Python (warm.py); ``scan`` finds
+imported (spare_pool.py), which forks the job instead of exec'ing Python (warm_start.py); ``scan`` finds
 such a wrapper by the ``--spare ID`` in its command line and its attempt in ``STATE_DIR/spares/ID.json``.
 A spare forked by the spare factory, or adopted from an earlier server, is not this process's
 child: it is followed through ``/proc`` (``Watched``), and its job is still supervised here when
@@ -37,12 +37,13 @@ import sys
 import time
 from pathlib import Path
 
-from apportion.executors import warm
+from apportion.executors.local import warm_start
 from apportion.executors.base import Attempt, Exit
-from apportion.executors.orphans import Orphaned, orphaned_command
-from apportion.executors.procfs import group_members, process_start, stat_fields, still_runs
-from apportion.executors.spares import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
-from apportion.executors.wrapper import MARKER, become_subreaper, write_env_file, write_exit
+from apportion.executors.local.orphans import Orphaned, orphaned_command
+from apportion.executors.local.procfs import group_members, process_start, stat_fields, still_runs
+from apportion.executors.local.spare_pool import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
+from apportion.executors.local.wrapper import become_subreaper, write_env_file, write_exit
+from apportion.executors.local.wrapper_command import MARKER, options_start
 
 EXEC_WAIT_S = 1.0  # how long a scan waits for a process group leader's exec to finish
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (no command line, ever)
@@ -114,11 +115,11 @@ class LocalExecutor:
     def __init__(self, state_dir: str | Path, python: str = sys.executable, spares: int = 0,
                  orphan_wait_s: float = ORPHAN_WAIT_S) -> None:
         """``spares``: how many warm wrappers (torch imported, waiting for an attempt) to keep ready
-        for jobs that are a Python script or module (spares.py, warm.py); 0: every start is cold.
+        for jobs that are a Python script or module (spare_pool.py, warm_start.py); 0: every start is cold.
         ``orphan_wait_s``: how long a waiting spare outlives this server, for the next one to adopt."""
         self.state_dir = Path(os.path.realpath(state_dir))
         self.python = python
-        self.wrapper_env = warm.spare_environment(dict(os.environ))  # a wrapper's own: never a job's
+        self.wrapper_env = warm_start.spare_environment(dict(os.environ))  # a wrapper's own: never a job's
         self._pool = SparePool(self.state_dir, python, spares, orphan_wait_s) if spares else None
         self._spare_of: dict[int, str] = {}  # job -> the spare ID of its attempt's wrapper (its record's name)
         self._scanned_spares: dict[int, str] = {}  # pid -> spare ID, of assigned spares found by scan
@@ -180,7 +181,7 @@ class LocalExecutor:
         self.pid_path(job_id, attempt).unlink(missing_ok=True)
         spare = None if cold or self._pool is None else self._pool.take(command, env, workdir or str(directory))
         if spare is not None and isinstance(command, str):  # a plain `python …` line: no shell needed
-            command = warm.python_command(command)
+            command = warm_start.python_command(command)
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         env_path = self.env_path(job_id, attempt)
         write_env_file(env_path, env)
@@ -270,9 +271,10 @@ class LocalExecutor:
                 return None
             self._scanned_spares[pid] = spare["--spare"]
             return Attempt(job_id, attempt, pid, started, slots)
-        if MARKER not in argv or "--" not in argv:
+        begin = options_start(argv)
+        if begin is None or "--" not in argv:
             return None
-        options = argv[argv.index(MARKER) + 1: argv.index("--")]
+        options = argv[begin: argv.index("--")]
         values = dict(zip(options[::2], options[1::2]))
         if values.get("--state-dir") != str(self.state_dir):
             return None
@@ -326,6 +328,8 @@ class LocalExecutor:
     def kill_attempt(self, attempt: Attempt) -> None:
         """SIGKILL an attempt this server does not track (a stray), after checking it is that process;
         if its wrapper is gone, SIGKILL what is left of its process group."""
+        if attempt.pid is None:  # recorded by an executor without processes here: nothing of it runs on this machine
+            return
         started = process_start(attempt.pid)
         if started is None:
             kill_leftovers(attempt.pid)

@@ -1,4 +1,4 @@
-"""The supervisor of one attempt: ``python -m apportion.executors.wrapper ... -- COMMAND``.
+"""The supervisor of one attempt: ``python -m apportion.executors.local.wrapper ... -- COMMAND``.
 
 The server starts this as the leader of a new process group; it runs the job's command in
 the same group, waits for it, and writes the exit code to ``--exit-file`` (atomically; on a full
@@ -29,9 +29,9 @@ apportion.runtime.group), and when one crashes the others are killed at once, so
 outlives its attempt. The exit code is the first crash's, else 75 if any rank was
 preempted, else 0.
 
-A *spare* (``--spare ID``, spares.py) is this wrapper started before its attempt is known: it
+A *spare* (``--spare ID``, spare_pool.py) is this wrapper started before its attempt is known: it
 imports torch first, then takes its arguments from the record the executor writes, and forks
-the job's Python process instead of exec'ing one when it can (warm.py); everything else is as
+the job's Python process instead of exec'ing one when it can (warm_start.py); everything else is as
 above.
 
 The job's environment is not this process's: the executor writes it to an owner-only file
@@ -56,10 +56,9 @@ import subprocess
 import sys
 import time
 
-from apportion.executors import warm
-from apportion.executors.procfs import children, group_members
+from apportion.executors.local import warm_start
+from apportion.executors.local.procfs import children, group_members
 
-MARKER = "apportion.executors.wrapper"
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 PARENT_GONE = signal.SIGUSR2  # what the kernel sends the wrapper when its --parent ends
@@ -67,14 +66,14 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PREEMPTED = 75  # a job's exit code after a complete checkpoint (apportion.runtime.job)
 EXIT_WRITE_TRIES = 3  # writing the exit record on a full disk: tries, this far apart
 EXIT_WRITE_WAIT_S = 1.0
-WARM_ENV: dict[str, str] | None = None  # in a spare wrapper: the environment its imports ran in (warm.py)
+WARM_ENV: dict[str, str] | None = None  # in a spare wrapper: the environment its imports ran in (warm_start.py)
 JOB_ENV: dict[str, str] | None = None  # the job's environment, from --env-file (None: none given, this process's own)
 
 
 def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     """``--key value`` options up to ``--``, then the command."""
     if "--" not in argv:
-        raise SystemExit("usage: python -m apportion.executors.wrapper --state-dir S --job J --attempt N"
+        raise SystemExit("usage: python -m apportion.executors.local.wrapper --state-dir S --job J --attempt N"
                          " --slots X --exit-file F --env-file E --workdir D -- COMMAND...")
     cut = argv.index("--")
     options, command = argv[:cut], argv[cut + 1:]
@@ -203,11 +202,11 @@ class _Forked:
 
 def spawn(command: list[str], options: dict[str, str], env: dict[str, str] | None = None):
     """Start ``command`` with ``env`` (None: the job's environment) in this process group: forked warm
-    when this wrapper is a spare that can (warm.py; otherwise it says why in the log), else exec'd;
+    when this wrapper is a spare that can (warm_start.py; otherwise it says why in the log), else exec'd;
     OSError if it cannot be started."""
     env = job_environment() if env is None else env
     if WARM_ENV is not None:
-        launch = warm.Launch(command, env, WARM_ENV, options.get("workdir"))
+        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"))
         if launch.refusal is None:
             return _Forked(launch.fork(options.get("run-as")))
         print(f"apportion: cold start: {launch.refusal}", file=sys.stderr, flush=True)
@@ -362,8 +361,8 @@ def _replace_file(path: str, text: str, *, durable: bool = False) -> None:
 def main(argv: list[str] | None = None) -> int:
     global WARM_ENV, JOB_ENV
     argv = sys.argv[1:] if argv is None else argv
-    if "--spare" in argv and "--" not in argv:  # a spare: imports done, it waits for its attempt (spares.py)
-        from apportion.executors.spare_side import await_assignment
+    if "--spare" in argv and "--" not in argv:  # a spare: imports done, it waits for its attempt (spare_pool.py)
+        from apportion.executors.local.spare_process import await_assignment
 
         argv, WARM_ENV = await_assignment(argv)
     options, command = parse(argv)
