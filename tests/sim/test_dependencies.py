@@ -132,3 +132,16 @@ def test_a_job_cut_out_of_the_window_is_waited_for_no_more(tmp_path):
 
     assert table.job_id.tolist() == ["b", "c"]
     assert [table.after.of(i).tolist() for i in range(2)] == [[], [0]]
+
+
+def test_a_trace_keeps_each_jobs_after_and_its_cores_and_memory_together_through_a_window(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("job_id,submit_time_s,duration_s,num_gpus,kind,steps,after,cpus,memory_gib\n"
+                    "a,0,1,1,a,10,,1,2\nb,100,1,1,a,10,a,4,\nc,200,1,1,a,10,b,,16\n")
+    table = read_workload_csv(path, throughputs=ONE_STEP_A_SECOND, start_s=50.0)
+
+    assert table.job_id.tolist() == ["b", "c"]
+    assert [table.after.of(i).tolist() for i in range(2)] == [[], [0]]
+    assert (table.cpus.tolist(), table.memory_gib.tolist()) == ([4.0, 0.0], [0.0, 16.0])
+    later = table.take(np.array([1]))
+    assert (later.after.of(0).tolist(), later.cpus.tolist(), later.memory_gib.tolist()) == ([], [0.0], [16.0])
