@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from apportion.core.dependencies import Dependencies
+
 if TYPE_CHECKING:
     from apportion.core.elastic import ElasticJobs
 
@@ -35,6 +37,8 @@ class JobTable:
     # train, ``total_steps`` their target in efficiency-weighted examples; None: every job has a fixed size
     elastic: ElasticJobs | None = None
     name: np.ndarray | None = None  # [n] str, the job's name where the workload gives one ("" if not)
+    # the jobs (rows of this table) each job must see completed before it starts; None: no job waits for another
+    after: Dependencies | None = None
     # what each job needs beside its GPUs, over all of them (0: none); None: no job asks for any
     cpus: np.ndarray | None = None  # [n] float, CPU cores
     memory_gib: np.ndarray | None = None  # [n] float, GiB of host memory
@@ -47,6 +51,8 @@ class JobTable:
         for name in ("name", "cpus", "memory_gib"):
             if getattr(self, name) is not None and len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
+        if self.after is not None and len(self.after) != n:
+            raise ValueError(f"JobTable column 'after' has {len(self.after)} rows, expected {n}")
         if n and np.any(np.diff(self.submit_time_s) < 0):
             raise ValueError("JobTable rows must be sorted by submit_time_s")
 
@@ -69,10 +75,12 @@ class JobTable:
         deadline_after_submit_s=None,
         elastic: ElasticJobs | None = None,
         name=None,
+        after: Dependencies | None = None,
         cpus=None,
         memory_gib=None,
     ) -> JobTable:
-        """Build from plain sequences, sorting by submit time (stable) and indexing kinds."""
+        """Build from plain sequences, sorting by submit time (stable) and indexing kinds; ``after``
+        names jobs by their position in these sequences."""
         submit = np.asarray(submit_time_s, dtype=np.float64)
         order = np.argsort(submit, kind="stable")
         names = np.asarray(kind_names, dtype=object)
@@ -99,12 +107,13 @@ class JobTable:
             else (submit + np.asarray(deadline_after_submit_s, dtype=np.float64))[order],
             elastic=None if elastic is None else elastic.take(order),
             name=None if name is None else np.asarray(name, dtype=object)[order],
+            after=None if after is None else after.take(order),
             cpus=None if cpus is None else np.asarray(cpus, dtype=np.float64)[order],
             memory_gib=None if memory_gib is None else np.asarray(memory_gib, dtype=np.float64)[order],
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
-        """The jobs at ``rows`` (kept in submit order)."""
+        """The jobs at ``rows`` (kept in submit order); a dependency on a job left out is dropped."""
         def pick(a):
             return None if a is None else a[rows]
 
@@ -123,6 +132,7 @@ class JobTable:
             deadline_s=pick(self.deadline_s),
             elastic=None if self.elastic is None else self.elastic.take(rows),
             name=pick(self.name),
+            after=None if self.after is None else self.after.take(np.arange(len(self))[rows]),
             cpus=pick(self.cpus),
             memory_gib=pick(self.memory_gib),
         )

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from apportion.core.cluster import Cluster
+from apportion.core.dependencies import Dependencies
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
@@ -219,11 +220,14 @@ def _workload(run: ServedRun, done: list[JobRecord], measured: Measured,
                 or measured.kind_speed(j.kind, gpu_type) or run.estimates.get((j.kind, gpu_type, int(j.gpus)))
             speeds[k, t, s] = rate if rate else np.nan
     first_submit = min(j.submitted for j in run.jobs)
+    position = {int(j.id): p for p, j in enumerate(done)}  # a completed job's `after` jobs all completed
+    after = [[position[int(i)] for i in (j.after or "").split(",") if i and int(i) in position] for j in done]
     jobs = JobTable.build(
         job_id=[str(j.id) for j in done], submit_time_s=[j.submitted - first_submit for j in done],
         kind_names=labels, num_gpus=[j.gpus for j in done], total_steps=[j.total_steps for j in done],
         priority=[max(j.priority, MIN_WEIGHT) for j in done], user=[j.user for j in done],
         queue=[j.queue for j in done], kinds=vocabulary,
+        after=Dependencies.of_lists(after) if any(after) else None,
     )
     return jobs, ThroughputTable(vocabulary, types, scales, speeds), kind_names
 

@@ -99,7 +99,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
             scheduler.config.run_as.account(user)  # a user with no OS account to run as is refused now
         except NoAccount as exc:
             raise NotAllowed(str(exc)) from None
-        job_id, existing = scheduler.submit_once({**body, "user": user}, user, key)
+        job_id, existing = scheduler.submit_once({**body, "user": user}, user, key, sees_all=who.admin or who.open)
         return {"id": str(job_id), "user": user, "existing": True} if existing else {"id": str(job_id), "user": user}
 
     @app.get("/jobs")

@@ -24,6 +24,7 @@ MAX_ARGS = 1024  # arguments of a command given as a list
 MAX_ENV = 256  # environment variables of one job
 MAX_ENV_VALUE = 16 * 1024  # characters of one environment variable's value
 MAX_GPU_TYPES = 64  # entries of gpu_types
+MAX_AFTER = 128  # jobs a job may wait for (its `after`); their ids fit in the few dozen names of MAX_JOB_CHARS
 MAX_PRIORITY = 1000.0  # a job's weight; more would only make a policy's LP badly scaled
 MAX_ATTEMPT = 2**31  # an attempt number in a lease or progress call
 MAX_JOB_ID = 2**63 - 1  # the largest id the state file can hold

@@ -14,6 +14,7 @@ checkpoint_every: auto            # periodic checkpoints: auto, auto:SECONDS, of
 warm_start: false                 # start cold even where the server could fork it warm; default true
 hung_after_s: 1800                # silent (no lease call, no progress report) this long: hung; default the server's
 time_limit: 12h                   # running time over all attempts, then it fails; seconds or N s/m/h/d; default none
+after: [12, 14]                   # jobs that must complete before it starts; it fails if one fails or is cancelled
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`
@@ -50,8 +51,9 @@ import yaml
 
 from apportion.core.errors import InputError
 from apportion.serve.bounds import (
-    MAX_ARGS, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S, MAX_NAME, MAX_PATH,
-    MAX_PRIORITY, MAX_STEPS, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S, check_int, check_line, check_number, check_text, clip,
+    MAX_AFTER, MAX_ARGS, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S, MAX_JOB_ID,
+    MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S, check_int, check_line,
+    check_number, check_text, clip,
 )
 from apportion.serve.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
 from apportion.workloads.yaml_file import read_yaml
@@ -59,7 +61,7 @@ from apportion.workloads.yaml_file import read_yaml
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
-    "layout", "elastic", "warm_start", "hung_after_s", "time_limit",
+    "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -89,6 +91,7 @@ class JobSpec:
     warm_start: bool | None = None  # False: always a cold start; None: the server's setting
     hung_after_s: float | None = None  # seconds of silence before its attempt is hung; None: the server's
     time_limit: float | None = None  # seconds of running time over all its attempts; None: no limit
+    after: tuple[int, ...] | None = None  # ids of the jobs that must complete before it starts; None: none
 
     @property
     def throughput_kind(self) -> str:
@@ -103,6 +106,7 @@ class JobSpec:
         data = asdict(self)
         data["gpu_types"] = list(self.gpu_types) if self.gpu_types is not None else None
         data["elastic"] = self.elastic.to_dict() if self.elastic is not None else None
+        data["after"] = list(self.after) if self.after else None
         return {k: v for k, v in data.items() if v is not None}
 
     def allows(self, gpu_type: str) -> bool:
@@ -182,6 +186,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         hung_after_s=None if data.get("hung_after_s") is None else check_number(
             data["hung_after_s"], "hung_after_s", source, least=MIN_HUNG_AFTER_S, most=MAX_HUNG_AFTER_S),
         time_limit=_time_limit(data.get("time_limit"), source),
+        after=_after(data.get("after"), source),
     )
 
 
@@ -241,6 +246,7 @@ def _replace(spec: JobSpec, **changes) -> JobSpec:
     values = {**asdict(spec), **changes}
     values["gpu_types"] = spec.gpu_types
     values["elastic"] = spec.elastic
+    values["after"] = spec.after
     return JobSpec(**values)
 
 
@@ -341,6 +347,37 @@ def _time_limit(value: object, source: str) -> float | None:
                              f"{_short(value)}", field="time_limit")
         value = float(match.group(1)) * _UNITS[match.group(2)]
     return check_number(value, "time_limit", source, least=1.0, most=MAX_TIME_LIMIT_S)
+
+
+def _after(value: object, source: str) -> tuple[int, ...] | None:
+    """Job ids, as a list (``[12, 14]``, or the ids as text, as ``apportion jobs`` shows them) or one id."""
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    if len(items) > MAX_AFTER:
+        raise InputError(source, f"must name at most {MAX_AFTER} jobs, got {len(items):,}", field="after")
+    ids: list[int] = []
+    for i, item in enumerate(items):
+        where = f"after[{i}]" if isinstance(value, list) else "after"
+        if isinstance(item, str) and item.strip().isdigit():
+            item = int(item.strip())
+        job_id = check_int(item, where, source, least=1, most=MAX_JOB_ID)
+        if job_id not in ids:
+            ids.append(job_id)
+    return tuple(ids) or None
+
+
+def check_after(after: tuple[int, ...] | None, owner_of: dict[int, str], user: str, sees_all: bool,
+                source: str) -> None:
+    """InputError naming ``after`` unless every job it names exists (``owner_of``: the user of each
+    that does) and is ``user``'s own, or ``sees_all`` (an admin's submit, an open server)."""
+    for job_id in after or ():
+        owner = owner_of.get(job_id)
+        if owner is None:
+            raise InputError(source, f"no job {job_id} on this server", field="after")
+        if owner != user and not sees_all:
+            raise InputError(source, f"job {job_id} is {owner}'s: a job may wait only for its own user's jobs "
+                             "(an admin's may wait for anyone's)", field="after")
 
 
 def _checkpoint_every(value: object, source: str) -> str | None:

@@ -43,6 +43,7 @@ class JobRecord:
     spec: dict  # the job file's fields, as submitted (JSON)
     submitted: float
     elastic: dict | None  # an elastic job's limits (the spec's ``elastic``); None for a fixed size
+    after: str  # ids of the jobs it must see completed before it starts, comma-separated; '' = none
     # where it stands
     status: str
     reason: str
@@ -169,7 +170,8 @@ DERIVED = ("slot_list", "allowed")
 JOB_COLUMNS = frozenset(f.name for f in fields(JobRecord)) - set(DERIVED)
 # what a column an older state file lacks reads as (opened read-only, it is not migrated)
 _JOB_DEFAULTS = {"partner": None, "shared_by_type": "{}", "move_to": "", "elastic": "", "batch_size": None,
-                 "batch_log": "", "heard_at": None, "hangs": 0, "reason_log": ""}
+                 "batch_log": "", "heard_at": None, "hangs": 0, "reason_log": "",
+                 "after": ""}
 
 
 def job_record(row: Mapping[str, Any]) -> JobRecord:

@@ -29,7 +29,7 @@ from apportion.serve.elastic import StepReport
 from apportion.serve.elastic_batch import examples_done
 from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
-from apportion.serve.jobspec import spec_from_mapping
+from apportion.serve.jobspec import check_after, spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
 from apportion.serve.policy_check import one_job_view
 from apportion.serve.records import JobRecord
@@ -61,11 +61,13 @@ class Requests:
         self.clock, self.log, self.lock, self.changed = state.clock, state.log, state.lock, state.changed
         self.gpu_types, self.capacity = state.gpu_types, state.capacity
 
-    def submit(self, body: dict, user: str, source: str = "request") -> int:
-        """Check a job spec (InputError naming the field) and store it; returns the job id."""
-        return self.submit_once(body, user, None, source)[0]
+    def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
+        """Check a job spec (InputError naming the field) and store it; returns the job id.
+        ``sees_all``: the job may wait for (``after``) any user's jobs, not only ``user``'s."""
+        return self.submit_once(body, user, None, source, sees_all)[0]
 
-    def submit_once(self, body: dict, user: str, key: str | None, source: str = "request") -> tuple[int, bool]:
+    def submit_once(self, body: dict, user: str, key: str | None, source: str = "request",
+                    sees_all: bool = False) -> tuple[int, bool]:
         """:meth:`submit`, once per idempotency ``key`` of ``user`` (None: no key): (job id, whether it
         was stored before). The same key with another request is a Conflict naming the key."""
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() if key is not None else ""
@@ -87,6 +89,8 @@ class Requests:
             now = self.clock()
             data = spec.to_dict()
             data["user"] = spec.user or user
+            owners = {i: who for i, (who, _) in self.store.owners_and_statuses(list(spec.after or ())).items()}
+            check_after(spec.after, owners, data["user"], sees_all, source)
             job_id = self.store.insert_job(
                 spec=data, name=spec.name, user=data["user"], queue=spec.queue, priority=spec.priority,
                 kind=spec.throughput_kind, gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,

@@ -25,6 +25,7 @@ from apportion.mechanism.round_planner import RoundPlanner, RoundState
 from apportion.mechanism.round_state import job_view
 from apportion.policies.base import wants_predictions
 from apportion.serve.accounting import service_since
+from apportion.serve.admission import admit_round
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
@@ -94,6 +95,7 @@ class Rounds:
             rows = np.array([i for i, s in enumerate(status) if s in ACTIVE and i not in left_out], dtype=np.int64)
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
             rows = _without(rows, failed)
+            rows = admit_round(self.store, table, rows, now, changes, failed)  # held: out of this round, with why
             rates, unrated = self._rates(table, rows)
             failed.update(unrated)
             rows, rates = _without(rows, unrated, rates)

@@ -113,13 +113,14 @@ class Scheduler:
 
     # the HTTP API's side ---------------------------------------------------------------
 
-    def submit(self, body: dict, user: str, source: str = "request") -> int:
-        """Check a job spec (InputError naming the field) and store it; returns the job id."""
-        return self.requests.submit(body, user, source)
+    def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
+        """Check a job spec (InputError naming the field) and store it; returns the job id. ``sees_all``:
+        it may wait for any user's jobs (an admin's submit), not only ``user``'s."""
+        return self.requests.submit(body, user, source, sees_all)
 
-    def submit_once(self, body: dict, user: str, key: str | None) -> tuple[int, bool]:
+    def submit_once(self, body: dict, user: str, key: str | None, sees_all: bool = False) -> tuple[int, bool]:
         """:meth:`submit` once per idempotency ``key`` of ``user``: (job id, whether it was stored before)."""
-        return self.requests.submit_once(body, user, key)
+        return self.requests.submit_once(body, user, key, sees_all=sees_all)
 
     def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
         """Cancel the job now if it has no attempt, else SIGTERM its attempt; only its user (or an admin) may."""
@@ -228,7 +229,7 @@ class Scheduler:
             "runtime_s": round(running, 3), "steps_done": row.steps_done, "total_steps": row.total_steps,
             "preemptions": row.preemptions, "attempts": row.attempt, "retries": row.retries,
             "hangs": row.hangs, "hung_after_s": hung_after_s(row, self.config),
-            "time_limit": spec.get("time_limit"),
+            "time_limit": spec.get("time_limit"), "after": [str(i) for i in spec.get("after") or ()],
             "exit_code": row.exit_code, "lease_end": row.lease_end,
             "last_lines": row.last_lines if private else "",
             "command": spec.get("command"),

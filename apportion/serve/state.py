@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     last_lines TEXT NOT NULL DEFAULT '',
     elastic TEXT NOT NULL DEFAULT '',   -- an elastic job's limits (the spec's `elastic`) as JSON; '' for a fixed size
     batch_size INTEGER,                 -- an elastic job's batch for its next attempt, as its round chose; NULL: its own
+    after TEXT NOT NULL DEFAULT '',     -- ids of the jobs it must see completed before it starts, comma-separated
     batch_log TEXT NOT NULL DEFAULT ''  -- a target in examples: [[first step, examples before it, batch], ...] an attempt
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
@@ -278,12 +279,14 @@ class StateStore:
         """Store a new job; ``key``: (submitter, idempotency key, request digest), kept in the same transaction."""
         allowed = ",".join(spec.get("gpu_types") or ())
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
+        after = ",".join(str(i) for i in spec.get("after") or ())
         with self.transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO jobs (name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
-                " reason, submitted, elastic) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'waiting for its first round',"
-                " ?, ?)",
-                (name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted, elastic),
+                " reason, submitted, elastic, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued',"
+                " 'waiting for its first round', ?, ?, ?)",
+                (name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted, elastic,
+                 after),
             )
             job_id = int(cursor.lastrowid)
             if key is not None:
@@ -382,6 +385,17 @@ class StateStore:
             rows = self._conn.execute(f"SELECT id, spec FROM jobs WHERE id > ? AND {_IS_ACTIVE} ORDER BY id",
                                       (job_id,)).fetchall()
         return {int(row[0]): row[1] for row in rows}
+
+    def owners_and_statuses(self, ids: list[int]) -> dict[int, tuple[str, str]]:
+        """(user, status) of each job of ``ids`` that exists."""
+        found: dict[int, tuple[str, str]] = {}
+        with self._lock:
+            for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
+                chunk = ids[first:first + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(f"SELECT id, user, status FROM jobs WHERE id IN ({marks})", chunk).fetchall()
+                found.update({int(row[0]): (row[1], row[2]) for row in rows})
+        return found
 
     def anyone_waiting(self) -> bool:
         """Is an active job neither running nor promised slots?"""
@@ -642,13 +656,14 @@ _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "live", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
     "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
-    "name", "elastic", "batch_size", "batch_log",
+    "name", "elastic", "batch_size", "batch_log", "after",
 )
 _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTEGER",
                   "shared_by_type": "TEXT NOT NULL DEFAULT '{}'", "move_to": "TEXT NOT NULL DEFAULT ''",
                   "elastic": "TEXT NOT NULL DEFAULT ''",
                   "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
-                  "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''"}
+                  "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''",
+                  "after": "TEXT NOT NULL DEFAULT ''"}
 _ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 

@@ -36,6 +36,7 @@ from apportion.mechanism.round_state import job_view, running_types, was_running
 from apportion.mechanism.service import held_service, pair_together_s
 from apportion.mechanism.timing import early_round_at, fill_event_at, idle_round_at, next_boundary
 from apportion.policies.base import Policy, wants_predictions
+from apportion.sim.admission import HeldJobs
 from apportion.sim.costs import AttemptCosts, JobCosts, MachineSlowness
 from apportion.sim.durations import HistoryFeed
 from apportion.sim.holdings import HoldingsRecorder
@@ -180,18 +181,26 @@ class Simulator:
         return self.planner.never_runs(everyone, self.rates)
 
     def _admit(self, replay: Replay) -> None:
-        """Jobs submitted by now join the active set (or are marked unschedulable)."""
-        arrived_until = int(np.searchsorted(self.jobs.submit_time_s, replay.now, side="right"))
-        if arrived_until <= replay.next_arrival:
+        """Jobs submitted by now join the active set (or are marked unschedulable); admission may
+        hold some back, and let in those it held (``sim/admission.py``)."""
+        arrived = int(np.searchsorted(self.jobs.submit_time_s, replay.now, side="right"))
+        arrived_until = max(arrived, replay.next_arrival)
+        if arrived_until == replay.next_arrival and self._held is None:
             return
         new = np.arange(replay.next_arrival, arrived_until)
         ok = replay.schedulable[new]
         replay.status[new[~ok]] = JobStatus.UNSCHEDULABLE
         replay.ended += int(np.count_nonzero(~ok))
         replay.status[new[ok]] = JobStatus.QUEUED
-        if ok.any():
-            replay.active = np.concatenate([replay.active, new[ok]])
+        joining = new[ok] if self._held is None else self._held.sift(replay, new[ok], self.unschedulable_reason)
+        if len(joining):
+            replay.active = np.concatenate([replay.active, joining])
         replay.next_arrival = arrived_until
+
+    @cached_property
+    def _held(self) -> HeldJobs | None:
+        """The jobs waiting for others to complete before they enter a round; None when none ever does."""
+        return HeldJobs.of(self.jobs)
 
     def _decide(self, replay: Replay) -> tuple[RoundDecision, JobView]:
         """Ask the shared round planner, then book restarts, moves, preemptions and first starts."""
@@ -445,7 +454,8 @@ class Simulator:
         n = len(self.jobs)
         first_finish = float(finish_at.min()) if len(finish_at) else math.inf
         arrival = float(self.jobs.submit_time_s[replay.next_arrival]) if replay.next_arrival < n else math.inf
-        fill = fill_event_at(first_finish, arrival, waiting=bool((~running).any()), idle=bool(np.any(replay.gpu_job < 0)))
+        waiting = bool((~running).any()) or (self._held is not None and len(self._held.held) > 0)  # held: as the server
+        fill = fill_event_at(first_finish, arrival, waiting=waiting, idle=bool(np.any(replay.gpu_job < 0)))
         return early_round_at(fill, replay.now, self.config.fill_gap_s)
 
     def _finish(self, replay: Replay, done_rows: np.ndarray, finish_s: np.ndarray) -> None:

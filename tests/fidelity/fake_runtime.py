@@ -30,6 +30,7 @@ class FakeJob:
     steps: int
     steps_per_s: float
     submit_s: float
+    after: tuple[int, ...] = ()  # ids of the jobs it runs after (ids count from 1, in the order given)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ def serve_on_fake_clock(jobs: list[FakeJob], state_dir: Path, policy, *, slots: 
         while todo and todo[0][1].submit_s <= now + 1e-9:
             _, job = todo.pop(0)
             job_id = scheduler.submit({"name": f"{job.kind}-job", "kind": job.kind, "command": "train",
-                                       "total_steps": job.steps, "gpus": 1}, "ann")
+                                       "total_steps": job.steps, "gpus": 1,
+                                       **({"after": list(job.after)} if job.after else {})}, "ann")
             spec_of[job_id], steps[job_id] = job, 0.0
         scheduler.tick()
         for job_id, handle in executor.running().items():

@@ -53,6 +53,19 @@ def test_a_fifo_run_and_its_replay_agree_with_the_times_worked_out_by_hand(tmp_p
                                                                                                          "cpu:1")
 
 
+def test_a_job_held_for_the_one_it_runs_after_replays_as_the_server_held_it(tmp_path):
+    # two slots; job 2 runs after job 1 (100 steps at 10 steps/s, 2 s to start, its exit noticed
+    # 0.55 s after its last step): the server starts it in the early round job 1's exit brings, at 12.55 s
+    jobs = [FakeJob("a", 100, 10.0, 0.0), FakeJob("a", 50, 10.0, 0.0, after=(1,))]
+    serve_on_fake_clock(jobs, tmp_path, make_policy("fifo"), slots="cpu:2",
+                        behaviour={"a": Behaviour(start_s=2.0, finish_s=0.5)}, tick_s=TICK_S)
+
+    second = replay_run(tmp_path).rows[1]
+
+    assert (second.real_queueing_s, second.sim_queueing_s) == pytest.approx((12.55, 12.55))
+    assert second.sim_jct_s == pytest.approx(second.real_jct_s)
+
+
 def test_a_las_run_with_preemptions_replays_job_by_job(las_run):
     fidelity = replay_run(las_run)
 

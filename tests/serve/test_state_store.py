@@ -162,6 +162,25 @@ def test_a_state_file_from_before_attempt_live_reads_a_pid_as_an_attempt_alive(t
     assert again.round_table()["pid"] == (4321, None)
 
 
+def test_a_state_file_from_before_after_reads_every_job_as_waiting_for_none(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    first = add(store)
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")
+    older.execute("ALTER TABLE jobs DROP COLUMN after")
+    older.commit()
+    older.close()
+
+    reader = StateStore(tmp_path / "state.db", read_only=True)
+    assert [(j.id, j.after) for j in reader.jobs()] == [(first, "")]
+    reader.close()
+    again = StateStore(tmp_path / "state.db")
+    second = again.insert_job(spec={"name": "b", "command": "x", "total_steps": 10, "after": [first]}, name="b",
+                              user="ann", queue="q", priority=1.0, kind="b", gpus=1, total_steps=10, submitted=101.0)
+    assert (again.job(first).after, again.job(second).after) == ("", str(first))
+    assert again.round_table()["after"] == ("", str(first))
+
+
 def test_a_job_and_its_idempotency_key_are_stored_together_or_not_at_all(tmp_path):
     store = StateStore(tmp_path / "state.db")
     first = store.insert_job(spec={"name": "a", "command": "x", "total_steps": 10}, name="a", user="ann", queue="q",

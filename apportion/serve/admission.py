@@ -1,0 +1,71 @@
+"""The server's side of admission: before each round, the jobs that have not started yet are
+asked (``mechanism/admission.py``); a job held waits outside the round with its reason, a job
+failed is failed by the round with its reason.
+
+The server keeps no record of admission: a job is asked every round until it starts. For
+dependencies the answer cannot turn back, since a completed job stays completed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from apportion.core.dependencies import Dependencies
+from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants, Outcome, Verdict
+from apportion.serve.state import StateStore
+
+ADMISSION = Admission([AfterStage()])
+_OUTCOME_OF_STATUS = {"queued": Outcome.WAITING, "running": Outcome.WAITING, "preempted": Outcome.WAITING,
+                      "completed": Outcome.COMPLETED, "failed": Outcome.FAILED, "cancelled": Outcome.CANCELLED}
+
+
+def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, changes: dict[int, dict],
+                failed: dict[int, str]) -> np.ndarray:
+    """``rows`` (positions in the round ``table``) less the jobs admission holds or fails: a held
+    job's reason goes into ``changes`` (with any slots promised to it taken back), a failed
+    job's into ``failed`` ({row: why})."""
+    if not len(rows) or not any(table["after"]):  # no job names another: the one stage has nothing to say
+        return rows
+    asking = rows[np.equal(np.asarray(table["started"], dtype=object)[rows], None)]
+    after_text = np.asarray(table["after"], dtype=object)[asking]
+    claims = np.flatnonzero(after_text != "")
+    if not len(claims):
+        return rows
+    lists: list[list[int]] = [[] for _ in range(len(asking))]
+    for j in claims.tolist():
+        lists[j] = [int(i) for i in after_text[j].split(",")]
+    applicants = Applicants(np.asarray(table["id"], dtype=np.int64)[asking], Dependencies.of_lists(lists))
+    verdict = _settled(store, applicants, now)
+    for j in np.flatnonzero(verdict.fail):
+        failed[int(asking[j])] = verdict.reasons[int(j)]
+    for j in np.flatnonzero(verdict.hold):
+        _hold(table, int(asking[j]), verdict.reasons[int(j)], changes)
+    out = asking[~verdict.admitted]
+    return rows[~np.isin(rows, out)]
+
+
+def _settled(store: StateStore, applicants: Applicants, now: float) -> Verdict:
+    """The verdict over ``applicants``, a job failed now counting as failed for those that wait for it."""
+    named = np.unique(applicants.after.keys)
+    found = store.owners_and_statuses(named.tolist())
+    outcome = {job_id: _OUTCOME_OF_STATUS.get(status, Outcome.FAILED) for job_id, (_, status) in found.items()}
+    context = AdmissionContext(now, lambda keys: np.array([outcome.get(int(k), Outcome.UNKNOWN) for k in keys]), str)
+    verdict = ADMISSION.admit(applicants, context)
+    waited_for = set(named.tolist())
+    while True:
+        failing = (int(key) for key in applicants.key[verdict.fail])
+        newly = [key for key in failing if key in waited_for and outcome.get(key) != Outcome.FAILED]
+        if not newly:
+            return verdict
+        outcome.update(dict.fromkeys(newly, Outcome.FAILED))
+        verdict = ADMISSION.admit(applicants, context)
+
+
+def _hold(table: dict, i: int, why: str, changes: dict[int, dict]) -> None:
+    """Row ``i`` waits outside this round, saying why; slots a round promised it go back."""
+    fields: dict = {"reason": why}
+    if table["slots"][i]:
+        fields.update(slots="", gpu_type=None, partner=None)
+    diff = {k: v for k, v in fields.items() if table[k][i] != v}
+    if diff:
+        changes.setdefault(table["id"][i], {}).update(diff)

@@ -1,0 +1,70 @@
+"""The replay's side of admission: arrived jobs whose dependencies have not completed wait
+outside the round; those whose dependency cannot complete end unschedulable, with the reason.
+
+The simulator asks :meth:`HeldJobs.sift` every time it admits arrivals; held jobs are asked
+again only after some job ended (a completion is an event the replay stops at), so a replay
+whose held jobs wait for long-running ones pays nothing per round.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from apportion.core.jobs import JobTable
+from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants, Outcome
+from apportion.sim.result import JobStatus
+
+if TYPE_CHECKING:
+    from apportion.sim.simulator import Replay
+
+# Outcome of each JobStatus, indexed by its value
+_OUTCOME_OF_STATUS = np.zeros(max(JobStatus) + 1, dtype=np.int8)
+_OUTCOME_OF_STATUS[JobStatus.COMPLETED] = Outcome.COMPLETED
+_OUTCOME_OF_STATUS[JobStatus.UNSCHEDULABLE] = Outcome.UNSCHEDULABLE
+
+
+class HeldJobs:
+    """The arrived jobs admission holds back, and the admission that decides when they enter."""
+
+    def __init__(self, jobs: JobTable) -> None:
+        self.jobs = jobs
+        self.admission = Admission([AfterStage()])
+        self.held = np.zeros(0, dtype=np.int64)  # JobTable rows, in submit order
+        self._ended_seen = -1  # replay.ended when the held jobs were last asked
+
+    @classmethod
+    def of(cls, jobs: JobTable) -> HeldJobs | None:
+        """None when no job waits for another: the replay then admits every arrival as it is."""
+        return cls(jobs) if jobs.after is not None and len(jobs.after.keys) else None
+
+    def sift(self, replay: Replay, arriving: np.ndarray, reasons: np.ndarray) -> np.ndarray:
+        """The rows of ``arriving`` (JobTable rows, schedulable, in submit order) and of the jobs
+        held so far that enter the round now, in submit order. The others stay held, or end
+        unschedulable with their reason written into ``reasons``."""
+        recheck = len(self.held) and replay.ended != self._ended_seen
+        if not recheck and not len(arriving):
+            return arriving
+        asking = np.concatenate([self.held, arriving]) if recheck else arriving
+        still_held = [] if recheck else [self.held]
+        admitted = []
+        context = AdmissionContext(replay.now, lambda keys: _OUTCOME_OF_STATUS[replay.status[keys]],
+                                   lambda key: str(self.jobs.job_id[key]))
+        while len(asking):
+            verdict = self.admission.admit(Applicants(asking, self.jobs.after.subset(asking)), context)
+            admitted.append(asking[verdict.admitted])
+            failed = np.flatnonzero(verdict.fail)
+            if not len(failed):
+                still_held.append(asking[verdict.hold])
+                break
+            rows = asking[failed]
+            replay.status[rows] = JobStatus.UNSCHEDULABLE
+            replay.ended += len(rows)
+            reasons[rows] = [verdict.reasons[int(i)] for i in failed]
+            asking = asking[verdict.hold]  # those held may wait for a job that just failed
+        self.held = np.sort(np.concatenate(still_held)) if still_held else np.zeros(0, dtype=np.int64)
+        self._ended_seen = replay.ended
+        if len(admitted) == 1:
+            return admitted[0]
+        return np.sort(np.concatenate(admitted)) if admitted else np.zeros(0, dtype=np.int64)

@@ -1,0 +1,86 @@
+"""Admission before a round: stages in order, each seeing only the jobs the ones before let
+through; the after stage holds a job until what it names completed and fails it when that
+cannot happen."""
+
+import numpy as np
+
+from apportion.core.dependencies import Dependencies
+from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants, Outcome, Verdict
+
+# jobs 10 to 15 as the clock knows them: what became of each
+OUTCOMES = {10: Outcome.COMPLETED, 11: Outcome.WAITING, 12: Outcome.FAILED, 13: Outcome.CANCELLED,
+            14: Outcome.UNSCHEDULABLE, 15: Outcome.WAITING}
+CONTEXT = AdmissionContext(now_s=0.0, outcome=lambda keys: np.array([OUTCOMES[int(k)] for k in keys]),
+                           label=str)
+
+
+class HoldOddKeys:
+    """A stage for the example: holds the jobs whose key is odd, and notes whom it was shown."""
+
+    name = "odd"
+
+    def __init__(self) -> None:
+        self.shown: list[list[int]] = []
+
+    def admit(self, jobs: Applicants, context: AdmissionContext) -> Verdict:
+        self.shown.append(jobs.key.tolist())
+        hold = jobs.key % 2 == 1
+        return Verdict(hold, np.zeros(len(jobs), dtype=bool), {int(i): "odd" for i in np.flatnonzero(hold)})
+
+
+class FailAbove:
+    """Fails every job whose key is above a bound, and notes whom it was shown."""
+
+    name = "above"
+
+    def __init__(self, bound: int) -> None:
+        self.bound, self.shown = bound, []
+
+    def admit(self, jobs: Applicants, context: AdmissionContext) -> Verdict:
+        self.shown.append(jobs.key.tolist())
+        fail = jobs.key > self.bound
+        reasons = {int(i): f"above {self.bound}" for i in np.flatnonzero(fail)}
+        return Verdict(np.zeros(len(jobs), dtype=bool), fail, reasons)
+
+
+def test_a_job_held_by_the_first_stage_is_not_shown_to_the_second():
+    odd, above = HoldOddKeys(), FailAbove(3)
+    verdict = Admission([odd, above]).admit(Applicants(np.array([1, 2, 3, 4, 6])), CONTEXT)
+
+    assert odd.shown == [[1, 2, 3, 4, 6]]
+    assert above.shown == [[2, 4, 6]]
+    assert verdict.hold.tolist() == [True, False, True, False, False]
+    assert verdict.fail.tolist() == [False, False, False, True, True]
+    assert verdict.admitted.tolist() == [False, True, False, False, False]
+    assert verdict.reasons == {0: "odd", 2: "odd", 3: "above 3", 4: "above 3"}
+
+
+def test_no_stage_admits_everyone():
+    verdict = Admission([]).admit(Applicants(np.array([5, 6])), CONTEXT)
+
+    assert verdict.admitted.tolist() == [True, True] and verdict.reasons == {}
+
+
+def test_the_after_stage_holds_until_every_named_job_completed_and_fails_when_one_cannot():
+    after = Dependencies.of_lists([[], [10], [10, 11], [11, 15], [12], [11, 13], [14]])
+    verdict = AfterStage().admit(Applicants(np.arange(7), after), CONTEXT)
+
+    assert verdict.admitted.tolist() == [True, True, False, False, False, False, False]
+    assert verdict.hold.tolist() == [False, False, True, True, False, False, False]
+    assert verdict.reasons == {
+        2: "waiting for job 11 to complete",
+        3: "waiting for job 11 to complete (and 1 more)",
+        4: "job 12, which it runs after, failed",
+        5: "job 13, which it runs after, was cancelled",  # one that ended badly fails it, whatever else waits
+        6: "job 14, which it runs after, cannot be scheduled",
+    }
+
+
+def test_a_job_the_after_stage_holds_is_not_shown_to_a_later_stage():
+    above = FailAbove(0)
+    after = Dependencies.of_lists([[11], [], [10]])
+    verdict = Admission([AfterStage(), above]).admit(Applicants(np.array([1, 2, 3]), after), CONTEXT)
+
+    assert above.shown == [[2, 3]]
+    assert verdict.hold.tolist() == [True, False, False]
+    assert verdict.fail.tolist() == [False, True, True]
