@@ -32,7 +32,7 @@ def simulate(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
-    received_since: str = typer.Option("arrival", "--received-since", help="The received share Gavel's round ranks jobs by counts from each job's arrival, or from the last change of allocation (allocation, Gavel's rule)."),
+    received_since: str = typer.Option("arrival", "--received-since", help="Where the received share the round ranks jobs by counts from: arrival (each job's) or allocation (its last change, Gavel's rule)."),
     as_json: bool = opt.json_option("the summary"),
 ) -> None:
     """Replay a workload on a cluster under one policy and summarise it.
