@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -31,6 +32,7 @@ def simulate(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
+    received_since: str = typer.Option("arrival", "--received-since", help="Where the received share the round ranks jobs by counts from: arrival (each job's) or allocation (its last change, Gavel's rule)."),
     as_json: bool = opt.json_option("the summary"),
 ) -> None:
     """Replay a workload on a cluster under one policy and summarise it.
@@ -38,8 +40,11 @@ def simulate(
     With no options: a seeded synthetic workload on a small heterogeneous cluster.
     """
     from apportion.experiment import run_policy
+    from apportion.mechanism.received import RECEIVED_SINCE
 
     _check_out(out)
+    if received_since not in RECEIVED_SINCE:
+        raise fail(f"--received-since must be one of {', '.join(RECEIVED_SINCE)}, got '{received_since}'")
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             [policy], opt.policy_options(ctx),
@@ -47,6 +52,7 @@ def simulate(
                               shape),
             round_s, restart_cost_s,
         )
+        config = replace(config, received_since=received_since)
         with progress_bar(as_json) as bar:
             task = bar.add_task(policy, total=len(inputs.jobs), day=0.0)
 

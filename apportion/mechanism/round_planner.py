@@ -26,10 +26,9 @@ from apportion.mechanism.node_per_type import NodePerType
 from apportion.mechanism.pairs import choose_with_pairs, place_units
 from apportion.mechanism.pinned import plan_around
 from apportion.mechanism.placement import place_on_gpus
+from apportion.mechanism.received import ReceivedShare
 from apportion.mechanism.round_state import RoundDecision, RoundState, running_types, was_running
 from apportion.mechanism.rounds import RoundMechanism
-
-IN_SYSTEM_FLOOR_S = 1e-9  # a job submitted this instant has been in the system this long
 
 __all__ = ["RoundDecision", "RoundPlanner", "RoundState", "running_types"]
 
@@ -51,13 +50,17 @@ class RoundPlanner:
     ``pair_rates`` ([K, K, T] steps/s of kind i sharing a GPU with kind j) is the default for a
     state that brings none, and is used only by a policy that shares GPUs; with it, allocations
     may pair jobs and the state's ``together`` (a ``PairClock``) decides whose turn it is.
+    ``received_since``: the received share counts from each job's ``"arrival"``, or, as Gavel's
+    does, from the last time the policy re-solved (``"allocation"``; ``mechanism/received.py``).
     """
 
-    def __init__(self, policy, cluster: Cluster | None = None, *, pair_rates: np.ndarray | None = None) -> None:
+    def __init__(self, policy, cluster: Cluster | None = None, *, pair_rates: np.ndarray | None = None,
+                 received_since: str = "arrival") -> None:
         self.policy = policy
         self.cluster = cluster
         self.pair_rates = pair_rates
         self.mechanism = RoundMechanism()
+        self.received = ReceivedShare(received_since)
         self._views: dict[int, tuple[Cluster, ClusterView]] = {}
         self._node_per_type: NodePerType | None = None
         self._allocation: Allocation | None = None
@@ -124,15 +127,18 @@ class RoundPlanner:
         # an elastic policy names each job's GPU count; otherwise every job runs at its own
         num_gpus = jobs.num_gpus if allocation.num_gpus is None else allocation.num_gpus
 
-        in_system = np.maximum(jobs.now_s - jobs.submit_time_s, IN_SYSTEM_FLOOR_S)
-        received = state.time_alone_s / in_system[:, None]
-        partner = np.full(n, -1, dtype=np.int64)
-        if allocation.has_pairs:
-            pairs = allocation.pair_jobs
-            pair_in_system = np.minimum(in_system[pairs[:, 0]], in_system[pairs[:, 1]])
+        pairs = allocation.pair_jobs if allocation.has_pairs else None
+        together_s = None
+        if pairs is not None:
             together_s = (state.together.seconds(jobs.index[pairs]) if state.together is not None
                           else np.zeros((len(pairs), len(cluster.gpu_types))))
-            pair_received = together_s / pair_in_system[:, None]
+        if resolved:
+            self.received.reset(jobs.now_s, state.time_alone_s, together_s)
+        received = self.received.jobs(jobs.now_s, jobs.submit_time_s, state.time_alone_s)
+        partner = np.full(n, -1, dtype=np.int64)
+        if pairs is not None:
+            in_system = self.received.in_system(jobs.now_s, jobs.submit_time_s)
+            pair_received = self.received.pairs(in_system, pairs, together_s)
             chosen, pair_chosen = choose_with_pairs(
                 allocation.share, received, pairs, allocation.pair_share, pair_received,
                 num_gpus, cluster.capacity,

@@ -35,6 +35,7 @@ class ServeConfig:
     start_timeout_s: float | None = None  # an attempt silent this long may be preempted; None: max(2 rounds, 60 s)
     tick_s: float = 0.1
     prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
+    received_since: str = "arrival"  # the received share counts from arrival, or from the last re-solve (Gavel's)
     cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     checkpoint_every: str | None = None  # jobs' periodic checkpoints (auto, auto:S, off, S); None: the runtime's auto
     shared_dir: Path | None = None  # where jobs' default checkpoint directories live, if not the state directory

@@ -55,7 +55,8 @@ class Rounds:
         self.store, self.policy, self.config, self.log = state.store, state.policy, state.config, state.log
         self.lock, self.changed = state.lock, state.changed
         self.gpu_types, self.slots = state.gpu_types, state.slots
-        self.planner = RoundPlanner(state.policy)  # the cluster of its slots comes with each round
+        # the cluster of its slots comes with each round
+        self.planner = RoundPlanner(state.policy, received_since=state.config.received_since)
         self.start_timeout_s = (state.config.start_timeout_s if state.config.start_timeout_s is not None
                                 else max(2 * state.config.round_s, 60.0))
         self.last_round_at = -math.inf

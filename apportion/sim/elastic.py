@@ -62,7 +62,7 @@ class ElasticSimulator(Simulator):
         self.gpus_per_node = np.array([int(cluster.node_gpus[cluster.node_type == t].max())
                                        for t in range(len(cluster.gpu_types))])
         self.pair_rates = None
-        self.planner = RoundPlanner(policy, cluster)
+        self.planner = RoundPlanner(policy, cluster, received_since=config.received_since)
         self.sizes_jobs = bool(getattr(policy, "sizes_jobs", False))
         self.on_decision = None
         self.server_clusters = None

@@ -56,6 +56,7 @@ class SimConfig:
     plan_ahead_s: float = 0.0  # wall clock: a regular round is decided (and starts idle GPUs) this long ahead
     fill_gap_s: float = 1.0  # wall clock: an early round comes at least this long after the last round
     first_round_s: float | None = None  # wall clock: the server's first round, at its start (None: unknown)
+    received_since: str = "arrival"  # the received share counts from arrival, or from the last re-solve (Gavel's)
 
 
 def job_throughputs(jobs: JobTable, cluster: Cluster, throughputs: ThroughputTable) -> np.ndarray:
@@ -111,7 +112,8 @@ class Simulator:
         # does not share GPUs or no pair is known
         sharing = RoundPlanner.space_sharing(policy) and throughputs.pair_steps_per_s
         self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if sharing else None
-        self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates)
+        self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates,
+                                    received_since=config.received_since)
         if config.wall_clock and node_demand(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib) is not None:
             raise ValueError("the server's clock counts no CPU cores or memory of nodes: replay without wall_clock")
         self.costs = JobCosts.of(jobs, config.costs, config.start_cost_s, config.restart_cost_s)

@@ -109,6 +109,7 @@ def test_a_trace_csv_replays_job_for_job(tmp_path: Path):
         (("--policy", "las", "--space-sharing"), "--space-sharing applies to finish-time-fairness, max-min-fairness, max-throughput, min-cost, min-makespan, not to 'las'"),
         (("--policy", "srtf", "--durations", "guess"), "--durations must be one of predicted, oracle, got 'guess'"),
         (("--policy", "las", "--durations", "predicted"), "--durations applies to finish-time-fairness, qssf, srtf only"),
+        (("--received-since", "start"), "--received-since must be one of arrival, allocation, got 'start'"),
     ],
 )
 def test_bad_input_is_one_line_naming_what_is_wrong(args, expected):

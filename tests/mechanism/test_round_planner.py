@@ -248,3 +248,31 @@ def test_a_policy_that_does_not_say_never_rules_a_job_out():
     planner = RoundPlanner(Silent(), TWO_V100)
 
     assert planner.never_runs(round_state(0.0, submit=[0.0, 0.0]).jobs, np.ones((2, 1))).tolist() == [False, False]
+
+
+# the received share from the last change of allocation (Gavel's rule) against from arrival
+
+HALF_EACH = [[0.5], [0.5]]
+
+
+def rounds_on_one_gpu(received_since: str) -> list[int]:
+    """Jobs A and B, both in since t = 0, each allocated half of one v100. The policy first answers at
+    t = 600, when A has held the GPU 100 s and B 500 s; by t = 800, A has run the 200 s since.
+    Returns the job that runs at 600 and at 800 (0 = A, 1 = B)."""
+    planner = RoundPlanner(FixedShares(HALF_EACH), ONE_V100, received_since=received_since)
+    at_600 = planner.plan(round_state(600.0, submit=(0.0, 0.0), time_alone=[[100.0], [500.0]], holder=(1,)))
+    at_800 = planner.plan(round_state(800.0, submit=(0.0, 0.0), time_alone=[[300.0], [500.0]], holder=(0,)))
+    assert not at_800.resolved  # the same jobs and speeds: the policy is not asked again
+    return [int(np.flatnonzero(d.chosen_type == 0)[0]) for d in (at_600, at_800)]
+
+
+def test_from_arrival_the_job_that_held_less_of_its_whole_time_runs():
+    # at 600: A 100/600 = 1/6 → priority 0.5 / (1/6) = 3; B 500/600 → 0.6: A runs
+    # at 800: A 300/800 = 0.375 → 1.33; B 500/800 = 0.625 → 0.8: A runs again
+    assert rounds_on_one_gpu("arrival") == [0, 0]
+
+
+def test_from_the_last_allocation_the_job_that_held_nothing_since_runs():
+    # at 600 the policy answers: both have held nothing since, equal priorities, A (first) runs
+    # at 800: A 200/200 = 1 → priority 0.5; B 0/200 → 0.5 / 1e-9: B runs
+    assert rounds_on_one_gpu("allocation") == [0, 1]

@@ -88,10 +88,12 @@ def placements_in_force(replayed: Replayed, finish: dict[int, float]) -> dict:
     return rounds
 
 
-def both_clocks(jobs: JobTable, simulated_policy, served_policy, tmp_path) -> tuple[Replayed, Replayed]:
-    simulated = in_simulator(jobs, "v100:2:2,k80:2:2", THROUGHPUTS, simulated_policy, ROUND_S, prices=PRICES)
+def both_clocks(jobs: JobTable, simulated_policy, served_policy, tmp_path,
+                received_since: str = "arrival") -> tuple[Replayed, Replayed]:
+    simulated = in_simulator(jobs, "v100:2:2,k80:2:2", THROUGHPUTS, simulated_policy, ROUND_S, prices=PRICES,
+                             received_since=received_since)
     served = on_server(jobs, "v100:2,k80:2", THROUGHPUTS, served_policy, ROUND_S, tmp_path,
-                       queues=list(jobs.queue), prices=PRICES)
+                       queues=list(jobs.queue), prices=PRICES, received_since=received_since)
     return simulated, served
 
 
@@ -147,3 +149,10 @@ def test_best_effort_jobs_decide_alike(spec, tmp_path):
     jobs = workload(0, priorities=[0.0, 1.0, 2.0])
     assert (jobs.priority == 0).any()
     assert_alike(*both_clocks(jobs, policy(spec), policy(spec), tmp_path), jobs)
+
+
+@pytest.mark.parametrize("spec", ["max-min-fairness", "max-min-fairness:space-sharing", "finish-time-fairness"])
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_the_received_share_since_the_last_allocation_decides_alike(spec, seed, tmp_path):
+    jobs = workload(seed)
+    assert_alike(*both_clocks(jobs, policy(spec), policy(spec), tmp_path, received_since="allocation"), jobs)

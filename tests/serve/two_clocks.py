@@ -43,12 +43,13 @@ class Clock:
 
 
 def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, policy, round_s: float,
-                 prices: dict[str, float] | None = None) -> Replayed:
+                 prices: dict[str, float] | None = None, received_since: str = "arrival") -> Replayed:
     """The simulator's replay; job ids are JobTable rows + 1 (the server numbers from 1).
     ``prices``: $ per GPU-hour of each type (min-cost needs them)."""
     groups = parse_cluster_shorthand(cluster).groups
     priced = Cluster(tuple(replace(g, price_per_gpu_hour=(prices or {}).get(g.gpu_type, math.nan)) for g in groups))
-    simulator = Simulator(jobs, priced, throughputs, policy, SimConfig(round_s=round_s, restart_cost_s=0.0))
+    simulator = Simulator(jobs, priced, throughputs, policy, SimConfig(round_s=round_s, restart_cost_s=0.0,
+                                                                       received_since=received_since))
     types = simulator.cluster.gpu_types
     decided: dict[float, Placement] = {}
 
@@ -76,12 +77,14 @@ def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, pol
 
 
 def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, round_s: float,
-              state_dir: Path, queues: list[str] | None = None, prices: dict[str, float] | None = None) -> Replayed:
+              state_dir: Path, queues: list[str] | None = None, prices: dict[str, float] | None = None,
+              received_since: str = "arrival") -> Replayed:
     """The real scheduler over ``slots``, its fake jobs progressing at ``throughputs``."""
     clock = Clock()
     executor = FakeExecutor(state_dir)
     config = ServeConfig(state_dir=state_dir, round_s=round_s, plan_ahead_s=0.0, fill_gap_s=math.inf,
-                         renew_wait_s=0.0, grace_s=1e9, start_timeout_s=1e9, prices=dict(prices or {}))
+                         renew_wait_s=0.0, grace_s=1e9, start_timeout_s=1e9, prices=dict(prices or {}),
+                         received_since=received_since)
     scheduler = Scheduler(StateStore(state_dir / "state.db"), executor, parse_slots(slots), policy, config,
                           clock=clock, throughputs=throughputs)
     slot_type = {s.id: s.gpu_type for s in scheduler.slots}
