@@ -24,27 +24,26 @@ from apportion.policies import policy_info, policy_names
 from apportion.sim import SimConfig
 
 WORKLOADS = {
-    "fixed": (load_inputs(WorkloadSettings(jobs=40, rate_per_hour=30.0, seed=3, cluster="v100:4,p100:4,k80:8")),
-              SimConfig(round_s=360.0, restart_cost_s=30.0)),
     "elastic": (load_inputs(WorkloadSettings(jobs=16, rate_per_hour=20.0, seed=2, shape="pollux",
                                              cluster="t4:8,v100:4,k80:4")),
                 SimConfig(round_s=60.0, restart_cost_s=30.0)),
+    "fixed": (load_inputs(WorkloadSettings(jobs=40, rate_per_hour=30.0, seed=3, cluster="v100:4,p100:4,k80:8")),
+              SimConfig(round_s=360.0, restart_cost_s=30.0)),
 }
-for name in policy_names():
-    info = policy_info(name)
-    for spec in [name] + [f"{name}:{v}" for v in info.variants]:
-        for workload, (inputs, config) in WORKLOADS.items():
-            try:
-                result = run_policy(inputs, spec, config, **info.example_options())
-            except ValueError as exc:  # a policy that cannot run this workload says so, alike under any seed
-                print(spec, workload, "refused:", exc)
-                continue
-            digest = hashlib.sha256()
-            for column in (result.finish_s, result.first_start_s, result.steps_done, result.status):
-                digest.update(np.ascontiguousarray(column).tobytes())
-            summary = {k: v for k, v in result.summary.items() if k != "sim_wall_s"}
-            digest.update(repr(sorted(summary.items())).encode())
-            print(spec, workload, digest.hexdigest()[:16])
+SPECS = [spec for name in policy_names() for spec in [name] + [f"{name}:{v}" for v in policy_info(name).variants]]
+for workload, (inputs, config) in WORKLOADS.items():
+    for spec in SPECS:
+        try:
+            result = run_policy(inputs, spec, config, **policy_info(spec).example_options())
+        except ValueError as exc:  # a policy that cannot run this workload says so, alike under any seed
+            print(spec, workload, "refused:", exc)
+            continue
+        digest = hashlib.sha256()
+        for column in (result.finish_s, result.first_start_s, result.steps_done, result.status):
+            digest.update(np.ascontiguousarray(column).tobytes())
+        summary = {k: v for k, v in result.summary.items() if k != "sim_wall_s"}
+        digest.update(repr(sorted(summary.items())).encode())
+        print(spec, workload, digest.hexdigest()[:16])
 """
 
 
