@@ -56,21 +56,15 @@ def print_wrote(paths, as_json: bool) -> None:
     (errors if as_json else console).print(f"wrote {escape(', '.join(str(p) for p in paths))}", highlight=False)
 
 
-def progress_bar(as_json: bool = False):
-    """A replay's progress on stderr: jobs ended and virtual day. Shown only when both stdout and
-    stderr are a terminal and the output is not JSON: nothing in a pipe, a log file or a script."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def progress_bar(as_json: bool = False, what: str = "jobs ended", virtual_time: bool = True):
+    """Long work's progress on stderr, never on stdout: a bar with an ETA when both stdout and
+    stderr are a terminal and the output is not JSON; otherwise a plain line every few seconds
+    (``cli/progress.py``), so that a pipe, a log file or a CI job sees it too."""
+    from apportion.cli.progress import ProgressLines, terminal_bar
 
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("jobs done · day {task.fields[day]:.1f}"),
-        TimeElapsedColumn(),
-        console=errors,
-        transient=True,
-        disable=as_json or not (errors.is_terminal and console.is_terminal),
-    )
+    if not as_json and errors.is_terminal and console.is_terminal:
+        return terminal_bar(errors, what, virtual_time)
+    return ProgressLines(what, virtual_time)
 
 
 def out_dir_problem(path: Path) -> str | None:

@@ -65,7 +65,7 @@ def sweep(
                                                                   None, throughputs, reference_gpu_type, shape),
                                                 round_s, restart_cost_s)
         cells = grid(specs, loads, seed_list, cluster_list)
-        with progress_bar(as_json) as bar:
+        with progress_bar(as_json, what="replays done", virtual_time=False) as bar:
             task = bar.add_task(f"{len(cells)} replays", total=len(cells), day=0.0)
             try:
                 rows = run_grid(cells, base, config, workers=workers, ray_address=ray_address,

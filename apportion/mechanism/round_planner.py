@@ -65,6 +65,7 @@ class RoundPlanner:
         self._node_per_type: NodePerType | None = None
         self._allocation: Allocation | None = None
         self._solved_for: tuple | None = None
+        self._solved_on: Cluster | None = None  # held, so that no other cluster can take its id
         self._reallocate_at = math.inf
 
     @staticmethod
@@ -123,6 +124,7 @@ class RoundPlanner:
             self._allocation = self.policy.allocate(
                 jobs, self.cluster_view(cluster), ThroughputView(state.rates, pair_rates))
             self._solved_for = solved_for
+            self._solved_on = cluster
         allocation = self._allocation
         # an elastic policy names each job's GPU count; otherwise every job runs at its own
         num_gpus = jobs.num_gpus if allocation.num_gpus is None else allocation.num_gpus

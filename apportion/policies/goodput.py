@@ -70,6 +70,7 @@ class Goodput:
         self.exact = exact
         self.chooser = ConfigurationChooser()
         self._tables = GoodputTables()
+        self._agnostic_kinds: tuple | None = None  # (kinds, (reference type, types), kinds as it runs)
         self.last_choice = None  # the last solve's Choice: objective, bound, gap
 
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
@@ -154,8 +155,7 @@ class Goodput:
         per_node = elastic.gpus_per_node
         if self.agnostic:  # every type runs as the largest one does
             reference = int(np.argmax(cluster.capacity))
-            params = np.repeat(kinds.step_params[:, reference : reference + 1], len(cluster.gpu_types), axis=1)
-            kinds = replace(kinds, step_params=params)
+            kinds = self.as_one_type(kinds, reference, len(cluster.gpu_types))
             per_node = np.full(len(cluster.gpu_types), per_node[reference])
         value, batch = self._tables.get(jobs, kinds, counts, per_node)
         # a fair share: the cluster's GPUs over the jobs, down to a configuration's count, within the job's limits
@@ -166,6 +166,15 @@ class Goodput:
         base = (at_fair * weight).sum(axis=1) / np.maximum(weight.sum(axis=1), 1e-300)
         speedup = np.divide(value, base[:, None, None], out=np.zeros_like(value), where=base[:, None, None] > 0)
         return speedup, batch
+
+    def as_one_type(self, kinds, reference: int, num_types: int):
+        """``kinds`` with each of ``num_types`` types running as type ``reference`` does: the same object while
+        neither changes, so that the goodput tables built on it are kept between rounds."""
+        cached = self._agnostic_kinds
+        if cached is None or cached[0] is not kinds or cached[1] != (reference, num_types):
+            params = np.repeat(kinds.step_params[:, reference : reference + 1], num_types, axis=1)
+            cached = self._agnostic_kinds = (kinds, (reference, num_types), replace(kinds, step_params=params))
+        return cached[2]
 
     def restart_factor(self, jobs: JobView, counts: np.ndarray | None, shape: tuple[int, int, int]) -> np.ndarray:
         """[n, T, C] 1 for a job's current configuration (and for jobs that never ran), Pollux's
@@ -210,7 +219,9 @@ class GoodputTables:
     """Each job's goodput and best batch at every configuration, kept between rounds.
 
     A job's table is computed again only when its gradient noise scale has moved by more than
-    ``NOISE_TOLERANCE`` since (it moves slowly, epoch by epoch) or the configurations changed."""
+    ``NOISE_TOLERANCE`` since (it moves slowly, epoch by epoch) or the configurations changed.
+    The kinds are told apart by identity, and the ones the tables were built on are held, so that
+    another kinds object can never be taken for them."""
 
     NOISE_TOLERANCE = 0.02
 
@@ -223,10 +234,10 @@ class GoodputTables:
 
     def get(self, jobs: JobView, kinds, counts: np.ndarray, per_node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """([n, T, C] goodput, [n, T, C] batch) of the view's jobs at ``counts`` GPUs of each type."""
-        key = (id(kinds), counts.tobytes(), np.asarray(per_node).tobytes())
+        key = (kinds, counts.tobytes(), np.asarray(per_node).tobytes())
         rows = jobs.index
         shape = (len(kinds.gpu_types), len(counts))
-        if key != self._key:
+        if self._key is None or key[0] is not self._key[0] or key[1:] != self._key[1:]:
             self._key = key
             self._noise = np.zeros(0)
             self._value = np.zeros((0,) + shape)

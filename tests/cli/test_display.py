@@ -85,14 +85,19 @@ def test_an_out_that_does_not_exist_yet_is_fine(tmp_path):
     assert output.out_dir_problem(tmp_path) is None
 
 
-def test_progress_shows_only_on_a_terminal_and_never_with_json(monkeypatch):
-    assert output.progress_bar().disable  # the tests' stdout and stderr are not terminals
+def test_progress_is_a_bar_only_on_a_terminal_without_json_and_plain_lines_elsewhere(monkeypatch):
+    from rich.progress import Progress, TimeRemainingColumn
+
+    from apportion.cli.progress import ProgressLines
+
+    assert isinstance(output.progress_bar(), ProgressLines)  # the tests' stdout and stderr are not terminals
     monkeypatch.setattr(output, "errors", Console(file=io.StringIO(), force_terminal=True))
     monkeypatch.setattr(output, "console", Console(file=io.StringIO(), force_terminal=True))
-    assert not output.progress_bar().disable
-    assert output.progress_bar(as_json=True).disable
+    bar = output.progress_bar()
+    assert isinstance(bar, Progress) and any(isinstance(c, TimeRemainingColumn) for c in bar.columns)  # an ETA
+    assert isinstance(output.progress_bar(as_json=True), ProgressLines)
     monkeypatch.setattr(output, "console", Console(file=io.StringIO(), force_terminal=False))  # stdout piped
-    assert output.progress_bar().disable
+    assert isinstance(output.progress_bar(), ProgressLines)
 
 
 def test_a_replay_into_a_pipe_prints_no_progress():
