@@ -49,7 +49,7 @@ def _call(function, *args):
 
 
 def submit(
-    job_file: Path = typer.Argument(..., help="A job YAML (see docs/serve.md)."),
+    job_file: Path = typer.Argument(..., metavar="JOB_FILE", help="A job YAML (see docs/serve.md)."),
     user: Optional[str] = opt.User,
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
@@ -185,7 +185,7 @@ def _cell(text: object, most: int = 64) -> str:
 
 
 def cancel(
-    job_id: str = typer.Argument(..., help="The job's id (see `apportion queue`)."),
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id (see `apportion queue`)."),
     user: Optional[str] = opt.User,
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
@@ -198,7 +198,7 @@ def cancel(
 
 
 def logs(
-    job_id: str = typer.Argument(..., help="The job's id."),
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id."),
     attempt: Optional[int] = typer.Option(None, "--attempt", help="Which attempt (default: the latest)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the job writes, across attempts, until it ends."),
     server: Optional[str] = opt.Server,

@@ -19,7 +19,7 @@ def simulate(
     ctx: typer.Context,
     workload: Optional[str] = opt.Workload,
     cluster: str = opt.Cluster,
-    policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic for the heterogeneity-agnostic variant, NAME:space-sharing to share GPUs)."),
+    policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic for the heterogeneity-agnostic variant, NAME:space-sharing to share GPUs).", rich_help_panel="Policy options"),
     out: Optional[Path] = opt.Out,
     jobs: Optional[int] = opt.Jobs,
     rate: float = opt.Rate,
@@ -31,7 +31,7 @@ def simulate(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
-    as_json: bool = opt.json_option("the summary"),
+    as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
     """Replay a workload on a cluster under one policy and summarise it.
 
@@ -78,7 +78,7 @@ def simulate(
 
 def compare(
     ctx: typer.Context,
-    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help=f"Comma-separated, of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing for the variants)."),
+    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help=f"Comma-separated, of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing for the variants).", rich_help_panel="Policy options"),
     workload: Optional[str] = opt.Workload,
     cluster: str = opt.Cluster,
     out: Optional[Path] = opt.Out,
@@ -92,8 +92,8 @@ def compare(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
-    workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count)."),
-    as_json: bool = opt.json_option("the summaries"),
+    workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
+    as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
     """Run several policies on the same workload and print them side by side."""
     from apportion.compare import run_policies

@@ -74,7 +74,7 @@ def test_a_registered_policys_options_are_on_every_commands_help(oldest, command
     help = help_text(command)
 
     assert "--patience-s SECONDS oldest: seconds a newcomer waits before it may preempt. [default: 120.0]" in help
-    assert "--strict <bool> oldest: never preempt a job." in help and "--no-strict" not in help
+    assert "--strict oldest: never preempt a job." in help and "--no-strict" not in help
 
 
 @pytest.mark.parametrize("command", COMMANDS)
