@@ -208,7 +208,15 @@ def plan(
     print_table(view, at_least=140)
     summary = result.rejection_summary(3)
     if summary:
-        print_line(f"rejected {len(result.rejected)}: " + "; ".join(summary))
+        print_line(f"rejected {len(result.rejected)}: " + "; ".join(summary) + _more(result.rejection_counts(), 3))
+
+
+def _more(counts: dict[str, int], shown: int) -> str:
+    """What the reasons after the first ``shown`` rejected: "; … and N more (K other reasons)", or nothing."""
+    rest = list(counts.values())[shown:]
+    if not rest:
+        return ""
+    return f"; … and {sum(rest)} more ({len(rest)} other reason{'s' if len(rest) > 1 else ''})"
 
 
 def _software(framework: str | None, measured: str | None):
