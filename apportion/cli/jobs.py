@@ -245,7 +245,7 @@ def status(
         print_json(info)
         return
     console.print(f"[bold]{escape(info['server'])}[/]: policy {escape(info['policy'])}, round {info['round']} "
-                  f"(every {info['round_s']:g} s, next in {info['next_round_in_s']:.0f} s)", highlight=False)
+                  f"(every {info['round_s']:g} s, next decided in {info['next_round_in_s']:.0f} s)", highlight=False)
     console.print(f"state: {escape(info['state_dir'])} (server pid {info['pid']})", highlight=False, soft_wrap=True)
     full = info.get("out_of_space")
     if full:  # writes answer 507 until there is space again

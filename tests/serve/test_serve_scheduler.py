@@ -357,3 +357,17 @@ def test_space_sharing_starts_a_pair_on_one_slot_and_tells_each_who_shares_it(tm
     run_for(scheduler, clock, 25.0)
     assert all(scheduler.lease(job_id, 1)["renew"] for job_id in (first, second))
     assert executor.signals == []
+
+
+def test_status_counts_down_to_the_next_rounds_decision_never_past_a_round(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", round_s=5.0)  # decided 2.5 s before it starts
+    scheduler.submit(job("a", steps=10**6), "ann")
+    scheduler.submit(job("b", steps=10**6), "bob")
+    scheduler.tick()
+    for _ in range(6):
+        status = scheduler.status()
+        assert 0 < status["next_round_in_s"] <= 5.0
+        run_for(scheduler, clock, status["next_round_in_s"] - 0.5)
+        assert scheduler.status()["round"] == status["round"]  # not yet
+        run_for(scheduler, clock, 0.5)
+        assert scheduler.status()["round"] == status["round"] + 1  # when it said
