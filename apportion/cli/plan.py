@@ -153,7 +153,7 @@ def plan(
         view.add_row("time per step", ", ".join(f"{k.replace('_', ' ')} {v:.3f} s" for k, v in one.breakdown_s.items() if v > 0))
         view.add_row(f"{token_count:.3g} tokens", f"{_duration(one.training_time_s(token_count))}"
                      + (f", ${cost:,.0f}" if cost is not None else ", no list price for this GPU"))
-        console.print(view)
+        print_table(view)
         return
 
     try:
