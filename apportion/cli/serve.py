@@ -33,16 +33,7 @@ def serve(
     warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help="Fork Python jobs (python SCRIPT or -m MODULE) from a wrapper that has imported torch already, unless their file says warm_start: false (local executor).", rich_help_panel="Jobs"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
-    import numpy as np
-
-    from apportion.core.errors import InputError
-    from apportion.experiment import check_policy_specs, policy_from_spec
-    from apportion.perf.accelerators import list_prices
     from apportion.serve.bounds import MAX_HUNG_AFTER_S, MIN_HUNG_AFTER_S
-    from apportion.serve.scheduler import check_policy
-    from apportion.serve.server import ServerError, ServerOptions, is_loopback
-    from apportion.serve.server import serve as run_server
-    from apportion.serve.slots import describe, detect_gpus, parse_slots
 
     if round_s <= 0:
         raise fail(f"--round-s must be positive, got {round_s}")
@@ -62,6 +53,18 @@ def serve(
             raise fail(str(exc)) from None
     if not 0 <= port <= 65535:
         raise fail(f"--port must be 0-65535, got {port}")
+    sock = _take_port(host, port)  # a busy port is said at once, before the imports below take seconds
+
+    import numpy as np
+
+    from apportion.core.errors import InputError
+    from apportion.experiment import check_policy_specs, policy_from_spec
+    from apportion.perf.accelerators import list_prices
+    from apportion.serve.scheduler import check_policy
+    from apportion.serve.server import ServerError, ServerOptions, is_loopback
+    from apportion.serve.server import serve as run_server
+    from apportion.serve.slots import describe, detect_gpus, parse_slots
+
     if executor not in ("local", "ray"):
         raise fail(f"--executor must be local or ray, got {executor!r}")
     if executor == "local" and (ray_address is not None or cluster is not None):
@@ -130,7 +133,18 @@ def serve(
     if no_gpus:
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
     try:
-        run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None)
+        run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None,
+                   sock=sock)
+    except ServerError as exc:
+        raise fail(str(exc)) from None
+
+
+def _take_port(host: str, port: int):
+    """A socket listening on ``host:port``; a one-line error when the port is taken."""
+    from apportion.serve.startup import ServerError, listen
+
+    try:
+        return listen(host, port)
     except ServerError as exc:
         raise fail(str(exc)) from None
 
