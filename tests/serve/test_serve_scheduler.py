@@ -359,6 +359,23 @@ def test_space_sharing_starts_a_pair_on_one_slot_and_tells_each_who_shares_it(tm
     assert executor.signals == []
 
 
+@pytest.mark.parametrize("code, missing", [(127, "not found"), (126, "not executable")])
+def test_a_command_that_cannot_start_fails_at_once_naming_the_file(tmp_path, code, missing):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", max_retries=3)
+    scheduler.submit(job("typo"), "ann")
+    run_for(scheduler, clock, 2)
+    executor.logs[(1, 1)] = "apportion: cannot start: no such file trian.py"
+    executor.finish(1, code)
+    scheduler.tick()
+
+    row = scheduler.store.job(1)
+    assert row.status == "failed" and row.attempt == 1 and row.retries == 0
+    assert scheduler.job_info(row, private=True)["reason"] == (
+        f"its command is {missing} (exit {code}) on attempt 1, not retried: apportion: cannot start: no such file trian.py")
+    run_for(scheduler, clock, 5)
+    assert len(executor.started) == 1
+
+
 def test_status_counts_down_to_the_next_rounds_decision_never_past_a_round(tmp_path):
     scheduler, executor, clock = make(tmp_path, slots="cpu:1", round_s=5.0)  # decided 2.5 s before it starts
     scheduler.submit(job("a", steps=10**6), "ann")
