@@ -237,8 +237,10 @@ class AttemptLifecycle:
         if row.status == "cancelled" or row.stop == "cancel":  # cancelled, or failed by a round (rounds._fail)
             by = row.reason.replace("; stopping", "")
             ended_as = "failed" if row.status == "failed" else "cancelled"
-            self.store.update_job(row.id, status=ended_as, reason=by, **released)
-            self.store.attempt_ended(row.id, row.attempt, now, row.steps_done, ended_as)
+            # its last step: the checkpoint it wrote as it stopped, when later than its last progress report
+            last_step = row.steps_done if saved is None or saved.step is None else max(row.steps_done, saved.step)
+            self.store.update_job(row.id, status=ended_as, reason=by, **dict(released, steps_done=last_step))
+            self.store.attempt_ended(row.id, row.attempt, now, last_step, ended_as)
             self.log(f"job {row.id} {ended_as} ({what})")
         elif code == 0:
             self.store.update_job(row.id, status="completed", reason="", finished=now, **released)

@@ -238,6 +238,19 @@ def test_cancel_by_the_owner_stops_the_attempt_and_by_anyone_else_is_refused(tmp
         scheduler.cancel(1, "ann")
 
 
+def test_a_cancelled_job_shows_the_step_it_stopped_at_not_its_last_report(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1")
+    scheduler.submit(job("a", steps=1000), "ann")
+    scheduler.tick()
+    scheduler.progress(1, 1, 157, None)
+    scheduler.cancel(1, "ann")
+    Checkpointer(tmp_path / "jobs" / "1" / "checkpoints").save({}, 170)  # as the job does at SIGTERM, then exits
+    scheduler.tick()
+
+    row = scheduler.store.job(1)
+    assert row.status == "cancelled" and row.steps_done == 170
+
+
 def test_a_job_that_cannot_fit_is_rejected_at_submit_and_nothing_is_stored(tmp_path):
     scheduler, _, _ = make(tmp_path, slots="cpu:2")
     with pytest.raises(InputError) as too_big:
