@@ -132,13 +132,13 @@ def served(monkeypatch):
     import apportion.serve.server
 
     calls = []
-    monkeypatch.setattr(apportion.serve.server, "serve", lambda options, slots, policy, *rest: calls.append(
-        (options, policy)))
+    monkeypatch.setattr(apportion.serve.server, "serve", lambda options, slots, policy, *rest, sock: calls.append(
+        (options, policy)) or sock.close())
     return calls
 
 
 def test_serve_builds_its_policy_with_them_and_records_them_for_a_replay(oldest, served, tmp_path):
-    result = run("serve", "--state-dir", str(tmp_path), "--slots", "cpu:1", "--policy", "oldest",
+    result = run("serve", "--port", "0", "--state-dir", str(tmp_path), "--slots", "cpu:1", "--policy", "oldest",
                  "--patience-s", "180", "--strict", *AS_ROOT)
 
     assert result.exit_code == 0, result.output
@@ -151,13 +151,13 @@ def test_serve_records_a_queues_file_by_its_absolute_path(served, tmp_path, monk
     (tmp_path / "queues.yaml").write_text("queues:\n  - name: research\n")
     monkeypatch.chdir(tmp_path)
 
-    result = run("serve", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:2", "--policy", "hierarchical",
-                 "--queues", "queues.yaml", "--las-thresholds", "60", *AS_ROOT)
+    result = run("serve", "--port", "0", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:2",
+                 "--policy", "hierarchical", "--queues", "queues.yaml", "--las-thresholds", "60", *AS_ROOT)
 
     assert result.exit_code == 2
     assert "--las-thresholds applies to las only, not to 'hierarchical'" in result.output
-    result = run("serve", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:2", "--policy", "hierarchical",
-                 "--queues", "queues.yaml", *AS_ROOT)
+    result = run("serve", "--port", "0", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:2",
+                 "--policy", "hierarchical", "--queues", "queues.yaml", *AS_ROOT)
     assert result.exit_code == 0, result.output
     [(options, policy)] = served
     assert options.policy_options == {"queues": str(tmp_path / "queues.yaml")}

@@ -384,7 +384,8 @@ def test_a_command_that_cannot_start_fails_at_once_naming_the_file(tmp_path, cod
     row = scheduler.store.job(1)
     assert row.status == "failed" and row.attempt == 1 and row.retries == 0
     assert scheduler.job_info(row, private=True)["reason"] == (
-        f"its command is {missing} (exit {code}) on attempt 1, not retried: apportion: cannot start: no such file trian.py")
+        f"its command is {missing} (exit {code}) on attempt 1, not retried: "
+        "apportion: cannot start: no such file trian.py")
     run_for(scheduler, clock, 5)
     assert len(executor.started) == 1
 
