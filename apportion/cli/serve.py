@@ -53,6 +53,10 @@ def serve(
             raise fail(str(exc)) from None
     if not 0 <= port <= 65535:
         raise fail(f"--port must be 0-65535, got {port}")
+    if executor not in ("local", "ray"):
+        raise fail(f"--executor must be local or ray, got {executor!r}")
+    if executor == "local" and (ray_address is not None or cluster is not None):
+        raise fail(f"{'--ray-address' if ray_address is not None else '--cluster'} needs --executor ray")
     sock = _take_port(host, port)  # a busy port is said at once, before the imports below take seconds
 
     import numpy as np
@@ -65,10 +69,6 @@ def serve(
     from apportion.serve.server import serve as run_server
     from apportion.serve.slots import describe, detect_gpus, parse_slots
 
-    if executor not in ("local", "ray"):
-        raise fail(f"--executor must be local or ray, got {executor!r}")
-    if executor == "local" and (ray_address is not None or cluster is not None):
-        raise fail(f"{'--ray-address' if ray_address is not None else '--cluster'} needs --executor ray")
     backend = None
     if executor == "ray":
         if slots is not None:

@@ -167,7 +167,7 @@ def test_serve_records_a_queues_file_by_its_absolute_path(served, tmp_path, monk
     ("simulate", ("--policy", "oldest", "--jobs", "4")),
     ("compare", ("--policies", "oldest", "--jobs", "4", "--workers", "1")),
     ("sweep", ("--policies", "oldest", "--rates", "4", "--seeds", "0", "--jobs", "4", "--workers", "1")),
-    ("serve", ("--policy", "oldest", "--slots", "cpu:1", *AS_ROOT)),
+    ("serve", ("--port", "0", "--policy", "oldest", "--slots", "cpu:1", *AS_ROOT)),
 ])
 def test_a_bad_value_is_one_line_naming_the_flag(oldest, served, command, args, tmp_path):
     if command == "serve":

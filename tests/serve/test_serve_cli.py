@@ -237,7 +237,8 @@ def test_an_unreachable_server_is_one_line_naming_its_url(tmp_path):
 
 
 def test_serve_refuses_a_public_address_without_credentials(tmp_path):
-    result = cli("serve", "--state-dir", str(tmp_path), "--host", "0.0.0.0", "--slots", "cpu:1", *AS_ROOT)
+    result = cli("serve", "--port", "0", "--state-dir", str(tmp_path), "--host", "0.0.0.0",
+                 "--slots", "cpu:1", *AS_ROOT)
     assert result.exit_code == 2
     assert result.output.strip() == ("error: --host 0.0.0.0 is not loopback: add users first (apportion users add NAME"
                                      " --state-dir ...) or give --token-file, so that only callers with a credential"
