@@ -2,8 +2,7 @@
 
 One module a group of commands: ``simulate`` (simulate, compare, kinds), ``sweep``, ``plan``, ``profile``, ``serve``,
 ``replay`` (a served run against its simulation), ``jobs`` (the server's clients) and ``users`` (its credentials);
-``options`` holds the options
-several of them share.
+``options`` holds the options several of them share, ``help`` how their ``--help`` reads.
 Each command imports what it needs when it runs, so that ``apportion queue`` or ``--help``
 never pay for the solvers, the simulator or matplotlib.
 """
@@ -13,9 +12,11 @@ from __future__ import annotations
 import typer
 
 from apportion.cli import jobs, plan, profile, replay, serve, simulate, sweep, users
+from apportion.cli.help import HelpCommand, HelpGroup
 from apportion.cli.options import PolicyCommand
 
 app = typer.Typer(
+    cls=HelpGroup,
     add_completion=False,
     no_args_is_help=True,
     help="Share a cluster of accelerators among deep-learning training jobs.",
@@ -24,16 +25,16 @@ app = typer.Typer(
 app.command(cls=PolicyCommand)(simulate.simulate)
 app.command(cls=PolicyCommand)(simulate.compare)
 app.command(cls=PolicyCommand)(sweep.sweep)
-app.command()(simulate.kinds)
-app.command()(plan.plan)
-app.command()(profile.profile)
+app.command(cls=HelpCommand)(simulate.kinds)
+app.command(cls=HelpCommand)(plan.plan)
+app.command(cls=HelpCommand)(profile.profile)
 app.command(cls=PolicyCommand)(serve.serve)
-app.command()(replay.replay)
-app.command()(jobs.submit)
-app.command()(jobs.queue)
-app.command()(jobs.cancel)
-app.command()(jobs.logs)
-app.command()(jobs.status)
+app.command(cls=HelpCommand)(replay.replay)
+app.command(cls=HelpCommand)(jobs.submit)
+app.command(cls=HelpCommand)(jobs.queue)
+app.command(cls=HelpCommand)(jobs.cancel)
+app.command(cls=HelpCommand)(jobs.logs)
+app.command(cls=HelpCommand)(jobs.status)
 app.add_typer(users.app, name="users")
 
 

@@ -49,7 +49,7 @@ def _call(function, *args):
 
 
 def submit(
-    job_file: Path = typer.Argument(..., help="A job YAML (see docs/serve.md)."),
+    job_file: Path = typer.Argument(..., metavar="JOB_FILE", help="A job YAML (see docs/serve.md)."),
     user: Optional[str] = opt.User,
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
@@ -185,7 +185,7 @@ def _cell(text: object, most: int = 64) -> str:
 
 
 def cancel(
-    job_id: str = typer.Argument(..., help="The job's id (see `apportion queue`)."),
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id (see `apportion queue`)."),
     user: Optional[str] = opt.User,
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
@@ -198,7 +198,7 @@ def cancel(
 
 
 def logs(
-    job_id: str = typer.Argument(..., help="The job's id."),
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id."),
     attempt: Optional[int] = typer.Option(None, "--attempt", help="Which attempt (default: the latest)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the job writes, across attempts, until it ends."),
     server: Optional[str] = opt.Server,
@@ -245,7 +245,7 @@ def status(
         print_json(info)
         return
     console.print(f"[bold]{escape(info['server'])}[/]: policy {escape(info['policy'])}, round {info['round']} "
-                  f"(every {info['round_s']:g} s, next in {info['next_round_in_s']:.0f} s)", highlight=False)
+                  f"(every {info['round_s']:g} s, next decided in {info['next_round_in_s']:.0f} s)", highlight=False)
     console.print(f"state: {escape(info['state_dir'])} (server pid {info['pid']})", highlight=False, soft_wrap=True)
     full = info.get("out_of_space")
     if full:  # writes answer 507 until there is space again

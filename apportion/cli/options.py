@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from typer.core import TyperCommand
 
+from apportion.cli.help import HelpCommand
 from apportion.workloads.defaults import DEFAULT_CLUSTER, DEFAULT_RATE_PER_HOUR
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ _GIVEN = "apportion.policy_options"  # ctx.meta key: the policy options given on
 _PREFIX = "policy_option__"  # a policy option's parameter name: never one of a command's own
 
 
-class PolicyCommand(TyperCommand):
+class PolicyCommand(HelpCommand):
     """A command that runs policies: every registered policy option is one of its flags, and its
     help names the known policies; read ``policy_options(ctx)`` for what was given."""
 
@@ -131,32 +131,32 @@ def _parameter(option: Option, help: str) -> inspect.Parameter:
                                                   show_default=default is not None, rich_help_panel=POLICY_PANEL))
 
 
-def json_option(what: str) -> typer.models.OptionInfo:
-    """``--json``: print ``what`` as JSON, and nothing else, on stdout."""
-    return typer.Option(False, "--json", help=f"Print {what} as JSON.")
+def json_option(what: str, panel: str | None = None) -> typer.models.OptionInfo:
+    """``--json``: print ``what`` as JSON, and nothing else, on stdout (listed under ``panel`` in --help)."""
+    return typer.Option(False, "--json", help=f"Print {what} as JSON.", rich_help_panel=panel)
 
 
-def round_option(default_s: float, help: str = "Round length in seconds.") -> typer.models.OptionInfo:
-    return typer.Option(default_s, "--round-s", help=help)
+def round_option(default_s: float, help: str = "Round length in seconds.", panel: str = "Mechanism") -> typer.models.OptionInfo:
+    return typer.Option(default_s, "--round-s", help=help, rich_help_panel=panel)
 
 
 # the workload, the cluster and the mechanism of a replay (simulate, compare)
-Workload = typer.Option(None, "--workload", "-w", help="Philly-style CSV (.csv or .csv.gz); default: a seeded synthetic workload.")
-Cluster = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="YAML file, or TYPE:GPUS[:GPUS_PER_NODE],... (4 GPUs a node by default).")
-Jobs = typer.Option(None, "--jobs", "-n", help="Synthetic: how many jobs (default 400). CSV: keep the first N.")
-Rate = typer.Option(DEFAULT_RATE_PER_HOUR, "--rate", help="Synthetic: Poisson arrivals, jobs per hour.")
-Shape = typer.Option("philly", "--shape", help="Synthetic: philly (apportion's Philly fit), gavel (Gavel's generator: 1/2/4/8 GPUs, its durations), gavel-1gpu (the same, one GPU each) or pollux (elastic jobs as in Pollux's evaluation; e.g. --jobs 160 --rate 20).")
-Seed = typer.Option(0, "--seed", help="Seed for the synthetic workload and for job kinds given to trace rows.")
-Start = typer.Option(None, "--start-s", help="CSV: keep jobs submitted at or after this second.")
-End = typer.Option(None, "--end-s", help="CSV: keep jobs submitted before this second.")
-Throughputs = typer.Option(None, "--throughputs", help="Gavel-format throughput JSON laid on top of the built-in catalog.")
-Reference = typer.Option("v100", "--reference-gpu-type", help="CSV: a trace duration is this long on this GPU type.")
+Workload = typer.Option(None, "--workload", "-w", help="Philly-style CSV (.csv or .csv.gz); default: a seeded synthetic workload.", rich_help_panel="Inputs")
+Cluster = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="YAML file, or TYPE:GPUS[:GPUS_PER_NODE],... (4 GPUs a node by default).", rich_help_panel="Cluster")
+Jobs = typer.Option(None, "--jobs", "-n", help="Synthetic: how many jobs (default 400). CSV: keep the first N.", rich_help_panel="Inputs")
+Rate = typer.Option(DEFAULT_RATE_PER_HOUR, "--rate", help="Synthetic: Poisson arrivals, jobs per hour.", rich_help_panel="Inputs")
+Shape = typer.Option("philly", "--shape", help="Synthetic: philly (apportion's Philly fit), gavel (Gavel's generator: 1/2/4/8 GPUs, its durations), gavel-1gpu (the same, one GPU each) or pollux (elastic jobs as in Pollux's evaluation; e.g. --jobs 160 --rate 20).", rich_help_panel="Inputs")
+Seed = typer.Option(0, "--seed", help="Seed for the synthetic workload and for job kinds given to trace rows.", rich_help_panel="Inputs")
+Start = typer.Option(None, "--start-s", help="CSV: keep jobs submitted at or after this second.", rich_help_panel="Inputs")
+End = typer.Option(None, "--end-s", help="CSV: keep jobs submitted before this second.", rich_help_panel="Inputs")
+Throughputs = typer.Option(None, "--throughputs", help="Gavel-format throughput JSON laid on top of the built-in catalog.", rich_help_panel="Inputs")
+Reference = typer.Option("v100", "--reference-gpu-type", help="CSV: a trace duration is this long on this GPU type.", rich_help_panel="Inputs")
 SimRound = round_option(360.0)
-RestartCost = typer.Option(10.0, "--restart-cost-s", help="Seconds of no progress each time a job is moved or resumed.")
-Out = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.")
+RestartCost = typer.Option(10.0, "--restart-cost-s", help="Seconds of no progress each time a job is moved or resumed.", rich_help_panel="Mechanism")
+Out = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.", rich_help_panel="Output")
 
 # the server a client command talks to (submit, queue, cancel, logs, status)
-Server = typer.Option(None, "--server", help="The server's URL (default: $APPORTION_SERVER, else http://127.0.0.1:8642).")
-Token = typer.Option(None, "--token", help="Your credential (visible to others in ps: prefer --token-file, $APPORTION_TOKEN or ~/.config/apportion/token).")
-TokenFile = typer.Option(None, "--token-file", help="A file (mode 600) holding your credential (default: $APPORTION_TOKEN, else ~/.config/apportion/token).")
-User = typer.Option(None, "--user", help="Act as this user (default: your credential's user, else the job file's, else your OS user); with a credential, for admins only.")
+Server = typer.Option(None, "--server", help="The server's URL (default: $APPORTION_SERVER, else http://127.0.0.1:8642).", rich_help_panel="Server")
+Token = typer.Option(None, "--token", help="Your credential (visible to others in ps: prefer --token-file, $APPORTION_TOKEN or ~/.config/apportion/token).", rich_help_panel="Server")
+TokenFile = typer.Option(None, "--token-file", help="A file (mode 600) holding your credential (default: $APPORTION_TOKEN, else ~/.config/apportion/token).", rich_help_panel="Server")
+User = typer.Option(None, "--user", help="Act as this user (default: your credential's user, else the job file's, else your OS user); with a credential, for admins only.", rich_help_panel="Server")

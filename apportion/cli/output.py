@@ -15,8 +15,18 @@ import typer
 from rich.console import Console
 from rich.markup import escape as _escape_markup
 
-console = Console()
-errors = Console(stderr=True)
+
+
+class _Console(Console):
+    """A console that wraps text for a terminal only: into a pipe or a file each line stays whole
+    (rich would break it at 80 columns, a pipe having no width)."""
+
+    def print(self, *objects, soft_wrap: bool | None = None, **options) -> None:
+        super().print(*objects, soft_wrap=(not self.is_terminal) if soft_wrap is None else soft_wrap, **options)
+
+
+console = _Console()
+errors = _Console(stderr=True)
 
 WIDEST = 100_000  # a table printed into a pipe or a file is never cut: it may be this wide
 

@@ -33,44 +33,44 @@ def _duration(seconds: float) -> str:
 
 
 def plan(
-    model: str = typer.Option("gpt", "--model", help="Model family when no preset is given: gpt, llama or bert."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="A named model (gpt3-175b, gpt3-6.7b, gpt3-1.3b, llama-7b-like, llama-70b-like, bert-large, …); --layers etc. override it."),
-    layers: Optional[int] = typer.Option(None, "--layers", help="Transformer layers."),
-    hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
-    heads: Optional[int] = typer.Option(None, "--heads", help="Attention heads."),
-    seq: Optional[int] = typer.Option(None, "--seq", help="Sequence length (default: the family's, 2048 for GPT)."),
-    vocab: Optional[int] = typer.Option(None, "--vocab", help="Vocabulary size (default: the family's, 51200 for GPT)."),
-    ffn_hidden: Optional[int] = typer.Option(None, "--ffn-hidden", help="MLP width (default 4·hidden; Llama: 8/3·hidden rounded to 256)."),
-    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="Key/value heads for grouped-query attention."),
-    experts: Optional[int] = typer.Option(None, "--experts", help="Mixture of experts: MLPs per layer (mixtral-8x7b has 8)."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", help="Experts each token is routed to."),
-    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel size (divides the experts and the data-parallel size; searched when not given)."),
-    capacity_factor: Optional[float] = typer.Option(None, "--capacity-factor", help="Token slots per expert over its balanced share (default: dropless)."),
-    gpus: int = typer.Option(8, "--gpus", help="GPUs in all."),
-    gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="An accelerator of the catalog (default a100-80gb, or the measured one with --measured)."),
-    global_batch: int = typer.Option(512, "--global-batch", help="Sequences per iteration."),
-    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size (searched when not given)."),
-    pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel size (searched when not given)."),
-    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="Micro-batch size (searched when not given)."),
-    recompute: Optional[str] = typer.Option(None, "--recompute", help="none, selective or full."),
-    sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (with tp > 1)."),
-    zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage 0, 1, 2 or 3."),
-    offload: bool = typer.Option(False, "--offload", help="ZeRO-Offload: optimizer state on the host (needs --zero ≥ 1)."),
-    schedule: Optional[str] = typer.Option(None, "--schedule", help="Pipeline schedule: 1f1b, interleaved or gpipe."),
-    virtual_stages: Optional[int] = typer.Option(None, "--virtual-stages", help="Model chunks per GPU for the interleaved schedule."),
-    stage_layers: Optional[str] = typer.Option(None, "--stage-layers", help="Layers per pipeline stage, first to last, e.g. 7,8x14,7 (sets --pp; default: even, or balanced when the stages do not divide the layers)."),
-    precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, tf32, fp32, or fp8 on h100/h200 (default: bf16 where the GPU has it)."),
-    no_overlap: bool = typer.Option(False, "--no-overlap-grad-reduce", help="Reduce gradients after the backward pass instead of overlapping it."),
-    framework: Optional[str] = typer.Option(None, "--framework", help="Software profile: megatron-lm (the hardware model, default), deepspeed-pipeline or fsdp."),
-    measured: Optional[str] = typer.Option(None, "--measured", help="A file with one measured step (or `apportion profile`'s kernel timings): the software terms are fitted to it."),
-    measured_step_s: Optional[float] = typer.Option(None, "--measured-step-s", help="Instead of --measured FILE: seconds per step you measured of this model on --gpu-type, with --measured-layout (and --measured-memory-gb)."),
-    measured_layout: Optional[str] = typer.Option(None, "--measured-layout", help="The measured step's layout, e.g. tp=2,pp=4,micro_batch=1,recompute=selective,zero=1."),
-    measured_memory_gb: Optional[float] = typer.Option(None, "--measured-memory-gb", help="Peak GPU memory per GPU of the measured step (optional)."),
-    measured_gpus: Optional[int] = typer.Option(None, "--measured-gpus", help="GPUs of the measured step (default --gpus)."),
-    measured_global_batch: Optional[int] = typer.Option(None, "--measured-global-batch", help="Global batch of the measured step (default --global-batch)."),
-    tokens: str = typer.Option("300e9", "--tokens", help="Training tokens for the time and cost columns (300e9, 1T, …)."),
-    top: int = typer.Option(5, "--top", help="How many layouts to show."),
-    as_json: bool = json_option("the numbers"),
+    model: str = typer.Option("gpt", "--model", help="Model family when no preset is given: gpt, llama or bert.", rich_help_panel="Model"),
+    preset: Optional[str] = typer.Option(None, "--preset", help="A named model (gpt3-175b, gpt3-6.7b, gpt3-1.3b, llama-7b-like, llama-70b-like, bert-large, …); --layers etc. override it.", rich_help_panel="Model"),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Transformer layers.", rich_help_panel="Model"),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size.", rich_help_panel="Model"),
+    heads: Optional[int] = typer.Option(None, "--heads", help="Attention heads.", rich_help_panel="Model"),
+    seq: Optional[int] = typer.Option(None, "--seq", help="Sequence length (default: the family's, 2048 for GPT).", rich_help_panel="Model"),
+    vocab: Optional[int] = typer.Option(None, "--vocab", help="Vocabulary size (default: the family's, 51200 for GPT).", rich_help_panel="Model"),
+    ffn_hidden: Optional[int] = typer.Option(None, "--ffn-hidden", help="MLP width (default 4·hidden; Llama: 8/3·hidden rounded to 256).", rich_help_panel="Model"),
+    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", help="Key/value heads for grouped-query attention.", rich_help_panel="Model"),
+    experts: Optional[int] = typer.Option(None, "--experts", help="Mixture of experts: MLPs per layer (mixtral-8x7b has 8).", rich_help_panel="Model"),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Experts each token is routed to.", rich_help_panel="Model"),
+    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel size (divides the experts and the data-parallel size; searched when not given).", rich_help_panel="Layout"),
+    capacity_factor: Optional[float] = typer.Option(None, "--capacity-factor", help="Token slots per expert over its balanced share (default: dropless).", rich_help_panel="Layout"),
+    gpus: int = typer.Option(8, "--gpus", help="GPUs in all.", rich_help_panel="Hardware"),
+    gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="An accelerator of the catalog (default a100-80gb, or the measured one with --measured).", rich_help_panel="Hardware"),
+    global_batch: int = typer.Option(512, "--global-batch", help="Sequences per iteration.", rich_help_panel="Layout"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel size (searched when not given).", rich_help_panel="Layout"),
+    pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel size (searched when not given).", rich_help_panel="Layout"),
+    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="Micro-batch size (searched when not given).", rich_help_panel="Layout"),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="none, selective or full.", rich_help_panel="Layout"),
+    sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (with tp > 1).", rich_help_panel="Layout"),
+    zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage 0, 1, 2 or 3.", rich_help_panel="Layout"),
+    offload: bool = typer.Option(False, "--offload", help="ZeRO-Offload: optimizer state on the host (needs --zero ≥ 1).", rich_help_panel="Layout"),
+    schedule: Optional[str] = typer.Option(None, "--schedule", help="Pipeline schedule: 1f1b, interleaved or gpipe.", rich_help_panel="Layout"),
+    virtual_stages: Optional[int] = typer.Option(None, "--virtual-stages", help="Model chunks per GPU for the interleaved schedule.", rich_help_panel="Layout"),
+    stage_layers: Optional[str] = typer.Option(None, "--stage-layers", help="Layers per pipeline stage, first to last, e.g. 7,8x14,7 (sets --pp; default: even, or balanced when the stages do not divide the layers).", rich_help_panel="Layout"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, tf32, fp32, or fp8 on h100/h200 (default: bf16 where the GPU has it).", rich_help_panel="Hardware"),
+    no_overlap: bool = typer.Option(False, "--no-overlap-grad-reduce", help="Reduce gradients after the backward pass instead of overlapping it.", rich_help_panel="Layout"),
+    framework: Optional[str] = typer.Option(None, "--framework", help="Software profile: megatron-lm (the hardware model, default), deepspeed-pipeline or fsdp.", rich_help_panel="Measured step"),
+    measured: Optional[str] = typer.Option(None, "--measured", help="A file with one measured step (or `apportion profile`'s kernel timings): the software terms are fitted to it.", rich_help_panel="Measured step"),
+    measured_step_s: Optional[float] = typer.Option(None, "--measured-step-s", help="Instead of --measured FILE: seconds per step you measured of this model on --gpu-type, with --measured-layout (and --measured-memory-gb).", rich_help_panel="Measured step"),
+    measured_layout: Optional[str] = typer.Option(None, "--measured-layout", help="The measured step's layout, e.g. tp=2,pp=4,micro_batch=1,recompute=selective,zero=1.", rich_help_panel="Measured step"),
+    measured_memory_gb: Optional[float] = typer.Option(None, "--measured-memory-gb", help="Peak GPU memory per GPU of the measured step (optional).", rich_help_panel="Measured step"),
+    measured_gpus: Optional[int] = typer.Option(None, "--measured-gpus", help="GPUs of the measured step (default --gpus).", rich_help_panel="Measured step"),
+    measured_global_batch: Optional[int] = typer.Option(None, "--measured-global-batch", help="Global batch of the measured step (default --global-batch).", rich_help_panel="Measured step"),
+    tokens: str = typer.Option("300e9", "--tokens", help="Training tokens for the time and cost columns (300e9, 1T, …).", rich_help_panel="Output"),
+    top: int = typer.Option(5, "--top", help="How many layouts to show.", rich_help_panel="Output"),
+    as_json: bool = json_option("the numbers", "Output"),
 ) -> None:
     """Predict step time, TFLOP/s and memory per GPU of a transformer's training; find the best layouts.
 
@@ -153,7 +153,7 @@ def plan(
         view.add_row("time per step", ", ".join(f"{k.replace('_', ' ')} {v:.3f} s" for k, v in one.breakdown_s.items() if v > 0))
         view.add_row(f"{token_count:.3g} tokens", f"{_duration(one.training_time_s(token_count))}"
                      + (f", ${cost:,.0f}" if cost is not None else ", no list price for this GPU"))
-        console.print(view)
+        print_table(view)
         return
 
     try:
@@ -208,7 +208,15 @@ def plan(
     print_table(view, at_least=140)
     summary = result.rejection_summary(3)
     if summary:
-        print_line(f"rejected {len(result.rejected)}: " + "; ".join(summary))
+        print_line(f"rejected {len(result.rejected)}: " + "; ".join(summary) + _more(result.rejection_counts(), 3))
+
+
+def _more(counts: dict[str, int], shown: int) -> str:
+    """What the reasons after the first ``shown`` rejected: "; … and N more (K other reasons)", or nothing."""
+    rest = list(counts.values())[shown:]
+    if not rest:
+        return ""
+    return f"; … and {sum(rest)} more ({len(rest)} other reason{'s' if len(rest) > 1 else ''})"
 
 
 def _software(framework: str | None, measured: str | None):

@@ -16,13 +16,13 @@ from apportion.stdio import stdout_to_stderr
 
 
 def replay(
-    state_dir: Path = typer.Argument(..., help="The --state-dir of a finished `apportion serve` run."),
-    speeds: str = typer.Option("job", "--speeds", help="job: each job trains at its own measured speed; kind: at its job kind's."),
-    costs: str = typer.Option("measured", "--costs", help="measured: the start-up, stop and finish costs the run measured per job kind, each start-up the kind's median scaled by how slow the other jobs' start-ups were around the moment it begins; kind: each kind's mean costs alone; constant: --restart-cost-s for each resume, nothing else."),
-    clock: str = typer.Option("wall", "--clock", help="wall: rounds as the server ran them (early rounds to fill idle slots, leases from an attempt's first step, decided ahead); rounds: the simulator's fixed rounds."),
-    restart_cost_s: float = typer.Option(10.0, "--restart-cost-s", help="Seconds a resume costs a job kind the run never measured (every kind, with --costs constant)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write fidelity.json, jobs.csv (side by side) and fidelity.png to this directory."),
-    as_json: bool = opt.json_option("the comparison"),
+    state_dir: Path = typer.Argument(..., metavar="STATE_DIR", help="The --state-dir of a finished `apportion serve` run."),
+    speeds: str = typer.Option("job", "--speeds", help="job: each job trains at its own measured speed; kind: at its job kind's.", rich_help_panel="Simulation"),
+    costs: str = typer.Option("measured", "--costs", help="measured: the start-up, stop and finish costs the run measured per job kind, each start-up the kind's median scaled by how slow the other jobs' start-ups were around the moment it begins; kind: each kind's mean costs alone; constant: --restart-cost-s for each resume, nothing else.", rich_help_panel="Simulation"),
+    clock: str = typer.Option("wall", "--clock", help="wall: rounds as the server ran them (early rounds to fill idle slots, leases from an attempt's first step, decided ahead); rounds: the simulator's fixed rounds.", rich_help_panel="Simulation"),
+    restart_cost_s: float = typer.Option(10.0, "--restart-cost-s", help="Seconds a resume costs a job kind the run never measured (every kind, with --costs constant).", rich_help_panel="Simulation"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write fidelity.json, jobs.csv (side by side) and fidelity.png to this directory.", rich_help_panel="Output"),
+    as_json: bool = opt.json_option("the comparison", "Output"),
 ) -> None:
     """Simulate a finished serve run's workload under its policy and round length, with the speeds
     and costs it measured, and show the two side by side: JCT, queueing and preemptions per job."""

@@ -13,36 +13,27 @@ from apportion.cli.output import console, errors, escape, fail
 
 def serve(
     ctx: typer.Context,
-    state_dir: Path = typer.Option(Path("~/.apportion/server"), "--state-dir", help="Where the state file, logs and default checkpoints live."),
-    port: int = typer.Option(8642, "--port", help="HTTP port (0: any free port)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback requires --token."),
-    token: Optional[str] = typer.Option(None, "--token", help="An admin token (deprecated: other users see it in ps; use --token-file)."),
-    token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token: its bearer may act as any user (people get their own with `apportion users add`)."),
-    run_as: Optional[str] = typer.Option(None, "--run-as", help="Which OS account runs jobs: server-user (default unless root), mapped (with --user-map; root only), refuse (default as root: do not start)."),
-    user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: YAML or JSON mapping each apportion user to an OS account."),
-    slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1)."),
-    policy: str = typer.Option("las", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing as in simulate)."),
-    round_s: float = opt.round_option(180.0, "Round length in seconds of wall time."),
-    max_retries: int = typer.Option(3, "--max-retries", help="Crashes retried from the last checkpoint before a job is marked failed."),
-    hung_after_s: float = typer.Option(900.0, "--hung-after-s", help="Seconds an attempt may go without a lease call or progress report before it is hung: SIGTERM, SIGKILL after --grace-s, retried from its checkpoint (counts against --max-retries); a job file's hung_after_s overrides it; 0: never."),
-    grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL."),
-    checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="Jobs' periodic checkpoints unless their file says: auto (CheckFreq: <= 5% overhead, <= 300 s lost; the default), auto:SECONDS (that bound), off, or SECONDS."),
-    executor: str = typer.Option("local", "--executor", help="Where jobs run: local (this machine's processes) or ray (a Ray cluster's nodes: docs/ray.md)."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: the cluster's address (default: the cluster file's, else RAY_ADDRESS, else the one started on this machine)."),
-    cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file whose ray: section names each GPU type's Ray resource and the directory every node shares."),
-    warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help="Start Python jobs (python SCRIPT or -m MODULE) forked from a wrapper that has imported torch already, unless their file says warm_start: false (local executor)."),
+    state_dir: Path = typer.Option(Path("~/.apportion/server"), "--state-dir", help="Where the state file, logs and default checkpoints live.", rich_help_panel="Server"),
+    port: int = typer.Option(8642, "--port", help="HTTP port (0: any free port).", rich_help_panel="Server"),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback requires --token.", rich_help_panel="Server"),
+    token: Optional[str] = typer.Option(None, "--token", help="An admin token (deprecated: other users see it in ps; use --token-file).", rich_help_panel="Security"),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token: its bearer may act as any user (people get their own with `apportion users add`).", rich_help_panel="Security"),
+    run_as: Optional[str] = typer.Option(None, "--run-as", help="Which OS account runs jobs: server-user (default unless root), mapped (with --user-map; root only), refuse (default as root: do not start).", rich_help_panel="Security"),
+    user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: YAML or JSON mapping each apportion user to an OS account.", rich_help_panel="Security"),
+    slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1).", rich_help_panel="Executor"),
+    policy: str = typer.Option("las", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing as in simulate).", rich_help_panel="Policy options"),
+    round_s: float = opt.round_option(180.0, "Round length in seconds of wall time.", panel="Policy options"),
+    max_retries: int = typer.Option(3, "--max-retries", help="Crashes retried from the last checkpoint before a job is marked failed.", rich_help_panel="Jobs"),
+    hung_after_s: float = typer.Option(900.0, "--hung-after-s", help="Seconds without a lease call or progress report after which an attempt is hung: stopped, and retried from its checkpoint (counts against --max-retries); a job file's hung_after_s overrides it; 0: never.", rich_help_panel="Jobs"),
+    grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL.", rich_help_panel="Jobs"),
+    checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="Jobs' periodic checkpoints unless their file says: auto (CheckFreq: <= 5% overhead, <= 300 s lost; the default), auto:SECONDS (that bound), off, or SECONDS.", rich_help_panel="Jobs"),
+    executor: str = typer.Option("local", "--executor", help="Where jobs run: local (this machine's processes) or ray (a Ray cluster's nodes: docs/ray.md).", rich_help_panel="Executor"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: the cluster's address (default: the cluster file's, else RAY_ADDRESS, else the one started on this machine).", rich_help_panel="Executor"),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file whose ray: section names each GPU type's Ray resource and the directory every node shares.", rich_help_panel="Executor"),
+    warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help="Fork Python jobs (python SCRIPT or -m MODULE) from a wrapper that has imported torch already, unless their file says warm_start: false (local executor).", rich_help_panel="Jobs"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
-    import numpy as np
-
-    from apportion.core.errors import InputError
-    from apportion.experiment import check_policy_specs, policy_from_spec
-    from apportion.perf.accelerators import list_prices
     from apportion.serve.bounds import MAX_HUNG_AFTER_S, MIN_HUNG_AFTER_S
-    from apportion.serve.scheduler import check_policy
-    from apportion.serve.server import ServerError, ServerOptions, is_loopback
-    from apportion.serve.server import serve as run_server
-    from apportion.serve.slots import describe, detect_gpus, parse_slots
 
     if round_s <= 0:
         raise fail(f"--round-s must be positive, got {round_s}")
@@ -66,6 +57,18 @@ def serve(
         raise fail(f"--executor must be local or ray, got {executor!r}")
     if executor == "local" and (ray_address is not None or cluster is not None):
         raise fail(f"{'--ray-address' if ray_address is not None else '--cluster'} needs --executor ray")
+    sock = _take_port(host, port)  # a busy port is said at once, before the imports below take seconds
+
+    import numpy as np
+
+    from apportion.core.errors import InputError
+    from apportion.experiment import check_policy_specs, policy_from_spec
+    from apportion.perf.accelerators import list_prices
+    from apportion.serve.scheduler import check_policy
+    from apportion.serve.server import ServerError, ServerOptions, is_loopback
+    from apportion.serve.server import serve as run_server
+    from apportion.serve.slots import describe, detect_gpus, parse_slots
+
     backend = None
     if executor == "ray":
         if slots is not None:
@@ -130,7 +133,18 @@ def serve(
     if no_gpus:
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
     try:
-        run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None)
+        run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None,
+                   sock=sock)
+    except ServerError as exc:
+        raise fail(str(exc)) from None
+
+
+def _take_port(host: str, port: int):
+    """A socket listening on ``host:port``; a one-line error when the port is taken."""
+    from apportion.serve.startup import ServerError, listen
+
+    try:
+        return listen(host, port)
     except ServerError as exc:
         raise fail(str(exc)) from None
 

@@ -20,7 +20,7 @@ def simulate(
     ctx: typer.Context,
     workload: Optional[str] = opt.Workload,
     cluster: str = opt.Cluster,
-    policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic for the heterogeneity-agnostic variant, NAME:space-sharing to share GPUs)."),
+    policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic for the heterogeneity-agnostic variant, NAME:space-sharing to share GPUs).", rich_help_panel="Policy options"),
     out: Optional[Path] = opt.Out,
     jobs: Optional[int] = opt.Jobs,
     rate: float = opt.Rate,
@@ -32,8 +32,8 @@ def simulate(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
-    received_since: str = typer.Option("arrival", "--received-since", help="Where the received share the round ranks jobs by counts from: arrival (each job's) or allocation (its last change, Gavel's rule)."),
-    as_json: bool = opt.json_option("the summary"),
+    received_since: str = typer.Option("arrival", "--received-since", help="Where the received share the round ranks jobs by counts from: arrival (each job's) or allocation (its last change, Gavel's rule).", rich_help_panel="Mechanism"),
+    as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
     """Replay a workload on a cluster under one policy and summarise it.
 
@@ -84,7 +84,7 @@ def simulate(
 
 def compare(
     ctx: typer.Context,
-    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help=f"Comma-separated, of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing for the variants)."),
+    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help=f"Comma-separated, of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing for the variants).", rich_help_panel="Policy options"),
     workload: Optional[str] = opt.Workload,
     cluster: str = opt.Cluster,
     out: Optional[Path] = opt.Out,
@@ -98,8 +98,8 @@ def compare(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
-    workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count)."),
-    as_json: bool = opt.json_option("the summaries"),
+    workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
+    as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
     """Run several policies on the same workload and print them side by side."""
     from apportion.compare import run_policies

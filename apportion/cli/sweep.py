@@ -17,10 +17,10 @@ DEFAULT_RATES = "4,8,12"
 
 def sweep(
     ctx: typer.Context,
-    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help=f"Comma-separated, of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing for the variants)."),
-    rates: Optional[str] = typer.Option(None, "--rates", help="Synthetic: the loads, in jobs per hour, comma-separated (default 4,8,12)."),
-    seeds: str = typer.Option("0-4", "--seeds", help="Seeds of each point: a range (0-9) or a list (1,5,7)."),
-    clusters: Optional[str] = typer.Option(None, "--clusters", help="Clusters to sweep over, separated by ';' (each a YAML file or TYPE:GPUS,...); default: --cluster."),
+    policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help=f"Comma-separated, of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing for the variants).", rich_help_panel="Policy options"),
+    rates: Optional[str] = typer.Option(None, "--rates", help="Synthetic: the loads, in jobs per hour, comma-separated (default 4,8,12).", rich_help_panel="Grid"),
+    seeds: str = typer.Option("0-4", "--seeds", help="Seeds of each point: a range (0-9) or a list (1,5,7).", rich_help_panel="Grid"),
+    clusters: Optional[str] = typer.Option(None, "--clusters", help="Clusters to sweep over, separated by ';' (each a YAML file or TYPE:GPUS,...); default: --cluster.", rich_help_panel="Grid"),
     workload: Optional[str] = opt.Workload,
     cluster: str = opt.Cluster,
     jobs: Optional[int] = opt.Jobs,
@@ -29,10 +29,10 @@ def sweep(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
-    workers: int = typer.Option(0, "--workers", help="Local processes (default: one a CPU)."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run each replay as a Ray task on this cluster instead (auto: the one started on this machine); every node needs apportion and the input files (docs/ray.md)."),
+    workers: int = typer.Option(0, "--workers", help="Local processes (default: one a CPU).", rich_help_panel="Running"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run each replay as a Ray task on this cluster instead (auto: the one started on this machine); every node needs apportion and the input files (docs/ray.md).", rich_help_panel="Running"),
     out: Optional[Path] = opt.Out,
-    as_json: bool = opt.json_option("the grid, the means with their intervals and every replay"),
+    as_json: bool = opt.json_option("the grid, the means with their intervals and every replay", "Output"),
 ) -> None:
     """Replay each policy over a grid of loads, seeds and clusters; report each metric's mean over
     the seeds with a 95% confidence interval, and plot it against the load (--out)."""

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import typer
 
+from apportion.cli.help import HelpCommand, HelpGroup
 from apportion.cli.output import console, errors, fail, print_json
 
-app = typer.Typer(no_args_is_help=True, help="Who may use a server: add users (each with a credential), list, revoke.")
+app = typer.Typer(cls=HelpGroup, no_args_is_help=True, help="Who may use a server: add users (each with a credential), list, revoke.")
 
 StateDir = typer.Option(Path("~/.apportion/server"), "--state-dir", help="The server's state directory.")
 
@@ -27,9 +28,9 @@ def _store(state_dir: Path, create: bool = False):
     return StateStore(path)
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def add(
-    name: str = typer.Argument(..., help="The user's name (what `apportion queue` shows)."),
+    name: str = typer.Argument(..., metavar="NAME", help="The user's name (what `apportion queue` shows)."),
     admin: bool = typer.Option(False, "--admin", help="May cancel and read the logs of every job, and submit as any user."),
     replace: bool = typer.Option(False, "--replace", help="Give an existing user a new credential (the old one stops working)."),
     state_dir: Path = StateDir,
@@ -58,7 +59,7 @@ def add(
         errors.print(f"the server of {state_dir} now asks every caller for a credential", highlight=False)
 
 
-@app.command("list")
+@app.command("list", cls=HelpCommand)
 def list_users(
     as_json: bool = typer.Option(False, "--json", help="Print the users as JSON (a list)."),
     state_dir: Path = StateDir,
@@ -89,9 +90,9 @@ def list_users(
                       highlight=False)
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def revoke(
-    name: str = typer.Argument(..., help="The user whose credential ends."),
+    name: str = typer.Argument(..., metavar="NAME", help="The user whose credential ends."),
     state_dir: Path = StateDir,
 ) -> None:
     """End a user's credential at once (their jobs keep running; `users add NAME --replace` issues a new one)."""

@@ -60,15 +60,19 @@ class Plan:
     rejected: list[Rejected] = field(default_factory=list)
     considered: int = 0
 
-    def rejection_summary(self, limit: int = 5) -> list[str]:
-        """The most common reasons, most frequent first, with a count."""
+    def rejection_counts(self) -> dict[str, int]:
+        """How many layouts each reason rejected, most frequent first."""
         counts: dict[str, int] = {}
         for r in self.rejected:
             key = r.reasons[0] if r.reasons else "unknown"
             if r.prediction is not None:
                 key = "does not fit in memory"
             counts[key] = counts.get(key, 0) + 1
-        return [f"{n} × {reason}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1])[:limit]]
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+    def rejection_summary(self, limit: int = 5) -> list[str]:
+        """The most common reasons, most frequent first, with a count."""
+        return [f"{n} × {reason}" for reason, n in list(self.rejection_counts().items())[:limit]]
 
     def closest_misses(self, limit: int = 3) -> list[Rejected]:
         """Valid layouts that do not fit, least memory first."""

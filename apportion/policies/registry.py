@@ -39,6 +39,7 @@ otherwise, or spells one like another.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Set
 from dataclasses import dataclass
 from importlib import import_module
@@ -268,8 +269,16 @@ def policy_info(name: str) -> PolicyEntry:
     """The entry of the policy ``name`` (variants in a spec are ignored); ValueError if unknown."""
     base = name.strip().split(":")[0].strip()
     if base not in _ENTRIES:
-        raise ValueError(f"unknown policy '{name.strip()}' (known: {', '.join(_ENTRIES)})")
+        raise ValueError(_unknown("policy", base, _ENTRIES, name.strip()))
     return _ENTRIES[base]
+
+
+def _unknown(what: str, name: str, known, spec: str = "") -> str:
+    """The one-line error for a name nobody registered (in ``spec``): the close ones, then every known one."""
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    where = f" in '{spec}'" if spec and spec != name else ""
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"unknown {what} '{name}'{where}{hint} (known: {', '.join(known)})"
 
 
 def variant_names() -> tuple[str, ...]:
@@ -299,9 +308,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, bool]]:
     options = {}
     for variant in variants:
         if variant not in known:
-            raise ValueError(
-                f"unknown policy variant ':{variant}' in '{spec.strip()}' (known: {', '.join(':' + v for v in known)})"
-            )
+            raise ValueError(_unknown("policy variant", f":{variant}", [":" + v for v in known], spec.strip()))
         options[variant.replace("-", "_")] = True
     return name, options
 
@@ -314,7 +321,7 @@ def make_policy(spec: str, **options: Any) -> Policy:
     """
     name, variant_options = parse_spec(spec)
     if name not in _ENTRIES:
-        raise ValueError(f"unknown policy '{spec.strip()}' (known: {', '.join(_ENTRIES)})")
+        raise ValueError(_unknown("policy", name, _ENTRIES, spec.strip()))
     entry = _ENTRIES[name]
     given = _check_options(entry, {**options, **variant_options})
     partitions = given.pop("partitions", 1)
@@ -347,7 +354,7 @@ def _declared(option_name: str) -> Option:
     """The option called ``option_name`` as some registered policy declares it."""
     declared = {option.name: option for option in declared_options()}
     if option_name not in declared:
-        raise ValueError(f"unknown policy option '{option_name}' (known: {', '.join(declared)})")
+        raise ValueError(_unknown("policy option", option_name, declared))
     return declared[option_name]
 
 

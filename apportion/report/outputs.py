@@ -28,6 +28,7 @@ JOB_COLUMNS = (
     "gpu_types", "preemptions", "moves", "steps_done", "total_steps", "status", "deadline_s",
     "unschedulable_reason",
 )
+COMPARISON_JOB_COLUMNS = ("policy", *JOB_COLUMNS)  # every policy's rows of jobs.csv, one after another
 TIMELINE_COLUMNS = ("time_s", "busy_gpus", "utilization", "running_jobs", "queued_jobs")
 _NEEDS_QUOTES = ',"\r\n'
 _CHUNK_ROWS = 100_000
@@ -50,12 +51,14 @@ def write_run(result: SimResult, out_dir: Path) -> list[Path]:
 
 
 def write_comparison(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
-    """Write comparison.json (summaries in the order given), comparison.png and report.html for several replays."""
+    """Write comparison.json (summaries in the order given), jobs.csv (every policy's jobs, a policy
+    column first), comparison.png and report.html for several replays."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     document = {"policies": [r.summary for r in results]}
     return [
         _write_json(out_dir / COMPARISON_JSON, document),
+        _write_csv(out_dir / JOBS_FILE, COMPARISON_JOB_COLUMNS, comparison_job_columns(results)),
         _save(comparison_figure(list(results)), out_dir / COMPARISON_PNG),
         write_report(list(results), out_dir / REPORT_HTML),
     ]
@@ -83,6 +86,13 @@ def job_columns(result: SimResult) -> list[list[str]]:
         _decimals(np.full(len(jobs), np.nan) if jobs.deadline_s is None else jobs.deadline_s),
         _text(result.reasons),
     ]
+
+
+def comparison_job_columns(results: Sequence[SimResult]) -> list[list[str]]:
+    """The comparison's jobs.csv columns, in COMPARISON_JOB_COLUMNS order: each policy's jobs in turn."""
+    each = [job_columns(r) for r in results]
+    policy = [cell for r in results for cell in _text(np.full(len(r.jobs), r.policy, dtype=object))]
+    return [policy] + [[cell for columns in each for cell in columns[c]] for c in range(len(JOB_COLUMNS))]
 
 
 def timeline_columns(result: SimResult) -> list[list[str]]:

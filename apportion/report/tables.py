@@ -111,5 +111,5 @@ def unschedulable_lines(result: SimResult, limit: int = 5) -> list[str]:
     for row in rows[:limit].tolist():
         lines.append(f"  {result.jobs.job_id[row]}: {reasons[row] or 'it can never run here'}")
     if len(rows) > limit:
-        lines.append(f"  … and {len(rows) - limit:,} more (jobs.csv names them all, in column unschedulable_reason)")
+        lines.append(f"  … and {len(rows) - limit:,} more (with --out, jobs.csv names them all, in column unschedulable_reason)")
     return lines

@@ -36,6 +36,7 @@ from apportion.serve.space import NoSpace, is_no_space
 from apportion.serve.watchdog import silence
 
 EXIT_PREEMPTED = 75
+EXIT_CANNOT_START = {126: "not executable", 127: "not found"}  # as a shell says it; the wrapper too
 WATCHED = ("hung", "time_limit")  # stops the watchdog ordered (watchdog.py): SIGTERM already sent
 
 
@@ -236,8 +237,10 @@ class AttemptLifecycle:
         if row.status == "cancelled" or row.stop == "cancel":  # cancelled, or failed by a round (rounds._fail)
             by = row.reason.replace("; stopping", "")
             ended_as = "failed" if row.status == "failed" else "cancelled"
-            self.store.update_job(row.id, status=ended_as, reason=by, **released)
-            self.store.attempt_ended(row.id, row.attempt, now, row.steps_done, ended_as)
+            # its last step: the checkpoint it wrote as it stopped, when later than its last progress report
+            last_step = row.steps_done if saved is None or saved.step is None else max(row.steps_done, saved.step)
+            self.store.update_job(row.id, status=ended_as, reason=by, **dict(released, steps_done=last_step))
+            self.store.attempt_ended(row.id, row.attempt, now, last_step, ended_as)
             self.log(f"job {row.id} {ended_as} ({what})")
         elif code == 0:
             self.store.update_job(row.id, status="completed", reason="", finished=now, **released)
@@ -273,6 +276,8 @@ class AttemptLifecycle:
                     row.id, status="preempted", preemptions=row.preemptions + 1,
                     reason=self._noted(row, f"waiting to resume {resume.words}"), **released)
                 self.log(f"job {row.id} preempted at step {row.steps_done} ({what}); it resumes {resume.words}")
+        elif code in EXIT_CANNOT_START and not ended.lost:  # a retry would fail the same way
+            self._crashed(row, code, now, released, saved, cannot_start=True)
         else:
             self._crashed(row, code, now, released, saved, lost=ended.lost)
 
@@ -280,27 +285,29 @@ class AttemptLifecycle:
         return with_note(reason, self.state.notes.get(row.id))
 
     def _crashed(self, row: JobRecord, code: int | None, now: float, released: dict, saved: Intact,
-                 last_lines: str | None = None, lost: str = "", hung: str = "") -> None:
+                 last_lines: str | None = None, lost: str = "", hung: str = "", cannot_start: bool = False) -> None:
         """Retry the job from ``saved`` (its newest intact checkpoint), or fail it.
 
         An attempt ``lost`` with the machine it ran on is retried whatever the count: it is no
-        fault of the job's. One that ``hung`` (why, in words) counts as a crash."""
+        fault of the job's. One that ``hung`` (why, in words) counts as a crash. One whose command
+        ``cannot_start`` (exit 126 or 127: not executable, not found) fails at once: the log's last
+        line, behind the reason, names what is missing."""
         lines = last_lines if last_lines is not None else self.executor.tail(row.id, row.attempt, 20)
         last = next((line.strip() for line in reversed(lines.splitlines()) if line.strip()), "")
         what = ("could not start" if last_lines is not None else f"lost: {lost}" if lost else hung if hung
+                else f"its command is {EXIT_CANNOT_START[code]} ({_ended_how(code)})" if cannot_start
                 else _ended_how(code))
-        retries = row.retries + 1
+        retries = row.retries + (0 if cannot_start else 1)
         resume = _resume_point(row, saved)
         released = dict(released, steps_done=resume.step)
-        self.store.attempt_ended(row.id, row.attempt, now, resume.step,
-                                 "failed" if retries > self.config.max_retries and not lost else "crashed")
-        if retries > self.config.max_retries and not lost:
+        fails = (retries > self.config.max_retries or cannot_start) and not lost
+        self.store.attempt_ended(row.id, row.attempt, now, resume.step, "failed" if fails else "crashed")
+        if fails:
+            after = "not retried" if cannot_start else f"after {_times(self.config.max_retries, 'retry', 'retries')}"
             # the log's last line may hold anything the job printed: kept apart, for its owner and admins
             self.store.update_job(
                 row.id, status="failed", retries=retries, finished=now, last_lines=lines, reason_log=last,
-                reason=f"{what} on attempt {row.attempt}, after "
-                       f"{_times(self.config.max_retries, 'retry', 'retries')}",
-                **released)
+                reason=f"{what} on attempt {row.attempt}, {after}", **released)
             self.store.add_event(now, row.id, "fail", what)
             self.log(f"job {row.id} failed: {what}" + (f": {last}" if last else ""))
         else:

@@ -239,7 +239,8 @@ class Scheduler:
         }
 
     def status(self) -> dict:
-        """The server as `apportion status` shows it: policy, round, slot holders, counts, round times."""
+        """The server as `apportion status` shows it: policy, round, slot holders, counts, round times
+        (``next_round_in_s``: until the next regular round is decided)."""
         now = self.clock()
         with self.lock:
             holders = {s: str(r.id) for r in self.store.live_jobs() for s in r.slot_list}
@@ -249,7 +250,7 @@ class Scheduler:
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
             "round": self.state.round,
             "round_s": self.config.round_s,
-            "next_round_in_s": round(max(0.0, self.state.round_end - now), 3),
+            "next_round_in_s": round(max(0.0, self.state.next_plan_at - now), 3),  # decided then: never > round_s
             "slots": [{"id": s.id, "gpu_type": s.gpu_type, "job": holders.get(s.id)} for s in self.slots],
             "counts": self.store.counts(),
             "hangs": self.store.total_hangs(),

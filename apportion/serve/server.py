@@ -23,11 +23,8 @@ from apportion.serve.runas import RunAs
 from apportion.serve.scheduler import Scheduler, ServeConfig
 from apportion.serve.slots import Slot
 from apportion.serve.space import NoSpace
+from apportion.serve.startup import ServerError, listen
 from apportion.serve.state import StateStore
-
-
-class ServerError(Exception):
-    """Why the server cannot start, in one line."""
 
 
 @dataclass(frozen=True)
@@ -78,22 +75,6 @@ def lock_state_dir(state_dir: Path):
     return handle
 
 
-def listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and without
-    # it a keep-alive client waits ~40 ms on each answer (Nagle against delayed ACKs)
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as err:
-        sock.close()
-        raise ServerError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
-    sock.listen(128)
-    sock.set_inheritable(False)
-    return sock
-
-
 def server_url(host: str, port: int) -> str:
     """The URL jobs on this machine use to reach the server."""
     if host in ("0.0.0.0", ""):
@@ -140,10 +121,12 @@ def check_credentials(options: ServerOptions, has_users: bool) -> None:
 
 
 def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callable[[str], None],
-          ready: Callable[[Scheduler], None] | None = None, executor: Executor | None = None) -> None:
+          ready: Callable[[Scheduler], None] | None = None, executor: Executor | None = None,
+          sock: socket.socket | None = None) -> None:
     """Run until SIGINT/SIGTERM. Jobs keep running when the server stops; the next one adopts them.
 
-    ``executor``: where attempts run (default: this machine's processes, ``LocalExecutor``)."""
+    ``executor``: where attempts run (default: this machine's processes, ``LocalExecutor``);
+    ``sock``: the socket already listening on ``options``' address (``startup.listen``), if taken."""
     import uvicorn
 
     from apportion.serve.api import create_app
@@ -153,7 +136,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     state_dir = Path(os.path.realpath(options.state_dir))
     check_credentials(options, _has_users(state_dir / "state.db"))  # before anything is created
     lock = lock_state_dir(state_dir)
-    sock = listen(options.host, options.port)
+    sock = sock or listen(options.host, options.port)
     port = sock.getsockname()[1]
     store = StateStore(state_dir / "state.db")
     # owner-only, but for mapped accounts traversable down to each job's directory (runas.py)

@@ -68,6 +68,20 @@ def test_a_table_into_a_pipe_is_never_cut():
     assert max(len(line) for line in result.stdout.splitlines()) > 80
 
 
+def test_a_long_line_into_a_pipe_stays_whole(monkeypatch):
+    server = "http://" + "scheduler-" * 10 + ".example:8642"
+    status = {"server": server, "policy": "las", "round": 7, "round_s": 5.0, "next_round_in_s": 3.0,
+              "state_dir": "/srv/apportion", "pid": 1, "slots": [], "hangs": 0,
+              "counts": {s: 0 for s in ("queued", "running", "preempted", "completed", "failed", "cancelled")},
+              "round_ms": {"last": 1.0, "median": 1.0, "rounds_this_run": 7}}
+    monkeypatch.setattr(Client, "status", lambda self: status)
+
+    result = run("status")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == f"{server}: policy las, round 7 (every 5 s, next decided in 3 s)"
+
+
 @pytest.mark.parametrize("make, words", [
     (lambda tmp: (tmp / "taken").write_text("x") and tmp / "taken", "exists and is not a directory"),
     (lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "runs", "is not a directory"),

@@ -74,7 +74,7 @@ def test_a_registered_policys_options_are_on_every_commands_help(oldest, command
     help = help_text(command)
 
     assert "--patience-s SECONDS oldest: seconds a newcomer waits before it may preempt. [default: 120.0]" in help
-    assert "--strict <bool> oldest: never preempt a job." in help and "--no-strict" not in help
+    assert "--strict oldest: never preempt a job." in help and "--no-strict" not in help
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -132,13 +132,13 @@ def served(monkeypatch):
     import apportion.serve.server
 
     calls = []
-    monkeypatch.setattr(apportion.serve.server, "serve", lambda options, slots, policy, *rest: calls.append(
-        (options, policy)))
+    monkeypatch.setattr(apportion.serve.server, "serve", lambda options, slots, policy, *rest, sock: calls.append(
+        (options, policy)) or sock.close())
     return calls
 
 
 def test_serve_builds_its_policy_with_them_and_records_them_for_a_replay(oldest, served, tmp_path):
-    result = run("serve", "--state-dir", str(tmp_path), "--slots", "cpu:1", "--policy", "oldest",
+    result = run("serve", "--port", "0", "--state-dir", str(tmp_path), "--slots", "cpu:1", "--policy", "oldest",
                  "--patience-s", "180", "--strict", *AS_ROOT)
 
     assert result.exit_code == 0, result.output
@@ -151,13 +151,13 @@ def test_serve_records_a_queues_file_by_its_absolute_path(served, tmp_path, monk
     (tmp_path / "queues.yaml").write_text("queues:\n  - name: research\n")
     monkeypatch.chdir(tmp_path)
 
-    result = run("serve", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:2", "--policy", "hierarchical",
-                 "--queues", "queues.yaml", "--las-thresholds", "60", *AS_ROOT)
+    result = run("serve", "--port", "0", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:2",
+                 "--policy", "hierarchical", "--queues", "queues.yaml", "--las-thresholds", "60", *AS_ROOT)
 
     assert result.exit_code == 2
     assert "--las-thresholds applies to las only, not to 'hierarchical'" in result.output
-    result = run("serve", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:2", "--policy", "hierarchical",
-                 "--queues", "queues.yaml", *AS_ROOT)
+    result = run("serve", "--port", "0", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:2",
+                 "--policy", "hierarchical", "--queues", "queues.yaml", *AS_ROOT)
     assert result.exit_code == 0, result.output
     [(options, policy)] = served
     assert options.policy_options == {"queues": str(tmp_path / "queues.yaml")}
@@ -167,7 +167,7 @@ def test_serve_records_a_queues_file_by_its_absolute_path(served, tmp_path, monk
     ("simulate", ("--policy", "oldest", "--jobs", "4")),
     ("compare", ("--policies", "oldest", "--jobs", "4", "--workers", "1")),
     ("sweep", ("--policies", "oldest", "--rates", "4", "--seeds", "0", "--jobs", "4", "--workers", "1")),
-    ("serve", ("--policy", "oldest", "--slots", "cpu:1", *AS_ROOT)),
+    ("serve", ("--port", "0", "--policy", "oldest", "--slots", "cpu:1", *AS_ROOT)),
 ])
 def test_a_bad_value_is_one_line_naming_the_flag(oldest, served, command, args, tmp_path):
     if command == "serve":

@@ -76,3 +76,15 @@ def test_batch_not_divisible_and_unknown_preset():
     _one_line_error(run("--preset", "gpt3-175b", "--gpus", "64", "--tp", "8", "--pp", "1", "--micro-batch", "3",
                         "--global-batch", "64"), "micro-batch × data-parallel")
     _one_line_error(run("--preset", "gpt-5"), "unknown model preset", "gpt3-175b")
+
+
+def test_the_rejected_line_accounts_for_every_rejected_layout():
+    result = run("--preset", "gpt3-175b", "--gpus", "64", "--top", "1")
+
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.stdout.splitlines() if line.startswith("rejected "))
+    total = int(line.split(":")[0].removeprefix("rejected "))
+    shown = [int(part.split(" × ")[0]) for part in line.split(": ", 1)[1].split("; ") if " × " in part]
+    more = int(line.split("… and ")[1].split(" more")[0])
+    assert len(shown) == 3 and sum(shown) + more == total
+    assert line.endswith("other reasons)")

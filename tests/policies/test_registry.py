@@ -97,6 +97,19 @@ def test_what_does_not_apply_is_one_line_naming_it(spec, options, message):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("spec, options, hint", [
+    ("max-min-fairnes", {}, "unknown policy 'max-min-fairnes'; did you mean 'max-min-fairness'? (known: fifo,"),
+    ("lsa", {}, "unknown policy 'lsa'; did you mean 'las'? (known:"),
+    ("las:agnostc", {}, "unknown policy variant ':agnostc' in 'las:agnostc'; did you mean ':agnostic'? (known:"),
+    ("max-min-fairness", {"water_filing": True}, "unknown policy option 'water_filing'; did you mean 'water_filling'?"),
+])
+def test_a_misspelt_name_gets_a_did_you_mean(spec, options, hint):
+    with pytest.raises(ValueError) as error:
+        policy_from_spec(spec, **options)
+
+    assert str(error.value).startswith(hint)
+
+
 def test_queues_are_ignored_by_the_policies_that_do_not_take_them_but_must_serve_one():
     queues = policy_info("hierarchical").example_options()["queues"]
 

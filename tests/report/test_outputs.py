@@ -146,12 +146,21 @@ def test_write_comparison_names_every_policy(tmp_path):
 
     paths = write_comparison(results, tmp_path / "cmp")
 
-    assert sorted(p.name for p in paths) == ["comparison.json", "comparison.png", "report.html"]
+    assert sorted(p.name for p in paths) == ["comparison.json", "comparison.png", "jobs.csv", "report.html"]
     document = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
     assert [s["policy"] for s in document["policies"]] == ["fifo", "las"]
     assert document["policies"][0] == results[0].summary
     png = (tmp_path / "cmp" / "comparison.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 10_000
+
+
+def test_a_comparisons_jobs_csv_names_every_policys_unschedulable_jobs(tmp_path):
+    write_comparison([tiny_result("fifo"), tiny_result("las")], tmp_path)
+
+    rows = read_csv(tmp_path / "jobs.csv")
+    assert [(r["policy"], r["job_id"]) for r in rows] == [(p, j) for p in ("fifo", "las") for j in ("j1", "j2", "j3")]
+    unschedulable = [(r["policy"], r["job_id"]) for r in rows if r["unschedulable_reason"]]
+    assert unschedulable == [("fifo", "j3"), ("las", "j3")]
 
 
 def test_job_ids_with_commas_and_quotes_are_quoted(tmp_path):

@@ -104,4 +104,4 @@ def test_the_first_unschedulable_jobs_are_named_and_the_rest_counted():
     lines = unschedulable_lines(replay([1] + [8] * 7), limit=5)
     assert lines[0] == "7 unschedulable jobs under fifo:"
     assert lines[1:6] == [f"  j{i}: needs 8 GPUs; the largest type that runs a has 4 (v100)" for i in range(1, 6)]
-    assert lines[6:] == ["  … and 2 more (jobs.csv names them all, in column unschedulable_reason)"]
+    assert lines[6:] == ["  … and 2 more (with --out, jobs.csv names them all, in column unschedulable_reason)"]

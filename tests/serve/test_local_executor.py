@@ -52,6 +52,15 @@ def test_a_command_that_cannot_start_is_a_crash_with_a_message(tmp_path):
     assert "cannot start /no/such/program" in executor.tail(1, 1)
 
 
+def test_a_python_script_that_is_not_there_cannot_start_either(tmp_path):
+    executor = LocalExecutor(tmp_path / "state")
+    (tmp_path / "work").mkdir()
+    executor.start(1, 1, f"{sys.executable} trian.py --lr 0.1", env(), str(tmp_path / "work"), ("cpu:0",))
+    (ended,) = wait_exits(executor)
+    assert ended.code == 127
+    assert executor.tail(1, 1).splitlines()[-1] == "apportion: cannot start: no such file trian.py"
+
+
 def test_sigterm_reaches_the_whole_group_and_sigkill_ends_what_ignores_it(tmp_path):
     executor = LocalExecutor(tmp_path)
     marker = tmp_path / "grandchild.pid"

@@ -237,7 +237,8 @@ def test_an_unreachable_server_is_one_line_naming_its_url(tmp_path):
 
 
 def test_serve_refuses_a_public_address_without_credentials(tmp_path):
-    result = cli("serve", "--state-dir", str(tmp_path), "--host", "0.0.0.0", "--slots", "cpu:1", *AS_ROOT)
+    result = cli("serve", "--port", "0", "--state-dir", str(tmp_path), "--host", "0.0.0.0",
+                 "--slots", "cpu:1", *AS_ROOT)
     assert result.exit_code == 2
     assert result.output.strip() == ("error: --host 0.0.0.0 is not loopback: add users first (apportion users add NAME"
                                      " --state-dir ...) or give --token-file, so that only callers with a credential"
@@ -252,6 +253,20 @@ def test_serve_refuses_a_second_server_on_the_same_state_dir(server):
                         result.output.strip())
 
 
+def test_serve_on_a_busy_port_says_so_before_looking_for_gpus(tmp_path, monkeypatch):
+    import apportion.serve.slots
+
+    looked = []
+    monkeypatch.setattr(apportion.serve.slots, "detect_gpus", lambda: looked.append(True) or [])
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = cli("serve", "--state-dir", str(tmp_path / "state"), "--port", str(port), *AS_ROOT)
+
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert looked == [] and not (tmp_path / "state").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--slots", "cpu:zero"], "error: --slots: 'cpu:zero' is not TYPE:COUNT (e.g. 'cpu:2' or 'h100:4')"),
     (["--policy", "nope"], "error: unknown policy 'nope'"),
@@ -260,6 +275,6 @@ def test_serve_refuses_a_second_server_on_the_same_state_dir(server):
     (["--round-s", "0"], "error: --round-s must be positive"),
 ])
 def test_serve_option_errors(tmp_path, args, message):
-    result = cli("serve", "--state-dir", str(tmp_path), *args)
+    result = cli("serve", "--state-dir", str(tmp_path), "--port", "0", *args)
     assert result.exit_code == 2
     assert result.output.strip().startswith(message), result.output

@@ -137,7 +137,7 @@ def test_an_empty_token_file_is_refused_in_one_line(tmp_path):
     (["--user-map", "/nonexistent/map.yaml", "--run-as", "mapped"], "error: --user-map /nonexistent/map.yaml: No such file or directory"),
 ])
 def test_serve_refuses_an_unusable_credential_or_map_in_one_line(tmp_path, args, message):
-    result = cli("serve", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:1", *AS_ROOT, *args)
+    result = cli("serve", "--port", "0", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:1", *AS_ROOT, *args)
     assert result.exit_code == 2
     assert result.output.strip() == message
     assert not (tmp_path / "state").exists()
@@ -145,7 +145,7 @@ def test_serve_refuses_an_unusable_credential_or_map_in_one_line(tmp_path, args,
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a server running as root")
 def test_serve_as_root_refuses_unless_told_which_account_runs_jobs(tmp_path):
-    result = cli("serve", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:1")
+    result = cli("serve", "--port", "0", "--state-dir", str(tmp_path / "state"), "--slots", "cpu:1")
     assert result.exit_code == 2
     assert result.output.strip().startswith("error: apportion serve is running as root, and would run every job as"
                                             " root: give --run-as mapped --user-map FILE")

@@ -32,7 +32,8 @@ NO_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray
 ])
 def test_a_ray_server_that_cannot_work_says_why(tmp_path, args, message):
     port = unused_port()
-    command = ["serve", "--state-dir", str(tmp_path / "state"), *AS_ROOT, *(a.format(port=port) for a in args)]
+    command = ["serve", "--port", "0", "--state-dir", str(tmp_path / "state"), *AS_ROOT,
+               *(a.format(port=port) for a in args)]
     result = CliRunner().invoke(app, command)
 
     assert result.exit_code == 2, result.output
@@ -42,7 +43,8 @@ def test_a_ray_server_that_cannot_work_says_why(tmp_path, args, message):
 def test_a_cluster_file_without_a_ray_section_is_named(tmp_path):
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text("node_groups:\n  - gpu_type: v100\n    nodes: 1\n")
-    result = CliRunner().invoke(app, ["serve", "--state-dir", str(tmp_path / "state"), *AS_ROOT, "--executor", "ray",
+    result = CliRunner().invoke(app, ["serve", "--port", "0", "--state-dir", str(tmp_path / "state"), *AS_ROOT,
+                                      "--executor", "ray",
                                       "--cluster", str(cluster)])
 
     assert result.exit_code == 2

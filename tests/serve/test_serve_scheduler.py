@@ -238,6 +238,19 @@ def test_cancel_by_the_owner_stops_the_attempt_and_by_anyone_else_is_refused(tmp
         scheduler.cancel(1, "ann")
 
 
+def test_a_cancelled_job_shows_the_step_it_stopped_at_not_its_last_report(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1")
+    scheduler.submit(job("a", steps=1000), "ann")
+    scheduler.tick()
+    scheduler.progress(1, 1, 157, None)
+    scheduler.cancel(1, "ann")
+    Checkpointer(tmp_path / "jobs" / "1" / "checkpoints").save({}, 170)  # as the job does at SIGTERM, then exits
+    scheduler.tick()
+
+    row = scheduler.store.job(1)
+    assert row.status == "cancelled" and row.steps_done == 170
+
+
 def test_a_job_that_cannot_fit_is_rejected_at_submit_and_nothing_is_stored(tmp_path):
     scheduler, _, _ = make(tmp_path, slots="cpu:2")
     with pytest.raises(InputError) as too_big:
@@ -357,3 +370,35 @@ def test_space_sharing_starts_a_pair_on_one_slot_and_tells_each_who_shares_it(tm
     run_for(scheduler, clock, 25.0)
     assert all(scheduler.lease(job_id, 1)["renew"] for job_id in (first, second))
     assert executor.signals == []
+
+
+@pytest.mark.parametrize("code, missing", [(127, "not found"), (126, "not executable")])
+def test_a_command_that_cannot_start_fails_at_once_naming_the_file(tmp_path, code, missing):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", max_retries=3)
+    scheduler.submit(job("typo"), "ann")
+    run_for(scheduler, clock, 2)
+    executor.logs[(1, 1)] = "apportion: cannot start: no such file trian.py"
+    executor.finish(1, code)
+    scheduler.tick()
+
+    row = scheduler.store.job(1)
+    assert row.status == "failed" and row.attempt == 1 and row.retries == 0
+    assert scheduler.job_info(row, private=True)["reason"] == (
+        f"its command is {missing} (exit {code}) on attempt 1, not retried: "
+        "apportion: cannot start: no such file trian.py")
+    run_for(scheduler, clock, 5)
+    assert len(executor.started) == 1
+
+
+def test_status_counts_down_to_the_next_rounds_decision_never_past_a_round(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1", round_s=5.0)  # decided 2.5 s before it starts
+    scheduler.submit(job("a", steps=10**6), "ann")
+    scheduler.submit(job("b", steps=10**6), "bob")
+    scheduler.tick()
+    for _ in range(6):
+        status = scheduler.status()
+        assert 0 < status["next_round_in_s"] <= 5.0
+        run_for(scheduler, clock, status["next_round_in_s"] - 0.5)
+        assert scheduler.status()["round"] == status["round"]  # not yet
+        run_for(scheduler, clock, 0.5)
+        assert scheduler.status()["round"] == status["round"] + 1  # when it said

@@ -213,6 +213,19 @@ def spawn(command: list[str], options: dict[str, str], env: dict[str, str] | Non
     return subprocess.Popen(command, cwd=options.get("workdir") or None, env=env, **_account(options.get("run-as")))
 
 
+def missing_script(command: list[str], workdir: str | None) -> str | None:
+    """The script of a ``python SCRIPT …`` command (or of a plain shell line saying so) when it is
+    no file: Python would exit 2, like any crash, and every retry would fail alike. None otherwise."""
+    line = command[2] if len(command) == 3 and command[:2] == ["/bin/sh", "-c"] else command
+    argv = warm_start.python_command(line)
+    if not argv or not os.path.basename(argv[0]).startswith("python"):
+        return None
+    found = warm_start.target(argv)
+    if found is None or found[0] != "script" or os.path.isfile(os.path.join(workdir or ".", found[1])):
+        return None
+    return found[1]
+
+
 def run_one(command: list[str], options: dict[str, str], subreaper: bool) -> int:
     """Run ``command`` and wait for it (and, after a stop signal, for what it left running); its exit code."""
     try:
@@ -379,7 +392,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apportion: cannot read the job's environment {options['env-file']}: {err}", file=sys.stderr, flush=True)
         code = 127
     else:
-        code = run_replicas(command, replicas, options, subreaper) if replicas else run_one(command, options, subreaper)
+        missing = missing_script(command, options.get("workdir"))
+        if missing is not None:  # as a shell says a missing command: exit 127, never worth a retry
+            print(f"apportion: cannot start: no such file {missing}", file=sys.stderr, flush=True)
+            code = 127
+        else:
+            code = run_replicas(command, replicas, options, subreaper) if replicas else run_one(command, options,
+                                                                                                subreaper)
     path = options.get("exit-file")
     recorded = record_exit(path, code, started) if path else True
     try:

@@ -80,7 +80,7 @@
   function drawServer(state) {
     const server = state.server, counts = server.counts;
     $("server-line").textContent =
-      `${server.server} · policy ${server.policy} · round ${server.round} (every ${server.round_s} s, next in ` +
+      `${server.server} · policy ${server.policy} · round ${server.round} (every ${server.round_s} s, next decided in ` +
       `${Math.round(server.next_round_in_s)} s) · ${counts.running} running, ${counts.queued + counts.preempted} ` +
       `waiting, ${counts.completed} completed, ${counts.failed} failed, ${counts.cancelled} cancelled` +
       (server.hangs ? ` · ${server.hangs} hung attempt(s) stopped` : "");
