@@ -31,6 +31,7 @@ def simulate(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
+    learn_models: bool = opt.LearnModels,
     as_json: bool = opt.json_option("the summary"),
 ) -> None:
     """Replay a workload on a cluster under one policy and summarise it.
@@ -45,7 +46,7 @@ def simulate(
             [policy], opt.policy_options(ctx),
             workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type,
                               shape),
-            round_s, restart_cost_s,
+            round_s, restart_cost_s, learn_models,
         )
         with progress_bar(as_json) as bar:
             task = bar.add_task(policy, total=len(inputs.jobs), day=0.0)
@@ -92,6 +93,7 @@ def compare(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
+    learn_models: bool = opt.LearnModels,
     workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count)."),
     as_json: bool = opt.json_option("the summaries"),
 ) -> None:
@@ -107,7 +109,7 @@ def compare(
             specs, opt.policy_options(ctx),
             workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type,
                               shape),
-            round_s, restart_cost_s,
+            round_s, restart_cost_s, learn_models,
         )
         with progress_bar(as_json) as bar:
             tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in specs}
