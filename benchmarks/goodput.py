@@ -19,8 +19,13 @@ goodput ≤ 0.75 × las and below optimus on t4:64, goodput below goodput:agnost
 cluster, every replay ≤ 10 s. Replays run one after another in this process, so that their
 wall times are not shared with each other.
 
+With ``--learn-models`` the policies that size jobs (optimus, goodput) are given each job's
+model learnt from the steps it has made, its GPUs capped at twice the most it has run on
+(``SimConfig.learn_models``, as Pollux learns them); las reads no model and is unchanged.
+
     python benchmarks/goodput.py                 # seeds 0-3
     python benchmarks/goodput.py --seeds 0,1,2,3,4,5,6,7
+    python benchmarks/goodput.py --learn-models
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -66,15 +72,15 @@ class GapWatch:
             chooser.choose = watched
 
 
-def run(cluster_text: str, spec: str, seeds: list[int]) -> dict:
+def run(cluster_text: str, spec: str, seeds: list[int], config: SimConfig = CONFIG) -> dict:
     cluster = parse_cluster_shorthand(cluster_text)
-    jct, walls, cpus, gaps = [], [], [], []
+    jct, walls, cpus, gaps, fits = [], [], [], [], []
     for seed in seeds:
         jobs = generate_elastic_workload(jobs=JOBS, rate_per_hour=RATE_PER_HOUR, seed=seed)
-        policy = make_policy(spec, restart_cost_s=CONFIG.restart_cost_s)
+        policy = make_policy(spec, restart_cost_s=config.restart_cost_s)
         watch = GapWatch(policy)
         started, cpu = time.perf_counter(), time.process_time()
-        result = simulate(jobs, cluster, None, policy, CONFIG)
+        result = simulate(jobs, cluster, None, policy, config)
         walls.append(time.perf_counter() - started)
         cpus.append(time.process_time() - cpu)
         if result.summary["completed"] != len(jobs):
@@ -82,13 +88,17 @@ def run(cluster_text: str, spec: str, seeds: list[int]) -> dict:
                              "jobs completed")
         jct.append(result.summary["avg_jct_s"])
         gaps.append(watch.largest)
+        fits.append(result.summary.get("model_fits", 0))
     line = {
         "policy": spec, "cluster": cluster_text, "avg_jct_s": round(float(np.mean(jct)), 1), "seeds": seeds,
         "sim_wall_s": round(float(np.mean(walls)), 2), "max_sim_wall_s": round(float(np.max(walls)), 2),
         "sim_cpu_s": round(float(np.mean(cpus)), 2),
-        "avg_jct_s_per_seed": [round(v, 1) for v in jct], "jobs": JOBS, "round_s": CONFIG.round_s,
-        "restart_cost_s": CONFIG.restart_cost_s,
+        "avg_jct_s_per_seed": [round(v, 1) for v in jct], "jobs": JOBS, "round_s": config.round_s,
+        "restart_cost_s": config.restart_cost_s,
     }
+    if config.learn_models:
+        line["learn_models"] = True
+        line["model_fits"] = round(float(np.mean(fits)))  # per replay: new configurations fitted
     if spec.startswith("goodput"):
         line["max_gap_to_bound"] = float(f"{max(gaps):.2g}")
     return line
@@ -97,11 +107,14 @@ def run(cluster_text: str, spec: str, seeds: list[int]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2,3", help="comma-separated workload seeds")
+    parser.add_argument("--learn-models", action="store_true",
+                        help="policies that size jobs see models learnt from each job's steps (Pollux's way)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    config = replace(CONFIG, learn_models=args.learn_models)
     lines = {}
     for cluster, spec in RUNS:
-        line = run(cluster, spec, seeds)
+        line = run(cluster, spec, seeds, config)
         lines[cluster, spec] = line
         print(json.dumps(line), flush=True)
     goodput = lines[ONE_TYPE, "goodput"]["avg_jct_s"]

@@ -31,14 +31,14 @@ def workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throu
     )
 
 
-def sim_config(round_s: float, restart_cost_s: float) -> SimConfig:
+def sim_config(round_s: float, restart_cost_s: float, learn_models: bool = False) -> SimConfig:
     from apportion.sim import SimConfig
 
     if round_s <= 0:
         raise fail(f"--round-s must be positive, got {round_s}")
     if restart_cost_s < 0:
         raise fail(f"--restart-cost-s must be >= 0, got {restart_cost_s}")
-    return SimConfig(round_s=round_s, restart_cost_s=restart_cost_s)
+    return SimConfig(round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models)
 
 
 def load_queues(path: Optional[str]) -> Optional[QueueConfig]:
@@ -56,6 +56,7 @@ def load_queues(path: Optional[str]) -> Optional[QueueConfig]:
 
 def prepare_replay(
     specs: list[str], options: dict, settings: WorkloadSettings, round_s: float, restart_cost_s: float,
+    learn_models: bool = False,
 ) -> tuple[Inputs, SimConfig, dict]:
     """Check the policies and their options (``queues`` already read), then load the inputs:
     (inputs, config, policy options)."""
@@ -67,7 +68,7 @@ def prepare_replay(
         check_policy_specs(specs, **options)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    config = sim_config(round_s, restart_cost_s)
+    config = sim_config(round_s, restart_cost_s, learn_models)
     try:
         inputs = load_inputs(settings)
         if queue_config is not None:

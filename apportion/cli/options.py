@@ -153,6 +153,7 @@ Throughputs = typer.Option(None, "--throughputs", help="Gavel-format throughput 
 Reference = typer.Option("v100", "--reference-gpu-type", help="CSV: a trace duration is this long on this GPU type.", rich_help_panel="Inputs")
 SimRound = round_option(360.0)
 RestartCost = typer.Option(10.0, "--restart-cost-s", help="Seconds of no progress each time a job is moved or resumed.", rich_help_panel="Mechanism")
+LearnModels = typer.Option(False, "--learn-models", help="Elastic jobs: a policy that sizes them sees each job's step-time model learnt from the steps it has made, and gives it at most twice the most GPUs it has run on (Pollux's way); default: their true models.", rich_help_panel="Mechanism")
 Out = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.", rich_help_panel="Output")
 
 # the server a client command talks to (submit, queue, cancel, logs, status)

@@ -32,6 +32,7 @@ def simulate(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
+    learn_models: bool = opt.LearnModels,
     received_since: str = typer.Option("arrival", "--received-since", help="Where the received share the round ranks jobs by counts from: arrival (each job's) or allocation (its last change, Gavel's rule).", rich_help_panel="Mechanism"),
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
@@ -50,7 +51,7 @@ def simulate(
             [policy], opt.policy_options(ctx),
             workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type,
                               shape),
-            round_s, restart_cost_s,
+            round_s, restart_cost_s, learn_models,
         )
         config = replace(config, received_since=received_since)
         with progress_bar(as_json) as bar:
@@ -98,6 +99,7 @@ def compare(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
+    learn_models: bool = opt.LearnModels,
     workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
     as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
@@ -113,7 +115,7 @@ def compare(
             specs, opt.policy_options(ctx),
             workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type,
                               shape),
-            round_s, restart_cost_s,
+            round_s, restart_cost_s, learn_models,
         )
         with progress_bar(as_json) as bar:
             tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in specs}

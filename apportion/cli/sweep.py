@@ -29,6 +29,7 @@ def sweep(
     reference_gpu_type: str = opt.Reference,
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
+    learn_models: bool = opt.LearnModels,
     workers: int = typer.Option(0, "--workers", help="Local processes (default: one a CPU).", rich_help_panel="Running"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run each replay as a Ray task on this cluster instead (auto: the one started on this machine); every node needs apportion and the input files (docs/ray.md).", rich_help_panel="Running"),
     out: Optional[Path] = opt.Out,
@@ -63,7 +64,7 @@ def sweep(
             _, config, options = prepare_replay(specs, policy_options,
                                                 workload_settings(workload, each, jobs, loads[0], seed_list[0], None,
                                                                   None, throughputs, reference_gpu_type, shape),
-                                                round_s, restart_cost_s)
+                                                round_s, restart_cost_s, learn_models)
         cells = grid(specs, loads, seed_list, cluster_list)
         with progress_bar(as_json, what="replays done", virtual_time=False) as bar:
             task = bar.add_task(f"{len(cells)} replays", total=len(cells), day=0.0)

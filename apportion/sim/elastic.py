@@ -11,6 +11,10 @@ GPUs) makes no progress for ``restart_cost_s``; a new batch size on the same GPU
 
 Speeds change as training goes on, so rounds are never skipped while a job runs; with nothing
 running, the clock jumps to the next arrival.
+
+A policy is given each job's true model, or with ``SimConfig.learn_models`` the one learnt
+from the steps the job has made so far, its GPUs capped at twice the most it has run on
+(``apportion.sim.learnt_models``, as Pollux learns them); the job always runs at its true model.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 
 from apportion.core.cluster import Cluster
 from apportion.core.elastic import ElasticView, goodput_table
-from apportion.core.goodput import goodput_at
+from apportion.core.goodput import goodput_at, split_batch, step_time_s, sync_time_s
 from apportion.core.jobs import JobTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
@@ -29,6 +33,7 @@ from apportion.mechanism.service import held_service
 from apportion.mechanism.timing import next_boundary
 from apportion.policies.base import Policy
 from apportion.sim.costs import JobCosts
+from apportion.sim.learnt_models import LearntModels
 from apportion.sim.result import SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
 from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator
@@ -75,6 +80,8 @@ class ElasticSimulator(Simulator):
         self.gpus_now = np.zeros(len(jobs), dtype=np.int64)
         self.restarts = np.zeros(len(jobs), dtype=np.int64)
         self._noise_now = np.zeros(0)
+        # a fixed-size policy reads no model: only one that sizes jobs is given learnt ones
+        self.learnt = LearntModels(self.kinds, jobs.kind) if config.learn_models and self.sizes_jobs else None
 
     def _start(self) -> Replay:
         """As for fixed sizes; under a policy that sizes jobs, a job need only fit at its min_gpus."""
@@ -108,8 +115,13 @@ class ElasticSimulator(Simulator):
         view = super()._view(replay, holder, partner)
         active, elastic = replay.active, self.jobs.elastic
         self._noise_now = self._noise(active, replay.steps_done[active])
+        kinds, max_gpus = self.kinds, elastic.max_gpus[active]
+        if self.learnt is not None:  # one learnt kind a job, by row
+            kinds = self.learnt.kinds
+            max_gpus = self.learnt.max_gpus(active, elastic.min_gpus[active], max_gpus)
+            view = replace(view, kind=active.astype(np.int64))
         return replace(view, elastic=ElasticView(
-            kinds=self.kinds, min_gpus=elastic.min_gpus[active], max_gpus=elastic.max_gpus[active],
+            kinds=kinds, min_gpus=elastic.min_gpus[active], max_gpus=max_gpus,
             batch_size=elastic.batch_size[active], noise_scale=self._noise_now, gpus_now=self.gpus_now[active],
             restarts=self.restarts[active], gpus_per_node=self.gpus_per_node))
 
@@ -158,6 +170,9 @@ class ElasticSimulator(Simulator):
         progress_s = np.maximum(held_s - run_delay, 0.0)
         replay.steps_done[run_rows] = np.where(finishing, jobs.total_steps[run_rows],
                                                replay.steps_done[run_rows] + rate * progress_s)
+        if self.learnt is not None:
+            stepped = progress_s > 0
+            self._observe(run_rows[stepped], run_type[stepped], nodes[stepped], gpus[stepped], batch[stepped])
         gpu_s, alone_s, _ = held_service(held_s, gpus, True)  # an elastic job never shares its GPUs
         replay.attained_gpu_s[run_rows] += gpu_s
         replay.time_on_type[run_rows, run_type] += held_s
@@ -176,6 +191,15 @@ class ElasticSimulator(Simulator):
         replay.now = end
         return True
 
+    def _observe(self, rows: np.ndarray, gpu_type: np.ndarray, nodes: np.ndarray, gpus: np.ndarray,
+                 batch: np.ndarray) -> None:
+        """Tell the learnt models the step each job made this round, as its true model times it."""
+        kind = self.jobs.kind[rows]
+        params = self.kinds.step_params[kind, gpu_type]
+        local, _ = split_batch(batch, gpus, self.kinds.limits(kind))
+        self.learnt.observe(rows, gpu_type, nodes, gpus, local, step_time_s(params, nodes, gpus, local),
+                            sync_time_s(params, nodes, gpus))
+
     def _nodes_spanned(self, owner: np.ndarray, count: int) -> np.ndarray:
         """[count] nodes each active job's GPUs lie on this round (0 for a job with none)."""
         held = owner >= 0
@@ -186,4 +210,6 @@ class ElasticSimulator(Simulator):
         result = super().run()
         result.summary["elastic"] = True
         result.summary["restarts"] = int(self.restarts.sum())
+        if self.learnt is not None:
+            result.summary["model_fits"] = self.learnt.fits
         return result

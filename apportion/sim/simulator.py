@@ -57,6 +57,7 @@ class SimConfig:
     fill_gap_s: float = 1.0  # wall clock: an early round comes at least this long after the last round
     first_round_s: float | None = None  # wall clock: the server's first round, at its start (None: unknown)
     received_since: str = "arrival"  # the received share counts from arrival, or from the last re-solve (Gavel's)
+    learn_models: bool = False  # elastic jobs: policies see models learnt from their steps (sim/learnt_models.py)
 
 
 def job_throughputs(jobs: JobTable, cluster: Cluster, throughputs: ThroughputTable) -> np.ndarray:
@@ -594,4 +595,6 @@ def simulate(
         from apportion.sim.elastic import ElasticSimulator
 
         return ElasticSimulator(jobs, cluster, policy, config, progress).run()
+    if config.learn_models:
+        raise ValueError("learning models online applies to elastic jobs only; this workload has none")
     return Simulator(jobs, cluster, throughputs, policy, config, progress, record_holdings).run()

@@ -184,3 +184,16 @@ def _report_data(path: Path) -> str:
 
     packed = re.search(r'id="report-data">([^<]*)<', path.read_text()).group(1)
     return gzip.decompress(base64.b64decode(packed)).decode()
+
+
+def test_simulate_learns_elastic_jobs_models_with_learn_models_and_refuses_it_without_elastic_jobs():
+    learning = run("simulate", "--shape", "pollux", "--jobs", "6", "--cluster", "t4:8", "--policy", "goodput",
+                   "--learn-models", "--json")
+
+    assert learning.exit_code == 0, learning.output
+    summary = json.loads(learning.stdout)
+    assert summary["completed"] == 6 and summary["model_fits"] >= 6  # every job fitted at least once
+
+    fixed = run("simulate", "--jobs", "5", "--learn-models")
+    assert fixed.exit_code == 2
+    assert "elastic jobs only" in fixed.output

@@ -1,0 +1,75 @@
+"""Elastic jobs' step-time models learnt online in the simulator, as Pollux and the server learn them.
+
+With ``SimConfig.learn_models`` a policy is not given each job's true model: it is given, per
+job and GPU type, the model fitted to the steps the job has made there (``fit_step_params``
+with no prior, as ``serve/elastic.py`` fits a job that names no built-in kind), and before any
+step there Pollux's starting point (``default_prior``, the server's too). Each configuration a
+job runs at (GPU type, nodes, GPUs, micro-batch) is one observation, of the step time and sync
+time its true model gives; the simulator's steps are exact, so a configuration is fitted once,
+when first seen. A job may be given at most twice the most GPUs it has run on (Pollux's rule;
+one that never ran: its min_gpus). The gradient noise scale is not learnt: a job reports it
+as it trains, and the simulator knows the true one at each point of its progress.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from apportion.core.elastic import ElasticKinds
+from apportion.core.goodput_fit import StepObservations, default_prior, fit_step_params
+
+
+class LearntModels:
+    """Every job's observed steps and fitted step-time model, as one kind a job (``kinds``, by row)."""
+
+    def __init__(self, true_kinds: ElasticKinds, kind: np.ndarray) -> None:
+        """``true_kinds``: the models the jobs really train; ``kind`` [n]: each job's kind in it."""
+        prior = default_prior(StepObservations.of(nodes=[1], gpus=[1], local_batch=[1], step_time_s=[1],
+                                                  sync_time_s=[0]))
+        known = ~np.isnan(true_kinds.step_params[kind][..., 0])  # [n, T]: a type the job can run on
+        params = np.where(known[..., None], prior, np.nan)
+        self.kinds = ElasticKinds(
+            names=tuple(str(row) for row in range(len(kind))), gpu_types=true_kinds.gpu_types,
+            step_params=params, init_batch=true_kinds.init_batch[kind], max_batch=true_kinds.max_batch[kind],
+            min_local_batch=true_kinds.min_local_batch[kind], max_local_batch=true_kinds.max_local_batch[kind],
+            target_examples=true_kinds.target_examples[kind], noise_fraction=true_kinds.noise_fraction[kind],
+            noise_scale=true_kinds.noise_scale[kind])
+        self.largest_gpus = np.zeros(len(kind), dtype=np.int64)  # the most GPUs each job has run on
+        self.fits = 0
+        self._seen: dict[tuple[int, int], dict[tuple[int, int, float], tuple[float, float]]] = {}
+
+    def max_gpus(self, rows: np.ndarray, min_gpus: np.ndarray, max_gpus: np.ndarray) -> np.ndarray:
+        """[rows] the most GPUs each job may be given: twice the most it has run on, within its limits."""
+        return np.clip(2 * self.largest_gpus[rows], min_gpus, max_gpus)
+
+    def observations(self, row: int, gpu_type: int) -> StepObservations | None:
+        """What job ``row`` has been seen to do on type ``gpu_type`` (None: it never ran there)."""
+        seen = self._seen.get((row, gpu_type))
+        if not seen:
+            return None
+        keys = list(seen)
+        return StepObservations.of(nodes=[k[0] for k in keys], gpus=[k[1] for k in keys],
+                                   local_batch=[k[2] for k in keys], step_time_s=[seen[k][0] for k in keys],
+                                   sync_time_s=[seen[k][1] for k in keys])
+
+    def observe(self, rows: np.ndarray, gpu_type: np.ndarray, nodes: np.ndarray, gpus: np.ndarray,
+                local_batch: np.ndarray, step_time_s: np.ndarray, sync_time_s: np.ndarray) -> None:
+        """Jobs ``rows`` ran a step of ``step_time_s`` (``sync_time_s`` of it synchronising) at these
+        configurations: fit again each job whose configuration is new on its type."""
+        np.maximum.at(self.largest_gpus, rows, gpus.astype(np.int64))
+        refit = set()
+        for j, row in enumerate(rows.tolist()):
+            key = (int(nodes[j]), int(gpus[j]), float(local_batch[j]))
+            seen = self._seen.setdefault((row, int(gpu_type[j])), {})
+            if key not in seen:
+                seen[key] = (float(step_time_s[j]), float(sync_time_s[j]))
+                refit.add((row, int(gpu_type[j])))
+        if not refit:
+            return
+        params = self.kinds.step_params.copy()
+        for row, t in sorted(refit):
+            params[row, t] = fit_step_params(self.observations(row, t)).params
+        self.fits += len(refit)
+        self.kinds = replace(self.kinds, step_params=params)  # a new object: policies cache tables by identity

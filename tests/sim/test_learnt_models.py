@@ -1,0 +1,113 @@
+"""Elastic jobs' models learnt online in the simulator (``SimConfig.learn_models``): a job may
+grow to twice the most GPUs it has run on, its model is the fit the server makes of the same
+steps, and a replay that learns is as repeatable as one that does not."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from apportion.core.cluster import parse_cluster_shorthand
+from apportion.core.elastic import ElasticKinds
+from apportion.core.goodput_fit import default_prior
+from apportion.policies import make_policy
+from apportion.serve.elastic import ElasticModels, StepReport
+from apportion.serve.elastic_spec import ElasticSpec
+from apportion.serve.state import StateStore
+from apportion.sim import SimConfig, simulate
+from apportion.sim.learnt_models import LearntModels
+from apportion.workloads.elastic_workload import generate_elastic_workload
+from test_elastic import toy_jobs, toy_kinds
+
+LEARN = SimConfig(round_s=60.0, restart_cost_s=0.0, learn_models=True)
+
+
+def two_type_kinds() -> ElasticKinds:
+    """The toy model on v100s, and on t4s a model with a real all-reduce: 0.05 s on one node."""
+    toy = toy_kinds()
+    t4 = np.array([0.01, 0.02, 0.2, 0.01, 0.05, 0.005, 1.5])
+    return ElasticKinds(toy.names, ("v100", "t4"), np.stack([toy.step_params[:, 0], t4[None]], axis=1),
+                        toy.init_batch, toy.max_batch, toy.min_local_batch, toy.max_local_batch,
+                        toy.target_examples, toy.noise_fraction, toy.noise_scale)
+
+
+def test_a_job_may_grow_to_twice_the_most_gpus_it_has_run_on_within_its_limits():
+    learnt = LearntModels(toy_kinds(), np.zeros(3, dtype=np.int64))
+    rows, low, high = np.arange(3), np.array([1, 2, 1]), np.array([16, 16, 6])
+    assert learnt.max_gpus(rows, low, high).tolist() == [1, 2, 1]  # never ran: its min_gpus
+
+    learnt.observe(np.array([0, 2]), np.zeros(2, dtype=np.int64), np.ones(2), np.array([4, 4]), np.array([2.0, 2.0]),
+                   np.array([0.02, 0.02]), np.zeros(2))
+    learnt.observe(np.array([0]), np.zeros(1, dtype=np.int64), np.ones(1), np.array([2]), np.array([4.0]),
+                   np.array([0.04]), np.zeros(1))
+    assert learnt.max_gpus(rows, low, high).tolist() == [8, 2, 6]  # 2 × 4 (not 2 × 2, its latest); 6 at most
+
+
+def test_goodput_doubles_a_learning_job_each_round_where_knowing_its_model_gives_it_all_at_once():
+    # the toy model: k GPUs do 100·k examples/s. Learning, the job runs 60 s on 1, 2, 4, 8, then 16
+    # GPUs: 6,000 + 12,000 + 24,000 + 48,000 examples by 240 s, and the last 96,000 take 60 s on 16.
+    # Knowing the model it runs on all 16 from the start: 186,000 / 1,600 = 116.25 s.
+    jobs = toy_jobs([0.0], [1], [8], [186_000.0])
+    jobs = replace(jobs, elastic=replace(jobs.elastic, max_gpus=np.array([16])))
+    cluster = parse_cluster_shorthand("v100:16")
+    policy = make_policy("goodput", restart_cost_s=0.0)
+
+    learning = simulate(jobs, cluster, None, policy, LEARN)
+    knowing = simulate(jobs, cluster, None, make_policy("goodput", restart_cost_s=0.0),
+                       SimConfig(round_s=60.0, restart_cost_s=0.0))
+
+    assert learning.finish_s.tolist() == pytest.approx([300.0])
+    assert knowing.finish_s.tolist() == pytest.approx([116.25])
+    assert learning.summary["model_fits"] == 5  # one configuration a round, each new
+
+
+def test_the_model_after_steps_at_two_sizes_is_the_fit_the_server_makes_of_them(tmp_path):
+    # one job of the two-type model ran on one t4, then on two (one node): its micro-batch 8, then 4
+    kinds = two_type_kinds()
+    t4 = kinds.step_params[0, 1]
+    steps = [(1, 8.0, 0.01 + 0.02 * 8, 0.0), (2, 4.0, ((0.01 + 0.02 * 4) ** 1.5 + 0.05**1.5) ** (1 / 1.5), 0.05)]
+    learnt = LearntModels(kinds, np.zeros(1, dtype=np.int64))
+    for gpus, local, step, sync in steps:
+        learnt.observe(np.array([0]), np.array([1]), np.ones(1), np.array([gpus]), np.array([local]),
+                       np.array([step]), np.array([sync]))
+
+    store = StateStore(tmp_path / "state.db")
+    job_id = store.insert_job(spec={"name": "toy", "command": "train"}, name="toy", user="ann", queue="q",
+                              priority=1.0, kind="elastic", gpus=1, total_steps=100, submitted=0.0)
+    server = ElasticModels(store, ("t4",), {"t4": 2})
+    spec = ElasticSpec(max_gpus=2, batch_size=8)  # names no built-in kind: no prior, as the simulator's jobs
+    for gpus, local, step, sync in steps:
+        store.update_job(job_id, slots=",".join(str(s) for s in range(gpus)), gpu_type="t4")
+        server.record(store.job(job_id), spec, StepReport(steps_per_s=1.0 / step, sync_s=sync, micro_batch=local),
+                      now=0.0)
+
+    assert learnt.kinds.step_params[0, 1] == pytest.approx(np.array(server.params(job_id, "t4")), rel=1e-6)
+    assert not np.allclose(learnt.kinds.step_params[0, 1], t4)  # a fit, not the true model
+    assert learnt.observations(0, 0) is None  # never on a v100: Pollux's starting point there
+    assert learnt.kinds.step_params[0, 0].tolist() == default_prior(learnt.observations(0, 1)).tolist()
+
+
+def test_a_replay_that_learns_is_repeatable_and_differs_from_one_that_knows():
+    jobs = generate_elastic_workload(jobs=12, rate_per_hour=20.0, seed=3)
+    cluster = parse_cluster_shorthand("t4:16")
+    config = SimConfig(round_s=60.0, restart_cost_s=30.0, learn_models=True)
+
+    def replay(config):
+        return simulate(jobs, cluster, None, make_policy("goodput", restart_cost_s=30.0), config)
+
+    first, second = replay(config), replay(config)
+    knowing = replay(SimConfig(round_s=60.0, restart_cost_s=30.0))
+
+    assert first.finish_s.tolist() == second.finish_s.tolist()
+    assert first.summary["restarts"] == second.summary["restarts"]
+    assert first.finish_s.tolist() != knowing.finish_s.tolist()
+
+
+def test_learning_models_on_a_workload_with_no_elastic_jobs_is_refused():
+    from apportion.workloads.catalog import builtin_throughputs
+    from apportion.workloads.synthetic import generate_workload
+
+    catalog = builtin_throughputs()
+    jobs = generate_workload(jobs=5, rate_per_hour=20.0, throughputs=catalog, seed=0)
+    with pytest.raises(ValueError, match="elastic jobs only"):
+        simulate(jobs, parse_cluster_shorthand("v100:4"), catalog, make_policy("fifo"), SimConfig(learn_models=True))
