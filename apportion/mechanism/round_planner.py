@@ -64,8 +64,8 @@ class RoundPlanner:
         self._views: dict[int, tuple[Cluster, ClusterView]] = {}
         self._node_per_type: NodePerType | None = None
         self._allocation: Allocation | None = None
-        self._solved_for: tuple | None = None
-        self._solved_on: Cluster | None = None  # held, so that no other cluster can take its id
+        self._solved_for: tuple | None = None  # the job set and speeds the allocation was solved for
+        self._solved_on: Cluster | None = None  # and the cluster (held and compared by identity)
         self._reallocate_at = math.inf
 
     @staticmethod
@@ -117,8 +117,8 @@ class RoundPlanner:
         if not self.space_sharing(self.policy):
             pair_rates = None
 
-        solved_for = (jobs.index.tobytes(), id(cluster), state.rates_version)
-        resolved = (self._allocation is None or solved_for != self._solved_for
+        solved_for = (jobs.index.tobytes(), state.rates_version)
+        resolved = (self._allocation is None or solved_for != self._solved_for or cluster is not self._solved_on
                     or jobs.now_s >= self._reallocate_at)
         if resolved:
             self._allocation = self.policy.allocate(
