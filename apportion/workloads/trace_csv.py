@@ -14,7 +14,9 @@ import gc
 import gzip
 import io
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.workloads.conversion import check_reference_type, draw_kinds, steps_for_durations
 from apportion.workloads.dependencies import after_of_column
 from apportion.workloads.model_jobs import MODEL_COLUMNS, model_jobs_of_columns, model_kind_names, with_model_kinds
+from apportion.workloads.philly_source import SOURCE_NAMES, from_philly_source, is_philly_source
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
 OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "name",
@@ -63,9 +66,10 @@ def read_workload_csv(
     """
     source = str(path)
     _check_settings(source, throughputs, reference_gpu_type, max_jobs, start_s, end_s)
-    columns, lines = _read_columns(source)
-    return _jobs(source, columns, lines, throughputs, throughputs, reference_gpu_type, seed, max_jobs, start_s,
-                 end_s)
+    columns, lines, renamed = _read_columns(source)
+    with _named_as_in_the_file(renamed):
+        return _jobs(source, columns, lines, throughputs, throughputs, reference_gpu_type, seed, max_jobs, start_s,
+                     end_s)
 
 
 def read_workload_with_models(
@@ -84,13 +88,25 @@ def read_workload_with_models(
     Rows with neither draw among ``throughputs``' own kinds."""
     source = str(path)
     _check_settings(source, throughputs, reference_gpu_type, max_jobs, start_s, end_s)
-    columns, lines = _read_columns(source)
-    extended = with_model_kinds(throughputs, model_jobs_of_columns(columns, lines, source))
-    own = len(throughputs.kinds)
-    drawable = ThroughputTable(extended.kinds[:own], extended.gpu_types, extended.scales,
-                               extended.steps_per_s[:own])
-    jobs = _jobs(source, columns, lines, extended, drawable, reference_gpu_type, seed, max_jobs, start_s, end_s)
+    columns, lines, renamed = _read_columns(source)
+    with _named_as_in_the_file(renamed):
+        extended = with_model_kinds(throughputs, model_jobs_of_columns(columns, lines, source))
+        own = len(throughputs.kinds)
+        drawable = ThroughputTable(extended.kinds[:own], extended.gpu_types, extended.scales,
+                                   extended.steps_per_s[:own])
+        jobs = _jobs(source, columns, lines, extended, drawable, reference_gpu_type, seed, max_jobs, start_s, end_s)
     return jobs, extended
+
+
+@contextmanager
+def _named_as_in_the_file(renamed: dict[str, str]) -> Iterator[None]:
+    """An error about a column read under another name names the file's own column."""
+    try:
+        yield
+    except InputError as err:
+        if err.field not in renamed:
+            raise
+        raise InputError(err.source, err.message, line=err.line, field=renamed[err.field]) from None
 
 
 def _check_settings(source: str, throughputs: ThroughputTable, reference_gpu_type: str, max_jobs: int | None,
@@ -183,8 +199,9 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
     )
 
 
-def _read_columns(source: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Header name -> column of strings (blank lines dropped), and each row's 1-based file line."""
+def _read_columns(source: str) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, str]]:
+    """Header name -> column of strings (blank lines dropped), each row's 1-based file line, and the
+    file's own name of each column read under another (the Philly trace's public copy: philly_source.py)."""
     try:
         raw = Path(source).read_bytes()
     except FileNotFoundError:
@@ -215,8 +232,9 @@ def _read_columns(source: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
     for name in header:
         if header.count(name) > 1:
             raise InputError(source, "column appears twice in the header", line=1, field=name)
+    philly = is_philly_source(header)
     elastic = any(name in header for name in ELASTIC_COLUMNS)
-    for name in ELASTIC_REQUIRED_COLUMNS if elastic else REQUIRED_COLUMNS:
+    for name in ELASTIC_REQUIRED_COLUMNS if elastic else (() if philly else REQUIRED_COLUMNS):
         if name not in header:
             raise InputError(
                 source, f"missing required column (header has: {', '.join(header)})", line=1, field=name
@@ -237,7 +255,10 @@ def _read_columns(source: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
     if len(kept) < len(body):
         body = [body[i] for i in kept.tolist()]
     values = list(zip(*body))
-    return {name: np.array(values[i], dtype=object) for i, name in enumerate(header)}, lines
+    columns = {name: np.array(values[i], dtype=object) for i, name in enumerate(header)}
+    if philly:
+        return (*from_philly_source(columns, lines, source), SOURCE_NAMES)
+    return columns, lines, {}
 
 
 def _parse_columns(
