@@ -61,8 +61,11 @@ class ProgressLines:
             self._tasks.append({"description": description, "total": total, "completed": 0, "day": day})
             return len(self._tasks) - 1
 
-    def update(self, task: int, completed: int | None = None, day: float | None = None, **_) -> None:
+    def update(self, task: int, completed: int | None = None, day: float | None = None, total: int | None = None,
+               **_) -> None:
         with self._lock:
+            if total is not None:
+                self._tasks[task]["total"] = total
             if completed is not None:
                 self._tasks[task]["completed"] = completed
             if day is not None:

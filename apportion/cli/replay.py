@@ -10,7 +10,7 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.output import (
-    console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote,
+    console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
 )
 from apportion.stdio import stdout_to_stderr
 
@@ -38,9 +38,15 @@ def replay(
     problem = None if out is None else out_dir_problem(out)
     if problem is not None:
         raise fail(f"--out: {problem}")
-    with stdout_to_stderr():
+    with stdout_to_stderr(), progress_bar(as_json) as bar:
+        task = bar.add_task("replay", total=1, day=0.0)
+
+        def report(ended: int, total: int, now_s: float) -> None:
+            bar.update(task, total=total, completed=ended, day=now_s / 86400)
+
         try:
-            fidelity = replay_run(state_dir, speeds=speeds, costs=costs, clock=clock, restart_cost_s=restart_cost_s)
+            fidelity = replay_run(state_dir, speeds=speeds, costs=costs, clock=clock, restart_cost_s=restart_cost_s,
+                                  progress=report)
         except InputError as exc:
             raise fail(str(exc)) from None
     if as_json:

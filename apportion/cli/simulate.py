@@ -33,7 +33,7 @@ def simulate(
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
     learn_models: bool = opt.LearnModels,
-    received_since: str = typer.Option("arrival", "--received-since", help="Where the received share the round ranks jobs by counts from: arrival (each job's) or allocation (its last change, Gavel's rule).", rich_help_panel="Mechanism"),
+    received_since: Optional[str] = typer.Option(None, "--received-since", help="Where the received share the round ranks jobs by counts from: allocation (its last change, Gavel's rule; the default) or arrival (each job's).", rich_help_panel="Mechanism"),
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
     """Replay a workload on a cluster under one policy and summarise it.
@@ -44,7 +44,7 @@ def simulate(
     from apportion.mechanism.received import RECEIVED_SINCE
 
     _check_out(out)
-    if received_since not in RECEIVED_SINCE:
+    if received_since is not None and received_since not in RECEIVED_SINCE:
         raise fail(f"--received-since must be one of {', '.join(RECEIVED_SINCE)}, got '{received_since}'")
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
@@ -53,7 +53,8 @@ def simulate(
                               shape),
             round_s, restart_cost_s, learn_models,
         )
-        config = replace(config, received_since=received_since)
+        if received_since is not None:
+            config = replace(config, received_since=received_since)
         with progress_bar(as_json) as bar:
             task = bar.add_task(policy, total=len(inputs.jobs), day=0.0)
 

@@ -35,6 +35,7 @@ from apportion.policies.base import DEFAULT_RESTART_COST_S
 from apportion.serve.records import JobRecord
 from apportion.sim import SimConfig, SimResult, simulate
 from apportion.sim.costs import AttemptCosts
+from apportion.sim.simulator import ProgressCallback
 from apportion.workloads.queues import load_queues
 
 SPEEDS = ("job", "kind")
@@ -144,17 +145,18 @@ class Fidelity:
 
 
 def replay_run(state_dir: str | Path, *, speeds: str = "job", costs: str = "measured", clock: str = "wall",
-               restart_cost_s: float = DEFAULT_RESTART_COST_S) -> Fidelity:
+               restart_cost_s: float = DEFAULT_RESTART_COST_S, progress: ProgressCallback | None = None) -> Fidelity:
     """Read the finished run in ``state_dir`` and replay it (InputError if it cannot be read)."""
-    return replay(read_served_run(state_dir), speeds=speeds, costs=costs, clock=clock, restart_cost_s=restart_cost_s)
+    return replay(read_served_run(state_dir), speeds=speeds, costs=costs, clock=clock, restart_cost_s=restart_cost_s,
+                  progress=progress)
 
 
 def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", clock: str = "wall",
-           restart_cost_s: float = DEFAULT_RESTART_COST_S) -> Fidelity:
+           restart_cost_s: float = DEFAULT_RESTART_COST_S, progress: ProgressCallback | None = None) -> Fidelity:
     """Simulate ``run``'s workload as its server ran it, with what it measured; compare job by job.
 
     ``restart_cost_s`` is charged to a job kind the run never measured (and to every kind with
-    ``costs="constant"``)."""
+    ``costs="constant"``); ``progress(ended, total, now_s)`` is told how the simulation goes."""
     for name, value, choices in (("speeds", speeds, SPEEDS), ("costs", costs, COSTS), ("clock", clock, CLOCKS)):
         if value not in choices:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, got '{value}'")
@@ -180,8 +182,9 @@ def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", cloc
     first_round_s = None if settings.first_round is None else min(settings.first_round - first_submit, 0.0)
     config = SimConfig(round_s=settings.round_s, restart_cost_s=restart_cost_s, costs=attempt_costs,
                        wall_clock=clock == "wall", plan_ahead_s=settings.plan_ahead_s, fill_gap_s=settings.fill_gap_s,
-                       first_round_s=first_round_s)
-    result = simulate(jobs, _cluster(settings), table, _policy(settings, str(run.state_dir)), config)
+                       first_round_s=first_round_s, received_since=settings.received_since)
+    result = simulate(jobs, _cluster(settings), table, _policy(settings, str(run.state_dir)), config,
+                      progress=progress)
 
     row_of = {int(job_id): i for i, job_id in enumerate(result.jobs.job_id)}
     rows = []

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.core.errors import InputError
+from apportion.mechanism.received import check_received_since
 from apportion.serve.records import AttemptRecord, JobRecord
 from apportion.serve.state import ACTIVE, StateStore
 
@@ -27,6 +28,7 @@ class RunSettings:
     fill_gap_s: float
     slots: tuple[tuple[str, str], ...]  # (slot id, slot type)
     first_round: float | None = None  # when the server decided its first round, at its start (wall time)
+    received_since: str = "arrival"  # the received share's rule; servers that did not record it used "arrival"
 
     def capacity(self) -> dict[str, int]:
         """Slots of each type, in the server's order."""
@@ -100,7 +102,7 @@ def _settings(raw: dict, source: str, first_round: float | None) -> RunSettings:
             round_s=float(raw["round_s"]), plan_ahead_s=float(raw.get("plan_ahead_s", 0.0)),
             fill_gap_s=float(raw.get("fill_gap_s", 1.0)),
             slots=tuple((str(slot), str(slot_type)) for slot, slot_type in raw["slots"]),
-            first_round=first_round,
+            first_round=first_round, received_since=check_received_since(str(raw.get("received_since", "arrival"))),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(source, f"the recorded server settings are malformed ({type(err).__name__}: {err})") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 RECEIVED_SINCE = ("arrival", "allocation")
+DEFAULT_RECEIVED_SINCE = "allocation"  # on Philly's first 3,000 jobs, lower average JCT for every LP policy
 IN_SYSTEM_FLOOR_S = 1e-9  # a job submitted this instant has been in the system this long
 
 
@@ -30,7 +31,7 @@ class ReceivedShare:
     of a round are those of the reset.
     """
 
-    def __init__(self, received_since: str = "arrival") -> None:
+    def __init__(self, received_since: str = DEFAULT_RECEIVED_SINCE) -> None:
         self.since = check_received_since(received_since)
         self._reset_at_s = -np.inf
         self._alone_s: np.ndarray | None = None  # [n, T] time alone at the reset

@@ -26,7 +26,7 @@ from apportion.mechanism.node_per_type import NodePerType
 from apportion.mechanism.pairs import choose_with_pairs, place_units
 from apportion.mechanism.pinned import plan_around
 from apportion.mechanism.placement import place_on_gpus
-from apportion.mechanism.received import ReceivedShare
+from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE, ReceivedShare
 from apportion.mechanism.round_state import RoundDecision, RoundState, running_types, was_running
 from apportion.mechanism.rounds import RoundMechanism
 
@@ -50,12 +50,12 @@ class RoundPlanner:
     ``pair_rates`` ([K, K, T] steps/s of kind i sharing a GPU with kind j) is the default for a
     state that brings none, and is used only by a policy that shares GPUs; with it, allocations
     may pair jobs and the state's ``together`` (a ``PairClock``) decides whose turn it is.
-    ``received_since``: the received share counts from each job's ``"arrival"``, or, as Gavel's
-    does, from the last time the policy re-solved (``"allocation"``; ``mechanism/received.py``).
+    ``received_since``: the received share counts, as Gavel's does, from the last time the policy
+    re-solved (``"allocation"``, the default), or from each job's ``"arrival"`` (``mechanism/received.py``).
     """
 
     def __init__(self, policy, cluster: Cluster | None = None, *, pair_rates: np.ndarray | None = None,
-                 received_since: str = "arrival") -> None:
+                 received_since: str = DEFAULT_RECEIVED_SINCE) -> None:
         self.policy = policy
         self.cluster = cluster
         self.pair_rates = pair_rates

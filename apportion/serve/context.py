@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from apportion.executors.base import Executor
+from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.policies.base import Policy
 from apportion.serve.runas import RunAs
 from apportion.serve.slots import Slot
@@ -35,7 +36,7 @@ class ServeConfig:
     start_timeout_s: float | None = None  # an attempt silent this long may be preempted; None: max(2 rounds, 60 s)
     tick_s: float = 0.1
     prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
-    received_since: str = "arrival"  # the received share counts from arrival, or from the last re-solve (Gavel's)
+    received_since: str = DEFAULT_RECEIVED_SINCE  # the received share counts from the last re-solve (Gavel's), or from arrival
     cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     checkpoint_every: str | None = None  # jobs' periodic checkpoints (auto, auto:S, off, S); None: the runtime's auto
     shared_dir: Path | None = None  # where jobs' default checkpoint directories live, if not the state directory
@@ -86,7 +87,7 @@ class SchedulerState:
         store.set_run_settings({  # what `apportion replay` simulates this run with
             "policy": getattr(policy, "name", type(policy).__name__), "policy_options": config.policy_options,
             "round_s": config.round_s, "plan_ahead_s": self.plan_ahead_s, "fill_gap_s": config.fill_gap_s,
-            "slots": [[s.id, s.gpu_type] for s in self.slots],
+            "slots": [[s.id, s.gpu_type] for s in self.slots], "received_since": config.received_since,
         })
         self.durations = None  # the finished jobs' durations and their predictor (durations.DurationHistory)
         self.elastic = None  # elastic jobs' noise scales and step-time models (elastic.ElasticModels)

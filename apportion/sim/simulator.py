@@ -31,6 +31,7 @@ from apportion.core.node_resources import fits_on_nodes, node_demand
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
 from apportion.mechanism.pair_clock import PairClock
+from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
 from apportion.mechanism.round_state import job_view, running_types, was_running
 from apportion.mechanism.service import held_service, pair_together_s
@@ -56,7 +57,7 @@ class SimConfig:
     plan_ahead_s: float = 0.0  # wall clock: a regular round is decided (and starts idle GPUs) this long ahead
     fill_gap_s: float = 1.0  # wall clock: an early round comes at least this long after the last round
     first_round_s: float | None = None  # wall clock: the server's first round, at its start (None: unknown)
-    received_since: str = "arrival"  # the received share counts from arrival, or from the last re-solve (Gavel's)
+    received_since: str = DEFAULT_RECEIVED_SINCE  # the received share counts from the last re-solve (Gavel's), or from arrival
     learn_models: bool = False  # elastic jobs: policies see models learnt from their steps (sim/learnt_models.py)
 
 

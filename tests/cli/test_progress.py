@@ -37,6 +37,14 @@ def test_several_tasks_share_a_line_whose_eta_is_the_slowest_ones():
                                 "0.5 d, 60 s elapsed, ETA 9 min")
 
 
+def test_a_total_learnt_later_replaces_the_first_guess():
+    lines = ProgressLines("jobs ended", every_s=5.0, stream=io.StringIO())
+    task = lines.add_task("replay", total=1, day=0.0)
+    lines.update(task, total=40, completed=10, day=0.5)
+
+    assert lines.line(20.0) == "replay: 10/40 jobs ended, virtual time 0.5 d, 20 s elapsed, ETA 60 s"
+
+
 def test_lines_come_no_sooner_than_the_interval_and_not_for_short_work():
     stream = io.StringIO()
     lines = ProgressLines("replays done", virtual_time=False, every_s=3600.0, stream=stream)

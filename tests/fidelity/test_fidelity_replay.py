@@ -78,6 +78,16 @@ def test_a_las_run_with_preemptions_replays_job_by_job(las_run):
     assert fidelity.errors["p90_job_error"] < 0.01
 
 
+def test_the_replay_follows_the_servers_received_share_rule_and_reports_its_progress(las_run):
+    told = []
+
+    fidelity = replay_run(las_run, progress=lambda ended, total, now_s: told.append((ended, total)))
+
+    assert fidelity.settings.received_since == "allocation"  # what the server ran with, recorded at its start
+    assert told and told[-1] == (4, 4)  # the four jobs, all ended
+    assert [ended for ended, _ in told] == sorted(ended for ended, _ in told)
+
+
 def test_the_replay_is_told_the_costs_each_kind_took(las_run):
     run = read_served_run(las_run)
     costs = measure(run.jobs, run.attempts).describe()

@@ -70,6 +70,12 @@ def test_the_command_fails_in_one_line_with_exit_code_2(tmp_path):
                                                   "--state-dir of a finished `apportion serve` run)"]
 
 
+def test_a_run_served_before_the_rule_was_recorded_replays_under_the_rule_it_ran_with(tmp_path):
+    stored_job(tmp_path, "completed")
+
+    assert read_served_run(tmp_path).settings.received_since == "arrival"  # the only rule servers had then
+
+
 def test_an_unknown_setting_is_named():
     result = CliRunner().invoke(app, ["replay", ".", "--clock", "fast"])
 

@@ -89,10 +89,10 @@ def test_a_job_alone_runs_on_the_type_it_is_allocated_and_starts_afresh():
 
 
 def test_the_job_furthest_behind_its_share_runs():
-    """One GPU, a third each. At 400 s job 0 (in the system 400 s) has held it 300 s: received
-    0.75, priority 1/3 ÷ 0.75 = 0.44; job 1 (since 200 s) held it 50 s: 0.25, priority 1.33;
-    job 2 (since 300 s) 50 s: 0.5, priority 0.67. Job 1 runs."""
-    planner = RoundPlanner(FixedShares(np.full((3, 1), 1 / 3)), ONE_V100)
+    """One GPU, a third each, the received share counted from arrival. At 400 s job 0 (in the
+    system 400 s) has held it 300 s: received 0.75, priority 1/3 ÷ 0.75 = 0.44; job 1 (since
+    200 s) held it 50 s: 0.25, priority 1.33; job 2 (since 300 s) 50 s: 0.5, priority 0.67. Job 1 runs."""
+    planner = RoundPlanner(FixedShares(np.full((3, 1), 1 / 3)), ONE_V100, received_since="arrival")
 
     decision = planner.plan(round_state(400.0, submit=[0.0, 200.0, 300.0], time_alone=[[300.0], [50.0], [50.0]],
                                         holder=[0]))
@@ -171,9 +171,10 @@ def test_invalidate_asks_the_policy_again_next_round():
 
 
 def pair_planner() -> RoundPlanner:
-    """One GPU: jobs 10 and 11 share it half the time, job 12 has it alone the other half."""
+    """One GPU: jobs 10 and 11 share it half the time, job 12 has it alone the other half; the
+    received share counted from arrival."""
     policy = FixedShares([[0.0], [0.0], [0.5]], pairs=[[0, 1]], pair_share=[[0.5]], space_sharing=True)
-    return RoundPlanner(policy, ONE_V100, pair_rates=np.ones((1, 1, 1)))
+    return RoundPlanner(policy, ONE_V100, pair_rates=np.ones((1, 1, 1)), received_since="arrival")
 
 
 def together(state: RoundState, pair_seconds: float) -> RoundState:

@@ -89,7 +89,7 @@ def placements_in_force(replayed: Replayed, finish: dict[int, float]) -> dict:
 
 
 def both_clocks(jobs: JobTable, simulated_policy, served_policy, tmp_path,
-                received_since: str = "arrival") -> tuple[Replayed, Replayed]:
+                received_since: str = "allocation") -> tuple[Replayed, Replayed]:
     simulated = in_simulator(jobs, "v100:2:2,k80:2:2", THROUGHPUTS, simulated_policy, ROUND_S, prices=PRICES,
                              received_since=received_since)
     served = on_server(jobs, "v100:2,k80:2", THROUGHPUTS, served_policy, ROUND_S, tmp_path,
@@ -153,6 +153,6 @@ def test_best_effort_jobs_decide_alike(spec, tmp_path):
 
 @pytest.mark.parametrize("spec", ["max-min-fairness", "max-min-fairness:space-sharing", "finish-time-fairness"])
 @pytest.mark.parametrize("seed", SEEDS[:2])
-def test_the_received_share_since_the_last_allocation_decides_alike(spec, seed, tmp_path):
+def test_the_received_share_since_arrival_decides_alike(spec, seed, tmp_path):
     jobs = workload(seed)
-    assert_alike(*both_clocks(jobs, policy(spec), policy(spec), tmp_path, received_since="allocation"), jobs)
+    assert_alike(*both_clocks(jobs, policy(spec), policy(spec), tmp_path, received_since="arrival"), jobs)

@@ -43,7 +43,7 @@ class Clock:
 
 
 def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, policy, round_s: float,
-                 prices: dict[str, float] | None = None, received_since: str = "arrival") -> Replayed:
+                 prices: dict[str, float] | None = None, received_since: str = "allocation") -> Replayed:
     """The simulator's replay; job ids are JobTable rows + 1 (the server numbers from 1).
     ``prices``: $ per GPU-hour of each type (min-cost needs them)."""
     groups = parse_cluster_shorthand(cluster).groups
@@ -78,7 +78,7 @@ def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, pol
 
 def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, round_s: float,
               state_dir: Path, queues: list[str] | None = None, prices: dict[str, float] | None = None,
-              received_since: str = "arrival") -> Replayed:
+              received_since: str = "allocation") -> Replayed:
     """The real scheduler over ``slots``, its fake jobs progressing at ``throughputs``."""
     clock = Clock()
     executor = FakeExecutor(state_dir)
