@@ -8,6 +8,7 @@ each caller says where the value came from: the flag, or the file's line.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Collection
@@ -82,15 +83,18 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
         raise SettingError("port", f"must be 0-65535, got {s.port}")
     if not s.host.strip():
         raise SettingError("host", "must be an address, got nothing")
-    if s.round_s <= 0:
+    if not s.round_s > 0:  # NaN too
         raise SettingError("round_s", f"must be positive, got {s.round_s:g}")
     if s.max_retries < 0:
         raise SettingError("max_retries", f"must be >= 0, got {s.max_retries}")
     if s.hung_after_s != 0 and not MIN_HUNG_AFTER_S <= s.hung_after_s <= MAX_HUNG_AFTER_S:
         raise SettingError("hung_after_s", f"must be 0 (never) or from {MIN_HUNG_AFTER_S:g} to "
                                            f"{MAX_HUNG_AFTER_S:g} seconds, got {s.hung_after_s:g}")
-    if s.grace_s < 0:
+    if not s.grace_s >= 0:
         raise SettingError("grace_s", f"must be >= 0, got {s.grace_s:g}")
+    for key in ("round_s", "grace_s"):
+        if math.isinf(getattr(s, key)):
+            raise SettingError(key, "must be finite, got inf")
     checkpoint_every = s.checkpoint_every
     if checkpoint_every is not None:
         from apportion.runtime.cadence import CheckpointEvery
