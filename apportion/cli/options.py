@@ -4,7 +4,9 @@ Option defaults come from light modules only: importing the command line must no
 policies, the simulator or matplotlib. The commands that run policies (``PolicyCommand``:
 simulate, compare, sweep, serve) take every option the policy registry declares as a flag of
 their own, built from the registry when the command line is parsed or its help shown, for the
-same reason; a policy registered after import brings its options along.
+same reason; a policy registered after import brings its options along. ``serve``
+(``BriefPolicyCommand``) names them in one line of its ``--help``, so that it fits a screen,
+and shows them in full under ``--help-policy-options``.
 """
 
 from __future__ import annotations

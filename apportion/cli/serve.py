@@ -159,7 +159,8 @@ def _settings(ctx: typer.Context, config: Optional[Path]):
     values = {key: ctx.params[key] for key in SETTINGS}
     policy_options = opt.given_policy_options(ctx)
     if file is not None:
-        values.update({key: value for key, value in file.values.items() if key not in flags})
+        overridden = flags | ({"token", "token_file"} if flags & {"token", "token_file"} else set())  # one credential
+        values.update({key: value for key, value in file.values.items() if key not in overridden})
         flags |= {file.key_of(name) for name in policy_options}
         policy_options = {**file.policy_options, **policy_options}
     given = _Origins(file, frozenset(flags))

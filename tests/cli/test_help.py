@@ -63,6 +63,14 @@ def test_serve_groups_its_options_and_fits_the_bound():
     assert len(text.splitlines()) <= SERVE_HELP_LINES_AT_100
 
 
+def test_serve_help_policy_options_shows_the_policy_panel_with_flags_as_flags():
+    result = runner.invoke(app, ["serve", "--help-policy-options"], prog_name="apportion", env={"COLUMNS": "100"})
+
+    assert result.exit_code == 0, result.output
+    assert "╭─ Policy options ─" in result.stdout and "╭─ Jobs ─" not in result.stdout
+    assert "--water-filling" in result.stdout and "<bool>" not in result.stdout
+
+
 def test_simulate_groups_its_options():
     text = help_of(("simulate",), 100)
     for panel in ("Inputs", "Cluster", "Policy options", "Mechanism", "Output"):

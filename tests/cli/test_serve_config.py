@@ -191,3 +191,12 @@ def test_the_example_file_names_every_setting_at_its_default():
     defaults = runner.invoke(app, ["serve", "--print-config"])
     assert from_example.exit_code == 0, from_example.output
     assert from_example.stdout == defaults.stdout
+
+
+def test_a_token_file_flag_replaces_the_files_token(tmp_path, started):
+    write(tmp_path / "other.token", "flag-t0ken\n", mode=0o600)
+    config = write(tmp_path / "server.yaml", "token: file-t0ken\nslots: cpu:1\nstate_dir: state\n", mode=0o600)
+    result = serve("--config", str(config), "--token-file", str(tmp_path / "other.token"))
+
+    assert result.exit_code == 0, result.output
+    assert started[0]["options"].token == "flag-t0ken"
