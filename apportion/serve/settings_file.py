@@ -128,22 +128,22 @@ def _setting_value(key: str, value: object, base: Path, where: SettingsFile) -> 
     """A setting's value checked for its type (its range is ``check_settings``'s); a path made absolute."""
     if key in _BOOLS:
         if not isinstance(value, bool):
-            raise where.error(key, f"must be true or false, got {value!r}")
+            raise where.error(key, f"must be true or false, got {_shown(value)}")
         return value
     if key in _INTS:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise where.error(key, f"must be a whole number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or abs(value) >= 2**63:
+            raise where.error(key, f"must be a whole number, got {_shown(value)}")
         return value
     if key in _NUMBERS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise where.error(key, f"must be a number of seconds, got {value!r}")
+        if not _is_number(value):
+            raise where.error(key, f"must be a number of seconds, got {_shown(value)}")
         return float(value)
-    if key in _NUMBER_OR_TEXT and isinstance(value, (int, float)) and not isinstance(value, bool):
+    if key in _NUMBER_OR_TEXT and _is_number(value):
         return str(value)
     if not isinstance(value, str):
-        raise where.error(key, f"must be {'a path' if key in PATHS else 'text'}, got {value!r}")
+        raise where.error(key, f"must be {'a path' if key in PATHS else 'text'}, got {_shown(value)}")
     if key in PATHS:
         return _absolute(value, base)
     if key == "token":
@@ -162,25 +162,37 @@ def _option_value(option: Option, value: object, base: Path, where: SettingsFile
 
     if option.type is bool:
         if not isinstance(value, bool):
-            raise where.error(key, f"must be true or false, got {value!r}")
+            raise where.error(key, f"must be true or false, got {_shown(value)}")
         return value
     if option.type in (int, float):
         if isinstance(value, float) and option.type is int and value.is_integer():
             value = int(value)
-        if isinstance(value, bool) or not isinstance(value, option.type if option.type is int else (int, float)):
-            raise where.error(key, f"must be {'a whole number' if option.type is int else 'a number'}, got {value!r}")
+        kinds = option.type if option.type is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds) or abs(value) >= 2**63:
+            expected = "a whole number" if option.type is int else "a number"
+            raise where.error(key, f"must be {expected}, got {_shown(value)}")
         return option.type(value)
-    if isinstance(value, list) and option.type is tuple:  # a list of numbers, as the flag's S,S,…
-        if not value or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            raise where.error(key, f"must be a list of numbers, got {value!r}")
-        return ",".join(f"{v:g}" for v in value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and option.type is tuple:
-        return f"{value:g}"
+    if option.type is tuple and isinstance(value, (list, int, float)) and not isinstance(value, bool):
+        numbers = value if isinstance(value, list) else [value]  # as the flag's S,S,…
+        if not numbers or not all(_is_number(v) for v in numbers):
+            raise where.error(key, f"must be a list of numbers, got {_shown(value)}")
+        return ",".join(str(v) for v in numbers)
     if not isinstance(value, str):
-        raise where.error(key, f"must be {option.metavar or 'text'}, got {value!r}")
+        raise where.error(key, f"must be {option.metavar or 'text'}, got {_shown(value)}")
     if option.type is QueueConfig:
         return str(_absolute(value, base))
     return value
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= 1e300
+
+
+def _shown(value: object) -> str:
+    """A value in an error message: its repr, cut short."""
+    from apportion.serve.bounds import clip
+
+    return clip(repr(value), 40)
 
 
 def _left_at_default(value: Any, option: Option) -> bool:

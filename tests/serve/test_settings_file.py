@@ -93,3 +93,16 @@ def test_check_settings_names_other_settings_as_their_origin_spells_them(changes
 def test_not_a_number_and_infinity_are_refused(key, value, message):
     with pytest.raises(SettingError, match=message):
         check_settings(replace(ServeSettings(), **{key: value}))
+
+
+@pytest.mark.parametrize("text, message", [
+    (f"port: {10**400}\n", "must be a whole number, got 1000000"),
+    (f"round_s: {10**400}\n", "must be a number of seconds, got 1000000"),
+    (f"las_thresholds: [{10**400}]\n", "must be a list of numbers, got [1000000"),
+    ("host: " + "x" * 500 + "\nround_s: [" + "1, " * 500 + "1]\n", "must be a number of seconds, got [1, 1, 1"),
+])
+def test_a_value_too_large_for_any_setting_is_refused_in_one_short_line(tmp_path, text, message):
+    with pytest.raises(InputError) as raised:
+        load_settings_file(config(tmp_path, text))
+
+    assert raised.value.message.startswith(message) and len(str(raised.value)) < 200
