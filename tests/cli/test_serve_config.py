@@ -200,3 +200,9 @@ def test_a_token_file_flag_replaces_the_files_token(tmp_path, started):
 
     assert result.exit_code == 0, result.output
     assert started[0]["options"].token == "flag-t0ken"
+
+
+def test_docs_show_the_example_file_as_it_is():
+    root = Path(__file__).resolve().parents[2]
+
+    assert (root / "examples" / "server.yaml").read_text() in (root / "docs" / "serve.md").read_text()
