@@ -13,7 +13,7 @@ import typer
 
 from apportion.cli import jobs, plan, profile, replay, serve, simulate, sweep, users
 from apportion.cli.help import HelpCommand, HelpGroup
-from apportion.cli.options import PolicyCommand
+from apportion.cli.options import BriefPolicyCommand, PolicyCommand
 
 app = typer.Typer(
     cls=HelpGroup,
@@ -28,7 +28,7 @@ app.command(cls=PolicyCommand)(sweep.sweep)
 app.command(cls=HelpCommand)(simulate.kinds)
 app.command(cls=HelpCommand)(plan.plan)
 app.command(cls=HelpCommand)(profile.profile)
-app.command(cls=PolicyCommand)(serve.serve)
+app.command(cls=BriefPolicyCommand)(serve.serve)
 app.command(cls=HelpCommand)(replay.replay)
 app.command(cls=HelpCommand)(jobs.submit)
 app.command(cls=HelpCommand)(jobs.queue)

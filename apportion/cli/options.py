@@ -4,7 +4,9 @@ Option defaults come from light modules only: importing the command line must no
 policies, the simulator or matplotlib. The commands that run policies (``PolicyCommand``:
 simulate, compare, sweep, serve) take every option the policy registry declares as a flag of
 their own, built from the registry when the command line is parsed or its help shown, for the
-same reason; a policy registered after import brings its options along.
+same reason; a policy registered after import brings its options along. ``serve``
+(``BriefPolicyCommand``) names them in one line of its ``--help``, so that it fits a screen,
+and shows them in full under ``--help-policy-options``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ POLICY_NAMES = "{policy names}"  # in an option's help: replaced by the known po
 POLICY_PANEL = "Policy options"  # where --help lists the registry's options
 _GIVEN = "apportion.policy_options"  # ctx.meta key: the policy options given on the command line
 _PREFIX = "policy_option__"  # a policy option's parameter name: never one of a command's own
+_FULL_POLICY_HELP = "apportion.full_policy_help"  # ctx.meta key: --help-policy-options asked for
+_HELP_POLICY_OPTIONS = "help_policy_options"
 
 
 class PolicyCommand(HelpCommand):
@@ -57,19 +61,81 @@ class PolicyCommand(HelpCommand):
         return super().invoke(ctx)
 
 
+class BriefPolicyCommand(PolicyCommand):
+    """A PolicyCommand whose ``--help`` only names the registry's options, in one line of its policy
+    panel, and whose ``--help-policy-options`` shows them in full: every one is accepted either way."""
+
+    def get_params(self, ctx):
+        if self._policy_params is None:
+            super().get_params(ctx)
+            for param in self._policy_params:
+                param.hidden = True
+            self.params.extend(_help_policy_options_param([o for p in self._policy_params for o in p.opts]))
+        return super().get_params(ctx)
+
+    def format_help(self, ctx, formatter) -> None:
+        if not ctx.meta.get(_FULL_POLICY_HELP):
+            return super().format_help(ctx, formatter)
+        params = self.get_params(ctx)
+        hidden, summary = {param: param.hidden for param in params}, self.help
+        try:  # the policy panel alone, every option in it shown
+            for param in params:
+                param.hidden = getattr(param, "rich_help_panel", None) != POLICY_PANEL or \
+                    param.name == _HELP_POLICY_OPTIONS
+            self.help = (f"The policy options of apportion {ctx.info_name}; in a config file each is a key, "
+                         "its flag without dashes in snake_case (--share-by: share_by).")
+            return super().format_help(ctx, formatter)
+        finally:
+            for param, was in hidden.items():
+                param.hidden = was
+            self.help = summary
+
+
+def _help_policy_options_param(flags: list[str]) -> list:
+    """``--help-policy-options``: the full help of the registry's options (``flags``), then exit."""
+    def show(ctx: typer.Context, value: bool) -> None:
+        if value and not ctx.resilient_parsing:
+            ctx.meta[_FULL_POLICY_HELP] = True
+            typer.echo(ctx.get_help(), color=ctx.color)
+            raise typer.Exit()
+
+    def template(help_policy_options: bool = typer.Option(
+            False, "--help-policy-options", is_eager=True, expose_value=False, callback=show,
+            help=f"Show the policy options and exit: {', '.join(flags)}.", rich_help_panel=POLICY_PANEL)):
+        return None
+
+    commands = typer.Typer(add_completion=False)
+    commands.command()(template)
+    return list(typer.main.get_command(commands).params)
+
+
 def policy_options(ctx: typer.Context) -> dict[str, Any]:
     """The policy options given on the command line, by keyword, for ``make_policy``: the files
     they name read (``--queues``: its QueueConfig); a bad file is a one-line error."""
-    readers = _file_readers()
-    return {name: readers[name](value) if name in readers else value for name, value in ctx.meta[_GIVEN].items()}
+    return read_policy_options(given_policy_options(ctx))
 
 
 def recorded_policy_options(ctx: typer.Context) -> dict[str, Any]:
     """The policy options given on the command line as JSON, a file by its absolute path: what a
     served run records, for ``make_policy`` once a replay has read the files."""
+    return record_policy_options(given_policy_options(ctx))
+
+
+def given_policy_options(ctx: typer.Context) -> dict[str, Any]:
+    """The policy options given on the command line, by option name, as the flags gave them."""
+    return dict(ctx.meta[_GIVEN])
+
+
+def read_policy_options(given: dict[str, Any]) -> dict[str, Any]:
+    """Policy options as given (by option name) with the files they name read, for ``make_policy``."""
     readers = _file_readers()
-    return {name: str(Path(value).resolve()) if name in readers else value
-            for name, value in ctx.meta[_GIVEN].items()}
+    return {name: readers[name](value) if name in readers else value for name, value in given.items()}
+
+
+def record_policy_options(given: dict[str, Any]) -> dict[str, Any]:
+    """Policy options as given, as JSON, a file by its absolute path."""
+    readers = _file_readers()
+    return {name: str(Path(value).resolve()) if name in readers else value for name, value in given.items()}
 
 
 def _file_readers() -> dict:

@@ -2,67 +2,60 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from apportion.cli import options as opt
 from apportion.cli.output import console, errors, escape, fail
+from apportion.serve.settings import DEFAULTS
+
+if TYPE_CHECKING:
+    from apportion.serve.settings import ServeSettings
+    from apportion.serve.settings_file import SettingsFile
 
 
 def serve(
     ctx: typer.Context,
-    state_dir: Path = typer.Option(Path("~/.apportion/server"), "--state-dir", help="Where the state file, logs and default checkpoints live.", rich_help_panel="Server"),
-    port: int = typer.Option(8642, "--port", help="HTTP port (0: any free port).", rich_help_panel="Server"),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback requires --token.", rich_help_panel="Server"),
-    token: Optional[str] = typer.Option(None, "--token", help="An admin token (deprecated: other users see it in ps; use --token-file).", rich_help_panel="Security"),
-    token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token: its bearer may act as any user (people get their own with `apportion users add`).", rich_help_panel="Security"),
-    run_as: Optional[str] = typer.Option(None, "--run-as", help="Which OS account runs jobs: server-user (default unless root), mapped (with --user-map; root only), refuse (default as root: do not start).", rich_help_panel="Security"),
-    user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: YAML or JSON mapping each apportion user to an OS account.", rich_help_panel="Security"),
+    config: Optional[Path] = typer.Option(None, "--config", help="A YAML file of these settings, each a flag without dashes (round_s: 60); flags given override it."),
+    print_config: bool = typer.Option(False, "--print-config", help="Print the settings in effect as such a file, and exit."),
+    state_dir: Path = typer.Option(DEFAULTS.state_dir, "--state-dir", help="Where the state file, logs and default checkpoints live.", rich_help_panel="Server"),
+    port: int = typer.Option(DEFAULTS.port, "--port", help="HTTP port (0: any free port).", rich_help_panel="Server"),
+    host: str = typer.Option(DEFAULTS.host, "--host", help="Address to bind; anything but loopback needs credentials.", rich_help_panel="Server"),
+    token: Optional[str] = typer.Option(None, "--token", help="An admin token (others see it in ps: use --token-file).", rich_help_panel="Security"),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token, whose bearer may act as any user.", rich_help_panel="Security"),
+    run_as: Optional[str] = typer.Option(None, "--run-as", help="Jobs' OS account: server-user, mapped (with --user-map) or refuse (default as root: do not start).", rich_help_panel="Security"),
+    user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: a YAML or JSON file of apportion user: OS account.", rich_help_panel="Security"),
     slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1).", rich_help_panel="Executor"),
-    policy: str = typer.Option("las", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing as in simulate).", rich_help_panel="Policy options"),
-    round_s: float = opt.round_option(180.0, "Round length in seconds of wall time.", panel="Policy options"),
-    max_retries: int = typer.Option(3, "--max-retries", help="Crashes retried from the last checkpoint before a job is marked failed.", rich_help_panel="Jobs"),
-    hung_after_s: float = typer.Option(900.0, "--hung-after-s", help="Seconds without a lease call or progress report after which an attempt is hung: stopped, and retried from its checkpoint (counts against --max-retries); a job file's hung_after_s overrides it; 0: never.", rich_help_panel="Jobs"),
-    grace_s: float = typer.Option(30.0, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, and then SIGTERM before SIGKILL.", rich_help_panel="Jobs"),
-    checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="Jobs' periodic checkpoints unless their file says: auto (CheckFreq: <= 5% overhead, <= 300 s lost; the default), auto:SECONDS (that bound), off, or SECONDS.", rich_help_panel="Jobs"),
-    executor: str = typer.Option("local", "--executor", help="Where jobs run: local (this machine's processes) or ray (a Ray cluster's nodes: docs/ray.md).", rich_help_panel="Executor"),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: the cluster's address (default: the cluster file's, else RAY_ADDRESS, else the one started on this machine).", rich_help_panel="Executor"),
-    cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file whose ray: section names each GPU type's Ray resource and the directory every node shares.", rich_help_panel="Executor"),
-    warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help="Fork Python jobs (python SCRIPT or -m MODULE) from a wrapper that has imported torch already, unless their file says warm_start: false (local executor).", rich_help_panel="Jobs"),
+    policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
+    round_s: float = opt.round_option(DEFAULTS.round_s, "Round length in seconds.", panel="Policy options"),
+    max_retries: int = typer.Option(DEFAULTS.max_retries, "--max-retries", help="Crashes retried from a checkpoint before a job fails.", rich_help_panel="Jobs"),
+    hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
+    grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
+    checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="auto (the default: <= 5% overhead), auto:SECONDS, off, or SECONDS.", rich_help_panel="Jobs"),
+    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine) or ray (a Ray cluster: docs/ray.md).", rich_help_panel="Executor"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (each type's Ray resource, the shared directory).", rich_help_panel="Executor"),
+    warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
-    from apportion.serve.bounds import MAX_HUNG_AFTER_S, MIN_HUNG_AFTER_S
+    settings, given = _settings(ctx, config)
+    if print_config:
+        from apportion.serve.settings_file import settings_yaml
 
-    if round_s <= 0:
-        raise fail(f"--round-s must be positive, got {round_s}")
-    if max_retries < 0:
-        raise fail(f"--max-retries must be >= 0, got {max_retries}")
-    if hung_after_s != 0 and not MIN_HUNG_AFTER_S <= hung_after_s <= MAX_HUNG_AFTER_S:
-        raise fail(f"--hung-after-s must be 0 (never) or from {MIN_HUNG_AFTER_S:g} to {MAX_HUNG_AFTER_S:g} seconds,"
-                   f" got {hung_after_s:g}")
-    if grace_s < 0:
-        raise fail(f"--grace-s must be >= 0, got {grace_s}")
-    if checkpoint_every is not None:
-        from apportion.runtime.cadence import CheckpointEvery
-
-        try:
-            checkpoint_every = str(CheckpointEvery.parse(checkpoint_every, source="--checkpoint-every"))
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-    if not 0 <= port <= 65535:
-        raise fail(f"--port must be 0-65535, got {port}")
-    if executor not in ("local", "ray"):
-        raise fail(f"--executor must be local or ray, got {executor!r}")
-    if executor == "local" and (ray_address is not None or cluster is not None):
-        raise fail(f"{'--ray-address' if ray_address is not None else '--cluster'} needs --executor ray")
-    sock = _take_port(host, port)  # a busy port is said at once, before the imports below take seconds
+        _check_policy_options(settings, given)
+        _check_slots(settings, given)
+        console.out(settings_yaml(settings), end="", highlight=False)
+        return
+    sock = _take_port(settings.host, settings.port)  # a busy port is said at once, before the imports below take seconds
+    state_dir, host, round_s, policy = settings.state_dir, settings.host, settings.round_s, settings.policy
 
     import numpy as np
 
     from apportion.core.errors import InputError
-    from apportion.experiment import check_policy_specs, policy_from_spec
+    from apportion.experiment import policy_from_spec
     from apportion.perf.accelerators import list_prices
     from apportion.serve.scheduler import check_policy
     from apportion.serve.server import ServerError, ServerOptions, is_loopback
@@ -70,30 +63,25 @@ def serve(
     from apportion.serve.slots import describe, detect_gpus, parse_slots
 
     backend = None
-    if executor == "ray":
-        if slots is not None:
-            raise fail("--slots: on Ray the slots are the cluster's GPUs; declare their types in --cluster FILE (docs/ray.md)")
-        if run_as == "mapped":
-            raise fail("--run-as mapped: on Ray, jobs run as the OS user of the Ray workers; it needs --executor local")
-        backend = _ray_backend(state_dir, ray_address, cluster)
+    if settings.executor == "ray":
+        backend = _ray_backend(state_dir, settings.ray_address, settings.cluster, given)
         offered, no_gpus = backend.slots, False
     else:
         gpus = detect_gpus()
         try:
-            offered = parse_slots(slots, gpus) if slots else gpus
+            offered = parse_slots(settings.slots, gpus) if settings.slots else gpus
         except InputError as exc:
-            raise fail(str(exc)) from None
+            raise fail(given.blame("slots", exc.message, str(exc))) from None
         no_gpus = not offered
         if no_gpus:
             offered = parse_slots("cpu:1")
-    policy_options = opt.policy_options(ctx)
+    policy_options = _check_policy_options(settings, given)
     queue_config = policy_options.get("queues")
     prices = list_prices({s.gpu_type for s in offered})
     if backend is not None:
         prices.update(backend.prices)
 
     try:
-        check_policy_specs([policy], **policy_options)
         if queue_config is not None:
             types = list(dict.fromkeys(s.gpu_type for s in offered))
             queue_config.check_cluster(tuple(types), np.array([sum(s.gpu_type == t for s in offered) for t in types]))
@@ -101,14 +89,15 @@ def serve(
         chosen_policy = policy_from_spec(policy, **policy_options)
     except (ValueError, InputError) as exc:
         raise fail(str(exc)) from None
-    admin_token, run_as_setting = _credentials(token, token_file, run_as, user_map)
-    options = ServerOptions(state_dir=state_dir.expanduser(), host=host, port=port, token=admin_token,
-                            run_as=run_as_setting, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
-                            hung_after_s=hung_after_s or None,
-                            prices=prices, checkpoint_every=checkpoint_every, warm_start=warm_start,
+    admin_token, run_as_setting = _credentials(settings, given)
+    options = ServerOptions(state_dir=state_dir, host=host, port=settings.port, token=admin_token,
+                            run_as=run_as_setting, round_s=round_s, grace_s=settings.grace_s,
+                            max_retries=settings.max_retries, hung_after_s=settings.hung_after_s or None,
+                            prices=prices, checkpoint_every=settings.checkpoint_every,
+                            warm_start=settings.warm_start,
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
-                            policy_options=opt.recorded_policy_options(ctx))
+                            policy_options=opt.record_policy_options(settings.policy_options))
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -139,6 +128,88 @@ def serve(
         raise fail(str(exc)) from None
 
 
+@dataclass(frozen=True)
+class _Origins:
+    """Where the settings came from: the config file (None without one), or the command line
+    (``flags``: the keys given as flags, a policy option by its key in a file)."""
+
+    file: SettingsFile | None
+    flags: frozenset[str]
+
+    def in_file(self, key: str) -> bool:
+        return self.file is not None and key in self.file.lines and key not in self.flags
+
+    def blame(self, key: str, message: str, as_flag: str) -> str:
+        """The error about setting ``key``: at its line in the file if it came from there, else ``as_flag``."""
+        return str(self.file.error(key, message)) if self.in_file(key) else as_flag
+
+
+def _settings(ctx: typer.Context, config: Optional[Path]):
+    """The settings in effect, checked: the command line's flags over the config file's keys over
+    the defaults; and where each came from. One-line errors naming the flag, or the file's line."""
+    from apportion.core.errors import InputError
+    from apportion.serve.settings import SETTINGS, ServeSettings, SettingError, check_settings
+    from apportion.serve.settings_file import load_settings_file
+
+    try:
+        file = load_settings_file(config) if config is not None else None
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    flags = {key for key in SETTINGS if ctx.get_parameter_source(key).name == "COMMANDLINE"}
+    values = {key: ctx.params[key] for key in SETTINGS}
+    policy_options = opt.given_policy_options(ctx)
+    if file is not None:
+        overridden = flags | ({"token", "token_file"} if flags & {"token", "token_file"} else set())  # one credential
+        values.update({key: value for key, value in file.values.items() if key not in overridden})
+        flags |= {file.key_of(name) for name in policy_options}
+        policy_options = {**file.policy_options, **policy_options}
+    given = _Origins(file, frozenset(flags))
+    values["state_dir"] = Path(values["state_dir"]).expanduser()
+    try:
+        settings = check_settings(ServeSettings(**values, policy_options=policy_options),
+                                  in_file=[key for key in SETTINGS if given.in_file(key)])
+    except SettingError as exc:
+        raise fail(given.blame(exc.key, exc.message, exc.as_flag())) from None
+    return settings, given
+
+
+def _check_slots(settings: ServeSettings, given: _Origins) -> None:
+    """The slots' spelling checked, without looking for this machine's GPUs."""
+    from apportion.core.errors import InputError
+    from apportion.serve.slots import parse_slots
+
+    if settings.slots is not None:
+        try:
+            parse_slots(settings.slots)
+        except InputError as exc:
+            raise fail(given.blame("slots", exc.message, str(exc))) from None
+
+
+def _check_policy_options(settings: ServeSettings, given: _Origins) -> dict:
+    """The policy options read (files loaded) and checked against the policy; a one-line error
+    naming the flag, or the line of the config file's key it came from."""
+    from apportion.experiment import check_policy_specs
+
+    options = opt.read_policy_options(settings.policy_options)
+    try:
+        check_policy_specs([settings.policy], **options)
+    except ValueError as exc:
+        raise fail(_blame_policy(str(exc), settings, given)) from None
+    return options
+
+
+def _blame_policy(message: str, settings: ServeSettings, given: _Origins) -> str:
+    """A policy's error at the line of the key it is about, when that key came from the config file."""
+    from apportion.serve.settings_file import policy_option_keys
+
+    if given.file is None:
+        return message
+    for key, option in policy_option_keys().items():
+        if message.startswith(option.cli_flag + " ") and option.name in settings.policy_options:
+            return given.blame(key, message.removeprefix(option.cli_flag + " "), message)
+    return given.blame("policy", message, message)
+
+
 def _take_port(host: str, port: int):
     """A socket listening on ``host:port``; a one-line error when the port is taken."""
     from apportion.serve.startup import ServerError, listen
@@ -149,7 +220,7 @@ def _take_port(host: str, port: int):
         raise fail(str(exc)) from None
 
 
-def _ray_backend(state_dir: Path, address: Optional[str], cluster: Optional[Path]):
+def _ray_backend(state_dir: Path, address: Optional[str], cluster: Optional[Path], given: _Origins):
     """The Ray cluster's slots and executor (one-line errors)."""
     from apportion.core.errors import InputError
     from apportion.serve.on_ray import RayUnavailable, ray_backend
@@ -157,9 +228,12 @@ def _ray_backend(state_dir: Path, address: Optional[str], cluster: Optional[Path
 
     try:
         settings = load_ray_settings(cluster) if cluster is not None else None
-        return ray_backend(state_dir.expanduser(), address, settings)
-    except (InputError, RayUnavailable) as exc:
+    except InputError as exc:
         raise fail(str(exc)) from None
+    try:
+        return ray_backend(state_dir, address, settings)
+    except (InputError, RayUnavailable) as exc:
+        raise fail(given.blame("ray_address", str(exc), str(exc)) if address is not None else str(exc)) from None
 
 
 def _job_host(host: str) -> str | None:
@@ -171,28 +245,37 @@ def _job_host(host: str) -> str | None:
     return None
 
 
-def _credentials(token: Optional[str], token_file: Optional[Path], run_as: Optional[str], user_map: Optional[Path]):
-    """The admin token (from --token-file, or the deprecated --token) and the run-as setting; one-line errors."""
+def _credentials(settings: ServeSettings, given: _Origins):
+    """The admin token (from the token file, or the deprecated token) and the run-as setting; one-line
+    errors at the flag, or at the config file's line."""
     import os
 
     from apportion.serve.auth import check_secret, read_secret_file
     from apportion.serve.runas import choose, load_user_map
 
-    if token is not None and token_file is not None:
-        raise fail("give --token-file or --token, not both")
+    token, token_file = settings.token, settings.token_file
     try:
         if token is not None:
             admin_token = check_secret(token, "--token")
-            errors.print("warning: --token is visible to every user of this machine (ps, /proc); "
-                         "use --token-file", highlight=False)
+            if not given.in_file("token"):
+                errors.print("warning: --token is visible to every user of this machine (ps, /proc); "
+                             "use --token-file", highlight=False)
         elif token_file is not None:
-            admin_token = read_secret_file(token_file, f"--token-file {token_file}")
+            where = str(token_file) if given.in_file("token_file") else f"--token-file {token_file}"
+            admin_token = read_secret_file(token_file, where)
         else:
             admin_token = None
-        mapping = load_user_map(user_map) if user_map is not None else None
-        return admin_token, choose(run_as, os.geteuid(), mapping)
+    except ValueError as exc:
+        key = "token" if token is not None else "token_file"
+        raise fail(given.blame(key, str(exc).removeprefix("--token "), str(exc))) from None
+    try:
+        mapping = load_user_map(settings.user_map) if settings.user_map is not None else None
     except ValueError as exc:
         raise fail(str(exc)) from None
+    try:
+        return admin_token, choose(settings.run_as, os.geteuid(), mapping)
+    except ValueError as exc:
+        raise fail(given.blame("run_as", str(exc).removeprefix("--run-as "), str(exc))) from None
 
 
 def _clock(when: Optional[float] = None) -> str:

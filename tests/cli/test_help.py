@@ -12,7 +12,8 @@ from apportion.cli import app
 from apportion.cli.help import flowing
 
 runner = CliRunner()
-SERVE_HELP_LINES_AT_100 = 110  # serve --help at 100 columns, in lines: it was 124 before its panels
+# serve --help at 100 columns, in lines: 103 when it listed the policy options (now --help-policy-options)
+SERVE_HELP_LINES_AT_100 = 66
 
 
 def command_paths(group: TyperGroup, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -60,6 +61,14 @@ def test_serve_groups_its_options_and_fits_the_bound():
     for panel in ("Server", "Security", "Jobs", "Executor", "Policy options"):
         assert f"╭─ {panel} ─" in text
     assert len(text.splitlines()) <= SERVE_HELP_LINES_AT_100
+
+
+def test_serve_help_policy_options_shows_the_policy_panel_with_flags_as_flags():
+    result = runner.invoke(app, ["serve", "--help-policy-options"], prog_name="apportion", env={"COLUMNS": "100"})
+
+    assert result.exit_code == 0, result.output
+    assert "╭─ Policy options ─" in result.stdout and "╭─ Jobs ─" not in result.stdout
+    assert "--water-filling" in result.stdout and "<bool>" not in result.stdout
 
 
 def test_simulate_groups_its_options():

@@ -25,9 +25,11 @@ def run(*args: str):
     return runner.invoke(app, list(args))
 
 
-def help_text(command: str) -> str:
-    """``command --help`` as one line of words: the panels' borders and line breaks gone."""
-    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+def help_text(command: str, flag: str | None = None) -> str:
+    """``command``'s help of its policy options (``serve --help-policy-options``, the others' ``--help``)
+    as one line of words: the panels' borders and line breaks gone."""
+    flag = flag or ("--help-policy-options" if command == "serve" else "--help")
+    result = runner.invoke(app, [command, flag], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     return " ".join(result.output.replace("│", " ").split())
 
@@ -75,6 +77,21 @@ def test_a_registered_policys_options_are_on_every_commands_help(oldest, command
 
     assert "--patience-s SECONDS oldest: seconds a newcomer waits before it may preempt. [default: 120.0]" in help
     assert "--strict oldest: never preempt a job." in help and "--no-strict" not in help
+
+
+def test_serve_help_names_the_policy_options_and_leaves_their_help_to_its_own_flag(oldest):
+    help = help_text("serve", "--help")
+
+    assert "--help-policy-options Show the policy options and exit: --agnostic, --durations," in help
+    assert "--patience-s, --strict." in help
+    assert "seconds a newcomer waits" not in help and "--water-filling raise" not in help
+
+
+def test_serve_help_policy_options_shows_them_alone():
+    help = help_text("serve")
+
+    assert "--share-by gpu-time|rate max-min-fairness: what is made equal" in help
+    assert "--policy -p" in help and "--state-dir" not in help and "--help-policy-options" not in help
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -278,3 +279,16 @@ def test_serve_option_errors(tmp_path, args, message):
     result = cli("serve", "--state-dir", str(tmp_path), "--port", "0", *args)
     assert result.exit_code == 2
     assert result.output.strip().startswith(message), result.output
+
+
+def test_serve_takes_its_settings_from_a_config_file_and_flags_over_it(tmp_path):
+    config = tmp_path / "server.yaml"
+    config.write_text("policy: max-min-fairness\nshare_by: rate\nslots: cpu:3\nround_s: 45\n"
+                      "state_dir: not-this-one\n")
+    with Server(tmp_path / "state", "--config", str(config), "--round-s", "30") as running:
+        status = httpx.get(f"{running.url}/status", timeout=10).json()
+
+    assert status["policy"] == "max-min-fairness" and status["round_s"] == 30.0
+    assert [s["id"] for s in status["slots"]] == ["cpu:0", "cpu:1", "cpu:2"]
+    assert status["state_dir"] == str(tmp_path / "state")  # Server gives --state-dir: the flag wins
+    assert not (tmp_path / "not-this-one").exists()

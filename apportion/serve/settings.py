@@ -1,0 +1,123 @@
+"""The settings ``apportion serve`` takes, with their defaults and their checks, one place for
+the command line's flags and a config file's keys (``serve/settings_file.py``) alike.
+
+A setting is named by its key (``round_s``); its flag is the key with dashes (``--round-s``).
+``check_settings`` refuses a value out of range with a :class:`SettingError` naming the key, and
+each caller says where the value came from: the flag, or the file's line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Collection
+
+DEFAULT_STATE_DIR = Path("~/.apportion/server")
+EXECUTORS = ("local", "ray")
+RUN_AS = ("server-user", "mapped", "refuse")  # serve/runas.py's MODES, named here without importing it
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Everything ``apportion serve`` is told, before anything is started: flags, or a config file's keys."""
+
+    state_dir: Path = DEFAULT_STATE_DIR  # the state file, logs and default checkpoints
+    host: str = "127.0.0.1"  # the address to bind; anything but loopback needs credentials
+    port: int = 8642  # 0: any free port
+    token: str | None = None  # an admin token given as text (prefer token_file)
+    token_file: Path | None = None  # a file (0600) holding the admin token
+    run_as: str | None = None  # server-user, mapped or refuse; None: refuse as root, else server-user
+    user_map: Path | None = None  # run_as mapped: apportion user -> OS account
+    slots: str | None = None  # TYPE:COUNT,...; None: this machine's GPUs, else cpu:1
+    policy: str = "las"
+    round_s: float = 180.0
+    max_retries: int = 3
+    hung_after_s: float = 900.0  # 0: never
+    grace_s: float = 30.0
+    checkpoint_every: str | None = None  # auto, auto:SECONDS, off or SECONDS; None: auto
+    executor: str = "local"
+    ray_address: str | None = None
+    cluster: Path | None = None  # executor ray: the cluster file
+    warm_start: bool = True
+    policy_options: dict[str, Any] = field(default_factory=dict)  # the policy options asked for, by option name
+
+
+SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(ServeSettings) if f.name != "policy_options")
+DEFAULTS = ServeSettings()
+PATHS = frozenset({"state_dir", "token_file", "user_map", "cluster"})
+
+
+def flag(key: str) -> str:
+    """The command-line flag of setting ``key``: ``round_s`` -> ``--round-s``."""
+    return "--" + key.replace("_", "-")
+
+
+class SettingError(ValueError):
+    """A setting's value refused: ``key`` names it, ``message`` says what is wrong (without naming it)."""
+
+    def __init__(self, key: str, message: str, joiner: str = " ") -> None:
+        self.key = key
+        self.message = message
+        self.joiner = joiner  # between the flag and the message on the command line
+        super().__init__(self.as_flag())
+
+    def as_flag(self) -> str:
+        """The error as the command line says it: ``--round-s must be positive, got 0``."""
+        return f"{flag(self.key)}{self.joiner}{self.message}"
+
+
+def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> ServeSettings:
+    """``settings`` checked (``checkpoint_every`` in its normal form); SettingError naming the first
+    one out of range. A message names another setting as its flag, or as its key when the setting
+    at fault came from a file (its keys ``in_file``)."""
+    from apportion.serve.bounds import MAX_HUNG_AFTER_S, MIN_HUNG_AFTER_S
+
+    def other(blamed: str, key: str, value: str = "") -> str:
+        if blamed in in_file:
+            return f"{key}: {value}" if value else key
+        return f"{flag(key)} {value}" if value else flag(key)
+
+    s = settings
+    if not 0 <= s.port <= 65535:
+        raise SettingError("port", f"must be 0-65535, got {s.port}")
+    if not s.host.strip():
+        raise SettingError("host", "must be an address, got nothing")
+    if not s.round_s > 0:  # NaN too
+        raise SettingError("round_s", f"must be positive, got {s.round_s:g}")
+    if s.max_retries < 0:
+        raise SettingError("max_retries", f"must be >= 0, got {s.max_retries}")
+    if s.hung_after_s != 0 and not MIN_HUNG_AFTER_S <= s.hung_after_s <= MAX_HUNG_AFTER_S:
+        raise SettingError("hung_after_s", f"must be 0 (never) or from {MIN_HUNG_AFTER_S:g} to "
+                                           f"{MAX_HUNG_AFTER_S:g} seconds, got {s.hung_after_s:g}")
+    if not s.grace_s >= 0:
+        raise SettingError("grace_s", f"must be >= 0, got {s.grace_s:g}")
+    for key in ("round_s", "grace_s"):
+        if math.isinf(getattr(s, key)):
+            raise SettingError(key, "must be finite, got inf")
+    checkpoint_every = s.checkpoint_every
+    if checkpoint_every is not None:
+        from apportion.runtime.cadence import CheckpointEvery
+
+        try:
+            checkpoint_every = str(CheckpointEvery.parse(checkpoint_every, source="checkpoint_every"))
+        except ValueError as exc:
+            raise SettingError("checkpoint_every", str(exc).removeprefix("checkpoint_every: ")) from None
+    if s.run_as is not None and s.run_as not in RUN_AS:
+        raise SettingError("run_as", f"must be one of {', '.join(RUN_AS)}, got {s.run_as!r}")
+    if s.token is not None and s.token_file is not None:
+        raise SettingError("token", f"cannot be combined with {other('token', 'token_file')}: give one")
+    if s.executor not in EXECUTORS:
+        raise SettingError("executor", f"must be local or ray, got {s.executor!r}")
+    if s.executor == "local":
+        for key in ("ray_address", "cluster"):
+            if getattr(s, key) is not None:
+                raise SettingError(key, f"needs {other(key, 'executor', 'ray')}")
+    else:
+        if s.slots is not None:
+            raise SettingError("slots", "on Ray the slots are the cluster's GPUs; declare their types in "
+                                        f"{other('slots', 'cluster', 'FILE')} (docs/ray.md)", joiner=": ")
+        if s.run_as == "mapped":
+            raise SettingError("run_as", "mapped: on Ray, jobs run as the OS user of the Ray workers; it needs "
+                                         f"{other('run_as', 'executor', 'local')}")
+    return replace(settings, checkpoint_every=checkpoint_every)
