@@ -31,6 +31,7 @@ def serve(
     slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1).", rich_help_panel="Executor"),
     policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
     round_s: float = opt.round_option(DEFAULTS.round_s, "Round length in seconds.", panel="Policy options"),
+    received_since: str = typer.Option(DEFAULTS.received_since, "--received-since", help="Received share counted from: allocation (Gavel's) or arrival.", rich_help_panel="Policy options"),
     max_retries: int = typer.Option(DEFAULTS.max_retries, "--max-retries", help="Crashes retried from a checkpoint before a job fails.", rich_help_panel="Jobs"),
     hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
     grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
@@ -94,7 +95,7 @@ def serve(
                             run_as=run_as_setting, round_s=round_s, grace_s=settings.grace_s,
                             max_retries=settings.max_retries, hung_after_s=settings.hung_after_s or None,
                             prices=prices, checkpoint_every=settings.checkpoint_every,
-                            warm_start=settings.warm_start,
+                            warm_start=settings.warm_start, received_since=settings.received_since,
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
                             policy_options=opt.record_policy_options(settings.policy_options))

@@ -44,6 +44,7 @@ class ServerOptions:
     job_host: str | None = None  # the address jobs reach the server at, when not --host's (other Ray nodes)
     policy_options: dict | None = None  # what the policy was built with, as JSON (recorded for a replay)
     warm_start: bool = True  # the local executor keeps warm wrappers for Python jobs (executors/local/warm_start.py)
+    received_since: str = "allocation"  # the received share's rule (mechanism/received.py)
     max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
 
 
@@ -146,7 +147,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         grace_s=options.grace_s, max_retries=options.max_retries, hung_after_s=options.hung_after_s,
         token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
-        policy_options=dict(options.policy_options or {}),
+        policy_options=dict(options.policy_options or {}), received_since=options.received_since,
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)

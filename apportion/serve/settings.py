@@ -16,6 +16,7 @@ from typing import Any, Collection
 DEFAULT_STATE_DIR = Path("~/.apportion/server")
 EXECUTORS = ("local", "ray")
 RUN_AS = ("server-user", "mapped", "refuse")  # serve/runas.py's MODES, named here without importing it
+RECEIVED_SINCE = ("allocation", "arrival")  # mechanism/received.py's rules, named here without importing numpy
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class ServeSettings:
     slots: str | None = None  # TYPE:COUNT,...; None: this machine's GPUs, else cpu:1
     policy: str = "las"
     round_s: float = 180.0
+    received_since: str = "allocation"  # the received share counts from the last re-solve (Gavel's) or from arrival
     max_retries: int = 3
     hung_after_s: float = 900.0  # 0: never
     grace_s: float = 30.0
@@ -85,6 +87,8 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
         raise SettingError("host", "must be an address, got nothing")
     if not s.round_s > 0:  # NaN too
         raise SettingError("round_s", f"must be positive, got {s.round_s:g}")
+    if s.received_since not in RECEIVED_SINCE:
+        raise SettingError("received_since", f"must be one of {', '.join(RECEIVED_SINCE)}, got {s.received_since!r}")
     if s.max_retries < 0:
         raise SettingError("max_retries", f"must be >= 0, got {s.max_retries}")
     if s.hung_after_s != 0 and not MIN_HUNG_AFTER_S <= s.hung_after_s <= MAX_HUNG_AFTER_S:

@@ -69,6 +69,19 @@ def test_a_flag_given_overrides_the_file_and_a_default_does_not(tmp_path, starte
     assert options.state_dir == tmp_path / "elsewhere"
 
 
+def test_the_received_share_rule_comes_from_the_file_or_the_flag_and_a_bad_one_is_named(tmp_path, started):
+    config = write(tmp_path / "server.yaml", "slots: cpu:1\nstate_dir: state\nreceived_since: arrival\n")
+
+    assert serve("--config", str(config)).exit_code == 0
+    assert serve("--config", str(config), "--received-since", "allocation").exit_code == 0
+    assert serve("--slots", "cpu:1", "--state-dir", str(tmp_path / "s")).exit_code == 0
+    assert [call["options"].received_since for call in started] == ["arrival", "allocation", "allocation"]
+
+    bad = serve("--config", str(write(tmp_path / "bad.yaml", "slots: cpu:1\nreceived_since: start\n")))
+    assert bad.exit_code == 2
+    assert "bad.yaml:2: field 'received_since': must be one of allocation, arrival, got 'start'" in bad.output
+
+
 def test_policy_options_come_from_the_file_and_flags_override_them(tmp_path, started):
     config = write(tmp_path / "server.yaml", "policy: max-min-fairness\nshare_by: rate\nwater_filling: true\n"
                                              "slots: cpu:2\nstate_dir: state\n")
