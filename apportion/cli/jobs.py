@@ -127,11 +127,8 @@ def queue(
     from rich import box
     from rich.table import Table
 
-    jobs = _call(_client(server, token, token_file).jobs)
+    jobs = _call(_client(server, token, token_file).queue, show_all)
     now = _time.time()
-    if not show_all:
-        jobs = [j for j in jobs if j["finished"] is None or now - j["finished"] < 3600
-                or j["status"] not in ("completed", "failed", "cancelled")]
     if as_json:
         print_json(jobs)
         return
@@ -207,30 +204,20 @@ def logs(
 ) -> None:
     """Print a job's output (stdout and stderr) of one attempt."""
     import sys
-    import time as _time
+
+    from apportion.serve.client import ClientError
 
     client = _client(server, token, token_file)
-    offset, number = 0, attempt
-    while True:
-        chunk = _call(client.logs, job_id, number, offset)
-        if chunk["text"]:
-            sys.stdout.write(chunk["text"])
-            sys.stdout.flush()
-        number, offset = chunk["attempt"] or None, chunk["offset"]
-        if chunk["text"] and not chunk["done"]:
-            continue
-        if not follow:
-            break
-        if chunk["done"]:
-            if attempt is not None:
-                break
-            if chunk["attempts"] > (chunk["attempt"] or 0):
-                number, offset = (chunk["attempt"] or 0) + 1, 0
+    shown = None  # the attempt whose output was printed last
+    try:
+        for number, text in client.log_chunks(job_id, attempt, follow):
+            if shown is not None and number != shown:
                 errors.print(f"--- attempt {number} ---", highlight=False)
-                continue
-            if chunk["status"] in ("completed", "failed", "cancelled"):
-                break
-        _time.sleep(0.5)
+            shown = number
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except ClientError as exc:
+        raise fail(str(exc)) from None
 
 
 def status(
