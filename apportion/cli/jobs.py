@@ -1,4 +1,4 @@
-"""The server's clients: `apportion submit`, `queue`, `cancel`, `logs` and `status`.
+"""The server's clients: `apportion queue`, `cancel`, `logs` and `status` (`submit` and `wait`: submit.py).
 
 Light on purpose: these import the HTTP client and nothing of the scheduler itself.
 """
@@ -46,40 +46,6 @@ def _call(function, *args):
             return function(*args)
     except ClientError as exc:
         raise fail(str(exc)) from None
-
-
-def submit(
-    job_file: Path = typer.Argument(..., metavar="JOB_FILE", help="A job YAML (see docs/serve.md)."),
-    user: Optional[str] = opt.User,
-    server: Optional[str] = opt.Server,
-    token: Optional[str] = opt.Token,
-    token_file: Optional[Path] = opt.TokenFile,
-    as_json: bool = opt.json_option('{"id": ..., "user": ...}'),
-) -> None:
-    """Submit a job file to the server; a malformed file is rejected here with the field named."""
-    from apportion.core.errors import InputError
-    from apportion.serve.client import ClientError
-    from apportion.serve.jobspec import field_line, load_job_file
-
-    try:
-        spec = load_job_file(job_file)
-    except InputError as exc:
-        raise fail(str(exc)) from None
-    client = _client(server, token, token_file)
-    try:
-        with stdout_to_stderr():
-            answer = client.submit(spec, user or spec.user or _claimed(client, None))
-    except ClientError as exc:
-        if exc.field and exc.message:  # the server's own checks (what fits on it): name the file's line
-            raise fail(str(InputError(str(job_file), exc.message, line=field_line(job_file, exc.field),
-                                       field=exc.field))) from None
-        raise fail(str(exc)) from None
-    if as_json:
-        print_json({"id": answer["id"], "user": answer["user"]})
-    else:
-        console.print(f"submitted job {escape(answer['id'])}: {escape(spec.name)} ({escape(answer['user'])}, "
-                      f"{spec.gpus} slot(s), "
-                      f"{spec.total_steps} steps)", highlight=False)
 
 
 def _span(seconds: Optional[float]) -> str:
