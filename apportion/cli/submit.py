@@ -62,8 +62,9 @@ def submit(
 
 def wait(
     job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id (see `apportion queue`)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0, help=f"Give up after this many seconds (exit "
-                                                                          f"{TIMED_OUT}); default: wait as long as it takes."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0,
+                                            help=f"Give up after this many seconds (exit {TIMED_OUT}); default: wait "
+                                                 "as long as it takes."),
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
     token_file: Optional[Path] = opt.TokenFile,
@@ -77,6 +78,8 @@ def _wait_and_exit(client, job_id: str, timeout: float | None, quiet: bool, as_j
     """Wait for ``job_id`` to end; print how (unless ``quiet``) and exit 0 if it completed, else 1."""
     from apportion.serve.client import ClientError, WaitTimedOut
 
+    if timeout is not None and not timeout >= 0:
+        raise fail(f"--timeout: must be a number of seconds >= 0, got {timeout}")
     try:
         with stdout_to_stderr():
             job = client.wait(job_id, timeout)
