@@ -167,22 +167,32 @@ class Client:
     def submit(self, spec: dict | str | Path | JobSpec, user: str | None = None) -> dict:
         """Submit a job: a dict of job-file fields (docs/serve.md, "Job files"; relative paths from
         this process's directory), the path of a job file, or a :class:`JobSpec`. Returns
-        ``{"id": "7", "user": "ann"}``: with a credential the server says whose job it is. A field
-        that does not fit is a :class:`ClientError` naming it, before anything is sent.
+        ``{"id": "7", "user": "ann"}``. ``user`` (else the spec's) is whose job it is: without a
+        credential by default the OS user running this; with one, the credential's (an admin's may
+        name another). A field that does not fit is a :class:`ClientError` naming it, before
+        anything is sent.
 
         The submission carries a fresh idempotency key; when no answer comes (the server restarted,
         the connection dropped) it is sent once more with the same key, so a job the server had
         stored is found, not stored twice."""
         spec = job_spec(spec)
         body = spec.to_dict()
-        if user or spec.user:
-            body["user"] = user or spec.user
+        if self._claimed(user or spec.user):
+            body["user"] = self._claimed(user or spec.user)
         key = {"Idempotency-Key": uuid.uuid4().hex}
         try:
             answer = self._call("POST", "/jobs", json_body=body, headers=key)
         except Unreachable:
             answer = self._call("POST", "/jobs", json_body=body, headers=key)
         return {"id": answer["id"], "user": answer.get("user") or body.get("user")}
+
+    def _claimed(self, user: str | None) -> str | None:
+        """The user a request names: ``user``, else (with no credential, whose user the server knows) the OS user."""
+        if user or self.token:
+            return user
+        from apportion.serve.jobspec import default_user
+
+        return default_user()
 
     def jobs(self) -> list[dict]:
         """Every job on the server, oldest first (the fields ``apportion queue --json`` prints)."""
@@ -204,7 +214,8 @@ class Client:
 
     def cancel(self, job_id: int | str, user: str | None = None) -> None:
         """Cancel a job (only its user or an admin may): a queued one at once, a running one gets
-        SIGTERM. ``user``: who asks, on a server without credentials."""
+        SIGTERM. ``user``: who asks (see :meth:`submit`)."""
+        user = self._claimed(user)
         self._call("POST", f"/jobs/{_path(job_id)}/cancel", json_body={"user": user} if user else {})
 
     def wait(self, job_id: int | str, timeout: float | None = None, poll_s: float = 1.0) -> dict:

@@ -150,3 +150,12 @@ def test_import_apportion_does_not_load_the_client_until_asked_for():
             "from apportion import Client; print(loaded, Client.__module__)")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert shown.stdout.split() == ["False", "apportion.serve.client"]
+
+
+def test_without_a_credential_the_job_is_the_os_user_s(client):
+    from apportion.serve.jobspec import default_user
+
+    job = client.submit({"name": "mine", "command": "x", "total_steps": 10})
+    assert job["user"] == default_user() == client.job(job["id"])["user"]
+    client.cancel(job["id"])  # as the same user
+    assert client.wait(job["id"], timeout=10, poll_s=0.05)["status"] == "cancelled"
