@@ -1,7 +1,8 @@
 """The ``apportion`` command: parse, call the library, print. Nothing else lives here.
 
 One module a group of commands: ``simulate`` (simulate, compare, kinds), ``sweep``, ``plan``, ``profile``, ``serve``,
-``replay`` (a served run against its simulation), ``jobs`` (the server's clients) and ``users`` (its credentials);
+``replay`` (a served run against its simulation), ``submit`` (submit, wait) and ``jobs`` (queue, cancel, logs, status),
+the server's clients, and ``users`` (its credentials);
 ``options`` holds the options several of them share, ``help`` how their ``--help`` reads.
 Each command imports what it needs when it runs, so that ``apportion queue`` or ``--help``
 never pay for the solvers, the simulator or matplotlib.
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import typer
 
-from apportion.cli import jobs, plan, profile, replay, serve, simulate, sweep, users
+from apportion.cli import jobs, plan, profile, replay, serve, simulate, submit, sweep, users
 from apportion.cli.help import HelpCommand, HelpGroup
 from apportion.cli.options import BriefPolicyCommand, PolicyCommand
+from apportion.cli.submit_flags import SubmitCommand
 
 app = typer.Typer(
     cls=HelpGroup,
@@ -30,11 +32,12 @@ app.command(cls=HelpCommand)(plan.plan)
 app.command(cls=HelpCommand)(profile.profile)
 app.command(cls=BriefPolicyCommand)(serve.serve)
 app.command(cls=HelpCommand)(replay.replay)
-app.command(cls=HelpCommand)(jobs.submit)
+app.command(cls=SubmitCommand)(submit.submit)
 app.command(cls=HelpCommand)(jobs.queue)
 app.command(cls=HelpCommand)(jobs.cancel)
 app.command(cls=HelpCommand)(jobs.logs)
 app.command(cls=HelpCommand)(jobs.status)
+app.command(cls=HelpCommand)(submit.wait)
 app.add_typer(users.app, name="users")
 
 

@@ -1,4 +1,4 @@
-"""The server's clients: `apportion submit`, `queue`, `cancel`, `logs` and `status`.
+"""The server's clients: `apportion queue`, `cancel`, `logs` and `status` (`submit` and `wait`: submit.py).
 
 Light on purpose: these import the HTTP client and nothing of the scheduler itself.
 """
@@ -48,40 +48,6 @@ def _call(function, *args):
         raise fail(str(exc)) from None
 
 
-def submit(
-    job_file: Path = typer.Argument(..., metavar="JOB_FILE", help="A job YAML (see docs/serve.md)."),
-    user: Optional[str] = opt.User,
-    server: Optional[str] = opt.Server,
-    token: Optional[str] = opt.Token,
-    token_file: Optional[Path] = opt.TokenFile,
-    as_json: bool = opt.json_option('{"id": ..., "user": ...}'),
-) -> None:
-    """Submit a job file to the server; a malformed file is rejected here with the field named."""
-    from apportion.core.errors import InputError
-    from apportion.serve.client import ClientError
-    from apportion.serve.jobspec import field_line, load_job_file
-
-    try:
-        spec = load_job_file(job_file)
-    except InputError as exc:
-        raise fail(str(exc)) from None
-    client = _client(server, token, token_file)
-    try:
-        with stdout_to_stderr():
-            answer = client.submit(spec, user or spec.user or _claimed(client, None))
-    except ClientError as exc:
-        if exc.field and exc.message:  # the server's own checks (what fits on it): name the file's line
-            raise fail(str(InputError(str(job_file), exc.message, line=field_line(job_file, exc.field),
-                                       field=exc.field))) from None
-        raise fail(str(exc)) from None
-    if as_json:
-        print_json({"id": answer["id"], "user": answer["user"]})
-    else:
-        console.print(f"submitted job {escape(answer['id'])}: {escape(spec.name)} ({escape(answer['user'])}, "
-                      f"{spec.gpus} slot(s), "
-                      f"{spec.total_steps} steps)", highlight=False)
-
-
 def _span(seconds: Optional[float]) -> str:
     if seconds is None:
         return "-"
@@ -127,11 +93,8 @@ def queue(
     from rich import box
     from rich.table import Table
 
-    jobs = _call(_client(server, token, token_file).jobs)
+    jobs = _call(_client(server, token, token_file).queue, show_all)
     now = _time.time()
-    if not show_all:
-        jobs = [j for j in jobs if j["finished"] is None or now - j["finished"] < 3600
-                or j["status"] not in ("completed", "failed", "cancelled")]
     if as_json:
         print_json(jobs)
         return
@@ -207,30 +170,20 @@ def logs(
 ) -> None:
     """Print a job's output (stdout and stderr) of one attempt."""
     import sys
-    import time as _time
+
+    from apportion.serve.client import ClientError
 
     client = _client(server, token, token_file)
-    offset, number = 0, attempt
-    while True:
-        chunk = _call(client.logs, job_id, number, offset)
-        if chunk["text"]:
-            sys.stdout.write(chunk["text"])
-            sys.stdout.flush()
-        number, offset = chunk["attempt"] or None, chunk["offset"]
-        if chunk["text"] and not chunk["done"]:
-            continue
-        if not follow:
-            break
-        if chunk["done"]:
-            if attempt is not None:
-                break
-            if chunk["attempts"] > (chunk["attempt"] or 0):
-                number, offset = (chunk["attempt"] or 0) + 1, 0
+    shown = None  # the attempt whose output was printed last
+    try:
+        for number, text in client.log_chunks(job_id, attempt, follow):
+            if shown is not None and number != shown:
                 errors.print(f"--- attempt {number} ---", highlight=False)
-                continue
-            if chunk["status"] in ("completed", "failed", "cancelled"):
-                break
-        _time.sleep(0.5)
+            shown = number
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except ClientError as exc:
+        raise fail(str(exc)) from None
 
 
 def status(

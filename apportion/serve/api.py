@@ -14,8 +14,10 @@ from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Reques
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from apportion import __version__
 from apportion.core.errors import InputError
 from apportion.serve import bodies
+from apportion.serve.api_docs import add_api_docs
 from apportion.serve.auth import Authenticator, Identity, NotAllowed, TooManyFailures, Unauthorized
 from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OFFSET, clip
 from apportion.serve.dashboard import add_dashboard
@@ -50,7 +52,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         who.require_user()
         return who
 
-    app = FastAPI(title="apportion", docs_url=None, redoc_url=None)
+    app = FastAPI(title="apportion", version=__version__, docs_url=None, redoc_url=None)  # /docs: api_docs.py
     app.add_middleware(LimitBody, most=max_body)
     app.add_middleware(LimitFailures, authenticator=authenticator)  # outermost: before anything else
 
@@ -169,6 +171,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         return scheduler.status()
 
     add_dashboard(app, scheduler, authenticator, history)
+    add_api_docs(app)  # last: it describes the routes above
     return app
 
 

@@ -1,8 +1,19 @@
-"""The client side of the API, for ``apportion submit/queue/cancel/logs/status``.
+"""The Python client of ``apportion serve``, and what ``apportion submit/queue/cancel/logs/status`` call.
 
-The server is ``--server URL``, else ``APPORTION_SERVER``, else http://127.0.0.1:8642. The
-credential (when the server asks for one; see :func:`find_credential`) is never needed on the
-command line. Every failure is one :class:`ClientError` line.
+```python
+from apportion import Client
+
+with Client() as server:                       # $APPORTION_SERVER, else http://127.0.0.1:8642
+    job = server.submit({"name": "cnn", "command": ["python", "train.py"], "total_steps": 1000})
+    done = server.wait(job["id"], timeout=3600)  # the job as it ended
+    print(done["status"], server.logs(job["id"])[-200:])
+```
+
+The server is ``url``, else ``APPORTION_SERVER``, else http://127.0.0.1:8642. The credential
+(when the server asks for one; see :func:`find_credential`) is never needed in code. Every
+failure is one :class:`ClientError` whose ``str`` is one line; ``field`` names the job field a
+refusal is about. One keep-alive connection of the standard library's ``http.client``: an HTTP
+library's import would cost a command-line call more than the call itself.
 """
 
 from __future__ import annotations
@@ -10,14 +21,16 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from apportion.serve.auth import check_secret, read_secret_file
 
-if TYPE_CHECKING:  # the job-file reader (and YAML) load only for `apportion submit`
+if TYPE_CHECKING:  # the job-file reader (and YAML) load only when a job is submitted
     from apportion.serve.jobspec import JobSpec
 
 DEFAULT_SERVER = "http://127.0.0.1:8642"
@@ -48,28 +61,54 @@ def find_credential(token: str | None = None, token_file: str | Path | None = No
         raise ClientError(str(exc)) from None
 
 
-class ClientError(Exception):
-    """One line; ``field`` and ``message`` when the server rejected a field of a job spec."""
+ENDED = ("completed", "failed", "cancelled")  # a job in one of these will not run again
+ACTIVE_SHOWN_S = 3600.0  # queue() shows jobs that ended this recently beside the active ones
 
-    def __init__(self, text: str, field: str | None = None, message: str | None = None) -> None:
+
+class ClientError(Exception):
+    """What went wrong, in one line (``str(err)``). ``field`` and ``message``: the job field a refusal
+    names and what is wrong with it (``field`` None when it names none, ``message`` then the line);
+    ``status``: the server's HTTP status (None when no answer came, or nothing was sent)."""
+
+    def __init__(self, text: str, field: str | None = None, message: str | None = None,
+                 status: int | None = None) -> None:
         super().__init__(text)
         self.field = field
-        self.message = message
+        self.message = message if message is not None else text
+        self.status = status
 
 
 class Unreachable(ClientError):
     """No answer came: the server could not be reached, or the connection ended before its answer."""
 
 
+class WaitTimedOut(ClientError, TimeoutError):
+    """:meth:`Client.wait` gave up before the job ended; ``job`` is the job as last seen."""
+
+    def __init__(self, text: str, job: dict) -> None:
+        super().__init__(text)
+        self.job = job
+
+
 class Client:
+    """The API of one apportion server. Use it in a ``with`` block, or call :meth:`close`."""
+
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
                  token_file: str | Path | None = None) -> None:
-        """``token``/``token_file``: the credential (default: :func:`find_credential`'s)."""
+        """``url``: the server (default ``APPORTION_SERVER``, else http://127.0.0.1:8642); ``token`` /
+        ``token_file``: the credential (default: :func:`find_credential`'s); ``timeout``: seconds a call
+        waits for its answer."""
         self.url = (url or os.environ.get("APPORTION_SERVER") or DEFAULT_SERVER).rstrip("/")
         self.token = find_credential(token, token_file)
         self.timeout = timeout
         self._headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self._connection: http.client.HTTPConnection | None = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def close(self) -> None:
         if self._connection is not None:
@@ -77,8 +116,7 @@ class Client:
             self._connection = None
 
     def _connect(self) -> http.client.HTTPConnection:
-        """One keep-alive connection per client; the standard library's, so that a CLI call
-        starts fast (an HTTP library's import costs more than the call)."""
+        """One keep-alive connection per client."""
         if self._connection is None:
             parts = urlsplit(self.url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -120,20 +158,27 @@ class Client:
             detail = body.get("detail")
             if not isinstance(detail, str):
                 detail = f"HTTP {status} from {self.url}{path}" + (f": {detail}" if detail else "")
-            raise ClientError(detail, body.get("field"), body.get("message"))
+            raise ClientError(detail, body.get("field"), body.get("message"), status)
         if answer is None and raw:
-            raise ClientError(f"{self.url}{path} answered something that is not JSON (is it an apportion server?)")
+            raise ClientError(f"{self.url}{path} answered something that is not JSON (is it an apportion server?)",
+                              status=status)
         return answer
 
-    def submit(self, spec: JobSpec, user: str | None) -> dict:
-        """Submit ``spec``; ``{"id", "user"}``: with a credential the server says whose job it is.
+    def submit(self, spec: dict | str | Path | JobSpec, user: str | None = None) -> dict:
+        """Submit a job: a dict of job-file fields (docs/serve.md, "Job files"; relative paths from
+        this process's directory), the path of a job file, or a :class:`JobSpec`. Returns
+        ``{"id": "7", "user": "ann"}``. ``user`` (else the spec's) is whose job it is: without a
+        credential by default the OS user running this; with one, the credential's (an admin's may
+        name another). A field that does not fit is a :class:`ClientError` naming it, before
+        anything is sent.
 
         The submission carries a fresh idempotency key; when no answer comes (the server restarted,
         the connection dropped) it is sent once more with the same key, so a job the server had
         stored is found, not stored twice."""
+        spec = job_spec(spec)
         body = spec.to_dict()
-        if user or spec.user:
-            body["user"] = user or spec.user
+        if self._claimed(user or spec.user):
+            body["user"] = self._claimed(user or spec.user)
         key = {"Idempotency-Key": uuid.uuid4().hex}
         try:
             answer = self._call("POST", "/jobs", json_body=body, headers=key)
@@ -141,20 +186,116 @@ class Client:
             answer = self._call("POST", "/jobs", json_body=body, headers=key)
         return {"id": answer["id"], "user": answer.get("user") or body.get("user")}
 
+    def _claimed(self, user: str | None) -> str | None:
+        """The user a request names: ``user``, else (with no credential, whose user the server knows) the OS user."""
+        if user or self.token:
+            return user
+        from apportion.serve.jobspec import default_user
+
+        return default_user()
+
     def jobs(self) -> list[dict]:
+        """Every job on the server, oldest first (the fields ``apportion queue --json`` prints)."""
         return self._call("GET", "/jobs")
 
-    def job(self, job_id: str) -> dict:
-        return self._call("GET", f"/jobs/{job_id}")
+    def queue(self, everything: bool = False) -> list[dict]:
+        """The jobs ``apportion queue`` lists: those not ended, and those that ended in the last hour
+        (``everything``: every job ever submitted)."""
+        jobs = self.jobs()
+        if everything:
+            return jobs
+        now = time.time()
+        return [j for j in jobs if j["status"] not in ENDED or j["finished"] is None
+                or now - j["finished"] < ACTIVE_SHOWN_S]
 
-    def cancel(self, job_id: str, user: str | None) -> None:
-        self._call("POST", f"/jobs/{job_id}/cancel", json_body={"user": user} if user else {})
+    def job(self, job_id: int | str) -> dict:
+        """One job; a :class:`ClientError` with ``status`` 404 when there is none."""
+        return self._call("GET", f"/jobs/{_path(job_id)}")
 
-    def logs(self, job_id: str, attempt: int | None = None, offset: int = 0) -> dict:
+    def cancel(self, job_id: int | str, user: str | None = None) -> None:
+        """Cancel a job (only its user or an admin may): a queued one at once, a running one gets
+        SIGTERM. ``user``: who asks (see :meth:`submit`)."""
+        user = self._claimed(user)
+        self._call("POST", f"/jobs/{_path(job_id)}/cancel", json_body={"user": user} if user else {})
+
+    def wait(self, job_id: int | str, timeout: float | None = None, poll_s: float = 1.0) -> dict:
+        """The job once it has ended (completed, failed or cancelled), asking every ``poll_s``
+        seconds; :class:`WaitTimedOut` (a ClientError and a TimeoutError) after ``timeout`` seconds."""
+        if not poll_s > 0 or (timeout is not None and not timeout >= 0):
+            raise ValueError(f"wait: poll_s must be > 0 and timeout >= 0 or None, got {poll_s!r} and {timeout!r}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if job["status"] in ENDED:
+                return job
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise WaitTimedOut(f"job {job['id']} had not ended after {timeout:g} s: {job['status']}, "
+                                   f"{job['steps_done']}/{job['total_steps']} steps", job)
+            time.sleep(poll_s if left is None else min(poll_s, left))
+
+    def logs(self, job_id: int | str, attempt: int | None = None, follow: bool = False) -> str | Iterator[str]:
+        """A job's output (stdout and stderr) of its latest attempt, or of ``attempt``, as text. With
+        ``follow``: an iterator of chunks as the job writes them, across its attempts (unless
+        ``attempt`` is given), that ends when the job ends."""
+        chunks = self.log_chunks(job_id, attempt, follow)
+        return (text for _, text in chunks) if follow else "".join(text for _, text in chunks)
+
+    def log_chunks(self, job_id: int | str, attempt: int | None = None, follow: bool = False,
+                   poll_s: float = 0.5) -> Iterator[tuple[int, str]]:
+        """:meth:`logs` as ``(attempt, text)`` chunks, so that a reader can tell the attempts apart."""
+        offset, number = 0, attempt
+        while True:
+            page = self.log_page(job_id, number, offset)
+            if page["text"]:
+                yield page["attempt"], page["text"]
+            number, offset = page["attempt"] or None, page["offset"]
+            if page["text"] and not page["done"]:
+                continue
+            if not follow:
+                return
+            if page["done"]:
+                if attempt is not None:
+                    return
+                if page["attempts"] > (page["attempt"] or 0):
+                    number, offset = (page["attempt"] or 0) + 1, 0
+                    continue
+                if page["status"] in ENDED:
+                    return
+            time.sleep(poll_s)
+
+    def log_page(self, job_id: int | str, attempt: int | None = None, offset: int = 0) -> dict:
+        """One read of ``GET /jobs/ID/logs``: ``text`` from byte ``offset``, the next ``offset``, whether
+        the attempt's log is ``done``, its ``attempt`` number, the job's ``attempts`` and ``status``."""
         params = {"offset": offset}
         if attempt is not None:
             params["attempt"] = attempt
-        return self._call("GET", f"/jobs/{job_id}/logs", params=params)
+        return self._call("GET", f"/jobs/{_path(job_id)}/logs", params=params)
 
     def status(self) -> dict:
+        """The server: its policy, round, slots and who holds them, jobs by status."""
         return self._call("GET", "/status")
+
+
+def job_spec(spec: dict | str | Path | JobSpec) -> JobSpec:
+    """``spec`` as a checked :class:`JobSpec`: a ClientError naming the field (and the file's line)
+    of anything that does not fit."""
+    from apportion.core.errors import InputError
+    from apportion.serve.jobspec import JobSpec, load_job_file, spec_from_fields
+
+    try:
+        if isinstance(spec, JobSpec):
+            return spec
+        if isinstance(spec, (str, os.PathLike)):
+            return load_job_file(spec)
+        if isinstance(spec, dict):
+            return spec_from_fields(spec, "job")
+    except InputError as err:
+        raise ClientError(str(err), err.field, err.message) from None
+    raise ClientError(f"a job is a dict of job-file fields, the path of a job file or a JobSpec, "
+                      f"got {type(spec).__name__}")
+
+
+def _path(job_id: int | str) -> str:
+    """A job id as one segment of a URL path, whatever it holds."""
+    return quote(str(job_id), safe="")

@@ -113,19 +113,51 @@ class JobSpec:
         return self.gpu_types is None or gpu_type in self.gpu_types
 
 
-def load_job_file(path: str | Path, *, cwd: str | Path | None = None) -> JobSpec:
-    """Read and check a job YAML; relative paths are made absolute. InputError on any problem."""
+def load_job_file(path: str | Path, *, cwd: str | Path | None = None, overrides: dict | None = None) -> JobSpec:
+    """Read and check a job YAML; relative paths are made absolute. InputError on any problem.
+    ``overrides``: fields that replace the file's (see :func:`overridden`), checked as the file's
+    are; an error about one of them names no line of the file."""
     source = str(path)
     data, root = read_yaml(path, "job")
     lines = _key_lines(root)
-    base = Path(path).resolve().parent
+    overrides = overrides or {}
+    if overrides and isinstance(data, dict):
+        data = overridden(data, overrides)
     try:
         spec = spec_from_mapping(data, source)
     except InputError as err:
-        if err.line is None and err.field is not None:
-            line = lines.get(err.field) or lines.get(err.field.split(".")[0].split("[")[0])
+        top = err.field.split(".")[0].split("[")[0] if err.field else None
+        if err.line is None and err.field is not None and top not in overrides:
+            line = lines.get(err.field) or lines.get(top)
             raise InputError(source, err.message, line=line, field=err.field) from None
         raise
+    return _with_paths(spec, Path(path).resolve().parent, cwd)
+
+
+def spec_from_fields(data: object, source: str, *, cwd: str | Path | None = None) -> JobSpec:
+    """Check job fields given without a file (a dict in Python, flags of ``apportion submit``);
+    relative paths are taken from ``cwd`` (default this process's directory). InputError naming the field."""
+    base = Path(cwd).resolve() if cwd else Path.cwd()
+    return _with_paths(spec_from_mapping(data, source), base, base)
+
+
+def overridden(data: dict, overrides: dict) -> dict:
+    """A job file's fields with ``overrides`` laid over them: ``env`` merged (an override's variable
+    winning), ``total_steps`` replacing the file's ``epochs`` and ``steps_per_epoch``, any other
+    field replaced."""
+    merged = {**data, **overrides}
+    if isinstance(data.get("env"), dict) and isinstance(overrides.get("env"), dict):
+        merged["env"] = {**data["env"], **overrides["env"]}
+    if overrides.get("total_steps") is not None:
+        for key in ("epochs", "steps_per_epoch"):
+            if key not in overrides:
+                merged.pop(key, None)
+    return merged
+
+
+def _with_paths(spec: JobSpec, base: Path, cwd: str | Path | None) -> JobSpec:
+    """``spec`` with an absolute ``workdir`` (relative: from ``base``; none: ``cwd``) and ``checkpoint_dir``
+    (relative: from its ``workdir`` when that was given, else from ``base``)."""
     workdir = Path(spec.workdir).expanduser() if spec.workdir else Path(cwd) if cwd else Path.cwd()
     if not workdir.is_absolute():
         workdir = base / workdir

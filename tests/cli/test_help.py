@@ -53,7 +53,7 @@ def test_flags_take_no_type_and_arguments_are_words(words, columns):
 
 def test_submit_names_its_argument_in_capitals():
     usage = next(line for line in help_of(("submit",), 100).splitlines() if "Usage:" in line)
-    assert usage.split() == ["Usage:", "apportion", "submit", "[OPTIONS]", "JOB_FILE"]
+    assert usage.split() == ["Usage:", "apportion", "submit", "[OPTIONS]", "[JOB_FILE]", "[--", "COMMAND...]"]
 
 
 def test_serve_groups_its_options_and_fits_the_bound():

@@ -292,3 +292,23 @@ def test_serve_takes_its_settings_from_a_config_file_and_flags_over_it(tmp_path)
     assert [s["id"] for s in status["slots"]] == ["cpu:0", "cpu:1", "cpu:2"]
     assert status["state_dir"] == str(tmp_path / "state")  # Server gives --state-dir: the flag wins
     assert not (tmp_path / "not-this-one").exists()
+
+
+def test_submit_a_command_without_a_job_file_and_wait_for_it(server, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("submit", "--steps", "20", "--env", "STEP_S=0.01", "--user", "ann", "--wait", "--server", server.url,
+                 "--", sys.executable, str(CONTRACT_JOB))
+    assert result.exit_code == 0, result.output
+    job_id = re.search(r"submitted job (\d+): contract_job \(ann, 1 slot\(s\), 20 steps\)", result.output).group(1)
+    assert result.output.splitlines()[-1] == f"job {job_id} (contract_job) completed"
+    assert job(server, job_id)["steps_done"] == 20
+
+
+def test_wait_exits_124_after_its_timeout_and_1_for_a_cancelled_job(server, tmp_path):
+    job_id = submit(server, job_file(tmp_path, "slow", steps=100000, STEP_S="0.05"))
+    late = cli("wait", job_id, "--timeout", "0.5", "--server", server.url)
+    assert late.exit_code == 124
+    assert re.fullmatch(rf"job {job_id} had not ended after 0.5 s: (queued|running), \d+/100000 steps", late.stderr.strip())
+    cli("cancel", job_id, "--user", "ann", "--server", server.url)
+    ended = cli("wait", job_id, "--server", server.url)
+    assert ended.exit_code == 1 and ended.stdout.startswith(f"job {job_id} (slow) cancelled")

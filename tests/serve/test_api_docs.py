@@ -1,0 +1,99 @@
+"""/openapi.json describes the API (the job fields a submit takes, the bearer credential, the
+errors it answers) and /docs shows it under a Content-Security-Policy that runs no inline script."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from apportion.executors.fake import FakeExecutor
+from apportion.policies.las import Las
+from apportion.serve import api_docs
+from apportion.serve.api import create_app
+from apportion.serve.jobspec import FIELDS
+from apportion.serve.scheduler import Scheduler, ServeConfig
+from apportion.serve.slots import parse_slots
+from apportion.serve.state import StateStore
+
+
+@pytest.fixture()
+def client(tmp_path):
+    config = ServeConfig(state_dir=tmp_path, round_s=60.0, renew_wait_s=0.0)
+    scheduler = Scheduler(StateStore(tmp_path / "state.db"), FakeExecutor(tmp_path), parse_slots("cpu:1"), Las(), config)
+    return TestClient(create_app(scheduler, token="admin-token-" + "x" * 32))
+
+
+def resolve(document: dict, schema: dict) -> dict:
+    name = schema["$ref"].rsplit("/", 1)[1]
+    return document["components"]["schemas"][name]
+
+
+def test_the_submit_route_documents_every_job_field(client):
+    document = client.get("/openapi.json").json()
+    submit = document["paths"]["/jobs"]["post"]
+    body = resolve(document, submit["requestBody"]["content"]["application/json"]["schema"])
+
+    assert submit["summary"] == "Submit a job"
+    assert set(body["properties"]) == set(FIELDS)
+    assert body["properties"]["gpus"]["maximum"] == 2**20 and body["properties"]["priority"]["maximum"] == 1000
+    assert all(prop.get("description") for prop in body["properties"].values())
+    refused = resolve(document, submit["responses"]["400"]["content"]["application/json"]["schema"])
+    assert set(refused["properties"]) == {"detail", "field", "message"}
+
+
+def test_every_route_has_a_summary_and_the_bearer_scheme_stands_for_its_header(client):
+    document = client.get("/openapi.json").json()
+    operations = [(path, method, op) for path, methods in document["paths"].items() for method, op in methods.items()]
+
+    assert {(path, method) for path, method, _ in operations} >= set((p, m) for m, p in api_docs.ROUTES)
+    assert [f"{m} {p}" for p, m, op in operations if not op.get("summary")] == []
+    bearer = document["components"]["securitySchemes"]["bearer"]
+    assert (bearer["type"], bearer["scheme"]) == ("http", "bearer") and document["security"] == [{"bearer": []}, {}]
+    assert [p for _, _, op in operations for p in op.get("parameters", ()) if p["name"] == "authorization"] == []
+    assert [f"{m} {p}" for p, m, op in operations if "422" in op["responses"]] == []  # a bad request is a 400
+
+
+def test_a_bad_body_is_still_refused_by_hand_naming_the_field(client):
+    answer = client.post("/jobs", json={"name": "x", "command": "x", "total_steps": 10, "gpus": "two", "user": "ann"},
+                         headers={"Authorization": "Bearer admin-token-" + "x" * 32})
+    assert answer.status_code == 400 and answer.json()["field"] == "gpus"
+
+
+def test_the_docs_page_runs_only_scripts_it_can_name(client):
+    page = client.get("/docs")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    policy = page.headers["content-security-policy"]
+    script_src = re.search(r"script-src ([^;]*)", policy).group(1).split()
+    assert "'unsafe-inline'" not in script_src and "'unsafe-eval'" not in script_src
+    assert "<script>" not in page.text  # no inline script: every one has a src
+    scripts = re.findall(r'<script src="([^"]+)"', page.text)
+    assert "docs/assets/api_docs.js" in scripts and len(scripts) == 2
+    for src in scripts:
+        if src.startswith("https://"):  # without fastapi-offline: the CDN, which the policy names
+            assert src.startswith(api_docs.CDN) and api_docs.CDN in script_src
+        else:
+            served = client.get(f"/{src}")
+            assert served.status_code == 200 and served.headers["content-type"].startswith("text/javascript")
+    assert client.get("/docs/assets/nothing.js").status_code == 404
+
+
+def test_without_the_offline_package_the_page_loads_swagger_ui_from_the_cdn(client, monkeypatch):
+    monkeypatch.setattr(api_docs, "swagger_ui_dir", lambda: None)
+    page = client.get("/docs")
+    assert f'<script src="{api_docs.CDN_ASSETS["swagger-ui-bundle.js"]}"></script>' in page.text
+    assert f"script-src 'self' {api_docs.CDN};" in page.headers["content-security-policy"]
+
+
+def test_with_the_offline_package_the_page_needs_no_network(client, monkeypatch, tmp_path):
+    for name in api_docs.CDN_ASSETS:
+        (tmp_path / name).write_text(f"/* {name} */")
+    monkeypatch.setattr(api_docs, "swagger_ui_dir", lambda: tmp_path)
+    api_docs._asset.cache_clear()
+    try:
+        page = client.get("/docs")
+        assert "https://" not in page.text and "https://" not in page.headers["content-security-policy"]
+        assert client.get("/docs/assets/swagger-ui.css").text == "/* swagger-ui.css */"
+    finally:
+        api_docs._asset.cache_clear()
