@@ -30,6 +30,7 @@ def serve(
     executor: str = typer.Option("local", "--executor", help="Where jobs run: local (this machine's processes) or ray (a Ray cluster's nodes: docs/ray.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: the cluster's address (default: the cluster file's, else RAY_ADDRESS, else the one started on this machine).", rich_help_panel="Executor"),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file whose ray: section names each GPU type's Ray resource and the directory every node shares.", rich_help_panel="Executor"),
+    notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Where jobs' notify: URLs may point: comma-separated host names, *.domain, addresses and networks (e.g. hooks.example.com,10.0.0.0/8), or none; default any but link-local, loopback, multicast and reserved addresses.", rich_help_panel="Security"),
     warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help="Fork Python jobs (python SCRIPT or -m MODULE) from a wrapper that has imported torch already, unless their file says warm_start: false (local executor).", rich_help_panel="Jobs"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
@@ -57,11 +58,17 @@ def serve(
         raise fail(f"--executor must be local or ray, got {executor!r}")
     if executor == "local" and (ray_address is not None or cluster is not None):
         raise fail(f"{'--ray-address' if ray_address is not None else '--cluster'} needs --executor ray")
+    from apportion.core.errors import InputError
+    from apportion.serve.notify_hosts import NotifyHosts
+
+    try:
+        notify_rule = NotifyHosts.parse(notify_hosts)
+    except InputError as exc:
+        raise fail(str(exc)) from None
     sock = _take_port(host, port)  # a busy port is said at once, before the imports below take seconds
 
     import numpy as np
 
-    from apportion.core.errors import InputError
     from apportion.experiment import check_policy_specs, policy_from_spec
     from apportion.perf.accelerators import list_prices
     from apportion.serve.scheduler import check_policy
@@ -108,7 +115,7 @@ def serve(
                             prices=prices, checkpoint_every=checkpoint_every, warm_start=warm_start,
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
-                            policy_options=opt.recorded_policy_options(ctx))
+                            policy_options=opt.recorded_policy_options(ctx), notify_hosts=notify_rule)
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -30,6 +30,7 @@ from apportion.serve.elastic_batch import examples_done
 from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_after, spec_from_mapping
+from apportion.serve.notify_hosts import notify_target
 from apportion.serve.lifecycle import check_resumed
 from apportion.serve.policy_check import one_job_view
 from apportion.serve.records import JobRecord
@@ -81,6 +82,9 @@ class Requests:
             raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
+        refusal = None if spec.notify is None else self.config.notify_hosts.refusal(notify_target(spec.notify, source))
+        if refusal is not None:
+            raise InputError(source, refusal, field="notify")
         with self.lock:
             if key is not None:
                 earlier = self._earlier(user, key, digest)  # it may have been stored since
