@@ -107,7 +107,8 @@ class Notifier:
                     return "notify-failed", f"{target.host_header}: not sent: {said.removeprefix('refused: ')}"
                 continue
             if 200 <= status < 300:
-                return "notify", f"{target.host_header} answered {status}" + (f" (try {attempt})" if attempt > 1 else "")
+                retried = f" (try {attempt})" if attempt > 1 else ""
+                return "notify", f"{target.host_header} answered {status}{retried}"
             said = f"{target.host_header} answered {status}"
             if not (status >= 500 or status in RETRIED_STATUSES):
                 note = " (redirects are not followed)" if 300 <= status < 400 else ""

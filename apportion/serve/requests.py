@@ -61,6 +61,7 @@ class Requests:
         self.store, self.executor, self.policy, self.config = state.store, state.executor, state.policy, state.config
         self.clock, self.log, self.lock, self.changed = state.clock, state.log, state.lock, state.changed
         self.gpu_types, self.capacity = state.gpu_types, state.capacity
+        self.lease_answers = {"renew": 0, "stop": 0}  # lease calls answered this run, for /metrics
 
     def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
         """Check a job spec (InputError naming the field) and store it; returns the job id.
@@ -220,8 +221,10 @@ class Requests:
                 now = self.clock()
             if row.stop is not None or row.status != "running":
                 self.store.attempt_stop_told(job_id, attempt, now, steps_done, row.lease_end)
+                self.lease_answers["stop"] += 1
                 return {"renew": False}
             self.store.attempt_lease_told(job_id, attempt, row.lease_end)
+            self.lease_answers["renew"] += 1
             return {"renew": True, "lease_end": row.lease_end}
 
     def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, **measured) -> str:

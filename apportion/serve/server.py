@@ -47,7 +47,7 @@ class ServerOptions:
     policy_options: dict | None = None  # what the policy was built with, as JSON (recorded for a replay)
     warm_start: bool = True  # the local executor keeps warm wrappers for Python jobs (executors/local/warm_start.py)
     max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
-    notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may point (notify_hosts.py)
+    notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may go (notify_hosts.py)
 
 
 def is_loopback(host: str) -> bool:

@@ -73,10 +73,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     elastic TEXT NOT NULL DEFAULT '',   -- an elastic job's limits (the spec's `elastic`) as JSON; '' for a fixed size
     batch_size INTEGER,                 -- an elastic job's batch for its next attempt, as its round chose; NULL: its own
     after TEXT NOT NULL DEFAULT '',     -- ids of the jobs it must see completed before it starts, comma-separated
-    batch_log TEXT NOT NULL DEFAULT '', -- a target in examples: [[first step, examples before it, batch], ...] an attempt
+    batch_log TEXT NOT NULL DEFAULT '', -- a target in examples: [[first step, examples before, batch], ...] an attempt
     notify_pending INTEGER NOT NULL DEFAULT 0 -- 1 while its notify URL is still to be told that it ended
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
+CREATE INDEX IF NOT EXISTS jobs_totals ON jobs(status, queue, user);  -- /metrics groups jobs by these, unsorted
 CREATE TABLE IF NOT EXISTS throughputs (
     kind TEXT NOT NULL,
     gpu_type TEXT NOT NULL,
@@ -134,6 +135,7 @@ CREATE TABLE IF NOT EXISTS attempts (  -- one row an attempt, with the times the
     how TEXT,                           -- completed, preempted, moved, crashed, failed, cancelled
     PRIMARY KEY (job_id, attempt)
 );
+CREATE INDEX IF NOT EXISTS attempts_how ON attempts(how);  -- /metrics counts attempts by how they ended
 CREATE TABLE IF NOT EXISTS elastic_steps (  -- elastic jobs' measured steps, one row a size: what their models fit
     job_id INTEGER NOT NULL,
     gpu_type TEXT NOT NULL,
@@ -420,21 +422,18 @@ class StateStore:
         counts.update({status: n for status, n in rows})
         return counts
 
-    def job_totals(self, now: float) -> list[tuple[str, str, str, int, int, float]]:
-        """(status, queue, user, jobs, preemptions, GPU-seconds) for each such group, in one query;
-        GPU-seconds count live attempts' service up to ``now`` (accounting.py's rule: seconds × slots)."""
+    def job_totals(self, now: float) -> list[tuple[str, str, str, int, int, int, float, str]]:
+        """(status, queue, user, first job id, jobs, preemptions, GPU-seconds, slots held) for each such
+        group, in one query: GPU-seconds count live attempts' service up to ``now`` (accounting.py's rule:
+        seconds × slots), slots held are those of its live attempts, comma-separated ('' for none)."""
         with self._lock:
             return self._conn.execute(
-                "SELECT status, queue, user, COUNT(*), COALESCE(SUM(preemptions), 0), COALESCE(SUM(service_gpu_s"
-                " + CASE WHEN attempt_live AND accounted_at IS NOT NULL THEN MAX(0, ? - accounted_at)"
-                " * (LENGTH(slots) - LENGTH(REPLACE(slots, ',', '')) + 1) ELSE 0 END), 0)"
+                "SELECT status, queue, user, MIN(id), COUNT(*), COALESCE(SUM(preemptions), 0),"
+                " COALESCE(SUM(service_gpu_s + CASE WHEN attempt_live AND accounted_at IS NOT NULL"
+                " THEN MAX(0, ? - accounted_at) * (LENGTH(slots) - LENGTH(REPLACE(slots, ',', '')) + 1)"
+                " ELSE 0 END), 0),"
+                " COALESCE(GROUP_CONCAT(CASE WHEN attempt_live AND slots != '' THEN slots END), '')"
                 " FROM jobs GROUP BY status, queue, user", (now,)).fetchall()
-
-    def held_slots(self) -> set[str]:
-        """Slots held by live attempts (not those only promised)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT slots FROM jobs WHERE attempt_live AND slots != ''").fetchall()
-        return {s for (text,) in rows for s in text.split(",")}
 
     def attempt_counts(self) -> dict[str, int]:
         """Attempts by how they ended ('' for those not ended), over every run of this state file."""

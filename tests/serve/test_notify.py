@@ -182,7 +182,7 @@ def test_a_name_that_resolves_to_a_refused_address_is_not_posted(tmp_path, recei
     scheduler, client, sender = make(tmp_path, hosts=None)  # the default rule: no loopback
     sender.start(stop)
     port = receiver.url.rsplit(":", 1)[1]
-    job_id = client.post("/jobs", json=job("j", f"http://localhost:{port}/ok")).json()["id"]  # a name: allowed at submit
+    job_id = client.post("/jobs", json=job("j", f"http://localhost:{port}/ok")).json()["id"]  # a name: taken at submit
     scheduler.tick()
     scheduler.executor.finish(1, 0)
     scheduler.tick()
