@@ -62,10 +62,12 @@ def notify_target(value: object, source: str, field: str = "notify") -> NotifyTa
         raise InputError(source, "names no host", field=field)
     if parts.username is not None or parts.password is not None:
         raise InputError(source, "must not carry a user or password (use a token in the path instead)", field=field)
+    if port == 0:
+        raise InputError(source, "names port 0", field=field)
     scheme = parts.scheme.lower()
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return NotifyTarget(value, scheme, parts.hostname.rstrip(".").lower(), port or (443 if scheme == "https" else 80),
-                        path)
+    port = port if port is not None else 443 if scheme == "https" else 80
+    return NotifyTarget(value, scheme, parts.hostname.rstrip(".").lower(), port, path)
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,18 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+from serve_helpers import Server
 
+from apportion.cli import app
+from apportion.core.errors import InputError
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
 from apportion.serve.api import create_app
+from apportion.serve.jobspec import load_job_file
 from apportion.serve.notifier import Notifier
 from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.scheduler import Scheduler, ServeConfig
@@ -223,3 +229,36 @@ def test_the_operators_list_allows_names_patterns_and_networks():
     assert rule.address_refusal("metadata", ip_address("169.254.1.1")) is None  # named as an address: allowed
     with pytest.raises(Exception, match="'bad/host' is not a host name"):
         NotifyHosts.parse("bad/host")
+
+
+def test_apportion_serve_notifies_with_its_notify_hosts_and_is_scraped(tmp_path, receiver):
+    with Server(tmp_path / "state", "--slots", "cpu:2", "--notify-hosts", "127.0.0.1", "--max-retries", "0",
+                "--no-warm-start") as server:
+        for name, command in (("ok", "true"), ("broken", "false")):
+            answer = httpx.post(f"{server.url}/jobs", timeout=10, json={
+                "name": name, "command": command, "total_steps": 1, "user": "ann", "notify": f"{receiver.url}/ok"})
+            assert answer.status_code == 200, answer.text
+        refused = httpx.post(f"{server.url}/jobs", timeout=10, json={
+            "name": "x", "command": "true", "total_steps": 1, "user": "ann", "notify": "https://example.com/"})
+        assert refused.status_code == 400 and refused.json()["field"] == "notify"
+        wait_for(lambda: len(receiver.posts) == 2, "two notifications", timeout=60)
+        assert sorted(body["status"] for body in receiver.to("/ok")) == ["completed", "failed"]
+        text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    assert 'apportion_jobs{queue="",status="completed"} 1.0' in text
+    assert 'apportion_jobs{queue="",status="failed"} 1.0' in text
+    assert 'apportion_attempts_ended_total{how="failed"} 1.0' in text
+
+
+def test_a_job_file_with_a_bad_notify_url_is_refused_naming_its_line(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("name: cnn\ncommand: python train.py\ntotal_steps: 10\nnotify: gopher://hooks.example.com/\n")
+    with pytest.raises(InputError) as caught:
+        load_job_file(path)
+    assert str(caught.value) == (f"{path}:4: field 'notify': must be an http:// or https:// URL, got scheme 'gopher'")
+
+
+def test_serve_refuses_a_notify_hosts_entry_that_is_no_host_before_starting(tmp_path):
+    result = CliRunner().invoke(app, ["serve", "--state-dir", str(tmp_path / "state"), "--notify-hosts", "bad/host"])
+    assert result.exit_code != 0
+    assert "--notify-hosts: 'bad/host' is not a host name, *.domain, address or network" in result.output
+    assert not (tmp_path / "state").exists()
