@@ -15,6 +15,7 @@ import ipaddress
 import socket
 import ssl
 import threading
+import time
 
 from apportion.serve.notify_hosts import NotifyHosts, NotifyTarget
 
@@ -24,15 +25,19 @@ class NotSent(Exception):
 
 
 def post_json(target: NotifyTarget, body: bytes, hosts: NotifyHosts, timeout_s: float) -> int:
-    """POST ``body`` (JSON) to ``target``; the HTTP status it answered. NotSent saying why otherwise."""
+    """POST ``body`` (JSON) to ``target``; the HTTP status it answered. NotSent saying why otherwise.
+    ``timeout_s`` bounds the connection and the exchange together (resolving the name is the system's)."""
     address = _allowed_address(target, hosts)
+    started = time.monotonic()
     try:
         sock = socket.create_connection((str(address), target.port), timeout=timeout_s)
+    except TimeoutError:
+        raise NotSent(f"no answer from {target.host_header} within {timeout_s:g} s") from None
     except OSError as err:
         raise NotSent(f"cannot connect to {target.host_header} ({address}): {_said(err)}") from None
     current = [sock]  # what the deadline shuts down: the TLS socket once it wraps the plain one
     expired = threading.Event()
-    deadline = threading.Timer(timeout_s, _shut, args=(current, expired))
+    deadline = threading.Timer(max(0.0, timeout_s - (time.monotonic() - started)), _shut, args=(current, expired))
     deadline.daemon = True
     deadline.start()
     try:
