@@ -50,7 +50,8 @@ class Notifier:
         self.timeout_s, self.tries, self.backoff_s, self.senders, self.poll_s = (
             timeout_s, tries, backoff_s, senders, poll_s)
         self.queue: queue.Queue[tuple[int, str, bytes]] = queue.Queue(maxsize=queue_size)
-        self._in_flight: set[int] = set()  # queued or being sent: not queued again
+        self._in_flight: set[int] = set()  # queued, being sent, or sent and not yet recorded: not queued again
+        self._unrecorded: dict[int, tuple[str, str]] = {}  # outcomes the state file refused (full): never sent twice
         self._guard = threading.Lock()
 
     def start(self, stop: threading.Event) -> None:
@@ -61,6 +62,7 @@ class Notifier:
 
     def queue_due(self) -> int:
         """Queue the ended jobs still to be told, as many as the queue has room for; how many were queued."""
+        self._record()
         room = self.queue.maxsize - self.queue.qsize()
         if room <= 0:
             return 0
@@ -129,17 +131,34 @@ class Notifier:
                 job_id, url, body = self.queue.get(timeout=0.5)
             except queue.Empty:
                 continue
+            outcome = None
             try:
                 outcome = self.send_one(job_id, url, body, stop)
-                if outcome is None:
-                    continue
-                event, detail = outcome
-                with self.lock:
-                    self.store.notified(job_id, self.clock(), event, detail)
-                self.log(f"job {job_id} notification: {detail}" if event == "notify"
-                         else f"job {job_id} notification failed: {detail}")
-            except Exception as err:  # recorded nowhere (a full state directory): tried again by a later poll
+            except Exception as err:  # never the end of a sender: it stays due, and is tried again
                 self.log(f"job {job_id} notification: {type(err).__name__}: {err}")
-            finally:
+            if outcome is None:
                 with self._guard:
                     self._in_flight.discard(job_id)
+                continue
+            event, detail = outcome
+            self.log(f"job {job_id} notification: {detail}" if event == "notify"
+                     else f"job {job_id} notification failed: {detail}")
+            with self._guard:
+                self._unrecorded[job_id] = outcome
+            if not self._record():
+                self.log(f"job {job_id} notification: not recorded yet (the state file refused it); kept to record")
+
+    def _record(self) -> bool:
+        """Write the outcomes not yet in the state file, each as its job's event; False when one was refused."""
+        with self._guard:
+            outcomes = dict(self._unrecorded)
+        for job_id, (event, detail) in outcomes.items():
+            try:
+                with self.lock:
+                    self.store.notified(job_id, self.clock(), event, detail)
+            except Exception:  # a full state directory: kept, and written by a later poll
+                return False
+            with self._guard:
+                self._unrecorded.pop(job_id, None)
+                self._in_flight.discard(job_id)
+        return True

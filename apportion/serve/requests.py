@@ -30,8 +30,8 @@ from apportion.serve.elastic_batch import examples_done
 from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_after, spec_from_mapping
-from apportion.serve.notify_hosts import notify_target
 from apportion.serve.lifecycle import check_resumed
+from apportion.serve.notify_hosts import notify_target
 from apportion.serve.policy_check import one_job_view
 from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount
@@ -83,9 +83,7 @@ class Requests:
             raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
-        refusal = None if spec.notify is None else self.config.notify_hosts.refusal(notify_target(spec.notify, source))
-        if refusal is not None:
-            raise InputError(source, refusal, field="notify")
+        self._check_notify(spec, source)
         with self.lock:
             if key is not None:
                 earlier = self._earlier(user, key, digest)  # it may have been stored since
@@ -160,6 +158,14 @@ class Requests:
             if never_runs(view, cluster, ThroughputView(allowed))[0]:
                 raise InputError(source, f"asks for {spec.gpus}; queue '{spec.queue}' may not borrow and its "
                                  f"nominal quota of every allowed type is smaller, so it could never run", field="gpus")
+
+    def _check_notify(self, spec, source: str) -> None:
+        """InputError naming ``notify`` when the server's ``--notify-hosts`` refuses its URL by its text."""
+        if spec.notify is None:
+            return
+        refusal = self.config.notify_hosts.refusal(notify_target(spec.notify, source))
+        if refusal is not None:
+            raise InputError(source, refusal, field="notify")
 
     def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
         """Cancel job ``job_id`` for ``user``: Forbidden unless it is theirs or they are an admin."""

@@ -262,3 +262,25 @@ def test_serve_refuses_a_notify_hosts_entry_that_is_no_host_before_starting(tmp_
     assert result.exit_code != 0
     assert "--notify-hosts: 'bad/host' is not a host name, *.domain, address or network" in result.output
     assert not (tmp_path / "state").exists()
+
+
+def test_a_notification_the_state_file_cannot_record_yet_is_recorded_later_never_sent_twice(tmp_path, receiver, stop,
+                                                                                          monkeypatch):
+    scheduler, client, sender = make(tmp_path)
+    job_id = client.post("/jobs", json=job("j", f"{receiver.url}/ok")).json()["id"]
+    scheduler.tick()
+    scheduler.executor.finish(1, 0)
+    scheduler.tick()
+    notified = scheduler.store.notified
+
+    def full(*args):
+        raise scheduler.store.no_space("disk full")
+
+    monkeypatch.setattr(scheduler.store, "notified", full)
+    sender.start(stop)
+    wait_for(lambda: receiver.to("/ok"), "the notification")
+    time.sleep(0.3)  # many polls while the state file refuses the outcome
+    assert len(receiver.to("/ok")) == 1 and not any(e.startswith("notify") for e, _ in events(client, job_id))
+    monkeypatch.setattr(scheduler.store, "notified", notified)
+    wait_for(lambda: any(e == "notify" for e, _ in events(client, job_id)), "the notify event")
+    assert len(receiver.to("/ok")) == 1
