@@ -104,9 +104,9 @@ class Notifier:
             try:
                 status = post_json(target, body, self.hosts, self.timeout_s)
             except NotSent as err:
+                if err.refused:
+                    return "notify-failed", f"{target.host_header}: not sent: {err}"
                 said = str(err)
-                if said.startswith("refused:"):
-                    return "notify-failed", f"{target.host_header}: not sent: {said.removeprefix('refused: ')}"
                 continue
             if 200 <= status < 300:
                 retried = f" (try {attempt})" if attempt > 1 else ""

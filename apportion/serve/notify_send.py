@@ -21,7 +21,12 @@ from apportion.serve.notify_hosts import NotifyHosts, NotifyTarget
 
 
 class NotSent(Exception):
-    """The POST did not get an answer (refused by the rule, unresolvable, unreachable, too slow)."""
+    """The POST did not get an answer (refused by the rule, unresolvable, unreachable, too slow);
+    ``refused``: the operator's rule refused the address, which no retry changes."""
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 def post_json(target: NotifyTarget, body: bytes, hosts: NotifyHosts, timeout_s: float) -> int:
@@ -73,7 +78,7 @@ def _allowed_address(target: NotifyTarget, hosts: NotifyHosts) -> ipaddress.IPv4
     for address in addresses:
         refusal = hosts.address_refusal(target.host, address)
         if refusal is not None:
-            raise NotSent(f"refused: {refusal}")
+            raise NotSent(refusal, refused=True)
     return addresses[0]
 
 
