@@ -39,6 +39,7 @@ def serve(
     executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine) or ray (a Ray cluster: docs/ray.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (each type's Ray resource, the shared directory).", rich_help_panel="Executor"),
+    notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Where jobs' notify: URLs may point: hosts, *.domain, networks, or none (default: no link-local, loopback, multicast or reserved address).", rich_help_panel="Security"),
     warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
@@ -59,6 +60,7 @@ def serve(
     from apportion.experiment import policy_from_spec
     from apportion.perf.accelerators import list_prices
     from apportion.serve.scheduler import check_policy
+    from apportion.serve.notify_hosts import NotifyHosts
     from apportion.serve.server import ServerError, ServerOptions, is_loopback
     from apportion.serve.server import serve as run_server
     from apportion.serve.slots import describe, detect_gpus, parse_slots
@@ -98,7 +100,8 @@ def serve(
                             warm_start=settings.warm_start, received_since=settings.received_since,
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
-                            policy_options=opt.record_policy_options(settings.policy_options))
+                            policy_options=opt.record_policy_options(settings.policy_options),
+                            notify_hosts=NotifyHosts.parse(settings.notify_hosts))
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -23,6 +23,7 @@ from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OF
 from apportion.serve.dashboard import add_dashboard
 from apportion.serve.edge import LimitBody, LimitFailures
 from apportion.serve.history import History
+from apportion.serve.metrics import add_metrics
 from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount
 from apportion.serve.scheduler import Conflict, Forbidden, NotFound, Scheduler
@@ -171,6 +172,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         return scheduler.status()
 
     add_dashboard(app, scheduler, authenticator, history)
+    add_metrics(app, scheduler, user_caller)  # GET /metrics: who may read /status may scrape it
     add_api_docs(app)  # last: it describes the routes above
     return app
 

@@ -91,6 +91,11 @@ ROUTES = {
         "attempts", "Report an attempt's progress",
         "For the job's own attempt, with its credential: the steps done and its speed, which the scheduler's "
         "estimates use.", (400, 401, 403, 404, 409), body="Progress"),
+    ("get", "/metrics"): RouteDoc(
+        "server", "Prometheus metrics",
+        "The server in Prometheus's text format: slots busy per GPU type, jobs by status and queue, round times, "
+        "preemptions, lease answers, request latencies and each user's GPU-seconds (docs/serve.md, Metrics).",
+        (401, 403)),
     ("get", "/status"): RouteDoc(
         "server", "The server",
         "Its policy, round, slots and who holds them, jobs by status, hung attempts and the time a round takes."),

@@ -19,6 +19,7 @@ __all__ = ["MAX_GPUS", "MAX_STEPS"]
 
 MAX_NAME = 256  # characters of a name, user, queue, kind, GPU type, environment variable name
 MAX_PATH = 4096  # characters of workdir and checkpoint_dir (Linux's PATH_MAX)
+MAX_URL = 2048  # characters of a job's notify URL
 MAX_COMMAND = 16 * 1024  # characters of a command: the shell line, or its arguments together
 MAX_ARGS = 1024  # arguments of a command given as a list
 MAX_ENV = 256  # environment variables of one job
@@ -37,7 +38,8 @@ MIN_HUNG_AFTER_S = 10.0  # a job's hung_after_s: less and a lease call slowed by
 MAX_HUNG_AFTER_S = 7 * 86400.0  # a week of silence: beyond it a job could hold its slots doing nothing for good
 MAX_TIME_LIMIT_S = 366 * 86400.0  # a job's time_limit: a year of running time
 # characters of the largest valid job: its environment, command, paths, GPU types and a few dozen names
-MAX_JOB_CHARS = MAX_ENV * (MAX_NAME + MAX_ENV_VALUE) + MAX_COMMAND + 2 * MAX_PATH + (MAX_GPU_TYPES + 32) * MAX_NAME
+MAX_JOB_CHARS = (MAX_ENV * (MAX_NAME + MAX_ENV_VALUE) + MAX_COMMAND + 2 * MAX_PATH + MAX_URL
+                 + (MAX_GPU_TYPES + 32) * MAX_NAME)
 # bytes of a request body (about 34 MB): that job with every character escaped as JSON's \uXXXX (6
 # bytes), with margin; a longer body is refused (413) before it is read (edge.py)
 MAX_BODY = 8 * MAX_JOB_CHARS

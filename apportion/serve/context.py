@@ -12,6 +12,7 @@ from typing import Callable
 from apportion.executors.base import Executor
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.policies.base import Policy
+from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.runas import RunAs
 from apportion.serve.slots import Slot
 from apportion.serve.state import StateStore
@@ -42,6 +43,7 @@ class ServeConfig:
     shared_dir: Path | None = None  # where jobs' default checkpoint directories live, if not the state directory
     # (on Ray: a directory every node reaches)
     policy_options: dict = field(default_factory=dict)  # what the policy was built with, as JSON (for a replay)
+    notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may point
 
 
 def with_note(reason: str, note: str | None) -> str:

@@ -53,6 +53,7 @@ class JobRecord:
     retries: int
     preemptions: int
     hangs: int
+    notify_pending: bool  # its notify URL is still to be told that it ended
     started: float | None
     finished: float | None
     exit_code: int | None
@@ -171,7 +172,7 @@ JOB_COLUMNS = frozenset(f.name for f in fields(JobRecord)) - set(DERIVED)
 # what a column an older state file lacks reads as (opened read-only, it is not migrated)
 _JOB_DEFAULTS = {"partner": None, "shared_by_type": "{}", "move_to": "", "elastic": "", "batch_size": None,
                  "batch_log": "", "heard_at": None, "hangs": 0, "reason_log": "",
-                 "after": ""}
+                 "after": "", "notify_pending": 0}
 
 
 def job_record(row: Mapping[str, Any]) -> JobRecord:
@@ -181,6 +182,7 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
     if "attempt_live" not in have:  # written before it was recorded: a process id meant an attempt alive
         value["attempt_live"] = row["pid"] is not None
     value["attempt_live"] = bool(value["attempt_live"])
+    value["notify_pending"] = bool(value["notify_pending"])
     value["spec"] = json.loads(value["spec"])
     value["service_by_type"] = json.loads(value["service_by_type"] or "{}")
     value["shared_by_type"] = json.loads(value["shared_by_type"] or "{}")

@@ -31,6 +31,7 @@ from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_after, spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
+from apportion.serve.notify_hosts import notify_target
 from apportion.serve.policy_check import one_job_view
 from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount
@@ -60,6 +61,7 @@ class Requests:
         self.store, self.executor, self.policy, self.config = state.store, state.executor, state.policy, state.config
         self.clock, self.log, self.lock, self.changed = state.clock, state.log, state.lock, state.changed
         self.gpu_types, self.capacity = state.gpu_types, state.capacity
+        self.lease_answers = {"renew": 0, "stop": 0}  # lease calls answered this run, for /metrics
 
     def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
         """Check a job spec (InputError naming the field) and store it; returns the job id.
@@ -81,6 +83,7 @@ class Requests:
             raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
+        self._check_notify(spec, source)
         with self.lock:
             if key is not None:
                 earlier = self._earlier(user, key, digest)  # it may have been stored since
@@ -156,6 +159,14 @@ class Requests:
                 raise InputError(source, f"asks for {spec.gpus}; queue '{spec.queue}' may not borrow and its "
                                  f"nominal quota of every allowed type is smaller, so it could never run", field="gpus")
 
+    def _check_notify(self, spec, source: str) -> None:
+        """InputError naming ``notify`` when the server's ``--notify-hosts`` refuses its URL by its text."""
+        if spec.notify is None:
+            return
+        refusal = self.config.notify_hosts.refusal(notify_target(spec.notify, source))
+        if refusal is not None:
+            raise InputError(source, refusal, field="notify")
+
     def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
         """Cancel job ``job_id`` for ``user``: Forbidden unless it is theirs or they are an admin."""
         with self.lock:
@@ -216,8 +227,10 @@ class Requests:
                 now = self.clock()
             if row.stop is not None or row.status != "running":
                 self.store.attempt_stop_told(job_id, attempt, now, steps_done, row.lease_end)
+                self.lease_answers["stop"] += 1
                 return {"renew": False}
             self.store.attempt_lease_told(job_id, attempt, row.lease_end)
+            self.lease_answers["renew"] += 1
             return {"renew": True, "lease_end": row.lease_end}
 
     def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, **measured) -> str:

@@ -33,16 +33,29 @@ from apportion.serve.jobspec import check_stored
 from apportion.serve.state import ACTIVE
 
 MAX_FAILED_PER_ROUND = 8  # jobs a round may fail for making the planner raise; past that it is not theirs
+ROUND_BOUNDS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 
 
 @dataclass
 class RoundStats:
-    """The time the scheduler spent deciding rounds (milliseconds), for `apportion status`."""
+    """The time the scheduler spent deciding rounds (milliseconds), for `apportion status` and the
+    round-time histogram of /metrics (``at_most``: rounds this run that took at most each of ROUND_BOUNDS_MS)."""
 
     rounds: int = 0
     last_ms: float = 0.0
     total_ms: float = 0.0
     history_ms: list[float] = field(default_factory=list)
+    at_most: list[int] = field(default_factory=lambda: [0] * len(ROUND_BOUNDS_MS))
+
+    def record(self, elapsed_ms: float) -> None:
+        """One more round, that took ``elapsed_ms``."""
+        self.rounds += 1
+        self.last_ms = elapsed_ms
+        self.total_ms += elapsed_ms
+        self.history_ms = (self.history_ms + [elapsed_ms])[-1000:]
+        for i, bound in enumerate(ROUND_BOUNDS_MS):
+            if elapsed_ms <= bound:
+                self.at_most[i] += 1
 
 
 class Rounds:
@@ -129,11 +142,7 @@ class Rounds:
             self.last_round_at = now
             self.state.dirty = False
             self.changed.notify_all()
-        elapsed = (time.perf_counter() - started) * 1000
-        self.stats.rounds += 1
-        self.stats.last_ms = elapsed
-        self.stats.total_ms += elapsed
-        self.stats.history_ms = (self.stats.history_ms + [elapsed])[-1000:]
+        self.stats.record((time.perf_counter() - started) * 1000)
 
     def _check_new(self, table: dict) -> dict[int, str]:
         """{row: why} for the jobs this run has not seen before whose stored fields a round cannot use

@@ -18,6 +18,8 @@ from apportion.workloads.catalog import builtin_throughputs
 from apportion.policies.base import Policy
 from apportion.serve.auth import check_secret, reserved, reserved_reason
 from apportion.serve.bounds import MAX_BODY
+from apportion.serve.notifier import Notifier
+from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.private import private_dir, tighten
 from apportion.serve.runas import RunAs
 from apportion.serve.scheduler import Scheduler, ServeConfig
@@ -46,6 +48,7 @@ class ServerOptions:
     warm_start: bool = True  # the local executor keeps warm wrappers for Python jobs (executors/local/warm_start.py)
     received_since: str = "allocation"  # the received share's rule (mechanism/received.py)
     max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
+    notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may go (notify_hosts.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -148,6 +151,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}), received_since=options.received_since,
+        notify_hosts=options.notify_hosts,
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)
@@ -165,6 +169,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     stop = threading.Event()
     loop = threading.Thread(target=scheduler.run, args=(stop,), name="apportion-scheduler", daemon=True)
     loop.start()
+    Notifier(store, scheduler.lock, options.notify_hosts, config.server_url, log=log).start(stop)
     history = History()  # the dashboard's charts over time
     threading.Thread(target=keep_sampling, args=(scheduler, history, stop, sample_every_s(options.round_s)),
                      name="apportion-dashboard", daemon=True).start()

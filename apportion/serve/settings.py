@@ -42,6 +42,7 @@ class ServeSettings:
     ray_address: str | None = None
     cluster: Path | None = None  # executor ray: the cluster file
     warm_start: bool = True
+    notify_hosts: str | None = None  # where jobs' notify: URLs may point (serve/notify_hosts.py); None: the default rule
     policy_options: dict[str, Any] = field(default_factory=dict)  # the policy options asked for, by option name
 
 
@@ -107,6 +108,14 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
             checkpoint_every = str(CheckpointEvery.parse(checkpoint_every, source="checkpoint_every"))
         except ValueError as exc:
             raise SettingError("checkpoint_every", str(exc).removeprefix("checkpoint_every: ")) from None
+    if s.notify_hosts is not None:
+        from apportion.core.errors import InputError
+        from apportion.serve.notify_hosts import NotifyHosts
+
+        try:
+            NotifyHosts.parse(s.notify_hosts, source="notify_hosts")
+        except InputError as exc:
+            raise SettingError("notify_hosts", exc.message, joiner=": ") from None
     if s.run_as is not None and s.run_as not in RUN_AS:
         raise SettingError("run_as", f"must be one of {', '.join(RUN_AS)}, got {s.run_as!r}")
     if s.token is not None and s.token_file is not None:

@@ -73,9 +73,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     elastic TEXT NOT NULL DEFAULT '',   -- an elastic job's limits (the spec's `elastic`) as JSON; '' for a fixed size
     batch_size INTEGER,                 -- an elastic job's batch for its next attempt, as its round chose; NULL: its own
     after TEXT NOT NULL DEFAULT '',     -- ids of the jobs it must see completed before it starts, comma-separated
-    batch_log TEXT NOT NULL DEFAULT ''  -- a target in examples: [[first step, examples before it, batch], ...] an attempt
+    batch_log TEXT NOT NULL DEFAULT '', -- a target in examples: [[first step, examples before, batch], ...] an attempt
+    notify_pending INTEGER NOT NULL DEFAULT 0 -- 1 while its notify URL is still to be told that it ended
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
+CREATE INDEX IF NOT EXISTS jobs_totals ON jobs(status, queue, user);  -- /metrics groups jobs by these, unsorted
 CREATE TABLE IF NOT EXISTS throughputs (
     kind TEXT NOT NULL,
     gpu_type TEXT NOT NULL,
@@ -133,6 +135,7 @@ CREATE TABLE IF NOT EXISTS attempts (  -- one row an attempt, with the times the
     how TEXT,                           -- completed, preempted, moved, crashed, failed, cancelled
     PRIMARY KEY (job_id, attempt)
 );
+CREATE INDEX IF NOT EXISTS attempts_how ON attempts(how);  -- /metrics counts attempts by how they ended
 CREATE TABLE IF NOT EXISTS elastic_steps (  -- elastic jobs' measured steps, one row a size: what their models fit
     job_id INTEGER NOT NULL,
     gpu_type TEXT NOT NULL,
@@ -204,6 +207,8 @@ class StateStore:
                     conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
             if "attempt_live" not in have:  # an older apportion recorded an attempt alive as a process id
                 conn.execute("UPDATE jobs SET attempt_live = 1 WHERE pid IS NOT NULL")
+            # the few jobs with a notification still to send, found without reading the others
+            conn.execute("CREATE INDEX IF NOT EXISTS jobs_notify ON jobs(id) WHERE notify_pending")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -283,10 +288,10 @@ class StateStore:
         with self.transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO jobs (name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
-                " reason, submitted, elastic, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued',"
-                " 'waiting for its first round', ?, ?, ?)",
+                " reason, submitted, elastic, after, notify_pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued',"
+                " 'waiting for its first round', ?, ?, ?, ?)",
                 (name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted, elastic,
-                 after),
+                 after, int(bool(spec.get("notify")))),
             )
             job_id = int(cursor.lastrowid)
             if key is not None:
@@ -416,6 +421,39 @@ class StateStore:
         counts = dict.fromkeys(STATUSES, 0)
         counts.update({status: n for status, n in rows})
         return counts
+
+    def job_totals(self, now: float) -> list[tuple[str, str, str, int, int, int, float, str]]:
+        """(status, queue, user, first job id, jobs, preemptions, GPU-seconds, slots held) for each such
+        group, in one query: GPU-seconds count live attempts' service up to ``now`` (accounting.py's rule:
+        seconds × slots), slots held are those of its live attempts, comma-separated ('' for none)."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT status, queue, user, MIN(id), COUNT(*), COALESCE(SUM(preemptions), 0),"
+                " COALESCE(SUM(service_gpu_s + CASE WHEN attempt_live AND accounted_at IS NOT NULL"
+                " THEN MAX(0, ? - accounted_at) * (LENGTH(slots) - LENGTH(REPLACE(slots, ',', '')) + 1)"
+                " ELSE 0 END), 0),"
+                " COALESCE(GROUP_CONCAT(CASE WHEN attempt_live AND slots != '' THEN slots END), '')"
+                " FROM jobs GROUP BY status, queue, user", (now,)).fetchall()
+
+    def attempt_counts(self) -> dict[str, int]:
+        """Attempts by how they ended ('' for those not ended), over every run of this state file."""
+        with self._lock:
+            rows = self._conn.execute("SELECT COALESCE(how, ''), COUNT(*) FROM attempts GROUP BY how").fetchall()
+        return {how: int(n) for how, n in rows}
+
+    def notifications_due(self, limit: int) -> list[JobRecord]:
+        """Ended jobs (no attempt alive any more) whose notification is still to be sent, oldest first."""
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM jobs INDEXED BY jobs_notify WHERE notify_pending AND NOT"
+                                      " attempt_live AND status IN ('completed', 'failed', 'cancelled')"
+                                      " ORDER BY id LIMIT ?", (limit,)).fetchall()
+        return [job_record(r) for r in rows]
+
+    def notified(self, job_id: int, now: float, event: str, detail: str) -> None:
+        """Job ``job_id``'s notification is done with (sent or given up): no longer due, and said in its events."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE jobs SET notify_pending = 0 WHERE id = ?", (job_id,))
+            self.add_event(now, job_id, event, detail)
 
     # throughputs -------------------------------------------------------------------------
 
@@ -663,7 +701,7 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "elastic": "TEXT NOT NULL DEFAULT ''",
                   "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
                   "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''",
-                  "after": "TEXT NOT NULL DEFAULT ''"}
+                  "after": "TEXT NOT NULL DEFAULT ''", "notify_pending": "INTEGER NOT NULL DEFAULT 0"}
 _ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 

@@ -1,0 +1,153 @@
+"""GET /metrics: the server in Prometheus's text format (docs/serve.md, "Metrics").
+
+What the state file holds (slots, jobs, attempts, preemptions, users' GPU time) is read at
+scrape time by one collector, a few grouped queries under the state lock, so nothing is kept
+twice and counters survive restarts; what only this run knows (round times, lease answers)
+comes from the scheduler's own counts. Request latencies are observed by a small ASGI
+middleware, labelled by the route's template (``/jobs/{job_id}``), never by the raw path, so
+no caller can create series at will. Each app has its own registry.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import Response
+from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from apportion.serve.rounds import ROUND_BOUNDS_MS
+from apportion.serve.scheduler import Scheduler
+from apportion.serve.state import STATUSES
+
+MAX_LABELLED = 100  # queues, and users, with series of their own; the later ones are summed under OTHER
+OTHER = "(other)"
+METHODS = ("GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH")
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"  # what generate_latest writes, and every Prometheus reads
+UNROUTED = "(none)"  # a request answered before routing (413, 429) or matching no route (404)
+
+
+def add_metrics(app: FastAPI, scheduler: Scheduler, reader: Callable) -> None:
+    """GET /metrics on ``app``, for the callers ``reader`` (a FastAPI dependency) lets in; and
+    the middleware timing every request."""
+    disable_created_metrics()  # no *_created series beside each histogram: Prometheus does not need them
+    registry = CollectorRegistry()
+    registry.register(StateCollector(scheduler))
+    requests = Histogram("apportion_request_seconds", "Time to answer an API request, by method, route template"
+                         " and status code", ["method", "route", "code"], registry=registry)
+    submits = Histogram("apportion_submit_seconds", "Time to check and store a submitted job (POST /jobs), by"
+                        " outcome: accepted or refused", ["outcome"], registry=registry)
+    app.add_middleware(RequestTimer, requests=requests, submits=submits)
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics(who=Depends(reader)) -> Response:
+        return Response(generate_latest(registry), media_type=TEXT_FORMAT)
+
+
+class StateCollector:
+    """The metrics read at scrape time: from the state file, and from this run's round and lease counts."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    def collect(self):
+        scheduler = self.scheduler
+        with scheduler.lock:
+            totals = scheduler.store.job_totals(scheduler.clock())
+            attempts = scheduler.store.attempt_counts()
+        yield from self._slots({slot for *_, held in totals if held for slot in held.split(",")})
+        queues = _labelled({(queue, first) for _, queue, _, first, *_ in totals})
+        users = _labelled({(user, first) for _, _, user, first, *_ in totals})
+        jobs: dict[tuple[str, str], int] = {}
+        gpu_s: dict[str, float] = {}
+        preemptions = 0
+        for status, queue, user, _, count, preempted, seconds, _ in totals:
+            key = (queue if queue in queues else OTHER, status)
+            jobs[key] = jobs.get(key, 0) + count
+            label = user if user in users else OTHER
+            gpu_s[label] = gpu_s.get(label, 0.0) + seconds
+            preemptions += preempted
+        family = GaugeMetricFamily("apportion_jobs", "Jobs by status and queue", labels=["status", "queue"])
+        for queue in sorted({q for q, _ in jobs}):
+            for status in STATUSES:
+                family.add_metric([status, queue], jobs.get((queue, status), 0))
+        yield family
+        family = CounterMetricFamily("apportion_user_gpu_seconds", "GPU-seconds held by each user's jobs (slots ×"
+                                     " seconds, live attempts up to now)", labels=["user"])
+        for user in sorted(gpu_s):
+            family.add_metric([user], gpu_s[user])
+        yield family
+        yield CounterMetricFamily("apportion_preemptions", "Preemptions of jobs (attempts stopped for a round, not"
+                                  " counting moves)", value=preemptions)
+        yield CounterMetricFamily("apportion_attempts_started", "Attempts started", value=sum(attempts.values()))
+        family = CounterMetricFamily("apportion_attempts_ended", "Attempts ended, by how: completed, preempted,"
+                                     " moved, crashed, failed or cancelled", labels=["how"])
+        for how in sorted(h for h in attempts if h):
+            family.add_metric([how], attempts[how])
+        yield family
+        answers = scheduler.requests.lease_answers
+        yield CounterMetricFamily("apportion_lease_renewals", "Lease calls answered renew: true (this run)",
+                                  value=answers["renew"])
+        yield CounterMetricFamily("apportion_lease_stops", "Lease calls answered renew: false: checkpoint and exit"
+                                  " (this run)", value=answers["stop"])
+        yield self._round_times()
+
+    def _slots(self, held: set[str]):
+        busy = GaugeMetricFamily("apportion_slots_busy", "Slots held by a live attempt, by GPU type",
+                                 labels=["gpu_type"])
+        offered = GaugeMetricFamily("apportion_slots", "Slots this server offers, by GPU type", labels=["gpu_type"])
+        slot_by_id = self.scheduler.state.slot_by_id
+        types = [slot_by_id[s].gpu_type for s in held if s in slot_by_id]
+        for gpu_type in self.scheduler.gpu_types:
+            offered.add_metric([gpu_type], self.scheduler.capacity[gpu_type])
+            busy.add_metric([gpu_type], types.count(gpu_type))
+        return busy, offered
+
+    def _round_times(self) -> HistogramMetricFamily:
+        stats = self.scheduler.stats
+        buckets = [(f"{bound / 1000:g}", count) for bound, count in zip(ROUND_BOUNDS_MS, stats.at_most)]
+        return HistogramMetricFamily("apportion_round_seconds", "Time to decide and apply a round (this run)",
+                                     buckets=[*buckets, ("+Inf", stats.rounds)], sum_value=stats.total_ms / 1000)
+
+
+def _labelled(seen: set[tuple[str, int]]) -> set[str]:
+    """The names with series of their own: the MAX_LABELLED with the earliest first job (a set that
+    does not change as later names arrive, so that a counter summed under OTHER never goes down)."""
+    first: dict[str, int] = {}
+    for name, job_id in seen:
+        first[name] = min(job_id, first.get(name, job_id))
+    return set(sorted(first, key=lambda name: first[name])[:MAX_LABELLED])
+
+
+class RequestTimer:
+    """ASGI middleware: each HTTP request's time into ``requests`` (and POST /jobs's into ``submits``),
+    labelled by the route template the router matched."""
+
+    def __init__(self, app, requests: Histogram, submits: Histogram) -> None:
+        self.app = app
+        self.requests = requests
+        self.submits = submits
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        status = 500  # what the server answers if the app raises before a response starts
+
+        async def noted_send(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noted_send)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", None) or UNROUTED
+            method = scope.get("method") if scope.get("method") in METHODS else "other"
+            self.requests.labels(method, route, str(status)).observe(elapsed)
+            if method == "POST" and route == "/jobs":
+                self.submits.labels("accepted" if status < 300 else "refused").observe(elapsed)
