@@ -39,7 +39,7 @@ def serve(
     executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine) or ray (a Ray cluster: docs/ray.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (each type's Ray resource, the shared directory).", rich_help_panel="Executor"),
-    notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Where jobs' notify: URLs may point: hosts, *.domain, networks, or none (default: no link-local, loopback, multicast or reserved address).", rich_help_panel="Security"),
+    notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks jobs' notify: URLs may reach; none: no notifications.", rich_help_panel="Security"),
     warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""

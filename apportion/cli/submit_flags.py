@@ -51,6 +51,7 @@ FLAGS = (
     Flag("--queue", "queue", "text", "QUEUE", "Its queue."),
     Flag("--env", "env", "env", "NAME=VALUE", "An environment variable for it (repeat for more)."),
     Flag("--after", "after", "list", "ID,ID", "Jobs that must complete before it starts."),
+    Flag("--notify", "notify", "text", "URL", "An http(s) URL POSTed a JSON summary when it ends."),
     Flag("--time-limit", "time_limit", "text", "TIME", "Running time over all its attempts, then it fails (3600, 90m, 12h, 2d)."),
     Flag("--workdir", "workdir", "path", "DIR", "Where the command runs (default: this directory)."),
     Flag("--checkpoint-dir", "checkpoint_dir", "path", "DIR", "Where its checkpoints go (default: the server's state directory)."),

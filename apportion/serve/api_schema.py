@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from apportion.serve.bounds import (
     MAX_AFTER, MAX_ARGS, MAX_ATTEMPT, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S,
-    MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
+    MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_URL, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
 )
 
 
@@ -70,6 +70,9 @@ JOB_SPEC = {
         "after": {"type": "array", "maxItems": MAX_AFTER,
                   "items": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_JOB_ID}, {"type": "string"}]},
                   "description": "Ids of jobs that must complete before it starts (the submitting user's own)."},
+        "notify": {"type": "string", "maxLength": MAX_URL, "format": "uri",
+                   "description": "An http(s) URL POSTed a JSON summary when the job ends; where it may point is the "
+                                  "server's --notify-hosts."},
     },
 }
 

@@ -41,7 +41,7 @@ def add_metrics(app: FastAPI, scheduler: Scheduler, reader: Callable) -> None:
                         " outcome: accepted or refused", ["outcome"], registry=registry)
     app.add_middleware(RequestTimer, requests=requests, submits=submits)
 
-    @app.get("/metrics", include_in_schema=False)
+    @app.get("/metrics")
     def metrics(who=Depends(reader)) -> Response:
         return Response(generate_latest(registry), media_type=TEXT_FORMAT)
 

@@ -92,6 +92,7 @@ def test_a_command_after_dashes_replaces_the_file_s(sent, tmp_path):
     (["--time-limit", "soon"], "--time-limit: must be seconds, or a number with a unit s, m, h or d (90m, 12h), "
                                "got 'soon'"),
     (["--gpu-type", "v100,"], "--gpu-type: must be a GPU type name, got ''"),
+    (["--notify", "ftp://x"], "--notify: must be an http:// or https:// URL, got scheme 'ftp'"),
 ])
 def test_an_error_names_the_flag_and_nothing_is_sent(sent, flags, error):
     result = submit("--steps", "10", *flags, "--", "python", "train.py")
