@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from apportion.core.errors import InputError
-from apportion.serve import bodies
+from apportion.serve import bodies, usage
 from apportion.serve.auth import Authenticator, Identity, NotAllowed, TooManyFailures, Unauthorized
 from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OFFSET, clip
 from apportion.serve.dashboard import add_dashboard
@@ -163,6 +163,21 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         done = not live and len(data) < limit and used == len(data)
         return {"text": text, "offset": offset + used, "done": done, "attempt": number, "attempts": latest,
                 "status": row.status}
+
+    @app.get("/history")
+    def accounting(user: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   queue: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   state: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   since: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   until: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   by: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   limit: Optional[int] = Query(default=None, ge=1, le=MAX_JOB_ID),
+                   who: Identity = Depends(user_caller)) -> dict:
+        now = scheduler.clock()
+        filters = usage.parse_filters(user=user, queue=queue, state=state, since=since, until=until, now=now)
+        grouping = usage.parse_grouping(by)
+        table = usage.usage(*scheduler.store.accounting_columns(), filters, now)
+        return usage.report(table, who.may_see, grouping, limit)
 
     @app.get("/status")
     def status(who: Identity = Depends(user_caller)) -> dict:

@@ -158,3 +158,8 @@ class Client:
 
     def status(self) -> dict:
         return self._call("GET", "/status")
+
+    def history(self, **filters) -> dict:
+        """``GET /history``: the jobs ``filters`` choose (user, queue, state, since, until, by, limit;
+        None: not given) with their accounting and totals."""
+        return self._call("GET", "/history", params={k: v for k, v in filters.items() if v is not None})
