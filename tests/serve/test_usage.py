@@ -13,12 +13,17 @@ job 2 held 2 k80s for 120 s (240 GPU-s), waited 0 s.
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
+from live_server import LiveServer
+from serve_helpers import wait_for
+from typer.testing import CliRunner
 
+from apportion.cli import app
 from apportion.core.errors import InputError
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
@@ -215,3 +220,29 @@ def test_a_live_attempt_counts_until_now(tmp_path):
 
     assert [(j["id"], j["run_s"], j["gpu_hours"], j["wait_s"]) for j in running["jobs"]] == \
         [("4", 90.0, {"k80": round(180 / H, 6)}, 100.0)]
+
+
+def test_apportion_history_asks_the_running_server(tmp_path):
+    live = LiveServer(tmp_path / "state", slots="cpu:2", users=("ann",)).start()
+    try:
+        first = live.submit("cnn", "ann")
+        live.submit("lm", "ann")
+        wait_for(lambda: live.status_of(first) == "running", 20, "job 1 to start")
+        live.finish(first, 0)
+        wait_for(lambda: live.status_of(first) == "completed", 20, "job 1 to complete")
+        token_file = tmp_path / "token"
+        token_file.write_text(live.credential["ann"])
+        token_file.chmod(0o600)
+        result = CliRunner().invoke(app, ["history", "--server", live.url, "--token-file", str(token_file), "--json",
+                                          "--since", "1h"])
+        everything = CliRunner().invoke(app, ["history", "--server", live.url, "--token-file", str(token_file),
+                                              "--state", "all"])
+    finally:
+        live.stop()
+
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert [(j["id"], j["name"], j["status"], j["gpu_types"]) for j in answer["jobs"]] == [("1", "cnn", "completed",
+                                                                                            ["cpu"])]
+    assert everything.exit_code == 0, everything.output
+    assert "total: 2 job(s)" in everything.output
