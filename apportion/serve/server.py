@@ -164,7 +164,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     stop = threading.Event()
     loop = threading.Thread(target=scheduler.run, args=(stop,), name="apportion-scheduler", daemon=True)
     loop.start()
-    history = History()  # the dashboard's charts over time
+    history = History(store=store)  # the dashboard's charts over time, kept in the state file
     threading.Thread(target=keep_sampling, args=(scheduler, history, stop, sample_every_s(options.round_s)),
                      name="apportion-dashboard", daemon=True).start()
     if ready is not None:

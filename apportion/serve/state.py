@@ -158,6 +158,13 @@ CREATE TABLE IF NOT EXISTS submit_keys (  -- idempotency keys of submissions: a 
     body TEXT NOT NULL,                 -- SHA-256 of the request, to refuse the same key with another job
     PRIMARY KEY (user, key)
 );
+CREATE TABLE IF NOT EXISTS samples (  -- the dashboard's cluster over time (history.py), bounded by halving
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    queued INTEGER NOT NULL,            -- jobs waiting
+    running INTEGER NOT NULL,
+    busy TEXT NOT NULL DEFAULT '{}'     -- {gpu_type: busy slots}
+);
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -474,6 +481,27 @@ class StateStore:
         with self._lock:
             rows = self._conn.execute("SELECT job_id, noise_scale, params FROM elastic_models").fetchall()
         return {int(j): (phi, json.loads(params)) for j, phi, params in rows}
+
+    # the dashboard's samples ------------------------------------------------------------
+
+    def put_sample(self, time: float, queued: int, running: int, busy: dict[str, int],
+                   keep: list[float] | None = None) -> None:
+        """Store one sample of the cluster; ``keep``: the times of the samples to keep, when the
+        series was just thinned (the others are deleted in the same transaction)."""
+        with self.transaction() as conn:
+            conn.execute("INSERT INTO samples (time, queued, running, busy) VALUES (?, ?, ?, ?)",
+                         (time, queued, running, json.dumps(busy, sort_keys=True)))
+            if keep is not None:
+                conn.execute("CREATE TEMP TABLE IF NOT EXISTS kept_samples (time REAL)")
+                conn.execute("DELETE FROM kept_samples")
+                conn.executemany("INSERT INTO kept_samples VALUES (?)", [(t,) for t in keep])
+                conn.execute("DELETE FROM samples WHERE time NOT IN (SELECT time FROM kept_samples)")
+
+    def samples(self) -> list[tuple[float, int, int, dict[str, int]]]:
+        """The dashboard's samples, oldest first: (time, queued, running, {gpu_type: busy})."""
+        with self._lock:
+            rows = self._conn.execute("SELECT time, queued, running, busy FROM samples ORDER BY id").fetchall()
+        return [(t, q, r, json.loads(busy)) for t, q, r, busy in rows]
 
     # accounting ----------------------------------------------------------------------------
 

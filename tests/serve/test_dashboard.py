@@ -179,3 +179,17 @@ def test_the_list_holds_every_active_job_and_the_last_finished_ones(tmp_path, mo
 
     assert [j["id"] for j in state["jobs"]] == ["2", "3", "4", "5"]
     assert state["finished_not_shown"] == 1
+
+
+def test_a_restarted_server_shows_the_cluster_before_its_start(tmp_path):
+    first = Server(tmp_path)
+    first.history = History(store=first.store)
+    first.scheduler.submit(job("one", "ann"), "ann")
+    sample(first.scheduler, first.history, now=100.0)
+    first.store.close()
+
+    second = Server(tmp_path)  # the same state directory
+    second.app = create_app(second.scheduler, None, History(store=second.store))
+    history = second.client().get("/dashboard/state").json()["history"]
+
+    assert history == {"t": [100.0], "queued": [1], "running": [0], "busy": {"cpu": [0], "v100": [0]}}
