@@ -17,7 +17,7 @@ from apportion.serve.space import NoSpace
 if TYPE_CHECKING:
     from apportion.serve.state import StateStore
 
-GAP = 5.0  # samples further apart than this many times the usual interval: no server ran between them
+GAP = 5.0  # samples this many times further apart than those around them: no server ran between them
 
 
 class History:
@@ -68,9 +68,8 @@ class History:
 
     def cluster(self, gpu_types: Sequence[str], points: int = 600) -> dict:
         """The samples as columns (at most ``points``, evenly thinned): ``t``, ``queued``,
-        ``running`` and ``busy`` (a column for each of ``gpu_types``); where no server ran (samples
-        more than ``GAP`` times the median interval apart) a point of None values, halfway, breaks
-        the lines."""
+        ``running`` and ``busy`` (a column for each of ``gpu_types``); where no server ran (see
+        ``_with_gaps``) a point of None values, halfway, breaks the lines."""
         with self._lock:
             samples = list(self._samples)
         samples = _with_gaps(_thinned(samples, points))
@@ -105,17 +104,15 @@ def _halved(points: list) -> list:
 
 
 def _with_gaps(samples: list) -> list:
-    """``samples`` with a point of None values halfway across each gap much longer than the usual interval."""
-    if len(samples) < 3:
-        return samples
-    steps = sorted(b[0] - a[0] for a, b in zip(samples, samples[1:]))
-    usual = steps[len(steps) // 2]
-    if usual <= 0:
-        return samples
-    broken = [samples[0]]
-    for before, after in zip(samples, samples[1:]):
-        if after[0] - before[0] > GAP * usual:
-            broken.append(((before[0] + after[0]) / 2, None, None, None))
+    """``samples`` with a point of None values halfway across each gap more than ``GAP`` times
+    longer than the intervals either side of it (a series halved, or sampled at another rate by
+    another server, changes its interval only by a few times, never abruptly by that much)."""
+    steps = [b[0] - a[0] for a, b in zip(samples, samples[1:])]
+    broken = samples[:1]
+    for i, after in enumerate(samples[1:]):
+        around = steps[max(0, i - 1):i] + steps[i + 1:i + 2]
+        if around and steps[i] > GAP * max(around):
+            broken.append(((samples[i][0] + after[0]) / 2, None, None, None))
         broken.append(after)
     return broken
 

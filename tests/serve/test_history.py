@@ -86,3 +86,14 @@ def test_a_full_state_directory_keeps_the_sample_in_memory(tmp_path):
     history.sample(1.0, queued=1, running=0, busy={})
 
     assert history.cluster(())["t"] == [1.0]
+
+
+def test_a_series_halved_or_sampled_faster_after_a_restart_breaks_only_where_no_server_ran(tmp_path):
+    history = History(store=StateStore(tmp_path / "state.db"))
+    for t in (0.0, 20.0, 40.0, 50.0, 60.0, 65.0, 70.0):  # halved twice, then once: 20 s, 10 s, then 5 s apart
+        history.sample(t, queued=1, running=0, busy={})
+    for t in (900.0, 900.5, 901.0):  # the next server samples every half second
+        history.sample(t, queued=1, running=0, busy={})
+
+    assert history.cluster(())["t"] == [0.0, 20.0, 40.0, 50.0, 60.0, 65.0, 70.0, 485.0, 900.0, 900.5, 901.0]
+    assert history.cluster(())["queued"][7] is None
