@@ -19,6 +19,8 @@ from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from live_server import LiveServer
 from serve_helpers import wait_for
 from typer.testing import CliRunner
@@ -246,3 +248,20 @@ def test_apportion_history_asks_the_running_server(tmp_path):
                                                                                             ["cpu"])]
     assert everything.exit_code == 0, everything.output
     assert "total: 2 job(s)" in everything.output
+
+
+FILTER_TEXT = st.one_of(st.text(max_size=24), st.sampled_from(
+    ["", ",", "all,all", "1e400", "nan", "-1", "99999999999w", "2026-02-30", "9999-12-31T23:59", "0", "\x00",
+     "ann,\u00e9", "x" * 4096, str(2**63), "type", "1.5h"]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(params=st.dictionaries(st.sampled_from(["user", "queue", "state", "since", "until", "by", "limit"]),
+                              FILTER_TEXT, max_size=4))
+def test_any_filters_get_an_answer_or_a_400_never_a_5xx(run, params):
+    _, _, client, as_user = run
+    answer = client.get("/history", params=params, headers=as_user["bob"])
+
+    assert answer.status_code in (200, 400), (params, answer.text[:300])
+    if answer.status_code == 400:
+        assert answer.json()["field"] in params
