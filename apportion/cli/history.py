@@ -73,21 +73,15 @@ def _from_state_dir(state_dir: Path, filters, grouping: str | None, limit: int |
     import sqlite3
 
     from apportion.serve import usage
-    from apportion.serve.state import StateStore
 
     path = Path(state_dir) / "state.db"
     if not path.is_file():
         raise fail(f"--state-dir {state_dir}: no state file there (state.db): is it a server's --state-dir?")
     try:
-        store = StateStore(path, read_only=True)
+        columns = usage.read_columns(path)
     except sqlite3.Error as exc:
         raise fail(f"--state-dir {state_dir}: cannot read {path} as a state file ({exc})") from None
-    try:
-        table = usage.usage(*store.accounting_columns(), filters, now)
-    except sqlite3.Error as exc:
-        raise fail(f"--state-dir {state_dir}: cannot read {path} ({exc})") from None
-    finally:
-        store.close()
+    table = usage.usage(*columns, filters, now)
     return usage.report(table, lambda user: True, grouping, limit)
 
 

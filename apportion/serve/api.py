@@ -172,12 +172,12 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
                    until: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
                    by: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
                    limit: Optional[int] = Query(default=None, ge=1, le=MAX_JOB_ID),
-                   who: Identity = Depends(user_caller)) -> dict:
+                   who: Identity = Depends(user_caller)) -> JSONResponse:
         now = scheduler.clock()
         filters = usage.parse_filters(user=user, queue=queue, state=state, since=since, until=until, now=now)
         grouping = usage.parse_grouping(by)
-        table = usage.usage(*scheduler.store.accounting_columns(), filters, now)
-        return usage.report(table, who.may_see, grouping, limit)
+        table = usage.usage(*usage.read_columns(scheduler.store.path), filters, now)
+        return JSONResponse(usage.report(table, who.may_see, grouping, limit))
 
     @app.get("/status")
     def status(who: Identity = Depends(user_caller)) -> dict:

@@ -14,12 +14,14 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from apportion.core.errors import InputError
-from apportion.serve.state import ACTIVE, STATUSES, TERMINAL
+from apportion.core.rows import row_sum
+from apportion.serve.state import ACTIVE, STATUSES, TERMINAL, StateStore
 
 STATE_WORDS = {**{s: (s,) for s in STATUSES}, "finished": TERMINAL, "active": ACTIVE, "all": STATUSES}
 GROUPINGS = ("user", "type", "queue")
@@ -109,6 +111,17 @@ class Usage:
         return len(self.columns["id"])
 
 
+def read_columns(path: str | Path) -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """The accounting columns of the state file at ``path`` (``StateStore.accounting_columns``),
+    through a read-only connection of their own: reading thousands of jobs never holds a running
+    server's connection, or the rounds waiting for it. sqlite3.Error if it is not a state file."""
+    reader = StateStore(path, read_only=True)
+    try:
+        return reader.accounting_columns()
+    finally:
+        reader.close()
+
+
 def usage(jobs: dict[str, tuple], attempts: dict[str, tuple], filters: Filters, now: float) -> Usage:
     """The accounting of the jobs ``filters`` chooses, from the state file's columns
     (``StateStore.accounting_columns``); ``now`` ends live attempts and active jobs."""
@@ -163,21 +176,25 @@ def usage(jobs: dict[str, tuple], attempts: dict[str, tuple], filters: Filters, 
 def rows(table: Usage, private: Callable[[str], bool], limit: int | None = None) -> list[dict]:
     """One dict a job, the latest ``limit`` (None: all); its failure's log line in its reason only
     where ``private(user)`` (its owner and admins, as ``GET /jobs`` shows it)."""
-    first = 0 if not limit else max(0, len(table) - limit)
-    c = table.columns
+    part = slice(0 if not limit else max(0, len(table) - limit), len(table))
+    c = {name: values[part].tolist() for name, values in table.columns.items()}
+    hours = np.round(table.gpu_s[part] / 3600, 6).tolist()
+    ran = (table.attempts_on[part] > 0).tolist()
+    total = np.round(row_sum(table.gpu_s[part]) / 3600, 6).tolist()
+    waits = np.round(table.wait_s[part], 3)
+    wait = np.where(np.isnan(waits), None, waits).tolist()
+    run = np.round(table.run_s[part], 3).tolist()
+    types = table.gpu_types
     shown = []
-    for i in range(first, len(table)):
-        hours = {t: round(float(table.gpu_s[i, k]) / 3600, 6) for k, t in enumerate(table.gpu_types)
-                 if table.attempts_on[i, k]}
-        reason_log = str(c["reason_log"][i] or "")
+    for i, (user, reason, reason_log) in enumerate(zip(c["user"], c["reason"], c["reason_log"])):
+        by_type = {t: h for t, h, on in zip(types, hours[i], ran[i]) if on}
         shown.append({
-            "id": str(c["id"][i]), "name": c["name"][i], "user": c["user"][i], "queue": c["queue"][i],
+            "id": str(c["id"][i]), "name": c["name"][i], "user": user, "queue": c["queue"][i],
             "status": c["status"][i], "exit_code": c["exit_code"][i],
-            "reason": c["reason"][i] + (f": {reason_log}" if reason_log and private(c["user"][i]) else ""),
-            "gpu_types": list(hours), "gpu_hours": hours, "gpu_hours_total": round(sum(table.gpu_s[i]) / 3600, 6),
-            "wait_s": None if np.isnan(table.wait_s[i]) else round(float(table.wait_s[i]), 3),
-            "run_s": round(float(table.run_s[i]), 3), "attempts": int(c["attempt"][i]),
-            "preemptions": int(c["preemptions"][i]), "retries": int(c["retries"][i]),
+            "reason": reason + (f": {reason_log}" if reason_log and private(user) else ""),
+            "gpu_types": list(by_type), "gpu_hours": by_type, "gpu_hours_total": total[i],
+            "wait_s": wait[i], "run_s": run[i], "attempts": c["attempt"][i],
+            "preemptions": c["preemptions"][i], "retries": c["retries"][i],
             "submitted": c["submitted"][i], "started": c["started"][i], "finished": c["finished"][i],
         })
     return shown

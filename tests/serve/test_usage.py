@@ -14,6 +14,7 @@ job 2 held 2 k80s for 120 s (240 GPU-s), waited 0 s.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import datetime
 
@@ -265,3 +266,29 @@ def test_any_filters_get_an_answer_or_a_400_never_a_5xx(run, params):
     assert answer.status_code in (200, 400), (params, answer.text[:300])
     if answer.status_code == 400:
         assert answer.json()["field"] in params
+
+
+def test_a_history_read_never_waits_for_the_servers_own_connection(run):
+    scheduler = run[0]
+    admin = {"Authorization": "Bearer " + "t" * 48}  # checked without the state file
+    client = TestClient(create_app(scheduler, "t" * 48))
+    assert client.get("/history", headers=admin).status_code == 200
+    answers: list = []
+    held, release = threading.Event(), threading.Event()
+
+    def round_in_progress():  # holds the server's connection, as a long round would
+        with scheduler.store.transaction():
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=round_in_progress)
+    holder.start()
+    held.wait(10)
+    reader = threading.Thread(target=lambda: answers.append(client.get("/history", headers=admin)))
+    reader.start()
+    reader.join(20)
+    release.set()
+    holder.join(10)
+
+    assert answers and answers[0].status_code == 200
+    assert answers[0].json()["total"]["jobs"] == 3
