@@ -204,3 +204,20 @@ def test_a_state_file_from_before_the_dashboards_samples_opens_with_none_and_kee
     assert again.samples() == []
     again.put_sample(5.0, 1, 2, {"v100": 2})
     assert again.samples() == [(5.0, 1, 2, {"v100": 2})]
+
+
+def test_the_accounting_of_a_state_file_from_before_attempts_and_private_reasons_reads_their_defaults(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    job = add(store)
+    store.update_job(job, status="failed", reason="exit 1 on attempt 1, after 0 retries")
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")  # as an older apportion wrote it
+    older.execute("DROP TABLE attempts")
+    older.execute("ALTER TABLE jobs DROP COLUMN reason_log")
+    older.commit()
+    older.close()
+
+    jobs, attempts = StateStore(tmp_path / "state.db", read_only=True).accounting_columns()
+
+    assert (jobs["id"], jobs["status"], jobs["reason_log"]) == ((job,), ("failed",), ("",))
+    assert attempts["job_id"] == () and attempts["gpu_type"] == ()
