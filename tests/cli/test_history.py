@@ -138,3 +138,13 @@ def test_reading_a_running_servers_state_file_never_blocks_its_writes(state_dir)
 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["total"]["jobs"] == 3
+
+
+def test_a_server_that_ran_nothing_yet_has_no_jobs_to_show(tmp_path):
+    StateStore(tmp_path / "state.db").close()
+
+    table = history("--state-dir", str(tmp_path), "--by", "type")
+    data = json.loads(history("--state-dir", str(tmp_path), "--json").output)
+
+    assert table.exit_code == 0 and table.output.strip() == "no jobs match"
+    assert data["matched"] == 0 and data["total"]["mean_wait_s"] is None
