@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 
 from apportion import __version__
 from apportion.core.errors import InputError
-from apportion.serve import bodies
+from apportion.serve import bodies, usage
 from apportion.serve.api_docs import add_api_docs
 from apportion.serve.auth import Authenticator, Identity, NotAllowed, TooManyFailures, Unauthorized
 from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OFFSET, clip
@@ -166,6 +166,21 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         done = not live and len(data) < limit and used == len(data)
         return {"text": text, "offset": offset + used, "done": done, "attempt": number, "attempts": latest,
                 "status": row.status}
+
+    @app.get("/history")
+    def accounting(user: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   queue: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   state: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   since: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   until: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   by: Optional[str] = Query(default=None, max_length=usage.MAX_FILTER),
+                   limit: Optional[int] = Query(default=None, ge=1, le=MAX_JOB_ID),
+                   who: Identity = Depends(user_caller)) -> JSONResponse:
+        now = scheduler.clock()
+        filters = usage.parse_filters(user=user, queue=queue, state=state, since=since, until=until, now=now)
+        grouping = usage.parse_grouping(by)
+        table = usage.usage(*usage.read_columns(scheduler.store.path), filters, now)
+        return JSONResponse(usage.report(table, who.may_see, grouping, limit))
 
     @app.get("/status")
     def status(who: Identity = Depends(user_caller)) -> dict:

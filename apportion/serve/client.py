@@ -276,6 +276,11 @@ class Client:
         """The server: its policy, round, slots and who holds them, jobs by status."""
         return self._call("GET", "/status")
 
+    def history(self, **filters) -> dict:
+        """``GET /history``: the jobs ``filters`` choose (user, queue, state, since, until, by, limit;
+        None: not given) with their accounting and totals."""
+        return self._call("GET", "/history", params={k: v for k, v in filters.items() if v is not None})
+
 
 def job_spec(spec: dict | str | Path | JobSpec) -> JobSpec:
     """``spec`` as a checked :class:`JobSpec`: a ClientError naming the field (and the file's line)

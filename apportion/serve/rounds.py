@@ -357,13 +357,14 @@ class Rounds:
                 _merge(changes, r, **_chosen_batch(r, batch, j), stop="preempt", stop_at=stop_at, move_to=move_to,
                        reason=f"round {self.state.round + 1}: moving to {','.join(mine)}; checkpointing at its lease end")
                 events.append((now, r["id"], "move", f"round {self.state.round + 1}, to {','.join(mine)}, "
-                                                      f"lease ends {stop_at:.3f}"))
+                                                      f"lease ends in {stop_at - now:.0f} s"))
                 log(f"job {r['id']} moves to {','.join(mine)} in round {self.state.round + 1}")
             elif r["live"]:  # loses its slots: checkpoint and go at the lease's end
                 stop_at = max(r["lease_end"] or now, now)
                 _merge(changes, r, stop="preempt", stop_at=stop_at, move_to="",
                        reason=f"round {self.state.round + 1}: preempted; checkpointing at its lease end")
-                events.append((now, r["id"], "preempt", f"round {self.state.round + 1}, lease ends {stop_at:.3f}"))
+                events.append((now, r["id"], "preempt",
+                               f"round {self.state.round + 1}, lease ends in {stop_at - now:.0f} s"))
                 log(f"job {r['id']} preempted in round {self.state.round + 1}")
             elif chosen[j] >= 0:
                 mine = slots_of.get(int(j), [])

@@ -170,7 +170,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     loop = threading.Thread(target=scheduler.run, args=(stop,), name="apportion-scheduler", daemon=True)
     loop.start()
     Notifier(store, scheduler.lock, options.notify_hosts, config.server_url, log=log).start(stop)
-    history = History()  # the dashboard's charts over time
+    history = History(store=store)  # the dashboard's charts over time, kept in the state file
     threading.Thread(target=keep_sampling, args=(scheduler, history, stop, sample_every_s(options.round_s)),
                      name="apportion-dashboard", daemon=True).start()
     if ready is not None:

@@ -161,6 +161,13 @@ CREATE TABLE IF NOT EXISTS submit_keys (  -- idempotency keys of submissions: a 
     body TEXT NOT NULL,                 -- SHA-256 of the request, to refuse the same key with another job
     PRIMARY KEY (user, key)
 );
+CREATE TABLE IF NOT EXISTS samples (  -- the dashboard's cluster over time (history.py), bounded by halving
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    queued INTEGER NOT NULL,            -- jobs waiting
+    running INTEGER NOT NULL,
+    busy TEXT NOT NULL DEFAULT '{}'     -- {gpu_type: busy slots}
+);
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -181,8 +188,11 @@ class StateStore:
         self._depth = 0
         self.full_since: float | None = None  # a write found the state directory out of space then (space.py)
         if read_only:
-            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
-                                         isolation_level=None, timeout=30)
+            # no write-ahead log beside it (no server has it open): read it as it is, creating no -wal or
+            # -shm file that another account's server could not open afterwards
+            still = "" if Path(f"{self.path}-wal").exists() else "&immutable=1"
+            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro{still}", uri=True,
+                                         check_same_thread=False, isolation_level=None, timeout=30)
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("SELECT id FROM jobs LIMIT 1")  # not a state file: sqlite3.Error now
             return
@@ -510,6 +520,57 @@ class StateStore:
             rows = self._conn.execute("SELECT job_id, noise_scale, params FROM elastic_models").fetchall()
         return {int(j): (phi, json.loads(params)) for j, phi, params in rows}
 
+    # the dashboard's samples ------------------------------------------------------------
+
+    def put_sample(self, time: float, queued: int, running: int, busy: dict[str, int],
+                   keep: list[float] | None = None) -> None:
+        """Store one sample of the cluster; ``keep``: the times of the samples to keep, when the
+        series was just thinned (the others are deleted in the same transaction)."""
+        with self.transaction() as conn:
+            conn.execute("INSERT INTO samples (time, queued, running, busy) VALUES (?, ?, ?, ?)",
+                         (time, queued, running, json.dumps(busy, sort_keys=True)))
+            if keep is not None:
+                conn.execute("CREATE TEMP TABLE IF NOT EXISTS kept_samples (time REAL)")
+                conn.execute("DELETE FROM kept_samples")
+                conn.executemany("INSERT INTO kept_samples VALUES (?)", [(t,) for t in keep])
+                conn.execute("DELETE FROM samples WHERE time NOT IN (SELECT time FROM kept_samples)")
+
+    def samples(self) -> list[tuple[float, int, int, dict[str, int]]]:
+        """The dashboard's samples, oldest first: (time, queued, running, {gpu_type: busy})."""
+        with self._lock:
+            rows = self._conn.execute("SELECT time, queued, running, busy FROM samples ORDER BY id").fetchall()
+        return [(t, q, r, json.loads(busy)) for t, q, r, busy in rows]
+
+    # accounting ----------------------------------------------------------------------------
+
+    def accounting_columns(self) -> tuple[dict[str, tuple], dict[str, tuple]]:
+        """What ``apportion history`` counts from, as columns (name -> tuple over rows), read in one
+        snapshot: every job (``ACCOUNTING_JOB_COLUMNS``, by id) and every attempt
+        (``ACCOUNTING_ATTEMPT_COLUMNS``). A column or table a file written by an older apportion
+        lacks comes back filled with its default."""
+        with self._lock:
+            began = not self._conn.in_transaction
+            if began:
+                self._conn.execute("BEGIN")  # one snapshot of both tables; a reader blocks no writer (WAL)
+            try:
+                jobs = self._columns("jobs", ACCOUNTING_JOB_COLUMNS, "id")
+                attempts = self._columns("attempts", ACCOUNTING_ATTEMPT_COLUMNS, "job_id, attempt")
+            finally:
+                if began:
+                    self._conn.execute("COMMIT")
+        return jobs, attempts
+
+    def _columns(self, table: str, wanted: dict[str, object], order: str) -> dict[str, tuple]:
+        have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+        if not have:
+            return {name: () for name in wanted}
+        chosen = ", ".join(name if name in have else "NULL" for name in wanted)
+        cursor = self._conn.execute(f"SELECT {chosen} FROM {table} ORDER BY {order}")
+        cursor.row_factory = None
+        columns = list(zip(*cursor.fetchall())) or [()] * len(wanted)
+        return {name: (column if name in have else (default,) * len(column))
+                for (name, default), column in zip(wanted.items(), columns)}
+
     # events and meta ---------------------------------------------------------------------
 
     def add_event(self, time: float, job_id: int | None, event: str, detail: str = "") -> None:
@@ -702,6 +763,11 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
                   "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''",
                   "after": "TEXT NOT NULL DEFAULT ''", "notify_pending": "INTEGER NOT NULL DEFAULT 0"}
+ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
+    "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,
+    "submitted": 0.0, "started": None, "finished": None, "attempt": 0, "preemptions": 0, "retries": 0, "hangs": 0,
+}
+ACCOUNTING_ATTEMPT_COLUMNS = {"job_id": 0, "attempt": 0, "gpu_type": None, "slots": "", "started": 0.0, "ended": None}
 _ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 

@@ -35,7 +35,7 @@ class LiveServer:
         config = ServeConfig(state_dir=Path(state_dir), server_url=self.url, round_s=round_s, renew_wait_s=0.0,
                              tick_s=0.05, fill_gap_s=0.1)
         self.scheduler = Scheduler(self.store, self.executor, parse_slots(slots), Las(), config)
-        self.history = History()
+        self.history = History(store=self.store)  # as apportion serve keeps it
         self.stop_event = threading.Event()
         self.server = uvicorn.Server(uvicorn.Config(create_app(self.scheduler, None, self.history),
                                                     log_level="warning", access_log=False, lifespan="off"))

@@ -179,3 +179,38 @@ def test_the_list_holds_every_active_job_and_the_last_finished_ones(tmp_path, mo
 
     assert [j["id"] for j in state["jobs"]] == ["2", "3", "4", "5"]
     assert state["finished_not_shown"] == 1
+
+
+def test_a_restarted_server_shows_the_cluster_before_its_start(tmp_path):
+    first = Server(tmp_path)
+    first.history = History(store=first.store)
+    first.scheduler.submit(job("one", "ann"), "ann")
+    sample(first.scheduler, first.history, now=100.0)
+    first.store.close()
+
+    second = Server(tmp_path)  # the same state directory
+    second.app = create_app(second.scheduler, None, History(store=second.store))
+    history = second.client().get("/dashboard/state").json()["history"]
+
+    assert history == {"t": [100.0], "queued": [1], "running": [0], "busy": {"cpu": [0], "v100": [0]}}
+
+
+def test_a_preemption_event_says_in_how_many_seconds_the_lease_ends_not_when_in_unix_time(tmp_path):
+    now = [1_000_000.0]
+    store = StateStore(tmp_path / "state.db")
+    scheduler = Scheduler(store, FakeExecutor(tmp_path), parse_slots("cpu:1"), Las(thresholds_gpu_s=(30.0,)),
+                          ServeConfig(state_dir=tmp_path, round_s=60.0, renew_wait_s=0.0, fill_gap_s=0.0),
+                          clock=lambda: now[0])
+    scheduler.submit(job("first", "ann"), "ann")
+    scheduler.tick()
+    scheduler.lease(1, 1, 0)  # its lease ends with the round, at +60 s
+    scheduler.submit(job("second", "bob"), "bob")
+    while store.job(1).stop is None and now[0] < 1_000_100.0:
+        now[0] += 1.0
+        scheduler.tick()
+
+    events = TestClient(create_app(scheduler)).get("/dashboard/jobs/1").json()["events"]
+
+    preempt = next(e for e in events if e["event"] == "preempt")
+    assert preempt["detail"] == f"round 2, lease ends in {1_000_060.0 - preempt['time']:.0f} s"
+    assert "1000060" not in preempt["detail"]

@@ -6,9 +6,15 @@ no eval, so the tests wait on selectors, not on JavaScript strings.)"""
 
 from __future__ import annotations
 
+import re
+import time
+
 import httpx
 import pytest
 from live_server import LiveServer
+from serve_helpers import wait_for
+
+from apportion.serve.state import StateStore
 
 JOBS = (("cnn", "ann"), ("lm", "bob"), ("gan", "ann"), ("rl", "bob"))  # ids 1-4: three run, rl waits
 REFRESH_MS = 300
@@ -110,3 +116,56 @@ def test_a_jobs_detail_shows_its_throughput_events_and_to_its_owner_its_log(page
     # from the attempt's start, at the rate of each report (3 reports of 10 steps/s)
     assert page.evaluate("document.getElementById('throughput-chart').data[0].y") == [10.0] * 4
     assert page.errors == []
+
+
+def test_a_restarted_servers_page_goes_back_before_its_start_with_one_clock_everywhere(page, tmp_path):
+    state = tmp_path / "state"
+    earlier = StateStore(state / "state.db")  # the samples of a server that ran here an hour ago
+    an_hour_ago = time.time() - 3600
+    for i in range(5):
+        earlier.put_sample(an_hour_ago + 5 * i, 1, 1, {"cpu": 1})
+    earlier.close()
+    live = LiveServer(state, slots="cpu:1").start()
+    try:
+        first = live.submit("first", "ann")
+        live.submit("second", "bob")
+        wait_for(lambda: live.status_of(first) == "running", 20, "job 1 to start")
+        live.finish(first, 0)
+        wait_for(lambda: live.status_of(2) == "running", 20, "job 2 to start")
+        open_dashboard_on(page, live, 2)
+        page.wait_for_selector("#jobs tbody tr[data-job='1'][data-status='completed']")
+        page.wait_for_selector("#load-chart .main-svg")
+        page.click("#jobs tbody tr[data-job='1'] td >> nth=1")
+        page.wait_for_selector("#detail:not([hidden]) #events li[data-event='exit']")
+        page.screenshot(path=tmp_path / "dashboard-restarted.png", full_page=True)
+        rows = {j["id"]: j for j in httpx.get(f"{live.url}/jobs").json()}
+        chart = page.locator("#load-chart").evaluate("plot => plot.data.map(trace => "
+                                                     "[trace.x[0].getTime() / 1000, trace.y.includes(null)])")
+        cells = {row.get_attribute("data-job"): row.locator("td").all_inner_texts()
+                 for row in page.locator("#jobs tbody tr").all()}
+        events = page.locator("#events li time").all_inner_texts()
+        event_lines = page.locator("#events li").all_inner_texts()
+        header = page.locator("#jobs thead th").all_inner_texts()
+        errors = list(page.errors)
+    finally:
+        page.goto("about:blank")  # no more polling of a server about to stop
+        live.stop()
+
+    assert all(abs(start - an_hour_ago) < 0.01 and broken for start, broken in chart)  # from before, a break since
+    submitted, finish = header.index("submitted"), header.index("finish")
+    assert cells["1"][submitted] == local_clock(rows["1"]["submitted"])
+    assert cells["1"][finish] == local_clock(rows["1"]["finished"])
+    assert re.fullmatch(r"—|~\d\d:\d\d:\d\d", cells["2"][finish])  # running: about when it should end, if known
+    assert events and all(re.fullmatch(r"\d\d:\d\d:\d\d", shown) for shown in events)
+    assert not any(re.search(r"\d{9}", line) for line in event_lines)  # no Unix seconds
+    assert errors == []
+
+
+def open_dashboard_on(page, live: LiveServer, last_job: int):
+    page.goto(f"{live.url}/?every={REFRESH_MS}")
+    page.wait_for_selector(f"#jobs tbody tr[data-job='{last_job}']")
+
+
+def local_clock(seconds: float) -> str:
+    """The page's clock for a time of today: 24-hour local time."""
+    return time.strftime("%H:%M:%S", time.localtime(seconds))

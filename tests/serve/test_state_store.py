@@ -189,3 +189,35 @@ def test_a_job_and_its_idempotency_key_are_stored_together_or_not_at_all(tmp_pat
         store.insert_job(spec={"name": "b", "command": "x", "total_steps": 10}, name="b", user="ann", queue="q",
                          priority=1.0, kind="b", gpus=1, total_steps=10, submitted=101.0, key=("ann", "k", "d"))
     assert [j.id for j in store.jobs()] == [first]
+
+
+def test_a_state_file_from_before_the_dashboards_samples_opens_with_none_and_keeps_new_ones(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    add(store)
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")  # as an older apportion wrote it
+    older.execute("DROP TABLE samples")
+    older.commit()
+    older.close()
+
+    again = StateStore(tmp_path / "state.db")
+    assert again.samples() == []
+    again.put_sample(5.0, 1, 2, {"v100": 2})
+    assert again.samples() == [(5.0, 1, 2, {"v100": 2})]
+
+
+def test_the_accounting_of_a_state_file_from_before_attempts_and_private_reasons_reads_their_defaults(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    job = add(store)
+    store.update_job(job, status="failed", reason="exit 1 on attempt 1, after 0 retries")
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")  # as an older apportion wrote it
+    older.execute("DROP TABLE attempts")
+    older.execute("ALTER TABLE jobs DROP COLUMN reason_log")
+    older.commit()
+    older.close()
+
+    jobs, attempts = StateStore(tmp_path / "state.db", read_only=True).accounting_columns()
+
+    assert (jobs["id"], jobs["status"], jobs["reason_log"]) == ((job,), ("failed",), ("",))
+    assert attempts["job_id"] == () and attempts["gpu_type"] == ()

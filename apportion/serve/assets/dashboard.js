@@ -71,8 +71,36 @@
     return `${(s / 86400).toFixed(1)} d`;
   }
 
+  // The page's one clock format: 24-hour local time, with the date in front when it is not today.
+  const pad = (n) => String(n).padStart(2, "0");
+
   function clock(seconds) {
-    return seconds ? new Date(seconds * 1000).toLocaleTimeString() : "—";
+    if (!seconds) return "—";
+    const when = new Date(seconds * 1000), today = new Date();
+    const time = `${pad(when.getHours())}:${pad(when.getMinutes())}:${pad(when.getSeconds())}`;
+    if (when.toDateString() === today.toDateString()) return time;
+    return `${when.getFullYear()}-${pad(when.getMonth() + 1)}-${pad(when.getDate())} ${time}`;
+  }
+
+  // the same format on a chart's time axis: its ticks, and the time a hover shows
+  function timeAxis(times) {
+    const today = new Date().toDateString();
+    const allToday = times.every((t) => t === null || new Date(t * 1000).toDateString() === today);
+    const day = allToday ? "" : "%Y-%m-%d ";
+    return { type: "date", hoverformat: `${day}%H:%M:%S`, tickformatstops: [
+      { dtickrange: [null, 1000], value: `${day}%H:%M:%S.%L` },
+      { dtickrange: [1000, 60000], value: `${day}%H:%M:%S` },
+      { dtickrange: [60000, 86400000], value: `${day}%H:%M` },
+      { dtickrange: [86400000, null], value: "%Y-%m-%d" },
+    ] };
+  }
+
+  // when a job ended, or for an active one when it is expected to (≥: it is not running, it may wait first)
+  function finishCell(job) {
+    if (TERMINAL.has(job.status)) return clock(job.finished);
+    if (job.estimated_finish === null || job.estimated_finish === undefined) return "—";
+    return el("span", { class: "estimate", title: "estimated from the jobs that finished on this server" },
+      (job.status === "running" ? "~" : "≥") + clock(job.estimated_finish));
   }
 
   // the server line and who is reading -------------------------------------------------------
@@ -87,7 +115,7 @@
     const full = server.out_of_space;  // the state directory is full: writes are refused (507)
     $("space").hidden = !full;
     $("space").textContent = full
-      ? `The state directory ${full.state_dir} is out of space since ${new Date(full.since * 1000).toLocaleString()}` +
+      ? `The state directory ${full.state_dir} is out of space since ${clock(full.since)}` +
         ` (${full.free_bytes === null ? "free space unknown" : `${full.free_bytes} bytes free`}): submissions and` +
         " cancels are refused and jobs that end are recorded once there is space again." : "";
     const viewer = state.viewer;
@@ -151,7 +179,9 @@
         el("td", {}, job.gpus),
         el("td", {}, on),
         el("td", {}, progressBar(job)),
+        el("td", { class: "time" }, clock(job.submitted)),
         el("td", {}, duration(job.runtime_s)),
+        el("td", { class: "time finish" }, finishCell(job)),
         el("td", {}, job.preemptions),
         el("td", {}, job.may_cancel ? el("button", { type: "button", class: "cancel", dataset: { cancel: job.id } }, "Cancel") : "")));
     }
@@ -167,7 +197,7 @@
     const history = state.history, when = history.t.map((t) => new Date(t * 1000));
     const traces = state.gpu_types.map((type) => ({
       type: "scatter", mode: "lines", name: `${type.name} busy (%)`, x: when, line: { shape: "hv", width: 1.5 },
-      y: history.busy[type.name].map((busy) => (100 * busy) / Math.max(type.slots, 1)),
+      y: history.busy[type.name].map((busy) => (busy === null ? null : (100 * busy) / Math.max(type.slots, 1))),
       hovertemplate: `${type.name}: %{y:.0f}% busy<extra></extra>`,
     }));
     traces.push({ type: "scatter", mode: "lines", name: "waiting jobs", x: when, y: history.queued, yaxis: "y2",
@@ -177,7 +207,7 @@
     const most = Math.max(1, ...history.queued, ...history.running);
     Plotly.react("load-chart", traces, {
       height: 260, margin: { l: 50, r: 50, t: 10, b: 40 }, hovermode: "x unified",
-      legend: { orientation: "h", y: -0.2 }, xaxis: { type: "date" },
+      legend: { orientation: "h", y: -0.2 }, xaxis: timeAxis(history.t),
       yaxis: { title: { text: "busy (%)" }, range: [0, 105] },
       yaxis2: { title: { text: "jobs" }, overlaying: "y", side: "right", range: [0, most * 1.1], tick0: 0,
         dtick: Math.max(1, Math.ceil(most / 5)), showgrid: false },
@@ -197,12 +227,14 @@
       ["on", job.slots.join(",") || "—"], ["steps", `${job.steps_done}/${job.total_steps}`],
       ["attempts", job.attempts], ["preemptions", job.preemptions], ["retries", job.retries],
       ["hangs", job.hangs],
-      ["submitted", clock(job.submitted)], ["started", clock(job.started)], ["finished", clock(job.finished)],
+      ["submitted", clock(job.submitted)], ["started", clock(job.started)],
+      [TERMINAL.has(job.status) ? "finished" : "estimated finish", finishCell(job)],
       ["runtime", duration(job.runtime_s)], ["reason", job.reason || "—"],
     ];
     $("detail-fields").replaceChildren(...fields.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
     $("events").replaceChildren(...detail.events.map((e) =>
-      el("li", { class: e.event, dataset: { event: e.event } }, el("time", {}, clock(e.time)), `${e.event}: ${e.detail}`)));
+      el("li", { class: e.event, dataset: { event: e.event } },
+        el("time", { datetime: new Date(e.time * 1000).toISOString() }, clock(e.time)), `${e.event}: ${e.detail}`)));
     $("log-title").textContent = detail.log.attempt ? `Log (attempt ${detail.log.attempt}, last lines)` : "Log";
     const log = $("log"), text = detail.log.shown ? (detail.log.text || "(empty)") : detail.log.why;
     if (log.textContent !== text) {
@@ -256,7 +288,8 @@
       x1: new Date(e.time * 1000), y0: 0, y1: 1, line: { color: colors[e.event], width: 1, dash: "dot" } }));
     Plotly.react("throughput-chart", traces, {
       height: 240, margin: { l: 50, r: 20, t: 10, b: 40 }, showlegend: false, hovermode: "closest",
-      xaxis: { type: "date" }, yaxis: { title: { text: "steps/s" }, rangemode: "tozero" }, shapes: shapes,
+      xaxis: timeAxis(progress.t.concat(marks.map((e) => e.time))), yaxis: { title: { text: "steps/s" }, rangemode: "tozero" },
+      shapes: shapes,
     }, config);
     $("throughput-note").textContent = progress.t.length ? "" :
       "No progress reports yet (since this server started): the line fills in as the job reports.";
