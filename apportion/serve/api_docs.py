@@ -91,6 +91,11 @@ ROUTES = {
         "attempts", "Report an attempt's progress",
         "For the job's own attempt, with its credential: the steps done and its speed, which the scheduler's "
         "estimates use.", (400, 401, 403, 404, 409), body="Progress"),
+    ("get", "/history"): RouteDoc(
+        "jobs", "Jobs' accounting",
+        "The jobs that ended (or `state=`) with user, queue, GPU types, GPU-hours, wait, run time, attempts, "
+        "preemptions and exit; filters `user`, `queue`, `state`, `since`, `until`; `by=user|type|queue` totals; "
+        "as `apportion history` prints them.", (400, 401)),
     ("get", "/metrics"): RouteDoc(
         "server", "Prometheus metrics",
         "The server in Prometheus's text format: slots busy per GPU type, jobs by status and queue, round times, "
