@@ -63,7 +63,7 @@ class AdmissionContext:
 
     now_s: float
     outcome: Callable[[np.ndarray], np.ndarray]  # keys -> [k] Outcome of each
-    label: Callable[[int], str]  # key -> how a reason names that job ("12")
+    label: Callable[[int], str]  # key -> how a reason names what it waits for ("job 12")
 
 
 @dataclass(frozen=True)
@@ -137,11 +137,11 @@ class AfterStage:
         bad = np.flatnonzero(ended_badly)
         for job, first in zip(*np.unique(owner[bad], return_index=True)):
             key = bad[first]
-            reasons[int(job)] = (f"job {context.label(int(after.keys[key]))}, which it runs after, "
+            reasons[int(job)] = (f"{context.label(int(after.keys[key]))}, which it runs after, "
                                  f"{_ENDED_WORDS[Outcome(int(outcome[key]))]}")
         pending = np.flatnonzero(waiting & hold[owner])
         jobs_of, first, count = np.unique(owner[pending], return_index=True, return_counts=True)
         for job, at, many in zip(jobs_of, first, count):
             others = f" (and {many - 1} more)" if many > 1 else ""
-            reasons[int(job)] = f"waiting for job {context.label(int(after.keys[pending[at]]))} to complete{others}"
+            reasons[int(job)] = f"waiting for {context.label(int(after.keys[pending[at]]))} to complete{others}"
         return Verdict(hold, fail, reasons)

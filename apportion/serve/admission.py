@@ -3,7 +3,9 @@ asked (``mechanism/admission.py``); a job held waits outside the round with its 
 failed is failed by the round with its reason.
 
 The server keeps no record of admission: a job is asked every round until it starts. For
-dependencies the answer cannot turn back, since a completed job stays completed.
+dependencies the answer cannot turn back, since a completed job stays completed. A job may
+wait for a job array (``after`` naming the array's id): for all its tasks to complete; it
+fails as soon as one task failed or was cancelled.
 """
 
 from __future__ import annotations
@@ -49,7 +51,10 @@ def _settled(store: StateStore, applicants: Applicants, now: float) -> Verdict:
     named = np.unique(applicants.after.keys)
     found = store.owners_and_statuses(named.tolist())
     outcome = {job_id: _OUTCOME_OF_STATUS.get(status, Outcome.FAILED) for job_id, (_, status) in found.items()}
-    context = AdmissionContext(now, lambda keys: np.array([outcome.get(int(k), Outcome.UNKNOWN) for k in keys]), str)
+    arrays = store.arrays_of([key for key in named.tolist() if key not in found])
+    outcome.update({array_id: _array_outcome(counts) for array_id, (_, counts) in arrays.items()})
+    context = AdmissionContext(now, lambda keys: np.array([outcome.get(int(k), Outcome.UNKNOWN) for k in keys]),
+                               lambda key: f"array {key}" if key in arrays else f"job {key}")
     verdict = ADMISSION.admit(applicants, context)
     waited_for = set(named.tolist())
     while True:
@@ -59,6 +64,15 @@ def _settled(store: StateStore, applicants: Applicants, now: float) -> Verdict:
             return verdict
         outcome.update(dict.fromkeys(newly, Outcome.FAILED))
         verdict = ADMISSION.admit(applicants, context)
+
+
+def _array_outcome(counts: dict[str, int]) -> Outcome:
+    """What became of an array, from how many of its tasks are in each status: failed (or cancelled)
+    as soon as one task is, completed when all are, else waiting."""
+    for status in ("failed", "cancelled"):
+        if counts.get(status):
+            return _OUTCOME_OF_STATUS[status]
+    return Outcome.COMPLETED if set(counts) == {"completed"} else Outcome.WAITING
 
 
 def _hold(table: dict, i: int, why: str, changes: dict[int, dict]) -> None:

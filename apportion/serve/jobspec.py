@@ -15,6 +15,7 @@ warm_start: false                 # start cold even where the server could fork 
 hung_after_s: 1800                # silent (no lease call, no progress report) this long: hung; default the server's
 time_limit: 12h                   # running time over all attempts, then it fails; seconds or N s/m/h/d; default none
 after: [12, 14]                   # jobs that must complete before it starts; it fails if one fails or is cancelled
+array: 0-15                       # one job per index (0-15:2, 1,3,5-7; %4: at most 4 at once): serve/job_array.py
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`
@@ -56,12 +57,13 @@ from apportion.serve.bounds import (
     check_number, check_text, clip,
 )
 from apportion.serve.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
+from apportion.serve.job_array import array_text
 from apportion.workloads.yaml_file import read_yaml
 
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
-    "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after",
+    "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after", "array",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -92,6 +94,7 @@ class JobSpec:
     hung_after_s: float | None = None  # seconds of silence before its attempt is hung; None: the server's
     time_limit: float | None = None  # seconds of running time over all its attempts; None: no limit
     after: tuple[int, ...] | None = None  # ids of the jobs that must complete before it starts; None: none
+    array: str | None = None  # a job array's indices, as checked text ("0-15%4"); None: one job
 
     @property
     def throughput_kind(self) -> str:
@@ -187,6 +190,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
             data["hung_after_s"], "hung_after_s", source, least=MIN_HUNG_AFTER_S, most=MAX_HUNG_AFTER_S),
         time_limit=_time_limit(data.get("time_limit"), source),
         after=_after(data.get("after"), source),
+        array=array_text(data.get("array"), source),
     )
 
 

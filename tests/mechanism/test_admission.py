@@ -11,7 +11,7 @@ from apportion.mechanism.admission import Admission, AdmissionContext, AfterStag
 OUTCOMES = {10: Outcome.COMPLETED, 11: Outcome.WAITING, 12: Outcome.FAILED, 13: Outcome.CANCELLED,
             14: Outcome.UNSCHEDULABLE, 15: Outcome.WAITING}
 CONTEXT = AdmissionContext(now_s=0.0, outcome=lambda keys: np.array([OUTCOMES[int(k)] for k in keys]),
-                           label=str)
+                           label=lambda key: f"job {key}")
 
 
 class HoldOddKeys:
