@@ -139,7 +139,8 @@ class Client:
             answer = self._call("POST", "/jobs", json_body=body, headers=key)
         except Unreachable:
             answer = self._call("POST", "/jobs", json_body=body, headers=key)
-        return {"id": answer["id"], "user": answer.get("user") or body.get("user")}
+        shown = {"id": answer["id"], "user": answer.get("user") or body.get("user")}
+        return {**shown, "tasks": answer["tasks"]} if "tasks" in answer else shown
 
     def jobs(self) -> list[dict]:
         return self._call("GET", "/jobs")
@@ -147,8 +148,9 @@ class Client:
     def job(self, job_id: str) -> dict:
         return self._call("GET", f"/jobs/{job_id}")
 
-    def cancel(self, job_id: str, user: str | None) -> None:
-        self._call("POST", f"/jobs/{job_id}/cancel", json_body={"user": user} if user else {})
+    def cancel(self, job_id: str, user: str | None) -> dict:
+        """``{"cancelled": how many jobs}`` (an array's id: its tasks still active; ``"array": true``)."""
+        return self._call("POST", f"/jobs/{job_id}/cancel", json_body={"user": user} if user else {})
 
     def logs(self, job_id: str, attempt: int | None = None, offset: int = 0) -> dict:
         params = {"offset": offset}
