@@ -1,7 +1,7 @@
 """A job array: one job file submitted as one job per index, as Slurm's ``--array``.
 
-A job file's ``array:`` lists the indices: ``0-15``, ``0-15:2`` (every second), ``1,3,5-7``,
-optionally ending ``%N`` (at most N of its tasks started and not ended at once). Each task is
+A job file's ``array:`` lists the indices: ``0-15``, ``0-15:2`` (every second), ``1,3,5-7``
+(Slurm's ``%N``, at most N tasks at once, is refused: not supported yet). Each task is
 a job of its own (its own id, attempts and checkpoints) named ``NAME[INDEX]``; the array has an
 id of its own, taken from the jobs' ids and held by no job, so that ``after``, ``cancel`` and
 ``queue --array`` name the whole array and each task keeps its own id.
@@ -18,15 +18,14 @@ from apportion.serve.bounds import (MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_
                                     check_text, clip)
 
 _PIECE = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
-_FORMS = "indices such as 0-15, 0-15:2 or 1,3,5-7, optionally ending %N (at most N running at once)"
+_FORMS = "indices such as 0-15, 0-15:2 or 1,3,5-7"
 
 
 @dataclass(frozen=True)
 class ArraySpec:
-    """The indices of an array's tasks, ascending, and how many may be under way at once (None: any)."""
+    """The indices of an array's tasks, ascending."""
 
     indices: tuple[int, ...]
-    most_running: int | None = None
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -52,16 +51,13 @@ def array_text(value: object, source: str) -> str | None:
 
 
 def parse_array(text: str, source: str) -> ArraySpec:
-    """The indices ``text`` names (InputError naming ``array`` when it cannot be read, a range runs
-    backwards, an index is past MAX_ARRAY_INDEX, or the array would have more than MAX_ARRAY_TASKS
-    tasks: counted before any index is listed, so a huge range costs nothing)."""
-    body, _, limit = text.partition("%")
-    most_running = None
-    if limit:
-        if not limit.isdigit() or not 1 <= int(limit) <= MAX_ARRAY_TASKS:
-            raise InputError(source, f"%N must be a whole number from 1 to {MAX_ARRAY_TASKS:,}, got "
-                             f"{clip(limit, 20)!r}", field="array")
-        most_running = int(limit)
+    """The indices ``text`` names. InputError naming ``array`` when it cannot be read, asks for %N,
+    a range runs backwards, an index is past MAX_ARRAY_INDEX, or the array would have more than
+    MAX_ARRAY_TASKS tasks: counted before any index is listed, so a huge range costs nothing."""
+    body, percent, _ = text.partition("%")
+    if percent:
+        raise InputError(source, "%N (at most N tasks at once) is not supported yet: leave it out, and every task "
+                         "competes for slots as any job does", field="array")
     ranges: list[range] = []
     for piece in body.split(","):
         match = _PIECE.fullmatch(piece)
@@ -81,7 +77,7 @@ def parse_array(text: str, source: str) -> ArraySpec:
         if sum(len(r) for r in ranges) > MAX_ARRAY_TASKS:
             raise InputError(source, f"names more than {MAX_ARRAY_TASKS:,} tasks (the most one array may have)",
                              field="array")
-    return ArraySpec(tuple(sorted({i for r in ranges for i in r})), most_running)
+    return ArraySpec(tuple(sorted({i for r in ranges for i in r})))
 
 
 def task_spec(spec: dict, index: int) -> dict:
