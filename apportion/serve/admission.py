@@ -5,7 +5,8 @@ failed is failed by the round with its reason.
 The server keeps no record of admission: a job is asked every round until it starts. For
 dependencies the answer cannot turn back, since a completed job stays completed. A job may
 wait for a job array (``after`` naming the array's id): for all its tasks to complete; it
-fails as soon as one task failed or was cancelled.
+fails as soon as one task failed or was cancelled. A job array with a limit (``%N``) lets its
+tasks in only while fewer than N of them have started and not ended.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from apportion.core.dependencies import Dependencies
-from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants, Outcome, Verdict
-from apportion.serve.state import StateStore
+from apportion.mechanism.admission import (Admission, AdmissionContext, AfterStage, Applicants, ArrayLimitStage,
+                                           Outcome, Verdict)
+from apportion.serve.job_array import most_running
+from apportion.serve.state import ACTIVE, StateStore
 
-ADMISSION = Admission([AfterStage()])
+ADMISSION = Admission([AfterStage(), ArrayLimitStage()])
 _OUTCOME_OF_STATUS = {"queued": Outcome.WAITING, "running": Outcome.WAITING, "preempted": Outcome.WAITING,
                       "completed": Outcome.COMPLETED, "failed": Outcome.FAILED, "cancelled": Outcome.CANCELLED}
 
@@ -26,17 +29,20 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     """``rows`` (positions in the round ``table``) less the jobs admission holds or fails: a held
     job's reason goes into ``changes`` (with any slots promised to it taken back), a failed
     job's into ``failed`` ({row: why})."""
-    if not len(rows) or not any(table["after"]):  # no job names another: the one stage has nothing to say
+    has_arrays = any(array_id is not None for array_id in table["array_id"])
+    if not len(rows) or not (any(table["after"]) or has_arrays):  # no job names another, none is in an array
         return rows
     asking = rows[np.equal(np.asarray(table["started"], dtype=object)[rows], None)]
     after_text = np.asarray(table["after"], dtype=object)[asking]
     claims = np.flatnonzero(after_text != "")
-    if not len(claims):
+    limits = _array_limits(store, table, asking) if has_arrays else None
+    if not len(claims) and limits is None:
         return rows
     lists: list[list[int]] = [[] for _ in range(len(asking))]
     for j in claims.tolist():
         lists[j] = [int(i) for i in after_text[j].split(",")]
-    applicants = Applicants(np.asarray(table["id"], dtype=np.int64)[asking], Dependencies.of_lists(lists))
+    applicants = Applicants(np.asarray(table["id"], dtype=np.int64)[asking], Dependencies.of_lists(lists),
+                            *(limits or (None, None, None)))
     verdict = _settled(store, applicants, now)
     for j in np.flatnonzero(verdict.fail):
         failed[int(asking[j])] = verdict.reasons[int(j)]
@@ -64,6 +70,30 @@ def _settled(store: StateStore, applicants: Applicants, now: float) -> Verdict:
             return verdict
         outcome.update(dict.fromkeys(newly, Outcome.FAILED))
         verdict = ADMISSION.admit(applicants, context)
+
+
+def _array_limits(store: StateStore, table: dict, asking: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """For the ``asking`` rows: each one's array if it has a limit (%N; else -1), that array's room
+    (its limit less its tasks started and not ended, an attempt still alive counting) and its limit; None when no asking job is in
+    an array with a limit."""
+    array_of = np.array([-1 if a is None else a for a in table["array_id"]], dtype=np.int64)
+    asked = array_of[asking]
+    arrays = np.unique(asked[asked >= 0])
+    if not len(arrays):
+        return None
+    most = {a: n for a, text in store.array_texts(arrays.tolist()).items() if (n := most_running(text)) is not None}
+    if not most:
+        return None
+    limited = np.array(sorted(most), dtype=np.int64)
+    limit = np.array([most[a] for a in limited.tolist()], dtype=np.int64)
+    started = ~np.equal(np.asarray(table["started"], dtype=object), None)
+    ending = np.isin(np.asarray(table["status"], dtype=object), ACTIVE) | np.asarray(table["live"], dtype=bool)
+    under_way = np.isin(array_of, limited) & started & ending  # a cancelled task counts until its attempt exits
+    count = np.bincount(np.searchsorted(limited, array_of[under_way]), minlength=len(limited))
+    place = np.minimum(np.searchsorted(limited, asked), len(limited) - 1)
+    inside = (asked >= 0) & (limited[place] == asked)
+    return (np.where(inside, asked, -1), np.where(inside, (limit - count)[place], 0),
+            np.where(inside, limit[place], 0))
 
 
 def _array_outcome(counts: dict[str, int]) -> Outcome:

@@ -1,7 +1,8 @@
 """A job array: one job file submitted as one job per index, as Slurm's ``--array``.
 
-A job file's ``array:`` lists the indices: ``0-15``, ``0-15:2`` (every second), ``1,3,5-7``
-(Slurm's ``%N``, at most N tasks at once, is refused: not supported yet). Each task is
+A job file's ``array:`` lists the indices: ``0-15``, ``0-15:2`` (every second), ``1,3,5-7``,
+optionally ending ``%N``: at most N of its tasks started and not ended at once (admission holds
+the others back: ``mechanism/admission.py``'s ArrayLimitStage). Each task is
 a job of its own (its own id, attempts and checkpoints) named ``NAME[INDEX]``; the array has an
 id of its own, taken from the jobs' ids and held by no job, so that ``after``, ``cancel`` and
 ``queue --array`` name the whole array and each task keeps its own id.
@@ -18,14 +19,15 @@ from apportion.serve.bounds import (MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_
                                     check_text, clip)
 
 _PIECE = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
-_FORMS = "indices such as 0-15, 0-15:2 or 1,3,5-7"
+_FORMS = "indices such as 0-15, 0-15:2 or 1,3,5-7, optionally ending %N (at most N at once)"
 
 
 @dataclass(frozen=True)
 class ArraySpec:
-    """The indices of an array's tasks, ascending."""
+    """The indices of an array's tasks, ascending, and how many may be under way at once (None: all)."""
 
     indices: tuple[int, ...]
+    most_running: int | None = None
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -51,13 +53,13 @@ def array_text(value: object, source: str) -> str | None:
 
 
 def parse_array(text: str, source: str) -> ArraySpec:
-    """The indices ``text`` names. InputError naming ``array`` when it cannot be read, asks for %N,
+    """The indices ``text`` names, and its %N. InputError naming ``array`` when it cannot be read,
     a range runs backwards, an index is past MAX_ARRAY_INDEX, or the array would have more than
     MAX_ARRAY_TASKS tasks: counted before any index is listed, so a huge range costs nothing."""
-    body, percent, _ = text.partition("%")
-    if percent:
-        raise InputError(source, "%N (at most N tasks at once) is not supported yet: leave it out, and every task "
-                         "competes for slots as any job does", field="array")
+    body, percent, limit = text.partition("%")
+    if percent and (not re.fullmatch(r"[0-9]{1,9}", limit) or not 1 <= int(limit) <= MAX_ARRAY_TASKS):
+        raise InputError(source, f"%N (at most N tasks at once) must be a whole number from 1 to {MAX_ARRAY_TASKS:,},"
+                         f" got {clip(limit, 20)!r}", field="array")
     ranges: list[range] = []
     for piece in body.split(","):
         match = _PIECE.fullmatch(piece)
@@ -77,7 +79,7 @@ def parse_array(text: str, source: str) -> ArraySpec:
         if sum(len(r) for r in ranges) > MAX_ARRAY_TASKS:
             raise InputError(source, f"names more than {MAX_ARRAY_TASKS:,} tasks (the most one array may have)",
                              field="array")
-    return ArraySpec(tuple(sorted({i for r in ranges for i in r})))
+    return ArraySpec(tuple(sorted({i for r in ranges for i in r})), int(limit) if percent else None)
 
 
 def task_spec(spec: dict, index: int) -> dict:
@@ -88,6 +90,12 @@ def task_spec(spec: dict, index: int) -> dict:
     if spec.get("checkpoint_dir"):
         task["checkpoint_dir"] = str(Path(spec["checkpoint_dir"]) / str(index))
     return task
+
+
+def most_running(text: str) -> int | None:
+    """The N of a stored array's ``%N`` (None: no limit)."""
+    _, percent, limit = text.partition("%")
+    return int(limit) if percent and re.fullmatch(r"[0-9]{1,9}", limit) else None
 
 
 def task_name(name: str, index: int) -> str:

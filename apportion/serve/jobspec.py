@@ -15,7 +15,7 @@ warm_start: false                 # start cold even where the server could fork 
 hung_after_s: 1800                # silent (no lease call, no progress report) this long: hung; default the server's
 time_limit: 12h                   # running time over all attempts, then it fails; seconds or N s/m/h/d; default none
 after: [12, 14]                   # jobs that must complete before it starts; it fails if one fails or is cancelled
-array: 0-15                       # one job per index (or 0-15:2, 1,3,5-7), each its own job: serve/job_array.py
+array: 0-15                       # one job per index (0-15:2, 1,3,5-7; %4: at most 4 at once): serve/job_array.py
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`

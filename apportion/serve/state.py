@@ -345,6 +345,19 @@ class StateStore:
                     found.setdefault(int(array_id), (user, {}))[1][status] = int(count)
         return found
 
+    def array_texts(self, array_ids: list[int]) -> dict[int, str]:
+        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from its first
+        task, whose id follows the array's (insert_array), so that each array costs one key lookup."""
+        found: dict[int, str] = {}
+        with self._lock:
+            for first in range(0, len(array_ids), 500):
+                chunk = [i + 1 for i in array_ids[first:first + 500]]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(f"SELECT array_id, json_extract(spec, '$.array') FROM jobs WHERE id IN"
+                                          f" ({marks}) AND array_id = id - 1", chunk).fetchall()
+                found.update({int(array_id): text or "" for array_id, text in rows})
+        return found
+
     def active_jobs_of(self, user: str) -> int:
         """How many of ``user``'s jobs are active."""
         with self._lock:
@@ -712,7 +725,7 @@ _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "live", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
     "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
-    "name", "elastic", "batch_size", "batch_log", "after",
+    "name", "elastic", "batch_size", "batch_log", "after", "array_id",
 )
 _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTEGER",
                   "shared_by_type": "TEXT NOT NULL DEFAULT '{}'", "move_to": "TEXT NOT NULL DEFAULT ''",

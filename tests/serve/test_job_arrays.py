@@ -140,7 +140,7 @@ def test_one_task_is_cancelled_by_its_own_id(tmp_path):
     ("7-3", "the range 7-3 runs backwards"),
     ("0-9:0", "the step of 0-9:0 must be at least 1"),
     ("1,,2", "'' is none of those"),
-    ("0-3%2", "%N (at most N tasks at once) is not supported yet"),
+    ("0-3%0", "%N (at most N tasks at once) must be a whole number from 1"),
     ("-1", "'-1' is none of those"),
 ])
 def test_a_malformed_range_is_refused_naming_the_field_and_nothing_is_stored(tmp_path, text, said):
@@ -208,5 +208,26 @@ def test_the_forms_of_array_slurm_users_know():
     assert parse_array("0-10:4", "f").indices == (0, 4, 8)
     assert parse_array("1,3,5-7", "f").indices == (1, 3, 5, 6, 7)
     assert parse_array("3,1,3", "f").indices == (1, 3)  # each index once, in order
+    assert parse_array("0-15%4", "f").most_running == 4
     with pytest.raises(InputError, match="field 'array'"):
-        parse_array("0-3,x", "f")
+        parse_array("0-3%x", "f")
+
+
+def test_an_array_with_a_limit_runs_at_most_that_many_tasks_at_once_beside_free_slots(tmp_path):
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.submit(array="0-4%2").json()["id"])
+    tasks = [array_id + 1 + i for i in range(5)]
+    cluster.tick()
+
+    assert sorted(cluster.executor.running()) == tasks[:2]  # two of the four slots stay free
+    row = cluster.scheduler.store.job(tasks[2])
+    assert (row.status, row.reason) == ("queued", f"waiting: array {array_id} runs at most 2 tasks at once")
+
+    cluster.scheduler.progress(tasks[0], 1, 100, 1.0)
+    cluster.executor.finish(tasks[0], 0)
+    cluster.tick()
+
+    assert sorted(cluster.executor.running()) == [tasks[1], tasks[2]]  # one ended, the next in its place
+    cluster.post(f"/jobs/{tasks[1]}/cancel")  # its attempt exits at SIGTERM
+    cluster.tick()
+    assert sorted(cluster.executor.running()) == [tasks[2], tasks[3]]
