@@ -149,8 +149,8 @@ def queue(
         print_json(jobs)
         return
     if not jobs:
-        console.print(f"no tasks of array {escape(array)}" if array is not None else
-                      "no jobs" + ("" if show_all else " (--all shows jobs that ended more than an hour ago)"))
+        console.print((f"no tasks of array {escape(array)}" if array is not None else "no jobs")
+                      + ("" if show_all else " (--all shows jobs that ended more than an hour ago)"))
         return
     if not expand and array is None:
         jobs = collapse_arrays(jobs)

@@ -177,8 +177,7 @@ class ArrayLimitStage:
         waits = member[place >= jobs.array_room[member]]
         hold = np.zeros(n, dtype=bool)
         hold[waits] = True
-        reasons = {}
-        for i in waits.tolist():
-            most = int(jobs.array_most[i])
-            reasons[i] = f"waiting: array {int(jobs.array[i])} runs at most {most} task{'s' * (most != 1)} at once"
+        said = {int(a): f"waiting: array {int(a)} runs at most {int(n)} task{'s' * (int(n) != 1)} at once"
+                for a, n in set(zip(jobs.array[waits].tolist(), jobs.array_most[waits].tolist()))}
+        reasons = dict(zip(waits.tolist(), (said[a] for a in jobs.array[waits].tolist())))
         return Verdict(hold, np.zeros(n, dtype=bool), reasons)

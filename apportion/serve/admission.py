@@ -29,7 +29,7 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     """``rows`` (positions in the round ``table``) less the jobs admission holds or fails: a held
     job's reason goes into ``changes`` (with any slots promised to it taken back), a failed
     job's into ``failed`` ({row: why})."""
-    has_arrays = any(array_id is not None for array_id in table["array_id"])
+    has_arrays = table["array_id"].count(None) < len(table["array_id"])
     if not len(rows) or not (any(table["after"]) or has_arrays):  # no job names another, none is in an array
         return rows
     asking = rows[np.equal(np.asarray(table["started"], dtype=object)[rows], None)]
@@ -38,11 +38,13 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     limits = _array_limits(store, table, asking) if has_arrays else None
     if not len(claims) and limits is None:
         return rows
-    lists: list[list[int]] = [[] for _ in range(len(asking))]
-    for j in claims.tolist():
-        lists[j] = [int(i) for i in after_text[j].split(",")]
-    applicants = Applicants(np.asarray(table["id"], dtype=np.int64)[asking], Dependencies.of_lists(lists),
-                            *(limits or (None, None, None)))
+    after = Dependencies.none(len(asking))
+    if len(claims):
+        lists: list[list[int]] = [[] for _ in range(len(asking))]
+        for j in claims.tolist():
+            lists[j] = [int(i) for i in after_text[j].split(",")]
+        after = Dependencies.of_lists(lists)
+    applicants = Applicants(np.asarray(table["id"], dtype=np.int64)[asking], after, *(limits or (None, None, None)))
     verdict = _settled(store, applicants, now)
     for j in np.flatnonzero(verdict.fail):
         failed[int(asking[j])] = verdict.reasons[int(j)]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.core.errors import InputError
-from apportion.serve.bounds import (MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_USER_ACTIVE_TASKS,
-                                    check_text, clip)
+from apportion.serve.bounds import (MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_NAME,
+                                    MAX_USER_ACTIVE_TASKS, check_text, clip)
 
 _PIECE = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
 _FORMS = "indices such as 0-15, 0-15:2 or 1,3,5-7, optionally ending %N (at most N at once)"
@@ -106,6 +106,14 @@ def array_environment(array_id: int, index: int, count: int) -> dict[str, str]:
     """What a task's attempts are told of its array (docs/serve-contract.md)."""
     return {"APPORTION_ARRAY_ID": str(array_id), "APPORTION_ARRAY_INDEX": str(index),
             "APPORTION_ARRAY_COUNT": str(count)}
+
+
+def check_task_names(name: str, array: ArraySpec, source: str) -> None:
+    """InputError naming ``name`` when ``NAME[INDEX]`` would be past MAX_NAME characters for some task."""
+    longest = len(task_name(name, array.indices[-1]))
+    if longest > MAX_NAME:
+        raise InputError(source, f"must leave room for its tasks' [INDEX]: {name[:20]!r}… with "
+                         f"[{array.indices[-1]}] is {longest:,} characters, more than {MAX_NAME}", field="name")
 
 
 def check_room(active: int, tasks: int, source: str) -> None:

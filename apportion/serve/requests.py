@@ -29,7 +29,7 @@ from apportion.serve.elastic import StepReport
 from apportion.serve.elastic_batch import examples_done
 from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
-from apportion.serve.job_array import check_room, parse_array, task_spec
+from apportion.serve.job_array import check_room, check_task_names, parse_array, task_spec
 from apportion.serve.jobspec import check_after, spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
 from apportion.serve.policy_check import one_job_view
@@ -83,6 +83,8 @@ class Requests:
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
         array = parse_array(spec.array, source) if spec.array else None
+        if array is not None:
+            check_task_names(spec.name, array, source)
         with self.lock:
             if key is not None:
                 earlier = self._earlier(user, key, digest)  # it may have been stored since
@@ -283,7 +285,9 @@ class Requests:
         """Job ``job_id``'s row; NotFound if there is none."""
         row = self.store.job(job_id)
         if row is None:
-            raise NotFound(f"no job {job_id}")
+            tasks = sum(self.store.arrays_of([job_id]).get(job_id, ("", {}))[1].values())
+            raise NotFound(f"job {job_id} is a job array of {tasks} tasks (jobs {job_id + 1}-{job_id + tasks}): "
+                           f"`apportion queue --array {job_id}` lists them" if tasks else f"no job {job_id}")
         return row
 
     def current(self, job_id: int, attempt: int) -> JobRecord:

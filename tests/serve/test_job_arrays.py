@@ -231,3 +231,22 @@ def test_an_array_with_a_limit_runs_at_most_that_many_tasks_at_once_beside_free_
     cluster.post(f"/jobs/{tasks[1]}/cancel")  # its attempt exits at SIGTERM
     cluster.tick()
     assert sorted(cluster.executor.running()) == [tasks[2], tasks[3]]
+
+
+def test_asking_for_an_arrays_id_as_a_job_says_how_to_list_its_tasks(tmp_path):
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.submit(array="0-2").json()["id"])
+
+    answer = cluster.client.get(f"/jobs/{array_id}", headers={"Authorization": f"Bearer {cluster.credential['alice']}"})
+
+    assert answer.status_code == 404
+    assert answer.json()["detail"] == (f"job {array_id} is a job array of 3 tasks (jobs {array_id + 1}-{array_id + 3}):"
+                                       f" `apportion queue --array {array_id}` lists them")
+
+
+def test_a_name_with_no_room_left_for_its_tasks_index_is_refused(tmp_path):
+    cluster = Cluster(tmp_path)
+    answer = cluster.submit(name="n" * 252, array="0-100")
+    assert answer.status_code == 400 and answer.json()["field"] == "name"
+    assert "with [100] is 257 characters, more than 256" in answer.json()["message"]
+    assert cluster.submit(name="n" * 252, array="0-99").status_code == 200  # n…n[99]: 256 characters
