@@ -1,18 +1,20 @@
 """Job arrays as a user meets them on the command line: `apportion submit` of a file with
 ``array:``, `queue` showing the array as one line (and its tasks on request), `cancel` of the
-array; against a real HTTP server whose jobs are fake."""
+array; against a real HTTP server whose jobs are fake, and one real `apportion serve` whose
+tasks are processes printing their index."""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pytest
 from typer.testing import CliRunner
 
 from apportion.cli import app
 from live_server import LiveServer
-from serve_helpers import wait_for
+from serve_helpers import CONTRACT_JOB, Server, all_done, wait_for
 
 runner = CliRunner()
 
@@ -80,3 +82,18 @@ def test_a_malformed_range_is_named_with_its_line_in_the_job_file(server, tmp_pa
     result = cli(server, "submit", str(path))
     assert result.exit_code != 0
     assert f"{path}:5: field 'array': the range 4-2 runs backwards" in result.output
+
+
+def test_each_task_of_a_real_array_runs_with_its_own_index(tmp_path):
+    path = tmp_path / "echo.yaml"
+    path.write_text(f"name: echo\ncommand: echo index=$APPORTION_ARRAY_INDEX of $APPORTION_ARRAY_COUNT && exec "
+                    f"{sys.executable} {CONTRACT_JOB}\ntotal_steps: 5\nuser: ann\narray: 0-3\n")
+    with Server(tmp_path / "state", "--slots", "cpu:2", "--round-s", "2") as server:
+        submitted = runner.invoke(app, ["submit", str(path), "--server", server.url])
+        assert submitted.exit_code == 0, submitted.output
+        array_id = int(re.search(r"submitted array (\d+)", submitted.output).group(1))
+        jobs = wait_for(lambda: all_done(server, 4), 60, "the four tasks to end", server)
+        logs = {j["array_index"]: runner.invoke(app, ["logs", j["id"], "--server", server.url]).output for j in jobs}
+
+    assert {j["status"] for j in jobs} == {"completed"} and {j["array_id"] for j in jobs} == {str(array_id)}
+    assert [re.search(r"index=(\d+) of (\d+)", logs[i]).groups() for i in range(4)] == [(str(i), "4") for i in range(4)]
