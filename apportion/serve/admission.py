@@ -76,8 +76,8 @@ def _settled(store: StateStore, applicants: Applicants, now: float) -> Verdict:
 
 def _array_limits(store: StateStore, table: dict, asking: np.ndarray) -> tuple[np.ndarray, ...] | None:
     """For the ``asking`` rows: each one's array if it has a limit (%N; else -1), that array's room
-    (its limit less its tasks started and not ended, an attempt still alive counting) and its limit; None when no asking job is in
-    an array with a limit."""
+    (its limit less its tasks started and not ended, an attempt still alive counting) and its
+    limit; None when no asking job is in an array with a limit."""
     array_of = np.array([-1 if a is None else a for a in table["array_id"]], dtype=np.int64)
     asked = array_of[asking]
     arrays = np.unique(asked[asked >= 0])

@@ -18,7 +18,7 @@ from apportion.core.errors import InputError
 from apportion.serve.bounds import (MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_NAME,
                                     MAX_USER_ACTIVE_TASKS, check_text, clip)
 
-_PIECE = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
+_PIECE = re.compile(r"([0-9]{1,12})(?:-([0-9]{1,12})(?::([0-9]{1,12}))?)?")  # digits enough to pass any bound
 _FORMS = "indices such as 0-15, 0-15:2 or 1,3,5-7, optionally ending %N (at most N at once)"
 
 
@@ -42,7 +42,11 @@ def array_text(value: object, source: str) -> str | None:
         if len(value) > MAX_ARRAY_TASKS:
             raise InputError(source, f"names {len(value):,} tasks, more than {MAX_ARRAY_TASKS:,} (the most one "
                              "array may have)", field="array")
-        value = ",".join(str(item) if isinstance(item, int) and not isinstance(item, bool) else "?" for item in value)
+        for i, item in enumerate(value):
+            if isinstance(item, bool) or not isinstance(item, (int, str)):
+                raise InputError(source, f"must be an index or a range such as 5-7, got {clip(repr(item), 40)}",
+                                 field=f"array[{i}]")
+        value = ",".join(str(item) for item in value)
     elif isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):

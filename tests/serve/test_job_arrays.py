@@ -11,7 +11,7 @@ from apportion.core.errors import InputError
 from apportion.serve.api import create_app
 from apportion.serve.auth import add_user
 from apportion.serve.bounds import MAX_ARRAY_TASKS
-from apportion.serve.job_array import parse_array
+from apportion.serve.job_array import array_text, parse_array
 from test_serve_dependencies import make
 
 
@@ -142,12 +142,14 @@ def test_one_task_is_cancelled_by_its_own_id(tmp_path):
     ("1,,2", "'' is none of those"),
     ("0-3%0", "%N (at most N tasks at once) must be a whole number from 1"),
     ("-1", "'-1' is none of those"),
+    ("9" * 5000, "is none of those"),  # more digits than any index: never turned into a number
+    ([1, None], "must be an index or a range such as 5-7, got None"),
 ])
 def test_a_malformed_range_is_refused_naming_the_field_and_nothing_is_stored(tmp_path, text, said):
     cluster = Cluster(tmp_path)
     answer = cluster.submit(array=text)
     assert answer.status_code == 400
-    assert answer.json()["field"] == "array" and said in answer.json()["message"]
+    assert answer.json()["field"].startswith("array") and said in answer.json()["message"]
     assert cluster.jobs() == []
 
 
@@ -204,6 +206,7 @@ def test_a_retried_submit_of_an_array_finds_the_array(tmp_path):
 
 
 def test_the_forms_of_array_slurm_users_know():
+    assert array_text([1, 3, "5-7"], "f") == "1,3,5-7" and array_text(4, "f") == "4"
     assert parse_array("0-3", "f").indices == (0, 1, 2, 3)
     assert parse_array("0-10:4", "f").indices == (0, 4, 8)
     assert parse_array("1,3,5-7", "f").indices == (1, 3, 5, 6, 7)
