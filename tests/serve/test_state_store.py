@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
 
-from apportion.serve.state import StateStore
+from apportion.serve.state import SCHEMA, StateStore
 
 
 def add(store: StateStore, name: str = "a", user: str = "ann") -> int:
@@ -189,3 +190,32 @@ def test_a_job_and_its_idempotency_key_are_stored_together_or_not_at_all(tmp_pat
         store.insert_job(spec={"name": "b", "command": "x", "total_steps": 10}, name="b", user="ann", queue="q",
                          priority=1.0, kind="b", gpus=1, total_steps=10, submitted=101.0, key=("ann", "k", "d"))
     assert [j.id for j in store.jobs()] == [first]
+
+
+def test_a_state_file_from_before_job_arrays_gains_their_columns_and_an_array_takes_the_ids_after_its_jobs(tmp_path):
+    # the schema as it was: batch_log the last column (SQLite cannot drop a column followed by a comment)
+    before = re.sub(r"'',( *--[^\n]*)\n *array_id [^\n]*\n *array_index [^\n]*", r"''\1", SCHEMA)
+    assert "array_id" not in before
+    older = sqlite3.connect(tmp_path / "state.db")
+    older.executescript(before)
+    older.execute("INSERT INTO jobs (name, user, queue, priority, kind, gpus, total_steps, spec, status, submitted)"
+                  " VALUES ('a', 'ann', 'q', 1.0, 'a', 1, 10, '{}', 'queued', 100.0)")
+    older.commit()
+    older.close()
+    first = 1
+
+    reader = StateStore(tmp_path / "state.db", read_only=True)
+    assert [(j.id, j.array_id, j.array_index) for j in reader.jobs()] == [(first, None, None)]
+    reader.close()
+    again = StateStore(tmp_path / "state.db")
+    spec = {"name": "s", "command": "x", "total_steps": 10}
+    array_id, tasks = again.insert_array(specs=[spec, spec], indices=(3, 5), user="ann", queue="q", priority=1.0,
+                                         kind="s", gpus=1, total_steps=10, submitted=101.0)
+    after = add(again)
+
+    assert (array_id, tasks, after) == (first + 1, [first + 2, first + 3], first + 4)
+    assert [(t.id, t.array_id, t.array_index) for t in again.array_tasks(array_id)] == [
+        (first + 2, array_id, 3), (first + 3, array_id, 5)]
+    assert again.round_table()["array_id"] == (None, array_id, array_id, None)
+    indexes = {row[1] for row in again._conn.execute("PRAGMA index_list(jobs)")}
+    assert "jobs_array" in indexes
