@@ -35,7 +35,8 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     asking = rows[np.equal(np.asarray(table["started"], dtype=object)[rows], None)]
     after_text = np.asarray(table["after"], dtype=object)[asking]
     claims = np.flatnonzero(after_text != "")
-    limits = _array_limits(store, table, asking) if has_arrays else None
+    array_of = np.array([-1 if a is None else a for a in table["array_id"]], dtype=np.int64) if has_arrays else None
+    limits = _array_limits(store, table, array_of, asking) if has_arrays else None
     if not len(claims) and limits is None:
         return rows
     after = Dependencies.none(len(asking))
@@ -45,7 +46,7 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
             lists[j] = [int(i) for i in after_text[j].split(",")]
         after = Dependencies.of_lists(lists)
     applicants = Applicants(np.asarray(table["id"], dtype=np.int64)[asking], after, *(limits or (None, None, None)))
-    verdict = _settled(store, applicants, now)
+    verdict = _settled(store, applicants, now, array_of[asking] if has_arrays else np.full(len(asking), -1))
     for j in np.flatnonzero(verdict.fail):
         failed[int(asking[j])] = verdict.reasons[int(j)]
     for j in np.flatnonzero(verdict.hold):
@@ -54,8 +55,9 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     return rows[~np.isin(rows, out)]
 
 
-def _settled(store: StateStore, applicants: Applicants, now: float) -> Verdict:
-    """The verdict over ``applicants``, a job failed now counting as failed for those that wait for it."""
+def _settled(store: StateStore, applicants: Applicants, now: float, array_of: np.ndarray) -> Verdict:
+    """The verdict over ``applicants`` (``array_of``: each one's array, -1 none), a job failed now
+    counting as failed for those that wait for it, or for its array."""
     named = np.unique(applicants.after.keys)
     found = store.owners_and_statuses(named.tolist())
     outcome = {job_id: _OUTCOME_OF_STATUS.get(status, Outcome.FAILED) for job_id, (_, status) in found.items()}
@@ -66,7 +68,7 @@ def _settled(store: StateStore, applicants: Applicants, now: float) -> Verdict:
     verdict = ADMISSION.admit(applicants, context)
     waited_for = set(named.tolist())
     while True:
-        failing = (int(key) for key in applicants.key[verdict.fail])
+        failing = [int(key) for key in applicants.key[verdict.fail]] + array_of[verdict.fail].tolist()
         newly = [key for key in failing if key in waited_for and outcome.get(key) != Outcome.FAILED]
         if not newly:
             return verdict
@@ -74,11 +76,11 @@ def _settled(store: StateStore, applicants: Applicants, now: float) -> Verdict:
         verdict = ADMISSION.admit(applicants, context)
 
 
-def _array_limits(store: StateStore, table: dict, asking: np.ndarray) -> tuple[np.ndarray, ...] | None:
+def _array_limits(store: StateStore, table: dict, array_of: np.ndarray,
+                  asking: np.ndarray) -> tuple[np.ndarray, ...] | None:
     """For the ``asking`` rows: each one's array if it has a limit (%N; else -1), that array's room
     (its limit less its tasks started and not ended, an attempt still alive counting) and its
-    limit; None when no asking job is in an array with a limit."""
-    array_of = np.array([-1 if a is None else a for a in table["array_id"]], dtype=np.int64)
+    limit; None when no asking job is in an array with a limit. ``array_of``: each row's array, -1 none."""
     asked = array_of[asking]
     arrays = np.unique(asked[asked >= 0])
     if not len(arrays):

@@ -253,3 +253,18 @@ def test_a_name_with_no_room_left_for_its_tasks_index_is_refused(tmp_path):
     assert answer.status_code == 400 and answer.json()["field"] == "name"
     assert "with [100] is 257 characters, more than 256" in answer.json()["message"]
     assert cluster.submit(name="n" * 252, array="0-99").status_code == 200  # n…n[99]: 256 characters
+
+
+def test_a_job_after_an_array_fails_in_the_round_its_tasks_fail_for_the_job_they_wait_for(tmp_path):
+    cluster = Cluster(tmp_path, slots="cpu:1")
+    prep = int(cluster.submit(name="prep").json()["id"])
+    array_id = int(cluster.submit(array="0-1", after=[prep]).json()["id"])  # every task waits for prep
+    report = int(cluster.submit(name="report", after=[array_id]).json()["id"])
+    cluster.tick()
+
+    cluster.post(f"/jobs/{prep}/cancel")
+    cluster.tick()
+
+    assert [cluster.scheduler.store.job(array_id + 1 + i).status for i in range(2)] == ["failed", "failed"]
+    row = cluster.scheduler.store.job(report)
+    assert (row.status, row.reason) == ("failed", f"cannot be scheduled: array {array_id}, which it runs after, failed")
