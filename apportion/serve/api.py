@@ -102,7 +102,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         job_id, existing = scheduler.submit_once({**body, "user": user}, user, key, sees_all=who.admin or who.open)
         answer = {"id": str(job_id), "user": user, **({"existing": True} if existing else {})}
         if body.get("array") is not None:  # an array: its id, and its tasks' ids follow it
-            answer["tasks"] = sum(scheduler.store.arrays_of([job_id]).get(job_id, ("", {}))[1].values())
+            answer["tasks"] = scheduler.store.array_size(job_id)
         return answer
 
     @app.get("/jobs")

@@ -194,8 +194,7 @@ class AttemptLifecycle:
         if row.partner:  # space sharing: another job runs on the same slot, at the speed of the pair
             env["APPORTION_SHARED_WITH"] = str(row.partner)
         if row.array_id is not None:  # a job array's task: which one, of how many
-            tasks = sum(self.store.arrays_of([row.array_id]).get(row.array_id, ("", {}))[1].values())
-            env.update(array_environment(row.array_id, row.array_index, tasks))
+            env.update(array_environment(row.array_id, row.array_index, self.store.array_size(row.array_id)))
         # its own credential: renews this attempt's lease and reports its progress, nothing else
         env["APPORTION_TOKEN"] = issue_attempt_credential(self.store, row.id, attempt)
         return env

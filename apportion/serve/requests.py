@@ -285,7 +285,7 @@ class Requests:
         """Job ``job_id``'s row; NotFound if there is none."""
         row = self.store.job(job_id)
         if row is None:
-            tasks = sum(self.store.arrays_of([job_id]).get(job_id, ("", {}))[1].values())
+            tasks = self.store.array_size(job_id)
             raise NotFound(f"job {job_id} is a job array of {tasks} tasks (jobs {job_id + 1}-{job_id + tasks}): "
                            f"`apportion queue --array {job_id}` lists them" if tasks else f"no job {job_id}")
         return row

@@ -358,6 +358,11 @@ class StateStore:
                 found.update({int(array_id): text or "" for array_id, text in rows})
         return found
 
+    def array_size(self, array_id: int) -> int:
+        """How many tasks array ``array_id`` has (0: it is no array)."""
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM jobs WHERE array_id = ?", (array_id,)).fetchone()[0])
+
     def active_jobs_of(self, user: str) -> int:
         """How many of ``user``'s jobs are active."""
         with self._lock:
