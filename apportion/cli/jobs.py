@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
+from apportion.cli.arrays import collapse_arrays
 from apportion.cli.output import console, errors, escape, fail, print_json, print_table
 from apportion.stdio import stdout_to_stderr
 
@@ -79,11 +80,16 @@ def _finish_at(job: dict, now: float) -> str:
 def queue(
     as_json: bool = opt.json_option("the jobs (a list)"),
     show_all: bool = typer.Option(False, "--all", help="Every job ever submitted (default: active jobs, and jobs that ended in the last hour)."),
+    expand: bool = typer.Option(False, "--expand", help="Each task of a job array on a line of its own (default: an array is one line)."),
+    array: Optional[str] = typer.Option(None, "--array", metavar="ARRAY_ID", help="Only the tasks of this job array, one a line."),
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
     token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
     """List jobs: ID NAME USER QUEUE PRIO STATUS(REASON) GPUS ALLOC SUBMITTED RUNTIME PROGRESS EST.FINISH.
+
+    A job array is one line, ``12[0-15]``, its status how many of its tasks are in each state and
+    its progress summed over them; ``--expand`` or ``--array 12`` lists its tasks.
 
     EST.FINISH is when an active job is expected to finish, from the history of the jobs that
     finished on this server (never past its total_steps); ≥ for a job that is not running now.
@@ -95,12 +101,17 @@ def queue(
 
     jobs = _call(_client(server, token, token_file).queue, show_all)
     now = _time.time()
+    if array is not None:
+        jobs = [j for j in jobs if j.get("array_id") == array.strip()]
     if as_json:
         print_json(jobs)
         return
     if not jobs:
-        console.print("no jobs" + ("" if show_all else " (--all shows jobs that ended more than an hour ago)"))
+        console.print((f"no tasks of array {escape(array)}" if array is not None else "no jobs")
+                      + ("" if show_all else " (--all shows jobs that ended more than an hour ago)"))
         return
+    if not expand and array is None:
+        jobs = collapse_arrays(jobs)
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
     for column in ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS",
                    "EST.FINISH"):
@@ -148,16 +159,21 @@ def _cell(text: object, most: int = 64) -> str:
 
 
 def cancel(
-    job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id (see `apportion queue`)."),
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id, or a job array's (see `apportion queue`)."),
     user: Optional[str] = opt.User,
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
     token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
-    """Cancel a job: a running attempt gets SIGTERM (then SIGKILL after the grace period)."""
+    """Cancel a job (a running attempt gets SIGTERM, then SIGKILL after the grace period), or
+    every task still active of the job array JOB_ID names."""
     client = _client(server, token, token_file)
-    _call(client.cancel, job_id, _claimed(client, user))
-    console.print(f"cancelled job {escape(job_id)}", highlight=False)
+    answer = _call(client.cancel, job_id, _claimed(client, user)) or {}
+    count = answer.get("cancelled", 1)
+    if count == 1 and not answer.get("array"):
+        console.print(f"cancelled job {escape(job_id)}", highlight=False)
+    else:
+        console.print(f"cancelled array {escape(job_id)}: {count} task{'s' if count != 1 else ''}", highlight=False)
 
 
 def logs(

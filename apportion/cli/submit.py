@@ -52,7 +52,12 @@ def submit(
             raise fail(_refusal(exc.field, exc.message, job_file, fields)) from None
         raise fail(str(exc)) from None
     if as_json:
-        print_json({"id": answer["id"], "user": answer["user"]})
+        print_json({"id": answer["id"], "user": answer["user"], **({"tasks": answer["tasks"]} if spec.array else {})})
+    elif spec.array:
+        first = int(answer["id"]) + 1  # its tasks take the ids after the array's
+        console.print(f"submitted array {escape(answer['id'])}: {escape(spec.name)}[{escape(spec.array)}] "
+                      f"({escape(answer['user'])}, {answer['tasks']} tasks: jobs {first}-{first + answer['tasks'] - 1}, "
+                      f"{spec.gpus} slot(s) and {spec.total_steps} steps each)", highlight=False)
     else:
         console.print(f"submitted job {escape(answer['id'])}: {escape(spec.name)} ({escape(answer['user'])}, "
                       f"{spec.gpus} slot(s), {spec.total_steps} steps)", highlight=False)

@@ -52,6 +52,7 @@ FLAGS = (
     Flag("--env", "env", "env", "NAME=VALUE", "An environment variable for it (repeat for more)."),
     Flag("--after", "after", "list", "ID,ID", "Jobs that must complete before it starts."),
     Flag("--notify", "notify", "text", "URL", "An http(s) URL POSTed a JSON summary when it ends."),
+    Flag("--array", "array", "text", "INDICES", "A job array: one job per index (0-15, 0-15:2, 1,3,5-7; %4: 4 at once)."),
     Flag("--time-limit", "time_limit", "text", "TIME", "Running time over all its attempts, then it fails (3600, 90m, 12h, 2d)."),
     Flag("--workdir", "workdir", "path", "DIR", "Where the command runs (default: this directory)."),
     Flag("--checkpoint-dir", "checkpoint_dir", "path", "DIR", "Where its checkpoints go (default: the server's state directory)."),

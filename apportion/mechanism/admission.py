@@ -9,7 +9,8 @@ nothing to say about any job costs a few array operations, and Python runs per j
 word the reasons of the jobs it holds or fails.
 
 The first stage is :class:`AfterStage`: a job runs only after the jobs it names completed
-(Slurm's ``--dependency=afterok``).
+(Slurm's ``--dependency=afterok``). :class:`ArrayLimitStage` lets a job array's tasks enter only
+while fewer than its limit are under way (Slurm's ``--array=0-15%4``).
 """
 
 from __future__ import annotations
@@ -48,13 +49,20 @@ class Applicants:
 
     key: np.ndarray  # [n] what identifies each job to the clock (a JobTable row, a job id)
     after: Dependencies | None = None  # [n] the keys of the jobs each must see completed first; None: none
+    # a job array's tasks that may be under way at once (its %N): [n] each job's array (-1: none or no
+    # limit), how many more of that array may enter now, and its limit; None: no job is in such an array
+    array: np.ndarray | None = None
+    array_room: np.ndarray | None = None
+    array_most: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.key)
 
     def subset(self, rows: np.ndarray) -> Applicants:
         """The applicants at ``rows`` (positions in this one)."""
-        return Applicants(self.key[rows], None if self.after is None else self.after.subset(rows))
+        arrays = (None, None, None) if self.array is None else (
+            self.array[rows], self.array_room[rows], self.array_most[rows])
+        return Applicants(self.key[rows], None if self.after is None else self.after.subset(rows), *arrays)
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class AdmissionContext:
 
     now_s: float
     outcome: Callable[[np.ndarray], np.ndarray]  # keys -> [k] Outcome of each
-    label: Callable[[int], str]  # key -> how a reason names that job ("12")
+    label: Callable[[int], str]  # key -> how a reason names what it waits for ("job 12")
 
 
 @dataclass(frozen=True)
@@ -137,11 +145,39 @@ class AfterStage:
         bad = np.flatnonzero(ended_badly)
         for job, first in zip(*np.unique(owner[bad], return_index=True)):
             key = bad[first]
-            reasons[int(job)] = (f"job {context.label(int(after.keys[key]))}, which it runs after, "
+            reasons[int(job)] = (f"{context.label(int(after.keys[key]))}, which it runs after, "
                                  f"{_ENDED_WORDS[Outcome(int(outcome[key]))]}")
         pending = np.flatnonzero(waiting & hold[owner])
         jobs_of, first, count = np.unique(owner[pending], return_index=True, return_counts=True)
         for job, at, many in zip(jobs_of, first, count):
             others = f" (and {many - 1} more)" if many > 1 else ""
-            reasons[int(job)] = f"waiting for job {context.label(int(after.keys[pending[at]]))} to complete{others}"
+            reasons[int(job)] = f"waiting for {context.label(int(after.keys[pending[at]]))} to complete{others}"
         return Verdict(hold, fail, reasons)
+
+
+class ArrayLimitStage:
+    """A job array with a limit (Slurm's ``%N``): of its tasks asking, only as many enter as it has
+    room for (its limit less its tasks already under way), first come first; the others wait."""
+
+    name = "array limit"
+
+    def admit(self, jobs: Applicants, context: AdmissionContext) -> Verdict:
+        n = len(jobs)
+        if jobs.array is None:
+            return Verdict.admit_all(n)
+        member = np.flatnonzero(jobs.array >= 0)
+        if not len(member):
+            return Verdict.admit_all(n)
+        # each member's place among its array's members, in the order they are asked
+        _, group = np.unique(jobs.array[member], return_inverse=True)
+        order = np.argsort(group, kind="stable")
+        first_of_group = np.searchsorted(group[order], group[order])
+        place = np.empty(len(member), dtype=np.int64)
+        place[order] = np.arange(len(member)) - first_of_group
+        waits = member[place >= jobs.array_room[member]]
+        hold = np.zeros(n, dtype=bool)
+        hold[waits] = True
+        said = {int(a): f"waiting: array {int(a)} runs at most {int(n)} task{'s' * (int(n) != 1)} at once"
+                for a, n in set(zip(jobs.array[waits].tolist(), jobs.array_most[waits].tolist()))}
+        reasons = dict(zip(waits.tolist(), (said[a] for a in jobs.array[waits].tolist())))
+        return Verdict(hold, np.zeros(n, dtype=bool), reasons)

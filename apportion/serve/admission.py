@@ -3,7 +3,10 @@ asked (``mechanism/admission.py``); a job held waits outside the round with its 
 failed is failed by the round with its reason.
 
 The server keeps no record of admission: a job is asked every round until it starts. For
-dependencies the answer cannot turn back, since a completed job stays completed.
+dependencies the answer cannot turn back, since a completed job stays completed. A job may
+wait for a job array (``after`` naming the array's id): for all its tasks to complete; it
+fails as soon as one task failed or was cancelled. A job array with a limit (``%N``) lets its
+tasks in only while fewer than N of them have started and not ended.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from apportion.core.dependencies import Dependencies
-from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants, Outcome, Verdict
-from apportion.serve.state import StateStore
+from apportion.mechanism.admission import (Admission, AdmissionContext, AfterStage, Applicants, ArrayLimitStage,
+                                           Outcome, Verdict)
+from apportion.serve.job_array import most_running
+from apportion.serve.state import ACTIVE, StateStore
 
-ADMISSION = Admission([AfterStage()])
+ADMISSION = Admission([AfterStage(), ArrayLimitStage()])
 _OUTCOME_OF_STATUS = {"queued": Outcome.WAITING, "running": Outcome.WAITING, "preempted": Outcome.WAITING,
                       "completed": Outcome.COMPLETED, "failed": Outcome.FAILED, "cancelled": Outcome.CANCELLED}
 
@@ -24,18 +29,24 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     """``rows`` (positions in the round ``table``) less the jobs admission holds or fails: a held
     job's reason goes into ``changes`` (with any slots promised to it taken back), a failed
     job's into ``failed`` ({row: why})."""
-    if not len(rows) or not any(table["after"]):  # no job names another: the one stage has nothing to say
+    has_arrays = table["array_id"].count(None) < len(table["array_id"])
+    if not len(rows) or not (any(table["after"]) or has_arrays):  # no job names another, none is in an array
         return rows
     asking = rows[np.equal(np.asarray(table["started"], dtype=object)[rows], None)]
     after_text = np.asarray(table["after"], dtype=object)[asking]
     claims = np.flatnonzero(after_text != "")
-    if not len(claims):
+    array_of = np.array([-1 if a is None else a for a in table["array_id"]], dtype=np.int64) if has_arrays else None
+    limits = _array_limits(store, table, array_of, asking) if has_arrays else None
+    if not len(claims) and limits is None:
         return rows
-    lists: list[list[int]] = [[] for _ in range(len(asking))]
-    for j in claims.tolist():
-        lists[j] = [int(i) for i in after_text[j].split(",")]
-    applicants = Applicants(np.asarray(table["id"], dtype=np.int64)[asking], Dependencies.of_lists(lists))
-    verdict = _settled(store, applicants, now)
+    after = Dependencies.none(len(asking))
+    if len(claims):
+        lists: list[list[int]] = [[] for _ in range(len(asking))]
+        for j in claims.tolist():
+            lists[j] = [int(i) for i in after_text[j].split(",")]
+        after = Dependencies.of_lists(lists)
+    applicants = Applicants(np.asarray(table["id"], dtype=np.int64)[asking], after, *(limits or (None, None, None)))
+    verdict = _settled(store, applicants, now, array_of[asking] if has_arrays else np.full(len(asking), -1))
     for j in np.flatnonzero(verdict.fail):
         failed[int(asking[j])] = verdict.reasons[int(j)]
     for j in np.flatnonzero(verdict.hold):
@@ -44,21 +55,58 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     return rows[~np.isin(rows, out)]
 
 
-def _settled(store: StateStore, applicants: Applicants, now: float) -> Verdict:
-    """The verdict over ``applicants``, a job failed now counting as failed for those that wait for it."""
+def _settled(store: StateStore, applicants: Applicants, now: float, array_of: np.ndarray) -> Verdict:
+    """The verdict over ``applicants`` (``array_of``: each one's array, -1 none), a job failed now
+    counting as failed for those that wait for it, or for its array."""
     named = np.unique(applicants.after.keys)
     found = store.owners_and_statuses(named.tolist())
     outcome = {job_id: _OUTCOME_OF_STATUS.get(status, Outcome.FAILED) for job_id, (_, status) in found.items()}
-    context = AdmissionContext(now, lambda keys: np.array([outcome.get(int(k), Outcome.UNKNOWN) for k in keys]), str)
+    arrays = store.arrays_of([key for key in named.tolist() if key not in found])
+    outcome.update({array_id: _array_outcome(counts) for array_id, (_, counts) in arrays.items()})
+    context = AdmissionContext(now, lambda keys: np.array([outcome.get(int(k), Outcome.UNKNOWN) for k in keys]),
+                               lambda key: f"array {key}" if key in arrays else f"job {key}")
     verdict = ADMISSION.admit(applicants, context)
     waited_for = set(named.tolist())
     while True:
-        failing = (int(key) for key in applicants.key[verdict.fail])
+        failing = [int(key) for key in applicants.key[verdict.fail]] + array_of[verdict.fail].tolist()
         newly = [key for key in failing if key in waited_for and outcome.get(key) != Outcome.FAILED]
         if not newly:
             return verdict
         outcome.update(dict.fromkeys(newly, Outcome.FAILED))
         verdict = ADMISSION.admit(applicants, context)
+
+
+def _array_limits(store: StateStore, table: dict, array_of: np.ndarray,
+                  asking: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """For the ``asking`` rows: each one's array if it has a limit (%N; else -1), that array's room
+    (its limit less its tasks started and not ended, an attempt still alive counting) and its
+    limit; None when no asking job is in an array with a limit. ``array_of``: each row's array, -1 none."""
+    asked = array_of[asking]
+    arrays = np.unique(asked[asked >= 0])
+    if not len(arrays):
+        return None
+    most = {a: n for a, text in store.array_texts(arrays.tolist()).items() if (n := most_running(text)) is not None}
+    if not most:
+        return None
+    limited = np.array(sorted(most), dtype=np.int64)
+    limit = np.array([most[a] for a in limited.tolist()], dtype=np.int64)
+    started = ~np.equal(np.asarray(table["started"], dtype=object), None)
+    ending = np.isin(np.asarray(table["status"], dtype=object), ACTIVE) | np.asarray(table["live"], dtype=bool)
+    under_way = np.isin(array_of, limited) & started & ending  # a cancelled task counts until its attempt exits
+    count = np.bincount(np.searchsorted(limited, array_of[under_way]), minlength=len(limited))
+    place = np.minimum(np.searchsorted(limited, asked), len(limited) - 1)
+    inside = (asked >= 0) & (limited[place] == asked)
+    return (np.where(inside, asked, -1), np.where(inside, (limit - count)[place], 0),
+            np.where(inside, limit[place], 0))
+
+
+def _array_outcome(counts: dict[str, int]) -> Outcome:
+    """What became of an array, from how many of its tasks are in each status: failed (or cancelled)
+    as soon as one task is, completed when all are, else waiting."""
+    for status in ("failed", "cancelled"):
+        if counts.get(status):
+            return _OUTCOME_OF_STATUS[status]
+    return Outcome.COMPLETED if set(counts) == {"completed"} else Outcome.WAITING
 
 
 def _hold(table: dict, i: int, why: str, changes: dict[int, dict]) -> None:

@@ -103,7 +103,10 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         except NoAccount as exc:
             raise NotAllowed(str(exc)) from None
         job_id, existing = scheduler.submit_once({**body, "user": user}, user, key, sees_all=who.admin or who.open)
-        return {"id": str(job_id), "user": user, "existing": True} if existing else {"id": str(job_id), "user": user}
+        answer = {"id": str(job_id), "user": user, **({"existing": True} if existing else {})}
+        if body.get("array") is not None:  # an array: its id, and its tasks' ids follow it
+            answer["tasks"] = scheduler.store.array_size(job_id)
+        return answer
 
     @app.get("/jobs")
     def jobs(who: Identity = Depends(user_caller)) -> list[dict]:
@@ -118,11 +121,12 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     def cancel(job_id: str, body: Any = Body(default=None), who: Identity = Depends(user_caller)) -> dict:
         named = bodies.cancel({} if body is None else body)
         if who.open:  # no credentials: the user the request names
-            scheduler.cancel(_id(job_id), named)
+            count = scheduler.cancel(_id(job_id), named)
         else:
             who.acting_as(named)  # a user naming someone else is refused, not ignored
-            scheduler.cancel(_id(job_id), who.user, admin=who.admin)
-        return {}
+            count = scheduler.cancel(_id(job_id), who.user, admin=who.admin)
+        # an array's id is held by no job: its tasks were cancelled
+        return {"cancelled": count, **({"array": True} if scheduler.store.job(_id(job_id)) is None else {})}
 
     @app.post("/jobs/{job_id}/lease")
     def lease(job_id: str, body: Any = Body(...), who: Identity = Depends(caller)) -> dict:

@@ -184,7 +184,8 @@ class Client:
             answer = self._call("POST", "/jobs", json_body=body, headers=key)
         except Unreachable:
             answer = self._call("POST", "/jobs", json_body=body, headers=key)
-        return {"id": answer["id"], "user": answer.get("user") or body.get("user")}
+        shown = {"id": answer["id"], "user": answer.get("user") or body.get("user")}
+        return {**shown, "tasks": answer["tasks"]} if "tasks" in answer else shown
 
     def _claimed(self, user: str | None) -> str | None:
         """The user a request names: ``user``, else (with no credential, whose user the server knows) the OS user."""
@@ -212,11 +213,12 @@ class Client:
         """One job; a :class:`ClientError` with ``status`` 404 when there is none."""
         return self._call("GET", f"/jobs/{_path(job_id)}")
 
-    def cancel(self, job_id: int | str, user: str | None = None) -> None:
+    def cancel(self, job_id: int | str, user: str | None = None) -> dict:
         """Cancel a job (only its user or an admin may): a queued one at once, a running one gets
-        SIGTERM. ``user``: who asks (see :meth:`submit`)."""
+        SIGTERM; on a job array's id, every task still active. ``user``: who asks (see :meth:`submit`).
+        ``{"cancelled": how many jobs}`` (and ``"array": true`` for an array)."""
         user = self._claimed(user)
-        self._call("POST", f"/jobs/{_path(job_id)}/cancel", json_body={"user": user} if user else {})
+        return self._call("POST", f"/jobs/{_path(job_id)}/cancel", json_body={"user": user} if user else {})
 
     def wait(self, job_id: int | str, timeout: float | None = None, poll_s: float = 1.0) -> dict:
         """The job once it has ended (completed, failed or cancelled), asking every ``poll_s``

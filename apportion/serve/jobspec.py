@@ -16,6 +16,7 @@ hung_after_s: 1800                # silent (no lease call, no progress report) t
 time_limit: 12h                   # running time over all attempts, then it fails; seconds or N s/m/h/d; default none
 after: [12, 14]                   # jobs that must complete before it starts; it fails if one fails or is cancelled
 notify: https://hooks.example.com/apportion   # POSTed a JSON summary when the job ends (serve/notifier.py)
+array: 0-15                       # one job per index (0-15:2, 1,3,5-7; %4: at most 4 at once): serve/job_array.py
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`
@@ -57,13 +58,14 @@ from apportion.serve.bounds import (
     check_number, check_text, clip,
 )
 from apportion.serve.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
+from apportion.serve.job_array import array_text
 from apportion.serve.notify_hosts import notify_target
 from apportion.workloads.yaml_file import read_yaml
 
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
-    "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after", "notify",
+    "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after", "notify", "array",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -95,6 +97,7 @@ class JobSpec:
     time_limit: float | None = None  # seconds of running time over all its attempts; None: no limit
     after: tuple[int, ...] | None = None  # ids of the jobs that must complete before it starts; None: none
     notify: str | None = None  # an http(s) URL POSTed a summary when the job ends (notifier.py); None: none
+    array: str | None = None  # a job array's indices, as checked text ("0-15%4"); None: one job
 
     @property
     def throughput_kind(self) -> str:
@@ -223,6 +226,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         time_limit=_time_limit(data.get("time_limit"), source),
         after=_after(data.get("after"), source),
         notify=None if data.get("notify") is None else notify_target(data["notify"], source).url,
+        array=array_text(data.get("array"), source),
     )
 
 

@@ -30,6 +30,7 @@ from apportion.serve.auth import issue_attempt_credential
 from apportion.serve.checkpoints import newest_intact_as
 from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import attempt_batch
+from apportion.serve.job_array import array_environment
 from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount, prepare_job_dirs
 from apportion.serve.space import NoSpace, is_no_space
@@ -192,6 +193,8 @@ class AttemptLifecycle:
             env["APPORTION_LR_RULE"] = elastic.get("lr_rule", "sqrt")
         if row.partner:  # space sharing: another job runs on the same slot, at the speed of the pair
             env["APPORTION_SHARED_WITH"] = str(row.partner)
+        if row.array_id is not None:  # a job array's task: which one, of how many
+            env.update(array_environment(row.array_id, row.array_index, self.store.array_size(row.array_id)))
         # its own credential: renews this attempt's lease and reports its progress, nothing else
         env["APPORTION_TOKEN"] = issue_attempt_credential(self.store, row.id, attempt)
         return env

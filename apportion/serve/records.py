@@ -44,6 +44,8 @@ class JobRecord:
     submitted: float
     elastic: dict | None  # an elastic job's limits (the spec's ``elastic``); None for a fixed size
     after: str  # ids of the jobs it must see completed before it starts, comma-separated; '' = none
+    array_id: int | None  # a job array's task: the array's id; None otherwise
+    array_index: int | None  # and its index in the array
     # where it stands
     status: str
     reason: str
@@ -172,7 +174,7 @@ JOB_COLUMNS = frozenset(f.name for f in fields(JobRecord)) - set(DERIVED)
 # what a column an older state file lacks reads as (opened read-only, it is not migrated)
 _JOB_DEFAULTS = {"partner": None, "shared_by_type": "{}", "move_to": "", "elastic": "", "batch_size": None,
                  "batch_log": "", "heard_at": None, "hangs": 0, "reason_log": "",
-                 "after": "", "notify_pending": 0}
+                 "after": "", "notify_pending": 0, "array_id": None, "array_index": None}
 
 
 def job_record(row: Mapping[str, Any]) -> JobRecord:

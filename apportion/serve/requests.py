@@ -29,6 +29,7 @@ from apportion.serve.elastic import StepReport
 from apportion.serve.elastic_batch import examples_done
 from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
+from apportion.serve.job_array import check_room, check_task_names, parse_array, task_spec
 from apportion.serve.jobspec import check_after, spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
 from apportion.serve.notify_hosts import notify_target
@@ -84,6 +85,9 @@ class Requests:
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
         self._check_notify(spec, source)
+        array = parse_array(spec.array, source) if spec.array else None
+        if array is not None:
+            check_task_names(spec.name, array, source)
         with self.lock:
             if key is not None:
                 earlier = self._earlier(user, key, digest)  # it may have been stored since
@@ -92,16 +96,31 @@ class Requests:
             now = self.clock()
             data = spec.to_dict()
             data["user"] = spec.user or user
-            owners = {i: who for i, (who, _) in self.store.owners_and_statuses(list(spec.after or ())).items()}
-            check_after(spec.after, owners, data["user"], sees_all, source)
-            job_id = self.store.insert_job(
-                spec=data, name=spec.name, user=data["user"], queue=spec.queue, priority=spec.priority,
-                kind=spec.throughput_kind, gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
-                key=(user, key, digest) if key is not None else None,
-            )
+            check_after(spec.after, self._owners(list(spec.after or ())), data["user"], sees_all, source)
+            common = dict(user=data["user"], queue=spec.queue, priority=spec.priority, kind=spec.throughput_kind,
+                          gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
+                          key=(user, key, digest) if key is not None else None)
+            if array is None:
+                job_id = self.store.insert_job(spec=data, name=spec.name, **common)
+            else:
+                check_room(self.store.active_jobs_of(data["user"]), len(array), source)
+                job_id, tasks = self.store.insert_array(
+                    specs=[task_spec(data, index) for index in array.indices], indices=array.indices, **common)
             self.state.dirty = True
+        if array is not None:
+            self.log(f"array {job_id} submitted: {spec.name} by {data['user']}, {len(array)} tasks (jobs {tasks[0]}"
+                     f"-{tasks[-1]}), {spec.gpus} slot(s) and {spec.total_steps} steps each")
+            return job_id, False
         self.log(f"job {job_id} submitted: {spec.name} by {data['user']}, {spec.gpus} slot(s), {spec.total_steps} steps")
         return job_id, False
+
+    def _owners(self, ids: list[int]) -> dict[int, str]:
+        """The user of each of ``ids`` that is a job or an array."""
+        owners = {i: who for i, (who, _) in self.store.owners_and_statuses(ids).items()}
+        missing = [i for i in ids if i not in owners]
+        if missing:
+            owners.update({i: who for i, (who, _) in self.store.arrays_of(missing).items()})
+        return owners
 
     def _earlier(self, user: str, key: str, digest: str) -> int | None:
         """The job ``user`` stored with ``key`` (None: none); Conflict when it was another request."""
@@ -167,28 +186,38 @@ class Requests:
         if refusal is not None:
             raise InputError(source, refusal, field="notify")
 
-    def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
-        """Cancel job ``job_id`` for ``user``: Forbidden unless it is theirs or they are an admin."""
+    def cancel(self, job_id: int, user: str, admin: bool = False) -> int:
+        """Cancel job ``job_id`` for ``user``, or every task still active of the array ``job_id``
+        names: Forbidden unless it is theirs or they are an admin. How many jobs were cancelled."""
         with self.lock:
-            row = self.row(job_id)
-            if user != row.user and not admin:
-                raise Forbidden(f"job {job_id} belongs to {row.user!r}, not {user!r}")
-            if row.status in TERMINAL:
-                raise Conflict(f"job {job_id} has already {_past(row.status)}")
+            row = self.store.job(job_id)
+            rows = [row] if row is not None else self.store.array_tasks(job_id)
+            if not rows:
+                raise NotFound(f"no job {job_id}")
+            what = f"job {job_id}" if row is not None else f"array {job_id}"
+            if user != rows[0].user and not admin:
+                raise Forbidden(f"{what} belongs to {rows[0].user!r}, not {user!r}")
+            active = [r for r in rows if r.status not in TERMINAL]
+            if not active:
+                raise Conflict(f"job {job_id} has already {_past(row.status)}" if row is not None else
+                               f"array {job_id} has no task left to cancel: its {len(rows)} tasks have ended")
             now = self.clock()
             with self.store.transaction():
-                if row.attempt_live:
-                    self.store.update_job(job_id, status="cancelled", stop="cancel", term_at=now, finished=now,
-                                          reason=f"cancelled by {user}; stopping")
-                else:
-                    self.store.update_job(job_id, status="cancelled", slots="", gpu_type=None, partner=None, finished=now,
-                                          reason=f"cancelled by {user}")
-                self.store.add_event(now, job_id, "cancel", f"by {user}")
-            if row.attempt_live:
-                self.executor.terminate(job_id)
+                for r in active:
+                    if r.attempt_live:
+                        self.store.update_job(r.id, status="cancelled", stop="cancel", term_at=now, finished=now,
+                                              reason=f"cancelled by {user}; stopping")
+                    else:
+                        self.store.update_job(r.id, status="cancelled", slots="", gpu_type=None, partner=None,
+                                              finished=now, reason=f"cancelled by {user}")
+                    self.store.add_event(now, r.id, "cancel", f"by {user}")
+            for r in active:
+                if r.attempt_live:
+                    self.executor.terminate(r.id)
             self.state.dirty = True
             self.changed.notify_all()
-        self.log(f"job {job_id} cancelled by {user}")
+        self.log(f"{what} cancelled by {user}" + (f": {len(active)} tasks" if row is None else ""))
+        return len(active)
 
     def lease(self, job_id: int, attempt: int, steps_done: int | None = None, skipped: tuple[str, ...] = ()) -> dict:
         """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75);
@@ -269,7 +298,9 @@ class Requests:
         """Job ``job_id``'s row; NotFound if there is none."""
         row = self.store.job(job_id)
         if row is None:
-            raise NotFound(f"no job {job_id}")
+            tasks = self.store.array_size(job_id)
+            raise NotFound(f"job {job_id} is a job array of {tasks} tasks (jobs {job_id + 1}-{job_id + tasks}): "
+                           f"`apportion queue --array {job_id}` lists them" if tasks else f"no job {job_id}")
         return row
 
     def current(self, job_id: int, attempt: int) -> JobRecord:

@@ -122,9 +122,10 @@ class Scheduler:
         """:meth:`submit` once per idempotency ``key`` of ``user``: (job id, whether it was stored before)."""
         return self.requests.submit_once(body, user, key, sees_all=sees_all)
 
-    def cancel(self, job_id: int, user: str, admin: bool = False) -> None:
-        """Cancel the job now if it has no attempt, else SIGTERM its attempt; only its user (or an admin) may."""
-        self.requests.cancel(job_id, user, admin)
+    def cancel(self, job_id: int, user: str, admin: bool = False) -> int:
+        """Cancel the job now if it has no attempt, else SIGTERM its attempt; only its user (or an admin) may.
+        ``job_id`` an array's: each of its tasks still active. How many jobs were cancelled."""
+        return self.requests.cancel(job_id, user, admin)
 
     def lease(self, job_id: int, attempt: int, steps_done: int | None = None, skipped: tuple[str, ...] = ()) -> dict:
         """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75)."""
@@ -230,6 +231,7 @@ class Scheduler:
             "preemptions": row.preemptions, "attempts": row.attempt, "retries": row.retries,
             "hangs": row.hangs, "hung_after_s": hung_after_s(row, self.config),
             "time_limit": spec.get("time_limit"), "after": [str(i) for i in spec.get("after") or ()],
+            "array_id": None if row.array_id is None else str(row.array_id), "array_index": row.array_index,
             "exit_code": row.exit_code, "lease_end": row.lease_end,
             "last_lines": row.last_lines if private else "",
             "command": spec.get("command"),

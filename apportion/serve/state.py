@@ -73,8 +73,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     elastic TEXT NOT NULL DEFAULT '',   -- an elastic job's limits (the spec's `elastic`) as JSON; '' for a fixed size
     batch_size INTEGER,                 -- an elastic job's batch for its next attempt, as its round chose; NULL: its own
     after TEXT NOT NULL DEFAULT '',     -- ids of the jobs it must see completed before it starts, comma-separated
-    batch_log TEXT NOT NULL DEFAULT '', -- a target in examples: [[first step, examples before, batch], ...] an attempt
-    notify_pending INTEGER NOT NULL DEFAULT 0 -- 1 while its notify URL is still to be told that it ended
+    batch_log TEXT NOT NULL DEFAULT '', -- a target in examples: [[first step, examples before it, batch], ...] an attempt
+    notify_pending INTEGER NOT NULL DEFAULT 0, -- 1 while its notify URL is still to be told that it ended
+    array_id INTEGER,                   -- a job array's task: the array's id (an id no job holds); NULL otherwise
+    array_index INTEGER                 -- and its index in the array (APPORTION_ARRAY_INDEX)
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status);
 CREATE INDEX IF NOT EXISTS jobs_totals ON jobs(status, queue, user);  -- /metrics groups jobs by these, unsorted
@@ -219,6 +221,7 @@ class StateStore:
                 conn.execute("UPDATE jobs SET attempt_live = 1 WHERE pid IS NOT NULL")
             # the few jobs with a notification still to send, found without reading the others
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_notify ON jobs(id) WHERE notify_pending")
+            conn.execute("CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_id)")  # once the column is there
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -292,23 +295,94 @@ class StateStore:
     def insert_job(self, *, spec: dict, name: str, user: str, queue: str, priority: float, kind: str,
                    gpus: int, total_steps: int, submitted: float, key: tuple[str, str, str] | None = None) -> int:
         """Store a new job; ``key``: (submitter, idempotency key, request digest), kept in the same transaction."""
-        allowed = ",".join(spec.get("gpu_types") or ())
-        elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
-        after = ",".join(str(i) for i in spec.get("after") or ())
         with self.transaction() as conn:
-            cursor = conn.execute(
-                "INSERT INTO jobs (name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
-                " reason, submitted, elastic, after, notify_pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued',"
-                " 'waiting for its first round', ?, ?, ?, ?)",
-                (name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted, elastic,
-                 after, int(bool(spec.get("notify")))),
-            )
-            job_id = int(cursor.lastrowid)
+            job_id = self._insert(conn, None, spec, name, user, queue, priority, kind, gpus, total_steps, submitted)
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], job_id, key[2]))
-            self.add_event(submitted, job_id, "submit", f"{name} by {user}")
             return job_id
+
+    def insert_array(self, *, specs: list[dict], indices: tuple[int, ...], user: str, queue: str, priority: float,
+                     kind: str, gpus: int, total_steps: int, submitted: float,
+                     key: tuple[str, str, str] | None = None) -> tuple[int, list[int]]:
+        """Store a job array in one transaction, all its tasks or none: (the array's id, its tasks' ids).
+        The array's id is the next job id, left to no job; its tasks take the ids after it, in
+        index order. ``specs``: each task's spec; ``key`` as insert_job's, naming the array."""
+        with self.transaction() as conn:
+            last = conn.execute("SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0),"
+                                " COALESCE((SELECT MAX(id) FROM jobs), 0))").fetchone()[0]
+            array_id = int(last) + 1
+            ids = [array_id + 1 + k for k in range(len(specs))]
+            for job_id, spec, index in zip(ids, specs, indices):
+                self._insert(conn, job_id, spec, spec["name"], user, queue, priority, kind, gpus, total_steps,
+                             submitted, (array_id, index))
+            if key is not None:
+                conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
+                             (key[0], key[1], array_id, key[2]))
+            return array_id, ids
+
+    def _insert(self, conn: sqlite3.Connection, job_id: int | None, spec: dict, name: str, user: str, queue: str,
+                priority: float, kind: str, gpus: int, total_steps: int, submitted: float,
+                array: tuple[int, int] | None = None) -> int:
+        """One job's row and its submit event (``job_id`` None: the next id); its id."""
+        allowed = ",".join(spec.get("gpu_types") or ())
+        elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
+        after = ",".join(str(i) for i in spec.get("after") or ())
+        array_id, array_index = array if array is not None else (None, None)
+        cursor = conn.execute(
+            "INSERT INTO jobs (id, name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
+            " reason, submitted, elastic, after, array_id, array_index, notify_pending) VALUES (?, ?, ?, ?, ?, ?, ?,"
+            " ?, ?, ?, 'queued', 'waiting for its first round', ?, ?, ?, ?, ?, ?)",
+            (job_id, name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted,
+             elastic, after, array_id, array_index, int(bool(spec.get("notify")))),
+        )
+        job_id = int(cursor.lastrowid)
+        self.add_event(submitted, job_id, "submit", f"{name} by {user}")
+        return job_id
+
+    def array_tasks(self, array_id: int) -> list[JobRecord]:
+        """The tasks of array ``array_id``, by index (none: it is no array)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM jobs WHERE array_id = ? ORDER BY array_index",
+                                      (array_id,)).fetchall()
+        return [job_record(r) for r in rows]
+
+    def arrays_of(self, ids: list[int]) -> dict[int, tuple[str, dict[str, int]]]:
+        """For each of ``ids`` that is an array: its user and how many of its tasks are in each status."""
+        found: dict[int, tuple[str, dict[str, int]]] = {}
+        with self._lock:
+            for first in range(0, len(ids), 500):
+                chunk = ids[first:first + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(f"SELECT array_id, MIN(user), status, COUNT(*) FROM jobs WHERE array_id IN"
+                                          f" ({marks}) GROUP BY array_id, status", chunk).fetchall()
+                for array_id, user, status, count in rows:
+                    found.setdefault(int(array_id), (user, {}))[1][status] = int(count)
+        return found
+
+    def array_texts(self, array_ids: list[int]) -> dict[int, str]:
+        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from its first
+        task, whose id follows the array's (insert_array), so that each array costs one key lookup."""
+        found: dict[int, str] = {}
+        with self._lock:
+            for first in range(0, len(array_ids), 500):
+                chunk = [i + 1 for i in array_ids[first:first + 500]]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(f"SELECT array_id, json_extract(spec, '$.array') FROM jobs WHERE id IN"
+                                          f" ({marks}) AND array_id = id - 1", chunk).fetchall()
+                found.update({int(array_id): text or "" for array_id, text in rows})
+        return found
+
+    def array_size(self, array_id: int) -> int:
+        """How many tasks array ``array_id`` has (0: it is no array)."""
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM jobs WHERE array_id = ?", (array_id,)).fetchone()[0])
+
+    def active_jobs_of(self, user: str) -> int:
+        """How many of ``user``'s jobs are active."""
+        with self._lock:
+            return int(self._conn.execute(f"SELECT COUNT(*) FROM jobs WHERE user = ? AND {_IS_ACTIVE}",
+                                          (user,)).fetchone()[0])
 
     def submitted_with(self, user: str, key: str) -> tuple[int, str] | None:
         """The job ``user`` submitted with idempotency key ``key`` and its request's digest, or None."""
@@ -755,14 +829,15 @@ _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "live", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
     "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
-    "name", "elastic", "batch_size", "batch_log", "after",
+    "name", "elastic", "batch_size", "batch_log", "after", "array_id",
 )
 _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTEGER",
                   "shared_by_type": "TEXT NOT NULL DEFAULT '{}'", "move_to": "TEXT NOT NULL DEFAULT ''",
                   "elastic": "TEXT NOT NULL DEFAULT ''",
                   "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
                   "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''",
-                  "after": "TEXT NOT NULL DEFAULT ''", "notify_pending": "INTEGER NOT NULL DEFAULT 0"}
+                  "after": "TEXT NOT NULL DEFAULT ''", "notify_pending": "INTEGER NOT NULL DEFAULT 0",
+                  "array_id": "INTEGER", "array_index": "INTEGER"}
 ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,
     "submitted": 0.0, "started": None, "finished": None, "attempt": 0, "preemptions": 0, "retries": 0, "hangs": 0,

@@ -50,7 +50,7 @@ class HeldJobs:
         still_held = [] if recheck else [self.held]
         admitted = []
         context = AdmissionContext(replay.now, lambda keys: _OUTCOME_OF_STATUS[replay.status[keys]],
-                                   lambda key: str(self.jobs.job_id[key]))
+                                   lambda key: f"job {self.jobs.job_id[key]}")
         while len(asking):
             verdict = self.admission.admit(Applicants(asking, self.jobs.after.subset(asking)), context)
             admitted.append(asking[verdict.admitted])

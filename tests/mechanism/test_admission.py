@@ -5,13 +5,14 @@ cannot happen."""
 import numpy as np
 
 from apportion.core.dependencies import Dependencies
-from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants, Outcome, Verdict
+from apportion.mechanism.admission import (Admission, AdmissionContext, AfterStage, Applicants, ArrayLimitStage,
+                                           Outcome, Verdict)
 
 # jobs 10 to 15 as the clock knows them: what became of each
 OUTCOMES = {10: Outcome.COMPLETED, 11: Outcome.WAITING, 12: Outcome.FAILED, 13: Outcome.CANCELLED,
             14: Outcome.UNSCHEDULABLE, 15: Outcome.WAITING}
 CONTEXT = AdmissionContext(now_s=0.0, outcome=lambda keys: np.array([OUTCOMES[int(k)] for k in keys]),
-                           label=str)
+                           label=lambda key: f"job {key}")
 
 
 class HoldOddKeys:
@@ -84,3 +85,27 @@ def test_a_job_the_after_stage_holds_is_not_shown_to_a_later_stage():
     assert above.shown == [[2, 3]]
     assert verdict.hold.tolist() == [True, False, False]
     assert verdict.fail.tolist() == [False, True, True]
+
+
+def test_the_array_limit_stage_lets_in_as_many_tasks_as_each_array_has_room_for_first_come_first():
+    # jobs 20-25: 20, 22, 24 of array 7 (room for 2 of its limit 3), 21 and 23 of array 9 (room for none
+    # of its limit 1), 25 in no limited array
+    jobs = Applicants(np.array([20, 21, 22, 23, 24, 25]), None, array=np.array([7, 9, 7, 9, 7, -1]),
+                      array_room=np.array([2, 0, 2, 0, 2, 0]), array_most=np.array([3, 1, 3, 1, 3, 0]))
+
+    verdict = ArrayLimitStage().admit(jobs, CONTEXT)
+
+    assert verdict.admitted.tolist() == [True, False, True, False, False, True]
+    assert not verdict.fail.any()
+    assert verdict.reasons == {1: "waiting: array 9 runs at most 1 task at once",
+                               3: "waiting: array 9 runs at most 1 task at once",
+                               4: "waiting: array 7 runs at most 3 tasks at once"}
+
+
+def test_the_array_limit_stage_sees_only_what_the_after_stage_let_through():
+    jobs = Applicants(np.array([30, 31]), Dependencies.of_lists([[11], []]), array=np.array([7, 7]),
+                      array_room=np.array([1, 1]), array_most=np.array([1, 1]))
+
+    verdict = Admission([AfterStage(), ArrayLimitStage()]).admit(jobs, CONTEXT)
+
+    assert verdict.admitted.tolist() == [False, True]  # 30 waits for job 11, so 31 takes the room

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
 
-from apportion.serve.state import StateStore
+from apportion.serve.state import SCHEMA, StateStore
 
 
 def add(store: StateStore, name: str = "a", user: str = "ann") -> int:
@@ -221,3 +222,32 @@ def test_the_accounting_of_a_state_file_from_before_attempts_and_private_reasons
 
     assert (jobs["id"], jobs["status"], jobs["reason_log"]) == ((job,), ("failed",), ("",))
     assert attempts["job_id"] == () and attempts["gpu_type"] == ()
+
+
+def test_a_state_file_from_before_job_arrays_gains_their_columns_and_an_array_takes_the_ids_after_its_jobs(tmp_path):
+    # the schema as it was: no array columns (SQLite cannot drop a column followed by a comment)
+    before = re.sub(r",( *--[^\n]*)\n *array_id [^\n]*\n *array_index [^\n]*", r"\1", SCHEMA)
+    assert "array_id" not in before
+    older = sqlite3.connect(tmp_path / "state.db")
+    older.executescript(before)
+    older.execute("INSERT INTO jobs (name, user, queue, priority, kind, gpus, total_steps, spec, status, submitted)"
+                  " VALUES ('a', 'ann', 'q', 1.0, 'a', 1, 10, '{}', 'queued', 100.0)")
+    older.commit()
+    older.close()
+    first = 1
+
+    reader = StateStore(tmp_path / "state.db", read_only=True)
+    assert [(j.id, j.array_id, j.array_index) for j in reader.jobs()] == [(first, None, None)]
+    reader.close()
+    again = StateStore(tmp_path / "state.db")
+    spec = {"name": "s", "command": "x", "total_steps": 10}
+    array_id, tasks = again.insert_array(specs=[spec, spec], indices=(3, 5), user="ann", queue="q", priority=1.0,
+                                         kind="s", gpus=1, total_steps=10, submitted=101.0)
+    after = add(again)
+
+    assert (array_id, tasks, after) == (first + 1, [first + 2, first + 3], first + 4)
+    assert [(t.id, t.array_id, t.array_index) for t in again.array_tasks(array_id)] == [
+        (first + 2, array_id, 3), (first + 3, array_id, 5)]
+    assert again.round_table()["array_id"] == (None, array_id, array_id, None)
+    indexes = {row[1] for row in again._conn.execute("PRAGMA index_list(jobs)")}
+    assert "jobs_array" in indexes
