@@ -9,7 +9,8 @@ file's fields.
 from __future__ import annotations
 
 from apportion.serve.bounds import (
-    MAX_AFTER, MAX_ARGS, MAX_ATTEMPT, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S,
+    MAX_AFTER, MAX_ARGS, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_ATTEMPT, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE,
+    MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S,
     MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_URL, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
 )
 
@@ -70,6 +71,11 @@ JOB_SPEC = {
         "after": {"type": "array", "maxItems": MAX_AFTER,
                   "items": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_JOB_ID}, {"type": "string"}]},
                   "description": "Ids of jobs that must complete before it starts (the submitting user's own)."},
+        "array": {"description": f"A job array: one job per index, each with APPORTION_ARRAY_INDEX: a range "
+                                f"(0-15), with a step (0-15:2), a list (1,3,5-7), or a list of indices; %N after it: "
+                                f"at most N tasks under way at once. At most {MAX_ARRAY_TASKS:,} tasks.",
+                  "anyOf": [{"type": "string", "maxLength": MAX_ARRAY_TEXT}, {"type": "integer", "minimum": 0},
+                            {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": MAX_ARRAY_TASKS}]},
         "notify": {"type": "string", "maxLength": MAX_URL, "format": "uri",
                    "description": "An http(s) URL POSTed a JSON summary when the job ends; where it may point is the "
                                   "server's --notify-hosts."},
