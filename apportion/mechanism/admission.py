@@ -48,13 +48,15 @@ class Applicants:
 
     key: np.ndarray  # [n] what identifies each job to the clock (a JobTable row, a job id)
     after: Dependencies | None = None  # [n] the keys of the jobs each must see completed first; None: none
+    claim: np.ndarray | None = None  # [n] each one's privacy claim (mechanism/privacy_budget.py), -1: none; None: none
 
     def __len__(self) -> int:
         return len(self.key)
 
     def subset(self, rows: np.ndarray) -> Applicants:
         """The applicants at ``rows`` (positions in this one)."""
-        return Applicants(self.key[rows], None if self.after is None else self.after.subset(rows))
+        return Applicants(self.key[rows], None if self.after is None else self.after.subset(rows),
+                          None if self.claim is None else self.claim[rows])
 
 
 @dataclass(frozen=True)
