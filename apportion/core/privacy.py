@@ -89,11 +89,16 @@ class Claims:
 def fits(room: np.ndarray, claims: Claims, which: np.ndarray, rdp: bool) -> np.ndarray:
     """[k] whether each claim in ``which`` fits ``room`` ([B, A]) on every block it touches: in
     every column (ε-δ), or in some one column on all of its blocks at once (Rényi)."""
+    lengths = claims.start[which + 1] - claims.start[which]
+    if not len(which):
+        return np.zeros(0, dtype=bool)
     entries = claims.entries(which)
-    local = np.repeat(np.arange(len(which)), claims.start[which + 1] - claims.start[which])
     short = claims.demand[entries] > room[claims.block[entries]] + FIT_TOLERANCE  # [e, A]
+    first = np.cumsum(lengths) - lengths
+    asking = lengths > 0
     short_in = np.zeros((len(which), room.shape[1]), dtype=bool)
-    np.logical_or.at(short_in, local, short)
+    if asking.any():  # reduceat over each claim's run of entries (a claim without entries fits)
+        short_in[asking] = np.logical_or.reduceat(short, first[asking], axis=0)
     return ~short_in.any(axis=1) if not rdp else ~short_in.all(axis=1)
 
 

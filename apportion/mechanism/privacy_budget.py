@@ -16,9 +16,12 @@ from enum import IntEnum
 
 import numpy as np
 
-from apportion.core.privacy import Blocks, Claims, fits, fits_one
+from apportion.core.privacy import Blocks, Claims, dominant_share, fits, fits_one
 from apportion.mechanism.admission import AdmissionContext, Applicants, Verdict
 from apportion.mechanism.privacy_policies import PrivacyPolicy, water_fill
+
+
+_DENSE_CELLS = 4_000_000  # claims × blocks × columns held at once when granting a run of claims
 
 
 class ClaimState(IntEnum):
@@ -57,6 +60,7 @@ class PrivacyStage:
         self.decided_s = np.full(n, np.nan)
         self.rejected_because: dict[int, str] = {}
         self.accumulated = np.zeros(claims.demand.shape) if policy.name == "rr" else None
+        self._shares = dominant_share(claims, self.budget, blocks.rdp)  # [n] DPF's order, fixed with the budget
         self._history: list[tuple[float, np.ndarray, np.ndarray]] = []
 
     # the stage ---------------------------------------------------------------------------
@@ -89,9 +93,8 @@ class PrivacyStage:
             reasons[position] = self.rejected_because[int(claim[position])]
         for position in np.flatnonzero(state == ClaimState.UNSEEN).tolist():
             reasons[position] = f"waiting for block {self._missing_block(int(claim[position]), now)} to arrive"
-        waiting_words = f"waiting for privacy budget ({self.policy.name})"
-        for position in np.flatnonzero(state == ClaimState.WAITING).tolist():
-            reasons[position] = waiting_words
+        reasons.update(dict.fromkeys(np.flatnonzero(state == ClaimState.WAITING).tolist(),
+                                     f"waiting for privacy budget ({self.policy.name})"))
         return Verdict(hold, fail, reasons)
 
     def next_change_s(self, now_s: float) -> float:
@@ -162,7 +165,7 @@ class PrivacyStage:
         if self.accumulated is not None:
             granted = self._share_round_robin(waiting, room)
         else:
-            order = self.policy.order(waiting, self.claims, self.budget, room, self.arrived_s, self.blocks.rdp)
+            order = self.policy.order(waiting, self.claims, self._shares, room, self.arrived_s, self.blocks.rdp)
             granted = self._grant_in_order(order, room)
         if len(granted):
             self.state[granted] = ClaimState.GRANTED
@@ -172,28 +175,46 @@ class PrivacyStage:
         self._record(now, unlocked)
 
     def _grant_in_order(self, order: np.ndarray, room: np.ndarray) -> np.ndarray:
-        """The claims of ``order`` granted one after another while each fits what is left (none
-        that does not fit is skipped for good: a later, smaller one may still fit)."""
+        """The claims of ``order`` granted one after another while each fits what is left (one
+        that does not fit is skipped: a later, smaller one may still fit). Vectorised: the run of
+        claims that fit one after another is found from cumulative demands, granted at once, and
+        the search goes on after the first claim that did not fit."""
         claims, rdp = self.claims, self.blocks.rdp
-        candidates = order[fits(room, claims, order, rdp)]
-        if not len(candidates):
-            return candidates
-        entries = claims.entries(candidates)
-        total = np.zeros_like(room)
-        np.add.at(total, claims.block[entries], claims.demand[entries])
-        touched = np.unique(claims.block[entries])
-        within = total[touched] <= room[touched] + 1e-9
-        if within.all(axis=0).any() if rdp else within.all():
-            return candidates  # all of them fit together
         room = room.copy()
         granted = []
-        for claim in candidates.tolist():
-            lo, hi = claims.start[claim], claims.start[claim + 1]
-            blocks, demand = claims.block[lo:hi], claims.demand[lo:hi]
-            if fits_one(room, demand, blocks, rdp):
-                room[blocks] -= demand
-                granted.append(claim)
-        return np.asarray(granted, dtype=np.int64)
+        candidates = order[fits(room, claims, order, rdp)]
+        while len(candidates):
+            run, taken, stopped = self._fitting_run(candidates, room)
+            granted.append(candidates[:run])
+            room -= taken
+            rest = candidates[run + 1:] if stopped else candidates[run:]  # one that did not fit never will here
+            candidates = rest[fits(room, claims, rest, rdp)]
+        return np.concatenate(granted) if granted else np.zeros(0, dtype=np.int64)
+
+    def _fitting_run(self, candidates: np.ndarray, room: np.ndarray) -> tuple[int, np.ndarray, bool]:
+        """How many of ``candidates`` (the first fits) fit one after another, what they take [B, A],
+        and whether the claim after them did not fit (False: they were all looked at, or as many as
+        are looked at at once)."""
+        claims = self.claims
+        columns = room.shape[1]
+        head = candidates[:max(1, _DENSE_CELLS // (len(self.blocks) * columns))]
+        lengths = claims.start[head + 1] - claims.start[head]
+        entries = claims.entries(head)
+        blocks, local_block = np.unique(claims.block[entries], return_inverse=True)
+        local = np.repeat(np.arange(len(head)), lengths)
+        demand = np.zeros((len(head), len(blocks), columns))
+        demand[local, local_block] = claims.demand[entries]
+        touched = np.zeros((len(head), len(blocks)), dtype=bool)
+        touched[local, local_block] = True
+        cumulative = np.cumsum(demand, axis=0)
+        fits_cell = (cumulative <= room[blocks][None] + 1e-9) | ~touched[:, :, None]
+        fits_column = fits_cell.all(axis=1)
+        ok = fits_column.any(axis=1) if self.blocks.rdp else fits_column.all(axis=1)
+        stopped = not ok.all()
+        run = max(int(np.argmin(ok)), 1) if stopped else len(head)
+        taken = np.zeros_like(room)
+        taken[blocks] = cumulative[run - 1]
+        return run, taken, stopped
 
     def _share_round_robin(self, waiting: np.ndarray, room: np.ndarray) -> np.ndarray:
         """Round robin: each block's unlocked budget not yet handed out is shared equally among the
@@ -201,12 +222,13 @@ class PrivacyStage:
         claims, acc = self.claims, self.accumulated
         entries = claims.entries(waiting)
         block = claims.block[entries]
-        held = np.zeros_like(room)
-        np.add.at(held, block, acc[entries])
-        pool = np.maximum(room - held, 0.0)
         need = np.maximum(claims.demand[entries] - acc[entries], 0.0)
         for column in range(room.shape[1]):
-            acc[entries, column] += water_fill(need[:, column], block, pool[:, column])
+            if not need[:, column].any():
+                continue
+            held = np.bincount(block, weights=acc[entries, column], minlength=len(room))
+            pool = np.maximum(room[:, column] - held, 0.0)
+            acc[entries, column] += water_fill(need[:, column], block, pool)
         complete = np.all(acc[entries] >= claims.demand[entries] - 1e-12, axis=1)
         local = np.repeat(np.arange(len(waiting)), claims.start[waiting + 1] - claims.start[waiting])
         short = np.zeros(len(waiting), dtype=bool)

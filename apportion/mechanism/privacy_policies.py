@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from apportion.core.privacy import Blocks, Claims, dominant_share
+from apportion.core.privacy import Blocks, Claims
 
 PRIVACY_POLICIES = ("fcfs", "rr", "dpf-n", "dpf-t", "pack")
 SUMMARIES = {
@@ -65,17 +65,17 @@ class PrivacyPolicy:
             return np.where(here, np.minimum(arrived_claims / self.n, 1.0), 0.0)
         return np.clip((now_s - blocks.arrival_s) / self.t_s, 0.0, 1.0)
 
-    def order(self, waiting: np.ndarray, claims: Claims, budget: np.ndarray, room: np.ndarray,
+    def order(self, waiting: np.ndarray, claims: Claims, shares: np.ndarray, room: np.ndarray,
               arrived_s: np.ndarray, rdp: bool) -> np.ndarray:
-        """The claims of ``waiting`` in the order this policy grants them."""
+        """The claims of ``waiting`` in the order this policy grants them (``shares``: every claim's
+        dominant share, ``dominant_share``)."""
         if self.name == "fcfs":
             return waiting[np.lexsort((waiting, arrived_s[waiting]))]
         if self.name == "pack":
             cost = packing_cost(claims, waiting, room, rdp)
             efficiency = claims.weight[waiting] / np.maximum(cost, 1e-300)
             return waiting[np.lexsort((waiting, arrived_s[waiting], -efficiency))]
-        shares = dominant_share(claims, budget, rdp)[waiting]
-        return waiting[np.lexsort((waiting, arrived_s[waiting], shares))]
+        return waiting[np.lexsort((waiting, arrived_s[waiting], shares[waiting]))]
 
 
 def packing_cost(claims: Claims, waiting: np.ndarray, room: np.ndarray, rdp: bool) -> np.ndarray:
@@ -119,7 +119,8 @@ def water_fill(need: np.ndarray, group: np.ndarray, pool: np.ndarray) -> np.ndar
     given = np.zeros(len(need))
     if not len(need):
         return given
-    order = np.lexsort((need, group))
+    scale = float(need.max()) * 2.0 + 1.0  # one sort key: the group, then the need within it
+    order = np.argsort(group * scale + need, kind="stable")
     g, x = group[order], need[order]
     first = np.searchsorted(g, g, side="left")
     size = np.bincount(g, minlength=len(pool))[g]
