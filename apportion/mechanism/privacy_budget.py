@@ -31,6 +31,9 @@ class ClaimState(IntEnum):
     REJECTED = 3
 
 
+_UNSEEN, _WAITING, _GRANTED, _REJECTED = (int(s) for s in ClaimState)  # plain ints: an enum's lookup costs
+
+
 @dataclass(frozen=True)
 class BudgetHistory:
     """Each block's budget over time: one row per moment the ledger changed."""
@@ -60,6 +63,7 @@ class PrivacyStage:
         self.decided_s = np.full(n, np.nan)
         self.rejected_because: dict[int, str] = {}
         self.accumulated = np.zeros(claims.demand.shape) if policy.name == "rr" else None
+        self._asks = claims.asks
         self._shares = dominant_share(claims, self.budget, blocks.rdp)  # [n] DPF's order, fixed with the budget
         self._history: list[tuple[float, np.ndarray, np.ndarray]] = []
 
@@ -71,29 +75,29 @@ class PrivacyStage:
             return Verdict.admit_all(n)
         claim = np.asarray(jobs.claim, dtype=np.int64)
         asks = claim >= 0
-        asks[asks] = self.claims.asks[claim[asks]]
+        asks[asks] = self._asks[claim[asks]]
         if not asks.any():
             return Verdict.admit_all(n)
         now = context.now_s
         asking = claim[asks]
-        self._arrive(asking[self.state[asking] == ClaimState.UNSEEN], now)
-        waiting = asking[self.state[asking] == ClaimState.WAITING]
+        self._arrive(asking[self.state[asking] == _UNSEEN], now)
+        waiting = asking[self.state[asking] == _WAITING]
         if len(waiting):
             self._reject_hopeless(waiting, now)
-            waiting = waiting[self.state[waiting] == ClaimState.WAITING]
+            waiting = waiting[self.state[waiting] == _WAITING]
             if len(waiting):
                 self._grant(waiting, now)
 
-        state = np.full(n, ClaimState.GRANTED, dtype=np.int8)
+        state = np.full(n, _GRANTED, dtype=np.int8)
         state[asks] = self.state[asking]
-        hold = (state == ClaimState.WAITING) | (state == ClaimState.UNSEEN)
-        fail = state == ClaimState.REJECTED
+        hold = (state == _WAITING) | (state == _UNSEEN)
+        fail = state == _REJECTED
         reasons: dict[int, str] = {}
         for position in np.flatnonzero(fail).tolist():
             reasons[position] = self.rejected_because[int(claim[position])]
-        for position in np.flatnonzero(state == ClaimState.UNSEEN).tolist():
+        for position in np.flatnonzero(state == _UNSEEN).tolist():
             reasons[position] = f"waiting for block {self._missing_block(int(claim[position]), now)} to arrive"
-        reasons.update(dict.fromkeys(np.flatnonzero(state == ClaimState.WAITING).tolist(),
+        reasons.update(dict.fromkeys(np.flatnonzero(state == _WAITING).tolist(),
                                      f"waiting for privacy budget ({self.policy.name})"))
         return Verdict(hold, fail, reasons)
 
@@ -101,7 +105,7 @@ class PrivacyStage:
         """When asking the waiting claims again may grant or reject one without any arrival or
         ending: at once (the next round) while budget unlocks with time, else at the next block's
         arrival or the next timeout; infinity when only an arrival can change anything."""
-        waiting = self.state == ClaimState.WAITING
+        waiting = self.state == _WAITING
         unseen_blocks = self.blocks.arrival_s > now_s
         times = [self.blocks.arrival_s[unseen_blocks].min()] if unseen_blocks.any() else []
         if waiting.any():
@@ -122,7 +126,7 @@ class PrivacyStage:
 
     def delay_s(self) -> np.ndarray:
         """[n] seconds from each claim's arrival to its grant (NaN where not granted)."""
-        return np.where(self.state == ClaimState.GRANTED, self.decided_s - self.arrived_s, np.nan)
+        return np.where(self.state == _GRANTED, self.decided_s - self.arrived_s, np.nan)
 
     # the ledger ------------------------------------------------------------------------------
 
@@ -138,7 +142,7 @@ class PrivacyStage:
         ready = new[~blocked]
         if not len(ready):
             return
-        self.state[ready] = ClaimState.WAITING
+        self.state[ready] = _WAITING
         self.arrived_s[ready] = now
         np.add.at(self.arrived_claims, self.claims.block[self.claims.entries(ready)], 1)
 
@@ -150,12 +154,12 @@ class PrivacyStage:
             self._reject(claim, now, f"privacy claim cannot be granted: {self._short_block(claim, left)} "
                                      "has not enough budget left")
         if self.timeout_s is not None:
-            still = waiting[self.state[waiting] == ClaimState.WAITING]
+            still = waiting[self.state[waiting] == _WAITING]
             for claim in still[now - self.arrived_s[still] >= self.timeout_s].tolist():
                 self._reject(claim, now, f"privacy claim not granted within {self.timeout_s:g} s")
 
     def _reject(self, claim: int, now: float, why: str) -> None:
-        self.state[claim] = ClaimState.REJECTED
+        self.state[claim] = _REJECTED
         self.decided_s[claim] = now
         self.rejected_because[claim] = why
 
@@ -168,7 +172,7 @@ class PrivacyStage:
             order = self.policy.order(waiting, self.claims, self._shares, room, self.arrived_s, self.blocks.rdp)
             granted = self._grant_in_order(order, room)
         if len(granted):
-            self.state[granted] = ClaimState.GRANTED
+            self.state[granted] = _GRANTED
             self.decided_s[granted] = now
             entries = self.claims.entries(granted)
             np.add.at(self.consumed, self.claims.block[entries], self.claims.demand[entries])
@@ -222,20 +226,21 @@ class PrivacyStage:
         claims, acc = self.claims, self.accumulated
         entries = claims.entries(waiting)
         block = claims.block[entries]
-        need = np.maximum(claims.demand[entries] - acc[entries], 0.0)
+        have, want = acc[entries], claims.demand[entries]
+        need = np.maximum(want - have, 0.0)
         for column in range(room.shape[1]):
             if not need[:, column].any():
                 continue
-            held = np.bincount(block, weights=acc[entries, column], minlength=len(room))
+            held = np.bincount(block, weights=have[:, column], minlength=len(room))
             pool = np.maximum(room[:, column] - held, 0.0)
-            acc[entries, column] += water_fill(need[:, column], block, pool)
-        complete = np.all(acc[entries] >= claims.demand[entries] - 1e-12, axis=1)
-        local = np.repeat(np.arange(len(waiting)), claims.start[waiting + 1] - claims.start[waiting])
-        short = np.zeros(len(waiting), dtype=bool)
-        short[local[~complete]] = True
-        granted = waiting[~short]
-        acc[claims.entries(granted)] = 0.0  # now consumed, not held
-        return granted
+            sharing = np.flatnonzero((pool[block] > 0) & (need[:, column] > 0))
+            if len(sharing):
+                have[sharing, column] += water_fill(need[sharing, column], block[sharing], pool)
+        lengths = claims.start[waiting + 1] - claims.start[waiting]
+        complete = np.logical_and.reduceat(np.all(have >= want - 1e-12, axis=1), np.cumsum(lengths) - lengths)
+        have[np.repeat(complete, lengths)] = 0.0  # granted: now consumed, not held
+        acc[entries] = have
+        return waiting[complete]
 
     def _record(self, now: float, unlocked: np.ndarray) -> None:
         budget = self.budget
