@@ -87,6 +87,8 @@ class PrivacyStage:
             waiting = waiting[self.state[waiting] == _WAITING]
             if len(waiting):
                 self._grant(waiting, now)
+                # what was just granted may leave others no hope: say so now, not at a later ask
+                self._reject_hopeless(waiting[self.state[waiting] == _WAITING], now)
 
         state = np.full(n, _GRANTED, dtype=np.int8)
         state[asks] = self.state[asking]

@@ -12,6 +12,7 @@ InputError naming the file, line and field.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 from pathlib import Path
@@ -145,8 +146,6 @@ def _read_csv(source: str, header_only: bool = False) -> tuple[list[str], list[t
     except OSError as err:
         raise InputError(source, f"cannot read: {err.strerror or err}") from None
     if raw[:2] == b"\x1f\x8b":
-        import gzip
-
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as err:

@@ -139,3 +139,17 @@ def test_round_robin_refuses_renyi_blocks():
     claims = Claims(np.array([0, 1]), np.array([0]), np.array([[0.1, 0.2]]), np.ones(1))
     with pytest.raises(ValueError, match="rr shares ε and δ"):
         PrivacyStage(blocks, claims, PrivacyPolicy("rr", n=2))
+
+
+def test_a_renyi_claim_is_granted_at_the_order_where_it_fits_and_consumes_at_every_order():
+    # δ = e⁻¹ so ln(1/δ) = 1; ε 1.5: budget 0.5 at α=2, 1.5 − 1/3 ≈ 1.17 at α=4
+    blocks = Blocks(np.array(["b0"], dtype=object), np.zeros(1), np.array([1.5]), np.array([np.exp(-1)]),
+                    np.array([2.0, 4.0]))
+    claims = Claims(np.array([0, 1, 2]), np.array([0, 0]), np.array([[0.6, 1.0], [0.4, 0.3]]), np.ones(2))
+    stage = PrivacyStage(blocks, claims, PrivacyPolicy("fcfs"))
+    # A: 0.6 > 0.5 at α=2, 1.0 ≤ 1.17 at α=4: granted. B alone would fit at α=2 (0.4 ≤ 0.5), but
+    # A's 0.6 is consumed there too (−0.1 left), and at α=4 only 0.17 is left for B's 0.3
+    verdict = ask(stage, [0, 1], now=0.0)
+    assert verdict.admitted.tolist() == [True, False]
+    assert verdict.fail.tolist() == [False, True]  # it can never fit: rejected at once
+    assert stage.consumed[0].tolist() == pytest.approx([0.6, 1.0])
