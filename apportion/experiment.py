@@ -14,6 +14,7 @@ from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.policies import Policy, registry
 from apportion.sim import SimConfig, SimResult, simulate
+from apportion.sim.privacy import PrivacySetup
 from apportion.sim.simulator import ProgressCallback
 from apportion.workloads.catalog import builtin_throughputs
 from apportion.workloads.cluster_file import load_cluster
@@ -29,6 +30,7 @@ class Inputs:
     cluster: Cluster
     throughputs: ThroughputTable
     workload_name: str
+    privacy: PrivacySetup | None = None  # the jobs' privacy claims on blocks, and the policy granting them
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,11 @@ class WorkloadSettings:
     cluster: str = DEFAULT_CLUSTER
     throughputs_path: str | None = None
     shape: str = "philly"  # synthetic: "philly", "gavel", "gavel-1gpu" or "pollux" (apportion.workloads.synthetic)
+    blocks_path: str | None = None  # privacy blocks (workloads/privacy_files.py); the trace's rows claim them
+    privacy_policy: str = "dpf-n"  # how claims are granted (mechanism/privacy_policies.py)
+    privacy_n: int | None = None  # unlock a block over this many claims
+    privacy_t_s: float | None = None  # unlock a block over this many seconds
+    privacy_timeout_s: float | None = None  # reject a claim not granted within this long
 
 
 def load_inputs(settings: WorkloadSettings) -> Inputs:
@@ -86,7 +93,24 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
         if missing:
             raise InputError(settings.cluster, f"GPU type '{missing[0]}' has no elastic job model "
                              f"(known: {', '.join(jobs.elastic.kinds.gpu_types)})")
-    return Inputs(jobs, cluster, throughputs, name)
+    return Inputs(jobs, cluster, throughputs, name, _privacy(settings, jobs))
+
+
+def _privacy(settings: WorkloadSettings, jobs: JobTable) -> PrivacySetup | None:
+    """The privacy setup when a block file is given: its blocks, the trace's claims on them, the policy."""
+    from apportion.workloads.privacy_files import read_blocks, read_claims
+
+    if settings.blocks_path is None:
+        return None
+    if not settings.path:
+        raise InputError(settings.blocks_path, "privacy blocks need a trace whose rows claim them (--workload)")
+    if jobs.elastic is not None:
+        raise InputError(settings.path, "elastic jobs cannot claim privacy budget (yet)")
+    blocks = read_blocks(settings.blocks_path)
+    setup = PrivacySetup(blocks, read_claims(settings.path, jobs, blocks), settings.privacy_policy,
+                         settings.privacy_n, settings.privacy_t_s, settings.privacy_timeout_s)
+    setup.stage()  # a policy that cannot take these blocks says so now
+    return setup
 
 
 def with_list_prices(cluster: Cluster) -> Cluster:
@@ -139,7 +163,9 @@ def run_policy(
     if registry.policy_info(policy_spec).option("restart_cost_s") and options.get("restart_cost_s") is None:
         options = {**options, "restart_cost_s": config.restart_cost_s}
     policy = policy_from_spec(policy_spec, **options)
-    result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress, record_holdings)
+    privacy = None if inputs.privacy is None else inputs.privacy.stage()
+    result = simulate(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config, progress, record_holdings,
+                      privacy=privacy)
     result.summary["workload"] = inputs.workload_name
     if options.get("partitions", 1) > 1:
         result.summary["partitions"] = options["partitions"]

@@ -31,6 +31,37 @@ def workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throu
     )
 
 
+def with_privacy(settings: WorkloadSettings, blocks: str | None, policy: str, n: int | None, t_s: float | None,
+                 timeout_s: float | None) -> WorkloadSettings:
+    """``settings`` with the privacy-budget options, checked (``--blocks`` and the flags that go with it)."""
+    from dataclasses import replace
+
+    from apportion.mechanism.privacy_policies import PRIVACY_POLICIES, PrivacyPolicy
+
+    if blocks is None:
+        given = [flag for flag, value in (("--privacy-n", n), ("--privacy-t", t_s), ("--privacy-timeout-s", timeout_s))
+                 if value is not None]
+        if given:
+            raise fail(f"{given[0]} applies with --blocks only")
+        return settings
+    if timeout_s is not None and not timeout_s > 0:
+        raise fail(f"--privacy-timeout-s must be positive, got {timeout_s}")
+    if policy not in PRIVACY_POLICIES:
+        raise fail(f"--privacy-policy must be one of {', '.join(PRIVACY_POLICIES)}, got '{policy}'")
+    if policy == "dpf-n" and n is None:
+        raise fail("--privacy-policy dpf-n needs --privacy-n")
+    if policy == "dpf-t" and t_s is None:
+        raise fail("--privacy-policy dpf-t needs --privacy-t")
+    if policy in ("rr", "pack") and (n is None) == (t_s is None):
+        raise fail(f"--privacy-policy {policy} needs one of --privacy-n (unlock by claims) or --privacy-t (by time)")
+    try:
+        PrivacyPolicy(policy, n, t_s)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    return replace(settings, blocks_path=blocks, privacy_policy=policy, privacy_n=n, privacy_t_s=t_s,
+                   privacy_timeout_s=timeout_s)
+
+
 def sim_config(round_s: float, restart_cost_s: float, learn_models: bool = False) -> SimConfig:
     from apportion.sim import SimConfig
 

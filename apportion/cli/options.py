@@ -220,6 +220,12 @@ Reference = typer.Option("v100", "--reference-gpu-type", help="CSV: a trace dura
 SimRound = round_option(360.0)
 RestartCost = typer.Option(10.0, "--restart-cost-s", help="Seconds of no progress each time a job is moved or resumed.", rich_help_panel="Mechanism")
 LearnModels = typer.Option(False, "--learn-models", help="Elastic jobs: a policy that sizes them sees each job's step-time model learnt from the steps it has made, and gives it at most twice the most GPUs it has run on (Pollux's way); default: their true models.", rich_help_panel="Mechanism")
+# privacy budget (docs/privacy.md)
+Blocks = typer.Option(None, "--blocks", help="Privacy blocks CSV (block,arrival_s,epsilon,delta[,rdp_orders]); the workload's privacy_* columns claim them.", rich_help_panel="Privacy budget")
+PrivacyPolicyName = typer.Option("dpf-n", "--privacy-policy", help="How claims are granted: fcfs, rr, dpf-n, dpf-t or pack.", rich_help_panel="Privacy budget")
+PrivacyN = typer.Option(None, "--privacy-n", help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Privacy budget")
+PrivacyT = typer.Option(None, "--privacy-t", help="Unlock a block's budget over this many seconds from its arrival (dpf-t; rr and pack by time).", rich_help_panel="Privacy budget")
+PrivacyTimeout = typer.Option(None, "--privacy-timeout-s", help="Reject a claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Privacy budget")
 Out = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.", rich_help_panel="Output")
 
 # the server a client command talks to (submit, queue, cancel, logs, status)

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import prepare_replay, workload_settings
+from apportion.cli.inputs import prepare_replay, with_privacy, workload_settings
 from apportion.cli.output import (
     console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
 )
@@ -33,6 +33,11 @@ def simulate(
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
     learn_models: bool = opt.LearnModels,
+    blocks: Optional[str] = opt.Blocks,
+    privacy_policy: str = opt.PrivacyPolicyName,
+    privacy_n: Optional[int] = opt.PrivacyN,
+    privacy_t: Optional[float] = opt.PrivacyT,
+    privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     received_since: Optional[str] = typer.Option(None, "--received-since", help="Where the received share the round ranks jobs by counts from: allocation (its last change, Gavel's rule; the default) or arrival (each job's).", rich_help_panel="Mechanism"),
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
@@ -49,8 +54,9 @@ def simulate(
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             [policy], opt.policy_options(ctx),
-            workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type,
-                              shape),
+            with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
+                                           reference_gpu_type, shape),
+                         blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
             round_s, restart_cost_s, learn_models,
         )
         if received_since is not None:
@@ -101,6 +107,11 @@ def compare(
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
     learn_models: bool = opt.LearnModels,
+    blocks: Optional[str] = opt.Blocks,
+    privacy_policy: str = opt.PrivacyPolicyName,
+    privacy_n: Optional[int] = opt.PrivacyN,
+    privacy_t: Optional[float] = opt.PrivacyT,
+    privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
     as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
@@ -114,8 +125,9 @@ def compare(
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             specs, opt.policy_options(ctx),
-            workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference_gpu_type,
-                              shape),
+            with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
+                                           reference_gpu_type, shape),
+                         blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
             round_s, restart_cost_s, learn_models,
         )
         with progress_bar(as_json) as bar:

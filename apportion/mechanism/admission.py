@@ -54,6 +54,7 @@ class Applicants:
     array: np.ndarray | None = None
     array_room: np.ndarray | None = None
     array_most: np.ndarray | None = None
+    claim: np.ndarray | None = None  # [n] each one's privacy claim (mechanism/privacy_budget.py), -1: none; None: none
 
     def __len__(self) -> int:
         return len(self.key)
@@ -62,7 +63,8 @@ class Applicants:
         """The applicants at ``rows`` (positions in this one)."""
         arrays = (None, None, None) if self.array is None else (
             self.array[rows], self.array_room[rows], self.array_most[rows])
-        return Applicants(self.key[rows], None if self.after is None else self.after.subset(rows), *arrays)
+        return Applicants(self.key[rows], None if self.after is None else self.after.subset(rows), *arrays,
+                          None if self.claim is None else self.claim[rows])
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ def report_page(results: Sequence[SimResult]) -> str:
         "UNSCHEDULABLE": _unschedulable_html(results),
         "NOTES": html.escape(document.pop("notes")),
         "GANTT_CHOICE": _gantt_choice(results),
+        "PRIVACY": _privacy_section(document["figures"]),
         "CSS": _asset("report.css"),
         "JS": _asset("report.js"),
         "PLOTLY": _plotly_packed(),
@@ -84,12 +85,15 @@ def report_figures(results: Sequence[SimResult]) -> dict:
     for r in results:
         figure, note = gantt_figure(r, scale, unit, places, colors)
         gantts.append({"policy": r.policy, "figure": figure, "note": note})
+    figures = {
+        "cdf": _cdf_figure(results),
+        "utilization": _utilization_figure(results, scale, places, colors, axis),
+        "queue": _queue_figure(results, scale, places, axis),
+    }
+    if any(r.privacy is not None for r in results):
+        figures["privacy"] = _privacy_figure(results, scale, places, axis)
     return {
-        "figures": {
-            "cdf": _cdf_figure(results),
-            "utilization": _utilization_figure(results, scale, places, colors, axis),
-            "queue": _queue_figure(results, scale, places, axis),
-        },
+        "figures": figures,
         "gantt": gantts,
         "notes": f"Utilization and queue are averaged into at most {TIMELINE_BINS:,} time bins; "
                  f"JCT CDFs go through at most {CDF_POINTS:,} quantiles.",
@@ -243,6 +247,39 @@ def _queue_figure(results: Sequence[SimResult], scale: float, places: int, axis:
               "xaxis": axis, "yaxis": {"title": {"text": "jobs"}, "rangemode": "tozero"},
               "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom"}}
     return {"data": data, "layout": layout}
+
+
+PRIVACY_BLOCKS_SHOWN = 12  # blocks drawn per replay; the rest are in no chart
+
+
+def _privacy_figure(results: Sequence[SimResult], scale: float, places: int, axis: dict) -> dict:
+    """Each block's budget consumed over time, in % of its whole budget (the first blocks of each replay)."""
+    data = []
+    for i, r in enumerate(results):
+        if r.privacy is None:
+            continue
+        history = r.privacy.history
+        x = _numbers(np.append(history.time_s, _end_s(r)) / scale, places)
+        for b, name in enumerate(r.privacy.block_names[:PRIVACY_BLOCKS_SHOWN].tolist()):
+            label = f"{r.policy}: {name}" if len(results) > 1 else str(name)
+            data.append({
+                "type": "scatter", "mode": "lines", "name": label,
+                "line": {"shape": "hv", "width": 1.5, "dash": ("solid", "dot", "dash")[i % 3]},
+                "x": x, "y": _numbers(_stairs(history.consumed[:, b] * 100.0), 2),
+                "hovertemplate": f"{label}: %{{y:.1f}}% consumed<extra></extra>",
+            })
+    layout = {"height": 340, "hovermode": "x unified", "margin": {"l": 60, "r": 20, "t": 20, "b": 50},
+              "xaxis": axis, "yaxis": {"title": {"text": "budget consumed (%)"}, "range": [0, 100]},
+              "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom"}}
+    return {"data": data, "layout": layout}
+
+
+def _privacy_section(figures: dict) -> str:
+    if "privacy" not in figures:
+        return ""
+    return ('<section>\n    <h2>Privacy budget per block</h2>\n    <p class="note">The share of each block\'s budget '
+            f'consumed by granted claims (the first {PRIVACY_BLOCKS_SHOWN} blocks of each replay; under Rényi '
+            'accounting, at the order with the most left).</p>\n    <div id="privacy" class="plot"></div>\n  </section>')
 
 
 def _stairs(values: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ JOB_COLUMNS = (
     "gpu_types", "preemptions", "moves", "steps_done", "total_steps", "status", "deadline_s",
     "unschedulable_reason",
 )
+PRIVACY_JOB_COLUMNS = ("privacy_claim", "privacy_delay_s")  # after JOB_COLUMNS when the jobs claimed privacy budget
 COMPARISON_JOB_COLUMNS = ("policy", *JOB_COLUMNS)  # every policy's rows of jobs.csv, one after another
 TIMELINE_COLUMNS = ("time_s", "busy_gpus", "utilization", "running_jobs", "queued_jobs")
 _NEEDS_QUOTES = ',"\r\n'
@@ -42,7 +43,7 @@ def write_run(result: SimResult, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [
         _write_json(out_dir / SUMMARY_FILE, result.summary),
-        _write_csv(out_dir / JOBS_FILE, JOB_COLUMNS, job_columns(result)),
+        _write_csv(out_dir / JOBS_FILE, job_header([result]), job_columns(result)),
         _write_csv(out_dir / TIMELINE_FILE, TIMELINE_COLUMNS, timeline_columns(result)),
     ]
     paths.append(_save(run_figure(result), out_dir / REPORT_FILE))
@@ -58,14 +59,21 @@ def write_comparison(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
     document = {"policies": [r.summary for r in results]}
     return [
         _write_json(out_dir / COMPARISON_JSON, document),
-        _write_csv(out_dir / JOBS_FILE, COMPARISON_JOB_COLUMNS, comparison_job_columns(results)),
+        _write_csv(out_dir / JOBS_FILE, ("policy", *job_header(results)), comparison_job_columns(results)),
         _save(comparison_figure(list(results)), out_dir / COMPARISON_PNG),
         write_report(list(results), out_dir / REPORT_HTML),
     ]
 
 
-def job_columns(result: SimResult) -> list[list[str]]:
-    """The jobs.csv columns, in JOB_COLUMNS order, as lists of cell text."""
+def job_header(results: Sequence[SimResult]) -> tuple[str, ...]:
+    """jobs.csv's columns: JOB_COLUMNS, then the privacy claims' when every replay has them."""
+    privacy = bool(results) and all(r.privacy is not None for r in results)
+    return (*JOB_COLUMNS, *PRIVACY_JOB_COLUMNS) if privacy else JOB_COLUMNS
+
+
+def job_columns(result: SimResult, privacy: bool | None = None) -> list[list[str]]:
+    """The jobs.csv columns, in ``job_header`` order, as lists of cell text (``privacy``: with the
+    claims' columns; None: when the replay has them)."""
     jobs = result.jobs
     start = result.first_start_s
     return [
@@ -85,14 +93,20 @@ def job_columns(result: SimResult) -> list[list[str]]:
         _STATUS_NAMES[result.status].tolist(),
         _decimals(np.full(len(jobs), np.nan) if jobs.deadline_s is None else jobs.deadline_s),
         _text(result.reasons),
+        *(_privacy_columns(result) if (result.privacy is not None if privacy is None else privacy) else []),
     ]
+
+
+def _privacy_columns(result: SimResult) -> list[list[str]]:
+    return [_text(result.privacy.words), _decimals(result.privacy.delay_s)]
 
 
 def comparison_job_columns(results: Sequence[SimResult]) -> list[list[str]]:
     """The comparison's jobs.csv columns, in COMPARISON_JOB_COLUMNS order: each policy's jobs in turn."""
-    each = [job_columns(r) for r in results]
+    width = len(job_header(results))
+    each = [job_columns(r, privacy=width > len(JOB_COLUMNS)) for r in results]
     policy = [cell for r in results for cell in _text(np.full(len(r.jobs), r.policy, dtype=object))]
-    return [policy] + [[cell for columns in each for cell in columns[c]] for c in range(len(JOB_COLUMNS))]
+    return [policy] + [[cell for columns in each for cell in columns[c]] for c in range(width)]
 
 
 def timeline_columns(result: SimResult) -> list[list[str]]:

@@ -57,9 +57,14 @@ _ROWS: tuple[tuple[str, str, Callable[[object], str], int], ...] = (
     ("utilization", "utilization", _percent, +1),
     ("preemptions", "preemptions", _count, -1),
     ("shared GPU-h", "shared_gpu_hours", lambda v: MISSING if v is None else f"{float(v):,.1f}", 0),
+    ("privacy claims granted", "privacy_granted", _count, +1),
+    ("privacy claims rejected", "privacy_rejected", _count, -1),
+    ("privacy claims waiting", "privacy_waiting", _count, 0),
+    ("mean delay to grant", "privacy_mean_delay_s", format_duration, -1),
     ("sim wall time", "sim_wall_s", format_duration, 0),
 )
-_OPTIONAL = {"shared_gpu_hours"}  # shown only when some run reports it
+# shown only when some run reports it
+_OPTIONAL = {"shared_gpu_hours", "privacy_granted", "privacy_rejected", "privacy_waiting", "privacy_mean_delay_s"}
 
 
 def summary_rows(summaries: Sequence[dict]) -> list[tuple[str, list[str], list[bool]]]:

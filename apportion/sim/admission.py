@@ -1,9 +1,12 @@
-"""The replay's side of admission: arrived jobs whose dependencies have not completed wait
-outside the round; those whose dependency cannot complete end unschedulable, with the reason.
+"""The replay's side of admission: arrived jobs whose dependencies have not completed, or whose
+privacy claim is not granted yet, wait outside the round; those whose dependency cannot complete,
+or whose claim is rejected, end unschedulable, with the reason.
 
 The simulator asks :meth:`HeldJobs.sift` every time it admits arrivals; held jobs are asked
-again only after some job ended (a completion is an event the replay stops at), so a replay
-whose held jobs wait for long-running ones pays nothing per round.
+again only after some job ended (a completion is an event the replay stops at) or, with
+privacy claims, when jobs arrive (their claims unlock budget) or when the privacy stage said
+its answer could change (:meth:`HeldJobs.next_change_s`), so a replay whose held jobs wait for
+long-running ones pays nothing per round. The claim of a job is its JobTable row's.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 
 from apportion.core.jobs import JobTable
 from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants, Outcome
+from apportion.mechanism.privacy_budget import PrivacyStage
 from apportion.sim.result import JobStatus
 
 if TYPE_CHECKING:
@@ -28,22 +32,31 @@ _OUTCOME_OF_STATUS[JobStatus.UNSCHEDULABLE] = Outcome.UNSCHEDULABLE
 class HeldJobs:
     """The arrived jobs admission holds back, and the admission that decides when they enter."""
 
-    def __init__(self, jobs: JobTable) -> None:
+    def __init__(self, jobs: JobTable, privacy: PrivacyStage | None = None) -> None:
         self.jobs = jobs
-        self.admission = Admission([AfterStage()])
+        self.privacy = privacy
+        self.admission = Admission([AfterStage()] if privacy is None else [AfterStage(), privacy])
         self.held = np.zeros(0, dtype=np.int64)  # JobTable rows, in submit order
         self._ended_seen = -1  # replay.ended when the held jobs were last asked
+        self._privacy_due = np.inf  # when the privacy stage's answer may change by itself
 
     @classmethod
-    def of(cls, jobs: JobTable) -> HeldJobs | None:
-        """None when no job waits for another: the replay then admits every arrival as it is."""
-        return cls(jobs) if jobs.after is not None and len(jobs.after.keys) else None
+    def of(cls, jobs: JobTable, privacy: PrivacyStage | None = None) -> HeldJobs | None:
+        """None when no job waits for another and none claims privacy budget: the replay then
+        admits every arrival as it is."""
+        waits = jobs.after is not None and len(jobs.after.keys)
+        return cls(jobs, privacy) if waits or privacy is not None else None
+
+    def next_change_s(self) -> float:
+        """When the held jobs' privacy claims may be granted or rejected with no arrival or ending."""
+        return self._privacy_due if len(self.held) else np.inf
 
     def sift(self, replay: Replay, arriving: np.ndarray, reasons: np.ndarray) -> np.ndarray:
         """The rows of ``arriving`` (JobTable rows, schedulable, in submit order) and of the jobs
         held so far that enter the round now, in submit order. The others stay held, or end
         unschedulable with their reason written into ``reasons``."""
-        recheck = len(self.held) and replay.ended != self._ended_seen
+        recheck = len(self.held) and (replay.ended != self._ended_seen or (
+            self.privacy is not None and (len(arriving) or replay.now >= self._privacy_due)))
         if not recheck and not len(arriving):
             return arriving
         asking = np.concatenate([self.held, arriving]) if recheck else arriving
@@ -52,7 +65,9 @@ class HeldJobs:
         context = AdmissionContext(replay.now, lambda keys: _OUTCOME_OF_STATUS[replay.status[keys]],
                                    lambda key: f"job {self.jobs.job_id[key]}")
         while len(asking):
-            verdict = self.admission.admit(Applicants(asking, self.jobs.after.subset(asking)), context)
+            after = None if self.jobs.after is None else self.jobs.after.subset(asking)
+            claim = None if self.privacy is None else asking
+            verdict = self.admission.admit(Applicants(asking, after, claim=claim), context)
             admitted.append(asking[verdict.admitted])
             failed = np.flatnonzero(verdict.fail)
             if not len(failed):
@@ -65,6 +80,8 @@ class HeldJobs:
             asking = asking[verdict.hold]  # those held may wait for a job that just failed
         self.held = np.sort(np.concatenate(still_held)) if still_held else np.zeros(0, dtype=np.int64)
         self._ended_seen = replay.ended
+        if self.privacy is not None:
+            self._privacy_due = self.privacy.next_change_s(replay.now)
         if len(admitted) == 1:
             return admitted[0]
         return np.sort(np.concatenate(admitted)) if admitted else np.zeros(0, dtype=np.int64)

@@ -9,6 +9,7 @@ import numpy as np
 
 from apportion.core.cluster import Cluster
 from apportion.core.jobs import JobTable
+from apportion.mechanism.privacy_budget import BudgetHistory, ClaimState, PrivacyStage
 from apportion.sim.holdings import Holdings
 
 
@@ -18,6 +19,45 @@ class JobStatus(IntEnum):
     RUNNING = 2
     COMPLETED = 3
     UNSCHEDULABLE = 4  # can never run here; SimResult.unschedulable_reason says why
+
+
+@dataclass(frozen=True)
+class PrivacyOutcome:
+    """What became of the jobs' privacy claims, and each block's budget over time."""
+
+    policy: str
+    asks: np.ndarray  # [n] the job claimed privacy budget
+    state: np.ndarray  # [n] ClaimState
+    delay_s: np.ndarray  # [n] seconds from the claim's arrival to its grant, NaN if not granted
+    block_names: np.ndarray  # [B]
+    history: BudgetHistory
+
+    @classmethod
+    def of(cls, stage: PrivacyStage) -> PrivacyOutcome:
+        return cls(stage.policy.name, stage.claims.asks.copy(), stage.state.copy(), stage.delay_s(),
+                   stage.blocks.name, stage.history())
+
+    @property
+    def words(self) -> np.ndarray:
+        """[n] "granted", "rejected", "waiting" (asked, never decided) or "" (no claim)."""
+        words = np.full(len(self.asks), "", dtype=object)
+        words[self.asks] = "waiting"
+        words[self.state == ClaimState.GRANTED] = "granted"
+        words[self.state == ClaimState.REJECTED] = "rejected"
+        return words
+
+    def summary(self) -> dict:
+        granted = self.state == ClaimState.GRANTED
+        delays = self.delay_s[granted]
+        return {
+            "privacy_policy": self.policy,
+            "privacy_claims": int(self.asks.sum()),
+            "privacy_granted": int(granted.sum()),
+            "privacy_rejected": int((self.state == ClaimState.REJECTED).sum()),
+            "privacy_waiting": int((self.asks & ~granted & (self.state != ClaimState.REJECTED)).sum()),
+            "privacy_mean_delay_s": float(delays.mean()) if len(delays) else None,
+            "privacy_max_delay_s": float(delays.max()) if len(delays) else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -36,11 +76,14 @@ class SimResult:
     summary: dict = field(default_factory=dict)
     unschedulable_reason: np.ndarray | None = None  # [n] why each job can never run, "" if it can
     holdings: Holdings | None = None  # who held which GPUs when; recorded only when asked (record_holdings)
+    privacy: PrivacyOutcome | None = None  # the jobs' privacy claims, when they made any
 
     @classmethod
     def build(cls, *, policy, jobs, cluster, config, busy_gpu_s, decisions, sim_wall_s, **arrays) -> SimResult:
         result = cls(policy=policy, jobs=jobs, cluster=cluster, **arrays)
         result.summary.update(result._summarise(config, busy_gpu_s, decisions, sim_wall_s))
+        if result.privacy is not None:
+            result.summary.update(result.privacy.summary())
         return result
 
     @property

@@ -31,6 +31,7 @@ from apportion.core.node_resources import fits_on_nodes, node_demand
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
 from apportion.mechanism.pair_clock import PairClock
+from apportion.mechanism.privacy_budget import PrivacyStage
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
 from apportion.mechanism.round_state import job_view, running_types, was_running
@@ -41,7 +42,7 @@ from apportion.sim.admission import HeldJobs
 from apportion.sim.costs import AttemptCosts, JobCosts, MachineSlowness
 from apportion.sim.durations import HistoryFeed
 from apportion.sim.holdings import HoldingsRecorder
-from apportion.sim.result import JobStatus, SimResult
+from apportion.sim.result import JobStatus, PrivacyOutcome, SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
 
 ProgressCallback = Callable[[int, int, float], None]  # (jobs ended, jobs in all, virtual time)
@@ -100,11 +101,14 @@ class Simulator:
         progress: ProgressCallback | None = None,
         record_holdings: bool = False,
         predictor: DurationPredictor | None = None,
+        privacy: PrivacyStage | None = None,
     ) -> None:
         """``record_holdings``: keep who held which GPUs when (``SimResult.holdings``, for a Gantt chart).
         ``predictor``: the duration predictor fed with the replay's finished jobs, for a policy
-        that asks for predicted durations (default: a fresh ``DurationPredictor``)."""
+        that asks for predicted durations (default: a fresh ``DurationPredictor``).
+        ``privacy``: the privacy-budget stage, its claims one per JobTable row (None: no job claims any)."""
         self.jobs = jobs
+        self.privacy = privacy
         self.cluster = cluster
         self.policy = policy
         self.config = config
@@ -136,10 +140,13 @@ class Simulator:
         while True:
             self._admit(replay)
             if not len(replay.active):
-                if replay.next_arrival >= len(self.jobs):
+                privacy_at = self._privacy_change_at()
+                if replay.next_arrival >= len(self.jobs) and not math.isfinite(privacy_at):
                     break
-                arrival = float(self.jobs.submit_time_s[replay.next_arrival])
-                if self.config.wall_clock:  # a job arriving to an idle cluster starts a round early
+                arrival = self._next_arrival_s(replay)
+                if privacy_at < arrival:  # budget unlocks, a block arrives or a claim times out
+                    replay.now = next_boundary(replay.now, privacy_at, self.config.round_s)
+                elif self.config.wall_clock:  # a job arriving to an idle cluster starts a round early
                     replay.now, replay.early = self._idle_round_at(replay, arrival)
                 else:
                     replay.now = next_boundary(replay.now, arrival, self.config.round_s)
@@ -204,7 +211,15 @@ class Simulator:
     @cached_property
     def _held(self) -> HeldJobs | None:
         """The jobs waiting for others to complete before they enter a round; None when none ever does."""
-        return HeldJobs.of(self.jobs)
+        return HeldJobs.of(self.jobs, self.privacy)
+
+    def _privacy_change_at(self) -> float:
+        """When held privacy claims may be granted or rejected without an arrival (inf: never)."""
+        return math.inf if self.privacy is None else self._held.next_change_s()
+
+    def _next_arrival_s(self, replay: Replay) -> float:
+        n = len(self.jobs)
+        return float(self.jobs.submit_time_s[replay.next_arrival]) if replay.next_arrival < n else math.inf
 
     def _decide(self, replay: Replay) -> tuple[RoundDecision, JobView]:
         """Ask the shared round planner, then book restarts, moves, preemptions and first starts."""
@@ -377,13 +392,15 @@ class Simulator:
         first = end = base + round_s
         whole_share = decision.allocation.time_fraction() > 1 - 1e-9
         stable = replay.allocation_integral and bool(np.all(running[whole_share]))
-        if not running.any() and replay.next_arrival < n:
-            end = next_boundary(base, float(jobs.submit_time_s[replay.next_arrival]), round_s)
+        privacy_at = self._privacy_change_at()
+        if not running.any() and (replay.next_arrival < n or math.isfinite(privacy_at)):
+            end = next_boundary(base, min(self._next_arrival_s(replay), privacy_at), round_s)
         elif stable:
             next_event = min(
                 float(time_to_finish.min()) + now if len(run_rows) else math.inf,
                 float(jobs.submit_time_s[replay.next_arrival]) if replay.next_arrival < n else math.inf,
                 decision.reallocate_at,
+                privacy_at,
             )
             if math.isfinite(next_event):
                 end = next_boundary(base, next_event, round_s)
@@ -437,7 +454,7 @@ class Simulator:
             replay.tail_done = (np.zeros(0, dtype=np.int64), np.zeros(0))
         if len(done_rows):
             self._finish(replay, done_rows, finish_s)
-        elif not running.any() and replay.next_arrival >= n:
+        elif not running.any() and replay.next_arrival >= n and not math.isfinite(privacy_at):
             return False
         replay.now = end
         return True
@@ -502,6 +519,7 @@ class Simulator:
             sim_wall_s=wall_s,
             unschedulable_reason=self.unschedulable_reason,
             holdings=None if self.recorder is None else self.recorder.holdings(replay.finish, replay.now),
+            privacy=None if self.privacy is None else PrivacyOutcome.of(self.privacy),
         )
         if RoundPlanner.space_sharing(self.policy):
             result.summary["shared_gpu_hours"] = replay.shared_gpu_s / 3600.0
@@ -589,13 +607,17 @@ def simulate(
     config: SimConfig = SimConfig(),
     progress: ProgressCallback | None = None,
     record_holdings: bool = False,
+    privacy: PrivacyStage | None = None,
 ) -> SimResult:
     """Run one replay and return its result (with ``record_holdings``, who held which GPUs when;
-    elastic jobs: ``throughputs`` is not used, their model is)."""
+    elastic jobs: ``throughputs`` is not used, their model is; ``privacy``: the stage that
+    grants the jobs' privacy claims, a fresh one per replay)."""
+    if jobs.elastic is not None and privacy is not None:
+        raise ValueError("elastic jobs cannot claim privacy budget (yet): replay them without blocks")
     if jobs.elastic is not None:
         from apportion.sim.elastic import ElasticSimulator
 
         return ElasticSimulator(jobs, cluster, policy, config, progress).run()
     if config.learn_models:
         raise ValueError("learning models online applies to elastic jobs only; this workload has none")
-    return Simulator(jobs, cluster, throughputs, policy, config, progress, record_holdings).run()
+    return Simulator(jobs, cluster, throughputs, policy, config, progress, record_holdings, privacy=privacy).run()

@@ -1,0 +1,264 @@
+"""The privacy-budget admission stage: a job that claims privacy budget enters a round only once
+its claim is granted, whole, on every block it reads; budget granted is consumed for good.
+
+The stage keeps the ledger (what each block has given, how many claims arrived for it, each
+claim's state) and is asked with the jobs' claim indices (``Applicants.claim``). A claim arrives
+the first time it is asked once all its blocks exist; a claim that can no longer fit in what
+its blocks have left, or that waited past ``timeout_s``, is rejected and its job fails. Which
+waiting claims are granted, and how budget unlocks, is the policy's (``privacy_policies.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from apportion.core.privacy import Blocks, Claims, dominant_share, fits, fits_one
+from apportion.mechanism.admission import AdmissionContext, Applicants, Verdict
+from apportion.mechanism.privacy_policies import PrivacyPolicy, water_fill
+
+
+_DENSE_CELLS = 4_000_000  # claims × blocks × columns held at once when granting a run of claims
+
+
+class ClaimState(IntEnum):
+    UNSEEN = 0  # not asked yet, or its blocks have not all arrived
+    WAITING = 1
+    GRANTED = 2
+    REJECTED = 3
+
+
+_UNSEEN, _WAITING, _GRANTED, _REJECTED = (int(s) for s in ClaimState)  # plain ints: an enum's lookup costs
+
+
+@dataclass(frozen=True)
+class BudgetHistory:
+    """Each block's budget over time: one row per moment the ledger changed."""
+
+    time_s: np.ndarray  # [k]
+    consumed: np.ndarray  # [k, B] fraction of each block's budget consumed
+    unlocked: np.ndarray  # [k, B] fraction unlocked
+
+
+class PrivacyStage:
+    """Admission by privacy budget: hold a job until its claim is granted, fail it when rejected."""
+
+    name = "privacy"
+
+    def __init__(self, blocks: Blocks, claims: Claims, policy: PrivacyPolicy, timeout_s: float | None = None) -> None:
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"the privacy timeout must be more than 0 seconds, got {timeout_s}")
+        if policy.name == "rr" and blocks.rdp:
+            raise ValueError("privacy policy rr shares ε and δ: it takes blocks under ε-δ accounting, not Rényi")
+        self.blocks, self.claims, self.policy, self.timeout_s = blocks, claims, policy, timeout_s
+        self.budget = blocks.budget
+        n, (num_blocks, columns) = len(claims), self.budget.shape
+        self.consumed = np.zeros((num_blocks, columns))
+        self.arrived_claims = np.zeros(num_blocks, dtype=np.int64)
+        self.state = np.zeros(n, dtype=np.int8)
+        self.arrived_s = np.full(n, np.nan)
+        self.decided_s = np.full(n, np.nan)
+        self.rejected_because: dict[int, str] = {}
+        self.accumulated = np.zeros(claims.demand.shape) if policy.name == "rr" else None
+        self._asks = claims.asks
+        self._shares = dominant_share(claims, self.budget, blocks.rdp)  # [n] DPF's order, fixed with the budget
+        self._history: list[tuple[float, np.ndarray, np.ndarray]] = []
+
+    # the stage ---------------------------------------------------------------------------
+
+    def admit(self, jobs: Applicants, context: AdmissionContext) -> Verdict:
+        n = len(jobs)
+        if jobs.claim is None:
+            return Verdict.admit_all(n)
+        claim = np.asarray(jobs.claim, dtype=np.int64)
+        asks = claim >= 0
+        asks[asks] = self._asks[claim[asks]]
+        if not asks.any():
+            return Verdict.admit_all(n)
+        now = context.now_s
+        asking = claim[asks]
+        self._arrive(asking[self.state[asking] == _UNSEEN], now)
+        waiting = asking[self.state[asking] == _WAITING]
+        if len(waiting):
+            self._reject_hopeless(waiting, now)
+            waiting = waiting[self.state[waiting] == _WAITING]
+            if len(waiting):
+                self._grant(waiting, now)
+                # what was just granted may leave others no hope: say so now, not at a later ask
+                self._reject_hopeless(waiting[self.state[waiting] == _WAITING], now)
+
+        state = np.full(n, _GRANTED, dtype=np.int8)
+        state[asks] = self.state[asking]
+        hold = (state == _WAITING) | (state == _UNSEEN)
+        fail = state == _REJECTED
+        reasons: dict[int, str] = {}
+        for position in np.flatnonzero(fail).tolist():
+            reasons[position] = self.rejected_because[int(claim[position])]
+        for position in np.flatnonzero(state == _UNSEEN).tolist():
+            reasons[position] = f"waiting for block {self._missing_block(int(claim[position]), now)} to arrive"
+        reasons.update(dict.fromkeys(np.flatnonzero(state == _WAITING).tolist(),
+                                     f"waiting for privacy budget ({self.policy.name})"))
+        return Verdict(hold, fail, reasons)
+
+    def next_change_s(self, now_s: float) -> float:
+        """When asking the waiting claims again may grant or reject one without any arrival or
+        ending: at once (the next round) while budget unlocks with time, else at the next block's
+        arrival or the next timeout; infinity when only an arrival can change anything."""
+        waiting = self.state == _WAITING
+        unseen_blocks = self.blocks.arrival_s > now_s
+        times = [self.blocks.arrival_s[unseen_blocks].min()] if unseen_blocks.any() else []
+        if waiting.any():
+            if self.policy.unlocks_by == "time" and np.any((now_s - self.blocks.arrival_s) < self.policy.t_s):
+                return now_s
+            if self.timeout_s is not None:
+                times.append(float(np.min(self.arrived_s[waiting])) + self.timeout_s)
+        return float(min(times)) if times else math.inf
+
+    # what the replay reports ---------------------------------------------------------------
+
+    def history(self) -> BudgetHistory:
+        if not self._history:
+            empty = np.zeros((0, len(self.blocks)))
+            return BudgetHistory(np.zeros(0), empty, empty)
+        times, consumed, unlocked = zip(*self._history)
+        return BudgetHistory(np.asarray(times), np.vstack(consumed), np.vstack(unlocked))
+
+    def delay_s(self) -> np.ndarray:
+        """[n] seconds from each claim's arrival to its grant (NaN where not granted)."""
+        return np.where(self.state == _GRANTED, self.decided_s - self.arrived_s, np.nan)
+
+    # the ledger ------------------------------------------------------------------------------
+
+    def _arrive(self, new: np.ndarray, now: float) -> None:
+        """Register the new claims whose blocks all exist; count them toward their blocks' unlocking."""
+        if not len(new):
+            return
+        entries = self.claims.entries(new)
+        late = self.blocks.arrival_s[self.claims.block[entries]] > now
+        owner_local = np.repeat(np.arange(len(new)), self.claims.start[new + 1] - self.claims.start[new])
+        blocked = np.zeros(len(new), dtype=bool)
+        blocked[owner_local[late]] = True
+        ready = new[~blocked]
+        if not len(ready):
+            return
+        self.state[ready] = _WAITING
+        self.arrived_s[ready] = now
+        np.add.at(self.arrived_claims, self.claims.block[self.claims.entries(ready)], 1)
+
+    def _reject_hopeless(self, waiting: np.ndarray, now: float) -> None:
+        """Reject the claims that what their blocks have left can never hold, and those that waited too long."""
+        left = self.budget - self.consumed
+        hopeless = waiting[~fits(left, self.claims, waiting, self.blocks.rdp)]
+        for claim in hopeless.tolist():
+            self._reject(claim, now, f"privacy claim cannot be granted: {self._short_block(claim, left)} "
+                                     "has not enough budget left")
+        if self.timeout_s is not None:
+            still = waiting[self.state[waiting] == _WAITING]
+            for claim in still[now - self.arrived_s[still] >= self.timeout_s].tolist():
+                self._reject(claim, now, f"privacy claim not granted within {self.timeout_s:g} s")
+
+    def _reject(self, claim: int, now: float, why: str) -> None:
+        self.state[claim] = _REJECTED
+        self.decided_s[claim] = now
+        self.rejected_because[claim] = why
+
+    def _grant(self, waiting: np.ndarray, now: float) -> None:
+        unlocked = self.policy.unlocked_fraction(self.blocks, self.arrived_claims, now)
+        room = unlocked[:, None] * self.budget - self.consumed
+        if self.accumulated is not None:
+            granted = self._share_round_robin(waiting, room)
+        else:
+            order = self.policy.order(waiting, self.claims, self._shares, room, self.arrived_s, self.blocks.rdp)
+            granted = self._grant_in_order(order, room)
+        if len(granted):
+            self.state[granted] = _GRANTED
+            self.decided_s[granted] = now
+            entries = self.claims.entries(granted)
+            np.add.at(self.consumed, self.claims.block[entries], self.claims.demand[entries])
+        self._record(now, unlocked)
+
+    def _grant_in_order(self, order: np.ndarray, room: np.ndarray) -> np.ndarray:
+        """The claims of ``order`` granted one after another while each fits what is left (one
+        that does not fit is skipped: a later, smaller one may still fit). Vectorised: the run of
+        claims that fit one after another is found from cumulative demands, granted at once, and
+        the search goes on after the first claim that did not fit."""
+        claims, rdp = self.claims, self.blocks.rdp
+        room = room.copy()
+        granted = []
+        candidates = order[fits(room, claims, order, rdp)]
+        while len(candidates):
+            run, taken, stopped = self._fitting_run(candidates, room)
+            granted.append(candidates[:run])
+            room -= taken
+            rest = candidates[run + 1:] if stopped else candidates[run:]  # one that did not fit never will here
+            candidates = rest[fits(room, claims, rest, rdp)]
+        return np.concatenate(granted) if granted else np.zeros(0, dtype=np.int64)
+
+    def _fitting_run(self, candidates: np.ndarray, room: np.ndarray) -> tuple[int, np.ndarray, bool]:
+        """How many of ``candidates`` (the first fits) fit one after another, what they take [B, A],
+        and whether the claim after them did not fit (False: they were all looked at, or as many as
+        are looked at at once)."""
+        claims = self.claims
+        columns = room.shape[1]
+        head = candidates[:max(1, _DENSE_CELLS // (len(self.blocks) * columns))]
+        lengths = claims.start[head + 1] - claims.start[head]
+        entries = claims.entries(head)
+        blocks, local_block = np.unique(claims.block[entries], return_inverse=True)
+        local = np.repeat(np.arange(len(head)), lengths)
+        demand = np.zeros((len(head), len(blocks), columns))
+        demand[local, local_block] = claims.demand[entries]
+        touched = np.zeros((len(head), len(blocks)), dtype=bool)
+        touched[local, local_block] = True
+        cumulative = np.cumsum(demand, axis=0)
+        fits_cell = (cumulative <= room[blocks][None] + 1e-9) | ~touched[:, :, None]
+        fits_column = fits_cell.all(axis=1)
+        ok = fits_column.any(axis=1) if self.blocks.rdp else fits_column.all(axis=1)
+        stopped = not ok.all()
+        run = max(int(np.argmin(ok)), 1) if stopped else len(head)
+        taken = np.zeros_like(room)
+        taken[blocks] = cumulative[run - 1]
+        return run, taken, stopped
+
+    def _share_round_robin(self, waiting: np.ndarray, room: np.ndarray) -> np.ndarray:
+        """Round robin: each block's unlocked budget not yet handed out is shared equally among the
+        waiting claims that still need some of it; a claim is granted once it holds all it asked."""
+        claims, acc = self.claims, self.accumulated
+        entries = claims.entries(waiting)
+        block = claims.block[entries]
+        have, want = acc[entries], claims.demand[entries]
+        need = np.maximum(want - have, 0.0)
+        for column in range(room.shape[1]):
+            if not need[:, column].any():
+                continue
+            held = np.bincount(block, weights=have[:, column], minlength=len(room))
+            pool = np.maximum(room[:, column] - held, 0.0)
+            sharing = np.flatnonzero((pool[block] > 0) & (need[:, column] > 0))
+            if len(sharing):
+                have[sharing, column] += water_fill(need[sharing, column], block[sharing], pool)
+        lengths = claims.start[waiting + 1] - claims.start[waiting]
+        complete = np.logical_and.reduceat(np.all(have >= want - 1e-12, axis=1), np.cumsum(lengths) - lengths)
+        have[np.repeat(complete, lengths)] = 0.0  # granted: now consumed, not held
+        acc[entries] = have
+        return waiting[complete]
+
+    def _record(self, now: float, unlocked: np.ndarray) -> None:
+        budget = self.budget
+        share = np.divide(self.consumed, budget, out=np.zeros_like(self.consumed), where=budget > 0)
+        used = share.min(axis=1) if self.blocks.rdp else share[:, 0]
+        if self._history and self._history[-1][0] == now:
+            self._history[-1] = (now, used, unlocked)
+        else:
+            self._history.append((now, used, unlocked))
+
+    def _short_block(self, claim: int, left: np.ndarray) -> str:
+        lo, hi = self.claims.start[claim], self.claims.start[claim + 1]
+        blocks, demand = self.claims.block[lo:hi], self.claims.demand[lo:hi]
+        short = np.any(demand > left[blocks] + 1e-9, axis=1)
+        return f"block {self.blocks.name[blocks[int(np.argmax(short))]]}"
+
+    def _missing_block(self, claim: int, now: float) -> str:
+        blocks = self.claims.block[self.claims.start[claim]:self.claims.start[claim + 1]]
+        return str(self.blocks.name[blocks[int(np.argmax(self.blocks.arrival_s[blocks] > now))]])
