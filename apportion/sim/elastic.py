@@ -74,6 +74,7 @@ class ElasticSimulator(Simulator):
         self.costs = JobCosts.of(jobs, None, 0.0, 0.0)  # a rescale's restart is charged in _advance
         self.hand_over = False
         self.history, self._predictor = None, None  # elastic policies predict no durations
+        self.privacy = None  # elastic jobs claim no privacy budget (docs/privacy.md)
         self.recorder = None  # no holdings for elastic jobs: their GPU count changes from round to round
         every = np.arange(len(jobs))
         self.rates = self._own_size_rates(every, self._noise(every, np.zeros(len(jobs))))
