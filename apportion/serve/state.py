@@ -189,6 +189,7 @@ class StateStore:
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: every round reads all active jobs' rows
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
         self._add_missing_columns()
@@ -366,6 +367,28 @@ class StateStore:
         with self._lock:
             rows = self._conn.execute(sql).fetchall()
         return [job_record(r) for r in rows]
+
+    def job_columns(self, columns: tuple[str, ...], where: str = "", params: list | tuple = (),
+                    limit: int | None = None) -> list[tuple]:
+        """These columns of the jobs ``where`` picks (SQL over the jobs table, with ``params``), by id,
+        the first ``limit``: plain tuples, for lists of many jobs."""
+        sql = (f"SELECT {', '.join(columns)} FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
+               + (" LIMIT ?" if limit is not None else ""))
+        with self._lock:
+            cursor = self._conn.execute(sql, (*params, limit) if limit is not None else tuple(params))
+            cursor.row_factory = None
+            return cursor.fetchall()
+
+    def specs_of(self, ids: list[int]) -> dict[int, str]:
+        """The stored spec (JSON text) of each job of ``ids`` that exists."""
+        found: dict[int, str] = {}
+        with self._lock:
+            for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
+                chunk = ids[first:first + 500]
+                rows = self._conn.execute(f"SELECT id, spec FROM jobs WHERE id IN ({','.join('?' * len(chunk))})",
+                                          chunk).fetchall()
+                found.update({int(row[0]): row[1] for row in rows})
+        return found
 
     def round_table(self) -> dict[str, tuple]:
         """What a round needs of every active job, as columns (name -> tuple over jobs, by id):
