@@ -109,15 +109,15 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     def jobs(status: Optional[str] = Query(default=None, max_length=MAX_NAME),
              user: Optional[str] = Query(default=None, max_length=MAX_NAME),
              limit: Optional[int] = Query(default=None, ge=1, le=MAX_JOB_ID),
-             ended_since: Optional[float] = Query(default=None, allow_inf_nan=False),
+             ended_after: Optional[float] = Query(default=None, allow_inf_nan=False),
              who: Identity = Depends(user_caller)) -> Response:
         """Every job by id; or those of these ``status``es (comma-separated), of this ``user``, that
-        ended at or after ``ended_since`` (Unix time; active jobs always), the first ``limit``."""
+        ended after ``ended_after`` (Unix time; active jobs always), the first ``limit``."""
         try:
             statuses = parse_statuses(status)
         except ValueError as exc:
             raise InputError("request", str(exc), field="status") from None
-        chosen = JobFilter(statuses, user, ended_since, limit)
+        chosen = JobFilter(statuses, user, ended_after, limit)
         return Response(listing.jobs_json(chosen, scheduler.clock(), who.may_see), media_type="application/json")
 
     @app.get("/jobs/{job_id}")

@@ -141,8 +141,12 @@ class Client:
             answer = self._call("POST", "/jobs", json_body=body, headers=key)
         return {"id": answer["id"], "user": answer.get("user") or body.get("user")}
 
-    def jobs(self) -> list[dict]:
-        return self._call("GET", "/jobs")
+    def jobs(self, status: str | None = None, user: str | None = None, limit: int | None = None,
+             ended_after: float | None = None) -> list[dict]:
+        """Every job, by id; or those of these statuses (comma-separated), of this user, that ended after
+        ``ended_after`` (Unix time; active jobs always), the first ``limit``."""
+        chosen = {"status": status, "user": user, "limit": limit, "ended_after": ended_after}
+        return self._call("GET", "/jobs", params={k: v for k, v in chosen.items() if v is not None} or None)
 
     def job(self, job_id: str) -> dict:
         return self._call("GET", f"/jobs/{job_id}")

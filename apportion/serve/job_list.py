@@ -30,11 +30,11 @@ _USER, _LIVE, _ACCOUNTED_AT, _RUN_S, _ELASTIC = (_AT[name] for name in ("user", 
 @dataclass(frozen=True)
 class JobFilter:
     """Which jobs a list shows: these statuses (None: all), this user's (None: everyone's), jobs that
-    ended at or after ``ended_since`` (None: whenever; active jobs always), the first ``limit`` by id."""
+    ended after ``ended_after`` (None: whenever; active jobs always), the first ``limit`` by id."""
 
     statuses: tuple[str, ...] | None = None
     user: str | None = None
-    ended_since: float | None = None
+    ended_after: float | None = None
     limit: int | None = None
 
     def where(self) -> tuple[str, list]:
@@ -46,9 +46,9 @@ class JobFilter:
         if self.user is not None:
             terms.append("user = ?")
             params.append(self.user)
-        if self.ended_since is not None:
-            terms.append("(finished IS NULL OR finished >= ? OR status IN ('queued', 'running', 'preempted'))")
-            params.append(self.ended_since)
+        if self.ended_after is not None:
+            terms.append("(finished IS NULL OR finished > ? OR status IN ('queued', 'running', 'preempted'))")
+            params.append(self.ended_after)
         return " AND ".join(terms), params
 
 
