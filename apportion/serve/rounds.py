@@ -63,6 +63,8 @@ class Rounds:
         self.stats = RoundStats()
         self._clusters = NodePerType(self.gpu_types, [self.config.prices.get(t, math.nan) for t in self.gpu_types])
         self._checked_through = 0  # the jobs up to this id had their stored fields checked in this run
+        self._shape_of: dict[int, int] = {}  # job id -> the code of its shape: (kind, slots at its own size, allowed types)
+        self._shape_codes: dict[tuple, int] = {}  # shape -> its code
         self._unattributed: bytes | None = None  # the job set of the last failure no job could be blamed for
 
     def plan(self, now: float, start: float | None = None) -> None:
@@ -93,7 +95,9 @@ class Rounds:
             for i, r in live.items():  # a move holds only for the round that decided it
                 if r["stop"] is not None and r["move_to"]:
                     _merge(changes, r, move_to="")
-            rows = np.array([i for i, s in enumerate(status) if s in ACTIVE and i not in left_out], dtype=np.int64)
+            taking_part = np.isin(np.asarray(status, dtype=object), ACTIVE)
+            taking_part[list(left_out)] = False
+            rows = np.flatnonzero(taking_part).astype(np.int64)
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
             rows = _without(rows, failed)
             rows = admit_round(self.store, table, rows, now, changes, failed)  # held: out of this round, with why
@@ -113,8 +117,7 @@ class Rounds:
                 if "reason" in changes.get(job_id, {}):
                     changes[job_id]["reason"] = with_note(changes[job_id]["reason"], note)
             with self.store.transaction():
-                for job_id, fields in changes.items():
-                    self.store.update_job(job_id, **fields)
+                self.store.update_jobs(changes)
                 for event in events:
                     self.store.add_event(*event)
                 self.store.set_meta("round", str(self.state.round + 1))
@@ -363,12 +366,15 @@ class Rounds:
                        partner=mate, reason=f"starting on {','.join(mine)}" + (f" with job {mate}" if mate else ""))
             else:
                 _merge(changes, r, slots="", gpu_type=None, partner=None, reason=_waiting(r["status"], r["steps_done"]))
-        reasons = table["reason"]
-        for j in np.flatnonzero(~is_live & (chosen < 0) & (slots == "")):  # the many that wait: only new reasons
-            i = rows[j]
-            reason = _waiting(status[j], table["steps_done"][i])
-            if reasons[i] != reason:
-                changes.setdefault(table["id"][i], {})["reason"] = reason
+        reasons = column("reason", object)
+        waiting = ~is_live & (chosen < 0) & (slots == "")  # the many that wait: only new reasons
+        queued = status == "queued"
+        for j in np.flatnonzero(waiting & queued & (reasons != _QUEUED)):
+            changes.setdefault(int(ids[j]), {})["reason"] = _QUEUED
+        for j in np.flatnonzero(waiting & ~queued):
+            reason = _waiting(status[j], table["steps_done"][rows[j]])
+            if reasons[j] != reason:
+                changes.setdefault(int(ids[j]), {})["reason"] = reason
 
     @property
     def _sizes_jobs(self) -> bool:
@@ -395,11 +401,18 @@ class Rounds:
     def _rates(self, table: dict, rows: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
         """[n, T] steps/s of each job row on each slot type at its own scale, once per distinct job shape;
         and {row: why} for the rows whose speeds cannot be estimated (their rates 0)."""
-        shapes: dict[tuple, int] = {}
         sized = self._sizes_jobs
-        inverse = np.fromiter(
-            (shapes.setdefault((table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i]), len(shapes))
-             for i in rows), dtype=np.int64, count=len(rows))
+        ids = table["id"]
+        picked = rows.tolist()
+        for i in picked:  # a job's shape never changes: found once per job
+            if ids[i] not in self._shape_of:
+                key = (table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i])
+                self._shape_of[ids[i]] = self._shape_codes.setdefault(key, len(self._shape_codes))
+        codes = np.fromiter(map(self._shape_of.__getitem__, map(ids.__getitem__, picked)), dtype=np.int64,
+                            count=len(picked))
+        used, inverse = np.unique(codes, return_inverse=True)
+        every = list(self._shape_codes)
+        shapes = [every[code] for code in used.tolist()]
         per_shape = np.zeros((len(shapes), len(self.gpu_types)))
         broken: dict[int, str] = {}  # shape -> why
         for k, (kind, gpus, allowed) in enumerate(shapes):
@@ -496,8 +509,11 @@ def _row(table: dict, i: int) -> dict:
     return row
 
 
+_QUEUED = "waiting for slots"
+
+
 def _waiting(status: str, steps_done: int) -> str:
-    return "waiting for slots" if status == "queued" else f"waiting to resume from step {steps_done}"
+    return _QUEUED if status == "queued" else f"waiting to resume from step {steps_done}"
 
 
 def _merge(changes: dict[int, dict], row: dict, **fields) -> None:

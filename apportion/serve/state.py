@@ -177,6 +177,8 @@ class StateStore:
         self._lock = threading.RLock()
         self._depth = 0
         self.full_since: float | None = None  # a write found the state directory out of space then (space.py)
+        self._round_rows: dict[int, tuple] | None = None  # the round table's rows by job id, kept between rounds
+        self._changed_ids: set[int] = set()  # jobs stored or changed since the round table's rows were read
         if read_only:
             self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
                                          isolation_level=None, timeout=30)
@@ -290,6 +292,7 @@ class StateStore:
                  after),
             )
             job_id = int(cursor.lastrowid)
+            self._changed_ids.add(job_id)
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], job_id, key[2]))
@@ -310,7 +313,21 @@ class StateStore:
         values = [job_column_value(k, v) for k, v in fields.items()]
         columns = ", ".join(f"{k} = ?" for k in fields)
         with self.transaction() as conn:
+            self._changed_ids.add(job_id)
             conn.execute(f"UPDATE jobs SET {columns} WHERE id = ?", (*values, job_id))
+
+    def update_jobs(self, changes: dict[int, dict]) -> None:
+        """``update_job`` of each job id with its fields, in one transaction: the jobs whose same fields
+        change, in one statement."""
+        by_fields: dict[tuple[str, ...], list[tuple]] = {}
+        for job_id, fields in changes.items():
+            if fields:
+                by_fields.setdefault(tuple(fields), []).append(
+                    (*(job_column_value(k, v) for k, v in fields.items()), job_id))
+        with self.transaction() as conn:
+            self._changed_ids.update(changes)
+            for names, values in by_fields.items():
+                conn.executemany(f"UPDATE jobs SET {', '.join(f'{k} = ?' for k in names)} WHERE id = ?", values)
 
     def job(self, job_id: int) -> JobRecord | None:
         with self._lock:
@@ -393,14 +410,33 @@ class StateStore:
     def round_table(self) -> dict[str, tuple]:
         """What a round needs of every active job, as columns (name -> tuple over jobs, by id):
         the round's hot path reads no spec and builds no object per job. ``live``: the job has an
-        attempt alive (``pid`` is only information: an executor may have no process ids)."""
+        attempt alive (``pid`` is only information: an executor may have no process ids).
+
+        The rows are kept from one call to the next: only the jobs stored or changed since (every
+        write to a job goes through ``insert_job`` or ``update_job``) are read again."""
         with self._lock:
-            cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {_IS_ACTIVE}"
-                                        " OR attempt_live ORDER BY id")
-            cursor.row_factory = None
-            rows = cursor.fetchall()
+            kept = self._round_rows
+            if kept is None:
+                kept = {row[0]: row for row in self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live")}
+            else:
+                changed = sorted(self._changed_ids)
+                for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
+                    chunk = changed[first:first + 500]
+                    for job_id in chunk:
+                        kept.pop(job_id, None)
+                    for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk):
+                        if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE]:
+                            kept[row[0]] = row
+            if not self._depth:  # read inside a transaction, what it wrote may yet be rolled back: read it again then
+                self._round_rows, self._changed_ids = kept, set()
+            rows = [kept[job_id] for job_id in sorted(kept)]
         columns = list(zip(*rows)) if rows else [()] * len(_ROUND_NAMES)
         return dict(zip(_ROUND_NAMES, columns))
+
+    def _round_rows_where(self, where: str, params: list | tuple = ()) -> list[tuple]:
+        cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
+        cursor.row_factory = None
+        return cursor.fetchall()
 
     def specs_after(self, job_id: int) -> dict[int, str]:
         """The stored spec (JSON text) of every active job with an id above ``job_id``."""
@@ -687,6 +723,7 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
                   "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''",
                   "after": "TEXT NOT NULL DEFAULT ''"}
+_ROUND_STATUS, _ROUND_LIVE = _ROUND_NAMES.index("status"), _ROUND_NAMES.index("live")
 _ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 

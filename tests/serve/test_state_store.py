@@ -189,3 +189,24 @@ def test_a_job_and_its_idempotency_key_are_stored_together_or_not_at_all(tmp_pat
         store.insert_job(spec={"name": "b", "command": "x", "total_steps": 10}, name="b", user="ann", queue="q",
                          priority=1.0, kind="b", gpus=1, total_steps=10, submitted=101.0, key=("ann", "k", "d"))
     assert [j.id for j in store.jobs()] == [first]
+
+
+def test_the_round_table_kept_between_rounds_reads_as_the_file_does(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    first, second, third = add(store, "a"), add(store, "b", "bob"), add(store, "c")
+    assert store.round_table()["id"] == (first, second, third)
+    store.update_job(first, status="running", attempt_live=True, slots="cpu:0", steps_done=3)
+    store.update_jobs({second: {"status": "completed", "finished": 150.0}, third: {"reason": "waiting for slots"}})
+    with pytest.raises(RuntimeError), store.transaction():
+        store.update_job(third, priority=9.0)
+        assert store.round_table()["priority"][-1] == 9.0  # inside: what the transaction wrote so far
+        raise RuntimeError("abandoned")
+    fourth = add(store, "d")
+    with pytest.raises(ValueError, match="'colour' is not a field of a job"):
+        store.update_jobs({fourth: {"colour": "red"}})
+
+    kept = store.round_table()
+
+    assert kept["id"] == (first, third, fourth)  # the completed one is no longer active
+    assert kept["steps_done"] == (3, 0, 0) and kept["live"] == (1, 0, 0) and kept["priority"] == (1.0, 1.0, 1.0)
+    assert kept == StateStore(tmp_path / "state.db").round_table()
