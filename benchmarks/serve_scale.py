@@ -176,7 +176,7 @@ def round_figure(jobs: int, slots: str, rounds: int) -> float:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from serve_overhead import run
 
-    return run("las", jobs, slots, rounds, 180.0)["round_ms"]["median"]
+    return run("las", jobs, slots, rounds, 180.0, as_served=True)["round_ms"]["median"]
 
 
 def main() -> None:
