@@ -2,7 +2,7 @@
 
 A server with the fake executor (no processes) and SLOTS slots of four GPU types is started
 in its own process; JOBS jobs are submitted to it by CLIENTS threads, each over one keep-alive
-connection (submit throughput and p99 latency); then `GET /jobs`, the real CLI's
+connection (submit throughput and p99 latency); then `GET /jobs` (until its answer is read whole), the real CLI's
 `apportion queue` and `apportion status` (subprocesses) are timed REPEATS times each, and the
 server's resident memory read. A round is timed apart, in this process, on the same jobs and
 slots with a fake clock, the jobs behaving as apportion.runtime would (as serve_overhead.py does).
@@ -72,13 +72,18 @@ def free_port() -> int:
 
 
 def call(connection: http.client.HTTPConnection, method: str, path: str, body: dict | None = None):
+    return json.loads(answer(connection, method, path, body))
+
+
+def answer(connection: http.client.HTTPConnection, method: str, path: str, body: dict | None = None) -> bytes:
+    """The body of the server's answer, read whole (not parsed)."""
     headers = {"Content-Type": "application/json"} if body is not None else {}
     connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
     response = connection.getresponse()
     data = response.read()
     if response.status >= 400:
         raise SystemExit(f"{method} {path}: HTTP {response.status}: {data[:300]!r}")
-    return json.loads(data)
+    return data
 
 
 def submit_all(port: int, jobs: int, clients: int) -> tuple[float, list[float]]:
@@ -144,9 +149,9 @@ def live_figures(jobs: int, slots: str, clients: int, repeats: int) -> dict:
             for _ in range(repeats):
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
                 begin = time.perf_counter()
-                listed = call(connection, "GET", "/jobs")
+                listed = answer(connection, "GET", "/jobs")  # until the whole answer is here, not parsed
                 list_ms.append((time.perf_counter() - begin) * 1000)
-            if len(listed) != jobs:
+            if len(json.loads(listed)) != jobs:
                 raise SystemExit(f"GET /jobs listed {len(listed)} jobs, not {jobs}")
             commands = {"apportion queue (s)": [sys.executable, "-m", "apportion.cli", "queue"],
                         "apportion status (s)": [sys.executable, "-m", "apportion.cli", "status"]}

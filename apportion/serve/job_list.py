@@ -63,6 +63,9 @@ def parse_statuses(text: str | None) -> tuple[str, ...] | None:
     return named
 
 
+_NO_SPEC = (None, None, None, [], None)
+
+
 class JobList:
     """Lists jobs as the API shows them, over one server's scheduler."""
 
@@ -71,14 +74,11 @@ class JobList:
         self._specs: dict[int, tuple] = {}  # job id -> what its spec shows: (gpu_types, hung_after_s, time_limit, after, command)
         self._texts: dict[tuple, tuple[str, str]] = {}  # (row, private) -> its JSON text around the changing fields
 
-    def jobs(self, chosen: JobFilter, now: float, may_see) -> list[dict]:
-        """The jobs ``chosen`` picks, by id, as ``Scheduler.job_info`` shows each; ``may_see(user)``:
-        whether the caller sees what comes from that user's jobs' logs."""
-        return json.loads(self.jobs_json(chosen, now, may_see))
-
     def jobs_json(self, chosen: JobFilter, now: float, may_see) -> str:
-        """:meth:`jobs` as the JSON text the API answers with. Each job's text but its running time
-        and estimated finish is kept from one list to the next while its row has not changed."""
+        """The jobs ``chosen`` picks, by id, each as ``Scheduler.job_info`` shows it, as the JSON text
+        the API answers with; ``may_see(user)``: whether the caller sees what comes from that user's
+        jobs' logs. Each job's text but its running time and estimated finish is kept from one list
+        to the next while its row has not changed."""
         store = self.scheduler.store
         where, params = chosen.where()
         rows = store.job_columns(SHOWN_COLUMNS, where, params, chosen.limit)
@@ -133,7 +133,7 @@ class JobList:
                 spec = spec if isinstance(spec, dict) else {}
                 self._specs[job_id] = (spec.get("gpu_types"), spec.get("hung_after_s"), spec.get("time_limit"),
                                        [str(i) for i in spec.get("after") or ()], spec.get("command"))
-        return [self._specs[job_id] for job_id in ids]
+        return [self._specs.get(job_id, _NO_SPEC) for job_id in ids]
 
     def _estimates(self, rows: list[tuple], now: float) -> list[dict]:
         """Each job's estimated finish (``DurationHistory.estimate``'s fields), the active ones predicted
