@@ -259,7 +259,7 @@ class Rounds:
         ids = column("id", np.int64)
         status = column("status", object)
         slots = column("slots", object)
-        is_live = np.fromiter((i in live for i in rows), dtype=bool, count=n)
+        is_live = column("live", bool)  # the rows of ``live``
         cluster = self._clusters.cluster(tuple(self.state.capacity[t] for t in self.gpu_types))
         type_index = {t: k for k, t in enumerate(self.gpu_types)}
         parsed = {j: live[rows[j]] if is_live[j] else _row(table, rows[j])
@@ -280,6 +280,9 @@ class Rounds:
             if is_live[j]:
                 running_type[j] = type_index.get(r["gpu_type"], -1)
 
+        attained = column("service_gpu_s", np.float64)
+        for j in np.flatnonzero(is_live):  # counted up to now
+            attained[j] = live[rows[j]]["service_gpu_s"]
         kind = self.throughputs.kind_indices(column("kind", object))
         view = job_view(
             index=ids,
@@ -289,9 +292,8 @@ class Rounds:
             priority=column("priority", np.float64),
             total_steps=column("total_steps", np.float64),
             steps_done=column("steps_done", np.float64),
-            attained_service_s=np.array([live[i]["service_gpu_s"] if i in live else table["service_gpu_s"][i]
-                                         for i in rows], dtype=np.float64),
-            first_start_s=np.array([np.nan if v is None else v for v in table["started"]], dtype=np.float64)[rows],
+            attained_service_s=attained,
+            first_start_s=column("started", np.float64),  # None: NaN
             running_type=running_type,
             queue=column("queue", object),
             user=column("user", object),
