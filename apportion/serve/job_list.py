@@ -2,7 +2,7 @@
 (``Scheduler.job_info``), without a record per job.
 
 One query reads only the columns shown, for the jobs asked for (by status, user, how many);
-each job's spec is parsed once per server, a spec never changing once stored; the estimated
+a list of every job reads again only the jobs written since the last; each job's spec is parsed once per server, a spec never changing once stored; the estimated
 finishes of all the jobs listed are predicted at once, their speeds looked up once per shape.
 """
 
@@ -73,6 +73,8 @@ class JobList:
         self.scheduler = scheduler
         self._specs: dict[int, tuple] = {}  # job id -> what its spec shows: (gpu_types, hung_after_s, time_limit, after, command)
         self._texts: dict[tuple, tuple[str, str]] = {}  # (row, private) -> its JSON text around the changing fields
+        self._rows: dict[int, tuple] | None = None  # every job's shown columns, by id, as last read
+        self._read = 0  # the writes to jobs those rows have seen (StateStore.written_since)
 
     def jobs_json(self, chosen: JobFilter, now: float, may_see) -> str:
         """The jobs ``chosen`` picks, by id, each as ``Scheduler.job_info`` shows it, as the JSON text
@@ -80,8 +82,11 @@ class JobList:
         jobs' logs. Each job's text but its running time and estimated finish is kept from one list
         to the next while its row has not changed."""
         store = self.scheduler.store
-        where, params = chosen.where()
-        rows = store.job_columns(SHOWN_COLUMNS, where, params, chosen.limit)
+        if chosen == JobFilter():
+            rows = self._every_row()
+        else:
+            where, params = chosen.where()
+            rows = store.job_columns(SHOWN_COLUMNS, where, params, chosen.limit)
         specs = self._spec_fields([row[0] for row in rows])
         estimates = self._estimates(rows, now)
         texts = self._texts if len(self._texts) < 4 * max(len(rows), 10_000) else {}
@@ -99,6 +104,20 @@ class JobList:
                          + (_examples_text(store.job(row[0])) if row[_ELASTIC] else "") + "}")
         self._texts = texts
         return "[" + ", ".join(parts) + "]"
+
+    def _every_row(self) -> list[tuple]:
+        """Every job's shown columns, by id: kept from one list to the next, the jobs written since read again."""
+        store = self.scheduler.store
+        changed, writes = store.written_since(self._read)
+        if self._rows is None:
+            self._rows = {row[0]: row for row in store.job_columns(SHOWN_COLUMNS)}
+        else:
+            for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
+                chunk = changed[first:first + 500]
+                self._rows.update((row[0], row) for row in
+                                  store.job_columns(SHOWN_COLUMNS, f"id IN ({','.join('?' * len(chunk))})", chunk))
+        self._read = writes
+        return [self._rows[job_id] for job_id in sorted(self._rows)]
 
     def _fixed_text(self, row: tuple, spec: tuple, private: bool) -> tuple[str, str]:
         """A job's JSON but its running time and estimates: the text before them, and after."""

@@ -178,7 +178,9 @@ class StateStore:
         self._depth = 0
         self.full_since: float | None = None  # a write found the state directory out of space then (space.py)
         self._round_rows: dict[int, tuple] | None = None  # the round table's rows by job id, kept between rounds
-        self._changed_ids: set[int] = set()  # jobs stored or changed since the round table's rows were read
+        self._round_read = 0  # the writes the kept round rows have seen (``writes_since``)
+        self._writes = 0  # writes to jobs so far, in this process
+        self._last_write: dict[int, int] = {}  # job id -> the count of writes at its last one
         if read_only:
             self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False,
                                          isolation_level=None, timeout=30)
@@ -292,7 +294,7 @@ class StateStore:
                  after),
             )
             job_id = int(cursor.lastrowid)
-            self._changed_ids.add(job_id)
+            self._wrote((job_id,))
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], job_id, key[2]))
@@ -313,7 +315,7 @@ class StateStore:
         values = [job_column_value(k, v) for k, v in fields.items()]
         columns = ", ".join(f"{k} = ?" for k in fields)
         with self.transaction() as conn:
-            self._changed_ids.add(job_id)
+            self._wrote((job_id,))
             conn.execute(f"UPDATE jobs SET {columns} WHERE id = ?", (*values, job_id))
 
     def update_jobs(self, changes: dict[int, dict]) -> None:
@@ -325,7 +327,7 @@ class StateStore:
                 by_fields.setdefault(tuple(fields), []).append(
                     (*(job_column_value(k, v) for k, v in fields.items()), job_id))
         with self.transaction() as conn:
-            self._changed_ids.update(changes)
+            self._wrote(changes)
             for names, values in by_fields.items():
                 conn.executemany(f"UPDATE jobs SET {', '.join(f'{k} = ?' for k in names)} WHERE id = ?", values)
 
@@ -416,10 +418,10 @@ class StateStore:
         write to a job goes through ``insert_job`` or ``update_job``) are read again."""
         with self._lock:
             kept = self._round_rows
+            changed, writes = self.written_since(self._round_read)
             if kept is None:
                 kept = {row[0]: row for row in self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live")}
             else:
-                changed = sorted(self._changed_ids)
                 for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
                     chunk = changed[first:first + 500]
                     for job_id in chunk:
@@ -428,10 +430,22 @@ class StateStore:
                         if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE]:
                             kept[row[0]] = row
             if not self._depth:  # read inside a transaction, what it wrote may yet be rolled back: read it again then
-                self._round_rows, self._changed_ids = kept, set()
+                self._round_rows, self._round_read = kept, writes
             rows = [kept[job_id] for job_id in sorted(kept)]
         columns = list(zip(*rows)) if rows else [()] * len(_ROUND_NAMES)
         return dict(zip(_ROUND_NAMES, columns))
+
+    def written_since(self, writes: int) -> tuple[list[int], int]:
+        """(the jobs stored or changed since the ``writes``-th write to jobs, the count of writes now):
+        what a reader that keeps rows between reads reads again. Every write to a job goes through
+        ``insert_job``, ``update_job`` or ``update_jobs``; one rolled back counts too."""
+        with self._lock:
+            return [job_id for job_id, at in self._last_write.items() if at > writes], self._writes
+
+    def _wrote(self, job_ids) -> None:
+        self._writes += 1
+        for job_id in job_ids:
+            self._last_write[job_id] = self._writes
 
     def _round_rows_where(self, where: str, params: list | tuple = ()) -> list[tuple]:
         cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)

@@ -87,6 +87,10 @@ def test_a_list_keeps_up_with_the_jobs_running_time_and_changes(tmp_path):
     assert after["4"]["runtime_s"] == before["4"]["runtime_s"] + 10  # running: counted up to now
     assert after["5"]["runtime_s"] == before["5"]["runtime_s"] == 0.0  # waiting
     assert list(after.values()) == [client.get(f"/jobs/{i}", headers=headers["ann"]).json() for i in after]
+    scheduler.submit(job("late", "ann"), "ann")
+    scheduler.cancel(5, "bob")
+    again = client.get("/jobs", headers=headers["ann"]).json()
+    assert [(j["id"], j["status"]) for j in again[4:]] == [("5", "cancelled"), ("6", "queued"), ("7", "queued")]
 
 
 def test_jobs_are_chosen_by_status_user_count_and_when_they_ended(tmp_path):
