@@ -406,6 +406,8 @@ class Rounds:
         sized = self._sizes_jobs
         ids = table["id"]
         picked = rows.tolist()
+        if len(self._shape_of) > 2 * len(ids) + 1000:  # forget the jobs that ended
+            self._shape_of = {job_id: self._shape_of[job_id] for job_id in ids if job_id in self._shape_of}
         for i in picked:  # a job's shape never changes: found once per job
             if ids[i] not in self._shape_of:
                 key = (table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i])
