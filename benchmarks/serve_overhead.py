@@ -45,14 +45,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(policy_name: str, jobs: int, slots: str, rounds: int, round_s: float) -> dict:
+def run(policy_name: str, jobs: int, slots: str, rounds: int, round_s: float, as_served: bool = False) -> dict:
+    """``as_served``: the policy as `apportion serve --policy NAME` makes it (las with its own thresholds,
+    which keep most jobs in place round after round), not one that moves jobs every few rounds."""
     with tempfile.TemporaryDirectory() as tmp:
         store = StateStore(Path(tmp) / "state.db")
         executor = FakeExecutor(tmp)
         clock = Clock()
         # las with thresholds of a few rounds' service, so that rounds preempt and start jobs
         policy = (Las(thresholds_gpu_s=tuple(float(round_s * k) for k in range(2, 2000, 2)))
-                  if policy_name == "las" else policy_from_spec(policy_name))
+                  if policy_name == "las" and not as_served else policy_from_spec(policy_name))
         config = ServeConfig(state_dir=Path(tmp), round_s=round_s, grace_s=round_s, renew_wait_s=0.0)
         scheduler = Scheduler(store, executor, parse_slots(slots), policy, config, clock=clock)
         start = time.perf_counter()

@@ -3,7 +3,8 @@
 Help is written in the code as flowing sentences (docstrings wrapped at the code's width); the
 terminal wraps it, so a single line break inside a paragraph is a space. A flag takes no
 value, so it shows no type (typer would print ``--json <bool>``), and the usage line names an
-argument as a word (``submit [OPTIONS] JOB_FILE``), not as ``{job_file}``.
+argument as a word (``submit [OPTIONS] JOB_FILE``), not as ``{job_file}``. Options are read
+without pydantic where typer would need it only to hand back what was typed (light_params.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import inspect
 
 from typer.core import TyperArgument, TyperCommand, TyperGroup
+
+from apportion.cli.light_params import lighten
 
 
 def flowing(text: str | None) -> str | None:
@@ -42,6 +45,10 @@ class HelpCommand(TyperCommand):
         super().__init__(*args, **kwargs)
         self.help = flowing(self.help)
 
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        lighten(self.get_params(ctx))  # options not given, and text, read without pydantic
+        return super().parse_args(ctx, args)
+
     def collect_usage_pieces(self, ctx) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
@@ -59,6 +66,10 @@ class HelpGroup(TyperGroup):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.help = flowing(self.help)
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        lighten(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
     def format_help(self, ctx, formatter) -> None:
         _tidy(self.get_params(ctx))

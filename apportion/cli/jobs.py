@@ -77,9 +77,18 @@ def _finish_at(job: dict, now: float) -> str:
     return ("" if job["status"] == "running" else "≥") + shown
 
 
+WAITING_SHOWN = 50  # waiting jobs `apportion queue` lists without --all: about a screenful
+RICH_ROWS = 200  # a table this long or shorter is drawn by rich on a terminal, in colour; a longer one as plain lines
+COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS",
+           "EST.FINISH")
+RIGHT = tuple(column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS") for column in COLUMNS)
+WAITING = ("queued", "preempted")
+RECENT_S = 3600.0  # without --all, jobs that ended this long ago or less are listed
+
+
 def queue(
     as_json: bool = opt.json_option("the jobs (a list)"),
-    show_all: bool = typer.Option(False, "--all", help="Every job ever submitted (default: active jobs, and jobs that ended in the last hour)."),
+    show_all: bool = typer.Option(False, "--all", help="Every job ever submitted, every row (default: running jobs, jobs that ended in the last hour, and the first 50 waiting)."),
     expand: bool = typer.Option(False, "--expand", help="Each task of a job array on a line of its own (default: an array is one line)."),
     array: Optional[str] = typer.Option(None, "--array", metavar="ARRAY_ID", help="Only the tasks of this job array, one a line."),
     server: Optional[str] = opt.Server,
@@ -93,16 +102,30 @@ def queue(
 
     EST.FINISH is when an active job is expected to finish, from the history of the jobs that
     finished on this server (never past its total_steps); ≥ for a job that is not running now.
+    Without --all, only the first 50 waiting jobs are listed, and a line counts the others.
     """
     import time as _time
 
-    from rich import box
-    from rich.table import Table
-
-    jobs = _call(_client(server, token, token_file).queue, show_all)
+    client = _client(server, token, token_file)
     now = _time.time()
-    if array is not None:
-        jobs = [j for j in jobs if j.get("array_id") == array.strip()]
+    more_waiting = 0
+    if show_all or array is not None:
+        jobs = _call(client.jobs)
+        if array is not None:
+            jobs = [j for j in jobs if j.get("array_id") == array.strip()]
+            if not show_all:
+                jobs = _recent(jobs, now)
+    elif as_json:  # every active job: the list stays complete
+        jobs = _recent(_call(lambda: client.jobs(ended_after=now - RECENT_S)), now)
+    else:  # what a screen shows: the running and the recently ended, the first waiting, and a count of the rest
+        shown = _call(lambda: client.jobs(status="running,completed,failed,cancelled", ended_after=now - RECENT_S))
+        waiting = [j for j in _call(lambda: client.jobs(status=",".join(WAITING), limit=WAITING_SHOWN + 1))
+                   if j["status"] in WAITING]
+        if len(waiting) > WAITING_SHOWN:
+            counts = _call(client.status)["counts"]
+            more_waiting = max(1, sum(counts.get(s, 0) for s in WAITING) - WAITING_SHOWN)
+        by_id = {j["id"]: j for j in [*shown, *waiting[:WAITING_SHOWN]]}
+        jobs = sorted(_recent(by_id.values(), now), key=lambda j: int(j["id"]) if str(j["id"]).isdigit() else 0)
     if as_json:
         print_json(jobs)
         return
@@ -112,32 +135,72 @@ def queue(
         return
     if not expand and array is None:
         jobs = collapse_arrays(jobs)
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
-    for column in ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS",
-                   "EST.FINISH"):
-        table.add_column(column, justify="right" if column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS") else "left",
-                         no_wrap=True, overflow="ellipsis")
-    colours = {"running": "green", "completed": "blue", "failed": "red", "preempted": "yellow", "cancelled": "dim"}
-    for j in jobs:
-        reason = _cell(j["reason"], 60)
-        if j.get("hangs"):  # attempts stopped as hung, whatever its reason says now
-            reason = f"{reason}; " if reason else ""
-            reason += f"hung {j['hangs']}×"
-        status = (f"[{colours.get(j['status'], 'default')}]{_cell(j['status'])}[/]"
-                  + (f"({reason})" if reason else ""))
-        progress = f"{j['steps_done']}/{j['total_steps']} ({100 * j['steps_done'] / max(1, j['total_steps']):.0f}%)"
-        if j.get("target_examples"):  # an elastic job's target in examples, its batch changing between attempts
-            done = min(j["examples_done"], j["target_examples"])
-            progress = f"{_count(done)}/{_count(j['target_examples'])} ex ({100 * done / j['target_examples']:.0f}%)"
-        table.add_row(_cell(j["id"]), _cell(j["name"]), _cell(j["user"]), _cell(j["queue"] or "-"),
-                      f"{j['priority']:g}", status, str(j["gpus"]), _cell(j["alloc"] or "-"),
-                      _submitted(j["submitted"], now), _span(j["runtime_s"]), progress, _finish_at(j, now))
-    print_table(table)
+    rows = [_job_cells(j, now) for j in jobs]
+    if console.is_terminal and len(rows) <= RICH_ROWS:
+        print_table(_rich_table(rows, [j["status"] for j in jobs]))
+    else:
+        from apportion.cli.plain_table import table_lines
+
+        out = console.file
+        for line in table_lines(COLUMNS, RIGHT, rows):
+            out.write(line + "\n")
+        out.flush()
+    if more_waiting:
+        console.print(f"… and {more_waiting:,} more waiting (--all)", highlight=False)
     for j in jobs:
         if j["status"] == "failed" and j["last_lines"]:
             console.print(f"[red]job {_cell(j['id'])} ({_cell(j['name'])}) failed[/]; its last lines:", highlight=False)
             for line in j["last_lines"].splitlines()[-10:]:
                 console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _recent(jobs, now: float) -> list[dict]:
+    """The jobs that are active or ended in the last RECENT_S."""
+    return [j for j in jobs if j["finished"] is None or now - j["finished"] < RECENT_S
+            or j["status"] not in ("completed", "failed", "cancelled")]
+
+
+def _job_cells(j: dict, now: float) -> list[str]:
+    """A job's row of `apportion queue`, as plain text cells."""
+    reason = _text(j["reason"], 60)
+    if j.get("hangs"):  # attempts stopped as hung, whatever its reason says now
+        reason = f"{reason}; " if reason else ""
+        reason += f"hung {j['hangs']}×"
+    status = _text(j["status"]) + (f"({reason})" if reason else "")
+    progress = f"{j['steps_done']}/{j['total_steps']} ({100 * j['steps_done'] / max(1, j['total_steps']):.0f}%)"
+    if j.get("target_examples"):  # an elastic job's target in examples, its batch changing between attempts
+        done = min(j["examples_done"], j["target_examples"])
+        progress = f"{_count(done)}/{_count(j['target_examples'])} ex ({100 * done / j['target_examples']:.0f}%)"
+    return [_text(j["id"]), _text(j["name"]), _text(j["user"]), _text(j["queue"] or "-"), f"{j['priority']:g}", status,
+            str(j["gpus"]), _text(j["alloc"] or "-"), _submitted(j["submitted"], now), _span(j["runtime_s"]), progress,
+            _finish_at(j, now)]
+
+
+def _rich_table(rows: list[list[str]], statuses: list[str]):
+    """The rows as a rich table, each status in its colour."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
+    for column, right in zip(COLUMNS, RIGHT):
+        table.add_column(column, justify="right" if right else "left", no_wrap=True, overflow="ellipsis")
+    colours = {"running": "green", "completed": "blue", "failed": "red", "preempted": "yellow", "cancelled": "dim"}
+    for cells, status in zip(rows, statuses):
+        shown = [escape(cell) for cell in cells]
+        name = _text(status)
+        shown[5] = f"[{colours.get(status, 'default')}]{escape(name)}[/]" + escape(cells[5][len(name):])
+        table.add_row(*shown)
+    return table
+
+
+def _slots_per_type(slots: list[dict]) -> str:
+    """``k80: 250 (219 busy), v100: 250 (250 busy)``: the slots of each type, in the server's order."""
+    total: dict[str, int] = {}
+    busy: dict[str, int] = {}
+    for slot in slots:
+        total[slot["gpu_type"]] = total.get(slot["gpu_type"], 0) + 1
+        busy[slot["gpu_type"]] = busy.get(slot["gpu_type"], 0) + bool(slot["job"])
+    return ", ".join(f"{t}: {n:,} ({busy[t]:,} busy)" for t, n in total.items())
 
 
 def _count(n: int) -> str:
@@ -149,13 +212,18 @@ def _count(n: int) -> str:
 
 
 def _cell(text: object, most: int = 64) -> str:
-    """A user's string as a table cell: its first line, at most ``most`` characters, markup escaped
-    (a state file written before names had bounds may hold a name of any length)."""
+    """A user's string as a line to print with markup: :func:`_text`, markup escaped."""
+    return escape(_text(text, most))
+
+
+def _text(text: object, most: int = 64) -> str:
+    """A user's string as a table cell: its first line, at most ``most`` characters (a state file
+    written before names had bounds may hold a name of any length)."""
     lines = str(text).splitlines()
     line = lines[0] if lines else ""
     if len(line) > most:
         line = line[: most - 3] + "..."
-    return escape(line)
+    return line
 
 
 def cancel(
@@ -202,8 +270,12 @@ def logs(
         raise fail(str(exc)) from None
 
 
+SLOTS_LISTED = 16  # `apportion status` names each slot's holder up to this many slots; beyond, counts per type
+
+
 def status(
     as_json: bool = opt.json_option("the status"),
+    list_slots: bool = typer.Option(False, "--slots", help=f"Name each slot and its job, however many (default: up to {SLOTS_LISTED}; beyond, the slots of each type, busy and idle)."),
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
     token_file: Optional[Path] = opt.TokenFile,
@@ -221,7 +293,10 @@ def status(
         free = "free space unknown" if full["free_bytes"] is None else f"{full['free_bytes']} bytes free"
         console.print(f"[bold red]out of space[/] since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(full['since']))}"
                       f" ({free}): submissions and cancels are refused until there is space", highlight=False)
-    slots = ", ".join(f"{s['id']}({s['gpu_type']})={'job ' + s['job'] if s['job'] else 'idle'}" for s in info["slots"])
+    if list_slots or len(info["slots"]) <= SLOTS_LISTED:
+        slots = ", ".join(f"{s['id']}({s['gpu_type']})={'job ' + s['job'] if s['job'] else 'idle'}" for s in info["slots"])
+    else:
+        slots = _slots_per_type(info["slots"]) + " (--slots names each)"
     console.print(f"slots: {escape(slots)}", highlight=False)
     console.print("jobs: " + escape(", ".join(f"{n} {k}" for k, n in info["counts"].items())), highlight=False)
     if info.get("hangs"):

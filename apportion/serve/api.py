@@ -12,17 +12,18 @@ from typing import Any, Optional
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from apportion import __version__
 from apportion.core.errors import InputError
 from apportion.serve import bodies, usage
 from apportion.serve.api_docs import add_api_docs
 from apportion.serve.auth import Authenticator, Identity, NotAllowed, TooManyFailures, Unauthorized
-from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OFFSET, clip
+from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OFFSET, MAX_NAME, clip
 from apportion.serve.dashboard import add_dashboard
 from apportion.serve.edge import LimitBody, LimitFailures
 from apportion.serve.history import History
+from apportion.serve.job_list import JobFilter, JobList, parse_statuses
 from apportion.serve.metrics import add_metrics
 from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount
@@ -108,10 +109,22 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
             answer["tasks"] = scheduler.store.array_size(job_id)
         return answer
 
+    listing = JobList(scheduler)
+
     @app.get("/jobs")
-    def jobs(who: Identity = Depends(user_caller)) -> list[dict]:
-        now = scheduler.clock()
-        return [_shown(scheduler, row, who, now) for row in scheduler.store.jobs()]
+    def jobs(status: Optional[str] = Query(default=None, max_length=MAX_NAME),
+             user: Optional[str] = Query(default=None, max_length=MAX_NAME),
+             limit: Optional[int] = Query(default=None, ge=1, le=MAX_JOB_ID),
+             ended_after: Optional[float] = Query(default=None, allow_inf_nan=False),
+             who: Identity = Depends(user_caller)) -> Response:
+        """Every job by id; or those of these ``status``es (comma-separated), of this ``user``, that
+        ended after ``ended_after`` (Unix time; active jobs always), the first ``limit``."""
+        try:
+            statuses = parse_statuses(status)
+        except ValueError as exc:
+            raise InputError("request", str(exc), field="status") from None
+        chosen = JobFilter(statuses, user, ended_after, limit)
+        return Response(listing.jobs_json(chosen, scheduler.clock(), who.may_see), media_type="application/json")
 
     @app.get("/jobs/{job_id}")
     def job(job_id: str, who: Identity = Depends(user_caller)) -> dict:

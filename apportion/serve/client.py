@@ -195,9 +195,12 @@ class Client:
 
         return default_user()
 
-    def jobs(self) -> list[dict]:
-        """Every job on the server, oldest first (the fields ``apportion queue --json`` prints)."""
-        return self._call("GET", "/jobs")
+    def jobs(self, status: str | None = None, user: str | None = None, limit: int | None = None,
+             ended_after: float | None = None) -> list[dict]:
+        """Every job, by id; or those of these statuses (comma-separated), of this user, that ended after
+        ``ended_after`` (Unix time; active jobs always), the first ``limit``."""
+        chosen = {"status": status, "user": user, "limit": limit, "ended_after": ended_after}
+        return self._call("GET", "/jobs", params={k: v for k, v in chosen.items() if v is not None} or None)
 
     def queue(self, everything: bool = False) -> list[dict]:
         """The jobs ``apportion queue`` lists: those not ended, and those that ended in the last hour

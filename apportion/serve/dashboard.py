@@ -136,7 +136,7 @@ def sample(scheduler: Scheduler, history: History, now: float | None = None) -> 
     """Record one sample of the cluster: jobs waiting and running, busy slots of each type."""
     now = scheduler.clock() if now is None else now
     counts = scheduler.store.counts()
-    held = {slot for r in scheduler.store.live_jobs() for slot in r.slot_list}
+    held = {slot for (slots,) in scheduler.store.job_columns(("slots",), "attempt_live") for slot in slots.split(",")}
     busy: dict[str, int] = {}
     for slot in held:
         if slot in scheduler.state.slot_by_id:

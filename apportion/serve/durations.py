@@ -71,7 +71,7 @@ class DurationHistory:
             return none
         # a job that has run goes at about its own speed so far (the estimates take a few reports to get there)
         own = row.steps_done / row.run_s if row.steps_done > 0 and row.run_s >= 1.0 else None
-        if own is None and not self._speed_known(kind, on, gpus):  # 1 step/s until measured: no time to tell
+        if own is None and not self.speed_known(kind, on, gpus):  # 1 step/s until measured: no time to tell
             return dict(none, estimate_from="speed not measured yet")
         rate = own if own is not None else rates[on]
         prediction = self.predictor.predict(self._row_group_ids(row))
@@ -87,7 +87,7 @@ class DurationHistory:
         return {"estimated_finish": round(now + seconds, 3) if math.isfinite(seconds) else None,
                 "predicted_remaining_s": round(seconds, 3), "estimate_from": source}
 
-    def _speed_known(self, kind: str, gpu_type: str, gpus: int) -> bool:
+    def speed_known(self, kind: str, gpu_type: str, gpus: int) -> bool:
         """Whether ``kind``'s speed on ``gpu_type`` is measured here or given by the prior table."""
         prior = self.throughputs.prior
         return (kind, gpu_type, gpus) in self.throughputs.table or (prior is not None and kind in prior.kinds)

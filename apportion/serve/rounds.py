@@ -76,6 +76,8 @@ class Rounds:
         self.stats = RoundStats()
         self._clusters = NodePerType(self.gpu_types, [self.config.prices.get(t, math.nan) for t in self.gpu_types])
         self._checked_through = 0  # the jobs up to this id had their stored fields checked in this run
+        self._shape_of: dict[int, int] = {}  # job id -> the code of its shape: (kind, slots at its own size, allowed types)
+        self._shape_codes: dict[tuple, int] = {}  # shape -> its code
         self._unattributed: bytes | None = None  # the job set of the last failure no job could be blamed for
 
     def plan(self, now: float, start: float | None = None) -> None:
@@ -106,7 +108,9 @@ class Rounds:
             for i, r in live.items():  # a move holds only for the round that decided it
                 if r["stop"] is not None and r["move_to"]:
                     _merge(changes, r, move_to="")
-            rows = np.array([i for i, s in enumerate(status) if s in ACTIVE and i not in left_out], dtype=np.int64)
+            taking_part = np.isin(np.asarray(status, dtype=object), ACTIVE)
+            taking_part[list(left_out)] = False
+            rows = np.flatnonzero(taking_part).astype(np.int64)
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
             rows = _without(rows, failed)
             rows = admit_round(self.store, table, rows, now, changes, failed)  # held: out of this round, with why
@@ -126,8 +130,7 @@ class Rounds:
                 if "reason" in changes.get(job_id, {}):
                     changes[job_id]["reason"] = with_note(changes[job_id]["reason"], note)
             with self.store.transaction():
-                for job_id, fields in changes.items():
-                    self.store.update_job(job_id, **fields)
+                self.store.update_jobs(changes)
                 for event in events:
                     self.store.add_event(*event)
                 self.store.set_meta("round", str(self.state.round + 1))
@@ -265,7 +268,7 @@ class Rounds:
         ids = column("id", np.int64)
         status = column("status", object)
         slots = column("slots", object)
-        is_live = np.fromiter((i in live for i in rows), dtype=bool, count=n)
+        is_live = column("live", bool)  # the rows of ``live``
         cluster = self._clusters.cluster(tuple(self.state.capacity[t] for t in self.gpu_types))
         type_index = {t: k for k, t in enumerate(self.gpu_types)}
         parsed = {j: live[rows[j]] if is_live[j] else _row(table, rows[j])
@@ -286,6 +289,9 @@ class Rounds:
             if is_live[j]:
                 running_type[j] = type_index.get(r["gpu_type"], -1)
 
+        attained = column("service_gpu_s", np.float64)
+        for j in np.flatnonzero(is_live):  # counted up to now
+            attained[j] = live[rows[j]]["service_gpu_s"]
         kind = self.throughputs.kind_indices(column("kind", object))
         view = job_view(
             index=ids,
@@ -295,9 +301,8 @@ class Rounds:
             priority=column("priority", np.float64),
             total_steps=column("total_steps", np.float64),
             steps_done=column("steps_done", np.float64),
-            attained_service_s=np.array([live[i]["service_gpu_s"] if i in live else table["service_gpu_s"][i]
-                                         for i in rows], dtype=np.float64),
-            first_start_s=np.array([np.nan if v is None else v for v in table["started"]], dtype=np.float64)[rows],
+            attained_service_s=attained,
+            first_start_s=column("started", np.float64),  # None: NaN
             running_type=running_type,
             queue=column("queue", object),
             user=column("user", object),
@@ -373,12 +378,15 @@ class Rounds:
                        partner=mate, reason=f"starting on {','.join(mine)}" + (f" with job {mate}" if mate else ""))
             else:
                 _merge(changes, r, slots="", gpu_type=None, partner=None, reason=_waiting(r["status"], r["steps_done"]))
-        reasons = table["reason"]
-        for j in np.flatnonzero(~is_live & (chosen < 0) & (slots == "")):  # the many that wait: only new reasons
-            i = rows[j]
-            reason = _waiting(status[j], table["steps_done"][i])
-            if reasons[i] != reason:
-                changes.setdefault(table["id"][i], {})["reason"] = reason
+        reasons = column("reason", object)
+        waiting = ~is_live & (chosen < 0) & (slots == "")  # the many that wait: only new reasons
+        queued = status == "queued"
+        for j in np.flatnonzero(waiting & queued & (reasons != _QUEUED)):
+            changes.setdefault(int(ids[j]), {})["reason"] = _QUEUED
+        for j in np.flatnonzero(waiting & ~queued):
+            reason = _waiting(status[j], table["steps_done"][rows[j]])
+            if reasons[j] != reason:
+                changes.setdefault(int(ids[j]), {})["reason"] = reason
 
     @property
     def _sizes_jobs(self) -> bool:
@@ -405,11 +413,20 @@ class Rounds:
     def _rates(self, table: dict, rows: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
         """[n, T] steps/s of each job row on each slot type at its own scale, once per distinct job shape;
         and {row: why} for the rows whose speeds cannot be estimated (their rates 0)."""
-        shapes: dict[tuple, int] = {}
         sized = self._sizes_jobs
-        inverse = np.fromiter(
-            (shapes.setdefault((table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i]), len(shapes))
-             for i in rows), dtype=np.int64, count=len(rows))
+        ids = table["id"]
+        picked = rows.tolist()
+        if len(self._shape_of) > 2 * len(ids) + 1000:  # forget the jobs that ended
+            self._shape_of = {job_id: self._shape_of[job_id] for job_id in ids if job_id in self._shape_of}
+        for i in picked:  # a job's shape never changes: found once per job
+            if ids[i] not in self._shape_of:
+                key = (table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i])
+                self._shape_of[ids[i]] = self._shape_codes.setdefault(key, len(self._shape_codes))
+        codes = np.fromiter(map(self._shape_of.__getitem__, map(ids.__getitem__, picked)), dtype=np.int64,
+                            count=len(picked))
+        used, inverse = np.unique(codes, return_inverse=True)
+        every = list(self._shape_codes)
+        shapes = [every[code] for code in used.tolist()]
         per_shape = np.zeros((len(shapes), len(self.gpu_types)))
         broken: dict[int, str] = {}  # shape -> why
         for k, (kind, gpus, allowed) in enumerate(shapes):
@@ -506,8 +523,11 @@ def _row(table: dict, i: int) -> dict:
     return row
 
 
+_QUEUED = "waiting for slots"
+
+
 def _waiting(status: str, steps_done: int) -> str:
-    return "waiting for slots" if status == "queued" else f"waiting to resume from step {steps_done}"
+    return _QUEUED if status == "queued" else f"waiting to resume from step {steps_done}"
 
 
 def _merge(changes: dict[int, dict], row: dict, **fields) -> None:

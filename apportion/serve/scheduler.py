@@ -245,7 +245,8 @@ class Scheduler:
         (``next_round_in_s``: until the next regular round is decided)."""
         now = self.clock()
         with self.lock:
-            holders = {s: str(r.id) for r in self.store.live_jobs() for s in r.slot_list}
+            holders = {s: str(job_id) for job_id, slots in self.store.job_columns(("id", "slots"), "attempt_live")
+                       for s in slots.split(",") if s}
         history = sorted(self.stats.history_ms)
         return {
             "server": self.config.server_url,

@@ -189,6 +189,10 @@ class StateStore:
         self._lock = threading.RLock()
         self._depth = 0
         self.full_since: float | None = None  # a write found the state directory out of space then (space.py)
+        self._round_rows: dict[int, tuple] | None = None  # the round table's rows by job id, kept between rounds
+        self._round_read = 0  # the writes the kept round rows have seen (``writes_since``)
+        self._writes = 0  # writes to jobs so far, in this process
+        self._last_write: dict[int, int] = {}  # job id -> the count of writes at its last one
         if read_only:
             # no write-ahead log beside it (no server has it open): read it as it is, creating no -wal or
             # -shm file that another account's server could not open afterwards
@@ -204,6 +208,7 @@ class StateStore:
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: every round reads all active jobs' rows
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
         self._add_missing_columns()
@@ -337,6 +342,7 @@ class StateStore:
              elastic, after, array_id, array_index, int(bool(spec.get("notify")))),
         )
         job_id = int(cursor.lastrowid)
+        self._wrote((job_id,))
         self.add_event(submitted, job_id, "submit", f"{name} by {user}")
         return job_id
 
@@ -398,7 +404,21 @@ class StateStore:
         values = [job_column_value(k, v) for k, v in fields.items()]
         columns = ", ".join(f"{k} = ?" for k in fields)
         with self.transaction() as conn:
+            self._wrote((job_id,))
             conn.execute(f"UPDATE jobs SET {columns} WHERE id = ?", (*values, job_id))
+
+    def update_jobs(self, changes: dict[int, dict]) -> None:
+        """``update_job`` of each job id with its fields, in one transaction: the jobs whose same fields
+        change, in one statement."""
+        by_fields: dict[tuple[str, ...], list[tuple]] = {}
+        for job_id, fields in changes.items():
+            if fields:
+                by_fields.setdefault(tuple(fields), []).append(
+                    (*(job_column_value(k, v) for k, v in fields.items()), job_id))
+        with self.transaction() as conn:
+            self._wrote(changes)
+            for names, values in by_fields.items():
+                conn.executemany(f"UPDATE jobs SET {', '.join(f'{k} = ?' for k in names)} WHERE id = ?", values)
 
     def job(self, job_id: int) -> JobRecord | None:
         with self._lock:
@@ -456,17 +476,71 @@ class StateStore:
             rows = self._conn.execute(sql).fetchall()
         return [job_record(r) for r in rows]
 
+    def job_columns(self, columns: tuple[str, ...], where: str = "", params: list | tuple = (),
+                    limit: int | None = None) -> list[tuple]:
+        """These columns of the jobs ``where`` picks (SQL over the jobs table, with ``params``), by id,
+        the first ``limit``: plain tuples, for lists of many jobs."""
+        sql = (f"SELECT {', '.join(columns)} FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
+               + (" LIMIT ?" if limit is not None else ""))
+        with self._lock:
+            cursor = self._conn.execute(sql, (*params, limit) if limit is not None else tuple(params))
+            cursor.row_factory = None
+            return cursor.fetchall()
+
+    def specs_of(self, ids: list[int]) -> dict[int, str]:
+        """The stored spec (JSON text) of each job of ``ids`` that exists."""
+        found: dict[int, str] = {}
+        with self._lock:
+            for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
+                chunk = ids[first:first + 500]
+                rows = self._conn.execute(f"SELECT id, spec FROM jobs WHERE id IN ({','.join('?' * len(chunk))})",
+                                          chunk).fetchall()
+                found.update({int(row[0]): row[1] for row in rows})
+        return found
+
     def round_table(self) -> dict[str, tuple]:
         """What a round needs of every active job, as columns (name -> tuple over jobs, by id):
         the round's hot path reads no spec and builds no object per job. ``live``: the job has an
-        attempt alive (``pid`` is only information: an executor may have no process ids)."""
+        attempt alive (``pid`` is only information: an executor may have no process ids).
+
+        The rows are kept from one call to the next: only the jobs stored or changed since (every
+        write to a job goes through ``insert_job`` or ``update_job``) are read again."""
         with self._lock:
-            cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {_IS_ACTIVE}"
-                                        " OR attempt_live ORDER BY id")
-            cursor.row_factory = None
-            rows = cursor.fetchall()
+            kept = self._round_rows
+            changed, writes = self.written_since(self._round_read)
+            if kept is None:
+                kept = {row[0]: row for row in self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live")}
+            else:
+                for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
+                    chunk = changed[first:first + 500]
+                    for job_id in chunk:
+                        kept.pop(job_id, None)
+                    for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk):
+                        if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE]:
+                            kept[row[0]] = row
+            if not self._depth:  # read inside a transaction, what it wrote may yet be rolled back: read it again then
+                self._round_rows, self._round_read = kept, writes
+            rows = [kept[job_id] for job_id in sorted(kept)]
         columns = list(zip(*rows)) if rows else [()] * len(_ROUND_NAMES)
         return dict(zip(_ROUND_NAMES, columns))
+
+    def written_since(self, writes: int) -> tuple[list[int], int]:
+        """(the jobs stored or changed since the ``writes``-th write to jobs, the count of writes now):
+        what a reader that keeps rows between reads reads again. Every write to a job goes through
+        ``_insert`` (a job or an array's task), ``update_job``, ``update_jobs`` or ``notified``; one rolled
+        back counts too."""
+        with self._lock:
+            return [job_id for job_id, at in self._last_write.items() if at > writes], self._writes
+
+    def _wrote(self, job_ids) -> None:
+        self._writes += 1
+        for job_id in job_ids:
+            self._last_write[job_id] = self._writes
+
+    def _round_rows_where(self, where: str, params: list | tuple = ()) -> list[tuple]:
+        cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
+        cursor.row_factory = None
+        return cursor.fetchall()
 
     def specs_after(self, job_id: int) -> dict[int, str]:
         """The stored spec (JSON text) of every active job with an id above ``job_id``."""
@@ -536,6 +610,7 @@ class StateStore:
     def notified(self, job_id: int, now: float, event: str, detail: str) -> None:
         """Job ``job_id``'s notification is done with (sent or given up): no longer due, and said in its events."""
         with self.transaction() as conn:
+            self._wrote((job_id,))
             conn.execute("UPDATE jobs SET notify_pending = 0 WHERE id = ?", (job_id,))
             self.add_event(now, job_id, event, detail)
 
@@ -838,6 +913,7 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''",
                   "after": "TEXT NOT NULL DEFAULT ''", "notify_pending": "INTEGER NOT NULL DEFAULT 0",
                   "array_id": "INTEGER", "array_index": "INTEGER"}
+_ROUND_STATUS, _ROUND_LIVE = _ROUND_NAMES.index("status"), _ROUND_NAMES.index("live")
 ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,
     "submitted": 0.0, "started": None, "finished": None, "attempt": 0, "preemptions": 0, "retries": 0, "hangs": 0,

@@ -4,6 +4,7 @@ pipe, progress only on a terminal, and a bad --out refused before any work."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from rich.console import Console
@@ -117,3 +118,64 @@ def test_progress_is_a_bar_only_on_a_terminal_without_json_and_plain_lines_elsew
 def test_a_replay_into_a_pipe_prints_no_progress():
     result = run("simulate", "--jobs", "12")
     assert result.exit_code == 0 and result.stderr == ""
+
+
+def many_jobs(running: int, waiting: int) -> list[dict]:
+    return ([job_row(id=str(i), status="running", alloc=f"gpu:{i}") for i in range(1, running + 1)]
+            + [job_row(id=str(i), reason="waiting for slots") for i in range(running + 1, running + waiting + 1)])
+
+
+def serve_rows(monkeypatch, rows: list[dict]) -> None:
+    """The client answers as a server holding ``rows`` would (status, limit; nothing ended)."""
+
+    def jobs(self, status=None, user=None, limit=None, ended_after=None):
+        chosen = [j for j in rows if status is None or j["status"] in status.split(",")]
+        return chosen[:limit] if limit else chosen
+
+    counts = {s: sum(j["status"] == s for j in rows) for s in ("queued", "running", "preempted", "completed",
+                                                                 "failed", "cancelled")}
+    monkeypatch.setattr(Client, "jobs", jobs)
+    monkeypatch.setattr(Client, "status", lambda self: {"counts": counts})
+
+
+def test_queue_lists_the_running_and_the_first_50_waiting_and_counts_the_others(monkeypatch):
+    serve_rows(monkeypatch, many_jobs(running=5, waiting=115))
+
+    lines = run("queue").stdout.splitlines()
+
+    ids = [line.split()[0] for line in lines[2:-1]]
+    assert ids == [str(i) for i in range(1, 56)]  # 5 running, then the first 50 waiting, by id
+    assert lines[-1] == "… and 65 more waiting (--all)"
+    assert len(run("queue", "--all").stdout.splitlines()) == 2 + 120
+    assert [j["id"] for j in json.loads(run("queue", "--json").stdout)] == [str(i) for i in range(1, 121)]
+
+
+def test_queue_with_few_waiting_lists_them_all_without_a_count(monkeypatch):
+    serve_rows(monkeypatch, many_jobs(running=2, waiting=50))
+    lines = run("queue").stdout.splitlines()
+    assert len(lines) == 2 + 52 and "more waiting" not in lines[-1]
+
+
+def status_of(slots: list[dict]) -> dict:
+    return {"server": "http://127.0.0.1:8642", "policy": "las", "round": 7, "round_s": 5.0, "next_round_in_s": 3.0,
+            "state_dir": "/srv/apportion", "pid": 1, "slots": slots, "hangs": 0,
+            "counts": {s: 0 for s in ("queued", "running", "preempted", "completed", "failed", "cancelled")},
+            "round_ms": {"last": 1.0, "median": 1.0, "rounds_this_run": 7}}
+
+
+def test_status_counts_the_slots_of_each_type_on_a_large_cluster_and_names_them_with_slots(monkeypatch):
+    slots = [{"id": f"gpu:{k}", "gpu_type": "v100" if k < 20 else "a100", "job": str(k) if k % 2 else None}
+             for k in range(30)]
+    monkeypatch.setattr(Client, "status", lambda self: status_of(slots))
+
+    summary = run("status").stdout.splitlines()[2]
+    listed = run("status", "--slots").stdout.splitlines()[2]
+
+    assert summary == "slots: v100: 20 (10 busy), a100: 10 (5 busy) (--slots names each)"
+    assert listed.startswith("slots: gpu:0(v100)=idle, gpu:1(v100)=job 1, ") and listed.endswith("gpu:29(a100)=job 29")
+
+
+def test_status_names_each_slot_of_a_small_cluster(monkeypatch):
+    slots = [{"id": "cpu:0", "gpu_type": "cpu", "job": "3"}, {"id": "cpu:1", "gpu_type": "cpu", "job": None}]
+    monkeypatch.setattr(Client, "status", lambda self: status_of(slots))
+    assert run("status").stdout.splitlines()[2] == "slots: cpu:0(cpu)=job 3, cpu:1(cpu)=idle"

@@ -240,7 +240,7 @@ def test_queue_and_status_show_the_hangs(tmp_path, monkeypatch):
     scheduler, executor, clock, _ = make(tmp_path, hung_after_s=10.0)
     scheduler.submit(job("frozen"), "ann")
     run_for(scheduler, clock, 16)  # hung, killed, started again
-    monkeypatch.setattr(Client, "jobs", lambda self: [scheduler.job_info(r) for r in scheduler.store.jobs()])
+    monkeypatch.setattr(Client, "jobs", lambda self, **chosen: [scheduler.job_info(r) for r in scheduler.store.jobs()])
     monkeypatch.setattr(Client, "status", lambda self: scheduler.status())
     runner = CliRunner()
     table = runner.invoke(app, ["queue", "--server", "http://127.0.0.1:9"])

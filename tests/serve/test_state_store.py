@@ -251,3 +251,24 @@ def test_a_state_file_from_before_job_arrays_gains_their_columns_and_an_array_ta
     assert again.round_table()["array_id"] == (None, array_id, array_id, None)
     indexes = {row[1] for row in again._conn.execute("PRAGMA index_list(jobs)")}
     assert "jobs_array" in indexes
+
+
+def test_the_round_table_kept_between_rounds_reads_as_the_file_does(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    first, second, third = add(store, "a"), add(store, "b", "bob"), add(store, "c")
+    assert store.round_table()["id"] == (first, second, third)
+    store.update_job(first, status="running", attempt_live=True, slots="cpu:0", steps_done=3)
+    store.update_jobs({second: {"status": "completed", "finished": 150.0}, third: {"reason": "waiting for slots"}})
+    with pytest.raises(RuntimeError), store.transaction():
+        store.update_job(third, priority=9.0)
+        assert store.round_table()["priority"][-1] == 9.0  # inside: what the transaction wrote so far
+        raise RuntimeError("abandoned")
+    fourth = add(store, "d")
+    with pytest.raises(ValueError, match="'colour' is not a field of a job"):
+        store.update_jobs({fourth: {"colour": "red"}})
+
+    kept = store.round_table()
+
+    assert kept["id"] == (first, third, fourth)  # the completed one is no longer active
+    assert kept["steps_done"] == (3, 0, 0) and kept["live"] == (1, 0, 0) and kept["priority"] == (1.0, 1.0, 1.0)
+    assert kept == StateStore(tmp_path / "state.db").round_table()
