@@ -4,10 +4,22 @@ typer coerces each option's value through a pydantic TypeAdapter it builds on fi
 for an option not given; importing pydantic and building them costs a command about a tenth
 of a second of CPU, more than `apportion status` spends on everything else. Here an option not
 given is None (or empty, when it takes many values) and a text option's text is itself, as
-typer's coercion makes them; any other value goes through typer's own coercion.
+typer's coercion makes them; any other value goes through typer's own coercion. This leans on
+typer's internals (``_runtime_param``, ``typer._coercion``): a typer without them is left as it
+is, every option read by typer, only slower to start (``benchmarks/cli_startup.py`` shows it).
 """
 
 from __future__ import annotations
+
+import importlib.util
+
+
+def supported() -> bool:
+    """Whether this typer has the coercion hook that options can be read lightly through."""
+    try:
+        return importlib.util.find_spec("typer._coercion") is not None
+    except ImportError:
+        return False
 
 
 def lighten(params) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from apportion.cli import app
+from apportion.cli.light_params import supported
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -22,11 +23,12 @@ def modules_loaded(*args: str) -> str:
                           timeout=120).stderr
 
 
-def test_status_and_queue_do_not_load_pydantic():
+def test_status_and_queue_do_not_load_pydantic_where_typer_lets_them():
     for command in (("status",), ("queue",), ("queue", "--all", "--json")):
         said = modules_loaded(*command, "--server", "http://127.0.0.1:9")
         assert "cannot reach the apportion server at http://127.0.0.1:9" in said
-        assert said.rstrip().endswith("pydantic loaded: False"), said
+        if supported():  # a typer without the hook reads every option itself: the command still works
+            assert said.rstrip().endswith("pydantic loaded: False"), said
 
 
 def test_options_given_still_read_and_refuse_as_typer_has_them(tmp_path):
