@@ -143,3 +143,11 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def test_ci_runs_the_readme_s_test_command():
+    readme = README.read_text(encoding="utf-8")
+    command = re.search(r"^\. \.venv/bin/activate && (python -m pytest.*)$", readme, re.M).group(1)
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
+
+    assert ci[-1] == command
