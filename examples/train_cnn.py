@@ -6,7 +6,8 @@ Runs on CPU in seconds and on a GPU unchanged. Standalone:
 
 Under `apportion serve` (see examples/cnn.yaml) the environment sets the lease, the total
 steps and the checkpoint directory. Preempted five times or never, it ends with the same
-weights: it prints `final_checksum=...` (SHA-256 of all parameters) to show it.
+weights: it prints `final_checksum=...` (SHA-256 of all parameters) to show it. In a job array
+(`apportion submit --array 0-3 ... -- python examples/train_cnn.py`) each task's seed is its index.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def make_model(classes: int, size: int) -> nn.Module:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="total steps (APPORTION_TOTAL_STEPS wins)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("APPORTION_ARRAY_INDEX", "0")),
+                        help="the data's and the weights' seed (default: a job array's index, else 0)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--images", type=int, default=2048, help="size of the synthetic data set")

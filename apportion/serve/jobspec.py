@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import yaml
@@ -108,8 +108,9 @@ class JobSpec:
         return self.kind or self.name
 
     def to_dict(self) -> dict:
-        """Plain JSON-able fields (the body of ``POST /jobs``), leaving out what is unset."""
-        data = asdict(self)
+        """Plain JSON-able fields (the body of ``POST /jobs``), leaving out what is unset. Built field by
+        field (``dataclasses.asdict`` deep-copies every value: a tenth of a millisecond of each submit)."""
+        data = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
         data["gpu_types"] = list(self.gpu_types) if self.gpu_types is not None else None
         data["elastic"] = self.elastic.to_dict() if self.elastic is not None else None
         data["after"] = list(self.after) if self.after else None
@@ -117,6 +118,15 @@ class JobSpec:
 
     def allows(self, gpu_type: str) -> bool:
         return self.gpu_types is None or gpu_type in self.gpu_types
+
+
+def _plain(value):
+    """A field's value as a new container where it is one (a caller may change what it is given)."""
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(value)
+    return value
 
 
 def load_job_file(path: str | Path, *, cwd: str | Path | None = None, overrides: dict | None = None) -> JobSpec:
@@ -283,11 +293,7 @@ def _model_fields(data: dict, source: str, gpus: int) -> tuple[str | None, int |
 
 
 def _replace(spec: JobSpec, **changes) -> JobSpec:
-    values = {**asdict(spec), **changes}
-    values["gpu_types"] = spec.gpu_types
-    values["elastic"] = spec.elastic
-    values["after"] = spec.after
-    return JobSpec(**values)
+    return replace(spec, **{name: _plain(value) for name, value in changes.items()})
 
 
 def _text(data: dict, key: str, source: str, *, required: bool = False, default=None, most: int = MAX_NAME):
