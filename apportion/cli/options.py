@@ -168,6 +168,12 @@ def _registry_params(own_flags: set[str]) -> list:
         if option.variant:
             help += f"; or NAME:{option.variant_name}"
         parameters.append(_parameter(option, help + "."))
+    return params_of(parameters)
+
+
+def params_of(parameters: list[inspect.Parameter]) -> list:
+    """Click parameters built by typer from ``parameters``, as if a command's signature named them
+    (the commands whose options come from a table: the registry's, a job file's fields)."""
     if not parameters:
         return []
 

@@ -17,6 +17,7 @@ from typing import List, Optional
 import typer
 
 from apportion.cli.help import HelpCommand
+from apportion.cli.options import params_of
 
 PANEL = "Job fields (override a job file's)"
 EXAMPLE = "apportion submit --steps 1000 -- python train.py"
@@ -181,11 +182,4 @@ def _field_params() -> list:
                                                rich_help_panel=PANEL))
         for f in FLAGS
     ]
-
-    def template(**values):  # only its signature is read: typer builds the options from it
-        return values
-
-    template.__signature__ = inspect.Signature(parameters)
-    commands = typer.Typer(add_completion=False)
-    commands.command()(template)
-    return list(typer.main.get_command(commands).params)
+    return params_of(parameters)

@@ -102,12 +102,6 @@ def fits(room: np.ndarray, claims: Claims, which: np.ndarray, rdp: bool) -> np.n
     return ~short_in.any(axis=1) if not rdp else ~short_in.all(axis=1)
 
 
-def fits_one(room: np.ndarray, demand: np.ndarray, blocks: np.ndarray, rdp: bool) -> bool:
-    """Whether one claim (its entries' ``demand`` [e, A] on ``blocks`` [e]) fits ``room`` ([B, A])."""
-    ok = np.all(demand <= room[blocks] + FIT_TOLERANCE, axis=0)
-    return bool(ok.any() if rdp else ok.all())
-
-
 def dominant_share(claims: Claims, budget: np.ndarray, rdp: bool) -> np.ndarray:
     """[n] each claim's largest share of a block's whole budget (DPF's order). Under Rényi a
     block's share is taken at the order where it is smallest (the claim's cheapest order there)."""

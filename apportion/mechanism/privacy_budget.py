@@ -16,7 +16,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from apportion.core.privacy import Blocks, Claims, dominant_share, fits, fits_one
+from apportion.core.privacy import Blocks, Claims, dominant_share, fits
 from apportion.mechanism.admission import AdmissionContext, Applicants, Verdict
 from apportion.mechanism.privacy_policies import PrivacyPolicy, water_fill
 

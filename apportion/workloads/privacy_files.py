@@ -12,7 +12,6 @@ InputError naming the file, line and field.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import math
 from pathlib import Path
@@ -23,6 +22,7 @@ from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
 from apportion.core.limits import MAX_SUBMIT_TIME_S
 from apportion.core.privacy import Blocks, Claims
+from apportion.workloads.text_file import read_text
 
 BLOCK_COLUMNS = ("block", "arrival_s", "epsilon", "delta")
 CLAIM_COLUMNS = ("privacy_blocks", "privacy_epsilon", "privacy_delta", "privacy_rdp", "privacy_weight")
@@ -139,21 +139,7 @@ def read_claims(path: str | Path, jobs: JobTable, blocks: Blocks) -> Claims:
 
 def _read_csv(source: str, header_only: bool = False) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """The header and each non-blank row (its line, column -> text) of a CSV file, gzip or not."""
-    try:
-        raw = Path(source).read_bytes()
-    except FileNotFoundError:
-        raise InputError(source, "no such file") from None
-    except OSError as err:
-        raise InputError(source, f"cannot read: {err.strerror or err}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as err:
-            raise InputError(source, f"not a readable gzip file ({err})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise InputError(source, f"not UTF-8 text (byte {err.start})") from None
+    text = read_text(source)
     reader = csv.reader(io.StringIO(text, newline=""))
     header = [name.strip() for name in next(reader, [])]
     if not any(header):

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import csv
 import gc
-import gzip
 import io
-import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -28,6 +26,7 @@ from apportion.workloads.conversion import check_reference_type, draw_kinds, ste
 from apportion.workloads.dependencies import after_of_column
 from apportion.workloads.model_jobs import MODEL_COLUMNS, model_jobs_of_columns, model_kind_names, with_model_kinds
 from apportion.workloads.philly_source import SOURCE_NAMES, from_philly_source, is_philly_source
+from apportion.workloads.text_file import read_text
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
 OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "name",
@@ -202,21 +201,7 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
 def _read_columns(source: str) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, str]]:
     """Header name -> column of strings (blank lines dropped), each row's 1-based file line, and the
     file's own name of each column read under another (the Philly trace's public copy: philly_source.py)."""
-    try:
-        raw = Path(source).read_bytes()
-    except FileNotFoundError:
-        raise InputError(source, "no such file") from None
-    except OSError as err:
-        raise InputError(source, f"cannot read: {err.strerror or err}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as err:
-            raise InputError(source, f"not a readable gzip file ({err})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise InputError(source, f"not UTF-8 text (byte {err.start})") from None
+    text = read_text(source)
 
     gc_was_on = gc.isenabled()
     gc.disable()  # the collector would walk every new row list; ~30% of the parse time

@@ -162,7 +162,7 @@ def test_a_token_in_a_file_others_may_read_is_refused(tmp_path, started):
 
 def test_a_token_file_named_in_the_config_is_read_relative_to_it(tmp_path, started):
     write(tmp_path / "admin.token", "t0ken\n", mode=0o600)
-    config = write(tmp_path / "server.yaml", f"token_file: admin.token\nslots: cpu:1\nstate_dir: state\n")
+    config = write(tmp_path / "server.yaml", "token_file: admin.token\nslots: cpu:1\nstate_dir: state\n")
     result = serve("--config", str(config))
 
     assert result.exit_code == 0, result.output
