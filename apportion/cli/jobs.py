@@ -83,7 +83,6 @@ COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALL
            "EST.FINISH")
 RIGHT = tuple(column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS") for column in COLUMNS)
 WAITING = ("queued", "preempted")
-RECENT_S = 3600.0  # without --all, jobs that ended this long ago or less are listed
 
 
 def queue(
@@ -106,6 +105,8 @@ def queue(
     """
     import time as _time
 
+    from apportion.serve.client import ACTIVE_SHOWN_S, recent
+
     client = _client(server, token, token_file)
     now = _time.time()
     more_waiting = 0
@@ -114,18 +115,19 @@ def queue(
         if array is not None:
             jobs = [j for j in jobs if j.get("array_id") == array.strip()]
             if not show_all:
-                jobs = _recent(jobs, now)
+                jobs = recent(jobs, now)
     elif as_json:  # every active job: the list stays complete
-        jobs = _recent(_call(lambda: client.jobs(ended_after=now - RECENT_S)), now)
+        jobs = _call(client.queue)
     else:  # what a screen shows: the running and the recently ended, the first waiting, and a count of the rest
-        shown = _call(lambda: client.jobs(status="running,completed,failed,cancelled", ended_after=now - RECENT_S))
+        shown = _call(lambda: client.jobs(status="running,completed,failed,cancelled",
+                                          ended_after=now - ACTIVE_SHOWN_S))
         waiting = [j for j in _call(lambda: client.jobs(status=",".join(WAITING), limit=WAITING_SHOWN + 1))
                    if j["status"] in WAITING]
         if len(waiting) > WAITING_SHOWN:
             counts = _call(client.status)["counts"]
             more_waiting = max(1, sum(counts.get(s, 0) for s in WAITING) - WAITING_SHOWN)
         by_id = {j["id"]: j for j in [*shown, *waiting[:WAITING_SHOWN]]}
-        jobs = sorted(_recent(by_id.values(), now), key=lambda j: int(j["id"]) if str(j["id"]).isdigit() else 0)
+        jobs = sorted(recent(by_id.values(), now), key=lambda j: int(j["id"]) if str(j["id"]).isdigit() else 0)
     if as_json:
         print_json(jobs)
         return
@@ -152,12 +154,6 @@ def queue(
             console.print(f"[red]job {_cell(j['id'])} ({_cell(j['name'])}) failed[/]; its last lines:", highlight=False)
             for line in j["last_lines"].splitlines()[-10:]:
                 console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
-
-
-def _recent(jobs, now: float) -> list[dict]:
-    """The jobs that are active or ended in the last RECENT_S."""
-    return [j for j in jobs if j["finished"] is None or now - j["finished"] < RECENT_S
-            or j["status"] not in ("completed", "failed", "cancelled")]
 
 
 def _job_cells(j: dict, now: float) -> list[str]:

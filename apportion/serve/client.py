@@ -204,13 +204,11 @@ class Client:
 
     def queue(self, everything: bool = False) -> list[dict]:
         """The jobs ``apportion queue`` lists: those not ended, and those that ended in the last hour
-        (``everything``: every job ever submitted)."""
-        jobs = self.jobs()
+        (``everything``: every job ever submitted); the server leaves out the older ones."""
         if everything:
-            return jobs
+            return self.jobs()
         now = time.time()
-        return [j for j in jobs if j["status"] not in ENDED or j["finished"] is None
-                or now - j["finished"] < ACTIVE_SHOWN_S]
+        return recent(self.jobs(ended_after=now - ACTIVE_SHOWN_S), now)
 
     def job(self, job_id: int | str) -> dict:
         """One job; a :class:`ClientError` with ``status`` 404 when there is none."""
@@ -285,6 +283,12 @@ class Client:
         """``GET /history``: the jobs ``filters`` choose (user, queue, state, since, until, by, limit;
         None: not given) with their accounting and totals."""
         return self._call("GET", "/history", params={k: v for k, v in filters.items() if v is not None})
+
+
+def recent(jobs, now: float) -> list[dict]:
+    """The ``jobs`` not ended, and those that ended less than ``ACTIVE_SHOWN_S`` before ``now``."""
+    return [j for j in jobs if j["status"] not in ENDED or j["finished"] is None
+            or now - j["finished"] < ACTIVE_SHOWN_S]
 
 
 def job_spec(spec: dict | str | Path | JobSpec) -> JobSpec:
