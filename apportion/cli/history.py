@@ -51,10 +51,10 @@ def history(
     if state_dir is not None:
         report = _from_state_dir(state_dir, filters, grouping, shown, now)
     else:
-        from apportion.cli.jobs import _call, _client
+        from apportion.cli.jobs import call, client_for
 
-        client = _client(server, token, token_file)
-        report = _call(lambda: client.history(user=user, queue=queue, state=state, by=grouping, limit=shown,
+        client = client_for(server, token, token_file)
+        report = call(lambda: client.history(user=user, queue=queue, state=state, by=grouping, limit=shown,
                                               since=None if filters.since is None else repr(filters.since),
                                               until=None if filters.until is None else repr(filters.until)))
     if as_json:
@@ -94,7 +94,7 @@ def _print_jobs(report: dict, now: float) -> None:
     from rich import box
     from rich.table import Table
 
-    from apportion.cli.jobs import _cell, _span
+    from apportion.cli.jobs import cell, span
 
     jobs = report["jobs"]
     if not jobs:
@@ -106,10 +106,10 @@ def _print_jobs(report: dict, now: float) -> None:
                    "SUBMITTED", "EXIT"):
         table.add_column(column, justify="right" if column in right else "left", no_wrap=True, overflow="ellipsis")
     for j in jobs:
-        table.add_row(_cell(j["id"]), _cell(j["name"]), _cell(j["user"]), _cell(j["queue"] or "-"),
-                      _cell(",".join(j["gpu_types"]) or "-"), _hours(j["gpu_hours_total"], j["gpu_hours"]),
-                      _span(j["wait_s"]), _span(j["run_s"]), str(j["attempts"]), str(j["preemptions"]),
-                      _clock(j["submitted"], now), _cell(_exit(j), 72))
+        table.add_row(cell(j["id"]), cell(j["name"]), cell(j["user"]), cell(j["queue"] or "-"),
+                      cell(",".join(j["gpu_types"]) or "-"), _hours(j["gpu_hours_total"], j["gpu_hours"]),
+                      span(j["wait_s"]), span(j["run_s"]), str(j["attempts"]), str(j["preemptions"]),
+                      _clock(j["submitted"], now), cell(_exit(j), 72))
     print_table(table)
     if report["matched"] > len(jobs):
         print_line(f"the latest {len(jobs)} of {report['matched']} jobs shown (--limit 0: all; --by user|type|queue:"
@@ -121,7 +121,7 @@ def _print_groups(report: dict) -> None:
     from rich import box
     from rich.table import Table
 
-    from apportion.cli.jobs import _cell, _span
+    from apportion.cli.jobs import cell, span
 
     key = report["by"]
     if not report["groups"]:
@@ -131,8 +131,8 @@ def _print_groups(report: dict) -> None:
     for column in (key.upper(), "JOBS", "GPU-HOURS", "MEAN WAIT", "MEAN RUN", "PREEMPTIONS", "FAILURES"):
         table.add_column(column, justify="left" if column == key.upper() else "right", no_wrap=True)
     for g in report["groups"]:
-        table.add_row(_cell(g[key] or "-"), str(g["jobs"]), _hours(g["gpu_hours"], g["gpu_hours_by_type"]),
-                      _span(g["mean_wait_s"]), _span(g["mean_run_s"]), str(g["preemptions"]), str(g["failures"]))
+        table.add_row(cell(g[key] or "-"), str(g["jobs"]), _hours(g["gpu_hours"], g["gpu_hours_by_type"]),
+                      span(g["mean_wait_s"]), span(g["mean_run_s"]), str(g["preemptions"]), str(g["failures"]))
     print_table(table)
     print_line(_total_line(report["total"]))
 
@@ -179,11 +179,11 @@ def _hours(total: float, by_type: dict) -> str:
 
 
 def _total_line(total: dict) -> str:
-    from apportion.cli.jobs import _span
+    from apportion.cli.jobs import span
 
     by_type = ", ".join(f"{t} {h:.2f}" for t, h in total["gpu_hours_by_type"].items())
     return (f"total: {total['jobs']} job(s), {total['gpu_hours']:.2f} GPU-hours" + (f" ({by_type})" if by_type else "")
-            + f", mean wait {_span(total['mean_wait_s'])}, mean run {_span(total['mean_run_s'])}, "
+            + f", mean wait {span(total['mean_wait_s'])}, mean run {span(total['mean_run_s'])}, "
             f"{total['preemptions']} preemption(s), {total['failures']} failed")
 
 

@@ -17,7 +17,7 @@ from apportion.cli.output import console, errors, escape, fail, print_json, prin
 from apportion.stdio import stdout_to_stderr
 
 
-def _client(server: Optional[str], token: Optional[str], token_file: Optional[Path] = None):
+def client_for(server: Optional[str], token: Optional[str], token_file: Optional[Path] = None):
     """The API client, with the caller's credential (one-line error for an unusable one)."""
     from apportion.serve.client import Client, ClientError
 
@@ -31,14 +31,14 @@ def _client(server: Optional[str], token: Optional[str], token_file: Optional[Pa
     return client
 
 
-def _claimed(client, user: Optional[str]) -> Optional[str]:
+def claimed_user(client, user: Optional[str]) -> Optional[str]:
     """The user a request names: ``--user``, else (with no credential, whose user the server knows) the OS user."""
     from apportion.serve.jobspec import default_user
 
     return user or (None if client.token else default_user())
 
 
-def _call(function, *args):
+def call(function, *args):
     """``function(*args)`` of the client, its stdout kept off ours; a client error is one line, exit 2."""
     from apportion.serve.client import ClientError
 
@@ -49,7 +49,7 @@ def _call(function, *args):
         raise fail(str(exc)) from None
 
 
-def _span(seconds: Optional[float]) -> str:
+def span(seconds: Optional[float]) -> str:
     if seconds is None:
         return "-"
     seconds = int(round(seconds))
@@ -107,24 +107,24 @@ def queue(
 
     from apportion.serve.client import ACTIVE_SHOWN_S, recent
 
-    client = _client(server, token, token_file)
+    client = client_for(server, token, token_file)
     now = _time.time()
     more_waiting = 0
     if show_all or array is not None:
-        jobs = _call(client.jobs)
+        jobs = call(client.jobs)
         if array is not None:
             jobs = [j for j in jobs if j.get("array_id") == array.strip()]
             if not show_all:
                 jobs = recent(jobs, now)
     elif as_json:  # every active job: the list stays complete
-        jobs = _call(client.queue)
+        jobs = call(client.queue)
     else:  # what a screen shows: the running and the recently ended, the first waiting, and a count of the rest
-        shown = _call(lambda: client.jobs(status="running,completed,failed,cancelled",
+        shown = call(lambda: client.jobs(status="running,completed,failed,cancelled",
                                           ended_after=now - ACTIVE_SHOWN_S))
-        waiting = [j for j in _call(lambda: client.jobs(status=",".join(WAITING), limit=WAITING_SHOWN + 1))
+        waiting = [j for j in call(lambda: client.jobs(status=",".join(WAITING), limit=WAITING_SHOWN + 1))
                    if j["status"] in WAITING]
         if len(waiting) > WAITING_SHOWN:
-            counts = _call(client.status)["counts"]
+            counts = call(client.status)["counts"]
             more_waiting = max(1, sum(counts.get(s, 0) for s in WAITING) - WAITING_SHOWN)
         by_id = {j["id"]: j for j in [*shown, *waiting[:WAITING_SHOWN]]}
         jobs = sorted(recent(by_id.values(), now), key=lambda j: int(j["id"]) if str(j["id"]).isdigit() else 0)
@@ -151,7 +151,7 @@ def queue(
         console.print(f"… and {more_waiting:,} more waiting (--all)", highlight=False)
     for j in jobs:
         if j["status"] == "failed" and j["last_lines"]:
-            console.print(f"[red]job {_cell(j['id'])} ({_cell(j['name'])}) failed[/]; its last lines:", highlight=False)
+            console.print(f"[red]job {cell(j['id'])} ({cell(j['name'])}) failed[/]; its last lines:", highlight=False)
             for line in j["last_lines"].splitlines()[-10:]:
                 console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
 
@@ -168,7 +168,7 @@ def _job_cells(j: dict, now: float) -> list[str]:
         done = min(j["examples_done"], j["target_examples"])
         progress = f"{_count(done)}/{_count(j['target_examples'])} ex ({100 * done / j['target_examples']:.0f}%)"
     return [_text(j["id"]), _text(j["name"]), _text(j["user"]), _text(j["queue"] or "-"), f"{j['priority']:g}", status,
-            str(j["gpus"]), _text(j["alloc"] or "-"), _submitted(j["submitted"], now), _span(j["runtime_s"]), progress,
+            str(j["gpus"]), _text(j["alloc"] or "-"), _submitted(j["submitted"], now), span(j["runtime_s"]), progress,
             _finish_at(j, now)]
 
 
@@ -207,7 +207,7 @@ def _count(n: int) -> str:
     return str(n)
 
 
-def _cell(text: object, most: int = 64) -> str:
+def cell(text: object, most: int = 64) -> str:
     """A user's string as a line to print with markup: :func:`_text`, markup escaped."""
     return escape(_text(text, most))
 
@@ -231,8 +231,8 @@ def cancel(
 ) -> None:
     """Cancel a job (a running attempt gets SIGTERM, then SIGKILL after the grace period), or
     every task still active of the job array JOB_ID names."""
-    client = _client(server, token, token_file)
-    answer = _call(client.cancel, job_id, _claimed(client, user)) or {}
+    client = client_for(server, token, token_file)
+    answer = call(client.cancel, job_id, claimed_user(client, user)) or {}
     count = answer.get("cancelled", 1)
     if count == 1 and not answer.get("array"):
         console.print(f"cancelled job {escape(job_id)}", highlight=False)
@@ -253,7 +253,7 @@ def logs(
 
     from apportion.serve.client import ClientError
 
-    client = _client(server, token, token_file)
+    client = client_for(server, token, token_file)
     shown = None  # the attempt whose output was printed last
     try:
         for number, text in client.log_chunks(job_id, attempt, follow):
@@ -277,7 +277,7 @@ def status(
     token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
     """The server: policy, round, slots and who holds them, jobs by status."""
-    info = _call(_client(server, token, token_file).status)
+    info = call(client_for(server, token, token_file).status)
     if as_json:
         print_json(info)
         return

@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.jobs import _claimed, _client
+from apportion.cli.jobs import claimed_user, client_for
 from apportion.cli.output import console, errors, escape, fail, print_json
 from apportion.cli.submit_flags import EXAMPLE, FlagError, default_name, flag_of, given_command, given_fields
 from apportion.stdio import stdout_to_stderr
@@ -43,10 +43,10 @@ def submit(
         raise fail(f"one job file at most, then {' '.join(ctx.args)[:80]!r}: a command goes after --, as in {EXAMPLE}")
     fields = _fields(ctx)
     spec = _spec(job_file, fields)
-    client = _client(server, token, token_file)
+    client = client_for(server, token, token_file)
     try:
         with stdout_to_stderr():
-            answer = client.submit(spec, user or spec.user or _claimed(client, None))
+            answer = client.submit(spec, user or spec.user or claimed_user(client, None))
     except ClientError as exc:
         if exc.field:  # the server's own checks (what fits on it): name the flag, or the file's line
             raise fail(_refusal(exc.field, exc.message, job_file, fields)) from None
@@ -76,7 +76,7 @@ def wait(
     as_json: bool = opt.json_option("the job as it ended"),
 ) -> None:
     """Wait until a job ends, then say how: exit 0 if it completed, 1 if it failed or was cancelled."""
-    _wait_and_exit(_client(server, token, token_file), job_id, timeout, quiet=False, as_json=as_json)
+    _wait_and_exit(client_for(server, token, token_file), job_id, timeout, quiet=False, as_json=as_json)
 
 
 def _wait_and_exit(client, job_id: str, timeout: float | None, quiet: bool, as_json: bool = False) -> None:
