@@ -1,0 +1,63 @@
+"""How fast a job trains against the CPU cores beside each of its GPUs (a data-stall profile).
+
+A job's input pipeline (fetching, decoding, augmenting) runs on the host's cores; with too few
+of them the GPU waits for batches. Following Synergy (Mohan et al., OSDI'22), each job's
+sensitivity is a curve: its speed measured (or profiled) at a few core counts per GPU. Between
+two points the speed is interpolated linearly, beyond the last it stays flat, and below the
+first it falls in proportion to the cores (no cores, no batches). A curve is read as its
+running maximum: more cores never make a job slower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CoreCurves:
+    """Each job's speed at a few counts of CPU cores per GPU: one row per job, one column per point."""
+
+    points: np.ndarray  # [K] cores per GPU, ascending, more than 0
+    speed: np.ndarray  # [n, K] speed at each point, in any unit (only its ratio to the job's best counts)
+
+    def __post_init__(self) -> None:
+        points = np.asarray(self.points, dtype=np.float64)
+        speed = np.maximum.accumulate(np.atleast_2d(np.asarray(self.speed, dtype=np.float64)), axis=1)
+        if points.ndim != 1 or not len(points) or not np.all(points > 0) or np.any(np.diff(points) <= 0):
+            raise ValueError(f"core counts must be ascending and more than 0, got {points.tolist()}")
+        if speed.shape[1] != len(points):
+            raise ValueError(f"each curve needs a speed at each of {len(points)} core counts, got {speed.shape[1]}")
+        if not np.all(np.isfinite(speed)) or np.any(speed[:, -1] <= 0) or np.any(speed < 0):
+            raise ValueError("speeds must be finite, not negative, and more than 0 at the most cores")
+        object.__setattr__(self, "points", points)
+        object.__setattr__(self, "speed", speed)
+
+    def __len__(self) -> int:
+        return len(self.speed)
+
+    @property
+    def saturation(self) -> np.ndarray:
+        """[n] the fewest cores per GPU at which each job reaches its best speed."""
+        first_best = np.argmax(self.speed >= self.speed[:, -1:] * (1 - 1e-12), axis=1)
+        return self.points[first_best]
+
+
+def relative_speed(curves: CoreCurves, jobs: np.ndarray, cores_per_gpu: np.ndarray) -> np.ndarray:
+    """[m] the fraction of its best speed each of ``jobs`` trains at with ``cores_per_gpu`` [m]."""
+    jobs = np.asarray(jobs, dtype=np.int64)
+    cores = np.maximum(np.asarray(cores_per_gpu, dtype=np.float64), 0.0)
+    points, speed = curves.points, curves.speed[jobs]
+    best = speed[:, -1]
+    upper = np.clip(np.searchsorted(points, cores, side="right"), 1, len(points) - 1) if len(points) > 1 else None
+    if upper is None:
+        at = speed[:, 0] * np.minimum(cores / points[0], 1.0)
+    else:
+        lower = upper - 1
+        rows = np.arange(len(jobs))
+        x0, x1 = points[lower], points[upper]
+        y0, y1 = speed[rows, lower], speed[rows, upper]
+        between = y0 + (y1 - y0) * (np.clip(cores, x0, x1) - x0) / (x1 - x0)
+        at = np.where(cores < points[0], speed[:, 0] * cores / points[0], between)
+    return at / best
