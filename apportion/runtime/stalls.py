@@ -12,6 +12,7 @@ is known. Each timed wait costs a ``perf_counter`` pair.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -115,10 +116,12 @@ class StallMeter:
             self._end(start)
 
     def waited(self, seconds: float, fetch_s: float | None = None) -> None:
-        """A wait for data the job timed itself: ``seconds``, of which ``fetch_s`` fetching when it knows."""
-        seconds = max(0.0, float(seconds))
-        fetch = None if fetch_s is None else min(seconds, max(0.0, float(fetch_s)))
-        self._add(seconds, fetch)
+        """A wait for data the job timed itself: ``seconds``, of which ``fetch_s`` fetching when it knows;
+        ValueError naming the argument that is not a finite number >= 0."""
+        for name, value in (("seconds", seconds), ("fetch_s", fetch_s)):
+            if value is not None and not (math.isfinite(float(value)) and float(value) >= 0):
+                raise ValueError(f"data_wait: {name} must be a finite number of seconds >= 0, got {value!r}")
+        self._add(float(seconds), None if fetch_s is None else min(float(seconds), float(fetch_s)))
 
     def fetched(self, seconds: float) -> None:
         """``seconds`` of fetching (I/O), counted when they lie within a wait of this thread."""

@@ -88,6 +88,10 @@ def test_a_plain_loop_says_its_wait_with_one_call_or_one_block():
         clock.spend(0.010)
     # waits 10, 30, 10, 30 ms in steps of 20, 40, 20, 40 ms; fetching 4 ms twice
     assert job.data_stall == DataStall(pytest.approx(80 / 120), pytest.approx(8 / 120), pytest.approx(72 / 120))
+    with pytest.raises(ValueError, match="data_wait: seconds must be a finite number"):
+        job.data_wait(float("nan"))
+    with pytest.raises(ValueError, match="fetch_s"):
+        job.data_wait(0.01, fetch_s=-1)
 
 
 def test_a_job_that_times_no_wait_reports_no_stall_and_an_idle_loader_none():
