@@ -11,7 +11,8 @@ STATUS_ORDER = ("running", "preempted", "queued", "completed", "failed", "cancel
 def collapse_arrays(jobs: list[dict]) -> list[dict]:
     """``jobs`` with the tasks of each array replaced by one row, where its first task stood: id
     ``ARRAY[INDICES]``, its status the tasks' counts (``running 4, queued 12``), its runtime and steps
-    summed, and as reason the first reason of a task not running (``[3] ...``)."""
+    summed, its data stall the mean of its tasks', and as reason the first reason of a task not
+    running (``[3] ...``)."""
     tasks: dict[str, list[dict]] = {}
     for job in jobs:
         if job.get("array_id") is not None:
@@ -37,6 +38,7 @@ def array_row(array_id: str, tasks: list[dict]) -> dict:
     waiting = next((t for t in tasks if t["status"] != "running" and t["reason"]), None)
     finishes = [t.get("estimated_finish") for t in tasks if t["status"] not in ("completed", "failed", "cancelled")]
     ended = [t["finished"] for t in tasks]
+    stalls = [t["data_stall"] for t in tasks if t.get("data_stall") is not None]
     return {
         **first,
         "id": f"{array_id}[{index_ranges([t['array_index'] for t in tasks])}]",
@@ -52,6 +54,7 @@ def array_row(array_id: str, tasks: list[dict]) -> dict:
         "total_steps": sum(t["total_steps"] for t in tasks),
         "estimated_finish": None if not finishes or None in finishes else max(finishes),
         "hangs": sum(t.get("hangs") or 0 for t in tasks),
+        "data_stall": sum(stalls) / len(stalls) if stalls else None,  # the mean of the tasks that said theirs
         "target_examples": None,
         "last_lines": "",
         "tasks": len(tasks),

@@ -80,8 +80,8 @@ def _finish_at(job: dict, now: float) -> str:
 WAITING_SHOWN = 50  # waiting jobs `apportion queue` lists without --all: about a screenful
 RICH_ROWS = 200  # a table this long or shorter is drawn by rich on a terminal, in colour; a longer one as plain lines
 COLUMNS = ("ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED", "RUNTIME", "PROGRESS",
-           "EST.FINISH")
-RIGHT = tuple(column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS") for column in COLUMNS)
+           "STALL", "EST.FINISH")
+RIGHT = tuple(column in ("ID", "PRIO", "GPUS", "RUNTIME", "PROGRESS", "STALL") for column in COLUMNS)
 WAITING = ("queued", "preempted")
 
 
@@ -94,10 +94,13 @@ def queue(
     token: Optional[str] = opt.Token,
     token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
-    """List jobs: ID NAME USER QUEUE PRIO STATUS(REASON) GPUS ALLOC SUBMITTED RUNTIME PROGRESS EST.FINISH.
+    """List jobs: ID NAME USER QUEUE PRIO STATUS(REASON) GPUS ALLOC SUBMITTED RUNTIME PROGRESS STALL EST.FINISH.
 
     A job array is one line, ``12[0-15]``, its status how many of its tasks are in each state and
     its progress summed over them; ``--expand`` or ``--array 12`` lists its tasks.
+
+    STALL is the share of a job's step time spent waiting for data, from its latest progress
+    report (``-``: the job does not time its waits; an array's, the mean of its tasks').
 
     EST.FINISH is when an active job is expected to finish, from the history of the jobs that
     finished on this server (never past its total_steps); ≥ for a job that is not running now.
@@ -169,7 +172,12 @@ def _job_cells(j: dict, now: float) -> list[str]:
         progress = f"{_count(done)}/{_count(j['target_examples'])} ex ({100 * done / j['target_examples']:.0f}%)"
     return [_text(j["id"]), _text(j["name"]), _text(j["user"]), _text(j["queue"] or "-"), f"{j['priority']:g}", status,
             str(j["gpus"]), _text(j["alloc"] or "-"), _submitted(j["submitted"], now), span(j["runtime_s"]), progress,
-            _finish_at(j, now)]
+            stall_cell(j.get("data_stall")), _finish_at(j, now)]
+
+
+def stall_cell(share: Optional[float]) -> str:
+    """A data stall as `queue` shows it: ``23%``, ``-`` when the job has not said."""
+    return "-" if share is None else f"{100 * share:.0f}%"
 
 
 def _rich_table(rows: list[list[str]], statuses: list[str]):
@@ -248,7 +256,8 @@ def logs(
     token: Optional[str] = opt.Token,
     token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
-    """Print a job's output (stdout and stderr) of one attempt."""
+    """Print a job's output (stdout and stderr) of one attempt; then, on stderr, how much of its
+    step time the job waited for data, when it times its waits."""
     import sys
 
     from apportion.serve.client import ClientError
@@ -262,8 +271,23 @@ def logs(
             shown = number
             sys.stdout.write(text)
             sys.stdout.flush()
+        summary = stall_summary(client.job(job_id))
     except ClientError as exc:
         raise fail(str(exc)) from None
+    if summary:
+        errors.print(f"--- {summary} ---", highlight=False, markup=False)
+
+
+def stall_summary(job: dict) -> str:
+    """``waited for data 23% of its step time (fetch 15%, pre-processing 8%) ...``; "" when the job
+    has never said."""
+    if job.get("data_stall") is None:
+        return ""
+    parts = ""
+    if job.get("fetch_stall") is not None and job.get("preprocess_stall") is not None:
+        parts = f" (fetch {stall_cell(job['fetch_stall'])}, pre-processing {stall_cell(job['preprocess_stall'])})"
+    return (f"job {_text(job['id'])} waited for data {stall_cell(job['data_stall'])} of its step time{parts},"
+            " as of its latest progress report")
 
 
 SLOTS_LISTED = 16  # `apportion status` names each slot's holder up to this many slots; beyond, counts per type

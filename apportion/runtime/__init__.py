@@ -1,4 +1,4 @@
-"""The library a training job imports: lease, checkpoint/resume, data order, reports.
+"""The library a training job imports: lease, checkpoint/resume, data order, reports (data stalls too).
 
 Needs only the standard library and httpx; torch is imported only when a job's state holds
 tensors. See docs/runtime.md and docs/serve-contract.md.
@@ -11,6 +11,7 @@ from apportion.runtime.env import JobEnv
 from apportion.runtime.job import PREEMPTED_EXIT_CODE, STALE_EXIT_CODE, Job
 from apportion.runtime.rng import rng_state, set_rng_state
 from apportion.runtime.sampler import ResumableSampler
+from apportion.runtime.stalls import DataStall, fetching
 from apportion.runtime.weights import weights_checksum
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "PREEMPTED_EXIT_CODE",
     "STALE_EXIT_CODE",
     "Checkpointer",
+    "DataStall",
     "ElasticSetting",
     "GradientNoise",
     "Job",
@@ -28,6 +30,7 @@ __all__ = [
     "ServerError",
     "ServerUnreachable",
     "StaleAttempt",
+    "fetching",
     "replica_indices",
     "rng_state",
     "set_rng_state",

@@ -10,7 +10,8 @@
 ``steps()`` yields from the restored step to the total. Between two steps it
 
 - reports steps done and measured steps/s to the server every few seconds (in the
-  background, so a slow server never holds training up);
+  background, so a slow server never holds training up), with the share of step time spent
+  waiting for data where the job times it (``batches``, ``waiting_for_data``, stalls.py);
 - near the end of its lease asks the server whether it keeps its GPUs: yes → carry on with
   the new lease end and write nothing; no → checkpoint the state after the last completed
   step and exit with code 75 (preempted, resume me);
@@ -36,15 +37,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from apportion.runtime.cadence import Cadence, CheckpointEvery
 from apportion.runtime.checkpoint import Checkpointer
 from apportion.runtime.client import LeaseClient, ServerError, StaleAttempt
 from apportion.runtime.env import JobEnv
 from apportion.runtime.group import GO, STALE, STOP, Group
+from apportion.runtime.stalls import DataStall, StallMeter, use
+
+T = TypeVar("T")
 
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: stopped after a complete checkpoint, resume me
 QUICK_LEASE_S = 0.5  # how long a lease call with much of its lease left waits for an absent server
@@ -157,7 +162,9 @@ class Job:
         warmup_steps: int = 2,
         handle_sigterm: bool = True,
         log: Callable[[str], None] | None = _stderr_log,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """``clock``: what times steps and waits for data (seconds, monotonic)."""
         if total_steps < 0:
             raise ValueError("total_steps must be >= 0")
         self.env = env or JobEnv()
@@ -192,7 +199,9 @@ class Job:
         self._started_steps = False
         self._pending_step: int | None = None  # step of a background write not yet collected
         self._last_checkpoint_at = time.monotonic()
+        self._clock = clock
         self._meter = _Meter(warmup_steps)
+        self._stalls = StallMeter(clock)  # waits for data against steps (stalls.py)
         self._not_before = 0.0  # no lease call before this time (after errors)
         self._contacted = False  # the first boundary always asks: the server learns the job is up
         self._stop_signal: int | None = None
@@ -294,15 +303,40 @@ class Job:
         """Yield the step numbers still to run; ``state_fn()`` gives the state to checkpoint."""
         if not self._started_steps:
             self._started_steps = True
+            use(self._stalls)
             self._join_group()
             self._before_first_step()
+        clock, stalls = self._clock, self._stalls
         while self.step < self.total_steps:
             self._between_steps(state_fn)
-            start = time.perf_counter()
+            stalls.in_step = True
+            start = clock()
             yield self.step
-            self._meter.add(time.perf_counter() - start)
+            elapsed = clock() - start
+            stalls.step_done(elapsed)
+            self._meter.add(elapsed)
             self.step += 1
         self._finish()
+
+    # --- waiting for data --------------------------------------------------------------
+    def batches(self, loader: Iterable[T]) -> Iterator[T]:
+        """``loader``'s batches, pass after pass, each wait for one timed as a data stall:
+        ``for step, batch in zip(job.steps(state), job.batches(loader))`` (the steps first, so
+        that the loop ends when they do). Any iterable: a PyTorch DataLoader, a generator, a list."""
+        return self._stalls.batches(loader)
+
+    def waiting_for_data(self) -> AbstractContextManager[None]:
+        """``with job.waiting_for_data(): batch = ...``: the block's time is a data stall."""
+        return self._stalls.waiting()
+
+    def data_wait(self, seconds: float, fetch_s: float | None = None) -> None:
+        """A data stall the loop timed itself: ``seconds`` waiting, ``fetch_s`` of them fetching if known."""
+        self._stalls.waited(seconds, fetch_s)
+
+    @property
+    def data_stall(self) -> DataStall | None:
+        """The share of this attempt's step time spent waiting for data so far; None if never timed."""
+        return self._stalls.overall()
 
     def _before_first_step(self) -> None:
         """Say how this attempt checkpoints, and warn when it ignores a checkpoint it could resume from."""
@@ -486,8 +520,10 @@ class Job:
             self._exit_stale(self._stale)
         rate = self._meter.overall_rate()
         if self._leads and rate is not None:
+            stall = self._stalls.overall()
+            measured = {**self._measured, **(stall.fields() if stall is not None else {})}
             try:
-                self.client.progress(self.step, rate, deadline_s=min(5.0, self.client.deadline_s), **self._measured)
+                self.client.progress(self.step, rate, deadline_s=min(5.0, self.client.deadline_s), **measured)
             except StaleAttempt as exc:
                 self._exit_stale(exc)
             except ServerError as exc:
@@ -519,7 +555,8 @@ class Job:
             return
         steps_done = self.step
         client = self.client
-        measured = dict(self._measured)
+        stall = self._stalls.window()
+        measured = {**self._measured, **(stall.fields() if stall is not None else {})}
         assert client is not None
 
         def report() -> None:

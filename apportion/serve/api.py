@@ -152,8 +152,9 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     def progress(job_id: str, body: Any = Body(...), who: Identity = Depends(caller)) -> dict:
         attempt, steps_done, steps_per_s = bodies.progress(body)
         measured = bodies.step_report(body)  # an elastic job's noise scale and how its step was made
+        stall = bodies.data_stall(body)  # the share of its step time spent waiting for data
         who.require_attempt(_id(job_id), attempt)
-        note = scheduler.progress(_id(job_id), attempt, steps_done, steps_per_s, **measured)
+        note = scheduler.progress(_id(job_id), attempt, steps_done, steps_per_s, stall=stall, **measured)
         history.report(_id(job_id), scheduler.clock(), steps_done, steps_per_s)  # the dashboard's throughput chart
         return {"note": note} if note else {}
 

@@ -113,7 +113,8 @@ LEASE = {
 PROGRESS = {
     "type": "object",
     "title": "Progress",
-    "description": "An attempt's progress report, with its own credential; an elastic job adds what it measured.",
+    "description": "An attempt's progress report, with its own credential; an elastic job adds what it"
+                   " measured; a job that times its waits for data, its data stall.",
     "required": ["attempt", "steps_done"],
     "properties": {
         "attempt": _whole("The attempt's number.", least=0, most=MAX_ATTEMPT),
@@ -125,6 +126,12 @@ PROGRESS = {
         "micro_batches": _whole("Elastic: micro-batches a step, per replica."),
         "nodes": _whole("Elastic: nodes it runs on.", most=MAX_GPUS),
         "examples_done": _whole("Elastic, with a target in examples: examples done so far.", least=0),
+        "data_stall": {"type": "number", "minimum": 0, "maximum": 1,
+                       "description": "The share of its step time spent waiting for data since its last report."},
+        "fetch_stall": {"type": "number", "minimum": 0, "maximum": 1,
+                        "description": "Of data_stall, the share fetching (I/O), where the job knows it."},
+        "preprocess_stall": {"type": "number", "minimum": 0, "maximum": 1,
+                             "description": "Of data_stall, the share pre-processing (CPU), where the job knows it."},
     },
 }
 

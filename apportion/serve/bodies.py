@@ -12,6 +12,7 @@ import re
 
 from apportion.core.errors import InputError
 from apportion.runtime.client import MAX_SKIPPED, MAX_SKIPPED_CHARS
+from apportion.runtime.stalls import FETCH, PREPROCESS, STALL
 from apportion.serve.bounds import (
     MAX_ATTEMPT, MAX_BATCH, MAX_GPUS, MAX_IDEMPOTENCY_KEY, MAX_NOISE_SCALE, MAX_STEP_S, MAX_STEPS, check_int,
     check_line, check_number,
@@ -92,6 +93,26 @@ whose target is in examples); those absent are left out."""
         "examples_done": lambda v: check_int(v, "examples_done", SOURCE, least=0, most=MAX_STEPS),
     }
     return {name: check(body[name]) for name, check in checks.items() if body.get(name) is not None}
+
+
+STALL_SLACK = 0.01  # how far a report's fetch and pre-processing parts may sum past its stall (rounding)
+
+
+def data_stall(body: object) -> dict[str, float]:
+    """The optional data stall of a progress report (``apportion.runtime.stalls``): ``data_stall``,
+    the share of step time spent waiting for data, and its parts ``fetch_stall`` and
+    ``preprocess_stall`` where the job knows them; each a number from 0 to 1, the parts together
+    no more than the whole. Empty when the report has none."""
+    body = mapping(body)
+    said = {name: check_number(body[name], name, SOURCE, least=0.0, most=1.0)
+            for name in (STALL, FETCH, PREPROCESS) if body.get(name) is not None}
+    parts = [name for name in (FETCH, PREPROCESS) if name in said]
+    if parts and STALL not in said:
+        raise InputError(SOURCE, f"{parts[0]} is a part of data_stall, which the report does not give", field=parts[0])
+    if parts and sum(said[name] for name in parts) > said[STALL] + STALL_SLACK:
+        raise InputError(SOURCE, f"fetch_stall and preprocess_stall are parts of data_stall ({said[STALL]:g}): they"
+                         f" sum to {sum(said[name] for name in parts):g}", field=parts[-1])
+    return said
 
 
 def skipped_checkpoints(body: object) -> tuple[str, ...]:

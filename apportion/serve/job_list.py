@@ -21,7 +21,8 @@ from apportion.serve.state import ACTIVE, STATUSES
 SHOWN_COLUMNS = ("id", "name", "user", "queue", "priority", "kind", "status", "reason", "reason_log", "gpus",
                  "gpu_types", "slots", "gpu_type", "submitted", "started", "finished", "run_s", "accounted_at",
                  "attempt_live", "steps_done", "total_steps", "preemptions", "attempt", "retries", "hangs",
-                 "exit_code", "lease_end", "last_lines", "elastic", "array_id", "array_index")
+                 "exit_code", "lease_end", "last_lines", "elastic", "array_id", "array_index", "data_stall",
+                 "fetch_stall", "preprocess_stall")
 _AT = {name: k for k, name in enumerate(SHOWN_COLUMNS)}
 _USER, _LIVE, _ACCOUNTED_AT, _RUN_S, _ELASTIC = (_AT[name] for name in ("user", "attempt_live", "accounted_at",
                                                                         "run_s", "elastic"))
@@ -123,7 +124,8 @@ class JobList:
         """A job's JSON but its running time and estimates: the text before them, and after."""
         (job_id, name, user, queue, priority, kind, status, reason, reason_log, gpus, _, slots, _, submitted,
          started, finished, _, _, _, steps_done, total_steps, preemptions, attempt, retries,
-         hangs, exit_code, lease_end, last_lines, _, array_id, array_index) = row
+         hangs, exit_code, lease_end, last_lines, _, array_id, array_index, data_stall, fetch_stall,
+         preprocess_stall) = row
         gpu_types, hung_after_s, time_limit, after, command = spec
         head = {
             "id": str(job_id), "name": name, "user": user, "queue": queue, "priority": priority, "kind": kind,
@@ -138,6 +140,7 @@ class JobList:
             "time_limit": time_limit, "after": after,
             "array_id": None if array_id is None else str(array_id), "array_index": array_index,
             "exit_code": exit_code, "lease_end": lease_end,
+            "data_stall": data_stall, "fetch_stall": fetch_stall, "preprocess_stall": preprocess_stall,
             "last_lines": last_lines if private else "", "command": command,
         }
         return json.dumps(head)[:-1], json.dumps(tail)[1:-1]

@@ -3,7 +3,8 @@
 What the state file holds (slots, jobs, attempts, preemptions, users' GPU time) is read at
 scrape time by one collector, a few grouped queries under the state lock, so nothing is kept
 twice and counters survive restarts; what only this run knows (round times, lease answers)
-comes from the scheduler's own counts. Request latencies are observed by a small ASGI
+comes from the scheduler's own counts. Jobs' data stalls are gauges labelled by job id for the
+running jobs only, so their series come and go with the jobs the slots hold. Request latencies are observed by a small ASGI
 middleware, labelled by the route's template (``/jobs/{job_id}``), never by the raw path, so
 no caller can create series at will. Each app has its own registry.
 """
@@ -57,6 +58,8 @@ class StateCollector:
         with scheduler.lock:
             totals = scheduler.store.job_totals(scheduler.clock())
             attempts = scheduler.store.attempt_counts()
+            stalls = scheduler.store.job_columns(("id", "data_stall", "fetch_stall", "preprocess_stall"),
+                                                 "status = 'running' AND data_stall IS NOT NULL")
         yield from self._slots({slot for *_, held in totals if held for slot in held.split(",")})
         queues = _labelled({(queue, first) for _, queue, _, first, *_ in totals})
         users = _labelled({(user, first) for _, _, user, first, *_ in totals})
@@ -93,6 +96,7 @@ class StateCollector:
         yield CounterMetricFamily("apportion_lease_stops", "Lease calls answered renew: false: checkpoint and exit"
                                   " (this run)", value=answers["stop"])
         yield self._round_times()
+        yield from _data_stalls(stalls)
 
     def _slots(self, held: set[str]):
         busy = GaugeMetricFamily("apportion_slots_busy", "Slots held by a live attempt, by GPU type",
@@ -110,6 +114,21 @@ class StateCollector:
         buckets = [(f"{bound / 1000:g}", count) for bound, count in zip(ROUND_BOUNDS_MS, stats.at_most)]
         return HistogramMetricFamily("apportion_round_seconds", "Time to decide and apply a round (this run)",
                                      buckets=[*buckets, ("+Inf", stats.rounds)], sum_value=stats.total_ms / 1000)
+
+
+def _data_stalls(rows: list[tuple]):
+    """Each running job's latest data stall, and its fetch and pre-processing parts where known."""
+    names = (("apportion_job_data_stall_ratio", "Share of a running job's step time spent waiting for data"
+              " (its latest progress report)"),
+             ("apportion_job_fetch_stall_ratio", "Of it, the share fetching data (I/O), where the job marks it"),
+             ("apportion_job_preprocess_stall_ratio", "Of it, the share pre-processing data (CPU), where the job"
+              " marks its fetching"))
+    families = [GaugeMetricFamily(name, text, labels=["job"]) for name, text in names]
+    for job_id, *values in rows:
+        for family, value in zip(families, values):
+            if value is not None:
+                family.add_metric([str(job_id)], value)
+    yield from families
 
 
 def _labelled(seen: set[tuple[str, int]]) -> set[str]:

@@ -75,6 +75,9 @@ class JobRecord:
     attempt_started: float | None
     contact_at: float | None  # the attempt's first lease call
     heard_at: float | None  # its last lease call or progress report
+    data_stall: float | None  # the latest report's share of step time spent waiting for data; None: never said
+    fetch_stall: float | None  # and of it fetching, where the job knows it
+    preprocess_stall: float | None  # and pre-processing
     batch_size: int | None  # an elastic job's batch for its next attempt, as its round chose
     batch_log: tuple[tuple[int, int, int], ...]  # a target in examples: (first step, examples before, batch) an attempt
     # accounting
@@ -174,7 +177,8 @@ JOB_COLUMNS = frozenset(f.name for f in fields(JobRecord)) - set(DERIVED)
 # what a column an older state file lacks reads as (opened read-only, it is not migrated)
 _JOB_DEFAULTS = {"partner": None, "shared_by_type": "{}", "move_to": "", "elastic": "", "batch_size": None,
                  "batch_log": "", "heard_at": None, "hangs": 0, "reason_log": "",
-                 "after": "", "notify_pending": 0, "array_id": None, "array_index": None}
+                 "after": "", "notify_pending": 0, "array_id": None, "array_index": None,
+                 "data_stall": None, "fetch_stall": None, "preprocess_stall": None}
 
 
 def job_record(row: Mapping[str, Any]) -> JobRecord:

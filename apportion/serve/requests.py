@@ -22,6 +22,7 @@ import numpy as np
 
 from apportion.core.errors import InputError
 from apportion.core.views import ClusterView, ThroughputView
+from apportion.runtime.stalls import STALL, STALL_FIELDS
 from apportion.serve.bounds import MAX_STEPS_PER_S
 from apportion.serve.checkpoints import unusable_checkpoint_dir, unusable_workdir
 from apportion.serve.context import SchedulerState, with_note
@@ -262,9 +263,12 @@ class Requests:
             self.lease_answers["renew"] += 1
             return {"renew": True, "lease_end": row.lease_end}
 
-    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, **measured) -> str:
+    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, *,
+                 stall: dict[str, float] | None = None, **measured) -> str:
         """A progress report: the job's steps done, and a measured steps/s for the estimates; an
-        elastic job's ``measured`` (noise scale, how its step was made) feeds its model.
+        elastic job's ``measured`` (noise scale, how its step was made) feeds its model; its data
+        ``stall`` (the share of its step time spent waiting for data, its parts where known) is kept
+        as the job's latest.
 
         Returns "" when the rate was used as reported, else a note saying how it was used (and
         when a job's examples done are not what the batches it was given make)."""
@@ -278,7 +282,7 @@ class Requests:
                 warning = (f"examples_done {reported_examples:,} at step {steps_done:,} is not what the batches it was "
                            f"given (APPORTION_BATCH_SIZE) make, {counted:,}: the server counts {counted:,}")
             with self.store.transaction():
-                self.store.update_job(job_id, steps_done=int(steps_done), heard_at=self.clock())
+                self.store.update_job(job_id, steps_done=int(steps_done), heard_at=self.clock(), **stall_fields(stall))
                 if steps_done == row.total_steps:
                     self.store.attempt_done(job_id, attempt, self.clock())
                 # a job sharing its slot reports its speed together, not the speed alone the estimates hold
@@ -316,6 +320,14 @@ class Requests:
             raise Conflict(f"attempt {attempt} of job {job_id} has ended ({how}): it may no longer renew its lease or"
                            f" report progress; the job is {row.status}")
         return row
+
+
+def stall_fields(stall: dict[str, float] | None) -> dict[str, float | None]:
+    """The job's columns a report's data stall sets: all three when it gives one (a part it does not
+    give is unknown now), none when it gives none (the latest stays)."""
+    if not stall or STALL not in stall:
+        return {}
+    return {name: stall.get(name) for name in STALL_FIELDS}
 
 
 def plausible_rate(reported: float, estimate: float) -> tuple[float | None, str]:

@@ -131,10 +131,11 @@ class Scheduler:
         """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75)."""
         return self.requests.lease(job_id, attempt, steps_done, skipped)
 
-    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, **measured) -> str:
+    def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, *,
+                 stall: dict[str, float] | None = None, **measured) -> str:
         """A progress report from the job's current attempt; a note when its rate was not taken as is.
-        ``measured``: what an elastic job adds (bodies.step_report)."""
-        return self.requests.progress(job_id, attempt, steps_done, steps_per_s, **measured)
+        ``stall``: its data stall (bodies.data_stall); ``measured``: what an elastic job adds (bodies.step_report)."""
+        return self.requests.progress(job_id, attempt, steps_done, steps_per_s, stall=stall, **measured)
 
     def row(self, job_id: int) -> JobRecord:
         """Job ``job_id``'s record in the state file; NotFound if there is none."""
@@ -233,6 +234,7 @@ class Scheduler:
             "time_limit": spec.get("time_limit"), "after": [str(i) for i in spec.get("after") or ()],
             "array_id": None if row.array_id is None else str(row.array_id), "array_index": row.array_index,
             "exit_code": row.exit_code, "lease_end": row.lease_end,
+            "data_stall": row.data_stall, "fetch_stall": row.fetch_stall, "preprocess_stall": row.preprocess_stall,
             "last_lines": row.last_lines if private else "",
             "command": spec.get("command"),
             **_shown_anyway(lambda: self.durations.estimate(row, now),

@@ -67,6 +67,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     attempt_started REAL,               -- when the current attempt started
     contact_at REAL,                    -- the current attempt's first lease call
     heard_at REAL,                      -- the current attempt's last lease call or progress report
+    data_stall REAL,                    -- the latest report's share of step time waiting for data; NULL: never said
+    fetch_stall REAL,                   -- and of it, fetching (I/O); NULL: not known
+    preprocess_stall REAL,              -- and pre-processing (CPU); NULL: not known
     hangs INTEGER NOT NULL DEFAULT 0,   -- attempts declared hung (silent for its hung_after_s) and stopped
     exit_code INTEGER,
     last_lines TEXT NOT NULL DEFAULT '',
@@ -912,7 +915,8 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "batch_size": "INTEGER", "batch_log": "TEXT NOT NULL DEFAULT ''", "heard_at": "REAL",
                   "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''",
                   "after": "TEXT NOT NULL DEFAULT ''", "notify_pending": "INTEGER NOT NULL DEFAULT 0",
-                  "array_id": "INTEGER", "array_index": "INTEGER"}
+                  "array_id": "INTEGER", "array_index": "INTEGER",
+                  "data_stall": "REAL", "fetch_stall": "REAL", "preprocess_stall": "REAL"}
 _ROUND_STATUS, _ROUND_LIVE = _ROUND_NAMES.index("status"), _ROUND_NAMES.index("live")
 ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,

@@ -62,7 +62,7 @@ def test_submit_queue_logs_and_status(server, tmp_path):
     assert table.exit_code == 0, table.output
     header = table.output.splitlines()[0].split()  # the first line: no blank table edge above it
     assert header == ["ID", "NAME", "USER", "QUEUE", "PRIO", "STATUS(REASON)", "GPUS", "ALLOC", "SUBMITTED",
-                      "RUNTIME", "PROGRESS", "EST.FINISH"]
+                      "RUNTIME", "PROGRESS", "STALL", "EST.FINISH"]
     assert re.search(rf"\b{job_id}\s+quick\s+ann\s+-\s+1\s+completed\s+1\s+-\s+\S+\s+\S+\s+30/30 \(100%\)",
                      table.output), table.output
 

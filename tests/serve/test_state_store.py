@@ -182,6 +182,25 @@ def test_a_state_file_from_before_after_reads_every_job_as_waiting_for_none(tmp_
     assert again.round_table()["after"] == ("", str(first))
 
 
+def test_a_state_file_from_before_data_stalls_reads_them_as_never_said_and_a_server_stores_them(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    first = add(store)
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")
+    for column in ("data_stall", "fetch_stall", "preprocess_stall"):
+        older.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+    older.commit()
+    older.close()
+
+    reader = StateStore(tmp_path / "state.db", read_only=True)
+    assert [(j.data_stall, j.fetch_stall) for j in reader.jobs()] == [(None, None)]
+    reader.close()
+    again = StateStore(tmp_path / "state.db")
+    again.update_job(first, data_stall=0.25, fetch_stall=0.2, preprocess_stall=0.05)
+    row = again.job(first)
+    assert (row.data_stall, row.fetch_stall, row.preprocess_stall) == (0.25, 0.2, 0.05)
+
+
 def test_a_job_and_its_idempotency_key_are_stored_together_or_not_at_all(tmp_path):
     store = StateStore(tmp_path / "state.db")
     first = store.insert_job(spec={"name": "a", "command": "x", "total_steps": 10}, name="a", user="ann", queue="q",

@@ -162,6 +162,21 @@
         `(${(fraction * 100).toFixed(0)}%)`));
   }
 
+  // the share of its step time a job spent waiting for data, and its parts where the job knows them
+  function stallText(job) {
+    if (job.data_stall === null || job.data_stall === undefined) return "—";
+    const percent = (share) => `${Math.round(share * 100)}%`;
+    const parts = job.fetch_stall === null || job.fetch_stall === undefined ? ""
+      : ` (fetch ${percent(job.fetch_stall)}, pre-processing ${percent(job.preprocess_stall)})`;
+    return percent(job.data_stall) + parts;
+  }
+
+  function stallCell(job) {
+    const text = stallText(job);
+    return el("span", { class: "stall", title: text === "—" ? "the job does not time its waits for data"
+      : `waiting for data: ${text} of its step time, as of its latest progress report` }, text.split(" ")[0]);
+  }
+
   function drawJobs(state) {
     const active = state.jobs.filter((j) => !TERMINAL.has(j.status));
     const ended = state.jobs.filter((j) => TERMINAL.has(j.status)).sort((a, b) => (b.finished || 0) - (a.finished || 0));
@@ -179,6 +194,7 @@
         el("td", {}, job.gpus),
         el("td", {}, on),
         el("td", {}, progressBar(job)),
+        el("td", {}, stallCell(job)),
         el("td", { class: "time" }, clock(job.submitted)),
         el("td", {}, duration(job.runtime_s)),
         el("td", { class: "time finish" }, finishCell(job)),
@@ -225,6 +241,7 @@
     const fields = [
       ["status", job.status], ["user", job.user], ["queue", job.queue], ["kind", job.kind], ["GPUs", job.gpus],
       ["on", job.slots.join(",") || "—"], ["steps", `${job.steps_done}/${job.total_steps}`],
+      ["waiting for data", stallText(job)],
       ["attempts", job.attempts], ["preemptions", job.preemptions], ["retries", job.retries],
       ["hangs", job.hangs],
       ["submitted", clock(job.submitted)], ["started", clock(job.started)],
