@@ -1,0 +1,61 @@
+"""Replays on a rented cluster, worked out by hand: one job at 1 step/s on one-V100 instances, hourly rounds."""
+
+import numpy as np
+import pytest
+
+from apportion.core.jobs import JobTable
+from apportion.core.market import ON_DEMAND, SPOT, Market
+from apportion.core.throughputs import ThroughputTable
+from apportion.policies.provisioning import make_provisioning
+from apportion.sim import SimConfig
+from apportion.sim.rented import RentalConfig, simulate_rented
+
+ONE_STEP_PER_S = ThroughputTable(("k",), ("v100",), (1,), np.ones((1, 1, 1)))
+HOURLY = SimConfig(round_s=3600.0, restart_cost_s=60.0)
+NO_TRANSFER = RentalConfig(checkpoint_gb=0.0)
+
+
+def market(prices, markets, regions=None, preempt=(), times=(0.0, 3600.0, 7200.0)) -> Market:
+    k = len(prices)
+    return Market(
+        name=np.array([f"i{i}" for i in range(k)], dtype=object), cloud=np.full(k, "aws", dtype=object),
+        region=np.array(regions or ["us-east-1"] * k, dtype=object), gpu_type=np.full(k, "v100", dtype=object),
+        gpus=np.ones(k, dtype=np.int64), market=np.array(markets), times_s=np.array(times),
+        price_per_hour=np.array(prices, dtype=np.float64),
+        preempt_type=np.array([t for t, _ in preempt], dtype=np.int64), preempt_s=np.array([s for _, s in preempt]),
+        egress_usd_per_gb=np.full(k, 0.09), inter_region_usd_per_gb=np.full(k, 0.02),
+    )
+
+
+def one_job(steps: float, deadline_s: float | None = None, budget_usd: float | None = None) -> JobTable:
+    return JobTable.build(job_id=["j"], submit_time_s=[0.0], kind_names=["k"], num_gpus=[1], total_steps=[steps],
+                          kinds=("k",), deadline_after_submit_s=None if deadline_s is None else [deadline_s],
+                          budget_usd=None if budget_usd is None else [budget_usd])
+
+
+def replay(prices, markets, policy, jobs, rental=NO_TRANSFER, **kwargs):
+    return simulate_rented(jobs, market(prices, markets, **kwargs), ONE_STEP_PER_S, make_provisioning(policy),
+                           HOURLY, rental)
+
+
+# A: $2/h always; B: $4/h for the first hour, then $1/h
+TWO_ON_DEMAND = [[2.0, 2.0, 2.0], [4.0, 1.0, 1.0]]
+
+
+def test_static_keeps_the_cheapest_on_demand_type_of_the_start():
+    result = replay(TWO_ON_DEMAND, [ON_DEMAND, ON_DEMAND], "static", one_job(3 * 3600))
+    assert result.finish_s[0] == 10800.0
+    assert result.summary["dollars"] == pytest.approx(6.0)  # three hours on A
+    assert result.summary["dollars_by_type"] == {"aws/us-east-1/i0/on-demand": pytest.approx(6.0)}
+
+
+def test_a_job_stops_when_its_spending_reaches_its_budget():
+    result = replay(TWO_ON_DEMAND, [ON_DEMAND, ON_DEMAND], "static", one_job(3 * 3600, budget_usd=3.0))
+    # $2 after the first hour, $4 after the second: stopped at the third round's start
+    assert result.summary["out_of_budget"] == 1 and result.summary["completed"] == 0
+    assert result.summary["dollars"] == pytest.approx(4.0)
+
+
+def test_an_unknown_provisioning_policy_names_the_known_ones():
+    with pytest.raises(ValueError, match="unknown provisioning policy 'cheap'.*static"):
+        make_provisioning("cheap")
