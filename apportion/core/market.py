@@ -35,6 +35,7 @@ class Market:
     source: str = "market"
     _cumulative: np.ndarray = field(init=False, repr=False)  # [K, S] dollars per instance from 0 to times_s[s]
     _preempt_key: np.ndarray = field(init=False, repr=False)  # [E] sorted type * span + time
+    _price_or_0: np.ndarray = field(init=False, repr=False)  # [K, S] price_per_hour, 0 where not offered
 
     def __post_init__(self) -> None:
         k, s = len(self.name), len(self.times_s)
@@ -48,7 +49,8 @@ class Market:
         if len(self.preempt_type) != len(self.preempt_s):
             raise ValueError("preempt_type and preempt_s must have one entry per preemption")
         steps = np.diff(self.times_s)
-        paid = np.nan_to_num(self.price_per_hour[:, :-1], nan=0.0) * steps[None, :] / 3600.0
+        object.__setattr__(self, "_price_or_0", np.nan_to_num(self.price_per_hour, nan=0.0))
+        paid = self._price_or_0[:, :-1] * steps[None, :] / 3600.0
         object.__setattr__(self, "_cumulative", np.concatenate([np.zeros((k, 1)), np.cumsum(paid, axis=1)], axis=1))
         key = np.asarray(self.preempt_type, dtype=np.float64) * _TYPE_SPAN + np.asarray(self.preempt_s, dtype=np.float64)
         object.__setattr__(self, "_preempt_key", np.sort(key))
@@ -78,7 +80,7 @@ class Market:
     def paid_until(self, types: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Dollars one instance of each of ``types`` costs from 0 to ``t`` (arrays of one shape)."""
         step = np.maximum(np.searchsorted(self.times_s, t, side="right") - 1, 0)
-        price = np.nan_to_num(self.price_per_hour[types, step], nan=0.0)
+        price = self._price_or_0[types, step]
         return self._cumulative[types, step] + price * (t - self.times_s[step]) / 3600.0
 
     def cost(self, types: np.ndarray, start_s: np.ndarray, end_s: np.ndarray) -> np.ndarray:
@@ -97,14 +99,10 @@ class Market:
         hit = (at < len(self._preempt_key)) & (when >= 0) & (when < _TYPE_SPAN) & (when <= until_s)
         return np.where(hit, when, np.inf)
 
-    def last_preemptions(self, until_s: float) -> np.ndarray:
-        """[K] the time of each type's last preemption at or before ``until_s``; -inf where none."""
-        out = np.full(len(self), -np.inf)
-        types = np.floor(self._preempt_key / _TYPE_SPAN)
-        when = self._preempt_key - types * _TYPE_SPAN
-        seen = when <= until_s
-        np.maximum.at(out, types[seen].astype(np.int64), when[seen])
-        return out
+    def preemptions_in_time_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(types, times) of every preemption, the earliest first."""
+        order = np.argsort(self.preempt_s, kind="stable")
+        return np.asarray(self.preempt_type, dtype=np.int64)[order], np.asarray(self.preempt_s, dtype=np.float64)[order]
 
     def egress_between(self, from_types: np.ndarray, to_types: np.ndarray) -> np.ndarray:
         """Dollars per GB moving a checkpoint from one type's region to another's (0 in the same region)."""

@@ -86,13 +86,16 @@ class RentedReplay:
         self.usd_by_type = np.zeros(k)
         self.spot_preemptions = np.zeros(k, dtype=np.int64)
         self.egress_usd = 0.0
-        self.region_moves = 0
+        self.checkpoint_transfers = 0
         self.busy_gpu_s = 0.0
         self.held_gpu_s = 0.0
         self.never_runs = ~(self.speed > 0).any(axis=1)
         self.deadline = np.full(n, np.nan) if jobs.deadline_s is None else jobs.deadline_s
         self.budget = np.full(n, np.inf) if jobs.budget_usd is None else np.nan_to_num(jobs.budget_usd, nan=np.inf)
         self.timeline: list[tuple[float, float, float, float]] = []
+        self.preempted_types, self.preempted_s = market.preemptions_in_time_order()
+        self.last_preempted_s = np.full(k, -np.inf)  # each type's last preemption up to the round, for the policy
+        self.preemptions_seen = 0
 
     def run(self, progress: ProgressCallback | None) -> SimResult:
         jobs, round_s = self.jobs, self.config.round_s
@@ -152,8 +155,17 @@ class RentedReplay:
             is_spot=market.is_spot, remaining_steps=self.jobs.total_steps[rows] - self.steps_done[rows],
             overhead_s=overhead, move_usd=move_usd, deadline_s=self.deadline[rows],
             worst_restart_s=max(self.config.restart_cost_s, self.config.start_cost_s) + self.rental.transfer_s,
-            last_preempted_s=market.last_preemptions(now),
+            last_preempted_s=self._last_preemptions(now),
         )
+
+    def _last_preemptions(self, now: float) -> np.ndarray:
+        """[K] each type's last preemption at or before ``now`` (rounds only move forward)."""
+        upto = int(np.searchsorted(self.preempted_s, now, side="right"))
+        if upto > self.preemptions_seen:
+            seen = slice(self.preemptions_seen, upto)
+            np.maximum.at(self.last_preempted_s, self.preempted_types[seen], self.preempted_s[seen])
+            self.preemptions_seen = upto
+        return self.last_preempted_s
 
     def _choose(self, rows: np.ndarray, now: float) -> np.ndarray:
         view = self._view(rows, now)
@@ -181,7 +193,7 @@ class RentedReplay:
         egress = np.where(at >= 0, self.move_usd[np.maximum(at, 0), new], 0.0)
         self.spent_usd[rows] += egress
         self.egress_usd += float(egress.sum())
-        self.region_moves += int(crossing.sum())
+        self.checkpoint_transfers += int(crossing.sum())
         delay = np.where(first, self.config.start_cost_s, self.config.restart_cost_s) \
             + np.where(crossing, self.rental.transfer_s, 0.0)
         self.paused_until_s[rows] = now + delay
@@ -225,7 +237,7 @@ class RentedReplay:
         status[self.never_runs] = JobStatus.UNSCHEDULABLE
         reason = np.where(self.never_runs, "no instance type of the market runs it", "").astype(object)
         outcome = RentedOutcome(self.policy.name, self.market, self.spent_usd.copy(), self.usd_by_type.copy(),
-                                self.egress_usd, self.spot_preemptions.copy(), self.region_moves,
+                                self.egress_usd, self.spot_preemptions.copy(), self.checkpoint_transfers,
                                 self.out_of_budget.copy(), self.held_gpu_s)
         result = SimResult.build(
             policy=self.policy.name, jobs=jobs, cluster=self.cluster, config=self.config,

@@ -17,7 +17,7 @@ class RentedOutcome:
     usd_by_type: np.ndarray  # [K] dollars paid for instances of each type
     egress_usd: float  # dollars paid moving checkpoints between regions and clouds
     spot_preemptions: np.ndarray  # [K] jobs preempted on each type by the market
-    region_moves: int  # moves whose checkpoint crossed regions
+    checkpoint_transfers: int  # moves whose checkpoint crossed regions
     out_of_budget: np.ndarray  # [n] bool: stopped when its spending reached its budget
     held_gpu_s: float  # GPU-seconds rented
 
@@ -47,7 +47,7 @@ class RentedOutcome:
             "dollars_by_type": self.by_type(),
             "spot_preemptions": int(self.spot_preemptions.sum()),
             "spot_preemptions_by_type": self.preemptions_by_type(),
-            "region_moves": self.region_moves,
+            "checkpoint_transfers": self.checkpoint_transfers,
             "out_of_budget": int(self.out_of_budget.sum()),
             "rented_gpu_hours": self.held_gpu_s / 3600.0,
         }

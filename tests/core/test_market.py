@@ -30,7 +30,6 @@ def test_next_preemption_is_the_first_in_the_window_of_that_type():
     assert list(market.next_preemption(np.array([1, 1, 0]), 0.0, 7200.0)) == [5400.0, 5400.0, np.inf]
     assert market.next_preemption(np.array([1]), 5400.0, 9000.0)[0] == np.inf  # the window is (after, until]
     assert market.next_preemption(np.array([1]), 0.0, 5000.0)[0] == np.inf
-    assert list(market.last_preemptions(6000.0)) == [-np.inf, 5400.0]
 
 
 def test_prices_at_a_time_are_the_step_in_force():

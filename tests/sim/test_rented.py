@@ -65,7 +65,7 @@ def test_a_move_to_another_region_pays_the_transfer_and_its_egress():
     assert result.finish_s[0] == 3600 + 60 + 80 + 7200
     assert result.summary["dollars_egress"] == pytest.approx(0.2)
     assert result.summary["dollars"] == pytest.approx(2.0 + (60 + 80 + 7200) / 3600 + 0.2)
-    assert result.summary["region_moves"] == 1
+    assert result.summary["checkpoint_transfers"] == 1
 
 
 def test_a_spot_preemption_restarts_the_job_from_its_checkpoint_and_pays_the_restart():

@@ -16,5 +16,5 @@ class CheapestNow:
     def choose(self, view: RentalView) -> np.ndarray:
         choice = view.held.copy()
         due = (view.held < 0) | (view.now_s - view.chosen_at_s >= self.interval_s)
-        choice[due] = cheapest(view, view.cost_to_finish(), view.usable)[due]
+        choice[due] = cheapest(view, view.cost_to_finish, view.usable)[due]
         return choice

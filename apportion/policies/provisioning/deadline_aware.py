@@ -35,14 +35,14 @@ class DeadlineAware:
         at_risk = time_left - view.round_s < from_nothing.min(axis=1)
         held_on_demand = (view.held >= 0) & ~view.is_spot[np.maximum(view.held, 0)]
 
-        finish = view.time_to_finish()
+        finish = view.time_to_finish
         in_time = on_demand & (finish <= time_left[:, None])
-        safe = cheapest(view, view.cost_to_finish(), in_time)
+        safe = cheapest(view, view.cost_to_finish, in_time)
         fastest = np.argmin(np.where(on_demand, finish, np.inf), axis=1)
         fastest = np.where(on_demand.any(axis=1), fastest, -1)
         switch = np.where(safe >= 0, safe, fastest)
 
-        spot = cheapest(view, view.cost_to_finish(), spot_allowed(view, self.cooldown_s))
+        spot = cheapest(view, view.cost_to_finish, spot_allowed(view, self.cooldown_s))
         on_spot = (view.held >= 0) & ~held_on_demand
         relaxed = np.where(on_spot, view.held, spot)  # keep a spot instance until preempted; none usable: wait
 

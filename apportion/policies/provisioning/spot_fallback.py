@@ -25,7 +25,7 @@ class SpotFallback:
         choice = view.held.copy()
         on_spot = (view.held >= 0) & view.is_spot[np.maximum(view.held, 0)]
         due = ~on_spot
-        cost = view.cost_to_finish()
+        cost = view.cost_to_finish
         spot = cheapest(view, cost, spot_allowed(view, self.cooldown_s))
         fallback = cheapest(view, cost, view.usable & ~view.is_spot[None, :])
         choice[due] = np.where(spot >= 0, spot, fallback)[due]

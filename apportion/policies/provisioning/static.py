@@ -14,5 +14,5 @@ class Static:
         choice = view.held.copy()
         due = view.held < 0
         on_demand = view.usable & ~view.is_spot[None, :]
-        choice[due] = cheapest(view, view.cost_to_finish(), on_demand)[due]
+        choice[due] = cheapest(view, view.cost_to_finish, on_demand)[due]
         return choice

@@ -7,6 +7,7 @@ type per job (-1: hold nothing this round); the replay charges whatever a change
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -29,22 +30,24 @@ class RentalView:
     worst_restart_s: float  # the most a restart anywhere costs: restart plus a checkpoint's transfer
     last_preempted_s: np.ndarray  # [K] each type's last preemption so far, -inf where none
 
-    @property
+    @cached_property
     def usable(self) -> np.ndarray:
         """[a, K] types offered now on which the job can run."""
         return (self.speed > 0) & ~np.isnan(self.price_per_hour)[None, :]
 
+    @cached_property
     def time_to_finish(self) -> np.ndarray:
         """[a, K] seconds from now to the job's end were it to hold that type from now on; inf where unusable."""
         with np.errstate(divide="ignore"):
             return np.where(self.usable, self.overhead_s + self.remaining_steps[:, None] / self.speed, np.inf)
 
+    @cached_property
     def cost_to_finish(self) -> np.ndarray:
         """[a, K] dollars to finish on that type at today's price, the move and the seconds without progress
         included; inf where unusable."""
         per_s = self.instances * np.nan_to_num(self.price_per_hour, nan=0.0)[None, :] / 3600.0
         usable = self.usable
-        return np.where(usable, np.where(usable, self.time_to_finish(), 0.0) * per_s + self.move_usd, np.inf)
+        return np.where(usable, np.where(usable, self.time_to_finish, 0.0) * per_s + self.move_usd, np.inf)
 
 
 def cheapest(view: RentalView, cost: np.ndarray, allowed: np.ndarray) -> np.ndarray:
