@@ -13,10 +13,7 @@ from apportion.cli.inputs import prepare_replay, rented_setup, with_privacy, wor
 from apportion.cli.output import (
     console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
 )
-from apportion.policies.provisioning import PROVISIONING
 from apportion.stdio import stdout_to_stderr
-
-PROVISIONING_HELP = "; ".join(f"{name} ({what})" for name, what in PROVISIONING.items())
 
 
 def simulate(
@@ -43,7 +40,7 @@ def simulate(
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     received_since: Optional[str] = typer.Option(None, "--received-since", help="Where the received share the round ranks jobs by counts from: allocation (its last change, Gavel's rule; the default) or arrival (each job's).", rich_help_panel="Mechanism"),
     market: Optional[str] = opt.Market,
-    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: {PROVISIONING_HELP}.", rich_help_panel="Rented cluster"),
+    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
@@ -125,7 +122,7 @@ def compare(
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
     market: Optional[str] = opt.Market,
-    provisioning: str = typer.Option(",".join(PROVISIONING), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(PROVISIONING)} (compared in place of --policies).", rich_help_panel="Rented cluster"),
+    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} (compared in place of --policies).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:

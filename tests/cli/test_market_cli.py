@@ -56,3 +56,10 @@ def test_an_unknown_provisioning_policy_is_named(tmp_path):
     result = runner.invoke(app, ["simulate", "-w", trace, "--market", market, "--provisioning", "cheap"])
     assert result.exit_code == 2
     assert "unknown policy 'cheap'" in result.output and "deadline-aware" in result.output
+
+
+def test_the_command_line_offers_every_provisioning_policy():
+    from apportion.cli.options import PROVISIONING_NAMES
+    from apportion.policies.provisioning import PROVISIONING
+
+    assert PROVISIONING_NAMES == tuple(PROVISIONING)
