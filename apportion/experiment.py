@@ -11,10 +11,13 @@ from apportion.core.cluster import Cluster
 from apportion.perf.accelerators import ACCELERATORS, ALIASES
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
+from apportion.core.market import Market
 from apportion.core.throughputs import ThroughputTable
 from apportion.policies import Policy, registry
+from apportion.policies.provisioning import make_provisioning
 from apportion.sim import SimConfig, SimResult, simulate
 from apportion.sim.privacy import PrivacySetup
+from apportion.sim.rented import RentalConfig, simulate_rented
 from apportion.sim.simulator import ProgressCallback
 from apportion.workloads.catalog import builtin_throughputs
 from apportion.workloads.cluster_file import load_cluster
@@ -126,6 +129,48 @@ def with_list_prices(cluster: Cluster) -> Cluster:
     return Cluster(tuple(groups))
 
 
+SYNTHETIC_MARKET = "synthetic"
+
+
+def load_market(source: str, throughputs: ThroughputTable, seed: int = 0, days: float | None = None) -> Market:
+    """The market in file ``source`` (AWS's spot price history JSON or the CSV format), or the seeded
+    synthetic one for ``synthetic`` (over ``days``, 60 by default); InputError for a GPU type no
+    throughput covers."""
+    from apportion.workloads.market_files import read_market
+    from apportion.workloads.synthetic_market import MarketModel, synthetic_market
+
+    if source == SYNTHETIC_MARKET:
+        market = synthetic_market(MarketModel(seed=seed) if days is None else MarketModel(days=days, seed=seed))
+    else:
+        market = read_market(source, seed)
+    unknown = sorted(set(market.gpu_type.tolist()) - set(throughputs.gpu_types))
+    if unknown:
+        raise InputError(source, f"GPU type '{unknown[0]}' has no throughputs (known: "
+                         f"{', '.join(throughputs.gpu_types)}; add one with --throughputs)")
+    return market
+
+
+def run_rented(
+    inputs: Inputs,
+    market: Market,
+    provisioning: str,
+    config: SimConfig = SimConfig(),
+    rental: RentalConfig = RentalConfig(),
+    *,
+    progress: ProgressCallback | None = None,
+) -> SimResult:
+    """Replay ``inputs``'s jobs on instances rented from ``market`` under one provisioning policy
+    (``apportion.policies.provisioning.PROVISIONING``); ``inputs.cluster`` plays no part."""
+    if inputs.jobs.elastic is not None:
+        raise InputError(inputs.workload_name, "a rented cluster takes jobs of a fixed size, not elastic ones")
+    if inputs.privacy is not None:
+        raise InputError(inputs.workload_name, "privacy claims are not granted on a rented cluster (yet)")
+    policy = make_provisioning(provisioning)
+    result = simulate_rented(inputs.jobs, market, inputs.throughputs, policy, config, rental, progress)
+    result.summary["workload"] = inputs.workload_name
+    return result
+
+
 def parse_policy_spec(spec: str) -> tuple[str, dict]:
     """``max-min-fairness:agnostic`` → ("max-min-fairness", {"agnostic": True}); variants combine."""
     return registry.parse_spec(spec)
@@ -177,7 +222,9 @@ __all__ = [
     "WorkloadSettings",
     "check_policy_specs",
     "load_inputs",
+    "load_market",
     "parse_policy_spec",
     "policy_from_spec",
     "run_policy",
+    "run_rented",
 ]

@@ -72,6 +72,24 @@ def sim_config(round_s: float, restart_cost_s: float, learn_models: bool = False
     return SimConfig(round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models)
 
 
+def rented_setup(market: str, provisioning: list[str], checkpoint_gb: float, inputs: Inputs, seed: int):
+    """The market and the rental's settings for ``--market``, the provisioning policies checked first."""
+    from apportion.core.errors import InputError
+    from apportion.experiment import load_market
+    from apportion.policies.provisioning import PROVISIONING
+    from apportion.sim.rented import RentalConfig
+
+    unknown = [p for p in provisioning if p not in PROVISIONING]
+    if unknown:
+        raise fail(f"--provisioning: unknown policy '{unknown[0]}' (known: {', '.join(PROVISIONING)})")
+    if not checkpoint_gb >= 0:
+        raise fail(f"--checkpoint-gb must be >= 0, got {checkpoint_gb}")
+    try:
+        return load_market(market, inputs.throughputs, seed), RentalConfig(checkpoint_gb=checkpoint_gb)
+    except (InputError, OSError) as exc:
+        raise fail(str(exc)) from None
+
+
 def load_queues(path: Optional[str]) -> Optional[QueueConfig]:
     """The --queues file, or None without one."""
     if path is None:

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import prepare_replay, with_privacy, workload_settings
+from apportion.cli.inputs import prepare_replay, rented_setup, with_privacy, workload_settings
 from apportion.cli.output import (
     console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
 )
@@ -39,13 +39,17 @@ def simulate(
     privacy_t: Optional[float] = opt.PrivacyT,
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     received_since: Optional[str] = typer.Option(None, "--received-since", help="Where the received share the round ranks jobs by counts from: allocation (its last change, Gavel's rule; the default) or arrival (each job's).", rich_help_panel="Mechanism"),
+    market: Optional[str] = opt.Market,
+    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md).", rich_help_panel="Rented cluster"),
+    checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
     """Replay a workload on a cluster under one policy and summarise it.
 
-    With no options: a seeded synthetic workload on a small heterogeneous cluster.
+    With no options: a seeded synthetic workload on a small heterogeneous cluster. With --market:
+    on instances each job rents from a market, as --provisioning chooses them (docs/cloud.md).
     """
-    from apportion.experiment import run_policy
+    from apportion.experiment import run_policy, run_rented
     from apportion.mechanism.received import RECEIVED_SINCE
 
     _check_out(out)
@@ -61,15 +65,19 @@ def simulate(
         )
         if received_since is not None:
             config = replace(config, received_since=received_since)
+        rented = None if market is None else rented_setup(market, [provisioning], checkpoint_gb, inputs, seed)
         with progress_bar(as_json) as bar:
-            task = bar.add_task(policy, total=len(inputs.jobs), day=0.0)
+            task = bar.add_task(policy if rented is None else provisioning, total=len(inputs.jobs), day=0.0)
 
             def report(ended: int, total: int, now_s: float) -> None:
                 bar.update(task, completed=ended, day=now_s / 86400)
 
             try:
-                result = run_policy(inputs, policy, config, progress=report, record_holdings=out is not None,
-                                    **options)
+                if rented is None:
+                    result = run_policy(inputs, policy, config, progress=report, record_holdings=out is not None,
+                                        **options)
+                else:
+                    result = run_rented(inputs, *rented[:1], provisioning, config, rented[1], progress=report)
             except ValueError as exc:  # a policy that cannot work on these inputs, e.g. min-cost without prices
                 raise fail(str(exc)) from None
     if as_json:
@@ -77,8 +85,8 @@ def simulate(
     else:
         from apportion.report.tables import summary_table, unschedulable_lines
 
-        console.print(f"[bold]{escape(policy)}[/]: {escape(inputs.workload_name)} on "
-                      f"{escape(inputs.cluster.describe())}", highlight=False)
+        console.print(f"[bold]{escape(result.policy)}[/]: {escape(inputs.workload_name)} on "
+                      f"{escape(result.summary['cluster'] if rented else inputs.cluster.describe())}", highlight=False)
         print_table(summary_table([result.summary]))
         for line in unschedulable_lines(result):
             print_line(line)
@@ -113,14 +121,23 @@ def compare(
     privacy_t: Optional[float] = opt.PrivacyT,
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
+    market: Optional[str] = opt.Market,
+    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} (compared in place of --policies).", rich_help_panel="Rented cluster"),
+    checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
-    """Run several policies on the same workload and print them side by side."""
+    """Run several policies on the same workload and print them side by side.
+
+    With --market: the provisioning policies, each job renting its instances from the market."""
     from apportion.compare import run_policies
+    from apportion.experiment import run_rented
 
     specs = [p.strip() for p in policies.split(",") if p.strip()]
     if not specs:
         raise fail("--policies is empty")
+    rented_specs = [p.strip() for p in provisioning.split(",") if p.strip()]
+    if market is not None and not rented_specs:
+        raise fail("--provisioning is empty")
     _check_out(out)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
@@ -130,15 +147,22 @@ def compare(
                          blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
             round_s, restart_cost_s, learn_models,
         )
+        rented = None if market is None else rented_setup(market, rented_specs, checkpoint_gb, inputs, seed)
+        shown = specs if rented is None else rented_specs
         with progress_bar(as_json) as bar:
-            tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in specs}
+            tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in shown}
 
             def report(spec: str, ended: int, total: int, now_s: float) -> None:
                 bar.update(tasks[spec], completed=ended, day=now_s / 86400)
 
             try:
-                results = run_policies(inputs, specs, config, workers=workers, progress=report,
-                                       record_holdings=out is not None, **options)
+                if rented is None:
+                    results = run_policies(inputs, specs, config, workers=workers, progress=report,
+                                           record_holdings=out is not None, **options)
+                else:  # a rented replay takes seconds: one after another, in this process
+                    results = [run_rented(inputs, rented[0], spec, config, rented[1],
+                                          progress=lambda ended, total, now_s, spec=spec: report(spec, ended, total, now_s))
+                               for spec in rented_specs]
             except ValueError as exc:
                 raise fail(str(exc)) from None
     summaries = [r.summary for r in results]
@@ -147,7 +171,8 @@ def compare(
     else:
         from apportion.report.tables import summary_table, unschedulable_lines
 
-        console.print(f"{escape(inputs.workload_name)} on {escape(inputs.cluster.describe())}", highlight=False)
+        where = results[0].summary["cluster"] if rented else inputs.cluster.describe()
+        console.print(f"{escape(inputs.workload_name)} on {escape(where)}", highlight=False)
         print_table(summary_table(summaries))
         for result in results:
             for line in unschedulable_lines(result):

@@ -42,13 +42,14 @@ class JobTable:
     # what each job needs beside its GPUs, over all of them (0: none); None: no job asks for any
     cpus: np.ndarray | None = None  # [n] float, CPU cores
     memory_gib: np.ndarray | None = None  # [n] float, GiB of host memory
+    budget_usd: np.ndarray | None = None  # [n] dollars a job may spend on rented instances, NaN if no limit
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
         for name in ("submit_time_s", "kind", "num_gpus", "total_steps", "priority", "user", "queue"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
-        for name in ("name", "cpus", "memory_gib"):
+        for name in ("name", "cpus", "memory_gib", "budget_usd"):
             if getattr(self, name) is not None and len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
         if self.after is not None and len(self.after) != n:
@@ -78,6 +79,7 @@ class JobTable:
         after: Dependencies | None = None,
         cpus=None,
         memory_gib=None,
+        budget_usd=None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds; ``after``
         names jobs by their position in these sequences."""
@@ -110,6 +112,8 @@ class JobTable:
             after=None if after is None else after.take(order),
             cpus=None if cpus is None else np.asarray(cpus, dtype=np.float64)[order],
             memory_gib=None if memory_gib is None else np.asarray(memory_gib, dtype=np.float64)[order],
+            budget_usd=None if budget_usd is None or np.all(np.isnan(np.asarray(budget_usd, dtype=np.float64)))
+            else np.asarray(budget_usd, dtype=np.float64)[order],
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
@@ -135,4 +139,5 @@ class JobTable:
             after=None if self.after is None else self.after.take(np.arange(len(self))[rows]),
             cpus=pick(self.cpus),
             memory_gib=pick(self.memory_gib),
+            budget_usd=pick(self.budget_usd),
         )

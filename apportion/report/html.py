@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from apportion.report.rented import rented_section
 from apportion.report.series import cdf_points, step_means
 from apportion.report.tables import policy_name, summary_rows, unschedulable_lines
 from apportion.sim.result import JobStatus, SimResult
@@ -62,6 +63,7 @@ def report_page(results: Sequence[SimResult]) -> str:
         "NOTES": html.escape(document.pop("notes")),
         "GANTT_CHOICE": _gantt_choice(results),
         "PRIVACY": _privacy_section(document["figures"]),
+        "RENTED": rented_section(results),
         "CSS": _asset("report.css"),
         "JS": _asset("report.js"),
         "PLOTLY": _plotly_packed(),
@@ -200,7 +202,10 @@ def _utilization_figure(results: Sequence[SimResult], scale: float, places: int,
         suffix = "" if i == 0 else str(i + 1)
         times = r.timeline[:, 0]
         capacity = r.cluster.capacity.astype(np.float64)
-        if r.holdings is not None and len(r.holdings.busy_by_type) == len(times):
+        if r.rented is not None:  # a rented cluster's GPUs are those it held: what it held against its peak
+            names = ["rented GPUs (% of the peak)"]
+            busy = (r.timeline[:, 1] / max(float(r.timeline[:, 1].max(initial=0.0)), 1.0) * 100.0)[:, None]
+        elif r.holdings is not None and len(r.holdings.busy_by_type) == len(times):
             names = list(r.cluster.gpu_types)
             busy = r.holdings.busy_by_type / np.maximum(capacity, 1.0)[None, :] * 100.0
         else:  # no per-type record: the whole cluster

@@ -29,6 +29,7 @@ JOB_COLUMNS = (
     "unschedulable_reason",
 )
 PRIVACY_JOB_COLUMNS = ("privacy_claim", "privacy_delay_s")  # after JOB_COLUMNS when the jobs claimed privacy budget
+RENTED_JOB_COLUMNS = ("dollars", "out_of_budget")  # after JOB_COLUMNS when the jobs rented their instances
 COMPARISON_JOB_COLUMNS = ("policy", *JOB_COLUMNS)  # every policy's rows of jobs.csv, one after another
 TIMELINE_COLUMNS = ("time_s", "busy_gpus", "utilization", "running_jobs", "queued_jobs")
 _NEEDS_QUOTES = ',"\r\n'
@@ -66,14 +67,16 @@ def write_comparison(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
 
 
 def job_header(results: Sequence[SimResult]) -> tuple[str, ...]:
-    """jobs.csv's columns: JOB_COLUMNS, then the privacy claims' when every replay has them."""
+    """jobs.csv's columns: JOB_COLUMNS, then the privacy claims' when every replay has them, then what
+    each job spent when every replay rented its instances."""
     privacy = bool(results) and all(r.privacy is not None for r in results)
-    return (*JOB_COLUMNS, *PRIVACY_JOB_COLUMNS) if privacy else JOB_COLUMNS
+    rented = bool(results) and all(r.rented is not None for r in results)
+    return (*JOB_COLUMNS, *(PRIVACY_JOB_COLUMNS if privacy else ()), *(RENTED_JOB_COLUMNS if rented else ()))
 
 
-def job_columns(result: SimResult, privacy: bool | None = None) -> list[list[str]]:
-    """The jobs.csv columns, in ``job_header`` order, as lists of cell text (``privacy``: with the
-    claims' columns; None: when the replay has them)."""
+def job_columns(result: SimResult, privacy: bool | None = None, rented: bool | None = None) -> list[list[str]]:
+    """The jobs.csv columns, in ``job_header`` order, as lists of cell text (``privacy``, ``rented``: with
+    the claims' columns, the dollars' columns; None: when the replay has them)."""
     jobs = result.jobs
     start = result.first_start_s
     return [
@@ -94,7 +97,12 @@ def job_columns(result: SimResult, privacy: bool | None = None) -> list[list[str
         _decimals(np.full(len(jobs), np.nan) if jobs.deadline_s is None else jobs.deadline_s),
         _text(result.reasons),
         *(_privacy_columns(result) if (result.privacy is not None if privacy is None else privacy) else []),
+        *(_rented_columns(result) if result.rented is not None and (rented is None or rented) else []),
     ]
+
+
+def _rented_columns(result: SimResult) -> list[list[str]]:
+    return [_decimals(result.rented.spent_usd), _text(np.where(result.rented.out_of_budget, "yes", "").astype(object))]
 
 
 def _privacy_columns(result: SimResult) -> list[list[str]]:
@@ -103,8 +111,10 @@ def _privacy_columns(result: SimResult) -> list[list[str]]:
 
 def comparison_job_columns(results: Sequence[SimResult]) -> list[list[str]]:
     """The comparison's jobs.csv columns, in COMPARISON_JOB_COLUMNS order: each policy's jobs in turn."""
-    width = len(job_header(results))
-    each = [job_columns(r, privacy=width > len(JOB_COLUMNS)) for r in results]
+    header = job_header(results)
+    width = len(header)
+    each = [job_columns(r, privacy=PRIVACY_JOB_COLUMNS[0] in header, rented=RENTED_JOB_COLUMNS[0] in header)
+            for r in results]
     policy = [cell for r in results for cell in _text(np.full(len(r.jobs), r.policy, dtype=object))]
     return [policy] + [[cell for columns in each for cell in columns[c]] for c in range(width)]
 

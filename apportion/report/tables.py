@@ -40,6 +40,10 @@ def _count(value: object) -> str:
     return MISSING if value is None else f"{int(value):,}"
 
 
+def _dollars(value: object) -> str:
+    return MISSING if value is None else f"${float(value):,.2f}"
+
+
 def _percent(value: object) -> str:
     return MISSING if value is None else f"{float(value) * 100:.1f}%"
 
@@ -57,6 +61,14 @@ _ROWS: tuple[tuple[str, str, Callable[[object], str], int], ...] = (
     ("utilization", "utilization", _percent, +1),
     ("preemptions", "preemptions", _count, -1),
     ("shared GPU-h", "shared_gpu_hours", lambda v: MISSING if v is None else f"{float(v):,.1f}", 0),
+    ("dollars", "dollars", _dollars, -1),
+    ("on-demand dollars", "dollars_on_demand", _dollars, -1),
+    ("spot dollars", "dollars_spot", _dollars, 0),
+    ("egress dollars", "dollars_egress", _dollars, -1),
+    ("spot preemptions", "spot_preemptions", _count, -1),
+    ("deadlines met", "deadlines_met", _count, +1),
+    ("deadlines missed", "deadlines_missed", _count, -1),
+    ("out of budget", "out_of_budget", _count, -1),
     ("privacy claims granted", "privacy_granted", _count, +1),
     ("privacy claims rejected", "privacy_rejected", _count, -1),
     ("privacy claims waiting", "privacy_waiting", _count, 0),
@@ -64,7 +76,10 @@ _ROWS: tuple[tuple[str, str, Callable[[object], str], int], ...] = (
     ("sim wall time", "sim_wall_s", format_duration, 0),
 )
 # shown only when some run reports it
-_OPTIONAL = {"shared_gpu_hours", "privacy_granted", "privacy_rejected", "privacy_waiting", "privacy_mean_delay_s"}
+_OPTIONAL = {"shared_gpu_hours", "privacy_granted", "privacy_rejected", "privacy_waiting", "privacy_mean_delay_s",
+             "dollars", "dollars_on_demand", "dollars_spot", "dollars_egress", "spot_preemptions", "deadlines_met",
+             "out_of_budget"}
+_SHOWN_WITH = {"deadlines_missed": "deadlines_met"}  # shown only when some run reports the other key
 
 
 def summary_rows(summaries: Sequence[dict]) -> list[tuple[str, list[str], list[bool]]]:
@@ -74,6 +89,8 @@ def summary_rows(summaries: Sequence[dict]) -> list[tuple[str, list[str], list[b
     for label, key, fmt, better in _ROWS:
         values = [s.get(key) for s in summaries]
         if key in _OPTIONAL and all(v is None for v in values):
+            continue
+        if key in _SHOWN_WITH and all(s.get(_SHOWN_WITH[key]) is None for s in summaries):
             continue
         best = _best(values, better) if len(summaries) > 1 else None
         rows.append((label, [fmt(v) for v in values], [v is not None and v == best for v in values]))

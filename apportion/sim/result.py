@@ -11,6 +11,7 @@ from apportion.core.cluster import Cluster
 from apportion.core.jobs import JobTable
 from apportion.mechanism.privacy_budget import BudgetHistory, ClaimState, PrivacyStage
 from apportion.sim.holdings import Holdings
+from apportion.sim.rented_outcome import RentedOutcome
 
 
 class JobStatus(IntEnum):
@@ -77,6 +78,7 @@ class SimResult:
     unschedulable_reason: np.ndarray | None = None  # [n] why each job can never run, "" if it can
     holdings: Holdings | None = None  # who held which GPUs when; recorded only when asked (record_holdings)
     privacy: PrivacyOutcome | None = None  # the jobs' privacy claims, when they made any
+    rented: RentedOutcome | None = None  # what renting the instances cost, on a rented cluster
 
     @classmethod
     def build(cls, *, policy, jobs, cluster, config, busy_gpu_s, decisions, sim_wall_s, **arrays) -> SimResult:
@@ -84,6 +86,12 @@ class SimResult:
         result.summary.update(result._summarise(config, busy_gpu_s, decisions, sim_wall_s))
         if result.privacy is not None:
             result.summary.update(result.privacy.summary())
+        if result.rented is not None:
+            rented = result.rented
+            result.summary.update(rented.summary())
+            result.summary["cluster"] = f"rented from {rented.market.source}"
+            result.summary["utilization"] = busy_gpu_s / rented.held_gpu_s if rented.held_gpu_s > 0 else 0.0
+            result.summary["deadlines_met"] = int((np.isfinite(result.deadline_s) & ~result.missed_deadline).sum())
         return result
 
     @property

@@ -29,7 +29,7 @@ from apportion.workloads.philly_source import SOURCE_NAMES, from_philly_source, 
 from apportion.workloads.text_file import read_text
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
-OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "name",
+OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "budget_usd", "name",
                     "after", "cpus", "memory_gib", *MODEL_COLUMNS)
 NODE_RESOURCE_COLUMNS = ("cpus", "memory_gib")  # what a job needs beside its GPUs, over all of them
 # any of these in the header makes every row an elastic job (apportion.workloads.elastic_trace)
@@ -55,7 +55,8 @@ def read_workload_csv(
     get ``duration_s × steps/s(kind, reference type, num_gpus)``, the rate at ``num_gpus`` from
     ``throughputs.at_scales``; where that is unknown, the one-GPU rate × ``num_gpus``. Rows with
     both ``kind`` and ``steps`` are taken as they are. ``deadline_s`` (optional) is how many
-    seconds after its submission a job should finish (for ``min-cost --slo``); ``cpus`` and
+    seconds after its submission a job should finish (for ``min-cost --slo`` and a rented cluster's
+    provisioning); ``budget_usd`` (optional) the dollars it may spend on rented instances; ``cpus`` and
     ``memory_gib`` (optional, empty = none) the CPU cores and GiB of memory it needs beside its GPUs,
     over all of them. ``after`` (optional) lists the ids of the jobs a job must see completed before
     it starts (``workloads/dependencies.py``). ``start_s``/``end_s`` keep jobs submitted in
@@ -192,6 +193,7 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
         queue=table["queue"][rows],
         kinds=throughputs.kinds,
         deadline_after_submit_s=table["deadline_s"][rows],
+        budget_usd=table["budget_usd"][rows] if "budget_usd" in table else None,
         name=table["name"][rows] if "name" in table else None,
         after=table["after"].take(rows) if "after" in table else None,
         **{column: table[column][rows] for column in NODE_RESOURCE_COLUMNS if column in table},
@@ -319,6 +321,10 @@ def _parse_columns(
         deadline = numbers("deadline_s", optional=True)
         fail((deadline <= 0) | (deadline > MAX_DURATION_S), "deadline_s",
              f"must be > 0 and at most {describe_seconds(MAX_DURATION_S)} after submission, got '{{value}}'")
+    budget = np.full(n, np.nan)
+    if "budget_usd" in columns:
+        budget = numbers("budget_usd", optional=True)
+        fail(budget <= 0, "budget_usd", "must be > 0 dollars, got '{value}'")
     priority = np.ones(n)
     if "priority" in columns:
         given = numbers("priority", optional=True)
@@ -361,6 +367,7 @@ def _parse_columns(
         "steps": steps,
         "priority": priority,
         "deadline_s": deadline,
+        "budget_usd": budget,
         "kind": kind,
         "user": strings("user"),
         "queue": strings("queue"),

@@ -1,0 +1,52 @@
+"""Provisioning policies for a rented cluster: which market instance type each job holds each round.
+
+Each job rents instances for itself (the shape of Narayanan et al.'s analysis): a policy answers,
+from a ``RentalView`` of the round's active jobs and the market, one type per job or -1. They are
+policies like the GPU ones (decisions from views, no I/O), so they live beside them; the replay
+on a rented cluster is ``apportion.sim.rented``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from apportion.policies.provisioning.view import RentalView
+
+DAY_S = 86400.0
+PROVISIONING = {
+    "static": "the cheapest on-demand type for the job's whole run, chosen when it starts, kept",
+    "cheapest-now": "each round, the type (on-demand or spot) cheapest to finish the job at today's prices",
+    "cheapest-now:daily": "as cheapest-now, re-chosen once a day per job",
+    "spot-fallback": "the cheapest spot type until preempted; on-demand while every spot type was just preempted",
+    "deadline-aware": "spot while the deadline's slack allows, then on-demand to the end (Can't Be Late)",
+}
+
+
+class ProvisioningPolicy(Protocol):
+    name: str
+
+    def choose(self, view: RentalView) -> np.ndarray:
+        """[a] the type each active job holds this round, -1 for none."""
+
+
+def make_provisioning(spec: str) -> ProvisioningPolicy:
+    """A fresh policy for one of ``PROVISIONING``'s names; ValueError naming the known ones otherwise."""
+    from apportion.policies.provisioning.cheapest_now import CheapestNow
+    from apportion.policies.provisioning.deadline_aware import DeadlineAware
+    from apportion.policies.provisioning.spot_fallback import SpotFallback
+    from apportion.policies.provisioning.static import Static
+
+    builders = {
+        "static": Static, "cheapest-now": CheapestNow, "cheapest-now:daily": lambda: CheapestNow(DAY_S),
+        "spot-fallback": SpotFallback, "deadline-aware": DeadlineAware,
+    }
+    if spec not in builders:
+        raise ValueError(f"unknown provisioning policy '{spec}' (known: {', '.join(PROVISIONING)})")
+    policy = builders[spec]()
+    policy.name = spec
+    return policy
+
+
+__all__ = ["PROVISIONING", "ProvisioningPolicy", "RentalView", "make_provisioning"]
