@@ -13,8 +13,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from apportion.core.market import Market
+from apportion.executors.ray_autoscaler import node_bundle, request_nodes
 from apportion.executors.ray_executor import RayExecutor, default_namespace, slot_ids
 from apportion.executors.ray_nodes import capacity, declared, detect, live_nodes
+from apportion.policies.provisioning import ProvisioningPolicy
+from apportion.serve.provisioner import RentedProvisioner
 from apportion.serve.slots import Slot, gpu_type_of
 from apportion.workloads.cluster_file import RaySettings
 
@@ -66,3 +72,30 @@ def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | No
     remote = sum(1 for n in live_nodes(nodes) if n.get("NodeManagerAddress") != here)
     return RayBackend(executor, slots, shared, per_node, dict(settings.prices) if settings else {}, remote)
 
+
+
+class RayAutoscalerProvisioner(RentedProvisioner):
+    """Rents through a Ray cluster's autoscaler: each instance asked is a bundle of its GPU type's node
+    resources (``ray_autoscaler.node_bundle``); the instances joined are the executor's live slots."""
+
+    def __init__(self, executor: RayExecutor, market: Market, policy: ProvisioningPolicy, gpu_types: tuple[str, ...],
+                 slots: dict[str, int], round_s: float, *, poll_every_s: float = 2.0) -> None:
+        super().__init__(market, policy, gpu_types, slots, round_s)
+        self.executor, self.poll_every_s = executor, poll_every_s
+        self.bundles: list[dict[str, float]] = []  # the last request
+        self._seen: tuple[float, dict[str, int]] | None = None  # (when, slots per type then)
+
+    def _ask(self, wanted: np.ndarray, now: float) -> None:
+        bundles = []
+        for k in np.flatnonzero(wanted):
+            kind = self.executor.types.get(str(self.market.gpu_type[k]))
+            if kind is not None:
+                bundles += [node_bundle(kind, int(self.market.gpus[k]))] * int(wanted[k])
+        self.bundles = bundles
+        request_nodes(bundles)
+        self._seen = None
+
+    def _present(self, now: float) -> dict[str, int]:
+        if self._seen is None or now - self._seen[0] >= self.poll_every_s:
+            self._seen = (now, self.executor.capacity() or {})
+        return self._seen[1]
