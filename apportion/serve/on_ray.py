@@ -43,8 +43,13 @@ class RayBackend:
         return ", ".join(f"{t} {'+'.join(map(str, n))}" for t, n in self.nodes.items() if n)
 
 
-def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | None = None) -> RayBackend:
-    """Connect to the Ray cluster and read what it offers; RayUnavailable when it cannot be used."""
+def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | None = None,
+                rented: bool = False) -> RayBackend:
+    """Connect to the Ray cluster and read what it offers; RayUnavailable when it cannot be used.
+    ``rented``: its nodes are rented as the server asks (``RayAutoscalerProvisioner``): the slots are the
+    most the cluster file's ``node_groups`` allow of each type its ``ray.gpu_types`` declares, live or not."""
+    if rented:
+        _check_rentable(settings)
     address = address or (settings.address if settings else None) or os.environ.get("RAY_ADDRESS") or None
     shared = Path(settings.shared_dir) if settings and settings.shared_dir else Path(state_dir)
     try:
@@ -61,6 +66,8 @@ def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | No
     else:
         types = detect(nodes, gpu_type_of)
     per_node = capacity(nodes, types)
+    if rented:
+        return _rented_backend(executor, types, settings, shared, per_node)
     if not any(per_node.values()):
         wanted = ", ".join(f"{t.gpu_type} ({t.marker or t.resource})" for t in types)
         raise RayUnavailable(f"the Ray cluster ({len(live_nodes(nodes))} live nodes) has no slots of the GPU types"
@@ -71,6 +78,15 @@ def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | No
     here = executor.connect().util.get_node_ip_address()
     remote = sum(1 for n in live_nodes(nodes) if n.get("NodeManagerAddress") != here)
     return RayBackend(executor, slots, shared, per_node, dict(settings.prices) if settings else {}, remote)
+
+
+def _rented_backend(executor: RayExecutor, types: list, settings: RaySettings | None, shared: Path,
+                    per_node: dict[str, list[int]]) -> RayBackend:
+    """The slots of a cluster whose nodes are rented: the most of each declared type, whatever is live now."""
+    executor.offer(types)
+    most = {t.gpu_type: settings.most[t.gpu_type] for t in types}
+    slots = [Slot(slot, gpu_type, "") for slot, gpu_type in slot_ids(most)]
+    return RayBackend(executor, slots, shared, per_node, dict(settings.prices), 0)
 
 
 
@@ -99,3 +115,14 @@ class RayAutoscalerProvisioner(RentedProvisioner):
         if self._seen is None or now - self._seen[0] >= self.poll_every_s:
             self._seen = (now, self.executor.capacity() or {})
         return self._seen[1]
+
+
+def _check_rentable(settings: RaySettings | None) -> None:
+    """RayUnavailable unless the cluster file declares the types to rent and the most GPUs of each."""
+    if settings is None or not settings.gpu_types:
+        raise RayUnavailable("--market needs --cluster FILE whose ray.gpu_types declare the types to rent and whose"
+                             " node_groups say the most GPUs of each (docs/cloud.md)")
+    missing = [t for t in settings.gpu_types if not settings.most.get(t)]
+    if missing:
+        raise RayUnavailable(f"{settings.source}: node_groups give no GPUs of {', '.join(missing)}: with --market"
+                             " they say the most the server may rent of each type in ray.gpu_types")
