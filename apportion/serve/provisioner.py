@@ -106,7 +106,9 @@ class RentedProvisioner:
         self.instance_s = np.zeros(k)
         self.losses = np.zeros(k, dtype=np.int64)
         self.last_lost_s = np.full(k, -np.inf)  # market time of each type's last loss
-        self.job_type: dict[int, tuple[int, float]] = {}  # job id -> (type held, market time chosen)
+        self.holders = np.zeros(0, dtype=np.int64)  # ids of the jobs holding a type, ascending
+        self.holder_type = np.zeros(0, dtype=np.int64)  # the type each holds
+        self.holder_since = np.zeros(0)  # the market time it was chosen
         self.settled_s: float | None = None  # market time charged up to
 
     def restore(self, ledger: dict[str, dict[str, float]]) -> None:
@@ -138,7 +140,6 @@ class RentedProvisioner:
         self._settle(now)
         t = self._market_time(now)
         ids = np.asarray(demand.job_id, dtype=np.int64)
-        self.job_type = {int(i): self.job_type[int(i)] for i in ids if int(i) in self.job_type}
         view = self._view(demand, t)
         choice = np.asarray(self.policy.choose(view), dtype=np.int64)
         chosen = choice >= 0
@@ -146,11 +147,10 @@ class RentedProvisioner:
                 or not view.usable[np.flatnonzero(chosen), choice[chosen]].all():
             raise ValueError(f"provisioning policy '{self.name}' chose an instance type a job cannot use")
         choice = self._within_slots(choice, view.instances)
-        for j in np.flatnonzero(choice != view.held):
-            self.job_type[int(ids[j])] = (int(choice[j]), t)
-        for j in np.flatnonzero(choice < 0):
-            self.job_type.pop(int(ids[j]), None)
         on = choice >= 0
+        order = np.argsort(ids[on], kind="stable")
+        self.holders, self.holder_type = ids[on][order], choice[on][order]
+        self.holder_since = np.where(choice == view.held, view.chosen_at_s, t)[on][order]
         wanted = np.bincount(choice[on], weights=view.instances[np.flatnonzero(on), choice[on]],
                              minlength=len(self.market)).astype(np.int64)
         if not np.array_equal(wanted, self.asked):
@@ -198,8 +198,9 @@ class RentedProvisioner:
         if len(lost):
             self.losses[lost] += (np.minimum(before, self.asked) - self.joined)[lost]
             self.last_lost_s[lost] = t
-            gone = set(lost.tolist())
-            self.job_type = {j: held for j, held in self.job_type.items() if held[0] not in gone}
+            kept = ~np.isin(self.holder_type, lost)  # the jobs on a type that lost instances choose again
+            self.holders, self.holder_type, self.holder_since = \
+                self.holders[kept], self.holder_type[kept], self.holder_since[kept]
 
     def _attribute(self, present: dict[str, int]) -> None:
         """The GPUs present of each GPU type, given to the instance types asked of it, in type order."""
@@ -215,8 +216,11 @@ class RentedProvisioner:
         market, n = self.market, len(demand.job_id)
         ours = self.type_gpu >= 0
         speed = np.where(ours[None, :], np.asarray(demand.speed)[:, np.maximum(self.type_gpu, 0)], 0.0)
-        held = np.array([self.job_type.get(int(i), (-1, -np.inf))[0] for i in demand.job_id], dtype=np.int64)
-        chosen_at = np.array([self.job_type.get(int(i), (-1, -np.inf))[1] for i in demand.job_id], dtype=np.float64)
+        ids = np.asarray(demand.job_id, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.holders, ids), max(len(self.holders) - 1, 0))
+        holding = (self.holders[at] == ids) if len(self.holders) else np.zeros(n, dtype=bool)
+        held = np.where(holding, self.holder_type[at] if len(self.holders) else -1, -1)
+        chosen_at = np.where(holding, self.holder_since[at] if len(self.holders) else -np.inf, -np.inf)
         return RentalView(
             now_s=t, round_s=self.round_s, rows=np.arange(n), held=held, chosen_at_s=chosen_at, speed=speed,
             instances=-(-np.asarray(demand.gpus, dtype=np.int64)[:, None] // market.gpus[None, :]),
@@ -245,15 +249,25 @@ def demand_of(table: dict, active: tuple[str, ...], gpu_types: tuple[str, ...], 
     gpus, allowed)`` their steps/s (the round's estimates), asked once per job shape."""
     status = np.asarray(table["status"], dtype=object)
     rows = np.flatnonzero(np.isin(status, active)) if len(status) else np.zeros(0, dtype=np.int64)
-    speeds: dict[tuple, list[float]] = {}
-    speed = np.zeros((len(rows), len(gpu_types)))
-    for j, i in enumerate(rows.tolist()):
-        shape = (table["kind"][i], int(table["gpus"][i]), table["gpu_types"][i])
-        if shape not in speeds:
-            allowed = tuple(shape[2].split(",")) if shape[2] else None
-            speeds[shape] = [rate(shape[0], t, shape[1], allowed) for t in gpu_types]
-        speed[j] = speeds[shape]
-    column = (lambda name, dtype: np.asarray(table[name], dtype=dtype)[rows]) if len(rows) else \
-        (lambda name, dtype: np.zeros(0, dtype=dtype))
-    return Demand(job_id=column("id", np.int64), gpus=column("gpus", np.int64), speed=speed,
-                  remaining_steps=np.maximum(column("total_steps", np.float64) - column("steps_done", np.float64), 0.0))
+    if not len(rows):
+        empty = np.zeros(0, dtype=np.int64)
+        return Demand(empty, empty, np.zeros((0, len(gpu_types))), np.zeros(0))
+
+    def column(name: str, dtype) -> np.ndarray:
+        return np.asarray(table[name], dtype=dtype)[rows]
+
+    gpus = column("gpus", np.int64)
+    kinds, kind_code = np.unique(column("kind", str), return_inverse=True)
+    alloweds, allowed_code = np.unique(column("gpu_types", object).astype(str), return_inverse=True)
+    sizes, size_code = np.unique(gpus, return_inverse=True)
+    shape = (kind_code * len(alloweds) + allowed_code) * len(sizes) + size_code
+    shapes, inverse = np.unique(shape, return_inverse=True)
+    per_shape = np.zeros((len(shapes), len(gpu_types)))
+    for k, code in enumerate(shapes.tolist()):
+        rest, size = divmod(code, len(sizes))
+        kind, allowed = divmod(rest, len(alloweds))
+        allowed_types = tuple(alloweds[allowed].split(",")) if alloweds[allowed] else None
+        per_shape[k] = [rate(str(kinds[kind]), t, int(sizes[size]), allowed_types) for t in gpu_types]
+    steps_left = column("total_steps", np.float64) - column("steps_done", np.float64)
+    return Demand(job_id=column("id", np.int64), gpus=gpus, speed=per_shape[inverse.ravel()],
+                  remaining_steps=np.maximum(steps_left, 0.0))

@@ -22,6 +22,8 @@ class Rental:
         self.owned = isinstance(self.provisioner, NoProvisioner)
         if not self.owned and hasattr(self.provisioner, "restore"):
             self.provisioner.restore(json.loads(state.store.meta(LEDGER_KEY, "{}") or "{}"))
+            if self.provisioner.origin_s is None:  # the market's clock starts at the run's first round
+                self.provisioner.origin_s = state.store.first_round()
 
     def poll(self, now: float) -> None:
         """Instances joined or gone since the last tick: a round may have slots to fill."""

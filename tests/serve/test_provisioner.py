@@ -103,6 +103,25 @@ def test_a_spot_instance_taken_away_preempts_its_job_which_resumes_on_demand(tmp
     assert cloud.spot_losses() == {SPOT_V100: 1}
 
 
+def test_jobs_past_the_most_the_server_may_rent_wait_the_earlier_first(tmp_path):
+    scheduler, client, executor, cloud, clock = make(tmp_path, "static")
+    client.post("/jobs", json=JOB)
+    client.post("/jobs", json={**JOB, "name": "pair", "gpus": 2})  # one V100 left of the two: it waits
+    scheduler.tick()
+    assert cloud.requests == [(clock.now, {ON_DEMAND_V100: 1})]
+
+    clock.now += 30
+    scheduler.tick()
+    executor.finish(1, 0)
+    clock.now += 60
+    scheduler.tick()
+    assert cloud.requests[-1] == (clock.now, {ON_DEMAND_V100: 2})  # both, for the pair
+    clock.now += 30
+    scheduler.tick()
+    job = client.get("/jobs/2").json()
+    assert job["status"] == "running" and job["alloc"] == "v100:0,v100:1"
+
+
 def test_the_dollars_of_an_earlier_run_carry_on_in_the_state_file(tmp_path):
     scheduler, client, _, _, clock = make(tmp_path, "static")
     client.post("/jobs", json=JOB)
