@@ -133,7 +133,7 @@ def serve(
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
     try:
         run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None,
-                   sock=sock, provisioner=provisioner)
+                   sock=sock, **({"provisioner": provisioner} if provisioner is not None else {}))
     except ServerError as exc:
         raise fail(str(exc)) from None
 
