@@ -321,6 +321,15 @@ def status(
     console.print("jobs: " + escape(", ".join(f"{n} {k}" for k, n in info["counts"].items())), highlight=False)
     if info.get("hangs"):
         console.print(f"hung attempts stopped: {info['hangs']}", highlight=False)
+    if info.get("rented"):
+        console.print(escape(_rented_line(info["rented"])), highlight=False, soft_wrap=True)
     if info["round_ms"]["median"] is not None:
         console.print(f"round overhead: median {info['round_ms']['median']:.1f} ms over {info['round_ms']['rounds_this_run']} rounds",
                       highlight=False)
+
+
+def _rented_line(rented: dict) -> str:
+    """``rented (spot-fallback): held aws/us-east-1/p3.2xlarge/spot ×1; $1.23 (aws/…: $1.23)``."""
+    held = ", ".join(f"{label} ×{n}" for label, n in rented["held"].items()) or "nothing"
+    spent = ", ".join(f"{label}: ${usd:.2f}" for label, usd in rented["usd"].items())
+    return f"rented ({rented['provisioning']}): held {held}; ${rented['usd_total']:.2f} spent" + (f" ({spent})" if spent else "")

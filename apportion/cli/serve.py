@@ -27,7 +27,7 @@ def serve(
     token: Optional[str] = typer.Option(None, "--token", help="An admin token (others see it in ps: use --token-file).", rich_help_panel="Security"),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token, whose bearer may act as any user.", rich_help_panel="Security"),
     run_as: Optional[str] = typer.Option(None, "--run-as", help="Jobs' OS account: server-user, mapped (with --user-map) or refuse (default as root: do not start).", rich_help_panel="Security"),
-    user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: a YAML or JSON file of apportion user: OS account.", rich_help_panel="Security"),
+    user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: a YAML/JSON file of apportion user: OS account.", rich_help_panel="Security"),
     slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1).", rich_help_panel="Executor"),
     policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
     round_s: float = opt.round_option(DEFAULTS.round_s, "Round length in seconds.", panel="Policy options"),
@@ -38,7 +38,9 @@ def serve(
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="auto (the default: <= 5% overhead), auto:SECONDS, off, or SECONDS.", rich_help_panel="Jobs"),
     executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine) or ray (a Ray cluster: docs/ray.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
-    cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (each type's Ray resource, the shared directory).", rich_help_panel="Executor"),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (types' Ray resources, shared dir).", rich_help_panel="Executor"),
+    market: Optional[str] = typer.Option(None, "--market", help="Rent the nodes from a market: FILE or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
+    provisioning: str = typer.Option(DEFAULTS.provisioning, "--provisioning", help="With --market: what to rent (as simulate's).", rich_help_panel="Executor"),
     notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks jobs' notify: URLs may reach; none: no notifications.", rich_help_panel="Security"),
     warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
 ) -> None:
@@ -67,7 +69,7 @@ def serve(
 
     backend = None
     if settings.executor == "ray":
-        backend = _ray_backend(state_dir, settings.ray_address, settings.cluster, given)
+        backend = _ray_backend(state_dir, settings.ray_address, settings.cluster, given, rented=settings.market is not None)
         offered, no_gpus = backend.slots, False
     else:
         gpus = detect_gpus()
@@ -92,6 +94,7 @@ def serve(
         chosen_policy = policy_from_spec(policy, **policy_options)
     except (ValueError, InputError) as exc:
         raise fail(str(exc)) from None
+    provisioner = _provisioner(settings, given, backend, offered) if settings.market is not None else None
     admin_token, run_as_setting = _credentials(settings, given)
     options = ServerOptions(state_dir=state_dir, host=host, port=settings.port, token=admin_token,
                             run_as=run_as_setting, round_s=round_s, grace_s=settings.grace_s,
@@ -112,6 +115,9 @@ def serve(
         log(f"dashboard: {scheduler.config.server_url}/")
         if backend is not None:
             log(f"on Ray: slots per node {backend.describe()}; checkpoints and logs in {backend.shared_dir}")
+        if provisioner is not None:
+            log(f"rented: at most {describe(scheduler.slots)}, instances from {settings.market} as"
+                f" {settings.provisioning} chooses them, asked of Ray's autoscaler")
             if is_loopback(host) and backend.remote_nodes:
                 log(f"note: --host {host} is reachable from this machine only: jobs on the {backend.remote_nodes}"
                     " other machine(s) need --host 0.0.0.0 (with credentials: docs/ray.md)")
@@ -127,7 +133,7 @@ def serve(
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
     try:
         run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None,
-                   sock=sock)
+                   sock=sock, **({"provisioner": provisioner} if provisioner is not None else {}))
     except ServerError as exc:
         raise fail(str(exc)) from None
 
@@ -224,7 +230,8 @@ def _take_port(host: str, port: int):
         raise fail(str(exc)) from None
 
 
-def _ray_backend(state_dir: Path, address: Optional[str], cluster: Optional[Path], given: _Origins):
+def _ray_backend(state_dir: Path, address: Optional[str], cluster: Optional[Path], given: _Origins,
+                 rented: bool = False):
     """The Ray cluster's slots and executor (one-line errors)."""
     from apportion.core.errors import InputError
     from apportion.serve.on_ray import RayUnavailable, ray_backend
@@ -235,9 +242,32 @@ def _ray_backend(state_dir: Path, address: Optional[str], cluster: Optional[Path
     except InputError as exc:
         raise fail(str(exc)) from None
     try:
-        return ray_backend(state_dir, address, settings)
+        return ray_backend(state_dir, address, settings, rented)
     except (InputError, RayUnavailable) as exc:
         raise fail(given.blame("ray_address", str(exc), str(exc)) if address is not None else str(exc)) from None
+
+
+def _provisioner(settings: ServeSettings, given: _Origins, backend, offered: list):
+    """The Ray autoscaler's provisioner over ``--market`` (read, or the seeded synthetic one) for the
+    slots ``offered`` (the most of each type); one-line errors naming the market's file and line."""
+    from apportion.core.errors import InputError
+    from apportion.policies.provisioning import make_provisioning
+    from apportion.serve.on_ray import RayAutoscalerProvisioner
+    from apportion.workloads.market_files import read_market
+    from apportion.workloads.synthetic_market import synthetic_market
+
+    try:
+        market = synthetic_market() if settings.market == "synthetic" else read_market(settings.market)
+    except (InputError, OSError) as exc:
+        raise fail(given.blame("market", str(exc), f"--market: {exc}")) from None
+    types = tuple(dict.fromkeys(s.gpu_type for s in offered))
+    if not set(market.gpu_type.tolist()) & set(types):
+        message = (f"offers no instance of the slots' GPU types ({', '.join(types)}); it has"
+                   f" {', '.join(sorted(set(market.gpu_type.tolist())))}")
+        raise fail(given.blame("market", message, f"--market {settings.market} {message}"))
+    most = {t: sum(s.gpu_type == t for s in offered) for t in types}
+    return RayAutoscalerProvisioner(backend.executor, market, make_provisioning(settings.provisioning), types, most,
+                                    settings.round_s)
 
 
 def _job_host(host: str) -> str | None:

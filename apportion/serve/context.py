@@ -13,6 +13,7 @@ from apportion.executors.base import Executor
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.policies.base import Policy
 from apportion.serve.notify_hosts import NotifyHosts
+from apportion.serve.provisioner import NoProvisioner, Provisioner
 from apportion.serve.runas import RunAs
 from apportion.serve.slots import Slot
 from apportion.serve.state import StateStore
@@ -58,11 +59,13 @@ class SchedulerState:
     each hold it, and change the state file and the round clock only under ``lock``."""
 
     def __init__(self, store: StateStore, executor: Executor, slots: list[Slot], policy: Policy,
-                 config: ServeConfig, clock: Callable[[], float], log: Callable[[str], None]) -> None:
+                 config: ServeConfig, clock: Callable[[], float], log: Callable[[str], None],
+                 provisioner: Provisioner | None = None) -> None:
         if not slots:
             raise ValueError("a server needs at least one slot")
         self.store = store
         self.executor = executor
+        self.provisioner = provisioner or NoProvisioner()  # the instances held on a rented cluster (none: owned)
         self.policy = policy
         self.config = config
         self.clock = clock
@@ -93,6 +96,14 @@ class SchedulerState:
         })
         self.durations = None  # the finished jobs' durations and their predictor (durations.DurationHistory)
         self.elastic = None  # elastic jobs' noise scales and step-time models (elastic.ElasticModels)
+
+    def online(self) -> dict[str, int] | None:
+        """Slots of each type that can run attempts now: what the executor still has and the provisioner
+        holds, the fewer of the two; None: all of them."""
+        found = [c for c in (self.executor.capacity(), self.provisioner.capacity()) if c is not None]
+        if not found:
+            return None
+        return {t: min(c.get(t, 0) for c in found) for t in self.gpu_types}
 
     @property
     def next_plan_at(self) -> float:

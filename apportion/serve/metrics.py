@@ -97,6 +97,13 @@ class StateCollector:
                                   " (this run)", value=answers["stop"])
         yield self._round_times()
         yield from _data_stalls(stalls)
+        rented = scheduler.rental.provisioner.ledger()
+        if rented:
+            family = CounterMetricFamily("apportion_rented_usd", "Dollars spent on rented instances, by instance type"
+                                         " (cloud/region/name/market), over every run", labels=["instance_type"])
+            for label in sorted(rented):
+                family.add_metric([label], rented[label]["usd"])
+            yield family
 
     def _slots(self, held: set[str]):
         busy = GaugeMetricFamily("apportion_slots_busy", "Slots held by a live attempt, by GPU type",

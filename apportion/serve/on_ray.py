@@ -13,8 +13,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from apportion.core.market import Market
+from apportion.executors.ray_autoscaler import node_bundle, request_nodes
 from apportion.executors.ray_executor import RayExecutor, default_namespace, slot_ids
 from apportion.executors.ray_nodes import capacity, declared, detect, live_nodes
+from apportion.policies.provisioning import ProvisioningPolicy
+from apportion.serve.provisioner import RentedProvisioner
 from apportion.serve.slots import Slot, gpu_type_of
 from apportion.workloads.cluster_file import RaySettings
 
@@ -37,8 +43,13 @@ class RayBackend:
         return ", ".join(f"{t} {'+'.join(map(str, n))}" for t, n in self.nodes.items() if n)
 
 
-def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | None = None) -> RayBackend:
-    """Connect to the Ray cluster and read what it offers; RayUnavailable when it cannot be used."""
+def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | None = None,
+                rented: bool = False) -> RayBackend:
+    """Connect to the Ray cluster and read what it offers; RayUnavailable when it cannot be used.
+    ``rented``: its nodes are rented as the server asks (``RayAutoscalerProvisioner``): the slots are the
+    most the cluster file's ``node_groups`` allow of each type its ``ray.gpu_types`` declares, live or not."""
+    if rented:
+        _check_rentable(settings)
     address = address or (settings.address if settings else None) or os.environ.get("RAY_ADDRESS") or None
     shared = Path(settings.shared_dir) if settings and settings.shared_dir else Path(state_dir)
     try:
@@ -55,6 +66,8 @@ def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | No
     else:
         types = detect(nodes, gpu_type_of)
     per_node = capacity(nodes, types)
+    if rented:
+        return _rented_backend(executor, types, settings, shared, per_node)
     if not any(per_node.values()):
         wanted = ", ".join(f"{t.gpu_type} ({t.marker or t.resource})" for t in types)
         raise RayUnavailable(f"the Ray cluster ({len(live_nodes(nodes))} live nodes) has no slots of the GPU types"
@@ -66,3 +79,50 @@ def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | No
     remote = sum(1 for n in live_nodes(nodes) if n.get("NodeManagerAddress") != here)
     return RayBackend(executor, slots, shared, per_node, dict(settings.prices) if settings else {}, remote)
 
+
+def _rented_backend(executor: RayExecutor, types: list, settings: RaySettings | None, shared: Path,
+                    per_node: dict[str, list[int]]) -> RayBackend:
+    """The slots of a cluster whose nodes are rented: the most of each declared type, whatever is live now."""
+    executor.offer(types)
+    most = {t.gpu_type: settings.most[t.gpu_type] for t in types}
+    slots = [Slot(slot, gpu_type, "") for slot, gpu_type in slot_ids(most)]
+    return RayBackend(executor, slots, shared, per_node, dict(settings.prices), 0)
+
+
+
+class RayAutoscalerProvisioner(RentedProvisioner):
+    """Rents through a Ray cluster's autoscaler: each instance asked is a bundle of its GPU type's node
+    resources (``ray_autoscaler.node_bundle``); the instances joined are the executor's live slots."""
+
+    def __init__(self, executor: RayExecutor, market: Market, policy: ProvisioningPolicy, gpu_types: tuple[str, ...],
+                 slots: dict[str, int], round_s: float, *, poll_every_s: float = 2.0) -> None:
+        super().__init__(market, policy, gpu_types, slots, round_s)
+        self.executor, self.poll_every_s = executor, poll_every_s
+        self.bundles: list[dict[str, float]] = []  # the last request
+        self._seen: tuple[float, dict[str, int]] | None = None  # (when, slots per type then)
+
+    def _ask(self, wanted: np.ndarray, now: float) -> None:
+        bundles = []
+        for k in np.flatnonzero(wanted):
+            kind = self.executor.types.get(str(self.market.gpu_type[k]))
+            if kind is not None:
+                bundles += [node_bundle(kind, int(self.market.gpus[k]))] * int(wanted[k])
+        self.bundles = bundles
+        request_nodes(bundles)
+        self._seen = None
+
+    def _present(self, now: float) -> dict[str, int]:
+        if self._seen is None or now - self._seen[0] >= self.poll_every_s:
+            self._seen = (now, self.executor.capacity() or {})
+        return self._seen[1]
+
+
+def _check_rentable(settings: RaySettings | None) -> None:
+    """RayUnavailable unless the cluster file declares the types to rent and the most GPUs of each."""
+    if settings is None or not settings.gpu_types:
+        raise RayUnavailable("--market needs --cluster FILE whose ray.gpu_types declare the types to rent and whose"
+                             " node_groups say the most GPUs of each (docs/cloud.md)")
+    missing = [t for t in settings.gpu_types if not settings.most.get(t)]
+    if missing:
+        raise RayUnavailable(f"{settings.source}: node_groups give no GPUs of {', '.join(missing)}: with --market"
+                             " they say the most the server may rent of each type in ray.gpu_types")

@@ -216,9 +216,9 @@ class Rounds:
         return {int(rows[j]): f"the round fails with it: {why}" for j, why in culprits.items()}
 
     def _missing_slots(self, live: dict[int, dict]) -> set[str]:
-        """Slots the executor cannot run now (a Ray node is gone): for each one missing, a free slot
-        of its type, highest first, is left out of the round."""
-        capacity = self.state.executor.capacity()
+        """Slots that cannot run now (a Ray node is gone, an instance not rented): for each one missing,
+        a free slot of its type, highest first, is left out of the round."""
+        capacity = self.state.online()
         if capacity is None:
             return set()
         held = {s for r in live.values() for s in r["slot_list"]}

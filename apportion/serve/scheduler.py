@@ -55,8 +55,10 @@ from apportion.serve.elastic_batch import examples_info
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.lifecycle import EXIT_PREEMPTED, AttemptLifecycle
 from apportion.serve.policy_check import check_policy
+from apportion.serve.provisioner import Provisioner
 from apportion.serve.records import JobRecord
 from apportion.serve.recovery import recover
+from apportion.serve.rental import Rental
 from apportion.serve.requests import Conflict, Forbidden, NotFound, Requests
 from apportion.serve.rounds import Rounds
 from apportion.serve.slots import Slot
@@ -83,9 +85,12 @@ class Scheduler:
         clock: Callable[[], float] = time.time,
         log: Callable[[str], None] | None = None,
         throughputs: ThroughputTable | None = None,
+        provisioner: Provisioner | None = None,
     ) -> None:
-        """``throughputs``: speeds (and pair speeds) to assume for kinds not yet measured here."""
-        self.state = SchedulerState(store, executor, slots, policy, config, clock, log or (lambda message: None))
+        """``throughputs``: speeds (and pair speeds) to assume for kinds not yet measured here;
+        ``provisioner``: the instances rented on a cluster whose nodes are rented (default: an owned one)."""
+        self.state = SchedulerState(store, executor, slots, policy, config, clock, log or (lambda message: None),
+                                    provisioner)
         self.throughputs = ThroughputEstimates(store, self.state.capacity, config.default_steps_per_s, throughputs)
         self.durations = self.state.durations = DurationHistory(store, self.throughputs, self.state.gpu_types)
         self.elastic = self.state.elastic = ElasticModels(store, self.state.gpu_types, self.state.capacity)
@@ -93,6 +98,7 @@ class Scheduler:
         self.rounds = Rounds(self.state, self.throughputs)
         self.lifecycle = AttemptLifecycle(self.state)
         self.watchdog = Watchdog(self.state)
+        self.rental = Rental(self.state, self.throughputs)
         self.store, self.executor, self.policy, self.config = store, executor, policy, config
         self.clock, self.log, self.lock, self.changed = clock, self.state.log, self.state.lock, self.state.changed
         self.slots, self.gpu_types, self.capacity = self.state.slots, self.state.gpu_types, self.state.capacity
@@ -174,6 +180,7 @@ class Scheduler:
                 self.unsettled.pop(0)
             self.lifecycle.escalate(now)
             self.watchdog.check(now)
+            self.rental.poll(now)
             if regular_round_due(now, self.round_end, self.state.plan_ahead_s):
                 self.plan(now, max(now, self.round_end))
             elif (self.state.dirty and early_round_due(now, self.rounds.last_round_at, self.config.fill_gap_s)
@@ -201,7 +208,9 @@ class Scheduler:
         return self.store.anyone_waiting() and len(self.store.slots_taken()) < len(self.slots)
 
     def plan(self, now: float, start: float | None = None) -> None:
-        """Decide the round that starts at ``start`` (default now) and apply it."""
+        """Decide the round that starts at ``start`` (default now) and apply it (the instances it may use
+        asked for first)."""
+        self.rental.provision(now)
         self.rounds.plan(now, start)
 
     def rate(self, kind: str, gpu_type: str, gpus: int, allowed: tuple[str, ...] | None) -> float:
@@ -267,6 +276,7 @@ class Scheduler:
             "state_dir": str(self.config.state_dir),
             "pid": os.getpid(),
             "out_of_space": self.space(),
+            **self.rental.status(),
         }
 
     def space(self) -> dict | None:

@@ -21,6 +21,7 @@ from apportion.serve.bounds import MAX_BODY
 from apportion.serve.notifier import Notifier
 from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.private import private_dir, tighten
+from apportion.serve.provisioner import Provisioner
 from apportion.serve.runas import RunAs
 from apportion.serve.scheduler import Scheduler, ServeConfig
 from apportion.serve.slots import Slot
@@ -126,11 +127,12 @@ def check_credentials(options: ServerOptions, has_users: bool) -> None:
 
 def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callable[[str], None],
           ready: Callable[[Scheduler], None] | None = None, executor: Executor | None = None,
-          sock: socket.socket | None = None) -> None:
+          sock: socket.socket | None = None, provisioner: Provisioner | None = None) -> None:
     """Run until SIGINT/SIGTERM. Jobs keep running when the server stops; the next one adopts them.
 
     ``executor``: where attempts run (default: this machine's processes, ``LocalExecutor``);
-    ``sock``: the socket already listening on ``options``' address (``startup.listen``), if taken."""
+    ``sock``: the socket already listening on ``options``' address (``startup.listen``), if taken;
+    ``provisioner``: what rents the cluster's nodes (default: none, an owned cluster)."""
     import uvicorn
 
     from apportion.serve.api import create_app
@@ -156,7 +158,8 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)
     try:
-        scheduler = Scheduler(store, executor, slots, policy, config, log=log, throughputs=builtin_throughputs())
+        scheduler = Scheduler(store, executor, slots, policy, config, log=log, throughputs=builtin_throughputs(),
+                              provisioner=provisioner)
         found = scheduler.recover()
     except NoSpace as exc:  # a server that cannot record what it finds does not start
         store.close()

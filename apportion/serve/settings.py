@@ -17,6 +17,8 @@ DEFAULT_STATE_DIR = Path("~/.apportion/server")
 EXECUTORS = ("local", "ray")
 RUN_AS = ("server-user", "mapped", "refuse")  # serve/runas.py's MODES, named here without importing it
 RECEIVED_SINCE = ("allocation", "arrival")  # mechanism/received.py's rules, named here without importing numpy
+# policies/provisioning's PROVISIONING, named here without importing numpy
+PROVISIONING = ("static", "cheapest-now", "cheapest-now:daily", "spot-fallback", "deadline-aware")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class ServeSettings:
     executor: str = "local"
     ray_address: str | None = None
     cluster: Path | None = None  # executor ray: the cluster file
+    market: str | None = None  # rent the Ray cluster's nodes from this market: a file, or "synthetic"; None: owned
+    provisioning: str = "static"  # with market: which instances to rent (policies/provisioning)
     warm_start: bool = True
     notify_hosts: str | None = None  # where jobs' notify: URLs may point (serve/notify_hosts.py); None: the default rule
     policy_options: dict[str, Any] = field(default_factory=dict)  # the policy options asked for, by option name
@@ -122,6 +126,15 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
         raise SettingError("token", f"cannot be combined with {other('token', 'token_file')}: give one")
     if s.executor not in EXECUTORS:
         raise SettingError("executor", f"must be local or ray, got {s.executor!r}")
+    if s.provisioning not in PROVISIONING:
+        raise SettingError("provisioning", f"must be one of {', '.join(PROVISIONING)}, got {s.provisioning!r}")
+    if s.provisioning != DEFAULTS.provisioning and s.market is None:
+        raise SettingError("provisioning", f"needs {other('provisioning', 'market', 'FILE')} (or synthetic)")
+    if s.market is not None and not s.market.strip():
+        raise SettingError("market", "must be a market file or synthetic, got nothing")
+    if s.market is not None and s.executor != "ray":
+        raise SettingError("market", f"needs {other('market', 'executor', 'ray')}: rented instances join a Ray"
+                                     " cluster as its nodes (docs/cloud.md)")
     if s.executor == "local":
         for key in ("ray_address", "cluster"):
             if getattr(s, key) is not None:

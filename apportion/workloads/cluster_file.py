@@ -69,7 +69,8 @@ class RaySettings:
     custom resource the nodes were started with; one slot a unit). Empty: the types Ray's
     accelerator labels name. ``shared_dir``: a directory every node and the server reach, for
     the jobs' checkpoints, logs and exit records. ``prices``: $ per GPU-hour from the file's
-    ``node_groups``, when it has them.
+    ``node_groups``, when it has them; ``most``: GPUs of each type its ``node_groups`` count (on a
+    rented cluster, the most the server may hold).
     """
 
     source: str
@@ -77,6 +78,7 @@ class RaySettings:
     shared_dir: str | None = None
     gpu_types: dict[str, tuple[str, str]] = field(default_factory=dict)
     prices: dict[str, float] = field(default_factory=dict)
+    most: dict[str, int] = field(default_factory=dict)
 
 
 def load_ray_settings(path: str | Path) -> RaySettings:
@@ -134,9 +136,10 @@ def _ray_settings(data: object, source: str) -> RaySettings:
             raise InputError(source, f"must be a Ray resource or accelerator name such as 'V100', got {value!r}",
                              field=f"{where}.{key}")
         gpu_types[name.lower()] = (key, value.strip())
-    prices = {}
+    prices, most = {}, {}
     if "node_groups" in data:
         for group in cluster_from_mapping(data, source=source).groups:
             if not math.isnan(group.price_per_gpu_hour):
                 prices[group.gpu_type] = group.price_per_gpu_hour
-    return RaySettings(source, address.strip() if address else None, shared, gpu_types, prices)
+            most[group.gpu_type] = most.get(group.gpu_type, 0) + group.gpus
+    return RaySettings(source, address.strip() if address else None, shared, gpu_types, prices, most)

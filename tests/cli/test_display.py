@@ -179,3 +179,14 @@ def test_status_names_each_slot_of_a_small_cluster(monkeypatch):
     slots = [{"id": "cpu:0", "gpu_type": "cpu", "job": "3"}, {"id": "cpu:1", "gpu_type": "cpu", "job": None}]
     monkeypatch.setattr(Client, "status", lambda self: status_of(slots))
     assert run("status").stdout.splitlines()[2] == "slots: cpu:0(cpu)=job 3, cpu:1(cpu)=idle"
+
+
+def test_status_of_a_rented_cluster_shows_what_it_holds_and_the_dollars_spent(monkeypatch):
+    slots = [{"id": "v100:0", "gpu_type": "v100", "job": "1"}, {"id": "v100:1", "gpu_type": "v100", "job": None}]
+    rented = {"provisioning": "spot-fallback", "held": {"aws/us-east-1/p3.2xlarge/spot": 1}, "online": {"v100": 1},
+              "usd": {"aws/us-east-1/p3.2xlarge/spot": 1.8, "aws/us-east-1/p3.2xlarge/on-demand": 3.06},
+              "usd_total": 4.86}
+    monkeypatch.setattr(Client, "status", lambda self: {**status_of(slots), "rented": rented})
+
+    assert "rented (spot-fallback): held aws/us-east-1/p3.2xlarge/spot ×1; $4.86 spent (aws/us-east-1/p3.2xlarge/spot:"\
+           " $1.80, aws/us-east-1/p3.2xlarge/on-demand: $3.06)" in run("status").stdout.splitlines()

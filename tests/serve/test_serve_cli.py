@@ -274,6 +274,8 @@ def test_serve_on_a_busy_port_says_so_before_looking_for_gpus(tmp_path, monkeypa
     (["--policy", "min-cost", "--slots", "cpu:1"], "error: min-cost needs a positive price per GPU-hour"),
     (["--policy", "fifo", "--las-thresholds", "5"], "error: --las-thresholds applies to las only"),
     (["--round-s", "0"], "error: --round-s must be positive"),
+    (["--market", "synthetic"], "error: --market needs --executor ray: rented instances join a Ray cluster"),
+    (["--executor", "ray", "--market", "synthetic"], "error: --market needs --cluster FILE whose ray.gpu_types"),
 ])
 def test_serve_option_errors(tmp_path, args, message):
     result = cli("serve", "--state-dir", str(tmp_path), "--port", "0", *args)

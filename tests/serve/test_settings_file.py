@@ -77,6 +77,11 @@ def test_what_is_printed_reads_back_to_the_same_settings(tmp_path):
                                                 "types in --cluster FILE (docs/ray.md)"),
     ({"token": "a", "token_file": Path("t")}, (), "--token cannot be combined with --token-file: give one"),
     ({"checkpoint_every": "sometimes"}, (), "--checkpoint-every expected auto, auto:SECONDS, off or SECONDS"),
+    ({"market": "synthetic"}, (), "--market needs --executor ray: rented instances join a Ray cluster as its nodes"),
+    ({"market": "synthetic"}, ("market",), "--market needs executor: ray"),
+    ({"provisioning": "spot-fallback"}, (), "--provisioning needs --market FILE (or synthetic)"),
+    ({"executor": "ray", "market": "synthetic", "provisioning": "cheapest"}, (),
+     "--provisioning must be one of static, cheapest-now, cheapest-now:daily, spot-fallback, deadline-aware"),
 ])
 def test_check_settings_names_other_settings_as_their_origin_spells_them(changes, in_file, message):
     with pytest.raises(SettingError) as raised:
@@ -106,3 +111,10 @@ def test_a_value_too_large_for_any_setting_is_refused_in_one_short_line(tmp_path
         load_settings_file(config(tmp_path, text))
 
     assert raised.value.message.startswith(message) and len(str(raised.value)) < 200
+
+
+def test_the_provisioning_names_are_the_provisioning_policies():
+    from apportion.policies.provisioning import PROVISIONING as POLICIES
+    from apportion.serve.settings import PROVISIONING
+
+    assert PROVISIONING == tuple(POLICIES)

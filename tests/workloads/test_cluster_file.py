@@ -147,6 +147,7 @@ def test_the_ray_section_names_each_types_resource_and_the_shared_directory(tmp_
     assert settings.gpu_types == {"v100": ("accelerator_type", "V100"), "k80": ("resource", "k80"),
                                   "a100": ("accelerator_type", "A100")}
     assert settings.prices == {"k80": 0.9}
+    assert settings.most == {"k80": 8}  # 2 nodes of 4 GPUs: the most a rented cluster may hold (serve --market)
     assert load_cluster(path).describe() == "k80:8"  # the simulator reads the same file
 
 
