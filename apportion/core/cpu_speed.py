@@ -37,6 +37,10 @@ class CoreCurves:
     def __len__(self) -> int:
         return len(self.speed)
 
+    def take(self, rows: np.ndarray | slice) -> CoreCurves:
+        """The curves of the jobs at ``rows``, on the same core counts."""
+        return CoreCurves(self.points, self.speed[rows])
+
     @property
     def saturation(self) -> np.ndarray:
         """[n] the fewest cores per GPU at which each job reaches its best speed."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from apportion.core.cpu_speed import CoreCurves
 from apportion.core.dependencies import Dependencies
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ class JobTable:
     # what each job needs beside its GPUs, over all of them (0: none); None: no job asks for any
     cpus: np.ndarray | None = None  # [n] float, CPU cores
     memory_gib: np.ndarray | None = None  # [n] float, GiB of host memory
+    # each job's speed against the CPU cores beside each of its GPUs; None: no job's speed depends on them
+    cpu_curves: CoreCurves | None = None
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
@@ -51,6 +54,8 @@ class JobTable:
         for name in ("name", "cpus", "memory_gib"):
             if getattr(self, name) is not None and len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
+        if self.cpu_curves is not None and len(self.cpu_curves) != n:
+            raise ValueError(f"JobTable column 'cpu_curves' has {len(self.cpu_curves)} rows, expected {n}")
         if self.after is not None and len(self.after) != n:
             raise ValueError(f"JobTable column 'after' has {len(self.after)} rows, expected {n}")
         if n and np.any(np.diff(self.submit_time_s) < 0):
@@ -78,6 +83,7 @@ class JobTable:
         after: Dependencies | None = None,
         cpus=None,
         memory_gib=None,
+        cpu_curves: CoreCurves | None = None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds; ``after``
         names jobs by their position in these sequences."""
@@ -110,6 +116,7 @@ class JobTable:
             after=None if after is None else after.take(order),
             cpus=None if cpus is None else np.asarray(cpus, dtype=np.float64)[order],
             memory_gib=None if memory_gib is None else np.asarray(memory_gib, dtype=np.float64)[order],
+            cpu_curves=None if cpu_curves is None else cpu_curves.take(order),
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
@@ -135,4 +142,5 @@ class JobTable:
             after=None if self.after is None else self.after.take(np.arange(len(self))[rows]),
             cpus=pick(self.cpus),
             memory_gib=pick(self.memory_gib),
+            cpu_curves=None if self.cpu_curves is None else self.cpu_curves.take(rows),
         )
