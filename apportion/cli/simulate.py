@@ -33,6 +33,7 @@ def simulate(
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
     learn_models: bool = opt.LearnModels,
+    cpu_split: str = opt.CpuSplit,
     blocks: Optional[str] = opt.Blocks,
     privacy_policy: str = opt.PrivacyPolicyName,
     privacy_n: Optional[int] = opt.PrivacyN,
@@ -49,6 +50,7 @@ def simulate(
     from apportion.mechanism.received import RECEIVED_SINCE
 
     _check_out(out)
+    _check_cpu_split(cpu_split)
     if received_since is not None and received_since not in RECEIVED_SINCE:
         raise fail(f"--received-since must be one of {', '.join(RECEIVED_SINCE)}, got '{received_since}'")
     with stdout_to_stderr():
@@ -59,6 +61,7 @@ def simulate(
                          blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
             round_s, restart_cost_s, learn_models,
         )
+        config = replace(config, cpu_split=cpu_split)
         if received_since is not None:
             config = replace(config, received_since=received_since)
         with progress_bar(as_json) as bar:
@@ -107,6 +110,7 @@ def compare(
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
     learn_models: bool = opt.LearnModels,
+    cpu_split: str = opt.CpuSplit,
     blocks: Optional[str] = opt.Blocks,
     privacy_policy: str = opt.PrivacyPolicyName,
     privacy_n: Optional[int] = opt.PrivacyN,
@@ -122,6 +126,7 @@ def compare(
     if not specs:
         raise fail("--policies is empty")
     _check_out(out)
+    _check_cpu_split(cpu_split)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             specs, opt.policy_options(ctx),
@@ -130,6 +135,7 @@ def compare(
                          blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
             round_s, restart_cost_s, learn_models,
         )
+        config = replace(config, cpu_split=cpu_split)
         with progress_bar(as_json) as bar:
             tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in specs}
 
@@ -176,6 +182,13 @@ def kinds() -> None:
         view.add_row(escape(kind), *(f"{v:.2f}" if v == v else "—" for v in table.steps_per_s[k, :, 0]))
     print_table(view)
     console.print("k80/p100/v100: Gavel's measurements; t4/a100/h100: roofline prediction (docs/throughputs.md).")
+
+
+def _check_cpu_split(cpu_split: str) -> None:
+    from apportion.sim.cpu_cores import CPU_SPLITS
+
+    if cpu_split not in CPU_SPLITS:
+        raise fail(f"--cpu-split must be one of {', '.join(CPU_SPLITS)}, got '{cpu_split}'")
 
 
 def _check_out(out: Optional[Path]) -> None:

@@ -29,6 +29,7 @@ JOB_COLUMNS = (
     "unschedulable_reason",
 )
 PRIVACY_JOB_COLUMNS = ("privacy_claim", "privacy_delay_s")  # after JOB_COLUMNS when the jobs claimed privacy budget
+STALL_JOB_COLUMNS = ("data_stall",)  # last, when the jobs' speeds depended on their CPU cores
 COMPARISON_JOB_COLUMNS = ("policy", *JOB_COLUMNS)  # every policy's rows of jobs.csv, one after another
 TIMELINE_COLUMNS = ("time_s", "busy_gpus", "utilization", "running_jobs", "queued_jobs")
 _NEEDS_QUOTES = ',"\r\n'
@@ -66,14 +67,20 @@ def write_comparison(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
 
 
 def job_header(results: Sequence[SimResult]) -> tuple[str, ...]:
-    """jobs.csv's columns: JOB_COLUMNS, then the privacy claims' when every replay has them."""
-    privacy = bool(results) and all(r.privacy is not None for r in results)
-    return (*JOB_COLUMNS, *PRIVACY_JOB_COLUMNS) if privacy else JOB_COLUMNS
+    """jobs.csv's columns: JOB_COLUMNS, then the privacy claims' and the data stall's when every replay has them."""
+    privacy, stall = _extras(results)
+    return (*JOB_COLUMNS, *(PRIVACY_JOB_COLUMNS if privacy else ()), *(STALL_JOB_COLUMNS if stall else ()))
 
 
-def job_columns(result: SimResult, privacy: bool | None = None) -> list[list[str]]:
-    """The jobs.csv columns, in ``job_header`` order, as lists of cell text (``privacy``: with the
-    claims' columns; None: when the replay has them)."""
+def _extras(results: Sequence[SimResult]) -> tuple[bool, bool]:
+    """Whether every replay has privacy claims, and whether every one has data stalls."""
+    return (bool(results) and all(r.privacy is not None for r in results),
+            bool(results) and all(r.data_stall is not None for r in results))
+
+
+def job_columns(result: SimResult, privacy: bool | None = None, stall: bool | None = None) -> list[list[str]]:
+    """The jobs.csv columns, in ``job_header`` order, as lists of cell text (``privacy``, ``stall``:
+    with the claims' columns, the data stall's; None: when the replay has them)."""
     jobs = result.jobs
     start = result.first_start_s
     return [
@@ -94,6 +101,7 @@ def job_columns(result: SimResult, privacy: bool | None = None) -> list[list[str
         _decimals(np.full(len(jobs), np.nan) if jobs.deadline_s is None else jobs.deadline_s),
         _text(result.reasons),
         *(_privacy_columns(result) if (result.privacy is not None if privacy is None else privacy) else []),
+        *([_decimals(result.data_stall, 6)] if (result.data_stall is not None if stall is None else stall) else []),
     ]
 
 
@@ -104,7 +112,8 @@ def _privacy_columns(result: SimResult) -> list[list[str]]:
 def comparison_job_columns(results: Sequence[SimResult]) -> list[list[str]]:
     """The comparison's jobs.csv columns, in COMPARISON_JOB_COLUMNS order: each policy's jobs in turn."""
     width = len(job_header(results))
-    each = [job_columns(r, privacy=width > len(JOB_COLUMNS)) for r in results]
+    privacy, stall = _extras(results)
+    each = [job_columns(r, privacy=privacy, stall=stall) for r in results]
     policy = [cell for r in results for cell in _text(np.full(len(r.jobs), r.policy, dtype=object))]
     return [policy] + [[cell for columns in each for cell in columns[c]] for c in range(width)]
 
