@@ -2,14 +2,18 @@
 
 The GPU policy and placement are unchanged (Synergy's point): only a node's cores are divided
 differently. ``proportional`` gives every GPU of a node the same share of its cores, as a
-scheduler that counts GPUs alone does; ``aware`` gives each job its minimum and the rest to the
-jobs that gain the most progress from them (``mechanism/cpu_split.py``). A job trains at its GPU
-speed times the fraction of its best speed its cores per GPU allow (``core/cpu_speed.py``); a job
-spread over nodes goes at the pace of its slowest part.
+scheduler that counts GPUs alone does. ``aware`` and ``greedy`` give each job a minimum and the
+rest to the jobs that gain the most progress from them (``mechanism/cpu_split.py``); they differ in
+the minimum. Under ``aware`` it is the fewest cores per GPU at which the job trains as fast as its
+proportional share lets it (the share, or less where the job is as fast with less), so no job is
+ever slower than under ``proportional`` (Synergy-TUNE's guarantee); under ``greedy`` it is 1 core per
+GPU, the most progress of the node's GPUs at each moment, which may slow one job down to speed up
+others. Either way a job that asks for ``cpus`` gets at least its share of them; where the asked
+cores leave too few for the others' minimums, those are cut in proportion.
 
-A job's minimum is its ``cpus`` over its GPUs where it asks for some, else 1 core per GPU, or less
-where the node's cores left after the jobs that asked do not stretch to 1 per GPU. Host memory is
-not divided: each job is taken to have its proportional share of it.
+A job trains at its GPU speed times the fraction of its best speed its cores per GPU allow
+(``core/cpu_speed.py``); a job spread over nodes goes at the pace of its slowest part. Host memory
+is not divided: each job is taken to have its proportional share of it.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from apportion.core.cpu_speed import CoreCurves, relative_speed
 from apportion.core.jobs import JobTable
 from apportion.mechanism.cpu_split import proportional_split, split_cores
 
-CPU_SPLITS = ("proportional", "aware")
-DEFAULT_MINIMUM_PER_GPU = 1.0  # cores beside each GPU of a job that asks for none
+CPU_SPLITS = ("proportional", "aware", "greedy")
+GREEDY_MINIMUM_PER_GPU = 1.0  # cores beside each GPU of a job that asks for none, under ``greedy``
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,11 @@ class CoreDivision:
         nodes = len(self.node_cores)
         placement, gpus = np.unique(gpu_job[held] * nodes + self.gpu_node[held], return_counts=True)
         job, node = np.divmod(placement, nodes)
+        share = proportional_split(self.node_cores, self.node_gpus, node)
         if self.rule == "proportional":
-            cores = proportional_split(self.node_cores, self.node_gpus, node)
+            cores = share
         else:
-            cores = split_cores(self.node_cores, node, job, gpus, self.curves, self._minimums(job, node, gpus))
+            cores = split_cores(self.node_cores, node, job, gpus, self.curves, self._minimums(job, node, gpus, share))
         at = relative_speed(self.curves, job, cores)
         out = np.ones(len(rows))
         order = np.argsort(rows, kind="stable")
@@ -71,12 +76,19 @@ class CoreDivision:
         np.minimum.at(out, order[found[inside]], at[inside])
         return out
 
-    def _minimums(self, job: np.ndarray, node: np.ndarray, gpus: np.ndarray) -> np.ndarray:
-        """[m] cores per GPU no placement goes below: what its job asks, else 1 where the node has it."""
+    def _minimums(self, job: np.ndarray, node: np.ndarray, gpus: np.ndarray, share: np.ndarray) -> np.ndarray:
+        """[m] cores per GPU no placement goes below: what its job asks, else the rule's minimum, cut in
+        proportion on a node where the asked cores leave too few for them."""
         asked = self.asked_per_gpu[job]
         asking = asked > 0
+        if self.rule == "aware":  # as fast as its proportional share, with no more cores than that takes
+            wanted = np.minimum(share, self.curves.saturation[job])
+        else:
+            wanted = np.minimum(share, GREEDY_MINIMUM_PER_GPU)
+        wanted = np.where(asking, 0.0, wanted)
         nodes = len(self.node_cores)
         spoken_for = np.bincount(node, weights=gpus * asked, minlength=nodes)
-        others = np.bincount(node, weights=gpus * ~asking, minlength=nodes)
-        left_each = (self.node_cores - spoken_for) / np.maximum(others, 1)
-        return np.where(asking, asked, np.clip(left_each[node], 0.0, DEFAULT_MINIMUM_PER_GPU))
+        others = np.bincount(node, weights=gpus * wanted, minlength=nodes)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cut = np.clip(np.where(others > 0, (self.node_cores - spoken_for) / others, 1.0), 0.0, 1.0)
+        return np.where(asking, asked, wanted * cut[node])

@@ -41,4 +41,4 @@ def test_the_aware_split_removes_the_stall_an_even_split_leaves(tmp_path):
 def test_an_unknown_split_is_a_one_line_error(tmp_path):
     result = runner.invoke(app, ["simulate", *files(tmp_path), "--cpu-split", "even"])
     assert result.exit_code != 0
-    assert "--cpu-split must be one of proportional, aware, got 'even'" in result.output
+    assert "--cpu-split must be one of proportional, aware, greedy, got 'even'" in result.output

@@ -31,14 +31,29 @@ def replay(workload, split, cluster=SIX_CORES):
     return simulate(workload, cluster, ONE_STEP_A_SECOND, make_policy("fifo"), SimConfig(cpu_split=split))
 
 
-def test_the_aware_split_finishes_the_sensitive_job_1200_s_sooner():
+@pytest.mark.parametrize("split", ["aware", "greedy"])
+def test_the_aware_split_finishes_the_sensitive_job_1200_s_sooner(split):
     # proportional: 3 cores each; the sensitive job trains at 0.75 step/s, also once alone (3 cores
     # a GPU still): 3600 / 0.75 = 4800 s. Aware: 4 cores and 1 core, both at full speed: 3600 s.
     even = replay(two_jobs(), "proportional")
-    aware = replay(two_jobs(), "aware")
+    aware = replay(two_jobs(), split)
     assert even.finish_s.tolist() == [4800.0, 3600.0]
     assert aware.finish_s.tolist() == [3600.0, 3600.0]
     assert even.finish_s[0] - aware.finish_s[0] == 1200.0
+
+
+def test_aware_never_slows_a_job_below_its_proportional_speed_where_greedy_may():
+    # 6 cores, 3 a GPU. "quick" gains 0.25 a core up to 4; "slow" 0.1 from 1 to 2 cores, then 0.2.
+    # greedy: from 1 core each, the 4 left go to the steepest gains, judged step by step from the
+    # start of each curve (slow's later steps count at its first, 0.1): quick 3 more, slow 1 more.
+    curves = CoreCurves(np.array(POINTS), np.array([[0.25, 0.5, 1.0, 1.0], [0.1, 0.2, 0.6, 1.0]]))
+    workload = dataclasses.replace(two_jobs(), cpu_curves=curves)
+    both_on_the_node = np.array([0, 1])
+    speeds = {split: CoreDivision.of(workload, SIX_CORES, split).speed(both_on_the_node, np.array([0, 1])).tolist()
+              for split in ("proportional", "greedy", "aware")}
+    assert speeds["proportional"] == pytest.approx([0.75, 0.4])
+    assert speeds["greedy"] == pytest.approx([1.0, 0.2])  # 1.2 GPUs busy, but slow at half its speed
+    assert speeds["aware"] == pytest.approx([0.75, 0.4])  # each keeps what its share gave it: nothing spare
 
 
 def test_the_data_stall_is_the_gpu_time_lost_waiting_for_batches():
@@ -69,5 +84,5 @@ def test_a_replay_without_curves_is_the_same_whatever_the_split():
 def test_curves_need_nodes_with_cores_and_a_known_split():
     with pytest.raises(ValueError, match="cpus_per_node"):
         replay(two_jobs(), "aware", cluster=Cluster((NodeGroup("v100", 2, 2),)))
-    with pytest.raises(ValueError, match="one of proportional, aware, got 'even'"):
+    with pytest.raises(ValueError, match="one of proportional, aware, greedy, got 'even'"):
         replay(two_jobs(), "even")
