@@ -23,19 +23,19 @@ def files(tmp_path):
 
 
 def test_the_aware_split_removes_the_stall_an_even_split_leaves(tmp_path):
-    summaries = {}
-    for split in ("proportional", "aware"):
-        out = tmp_path / split
-        result = runner.invoke(app, ["simulate", *files(tmp_path), "--policy", "fifo", "--cpu-split", split,
-                                     "--json", "--out", str(out)])
-        assert result.exit_code == 0, result.output
-        summaries[split] = json.JSONDecoder().raw_decode(result.stdout)[0]  # then the files written
-        rows = {row["job_id"]: row for row in csv.DictReader((out / "jobs.csv").open())}
-        summaries[split]["stalls"] = (rows["decoder"]["data_stall"], rows["language"]["data_stall"])
+    out = tmp_path / "even"
+    even = runner.invoke(app, ["simulate", *files(tmp_path), "--policy", "fifo", "--json", "--out", str(out)])
+    aware = runner.invoke(app, ["simulate", *files(tmp_path), "--policy", "fifo", "--cpu-split", "aware", "--json"])
+    assert even.exit_code == 0, even.output
+    assert aware.exit_code == 0, aware.output
+    even_summary = json.JSONDecoder().raw_decode(even.stdout)[0]  # then the files written
+    aware_summary = json.loads(aware.stdout)
     # 3 cores a GPU: the decoder trains at 0.75 of its best speed and its GPU waits a quarter of the time
-    assert summaries["proportional"]["stalls"] == ("0.25", "0.0")
-    assert summaries["aware"]["stalls"] == ("0.0", "0.0")
-    assert summaries["aware"]["avg_jct_s"] < summaries["proportional"]["avg_jct_s"]
+    stalls = {row["job_id"]: row["data_stall"] for row in csv.DictReader((out / "jobs.csv").open())}
+    assert stalls == {"decoder": "0.25", "language": "0.0"}
+    assert even_summary["cpu_split"] == "proportional"  # the default
+    assert aware_summary["data_stall"] == 0.0
+    assert aware_summary["avg_jct_s"] < even_summary["avg_jct_s"]
 
 
 def test_an_unknown_split_is_a_one_line_error(tmp_path):
