@@ -542,7 +542,8 @@ class Simulator:
             result.summary["shared_gpu_hours"] = replay.shared_gpu_s / 3600.0
         if self.cores is not None:
             result.summary["cpu_split"] = self.config.cpu_split
-            result.summary["data_stall"] = float(_fraction(replay.stalled_gpu_s.sum(), replay.trained_gpu_s.sum()))
+            trained_gpu_s = float(replay.trained_gpu_s.sum())
+            result.summary["data_stall"] = float(replay.stalled_gpu_s.sum()) / trained_gpu_s if trained_gpu_s else None
         return result
 
 
