@@ -225,6 +225,7 @@ Throughputs = typer.Option(None, "--throughputs", help="Gavel-format throughput 
 Reference = typer.Option("v100", "--reference-gpu-type", help="CSV: a trace duration is this long on this GPU type.", rich_help_panel="Inputs")
 SimRound = round_option(360.0)
 RestartCost = typer.Option(10.0, "--restart-cost-s", help="Seconds of no progress each time a job is moved or resumed.", rich_help_panel="Mechanism")
+CpuSplit = typer.Option("proportional", "--cpu-split", help="How each node's CPU cores are divided among the jobs placed on it, where the trace's cpu_speed column says how their speeds depend on cores: proportional (every GPU an equal share, as a scheduler that counts GPUs alone), aware (each job at least as fast as its equal share lets it, the cores it does not need to those they speed up most) or greedy (each job 1 core a GPU, the rest where they speed jobs up most). docs/data-stalls.md.", rich_help_panel="Mechanism")
 LearnModels = typer.Option(False, "--learn-models", help="Elastic jobs: a policy that sizes them sees each job's step-time model learnt from the steps it has made, and gives it at most twice the most GPUs it has run on (Pollux's way); default: their true models.", rich_help_panel="Mechanism")
 # privacy budget (docs/privacy.md)
 Blocks = typer.Option(None, "--blocks", help="Privacy blocks CSV (block,arrival_s,epsilon,delta[,rdp_orders]); the workload's privacy_* columns claim them.", rich_help_panel="Privacy budget")

@@ -33,6 +33,7 @@ def simulate(
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
     learn_models: bool = opt.LearnModels,
+    cpu_split: str = opt.CpuSplit,
     blocks: Optional[str] = opt.Blocks,
     privacy_policy: str = opt.PrivacyPolicyName,
     privacy_n: Optional[int] = opt.PrivacyN,
@@ -53,6 +54,7 @@ def simulate(
     from apportion.mechanism.received import RECEIVED_SINCE
 
     _check_out(out)
+    _check_cpu_split(cpu_split)
     if received_since is not None and received_since not in RECEIVED_SINCE:
         raise fail(f"--received-since must be one of {', '.join(RECEIVED_SINCE)}, got '{received_since}'")
     with stdout_to_stderr():
@@ -63,6 +65,7 @@ def simulate(
                          blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
             round_s, restart_cost_s, learn_models,
         )
+        config = replace(config, cpu_split=cpu_split)
         if received_since is not None:
             config = replace(config, received_since=received_since)
         rented = None if market is None else rented_setup(market, [provisioning], checkpoint_gb, inputs, seed)
@@ -115,6 +118,7 @@ def compare(
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
     learn_models: bool = opt.LearnModels,
+    cpu_split: str = opt.CpuSplit,
     blocks: Optional[str] = opt.Blocks,
     privacy_policy: str = opt.PrivacyPolicyName,
     privacy_n: Optional[int] = opt.PrivacyN,
@@ -139,6 +143,7 @@ def compare(
     if market is not None and not rented_specs:
         raise fail("--provisioning is empty")
     _check_out(out)
+    _check_cpu_split(cpu_split)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             specs, opt.policy_options(ctx),
@@ -149,6 +154,7 @@ def compare(
         )
         rented = None if market is None else rented_setup(market, rented_specs, checkpoint_gb, inputs, seed)
         shown = specs if rented is None else rented_specs
+        config = replace(config, cpu_split=cpu_split)
         with progress_bar(as_json) as bar:
             tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in shown}
 
@@ -201,6 +207,13 @@ def kinds() -> None:
         view.add_row(escape(kind), *(f"{v:.2f}" if v == v else "—" for v in table.steps_per_s[k, :, 0]))
     print_table(view)
     console.print("k80/p100/v100: Gavel's measurements; t4/a100/h100: roofline prediction (docs/throughputs.md).")
+
+
+def _check_cpu_split(cpu_split: str) -> None:
+    from apportion.sim.cpu_cores import CPU_SPLITS
+
+    if cpu_split not in CPU_SPLITS:
+        raise fail(f"--cpu-split must be one of {', '.join(CPU_SPLITS)}, got '{cpu_split}'")
 
 
 def _check_out(out: Optional[Path]) -> None:

@@ -11,6 +11,7 @@ running maximum: more cores never make a job slower.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -37,9 +38,13 @@ class CoreCurves:
     def __len__(self) -> int:
         return len(self.speed)
 
-    @property
+    def take(self, rows: np.ndarray | slice) -> CoreCurves:
+        """The curves of the jobs at ``rows``, on the same core counts."""
+        return CoreCurves(self.points, self.speed[rows])
+
+    @cached_property
     def saturation(self) -> np.ndarray:
-        """[n] the fewest cores per GPU at which each job reaches its best speed."""
+        """[n] the fewest cores per GPU at which each job reaches its best speed (kept: a replay asks every round)."""
         first_best = np.argmax(self.speed >= self.speed[:, -1:] * (1 - 1e-12), axis=1)
         return self.points[first_best]
 

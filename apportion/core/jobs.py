@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from apportion.core.cpu_speed import CoreCurves
 from apportion.core.dependencies import Dependencies
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class JobTable:
     cpus: np.ndarray | None = None  # [n] float, CPU cores
     memory_gib: np.ndarray | None = None  # [n] float, GiB of host memory
     budget_usd: np.ndarray | None = None  # [n] dollars a job may spend on rented instances, NaN if no limit
+    # each job's speed against the CPU cores beside each of its GPUs; None: no job's speed depends on them
+    cpu_curves: CoreCurves | None = None
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
@@ -52,6 +55,8 @@ class JobTable:
         for name in ("name", "cpus", "memory_gib", "budget_usd"):
             if getattr(self, name) is not None and len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
+        if self.cpu_curves is not None and len(self.cpu_curves) != n:
+            raise ValueError(f"JobTable column 'cpu_curves' has {len(self.cpu_curves)} rows, expected {n}")
         if self.after is not None and len(self.after) != n:
             raise ValueError(f"JobTable column 'after' has {len(self.after)} rows, expected {n}")
         if n and np.any(np.diff(self.submit_time_s) < 0):
@@ -80,6 +85,7 @@ class JobTable:
         cpus=None,
         memory_gib=None,
         budget_usd=None,
+        cpu_curves: CoreCurves | None = None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds; ``after``
         names jobs by their position in these sequences."""
@@ -114,6 +120,7 @@ class JobTable:
             memory_gib=None if memory_gib is None else np.asarray(memory_gib, dtype=np.float64)[order],
             budget_usd=None if budget_usd is None or np.all(np.isnan(np.asarray(budget_usd, dtype=np.float64)))
             else np.asarray(budget_usd, dtype=np.float64)[order],
+            cpu_curves=None if cpu_curves is None else cpu_curves.take(order),
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
@@ -140,4 +147,5 @@ class JobTable:
             cpus=pick(self.cpus),
             memory_gib=pick(self.memory_gib),
             budget_usd=pick(self.budget_usd),
+            cpu_curves=None if self.cpu_curves is None else self.cpu_curves.take(rows),
         )

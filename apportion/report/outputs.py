@@ -30,6 +30,7 @@ JOB_COLUMNS = (
 )
 PRIVACY_JOB_COLUMNS = ("privacy_claim", "privacy_delay_s")  # after JOB_COLUMNS when the jobs claimed privacy budget
 RENTED_JOB_COLUMNS = ("dollars", "out_of_budget")  # after JOB_COLUMNS when the jobs rented their instances
+STALL_JOB_COLUMNS = ("data_stall",)  # last, when the jobs' speeds depended on their CPU cores
 COMPARISON_JOB_COLUMNS = ("policy", *JOB_COLUMNS)  # every policy's rows of jobs.csv, one after another
 TIMELINE_COLUMNS = ("time_s", "busy_gpus", "utilization", "running_jobs", "queued_jobs")
 _NEEDS_QUOTES = ',"\r\n'
@@ -67,16 +68,24 @@ def write_comparison(results: Sequence[SimResult], out_dir: Path) -> list[Path]:
 
 
 def job_header(results: Sequence[SimResult]) -> tuple[str, ...]:
-    """jobs.csv's columns: JOB_COLUMNS, then the privacy claims' when every replay has them, then what
-    each job spent when every replay rented its instances."""
-    privacy = bool(results) and all(r.privacy is not None for r in results)
-    rented = bool(results) and all(r.rented is not None for r in results)
-    return (*JOB_COLUMNS, *(PRIVACY_JOB_COLUMNS if privacy else ()), *(RENTED_JOB_COLUMNS if rented else ()))
+    """jobs.csv's columns: JOB_COLUMNS, then the privacy claims', the data stall's and what each job spent
+    renting its instances, each when every replay has them."""
+    privacy, stall, rented = _extras(results)
+    return (*JOB_COLUMNS, *(PRIVACY_JOB_COLUMNS if privacy else ()), *(STALL_JOB_COLUMNS if stall else ()),
+            *(RENTED_JOB_COLUMNS if rented else ()))
 
 
-def job_columns(result: SimResult, privacy: bool | None = None, rented: bool | None = None) -> list[list[str]]:
-    """The jobs.csv columns, in ``job_header`` order, as lists of cell text (``privacy``, ``rented``: with
-    the claims' columns, the dollars' columns; None: when the replay has them)."""
+def _extras(results: Sequence[SimResult]) -> tuple[bool, bool, bool]:
+    """Whether every replay has privacy claims, whether every one has data stalls, and whether every one rented."""
+    return (bool(results) and all(r.privacy is not None for r in results),
+            bool(results) and all(r.data_stall is not None for r in results),
+            bool(results) and all(r.rented is not None for r in results))
+
+
+def job_columns(result: SimResult, privacy: bool | None = None, stall: bool | None = None,
+                rented: bool | None = None) -> list[list[str]]:
+    """The jobs.csv columns, in ``job_header`` order, as lists of cell text (``privacy``, ``stall``, ``rented``:
+    with the claims' columns, the data stall's, the dollars'; None: when the replay has them)."""
     jobs = result.jobs
     start = result.first_start_s
     return [
@@ -97,7 +106,8 @@ def job_columns(result: SimResult, privacy: bool | None = None, rented: bool | N
         _decimals(np.full(len(jobs), np.nan) if jobs.deadline_s is None else jobs.deadline_s),
         _text(result.reasons),
         *(_privacy_columns(result) if (result.privacy is not None if privacy is None else privacy) else []),
-        *(_rented_columns(result) if result.rented is not None and (rented is None or rented) else []),
+        *([_decimals(result.data_stall, 6)] if (result.data_stall is not None if stall is None else stall) else []),
+        *(_rented_columns(result) if (result.rented is not None if rented is None else rented) else []),
     ]
 
 
@@ -111,10 +121,9 @@ def _privacy_columns(result: SimResult) -> list[list[str]]:
 
 def comparison_job_columns(results: Sequence[SimResult]) -> list[list[str]]:
     """The comparison's jobs.csv columns, in COMPARISON_JOB_COLUMNS order: each policy's jobs in turn."""
-    header = job_header(results)
-    width = len(header)
-    each = [job_columns(r, privacy=PRIVACY_JOB_COLUMNS[0] in header, rented=RENTED_JOB_COLUMNS[0] in header)
-            for r in results]
+    width = len(job_header(results))
+    privacy, stall, rented = _extras(results)
+    each = [job_columns(r, privacy=privacy, stall=stall, rented=rented) for r in results]
     policy = [cell for r in results for cell in _text(np.full(len(r.jobs), r.policy, dtype=object))]
     return [policy] + [[cell for columns in each for cell in columns[c]] for c in range(width)]
 

@@ -79,6 +79,9 @@ class SimResult:
     holdings: Holdings | None = None  # who held which GPUs when; recorded only when asked (record_holdings)
     privacy: PrivacyOutcome | None = None  # the jobs' privacy claims, when they made any
     rented: RentedOutcome | None = None  # what renting the instances cost, on a rented cluster
+    # [n] the GPU-weighted fraction of its training time each job waited for data (1 - the fraction of its
+    # best speed its CPU cores allowed), NaN where it never trained; None: no job's speed depends on cores
+    data_stall: np.ndarray | None = None
 
     @classmethod
     def build(cls, *, policy, jobs, cluster, config, busy_gpu_s, decisions, sim_wall_s, **arrays) -> SimResult:

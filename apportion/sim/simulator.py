@@ -40,6 +40,7 @@ from apportion.mechanism.timing import early_round_at, fill_event_at, idle_round
 from apportion.policies.base import Policy, wants_predictions
 from apportion.sim.admission import HeldJobs
 from apportion.sim.costs import AttemptCosts, JobCosts, MachineSlowness
+from apportion.sim.cpu_cores import CoreDivision
 from apportion.sim.durations import HistoryFeed
 from apportion.sim.holdings import HoldingsRecorder
 from apportion.sim.result import JobStatus, PrivacyOutcome, SimResult
@@ -60,6 +61,7 @@ class SimConfig:
     first_round_s: float | None = None  # wall clock: the server's first round, at its start (None: unknown)
     received_since: str = DEFAULT_RECEIVED_SINCE  # the received share counts from the last re-solve (Gavel's), or from arrival
     learn_models: bool = False  # elastic jobs: policies see models learnt from their steps (sim/learnt_models.py)
+    cpu_split: str = "proportional"  # how a node's cores are divided among its jobs, where speeds depend on them
 
 
 def job_throughputs(jobs: JobTable, cluster: Cluster, throughputs: ThroughputTable) -> np.ndarray:
@@ -90,6 +92,7 @@ class Simulator:
     """
 
     slowness: MachineSlowness | None = None  # start-ups as slow as the machine was (SimConfig.costs), if measured
+    cores: CoreDivision | None = None  # how nodes' cores are divided, where jobs' speeds depend on them
 
     def __init__(
         self,
@@ -122,6 +125,10 @@ class Simulator:
                                     received_since=config.received_since)
         if config.wall_clock and node_demand(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib) is not None:
             raise ValueError("the server's clock counts no CPU cores or memory of nodes: replay without wall_clock")
+        self.cores = CoreDivision.of(jobs, cluster, config.cpu_split)
+        if self.cores is not None and (config.wall_clock or self.pair_rates is not None):
+            raise ValueError("jobs whose speed depends on their CPU cores cannot be replayed on the server's clock "
+                             "or with a policy that shares GPUs (yet)")
         self.costs = JobCosts.of(jobs, config.costs, config.start_cost_s, config.restart_cost_s)
         self.slowness = config.costs.slowness if config.costs is not None else None
         # attempts stop and finish as they do in the server: stopped ones train up to their lease's end
@@ -173,6 +180,8 @@ class Simulator:
                 & fits_on_nodes(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib))
         self.rates = np.where(fits, rates, 0.0)
         replay = Replay.empty(len(jobs), cluster)
+        if self.cores is not None:
+            replay.trained_gpu_s, replay.stalled_gpu_s = np.zeros(len(jobs)), np.zeros(len(jobs))
         if self.config.wall_clock and self.config.first_round_s is not None:
             replay.now = replay.last_round_at = replay.round_end = self.config.first_round_s
         if wants_predictions(self.policy):
@@ -381,6 +390,9 @@ class Simulator:
         if paired.any():
             partner_kind = jobs.kind[active[run_partner[paired]]]
             run_rate[paired] = self.pair_rates[jobs.kind[run_rows[paired]], partner_kind, run_type[paired]]
+        if self.cores is not None:  # as fast as the cores its node gave it let it
+            cpu_speed = self.cores.speed(replay.gpu_job, run_rows)
+            run_rate = run_rate * cpu_speed
         run_wait = replay.wait_left[run_rows]  # not started yet: its GPUs are not free
         run_delay = replay.delay_left[run_rows]  # started, not training yet
         steps_s = run_wait + run_delay + (jobs.total_steps[run_rows] - replay.steps_done[run_rows]) / run_rate
@@ -426,6 +438,10 @@ class Simulator:
             replay.last_rate[run_rows] = run_rate
             replay.last_progress_s[run_rows] = progress_s
             replay.last_alone[run_rows] = ~paired
+        if self.cores is not None:
+            trained_gpu_s = progress_s * jobs.num_gpus[run_rows]
+            replay.trained_gpu_s[run_rows] += trained_gpu_s
+            replay.stalled_gpu_s[run_rows] += trained_gpu_s * (1.0 - cpu_speed)
         gpu_held_s, alone_s, _ = held_service(held_s, jobs.num_gpus[run_rows], ~paired)
         replay.attained_gpu_s[run_rows] += gpu_held_s
         replay.time_on_type[run_rows, run_type] += held_s
@@ -520,9 +536,14 @@ class Simulator:
             unschedulable_reason=self.unschedulable_reason,
             holdings=None if self.recorder is None else self.recorder.holdings(replay.finish, replay.now),
             privacy=None if self.privacy is None else PrivacyOutcome.of(self.privacy),
+            data_stall=None if self.cores is None else _fraction(replay.stalled_gpu_s, replay.trained_gpu_s),
         )
         if RoundPlanner.space_sharing(self.policy):
             result.summary["shared_gpu_hours"] = replay.shared_gpu_s / 3600.0
+        if self.cores is not None:
+            result.summary["cpu_split"] = self.config.cpu_split
+            trained_gpu_s = float(replay.trained_gpu_s.sum())
+            result.summary["data_stall"] = float(replay.stalled_gpu_s.sum()) / trained_gpu_s if trained_gpu_s else None
         return result
 
 
@@ -566,6 +587,8 @@ class Replay:
     shared_gpu_s: float = 0.0
     decisions: int = 0
     timeline: list = field(default_factory=list)  # (time_s, busy GPUs, running jobs, queued jobs)
+    trained_gpu_s: np.ndarray | None = None  # [n] GPU-seconds training, where speeds depend on CPU cores
+    stalled_gpu_s: np.ndarray | None = None  # [n] of them, the GPU-seconds lost waiting for data
 
     @classmethod
     def empty(cls, n: int, cluster: Cluster) -> Replay:
@@ -582,6 +605,12 @@ class Replay:
             gpu_job=np.full(cluster.num_gpus, -1, dtype=np.int64),
             gpu_partner=np.full(cluster.num_gpus, -1, dtype=np.int64), together=PairClock(num_types),
         )
+
+
+def _fraction(part, whole):
+    """part / whole, NaN where whole is 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(whole > 0, part / np.where(whole > 0, whole, 1.0), np.nan)
 
 
 _FIXED_WIDTH_MAX = 32  # characters; longer names keep their object array (memory: 4 bytes a character a job)

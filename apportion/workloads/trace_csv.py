@@ -23,14 +23,15 @@ from apportion.core.jobs import JobTable
 from apportion.core.limits import MAX_DURATION_S, MAX_GPUS, MAX_STEPS, MAX_SUBMIT_TIME_S, describe_seconds
 from apportion.core.throughputs import ThroughputTable
 from apportion.workloads.conversion import check_reference_type, draw_kinds, steps_for_durations
+from apportion.workloads.cpu_speed_column import curves_of_column
 from apportion.workloads.dependencies import after_of_column
 from apportion.workloads.model_jobs import MODEL_COLUMNS, model_jobs_of_columns, model_kind_names, with_model_kinds
 from apportion.workloads.philly_source import SOURCE_NAMES, from_philly_source, is_philly_source
 from apportion.workloads.text_file import read_text
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
-OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "budget_usd", "name",
-                    "after", "cpus", "memory_gib", *MODEL_COLUMNS)
+OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "budget_usd",
+                    "name", "after", "cpus", "memory_gib", "cpu_speed", *MODEL_COLUMNS)
 NODE_RESOURCE_COLUMNS = ("cpus", "memory_gib")  # what a job needs beside its GPUs, over all of them
 # any of these in the header makes every row an elastic job (apportion.workloads.elastic_trace)
 ELASTIC_COLUMNS = ("min_gpus", "max_gpus", "batch_size", "target_examples")
@@ -58,8 +59,9 @@ def read_workload_csv(
     seconds after its submission a job should finish (for ``min-cost --slo`` and a rented cluster's
     provisioning); ``budget_usd`` (optional) the dollars it may spend on rented instances; ``cpus`` and
     ``memory_gib`` (optional, empty = none) the CPU cores and GiB of memory it needs beside its GPUs,
-    over all of them. ``after`` (optional) lists the ids of the jobs a job must see completed before
-    it starts (``workloads/dependencies.py``). ``start_s``/``end_s`` keep jobs submitted in
+    over all of them; ``cpu_speed`` (optional) its speed at a few CPU core counts per GPU
+    (``workloads/cpu_speed_column.py``). ``after`` (optional) lists the ids of the jobs a job must see
+    completed before it starts (``workloads/dependencies.py``). ``start_s``/``end_s`` keep jobs submitted in
     [start_s, end_s) and shift them so the first kept job is at 0; then ``max_jobs`` keeps the
     first N by submit time; a dependency on a job cut out is dropped. Bad input raises
     InputError naming the file, line and column.
@@ -196,6 +198,7 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
         budget_usd=table["budget_usd"][rows] if "budget_usd" in table else None,
         name=table["name"][rows] if "name" in table else None,
         after=table["after"].take(rows) if "after" in table else None,
+        cpu_curves=table["cpu_curves"].take(rows) if table.get("cpu_curves") is not None else None,
         **{column: table[column][rows] for column in NODE_RESOURCE_COLUMNS if column in table},
     )
 
@@ -289,9 +292,10 @@ def _parse_columns(
                              field="after")
         from apportion.workloads.elastic_trace import elastic_jobs_from_columns
 
-        for name in NODE_RESOURCE_COLUMNS:
+        for name in (*NODE_RESOURCE_COLUMNS, "cpu_speed"):
             if name in columns:
-                raise InputError(source, "elastic jobs cannot ask for CPU cores or memory (yet): leave the column out",
+                raise InputError(source, "elastic jobs cannot ask for CPU cores or memory, nor depend on them (yet): "
+                                         "leave the column out",
                                  line=1, field=name)
 
         priority = np.ones(n)
@@ -373,6 +377,7 @@ def _parse_columns(
         "queue": strings("queue"),
         **({"name": columns["name"]} if "name" in columns else {}),
         **({"after": after_of_column(columns["after"], job_id, lines, source)} if "after" in columns else {}),
+        **({"cpu_curves": curves_of_column(columns["cpu_speed"], lines, source)} if "cpu_speed" in columns else {}),
         **resources,
     }
 
