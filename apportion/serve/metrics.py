@@ -1,6 +1,7 @@
 """GET /metrics: the server in Prometheus's text format (docs/serve.md, "Metrics").
 
-What the state file holds (slots, jobs, attempts, preemptions, users' GPU time) is read at
+What the state file holds (slots, jobs, attempts, preemptions, users' GPU time, privacy blocks'
+budgets) is read at
 scrape time by one collector, a few grouped queries under the state lock, so nothing is kept
 twice and counters survive restarts; what only this run knows (round times, lease answers)
 comes from the scheduler's own counts. Request latencies are observed by a small ASGI
@@ -57,6 +58,7 @@ class StateCollector:
         with scheduler.lock:
             totals = scheduler.store.job_totals(scheduler.clock())
             attempts = scheduler.store.attempt_counts()
+            budgets = scheduler.state.privacy.budgets(scheduler.clock())
         yield from self._slots({slot for *_, held in totals if held for slot in held.split(",")})
         queues = _labelled({(queue, first) for _, queue, _, first, *_ in totals})
         users = _labelled({(user, first) for _, _, user, first, *_ in totals})
@@ -93,6 +95,7 @@ class StateCollector:
         yield CounterMetricFamily("apportion_lease_stops", "Lease calls answered renew: false: checkpoint and exit"
                                   " (this run)", value=answers["stop"])
         yield self._round_times()
+        yield _privacy(budgets[-MAX_LABELLED:])
 
     def _slots(self, held: set[str]):
         busy = GaugeMetricFamily("apportion_slots_busy", "Slots held by a live attempt, by GPU type",
@@ -110,6 +113,18 @@ class StateCollector:
         buckets = [(f"{bound / 1000:g}", count) for bound, count in zip(ROUND_BOUNDS_MS, stats.at_most)]
         return HistogramMetricFamily("apportion_round_seconds", "Time to decide and apply a round (this run)",
                                      buckets=[*buckets, ("+Inf", stats.rounds)], sum_value=stats.total_ms / 1000)
+
+
+def _privacy(budgets) -> GaugeMetricFamily:
+    """Each privacy block's budget in ε (under Rényi at the order with the most left): unlocked, granted
+    to jobs not started yet, consumed by jobs that started, left; the newest MAX_LABELLED blocks."""
+    family = GaugeMetricFamily("apportion_privacy_budget_epsilon", "Privacy budget of each block in epsilon:"
+                               " unlocked, granted (jobs not started), consumed (jobs started) and left",
+                               labels=["block", "part"])
+    for budget in budgets:
+        for part in ("unlocked", "granted", "consumed", "left"):
+            family.add_metric([budget.name, part], getattr(budget, part))
+    return family
 
 
 def _labelled(seen: set[tuple[str, int]]) -> set[str]:
