@@ -185,3 +185,14 @@ def test_metrics_show_each_blocks_budget(tmp_path):
     text = server.call("GET", "/metrics").text
     for part, value in (("unlocked", 1.0), ("granted", 0.0), ("consumed", 0.25), ("left", 0.75)):
         assert f'apportion_privacy_budget_epsilon{{block="mon",part="{part}"}} {value}' in text
+
+
+def test_the_dashboard_shows_each_blocks_budget(tmp_path):
+    server = Server(tmp_path)
+    assert server.call("GET", "/dashboard/state").json()["privacy"]["blocks"] == []  # the page shows no table
+    server.add_blocks(block("mon"))
+    server.submit("j", {"blocks": ["mon"], "epsilon": 0.25})
+    server.scheduler.tick()
+    privacy = server.call("GET", "/dashboard/state").json()["privacy"]
+    assert privacy["policy"] == "fcfs"
+    assert [(b["name"], b["consumed"], b["left"]) for b in privacy["blocks"]] == [("mon", 0.25, 0.75)]
