@@ -16,7 +16,7 @@ from apportion.serve.bounds import (
     MAX_ATTEMPT, MAX_BATCH, MAX_GPUS, MAX_IDEMPOTENCY_KEY, MAX_NOISE_SCALE, MAX_STEP_S, MAX_STEPS, check_int,
     check_line, check_number,
 )
-from apportion.serve.privacy_spec import BlockSpec, block_from_mapping
+from apportion.serve.privacy_spec import MAX_BLOCKS_ADDED, BlockSpec, block_from_mapping
 
 SOURCE = "request"
 
@@ -48,9 +48,6 @@ def idempotency_key(header: str | None) -> str | None:
 
 
 _KEY = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_IDEMPOTENCY_KEY}}}")
-
-
-MAX_BLOCKS_ADDED = 1000  # blocks one call adds
 
 
 def blocks(body: object) -> list[BlockSpec]:

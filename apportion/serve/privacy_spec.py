@@ -24,6 +24,7 @@ from apportion.serve.bounds import MAX_NAME, check_line
 from apportion.serve.bounds import check_number as _check_number
 
 MAX_CLAIM_BLOCKS = 1000  # blocks one claim may name
+MAX_BLOCKS_ADDED = 1000  # blocks one call of POST /blocks adds
 MAX_ORDERS = 64  # Rényi orders of a block
 MAX_BUDGET = 1e6  # the largest ε (or curve value) a block or a claim may give
 FIELDS = ("blocks", "epsilon", "delta", "rdp", "weight")
@@ -163,7 +164,7 @@ def _orders(value: object, source: str, field: str) -> tuple[float, ...]:
 def _order(value: object, source: str, field: str) -> float:
     try:
         order = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         order = math.nan
     if not 1 < order <= MAX_BUDGET:
         raise InputError(source, f"a Rényi order is a number more than 1, got {str(value)[:40]!r}", field=field)
