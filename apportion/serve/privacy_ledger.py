@@ -127,8 +127,8 @@ class PrivacyLedger:
         at = (np.arange(len(ids)), column)
         unlocked = self.policy.unlocked_fraction(blocks, arrived, now) * whole[at]
         waiting = dict(self.store.rows(
-            f"SELECT d.block, COUNT(DISTINCT d.job_id) FROM privacy_claims c JOIN privacy_demands d USING (job_id)"
-            f" WHERE c.state IN ('pending', 'waiting') GROUP BY d.block"))
+            "SELECT d.block, COUNT(DISTINCT d.job_id) FROM privacy_claims c JOIN privacy_demands d USING (job_id)"
+            " WHERE c.state IN ('pending', 'waiting') GROUP BY d.block"))
         return [BlockBudget(str(blocks.name[b]), float(blocks.epsilon[b]), float(blocks.delta[b]),
                             None if blocks.orders is None else tuple(blocks.orders.tolist()),
                             float(blocks.arrival_s[b]), int(arrived[b]), int(waiting.get(int(ids[b]), 0)),
@@ -173,10 +173,9 @@ class PrivacyLedger:
             over = demand[None, :] > left[chosen] + FIT_TOLERANCE
             bad = over.all(axis=1) if blocks.rdp else over.any(axis=1)
             short = int(chosen[int(np.argmax(bad))])
-            what = (f"ε {max(left[short][0], 0.0):g}, δ {max(left[short][1], 0.0):g}" if not blocks.rdp else
-                    "at no order enough")
-            raise InputError(source, f"can never be granted: block {blocks.name[short]} has {what} left of its "
-                             "budget", field="privacy")
+            what = (f"has ε {max(left[short][0], 0.0):g}, δ {max(left[short][1], 0.0):g} left of its budget"
+                    if not blocks.rdp else "has not enough left of its budget at any Rényi order")
+            raise InputError(source, f"can never be granted: block {blocks.name[short]} {what}", field="privacy")
         return ids[chosen], demand
 
     def insert_claims(self, job_ids: list[int], claim: ClaimSpec, block_ids: np.ndarray, demand: np.ndarray) -> None:

@@ -196,3 +196,20 @@ def test_the_dashboard_shows_each_blocks_budget(tmp_path):
     privacy = server.call("GET", "/dashboard/state").json()["privacy"]
     assert privacy["policy"] == "fcfs"
     assert [(b["name"], b["consumed"], b["left"]) for b in privacy["blocks"]] == [("mon", 0.25, 0.75)]
+
+
+def test_renyi_blocks_take_claims_at_their_orders(tmp_path):
+    # ε 10, δ 1e-6 at orders 8 and 16: budgets 10 − ln(1e6)/7 = 8.026 and 10 − ln(1e6)/15 = 9.079
+    server = Server(tmp_path)
+    server.add_blocks({**block("mon", epsilon=10.0), "rdp_orders": [8, 16]})
+    assert server.submit("j", {"blocks": ["mon"], "epsilon": 0.1}).json()["field"] == "privacy.rdp"
+    assert server.submit("j", {"blocks": ["mon"], "rdp": {8: 1, 32: 1}}).json()["message"] == (
+        "must give ε at exactly the blocks' orders (8 16), got 8 32")
+    first = server.submit("first", {"blocks": ["mon"], "rdp": {8: 5.0, 16: 10.0}})
+    assert first.status_code == 200  # fits at order 8
+    server.scheduler.tick()
+    mon = server.blocks()["mon"]  # order 16 is overdrawn (-0.92): listed at order 8, 3.026 left
+    assert (mon["order"], mon["consumed"], mon["left"]) == (8.0, 5.0, pytest.approx(8.026 - 5.0, abs=1e-3))
+    refused = server.submit("second", {"blocks": ["mon"], "rdp": {8: 5.0, 16: 5.0}})
+    assert refused.json()["message"] == (
+        "can never be granted: block mon has not enough left of its budget at any Rényi order")
