@@ -276,7 +276,8 @@ class PrivacyLedger:
                 self.store.rows(f"SELECT 1 FROM privacy_claims WHERE state IN {_OPEN_SQL} LIMIT 1")):
             return
         only = "" if job_ids is None else f" AND c.job_id IN ({','.join(str(int(i)) for i in job_ids)})"
-        started = f"c.state = 'granted' AND j.started IS NOT NULL{only}"
+        # the open states named, so that SQLite reads the few open claims through their partial index
+        started = f"c.state IN {_OPEN_SQL} AND c.state = 'granted' AND j.started IS NOT NULL{only}"
         ended = f"c.state IN {_OPEN_SQL} AND j.started IS NULL AND j.status IN {_ENDED_SQL}{only}"
         with self.store.transaction() as conn:
             conn.execute(f"INSERT INTO events (time, job_id, event, detail) SELECT j.started, c.job_id, 'privacy',"
