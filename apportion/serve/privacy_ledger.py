@@ -28,6 +28,7 @@ from apportion.serve.state import StateStore
 STATES = ("pending", "waiting", "granted", "consumed", "rejected", "returned", "withdrawn")
 OPEN = ("pending", "waiting", "granted")  # a claim whose job may still start
 MAX_BLOCKS = 10_000  # blocks one server keeps
+MAX_DEMAND_ROWS = 200_000  # rows of privacy_demands one submit may add (tasks × blocks × columns)
 _OF_STAGE = {ClaimState.UNSEEN: "pending", ClaimState.WAITING: "waiting", ClaimState.GRANTED: "granted",
              ClaimState.REJECTED: "rejected"}
 _TO_STAGE = {name: int(state) for state, name in _OF_STAGE.items()}
@@ -139,10 +140,11 @@ class PrivacyLedger:
 
     # claims at submit ------------------------------------------------------------------------
 
-    def check_claim(self, claim: ClaimSpec, source: str) -> tuple[np.ndarray, np.ndarray]:
+    def check_claim(self, claim: ClaimSpec, source: str, copies: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """(the ids of the blocks ``claim`` names, its demand on each, in their columns); InputError
         naming the block when one is not here, when the claim's accounting is not theirs, or when
-        what a block has left (its whole budget less what was granted) can never hold it."""
+        what a block has left (its whole budget less what was granted) can never hold it; naming
+        ``privacy`` when ``copies`` of it (a job array's tasks) would be too many rows to keep."""
         found = self._blocks()
         index = {} if found is None else {str(name): i for i, name in enumerate(found[1].name.tolist())}
         unknown = [name for name in claim.blocks if name not in index]
@@ -166,6 +168,9 @@ class PrivacyLedger:
                                  "not rdp", field="privacy.rdp")
             demand = np.array([claim.epsilon, claim.delta])
         chosen = np.array([index[name] for name in claim.blocks], dtype=np.int64)
+        if copies * len(chosen) * len(demand) > MAX_DEMAND_ROWS:
+            raise InputError(source, f"{copies:,} claims on {len(chosen):,} blocks of {len(demand)} columns each are "
+                             f"more than the {MAX_DEMAND_ROWS:,} a submit may add", field="privacy")
         granted, consumed = self._taken(ids, blocks)
         left = blocks.budget - granted - consumed
         one = Claims(np.array([0, len(chosen)]), chosen, np.tile(demand, (len(chosen), 1)), np.ones(1))

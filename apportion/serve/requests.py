@@ -100,7 +100,8 @@ class Requests:
             common = dict(user=data["user"], queue=spec.queue, priority=spec.priority, kind=spec.throughput_kind,
                           gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
                           key=(user, key, digest) if key is not None else None)
-            claim = None if spec.privacy is None else self.state.privacy.check_claim(spec.privacy, source)
+            claim = None if spec.privacy is None else self.state.privacy.check_claim(
+                spec.privacy, source, copies=1 if array is None else len(array))
             if array is not None:
                 check_room(self.store.active_jobs_of(data["user"]), len(array), source)
             with self.store.transaction():

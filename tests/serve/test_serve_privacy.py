@@ -213,3 +213,13 @@ def test_renyi_blocks_take_claims_at_their_orders(tmp_path):
     refused = server.submit("second", {"blocks": ["mon"], "rdp": {8: 5.0, 16: 5.0}})
     assert refused.json()["message"] == (
         "can never be granted: block mon has not enough left of its budget at any Rényi order")
+
+
+def test_each_task_of_a_job_array_claims_the_budget(tmp_path):
+    server = Server(tmp_path)
+    server.add_blocks(block("mon"))
+    array = server.submit("sweep", {"blocks": ["mon"], "epsilon": 0.3}, array="0-2").json()
+    assert array["tasks"] == 3
+    server.scheduler.tick()  # two slots: two tasks start and consume; the third is granted and waits for a slot
+    mon = server.blocks()["mon"]
+    assert (mon["claims"], mon["consumed"], mon["granted"]) == (3, pytest.approx(0.6), pytest.approx(0.3))
