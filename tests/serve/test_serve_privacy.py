@@ -145,7 +145,7 @@ def test_a_claim_on_an_unknown_block_or_that_can_never_fit_is_refused_at_submit_
     assert server.submit("j", {"blocks": ["mon"], "rdp": {2: 0.1}}).json()["field"] == "privacy.rdp"
 
 
-def test_a_claim_that_waits_on_an_unknown_rest_of_a_block_is_rejected_when_it_can_never_fit(tmp_path):
+def test_a_claim_that_can_no_longer_fit_once_another_is_granted_fails_its_job(tmp_path):
     # fcfs: A (0.7) is granted; B (0.5) was submitted when 1.0 was left and can no longer fit: its job fails
     server = Server(tmp_path, slots="cpu:1")
     server.add_blocks(block("mon"))
