@@ -152,11 +152,27 @@ def queue(
         out.flush()
     if more_waiting:
         console.print(f"… and {more_waiting:,} more waiting (--all)", highlight=False)
+    _privacy_blocks(client)
     for j in jobs:
         if j["status"] == "failed" and j["last_lines"]:
             console.print(f"[red]job {cell(j['id'])} ({cell(j['name'])}) failed[/]; its last lines:", highlight=False)
             for line in j["last_lines"].splitlines()[-10:]:
                 console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _privacy_blocks(client) -> None:
+    """The server's privacy blocks and their budgets, after the jobs, when it has any."""
+    from apportion.cli.blocks import print_budgets
+    from apportion.serve.client import ClientError
+
+    try:
+        with stdout_to_stderr():
+            info = client.blocks()
+    except ClientError:  # a server older than privacy blocks
+        return
+    if info.get("blocks"):
+        console.print()
+        print_budgets(info)
 
 
 def _job_cells(j: dict, now: float) -> list[str]:

@@ -43,6 +43,10 @@ def serve(
     provisioning: str = typer.Option(DEFAULTS.provisioning, "--provisioning", help="With --market: what to rent (as simulate's).", rich_help_panel="Executor"),
     notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks jobs' notify: URLs may reach; none: no notifications.", rich_help_panel="Security"),
     warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
+    privacy_policy: str = typer.Option(DEFAULTS.privacy_policy, "--privacy-policy", show_default=False, help="Privacy: fcfs (default), rr, dpf-n, dpf-t, pack.", rich_help_panel="Policy options"),
+    privacy_n: Optional[int] = typer.Option(None, "--privacy-n", hidden=True, help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Policy options"),
+    privacy_t: Optional[float] = typer.Option(None, "--privacy-t", hidden=True, help="Unlock a block's budget over this many seconds from when it was added (dpf-t; rr and pack by time).", rich_help_panel="Policy options"),
+    privacy_timeout_s: Optional[float] = typer.Option(None, "--privacy-timeout-s", hidden=True, help="Reject a privacy claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Policy options"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
     settings, given = _settings(ctx, config)
@@ -104,7 +108,9 @@ def serve(
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
                             policy_options=opt.record_policy_options(settings.policy_options),
-                            notify_hosts=NotifyHosts.parse(settings.notify_hosts))
+                            notify_hosts=NotifyHosts.parse(settings.notify_hosts),
+                            privacy_policy=settings.privacy_policy, privacy_n=settings.privacy_n,
+                            privacy_t_s=settings.privacy_t, privacy_timeout_s=settings.privacy_timeout_s)
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -30,7 +30,8 @@ _COMMAND = "apportion.job_command"  # ctx.meta key: the words after --, or None 
 class Flag:
     """``flag`` sets job-file field ``field``; ``read`` says how its text becomes the field's value:
     ``text`` as given, ``number`` an int or float when it reads as one, ``path`` made absolute from
-    here, ``list`` the items of every use (each may be ``A,B``), ``env`` ``NAME=VALUE`` of every use."""
+    here, ``list`` the items of every use (each may be ``A,B``), ``env`` ``NAME=VALUE`` of every use,
+    ``privacy`` ``BLOCK,BLOCK:EPSILON[:DELTA]`` as the ``privacy`` mapping."""
 
     flag: str
     field: str
@@ -54,6 +55,7 @@ FLAGS = (
     Flag("--after", "after", "list", "ID,ID", "Jobs that must complete before it starts."),
     Flag("--notify", "notify", "text", "URL", "An http(s) URL POSTed a JSON summary when it ends."),
     Flag("--array", "array", "text", "INDICES", "A job array: one job per index (0-15, 0-15:2, 1,3,5-7; %4: 4 at once)."),
+    Flag("--privacy", "privacy", "privacy", "BLOCKS:EPS[:DELTA]", "Privacy budget it claims of each block (mon,tue:0.5:1e-7)."),
     Flag("--time-limit", "time_limit", "text", "TIME", "Running time over all its attempts, then it fails (3600, 90m, 12h, 2d)."),
     Flag("--workdir", "workdir", "path", "DIR", "Where the command runs (default: this directory)."),
     Flag("--checkpoint-dir", "checkpoint_dir", "path", "DIR", "Where its checkpoints go (default: the server's state directory)."),
@@ -164,12 +166,23 @@ def _env(flag: Flag, values: list[str]) -> dict[str, str]:
     return env
 
 
+def _privacy(flag: Flag, text: str) -> dict:
+    """``mon,tue:0.5:1e-7`` as ``{blocks: [mon, tue], epsilon: 0.5, delta: 1e-7}`` (ε-δ; a Rényi claim
+    needs a job file's ``rdp``)."""
+    blocks, _, amounts = text.partition(":")
+    claim: dict = {"blocks": [b.strip() for b in blocks.split(",") if b.strip()]}
+    for key, value in zip(("epsilon", "delta"), amounts.split(":") if amounts else ()):
+        claim[key] = _number(flag, value)
+    return claim
+
+
 _READ = {
     "text": lambda flag, text: text,
     "number": _number,
     "path": lambda flag, text: str(Path(text).expanduser().absolute()),
     "list": _list,
     "env": _env,
+    "privacy": _privacy,
 }
 
 

@@ -2,7 +2,9 @@
 its claim is granted, whole, on every block it reads; budget granted is consumed for good.
 
 The stage keeps the ledger (what each block has given, how many claims arrived for it, each
-claim's state) and is asked with the jobs' claim indices (``Applicants.claim``). A claim arrives
+claim's state) and is asked with the jobs' claim indices (``Applicants.claim``). The simulator
+keeps one stage for a whole replay; the server builds one each round from the ledger in its
+state file (a :class:`Ledger` to start from) and writes back what the round decided. A claim arrives
 the first time it is asked once all its blocks exist; a claim that can no longer fit in what
 its blocks have left, or that waited past ``timeout_s``, is rejected and its job fails. Which
 waiting claims are granted, and how budget unlocks, is the policy's (``privacy_policies.py``).
@@ -16,7 +18,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from apportion.core.privacy import Blocks, Claims, dominant_share, fits
+from apportion.core.privacy import FIT_TOLERANCE, Blocks, Claims, dominant_share, fits
 from apportion.mechanism.admission import AdmissionContext, Applicants, Verdict
 from apportion.mechanism.privacy_policies import PrivacyPolicy, water_fill
 
@@ -43,12 +45,24 @@ class BudgetHistory:
     unlocked: np.ndarray  # [k, B] fraction unlocked
 
 
+@dataclass(frozen=True)
+class Ledger:
+    """What a stage starts from instead of an empty ledger: what was decided before it."""
+
+    consumed: np.ndarray  # [B, A] budget granted on each block
+    arrived_claims: np.ndarray  # [B] claims arrived for each block
+    state: np.ndarray  # [n] each claim's ClaimState
+    arrived_s: np.ndarray  # [n] when each arrived (NaN: not yet)
+    accumulated: np.ndarray | None = None  # [m, A] round robin's portions held by each claim entry; None: none
+
+
 class PrivacyStage:
     """Admission by privacy budget: hold a job until its claim is granted, fail it when rejected."""
 
     name = "privacy"
 
-    def __init__(self, blocks: Blocks, claims: Claims, policy: PrivacyPolicy, timeout_s: float | None = None) -> None:
+    def __init__(self, blocks: Blocks, claims: Claims, policy: PrivacyPolicy, timeout_s: float | None = None,
+                 ledger: Ledger | None = None) -> None:
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"the privacy timeout must be more than 0 seconds, got {timeout_s}")
         if policy.name == "rr" and blocks.rdp:
@@ -66,6 +80,14 @@ class PrivacyStage:
         self._asks = claims.asks
         self._shares = dominant_share(claims, self.budget, blocks.rdp)  # [n] DPF's order, fixed with the budget
         self._history: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self._unlocked = np.zeros(num_blocks)  # [B] the fraction unlocked at the last grant
+        if ledger is not None:
+            self.consumed = np.array(ledger.consumed, dtype=np.float64).reshape(num_blocks, columns)
+            self.arrived_claims = np.array(ledger.arrived_claims, dtype=np.int64)
+            self.state = np.array(ledger.state, dtype=np.int8)
+            self.arrived_s = np.array(ledger.arrived_s, dtype=np.float64)
+            if self.accumulated is not None and ledger.accumulated is not None:
+                self.accumulated = np.array(ledger.accumulated, dtype=np.float64)
 
     # the stage ---------------------------------------------------------------------------
 
@@ -99,8 +121,11 @@ class PrivacyStage:
             reasons[position] = self.rejected_because[int(claim[position])]
         for position in np.flatnonzero(state == _UNSEEN).tolist():
             reasons[position] = f"waiting for block {self._missing_block(int(claim[position]), now)} to arrive"
-        reasons.update(dict.fromkeys(np.flatnonzero(state == _WAITING).tolist(),
-                                     f"waiting for privacy budget ({self.policy.name})"))
+        held = np.flatnonzero(state == _WAITING)
+        if len(held):
+            short = self._short_blocks(claim[held]).tolist()
+            reasons.update({position: f"waiting for privacy budget on block {block} ({self.policy.name})"
+                            for position, block in zip(held.tolist(), short)})
         return Verdict(hold, fail, reasons)
 
     def next_change_s(self, now_s: float) -> float:
@@ -167,6 +192,7 @@ class PrivacyStage:
 
     def _grant(self, waiting: np.ndarray, now: float) -> None:
         unlocked = self.policy.unlocked_fraction(self.blocks, self.arrived_claims, now)
+        self._unlocked = unlocked
         room = unlocked[:, None] * self.budget - self.consumed
         if self.accumulated is not None:
             granted = self._share_round_robin(waiting, room)
@@ -258,6 +284,21 @@ class PrivacyStage:
         blocks, demand = self.claims.block[lo:hi], self.claims.demand[lo:hi]
         short = np.any(demand > left[blocks] + 1e-9, axis=1)
         return f"block {self.blocks.name[blocks[int(np.argmax(short))]]}"
+
+    def _short_blocks(self, waiting: np.ndarray) -> np.ndarray:
+        """[k] the name of the block each waiting claim waits on: the first of its blocks whose unlocked
+        budget left cannot hold its demand (in any column; Rényi: in every order), else its first block."""
+        claims = self.claims
+        lengths = claims.start[waiting + 1] - claims.start[waiting]
+        entries = claims.entries(waiting)
+        room = self._unlocked[:, None] * self.budget - self.consumed
+        over = claims.demand[entries] > room[claims.block[entries]] + FIT_TOLERANCE
+        short = over.all(axis=1) if self.blocks.rdp else over.any(axis=1)
+        first = np.cumsum(lengths) - lengths
+        never = len(entries)
+        first_short = np.minimum.reduceat(np.where(short, np.arange(len(entries)), never), first)
+        chosen = np.where(first_short < never, first_short, first)
+        return self.blocks.name[claims.block[chosen]]
 
     def _missing_block(self, claim: int, now: float) -> str:
         blocks = self.claims.block[self.claims.start[claim]:self.claims.start[claim + 1]]

@@ -6,7 +6,9 @@ The server keeps no record of admission: a job is asked every round until it sta
 dependencies the answer cannot turn back, since a completed job stays completed. A job may
 wait for a job array (``after`` naming the array's id): for all its tasks to complete; it
 fails as soon as one task failed or was cancelled. A job array with a limit (``%N``) lets its
-tasks in only while fewer than N of them have started and not ended.
+tasks in only while fewer than N of them have started and not ended. A job that claims privacy
+budget waits until its claim is granted and fails when it is rejected: the round's privacy stage
+is built from the ledger in the state file (``privacy_ledger.py``), and what it decided is written back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from apportion.core.dependencies import Dependencies
 from apportion.mechanism.admission import (Admission, AdmissionContext, AfterStage, Applicants, ArrayLimitStage,
                                            Outcome, Verdict)
 from apportion.serve.job_array import most_running
+from apportion.serve.privacy_ledger import PrivacyLedger
 from apportion.serve.state import ACTIVE, StateStore
 
 ADMISSION = Admission([AfterStage(), ArrayLimitStage()])
@@ -25,19 +28,22 @@ _OUTCOME_OF_STATUS = {"queued": Outcome.WAITING, "running": Outcome.WAITING, "pr
 
 
 def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, changes: dict[int, dict],
-                failed: dict[int, str]) -> np.ndarray:
+                failed: dict[int, str], privacy: PrivacyLedger | None = None) -> np.ndarray:
     """``rows`` (positions in the round ``table``) less the jobs admission holds or fails: a held
     job's reason goes into ``changes`` (with any slots promised to it taken back), a failed
-    job's into ``failed`` ({row: why})."""
+    job's into ``failed`` ({row: why}). ``privacy``: the ledger the jobs' privacy claims are granted from."""
     has_arrays = table["array_id"].count(None) < len(table["array_id"])
-    if not len(rows) or not (any(table["after"]) or has_arrays):  # no job names another, none is in an array
+    open_claims = privacy.open_claims() if privacy is not None and len(rows) else np.zeros(0, dtype=np.int64)
+    if not len(rows) or not (any(table["after"]) or has_arrays or len(open_claims)):  # nothing to hold a job
         return rows
     asking = rows[np.equal(np.asarray(table["started"], dtype=object)[rows], None)]
     after_text = np.asarray(table["after"], dtype=object)[asking]
     claims = np.flatnonzero(after_text != "")
     array_of = np.array([-1 if a is None else a for a in table["array_id"]], dtype=np.int64) if has_arrays else None
     limits = _array_limits(store, table, array_of, asking) if has_arrays else None
-    if not len(claims) and limits is None:
+    asking_ids = np.asarray(table["id"], dtype=np.int64)[asking]
+    claiming = np.flatnonzero(np.isin(asking_ids, open_claims))
+    if not len(claims) and limits is None and not len(claiming):
         return rows
     after = Dependencies.none(len(asking))
     if len(claims):
@@ -45,8 +51,16 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
         for j in claims.tolist():
             lists[j] = [int(i) for i in after_text[j].split(",")]
         after = Dependencies.of_lists(lists)
-    applicants = Applicants(np.asarray(table["id"], dtype=np.int64)[asking], after, *(limits or (None, None, None)))
-    verdict = _settled(store, applicants, now, array_of[asking] if has_arrays else np.full(len(asking), -1))
+    admission, stage, claim = ADMISSION, None, None
+    if len(claiming):  # the privacy stage over the claims of these jobs, from the ledger
+        stage, before = privacy.stage(asking_ids[claiming])
+        admission = Admission([*ADMISSION.stages, stage])
+        claim = np.full(len(asking), -1, dtype=np.int64)
+        claim[claiming] = np.arange(len(claiming))
+    applicants = Applicants(asking_ids, after, *(limits or (None, None, None)), claim=claim)
+    verdict = _settled(store, applicants, now, array_of[asking] if has_arrays else np.full(len(asking), -1), admission)
+    if stage is not None:
+        privacy.record(stage, before, now)
     for j in np.flatnonzero(verdict.fail):
         failed[int(asking[j])] = verdict.reasons[int(j)]
     for j in np.flatnonzero(verdict.hold):
@@ -55,7 +69,8 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     return rows[~np.isin(rows, out)]
 
 
-def _settled(store: StateStore, applicants: Applicants, now: float, array_of: np.ndarray) -> Verdict:
+def _settled(store: StateStore, applicants: Applicants, now: float, array_of: np.ndarray,
+             admission: Admission = ADMISSION) -> Verdict:
     """The verdict over ``applicants`` (``array_of``: each one's array, -1 none), a job failed now
     counting as failed for those that wait for it, or for its array."""
     named = np.unique(applicants.after.keys)
@@ -65,7 +80,7 @@ def _settled(store: StateStore, applicants: Applicants, now: float, array_of: np
     outcome.update({array_id: _array_outcome(counts) for array_id, (_, counts) in arrays.items()})
     context = AdmissionContext(now, lambda keys: np.array([outcome.get(int(k), Outcome.UNKNOWN) for k in keys]),
                                lambda key: f"array {key}" if key in arrays else f"job {key}")
-    verdict = ADMISSION.admit(applicants, context)
+    verdict = admission.admit(applicants, context)
     waited_for = set(named.tolist())
     while True:
         failing = [int(key) for key in applicants.key[verdict.fail]] + array_of[verdict.fail].tolist()
@@ -73,7 +88,7 @@ def _settled(store: StateStore, applicants: Applicants, now: float, array_of: np
         if not newly:
             return verdict
         outcome.update(dict.fromkeys(newly, Outcome.FAILED))
-        verdict = ADMISSION.admit(applicants, context)
+        verdict = admission.admit(applicants, context)
 
 
 def _array_limits(store: StateStore, table: dict, array_of: np.ndarray,

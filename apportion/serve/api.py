@@ -204,6 +204,19 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     def status(who: Identity = Depends(user_caller)) -> dict:
         return scheduler.status()
 
+    @app.post("/blocks")
+    def add_blocks(body: Any = Body(...), who: Identity = Depends(user_caller)) -> dict:
+        """Add privacy blocks (admins): ``{"blocks": [{"name", "epsilon", "delta"[, "rdp_orders"]}, ...]}``."""
+        who.require_admin("adding privacy blocks")
+        added = bodies.blocks(body)
+        scheduler.add_blocks(added)
+        return {"added": [block.name for block in added]}
+
+    @app.get("/blocks")
+    def blocks(who: Identity = Depends(user_caller)) -> dict:
+        """The privacy blocks and their budgets: unlocked, granted (to jobs not started yet), consumed, left."""
+        return scheduler.blocks()
+
     add_dashboard(app, scheduler, authenticator, history)
     add_metrics(app, scheduler, user_caller)  # GET /metrics: who may read /status may scrape it
     add_api_docs(app)  # last: it describes the routes above

@@ -104,10 +104,18 @@ ROUTES = {
     ("get", "/status"): RouteDoc(
         "server", "The server",
         "Its policy, round, slots and who holds them, jobs by status, hung attempts and the time a round takes."),
+    ("post", "/blocks"): RouteDoc(
+        "server", "Add privacy blocks",
+        "Admins only: data blocks with a privacy budget (docs/privacy.md), all or none, each arriving now; one "
+        "accounting (ε-δ, or Rényi at the same orders) a server.", (400, 401, 403, 413, 507), body="Blocks"),
+    ("get", "/blocks"): RouteDoc(
+        "server", "The privacy blocks",
+        "The privacy policy and each block's budget in ε: unlocked, granted (to jobs not started yet), consumed "
+        "(by jobs that started) and left; its claims arrived and waiting, as `apportion blocks list`."),
     ("get", "/dashboard/state"): RouteDoc(
         "server", "The dashboard's view",
-        "What the page at / draws: slots, current jobs, the cluster over time. Readable without a credential from "
-        "this machine."),
+        "What the page at / draws: slots, current jobs, the cluster over time, the privacy blocks. Readable "
+        "without a credential from this machine."),
     ("get", "/dashboard/jobs/{job_id}"): RouteDoc(
         "server", "The dashboard's view of one job",
         "Its fields, events, progress over time and, for its owner, its log.", (401, 404)),

@@ -13,6 +13,7 @@ from apportion.serve.bounds import (
     MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S,
     MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_URL, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
 )
+from apportion.serve.privacy_spec import MAX_BLOCKS_ADDED, MAX_CLAIM_BLOCKS
 
 
 def _text(description: str, most: int = MAX_NAME) -> dict:
@@ -79,7 +80,30 @@ JOB_SPEC = {
         "notify": {"type": "string", "maxLength": MAX_URL, "format": "uri",
                    "description": "An http(s) URL POSTed a JSON summary when the job ends; where it may point is the "
                                   "server's --notify-hosts."},
+        "privacy": {"type": "object", "required": ["blocks"],
+                    "description": "The privacy budget it claims of the server's blocks (docs/privacy.md): blocks, "
+                                   "then epsilon and delta, or rdp {order: epsilon} at the blocks' orders; weight.",
+                    "properties": {"blocks": {"type": "array", "items": {"type": "string", "maxLength": MAX_NAME},
+                                              "minItems": 1, "maxItems": MAX_CLAIM_BLOCKS},
+                                   "epsilon": {"type": "number", "minimum": 0}, "delta": {"type": "number", "minimum": 0},
+                                   "rdp": {"type": "object", "additionalProperties": {"type": "number", "minimum": 0}},
+                                   "weight": {"type": "number", "exclusiveMinimum": 0}}},
     },
+}
+
+BLOCKS = {
+    "type": "object",
+    "title": "Blocks",
+    "description": "Privacy blocks to add, all or none; each arrives (its budget starts to unlock) now.",
+    "required": ["blocks"],
+    "properties": {"blocks": {"type": "array", "minItems": 1, "maxItems": MAX_BLOCKS_ADDED, "items": {
+        "type": "object", "required": ["name", "epsilon", "delta"],
+        "properties": {"name": _text("The block's name: one word, never used before on this server."),
+                       "epsilon": {"type": "number", "exclusiveMinimum": 0, "description": "The ε its budget keeps."},
+                       "delta": {"type": "number", "minimum": 0, "exclusiveMaximum": 1,
+                                 "description": "The δ its budget keeps."},
+                       "rdp_orders": {"type": "array", "items": {"type": "number", "exclusiveMinimum": 1},
+                                      "description": "Account in Rényi DP at these orders (every block the same)."}}}}},
 }
 
 SUBMITTED = {
@@ -144,4 +168,4 @@ ERROR = {
 }
 
 SCHEMAS = {"JobSpec": JOB_SPEC, "Submitted": SUBMITTED, "Cancel": CANCEL, "Lease": LEASE, "Progress": PROGRESS,
-           "Error": ERROR}
+           "Blocks": BLOCKS, "Error": ERROR}

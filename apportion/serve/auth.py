@@ -112,6 +112,11 @@ class Identity:
             raise NotAllowed(f"this is the credential of attempt {self.attempt[1]} of job {self.attempt[0]}: "
                              "it may only renew that attempt's lease and report its progress")
 
+    def require_admin(self, what: str) -> None:
+        """NotAllowed unless this caller is an admin (or the server is open): ``what`` is for admins."""
+        if not (self.open or self.admin):
+            raise NotAllowed(f"{what} is for admins; you are {self.user!r}" if self.user else f"{what} is for admins")
+
     def require_attempt(self, job_id: int, attempt: int) -> None:
         """NotAllowed unless this caller may renew the lease of (and report for) that attempt."""
         if self.open or self.admin:

@@ -17,6 +17,7 @@ from apportion.serve.bounds import (
     MAX_ATTEMPT, MAX_BATCH, MAX_GPUS, MAX_IDEMPOTENCY_KEY, MAX_NOISE_SCALE, MAX_STEP_S, MAX_STEPS, check_int,
     check_line, check_number,
 )
+from apportion.serve.privacy_spec import MAX_BLOCKS_ADDED, BlockSpec, block_from_mapping
 
 SOURCE = "request"
 
@@ -48,6 +49,21 @@ def idempotency_key(header: str | None) -> str | None:
 
 
 _KEY = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_IDEMPOTENCY_KEY}}}")
+
+
+def blocks(body: object) -> list[BlockSpec]:
+    """The ``blocks`` of ``POST /blocks``: 1 to MAX_BLOCKS_ADDED blocks, each ``{name, epsilon, delta[,
+    rdp_orders]}``, no name twice."""
+    items = mapping(body).get("blocks")
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BLOCKS_ADDED:
+        raise InputError(SOURCE, f"must be a list of 1 to {MAX_BLOCKS_ADDED} blocks", field="blocks")
+    checked = [block_from_mapping(item, SOURCE, f"blocks[{i}].") for i, item in enumerate(items)]
+    seen: set[str] = set()
+    for i, block in enumerate(checked):
+        if block.name in seen:
+            raise InputError(SOURCE, f"block '{block.name}' is named twice", field=f"blocks[{i}].name")
+        seen.add(block.name)
+    return checked
 
 
 def cancel(body: object) -> str:

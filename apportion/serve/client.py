@@ -279,6 +279,16 @@ class Client:
         """The server: its policy, round, slots and who holds them, jobs by status."""
         return self._call("GET", "/status")
 
+    def blocks(self) -> dict:
+        """``GET /blocks``: the privacy policy and each block's budget: unlocked, granted (to jobs not
+        started yet), consumed (by jobs that started) and left, in ε."""
+        return self._call("GET", "/blocks")
+
+    def add_blocks(self, blocks: list[dict]) -> dict:
+        """``POST /blocks`` (admins): add privacy blocks, each ``{"name", "epsilon", "delta"[,
+        "rdp_orders"]}``, all or none; ``{"added": [names]}``."""
+        return self._call("POST", "/blocks", json_body={"blocks": list(blocks)})
+
     def history(self, **filters) -> dict:
         """``GET /history``: the jobs ``filters`` choose (user, queue, state, since, until, by, limit;
         None: not given) with their accounting and totals."""

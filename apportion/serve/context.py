@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Callable
 
 from apportion.executors.base import Executor
+from apportion.mechanism.privacy_policies import PrivacyPolicy
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.policies.base import Policy
 from apportion.serve.notify_hosts import NotifyHosts
+from apportion.serve.privacy_ledger import PrivacyLedger
 from apportion.serve.provisioner import NoProvisioner, Provisioner
 from apportion.serve.runas import RunAs
 from apportion.serve.slots import Slot
@@ -45,6 +47,11 @@ class ServeConfig:
     # (on Ray: a directory every node reaches)
     policy_options: dict = field(default_factory=dict)  # what the policy was built with, as JSON (for a replay)
     notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may point
+    # privacy budget (docs/privacy.md): how claims are granted, unlocking over N claims or T seconds, the timeout
+    privacy_policy: str = "fcfs"
+    privacy_n: int | None = None
+    privacy_t_s: float | None = None
+    privacy_timeout_s: float | None = None
 
 
 def with_note(reason: str, note: str | None) -> str:
@@ -94,6 +101,9 @@ class SchedulerState:
             "round_s": config.round_s, "plan_ahead_s": self.plan_ahead_s, "fill_gap_s": config.fill_gap_s,
             "slots": [[s.id, s.gpu_type] for s in self.slots], "received_since": config.received_since,
         })
+        # the privacy-budget ledger in the state file (ValueError for a privacy policy without its N or T)
+        self.privacy = PrivacyLedger(store, PrivacyPolicy(config.privacy_policy, config.privacy_n, config.privacy_t_s),
+                                     config.privacy_timeout_s)
         self.durations = None  # the finished jobs' durations and their predictor (durations.DurationHistory)
         self.elastic = None  # elastic jobs' noise scales and step-time models (elastic.ElasticModels)
 

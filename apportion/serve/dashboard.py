@@ -3,7 +3,8 @@
 The page (``assets/dashboard.*``, plain JavaScript; its charts drawn by the plotly.js that the
 ``plotly`` package bundles, served from here, so it needs no network) shows the slots of each
 GPU type with the jobs on them, the jobs with their status, reason and progress, a job's
-progress over time, events and log, and the cluster's use over time (``history.py``).
+progress over time, events and log, the cluster's use over time (``history.py``), and the
+privacy blocks' budgets when the server has any.
 
 Reading needs no credential from this machine (a loopback address): whoever is logged in here
 sees what runs where, as ``ps`` and ``nvidia-smi`` would show them. From elsewhere, on a server
@@ -112,6 +113,7 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
         "finished_not_shown": max(0, sum(counts[s] for s in ("completed", "failed", "cancelled"))
                                   - sum(r.status not in ACTIVE for r in rows)),
         "history": history.cluster(scheduler.gpu_types),
+        "privacy": scheduler.blocks(),  # the privacy blocks' budgets (none: the page shows no table)
     }
 
 

@@ -17,6 +17,7 @@ time_limit: 12h                   # running time over all attempts, then it fail
 after: [12, 14]                   # jobs that must complete before it starts; it fails if one fails or is cancelled
 notify: https://hooks.example.com/apportion   # POSTed a JSON summary when the job ends (serve/notifier.py)
 array: 0-15                       # one job per index (0-15:2, 1,3,5-7; %4: at most 4 at once): serve/job_array.py
+privacy: {blocks: [mon, tue], epsilon: 0.5, delta: 1e-7}  # privacy budget it claims: serve/privacy_spec.py
 env: {LR: "0.1"}                  # extra environment variables
 workdir: .                        # where the command runs; default the directory `submit` ran in
 kind: resnet18/bs32               # throughput kind; default `name`
@@ -60,12 +61,13 @@ from apportion.serve.bounds import (
 from apportion.serve.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
 from apportion.serve.job_array import array_text
 from apportion.serve.notify_hosts import notify_target
+from apportion.serve.privacy_spec import ClaimSpec, claim_from_mapping
 from apportion.workloads.yaml_file import read_yaml
 
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
-    "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after", "notify", "array",
+    "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after", "notify", "array", "privacy",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -98,6 +100,7 @@ class JobSpec:
     after: tuple[int, ...] | None = None  # ids of the jobs that must complete before it starts; None: none
     notify: str | None = None  # an http(s) URL POSTed a summary when the job ends (notifier.py); None: none
     array: str | None = None  # a job array's indices, as checked text ("0-15%4"); None: one job
+    privacy: ClaimSpec | None = None  # the privacy budget it claims of the server's blocks; None: none
 
     @property
     def throughput_kind(self) -> str:
@@ -114,6 +117,7 @@ class JobSpec:
         data["gpu_types"] = list(self.gpu_types) if self.gpu_types is not None else None
         data["elastic"] = self.elastic.to_dict() if self.elastic is not None else None
         data["after"] = list(self.after) if self.after else None
+        data["privacy"] = self.privacy.to_dict() if self.privacy is not None else None
         return {k: v for k, v in data.items() if v is not None}
 
     def allows(self, gpu_type: str) -> bool:
@@ -237,6 +241,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         after=_after(data.get("after"), source),
         notify=None if data.get("notify") is None else notify_target(data["notify"], source).url,
         array=array_text(data.get("array"), source),
+        privacy=claim_from_mapping(data.get("privacy"), source),
     )
 
 

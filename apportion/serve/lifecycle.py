@@ -149,6 +149,8 @@ class AttemptLifecycle:
             self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
                                  + (f" pid {handle.pid}" if handle.pid is not None else ""))  # None: no process here
             self.store.attempt_started(job_id, attempt, now, row.gpu_type, row.slots, row.partner)
+            if row.started is None:  # its first start: the privacy budget granted to it is consumed now
+                self.state.privacy.settle([job_id])
 
     def _cannot_start(self, row: JobRecord, err: Exception, now: float) -> None:
         """Fail job ``row``, whose start raised what no crash of its own explains."""

@@ -1,6 +1,7 @@
 """GET /metrics: the server in Prometheus's text format (docs/serve.md, "Metrics").
 
-What the state file holds (slots, jobs, attempts, preemptions, users' GPU time) is read at
+What the state file holds (slots, jobs, attempts, preemptions, users' GPU time, privacy blocks'
+budgets) is read at
 scrape time by one collector, a few grouped queries under the state lock, so nothing is kept
 twice and counters survive restarts; what only this run knows (round times, lease answers)
 comes from the scheduler's own counts. Jobs' data stalls are gauges labelled by job id for the
@@ -60,6 +61,7 @@ class StateCollector:
             attempts = scheduler.store.attempt_counts()
             stalls = scheduler.store.job_columns(("id", "data_stall", "fetch_stall", "preprocess_stall"),
                                                  "status = 'running' AND data_stall IS NOT NULL")
+            budgets = scheduler.state.privacy.budgets(scheduler.clock())
         yield from self._slots({slot for *_, held in totals if held for slot in held.split(",")})
         queues = _labelled({(queue, first) for _, queue, _, first, *_ in totals})
         users = _labelled({(user, first) for _, _, user, first, *_ in totals})
@@ -104,6 +106,7 @@ class StateCollector:
             for label in sorted(rented):
                 family.add_metric([label], rented[label]["usd"])
             yield family
+        yield _privacy(budgets[-MAX_LABELLED:])
 
     def _slots(self, held: set[str]):
         busy = GaugeMetricFamily("apportion_slots_busy", "Slots held by a live attempt, by GPU type",
@@ -136,6 +139,18 @@ def _data_stalls(rows: list[tuple]):
             if value is not None:
                 family.add_metric([str(job_id)], value)
     yield from families
+
+
+def _privacy(budgets) -> GaugeMetricFamily:
+    """Each privacy block's budget in ε (under Rényi at the order with the most left): unlocked, granted
+    to jobs not started yet, consumed by jobs that started, left; the newest MAX_LABELLED blocks."""
+    family = GaugeMetricFamily("apportion_privacy_budget_epsilon", "Privacy budget of each block in epsilon:"
+                               " unlocked, granted (jobs not started), consumed (jobs started) and left",
+                               labels=["block", "part"])
+    for budget in budgets:
+        for part in ("unlocked", "granted", "consumed", "left"):
+            family.add_metric([budget.name, part], getattr(budget, part))
+    return family
 
 
 def _labelled(seen: set[tuple[str, int]]) -> set[str]:

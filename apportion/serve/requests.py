@@ -101,12 +101,19 @@ class Requests:
             common = dict(user=data["user"], queue=spec.queue, priority=spec.priority, kind=spec.throughput_kind,
                           gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
                           key=(user, key, digest) if key is not None else None)
-            if array is None:
-                job_id = self.store.insert_job(spec=data, name=spec.name, **common)
-            else:
+            claim = None if spec.privacy is None else self.state.privacy.check_claim(
+                spec.privacy, source, copies=1 if array is None else len(array))
+            if array is not None:
                 check_room(self.store.active_jobs_of(data["user"]), len(array), source)
-                job_id, tasks = self.store.insert_array(
-                    specs=[task_spec(data, index) for index in array.indices], indices=array.indices, **common)
+            with self.store.transaction():
+                if array is None:
+                    job_id = self.store.insert_job(spec=data, name=spec.name, **common)
+                    tasks = [job_id]
+                else:
+                    job_id, tasks = self.store.insert_array(
+                        specs=[task_spec(data, index) for index in array.indices], indices=array.indices, **common)
+                if claim is not None:
+                    self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
             self.state.dirty = True
         if array is not None:
             self.log(f"array {job_id} submitted: {spec.name} by {data['user']}, {len(array)} tasks (jobs {tasks[0]}"
@@ -212,6 +219,7 @@ class Requests:
                         self.store.update_job(r.id, status="cancelled", slots="", gpu_type=None, partner=None,
                                               finished=now, reason=f"cancelled by {user}")
                     self.store.add_event(now, r.id, "cancel", f"by {user}")
+                self.state.privacy.settle([r.id for r in active])  # a claim whose job never started goes back
             for r in active:
                 if r.attempt_live:
                     self.executor.terminate(r.id)

@@ -89,6 +89,7 @@ class Rounds:
         started = time.perf_counter()
         start = now if start is None else start
         with self.lock:
+            self.state.privacy.settle()  # budget granted to jobs that started is consumed, to jobs that ended returned
             table = self.store.round_table()
             status = table["status"]
             changes: dict[int, dict] = {}
@@ -113,7 +114,7 @@ class Rounds:
             rows = np.flatnonzero(taking_part).astype(np.int64)
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
             rows = _without(rows, failed)
-            rows = admit_round(self.store, table, rows, now, changes, failed)  # held: out of this round, with why
+            rows = admit_round(self.store, table, rows, now, changes, failed, self.state.privacy)  # held: with why
             rates, unrated = self._rates(table, rows)
             failed.update(unrated)
             rows, rates = _without(rows, unrated, rates)

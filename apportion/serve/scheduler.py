@@ -55,6 +55,7 @@ from apportion.serve.elastic_batch import examples_info
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.lifecycle import EXIT_PREEMPTED, AttemptLifecycle
 from apportion.serve.policy_check import check_policy
+from apportion.serve.privacy_spec import BlockSpec
 from apportion.serve.provisioner import Provisioner
 from apportion.serve.records import JobRecord
 from apportion.serve.recovery import recover
@@ -146,6 +147,21 @@ class Scheduler:
     def row(self, job_id: int) -> JobRecord:
         """Job ``job_id``'s record in the state file; NotFound if there is none."""
         return self.requests.row(job_id)
+
+    def add_blocks(self, blocks: list[BlockSpec]) -> None:
+        """Add privacy blocks, arriving now, all or none (InputError naming the block and field)."""
+        with self.lock:
+            self.state.privacy.add_blocks(blocks, self.clock())
+            self.state.dirty = True  # claims waiting for budget may be granted now
+        self.log("privacy blocks added: " + ", ".join(block.name for block in blocks))
+
+    def blocks(self) -> dict:
+        """The privacy policy and each block's budget now (``privacy_ledger.BlockBudget``)."""
+        with self.lock:
+            budgets = self.state.privacy.budgets(self.clock())
+        policy = self.state.privacy.policy
+        return {"policy": policy.name, "n": policy.n, "t_s": policy.t_s, "timeout_s": self.state.privacy.timeout_s,
+                "blocks": [budget.to_dict() for budget in budgets]}
 
     # the loop --------------------------------------------------------------------------
 

@@ -50,6 +50,10 @@ class ServerOptions:
     received_since: str = "allocation"  # the received share's rule (mechanism/received.py)
     max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
     notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may go (notify_hosts.py)
+    privacy_policy: str = "fcfs"  # how privacy claims are granted, unlocking over N claims or T seconds (docs/privacy.md)
+    privacy_n: int | None = None
+    privacy_t_s: float | None = None
+    privacy_timeout_s: float | None = None  # a claim not granted within this long is rejected; None: never
 
 
 def is_loopback(host: str) -> bool:
@@ -153,7 +157,8 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}), received_since=options.received_since,
-        notify_hosts=options.notify_hosts,
+        notify_hosts=options.notify_hosts, privacy_policy=options.privacy_policy, privacy_n=options.privacy_n,
+        privacy_t_s=options.privacy_t_s, privacy_timeout_s=options.privacy_timeout_s,
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)

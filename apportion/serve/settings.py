@@ -47,6 +47,10 @@ class ServeSettings:
     provisioning: str = "static"  # with market: which instances to rent (policies/provisioning)
     warm_start: bool = True
     notify_hosts: str | None = None  # where jobs' notify: URLs may point (serve/notify_hosts.py); None: the default rule
+    privacy_policy: str = "fcfs"  # how privacy claims are granted (docs/privacy.md)
+    privacy_n: int | None = None  # unlock a block's budget over this many claims for it
+    privacy_t: float | None = None  # unlock a block's budget over this many seconds from when it was added
+    privacy_timeout_s: float | None = None  # reject a claim not granted within this long; None: never
     policy_options: dict[str, Any] = field(default_factory=dict)  # the policy options asked for, by option name
 
 
@@ -120,6 +124,7 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
             NotifyHosts.parse(s.notify_hosts, source="notify_hosts")
         except InputError as exc:
             raise SettingError("notify_hosts", exc.message, joiner=": ") from None
+    _check_privacy(s)
     if s.run_as is not None and s.run_as not in RUN_AS:
         raise SettingError("run_as", f"must be one of {', '.join(RUN_AS)}, got {s.run_as!r}")
     if s.token is not None and s.token_file is not None:
@@ -147,3 +152,20 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
             raise SettingError("run_as", "mapped: on Ray, jobs run as the OS user of the Ray workers; it needs "
                                          f"{other('run_as', 'executor', 'local')}")
     return replace(settings, checkpoint_every=checkpoint_every)
+
+
+def _check_privacy(s: ServeSettings) -> None:
+    """The privacy policy with its N or T (mechanism/privacy_policies.py's rules), and the timeout."""
+    from apportion.mechanism.privacy_policies import PRIVACY_POLICIES, PrivacyPolicy
+
+    if s.privacy_policy not in PRIVACY_POLICIES:
+        raise SettingError("privacy_policy", f"must be one of {', '.join(PRIVACY_POLICIES)}, got {s.privacy_policy!r}")
+    if s.privacy_t is not None and not (s.privacy_t > 0 and math.isfinite(s.privacy_t)):
+        raise SettingError("privacy_t", f"must be a positive number of seconds, got {s.privacy_t:g}")
+    if s.privacy_timeout_s is not None and not (s.privacy_timeout_s > 0 and math.isfinite(s.privacy_timeout_s)):
+        raise SettingError("privacy_timeout_s", f"must be a positive number of seconds, got {s.privacy_timeout_s:g}")
+    try:
+        PrivacyPolicy(s.privacy_policy, s.privacy_n, s.privacy_t)
+    except ValueError as exc:
+        key = "privacy_n" if s.privacy_n is not None and "N must" in str(exc) else "privacy_policy"
+        raise SettingError(key, str(exc), joiner=": ") from None

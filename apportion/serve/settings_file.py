@@ -33,8 +33,8 @@ from apportion.workloads.yaml_file import read_yaml
 if TYPE_CHECKING:
     from apportion.policies.registry import Option
 
-_INTS = frozenset({"port", "max_retries"})
-_NUMBERS = frozenset({"round_s", "hung_after_s", "grace_s"})
+_INTS = frozenset({"port", "max_retries", "privacy_n"})
+_NUMBERS = frozenset({"round_s", "hung_after_s", "grace_s", "privacy_t", "privacy_timeout_s"})
 _BOOLS = frozenset({"warm_start"})
 _NUMBER_OR_TEXT = frozenset({"checkpoint_every"})  # 300 or auto:300
 

@@ -173,6 +173,35 @@ CREATE TABLE IF NOT EXISTS samples (  -- the dashboard's cluster over time (hist
     running INTEGER NOT NULL,
     busy TEXT NOT NULL DEFAULT '{}'     -- {gpu_type: busy slots}
 );
+CREATE TABLE IF NOT EXISTS privacy_blocks (  -- data blocks with a privacy budget (privacy_ledger.py)
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- in the order added: a block's place in the ledger
+    name TEXT NOT NULL UNIQUE,
+    epsilon REAL NOT NULL,              -- the guarantee (ε, δ) training on it must keep
+    delta REAL NOT NULL,
+    orders TEXT NOT NULL DEFAULT '',    -- Rényi orders, space-separated; '' for ε-δ accounting
+    added REAL NOT NULL,                -- its arrival: budget unlocks from here
+    arrived_claims INTEGER NOT NULL DEFAULT 0  -- claims that arrived for it (by N unlocks 1/N with each)
+);
+CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, one row a job that claims
+    job_id INTEGER PRIMARY KEY,
+    state TEXT NOT NULL,                -- pending, waiting, granted, consumed, rejected, returned, withdrawn
+    weight REAL NOT NULL DEFAULT 1,     -- what granting it is worth to pack
+    arrived REAL,                       -- first asked by a round (its job's `after` done): it counts from here
+    decided REAL,                       -- granted or rejected
+    settled REAL,                       -- consumed (its job's first start), returned or withdrawn (it ended unstarted)
+    reason TEXT NOT NULL DEFAULT ''     -- why it was rejected
+);
+CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
+CREATE TABLE IF NOT EXISTS privacy_demands (  -- what each claim takes of each of its blocks, one row a column
+    job_id INTEGER NOT NULL,
+    position INTEGER NOT NULL,          -- the block's place in the claim
+    block INTEGER NOT NULL,             -- privacy_blocks.id
+    col INTEGER NOT NULL,               -- 0 ε, 1 δ; or the index of a Rényi order
+    amount REAL NOT NULL,
+    held REAL NOT NULL DEFAULT 0,       -- rr: the portion of it handed out so far, while the claim waits
+    PRIMARY KEY (job_id, position, col)
+);
+CREATE INDEX IF NOT EXISTS privacy_demands_block ON privacy_demands(block);
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -722,6 +751,13 @@ class StateStore:
         columns = list(zip(*cursor.fetchall())) or [()] * len(wanted)
         return {name: (column if name in have else (default,) * len(column))
                 for (name, default), column in zip(wanted.items(), columns)}
+
+    def rows(self, sql: str, params: list | tuple = ()) -> list[tuple]:
+        """The rows of one query, as plain tuples (for the tables a module of its own keeps: privacy_ledger.py)."""
+        with self._lock:
+            cursor = self._conn.execute(sql, params)
+            cursor.row_factory = None
+            return cursor.fetchall()
 
     # events and meta ---------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import pytest
 
 from apportion.core.privacy import Blocks, Claims
 from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants
-from apportion.mechanism.privacy_budget import ClaimState, PrivacyStage
+from apportion.mechanism.privacy_budget import ClaimState, Ledger, PrivacyStage
 from apportion.mechanism.privacy_policies import PrivacyPolicy, water_fill
 
 
@@ -42,7 +42,7 @@ def test_dpf_n_unlocks_a_block_by_one_nth_with_each_claim_and_grants_the_smalles
     stage = PrivacyStage(one_block(), claims_of([{0: 0.5}, {0: 0.2}, {0: 0.3}]), PrivacyPolicy("dpf-n", n=3))
     verdict = ask(stage, [0], now=0.0)  # 1/3 unlocked: A's 0.5 does not fit
     assert verdict.hold.tolist() == [True]
-    assert verdict.reasons == {0: "waiting for privacy budget (dpf-n)"}
+    assert verdict.reasons == {0: "waiting for privacy budget on block b0 (dpf-n)"}
     verdict = ask(stage, [0, 1], now=1.0)  # 2/3 unlocked: B (0.2) first, then 0.47 left: not A
     assert verdict.admitted.tolist() == [False, True]
     verdict = ask(stage, [0, 2], now=2.0)  # all unlocked, 0.8 left: C (0.3), then A (0.5) exactly
@@ -153,3 +153,21 @@ def test_a_renyi_claim_is_granted_at_the_order_where_it_fits_and_consumes_at_eve
     assert verdict.admitted.tolist() == [True, False]
     assert verdict.fail.tolist() == [False, True]  # it can never fit: rejected at once
     assert stage.consumed[0].tolist() == pytest.approx([0.6, 1.0])
+
+
+def test_a_waiting_job_is_told_the_block_it_waits_on():
+    # N = 4: a quarter of x and of y unlocked; 0.1 of x fits in it, 0.5 of y does not
+    stage = PrivacyStage(two_blocks(), claims_of([{0: 0.1, 1: 0.5}]), PrivacyPolicy("dpf-n", n=4))
+    assert ask(stage, [0], now=0.0).reasons == {0: "waiting for privacy budget on block y (dpf-n)"}
+
+
+def test_a_stage_started_from_a_ledger_goes_on_where_the_earlier_one_stopped():
+    # one stage grants A (0.4) of N = 2 unlocking; a new one, given its ledger, grants B (0.5) on the
+    # second arrival exactly as the first stage would have
+    claims = claims_of([{0: 0.4}, {0: 0.5}])
+    first = PrivacyStage(one_block(), claims, PrivacyPolicy("dpf-n", n=2))
+    assert ask(first, [0], now=0.0).admitted.tolist() == [True]
+    ledger = Ledger(first.consumed, first.arrived_claims, first.state, first.arrived_s)
+    second = PrivacyStage(one_block(), claims, PrivacyPolicy("dpf-n", n=2), ledger=ledger)
+    assert ask(second, [1], now=1.0).admitted.tolist() == [True]
+    assert second.consumed[0, 0] == pytest.approx(0.9) and second.arrived_claims.tolist() == [2]

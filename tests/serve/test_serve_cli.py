@@ -314,3 +314,27 @@ def test_wait_exits_124_after_its_timeout_and_1_for_a_cancelled_job(server, tmp_
     cli("cancel", job_id, "--user", "ann", "--server", server.url)
     ended = cli("wait", job_id, "--server", server.url)
     assert ended.exit_code == 1 and ended.stdout.startswith(f"job {job_id} (slow) cancelled")
+
+
+def test_blocks_add_list_and_a_job_that_claims_budget_submitted_with_flags(server, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    added = cli("blocks", "add", "mon", "--epsilon", "1", "--delta", "1e-6", "--server", server.url)
+    assert added.exit_code == 0 and added.stdout.strip() == "added 1 block: mon", added.output
+    (tmp_path / "blocks.csv").write_text("block,arrival_s,epsilon,delta\ntue,0,2,1e-6\nwed,86400,2,1e-6\n")
+    assert cli("blocks", "add", "--file", "blocks.csv", "--server", server.url).stdout.strip() == "added 2 blocks: tue, wed"
+    taken = cli("blocks", "add", "mon", "--epsilon", "1", "--delta", "0", "--server", server.url)
+    assert taken.exit_code == 2 and "block 'mon' exists already" in taken.output
+
+    result = cli("submit", "--steps", "20", "--env", "STEP_S=0.01", "--user", "ann", "--privacy", "mon,tue:0.25",
+                 "--wait", "--server", server.url, "--", sys.executable, str(CONTRACT_JOB))
+    assert result.exit_code == 0, result.output
+    listed = json.loads(cli("blocks", "list", "--json", "--server", server.url).stdout)
+    assert listed["policy"] == "fcfs"
+    assert [(b["name"], b["consumed"], b["left"]) for b in listed["blocks"]] == [
+        ("mon", 0.25, 0.75), ("tue", 0.25, 1.75), ("wed", 0.0, 2.0)]
+    table = cli("blocks", "list", "--server", server.url).stdout
+    assert re.search(r"mon\s+1\s+1e-06\s+1\s+0\s+0\.25\s+0\.75\s+1\s+0", table), table
+    assert "privacy blocks (fcfs)" in cli("queue", "--server", server.url).stdout
+    refused = cli("submit", "--steps", "20", "--user", "ann", "--privacy", "mon:2", "--server", server.url, "--", "true")
+    assert refused.exit_code == 2
+    assert "--privacy: can never be granted: block mon has ε 0.75, δ 1e-06 left of its budget" in refused.output

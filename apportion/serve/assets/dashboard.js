@@ -206,6 +206,26 @@
       (hidden ? `${hidden} older finished job(s) not shown (apportion queue lists them all).` : "");
   }
 
+  function drawPrivacy(state) {
+    const privacy = state.privacy, body = $("privacy").tBodies[0];
+    $("privacy-section").hidden = !privacy.blocks.length;
+    $("privacy-title").textContent = `Privacy budget (${privacy.policy})`;
+    const amount = (value) => Number(value.toPrecision(4)).toString();
+    body.replaceChildren();
+    for (const block of privacy.blocks) {
+      body.append(el("tr", { dataset: { block: block.name } },
+        el("td", {}, block.name),
+        el("td", {}, amount(block.epsilon)),
+        el("td", {}, block.delta.toString()),
+        el("td", {}, amount(block.unlocked)),
+        el("td", {}, amount(block.granted)),
+        el("td", {}, amount(block.consumed)),
+        el("td", {}, amount(block.left) + (block.order === null ? "" : ` @${block.order}`)),
+        el("td", {}, block.claims),
+        el("td", {}, block.waiting)));
+    }
+  }
+
   // the cluster over time --------------------------------------------------------------------------
 
   function drawLoad(state) {
@@ -322,6 +342,7 @@
       drawServer(state);
       drawCluster(state);
       drawJobs(state);
+      drawPrivacy(state);
       drawLoad(state);
       if (selected !== null) {
         try {
