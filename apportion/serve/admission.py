@@ -29,7 +29,7 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     """``rows`` (positions in the round ``table``) less the jobs admission holds or fails: a held
     job's reason goes into ``changes`` (with any slots promised to it taken back), a failed
     job's into ``failed`` ({row: why})."""
-    has_arrays = table["array_id"].count(None) < len(table["array_id"])
+    has_arrays = not np.equal(np.asarray(table["array_id"], dtype=object), None).all()
     if not len(rows) or not (any(table["after"]) or has_arrays):  # no job names another, none is in an array
         return rows
     asking = rows[np.equal(np.asarray(table["started"], dtype=object)[rows], None)]
