@@ -20,7 +20,8 @@ import numpy as np
 
 from apportion.serve.private import private_dir, private_file, tighten
 from apportion.serve.records import (AttemptRecord, CredentialHash, DurationRecord, ElasticStepRecord, EventRecord,
-                                     JobRecord, UserRecord, job_column_value, job_record, record)
+                                     JobRecord, UserRecord, job_column_rows, job_column_value, job_record,
+                                     record)
 from apportion.serve.round_rows import RoundRows
 from apportion.serve.space import PROBE_BYTES, NoSpace, is_no_space, probe_file
 
@@ -416,11 +417,11 @@ class StateStore:
         by_fields: dict[tuple[str, ...], list[tuple]] = {}
         for job_id, fields in changes.items():
             if fields:
-                by_fields.setdefault(tuple(fields), []).append(
-                    (*(job_column_value(k, v) for k, v in fields.items()), job_id))
+                by_fields.setdefault(tuple(fields), []).append((*fields.values(), job_id))
+        stored = {names: job_column_rows(names, rows) for names, rows in by_fields.items()}
         with self.transaction() as conn:
             self._wrote(changes)
-            for names, values in by_fields.items():
+            for names, values in stored.items():
                 conn.executemany(f"UPDATE jobs SET {', '.join(f'{k} = ?' for k in names)} WHERE id = ?", values)
 
     def job(self, job_id: int) -> JobRecord | None:
