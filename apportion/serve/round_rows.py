@@ -51,7 +51,7 @@ class RoundRows:
 def _as_arrays(rows: list[tuple], width: int) -> tuple[np.ndarray, np.ndarray]:
     """(the ids, the rows as a [len(rows), width] array of objects)."""
     block = np.empty((len(rows), width), dtype=object)
-    for k, row in enumerate(rows):
-        block[k] = row
+    if rows:
+        block[:] = rows
     ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
     return ids, block

@@ -102,11 +102,13 @@ class Rounds:
             live = dict(zip(holding.tolist(), self._rows.rows(table, holding)))
             for r in live.values():  # service up to now for everything holding slots
                 acct = account(r, now)
-                _merge(changes, r, **acct)
+                diff = {k: v for k, v in acct.items() if r[k] != v}
                 r.update(acct)
-                for name in _SERVICE_COLUMNS:  # stored as text, kept so that the next round need not parse it
-                    if name in acct and name in changes.get(r["id"], ()):
-                        changes[r["id"]][name] = self._rows.text(acct[name])
+                if diff:
+                    for name in _SERVICE_COLUMNS:  # stored as text, kept so that the next round need not parse it
+                        if name in diff:
+                            diff[name] = self._rows.text(diff[name])
+                    changes.setdefault(r["id"], {}).update(diff)
             pinned = [i for i, r in live.items() if self._starting(r, now)]
             for i in pinned:  # still starting: keeps its slots, stays out of the round
                 r = live[i]
@@ -133,7 +135,8 @@ class Rounds:
             if len(rows):
                 failed.update(self._place_guarded(table, live, rows, rates, np.array(pinned, dtype=np.int64), now,
                                                   lease_end, self._missing_slots(live), changes, events))
-            stopping = [self._fail(live.get(i) or self._rows.row(table, i), why, now, changes, events) for i, why in failed.items()]
+            stopping = [self._fail(live.get(i) or self._rows.row(table, i), why, now, changes, events)
+                        for i, why in failed.items()]
             for job_id, note in self.state.notes.items():  # a warning stays in the job's reason
                 if "reason" in changes.get(job_id, {}):
                     changes[job_id]["reason"] = with_note(changes[job_id]["reason"], note)
@@ -263,7 +266,8 @@ class Rounds:
         if blocked.all():  # every slot is held by an attempt still starting, or lost
             for i in free_rows:
                 if i not in live:
-                    _merge(changes, self._rows.row(table, i), slots="", gpu_type=None, partner=None, reason="waiting for slots")
+                    _merge(changes, self._rows.row(table, i), slots="", gpu_type=None, partner=None,
+                           reason="waiting for slots")
             return
         rows = np.concatenate([free_rows, pinned_rows]).astype(np.int64)
         rates = np.concatenate([free_rates, np.zeros((len(pinned_rows), free_rates.shape[1]))])
@@ -363,7 +367,14 @@ class Rounds:
         chosen, kept = decision.chosen_type, decision.kept
         batch = decision.allocation.batch_size if self._sizes_jobs else None  # an elastic job's, for its next start
         # the few that hold, get or lose slots (the pinned keep theirs, their reasons set by plan())
-        handled = np.flatnonzero((is_live | (chosen >= 0) | (slots != "")) & ~pinned)
+        # most keep their slots, alone: only their lease moves on (and a partner or a reason gone), as columns
+        stays = is_live & (chosen >= 0) & kept & ~pinned & (decision.partner < 0)
+        for name, value, differs in (("lease_end", lease_end, column("lease_end", np.float64) != lease_end),
+                                     ("partner", None, ~np.equal(column("partner", object), None)),
+                                     ("reason", "", column("reason", object) != "")):
+            for job_id in ids[stays & differs].tolist():
+                changes.setdefault(job_id, {})[name] = value
+        handled = np.flatnonzero((is_live | (chosen >= 0) | (slots != "")) & ~pinned & ~stays)
         starting = np.array([j for j in handled.tolist() if j not in parsed], dtype=np.int64)
         parsed.update(zip(starting.tolist(), self._rows.rows(table, rows[starting])))
         for j in handled.tolist():

@@ -4,6 +4,7 @@ time; their service columns (JSON text) parsed once per change, not once per rou
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 
@@ -49,8 +50,8 @@ class TableRows:
         return seconds
 
     def text(self, value: dict) -> str:
-        """``value`` as the column's JSON text, kept to be read back without parsing."""
-        text = json.dumps(value)
+        """``value`` as the column's JSON text (``json.dumps``'s), kept to be read back without parsing."""
+        text = _service_text(value)
         self._known[text] = value
         return text
 
@@ -68,3 +69,15 @@ class TableRows:
     def row(self, table: dict[str, np.ndarray], i: int) -> dict:
         """Row ``i`` of ``table`` as a dict (:meth:`rows`)."""
         return self.rows(table, np.array([i], dtype=np.int64))[0]
+
+
+def _service_text(value: dict) -> str:
+    """``json.dumps(value)`` of a service column's {name: seconds}, written directly when every name
+    is plain printable ASCII and every number a finite float (as they are), else by json."""
+    parts = []
+    for name, seconds in value.items():
+        if not (type(name) is str and type(seconds) is float and math.isfinite(seconds) and name.isascii()
+                and name.isprintable() and '"' not in name and "\\" not in name):
+            return json.dumps(value)
+        parts.append(f'"{name}": {seconds!r}')
+    return "{" + ", ".join(parts) + "}"
