@@ -2,7 +2,8 @@
 
 A round reads every active job's columns; only the jobs written since the last read are read
 again from the state file and replace their rows here, so a round costs its changes, not its
-jobs. The columns are views of the array: numpy arrays of the values SQLite returned.
+jobs. The columns are views of the array: numpy arrays of the values SQLite returned; a column
+asked for as numbers is converted once and kept, its changed rows converted as they change.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ class RoundRows:
     def __init__(self, names: tuple[str, ...], rows: list[tuple]) -> None:
         self.names = names
         self._ids, self._rows = _as_arrays(rows, len(names))
+        self._typed: dict[tuple[str, str], np.ndarray] = {}  # (name, dtype) -> the column converted, read-only
 
     def replace(self, changed: list[int], fresh: list[tuple], *, in_place: bool) -> RoundRows:
         """These rows after the jobs ``changed`` were read again: each is ``fresh``'s row of that id
@@ -35,17 +37,44 @@ class RoundRows:
             rows = self._rows if in_place else self._rows.copy()
             rows[place[held]] = fresh_rows
             target._ids, target._rows = self._ids, rows
+            if in_place:
+                for (name, dtype), column in self._typed.items():
+                    column.flags.writeable = True
+                    column[place[held]] = np.asarray(fresh_rows[:, self.names.index(name)], dtype=dtype)
+                    column.flags.writeable = False
             return target
         keep = np.ones(n, dtype=bool)
         keep[place[held]] = False
         ids = np.concatenate([self._ids[keep], fresh_ids])
         order = np.argsort(ids, kind="stable")
         target._ids, target._rows = ids[order], np.concatenate([self._rows[keep], fresh_rows])[order]
+        target._typed = {}
         return target
 
-    def columns(self) -> dict[str, np.ndarray]:
+    def columns(self) -> RoundColumns:
         """Name -> that column over the rows (a view)."""
-        return {name: self._rows[:, k] for k, name in enumerate(self.names)}
+        return RoundColumns(self)
+
+    def typed(self, name: str, dtype) -> np.ndarray:
+        """Column ``name`` as ``dtype`` (None: NaN as floats), read-only, kept until its rows change."""
+        key = (name, np.dtype(dtype).str)
+        column = self._typed.get(key)
+        if column is None:
+            column = self._typed[key] = np.asarray(self._rows[:, self.names.index(name)], dtype=dtype)
+            column.flags.writeable = False
+        return column
+
+
+class RoundColumns(dict):
+    """The columns of some RoundRows by name (arrays of objects), with :meth:`typed` for numbers."""
+
+    def __init__(self, rows: RoundRows) -> None:
+        super().__init__((name, rows._rows[:, k]) for k, name in enumerate(rows.names))
+        self._of = rows
+
+    def typed(self, name: str, dtype) -> np.ndarray:
+        """Column ``name`` as ``dtype`` (:meth:`RoundRows.typed`; as objects, the column itself)."""
+        return self[name] if np.dtype(dtype) == object else self._of.typed(name, dtype)
 
 
 def _as_arrays(rows: list[tuple], width: int) -> tuple[np.ndarray, np.ndarray]:

@@ -98,7 +98,7 @@ class Rounds:
             events: list[tuple] = []
             lease_end = start + self.config.round_s
             self._rows.next_round()
-            holding = np.flatnonzero(np.asarray(table["live"], dtype=bool))
+            holding = np.flatnonzero(table.typed("live", bool))
             live = dict(zip(holding.tolist(), self._rows.rows(table, holding)))
             for r in live.values():  # service up to now for everything holding slots
                 acct = account(r, now)
@@ -274,8 +274,8 @@ class Rounds:
         pinned = np.arange(len(rows)) >= len(free_rows)
         n, num_types = len(rows), len(self.gpu_types)
 
-        def column(name: str, dtype=None) -> np.ndarray:
-            return np.asarray(table[name], dtype=dtype)[rows]
+        def column(name: str, dtype=object) -> np.ndarray:
+            return table.typed(name, dtype)[rows]
 
         ids = column("id", np.int64)
         status = column("status", object)
@@ -314,7 +314,8 @@ class Rounds:
                         partner[position[s]] = j
         together: dict[tuple[int, int, int], float] = {}  # (job id, partner id, type) -> seconds
         shared = column("shared_by_type", object)
-        for j in np.flatnonzero(is_live | (shared != "{}")).tolist():
+        sharing = is_live & ~np.equal(column("partner", object), None)  # counting time together now
+        for j in np.flatnonzero(sharing | (shared != "{}")).tolist():
             r = parsed[j] if is_live[j] else {"id": ids[j], "shared_by_type": self._rows.parsed(shared[j])}
             for key, seconds in r["shared_by_type"].items():
                 mate, _, gpu_type = key.partition(":")

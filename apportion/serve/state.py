@@ -16,13 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
-
 from apportion.serve.private import private_dir, private_file, tighten
 from apportion.serve.records import (AttemptRecord, CredentialHash, DurationRecord, ElasticStepRecord, EventRecord,
                                      JobRecord, UserRecord, job_column_rows, job_column_value, job_record,
                                      record)
-from apportion.serve.round_rows import RoundRows
+from apportion.serve.round_rows import RoundColumns, RoundRows
 from apportion.serve.space import PROBE_BYTES, NoSpace, is_no_space, probe_file
 
 STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
@@ -502,7 +500,7 @@ class StateStore:
                 found.update({int(row[0]): row[1] for row in rows})
         return found
 
-    def round_table(self) -> dict[str, np.ndarray]:
+    def round_table(self) -> RoundColumns:
         """What a round needs of every active job, as columns (name -> array of objects over jobs, by
         id): the round's hot path reads no spec and builds no object per job. ``live``: the job has an
         attempt alive (``pid`` is only information: an executor may have no process ids).

@@ -1,3 +1,5 @@
+import numpy as np
+
 from apportion.serve.round_rows import RoundRows
 
 NAMES = ("id", "status", "steps_done")
@@ -40,3 +42,15 @@ def test_the_first_rows_of_an_empty_table_are_read_in():
     rows.replace([7, 6], [(6, "queued", 0), (7, "queued", 0)], in_place=True)
 
     assert table(rows) == [(6, "queued", 0), (7, "queued", 0)]
+
+
+def test_a_column_taken_as_numbers_follows_the_rows_read_again():
+    rows = RoundRows(NAMES, [(1, "queued", None), (2, "running", 5)])
+    assert rows.columns().typed("steps_done", float).tolist()[1] == 5.0
+
+    rows.replace([1, 2], [(1, "running", 2), (2, "running", 7)], in_place=True)
+    assert rows.columns().typed("steps_done", float).tolist() == [2.0, 7.0]
+
+    rows.replace([1, 3], [(3, "queued", None)], in_place=True)
+    steps = rows.columns().typed("steps_done", float)
+    assert steps[0] == 7.0 and np.isnan(steps[1])
