@@ -32,7 +32,7 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     """``rows`` (positions in the round ``table``) less the jobs admission holds or fails: a held
     job's reason goes into ``changes`` (with any slots promised to it taken back), a failed
     job's into ``failed`` ({row: why}). ``privacy``: the ledger the jobs' privacy claims are granted from."""
-    has_arrays = table["array_id"].count(None) < len(table["array_id"])
+    has_arrays = not np.equal(np.asarray(table["array_id"], dtype=object), None).all()
     open_claims = privacy.open_claims() if privacy is not None and len(rows) else np.zeros(0, dtype=np.int64)
     if not len(rows) or not (any(table["after"]) or has_arrays or len(open_claims)):  # nothing to hold a job
         return rows

@@ -71,11 +71,12 @@ class ThroughputEstimates:
         """[n] an index per kind name: the prior's own index where it knows the kind (so pair
         speeds, indexed by kind, line up), then the others after it in name order."""
         known = self.prior.kinds if self.prior is not None else ()
-        names, inverse = np.unique(np.asarray(kinds, dtype=str), return_inverse=True)
         at = {kind: i for i, kind in enumerate(known)}
-        extra = iter(range(len(known), len(known) + len(names)))
-        index_of = np.array([at[name] if name in at else next(extra) for name in names], dtype=np.int64)
-        return index_of[inverse]
+        extra = iter(range(len(known), len(known) + len(kinds)))
+        distinct = set(kinds)  # a few names over many jobs: each looked up once
+        index_of = {name: at[name] if name in at else next(extra) for name in sorted(set(map(str, distinct)))}
+        of_kind = {kind: index_of[str(kind)] for kind in distinct}
+        return np.fromiter(map(of_kind.__getitem__, kinds), dtype=np.int64, count=len(kinds))
 
     def pair_rates(self, gpu_types: tuple[str, ...], num_kinds: int) -> np.ndarray | None:
         """[K, K, T] steps/s of kind i sharing a slot of each type with kind j (NaN: unknown), over

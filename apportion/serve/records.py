@@ -201,14 +201,13 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
     return JobRecord(**value)
 
 
-_JSON_TEXT = ("move_to", "elastic", "batch_log")
+_JSON_TEXT = ("move_to", "elastic", "batch_log", "service_by_type", "shared_by_type")
 
 
 def job_column_value(name: str, value: Any) -> Any:
     """What ``update_job`` stores for field ``name``: JSON columns as text; ValueError naming a field
     that is no stored column of a job."""
-    if name not in JOB_COLUMNS:
-        raise ValueError(f"update_job: {name!r} is not a field of a job (fields: {', '.join(sorted(JOB_COLUMNS))})")
+    _check_field(name)
     if name in _JSON_TEXT and isinstance(value, str):  # already the column's text
         return value
     if name in ("spec", "service_by_type", "shared_by_type"):
@@ -222,6 +221,32 @@ def job_column_value(name: str, value: Any) -> Any:
     if name == "attempt_live":
         return int(bool(value))
     return value
+
+
+def job_column_rows(names: tuple[str, ...], rows: list[tuple]) -> list[tuple]:
+    """``rows`` of values of the fields ``names`` (each row ending in its job id) as ``update_job``
+    stores them: only the columns stored differently from their values are converted."""
+    for name in names:
+        _check_field(name)
+    converted = [k for k, name in enumerate(names) if name in _CONVERTED]
+    if not converted:
+        return rows
+    converted_rows = []
+    for row in rows:
+        row = list(row)
+        for k in converted:
+            row[k] = job_column_value(names[k], row[k])
+        converted_rows.append(tuple(row))
+    return converted_rows
+
+
+_CONVERTED = ("spec", "service_by_type", "shared_by_type", "move_to", "elastic", "batch_log", "attempt_live")
+
+
+def _check_field(name: str) -> None:
+    """ValueError naming a field that is no stored column of a job."""
+    if name not in JOB_COLUMNS:
+        raise ValueError(f"update_job: {name!r} is not a field of a job (fields: {', '.join(sorted(JOB_COLUMNS))})")
 
 
 def record(cls, row: Mapping[str, Any]):

@@ -31,7 +31,9 @@ from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_stored
 from apportion.serve.state import ACTIVE
+from apportion.serve.table_rows import TableRows
 
+_SERVICE_COLUMNS = ("service_by_type", "shared_by_type")
 MAX_FAILED_PER_ROUND = 8  # jobs a round may fail for making the planner raise; past that it is not theirs
 ROUND_BOUNDS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 
@@ -79,6 +81,7 @@ class Rounds:
         self._shape_of: dict[int, int] = {}  # job id -> the code of its shape: (kind, slots at its own size, allowed types)
         self._shape_codes: dict[tuple, int] = {}  # shape -> its code
         self._unattributed: bytes | None = None  # the job set of the last failure no job could be blamed for
+        self._rows = TableRows()  # the rows handled one by one, their service parsed once per change
 
     def plan(self, now: float, start: float | None = None) -> None:
         """Decide the round that starts at ``start`` (default now): policy → mechanism →
@@ -95,11 +98,18 @@ class Rounds:
             changes: dict[int, dict] = {}
             events: list[tuple] = []
             lease_end = start + self.config.round_s
-            live = {i: _row(table, i) for i, alive in enumerate(table["live"]) if alive}
+            self._rows.next_round()
+            holding = np.flatnonzero(table.typed("live", bool))
+            live = dict(zip(holding.tolist(), self._rows.rows(table, holding)))
             for r in live.values():  # service up to now for everything holding slots
                 acct = account(r, now)
-                _merge(changes, r, **acct)
+                diff = {k: v for k, v in acct.items() if r[k] != v}
                 r.update(acct)
+                if diff:
+                    for name in _SERVICE_COLUMNS:  # stored as text, kept so that the next round need not parse it
+                        if name in diff:
+                            diff[name] = self._rows.text(diff[name])
+                    changes.setdefault(r["id"], {}).update(diff)
             pinned = [i for i, r in live.items() if self._starting(r, now)]
             for i in pinned:  # still starting: keeps its slots, stays out of the round
                 r = live[i]
@@ -109,7 +119,7 @@ class Rounds:
             for i, r in live.items():  # a move holds only for the round that decided it
                 if r["stop"] is not None and r["move_to"]:
                     _merge(changes, r, move_to="")
-            taking_part = np.isin(np.asarray(status, dtype=object), ACTIVE)
+            taking_part = np.logical_or.reduce([status == name for name in ACTIVE])
             taking_part[list(left_out)] = False
             rows = np.flatnonzero(taking_part).astype(np.int64)
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
@@ -120,13 +130,14 @@ class Rounds:
             rows, rates = _without(rows, unrated, rates)
             runnable = rates.max(axis=1) > 0 if len(rows) else np.zeros(0, dtype=bool)
             for i in rows[~runnable]:
-                _merge(changes, live.get(i) or _row(table, i),
+                _merge(changes, live.get(i) or self._rows.row(table, i),
                        reason=f"cannot run here: needs {table['gpus'][i]} slot(s) of an allowed type")
             rows, rates = rows[runnable], rates[runnable]
             if len(rows):
                 failed.update(self._place_guarded(table, live, rows, rates, np.array(pinned, dtype=np.int64), now,
                                                   lease_end, self._missing_slots(live), changes, events))
-            stopping = [self._fail(live.get(i) or _row(table, i), why, now, changes, events) for i, why in failed.items()]
+            stopping = [self._fail(live.get(i) or self._rows.row(table, i), why, now, changes, events)
+                        for i, why in failed.items()]
             for job_id, note in self.state.notes.items():  # a warning stays in the job's reason
                 if "reason" in changes.get(job_id, {}):
                     changes[job_id]["reason"] = with_note(changes[job_id]["reason"], note)
@@ -256,15 +267,16 @@ class Rounds:
         if blocked.all():  # every slot is held by an attempt still starting, or lost
             for i in free_rows:
                 if i not in live:
-                    _merge(changes, _row(table, i), slots="", gpu_type=None, partner=None, reason="waiting for slots")
+                    _merge(changes, self._rows.row(table, i), slots="", gpu_type=None, partner=None,
+                           reason="waiting for slots")
             return
         rows = np.concatenate([free_rows, pinned_rows]).astype(np.int64)
         rates = np.concatenate([free_rates, np.zeros((len(pinned_rows), free_rates.shape[1]))])
         pinned = np.arange(len(rows)) >= len(free_rows)
         n, num_types = len(rows), len(self.gpu_types)
 
-        def column(name: str, dtype=None) -> np.ndarray:
-            return np.asarray(table[name], dtype=dtype)[rows]
+        def column(name: str, dtype=object) -> np.ndarray:
+            return table.typed(name, dtype)[rows]
 
         ids = column("id", np.int64)
         status = column("status", object)
@@ -272,27 +284,45 @@ class Rounds:
         is_live = column("live", bool)  # the rows of ``live``
         cluster = self._clusters.cluster(tuple(self.state.capacity[t] for t in self.gpu_types))
         type_index = {t: k for k, t in enumerate(self.gpu_types)}
-        parsed = {j: live[rows[j]] if is_live[j] else _row(table, rows[j])
-                  for j in np.flatnonzero(is_live | (column("service_by_type", object) != "{}")
-                                          | (column("shared_by_type", object) != "{}") | (slots != ""))}
+        # as dicts: the live rows (their service counted up to now) and the slots promised
+        parsed = {j: live[i] for j, i in zip(np.flatnonzero(is_live).tolist(), rows[is_live].tolist())}
+        promised = np.flatnonzero(~is_live & (slots != ""))
+        parsed.update(zip(promised.tolist(), self._rows.rows(table, rows[promised])))
 
+        # time alone per type, from the stored text of the jobs not holding slots (parsed once per change)
         time_alone = np.zeros((n, num_types))
+        service = column("service_by_type", object)
+        served = np.flatnonzero(~is_live & (service != "{}"))
+        if len(served):
+            time_alone[served] = [self._rows.seconds_by_type(text, self.gpu_types) for text in service[served].tolist()]
         running_type = np.full(n, -1, dtype=np.int64)
-        together: dict[tuple[int, int, int], float] = {}  # (job id, partner id, type) -> seconds
-        for j, r in parsed.items():
+        attained = column("service_gpu_s", np.float64)
+        # who holds (a live attempt) or is promised (a pending start) each slot now, and who shares it
+        holder = np.full(len(self.slots), -1, dtype=np.int64)
+        partner = np.full(len(self.slots), -1, dtype=np.int64)
+        for j in np.flatnonzero(is_live).tolist():  # service counted up to now
+            r = parsed[j]
             for gpu_type, seconds in r["service_by_type"].items():
                 if gpu_type in type_index:
                     time_alone[j, type_index[gpu_type]] = seconds
+            running_type[j] = type_index.get(r["gpu_type"], -1)
+            attained[j] = r["service_gpu_s"]
+            for s in r["slot_list"]:
+                if s in position:
+                    if holder[position[s]] < 0:
+                        holder[position[s]] = j
+                    else:
+                        partner[position[s]] = j
+        together: dict[tuple[int, int, int], float] = {}  # (job id, partner id, type) -> seconds
+        shared = column("shared_by_type", object)
+        sharing = is_live & ~np.equal(column("partner", object), None)  # counting time together now
+        for j in np.flatnonzero(sharing | (shared != "{}")).tolist():
+            r = parsed[j] if is_live[j] else {"id": ids[j], "shared_by_type": self._rows.parsed(shared[j])}
             for key, seconds in r["shared_by_type"].items():
-                partner, _, gpu_type = key.partition(":")
+                mate, _, gpu_type = key.partition(":")
                 if gpu_type in type_index:
-                    together[(int(r["id"]), int(partner), type_index[gpu_type])] = seconds
-            if is_live[j]:
-                running_type[j] = type_index.get(r["gpu_type"], -1)
+                    together[(int(r["id"]), int(mate), type_index[gpu_type])] = seconds
 
-        attained = column("service_gpu_s", np.float64)
-        for j in np.flatnonzero(is_live):  # counted up to now
-            attained[j] = live[rows[j]]["service_gpu_s"]
         kind = self.throughputs.kind_indices(column("kind", object))
         view = job_view(
             index=ids,
@@ -316,25 +346,14 @@ class Rounds:
         if RoundPlanner.space_sharing(self.policy):
             pair_rates = self.throughputs.pair_rates(self.gpu_types, int(kind[~pinned].max()) + 1)
 
-        # who holds (a live attempt) or is promised (a pending start) each slot now, and who shares it
-        holder = np.full(len(self.slots), -1, dtype=np.int64)
-        partner = np.full(len(self.slots), -1, dtype=np.int64)
-        position_of_id = {int(i): j for j, i in enumerate(ids)}
-        for j in np.flatnonzero(is_live):
-            for s in live[rows[j]]["slot_list"]:
-                if s in position:
-                    if holder[position[s]] < 0:
-                        holder[position[s]] = j
-                    else:
-                        partner[position[s]] = j
-        for j in np.flatnonzero(~is_live & (slots != "")):
+        for j in promised.tolist():
             places = [position.get(s) for s in slots[j].split(",")]
             if None in places or blocked[places].any():
                 continue
             if np.all(holder[places] < 0):
                 holder[places] = j
             elif len(places) == 1 and partner[places[0]] < 0 and \
-                    position_of_id.get(parsed[j]["partner"] or -1) == holder[places[0]]:
+                    parsed[j]["partner"] == ids[holder[places[0]]]:
                 partner[places[0]] = j
         decision = self.planner.plan(
             RoundState(view, rates, time_alone, holder, partner, rates_version=self.throughputs.version
@@ -350,8 +369,18 @@ class Rounds:
         chosen, kept = decision.chosen_type, decision.kept
         batch = decision.allocation.batch_size if self._sizes_jobs else None  # an elastic job's, for its next start
         # the few that hold, get or lose slots (the pinned keep theirs, their reasons set by plan())
-        for j in np.flatnonzero((is_live | (chosen >= 0) | (slots != "")) & ~pinned):
-            r = parsed.get(j) or _row(table, rows[j])
+        # most keep their slots, alone: only their lease moves on (and a partner or a reason gone), as columns
+        stays = is_live & (chosen >= 0) & kept & ~pinned & (decision.partner < 0)
+        for name, value, differs in (("lease_end", lease_end, column("lease_end", np.float64) != lease_end),
+                                     ("partner", None, ~np.equal(column("partner", object), None)),
+                                     ("reason", "", column("reason", object) != "")):
+            for job_id in ids[stays & differs].tolist():
+                changes.setdefault(job_id, {})[name] = value
+        handled = np.flatnonzero((is_live | (chosen >= 0) | (slots != "")) & ~pinned & ~stays)
+        starting = np.array([j for j in handled.tolist() if j not in parsed], dtype=np.int64)
+        parsed.update(zip(starting.tolist(), self._rows.rows(table, rows[starting])))
+        for j in handled.tolist():
+            r = parsed[j]
             mate = int(ids[decision.partner[j]]) if decision.partner[j] >= 0 else None
             if r["live"] and chosen[j] >= 0 and kept[j]:
                 _merge(changes, r, lease_end=lease_end, partner=mate,
@@ -416,15 +445,14 @@ class Rounds:
         and {row: why} for the rows whose speeds cannot be estimated (their rates 0)."""
         sized = self._sizes_jobs
         ids = table["id"]
-        picked = rows.tolist()
+        picked, picked_ids = rows.tolist(), ids[rows].tolist()
         if len(self._shape_of) > 2 * len(ids) + 1000:  # forget the jobs that ended
-            self._shape_of = {job_id: self._shape_of[job_id] for job_id in ids if job_id in self._shape_of}
-        for i in picked:  # a job's shape never changes: found once per job
-            if ids[i] not in self._shape_of:
+            self._shape_of = {job_id: self._shape_of[job_id] for job_id in ids.tolist() if job_id in self._shape_of}
+        for i, job_id in zip(picked, picked_ids):  # a job's shape never changes: found once per job
+            if job_id not in self._shape_of:
                 key = (table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i])
-                self._shape_of[ids[i]] = self._shape_codes.setdefault(key, len(self._shape_codes))
-        codes = np.fromiter(map(self._shape_of.__getitem__, map(ids.__getitem__, picked)), dtype=np.int64,
-                            count=len(picked))
+                self._shape_of[job_id] = self._shape_codes.setdefault(key, len(self._shape_codes))
+        codes = np.fromiter(map(self._shape_of.__getitem__, picked_ids), dtype=np.int64, count=len(picked))
         used, inverse = np.unique(codes, return_inverse=True)
         every = list(self._shape_codes)
         shapes = [every[code] for code in used.tolist()]
@@ -511,17 +539,6 @@ def account(row: dict, now: float) -> dict:
                          service_gpu_s=row["service_gpu_s"], slots=len(row["slot_list"]), gpu_type=row["gpu_type"],
                          partner=row.get("partner"), service_by_type=row["service_by_type"],
                          shared_by_type=row.get("shared_by_type") or {})
-
-
-def _row(table: dict, i: int) -> dict:
-    """Row ``i`` of a round table as a dict, with its slots and service parsed."""
-    row = {name: column[i] for name, column in table.items()}
-    row["slot_list"] = row["slots"].split(",") if row["slots"] else []
-    text = row["service_by_type"]
-    row["service_by_type"] = json.loads(text) if text != "{}" else {}
-    shared = row["shared_by_type"]
-    row["shared_by_type"] = json.loads(shared) if shared != "{}" else {}
-    return row
 
 
 _QUEUED = "waiting for slots"

@@ -18,7 +18,9 @@ from typing import Iterator
 
 from apportion.serve.private import private_dir, private_file, tighten
 from apportion.serve.records import (AttemptRecord, CredentialHash, DurationRecord, ElasticStepRecord, EventRecord,
-                                     JobRecord, UserRecord, job_column_value, job_record, record)
+                                     JobRecord, UserRecord, job_column_rows, job_column_value, job_record,
+                                     record)
+from apportion.serve.round_rows import RoundColumns, RoundRows
 from apportion.serve.space import PROBE_BYTES, NoSpace, is_no_space, probe_file
 
 STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
@@ -221,7 +223,7 @@ class StateStore:
         self._lock = threading.RLock()
         self._depth = 0
         self.full_since: float | None = None  # a write found the state directory out of space then (space.py)
-        self._round_rows: dict[int, tuple] | None = None  # the round table's rows by job id, kept between rounds
+        self._round_rows: RoundRows | None = None  # the round table's rows, kept between rounds
         self._round_read = 0  # the writes the kept round rows have seen (``writes_since``)
         self._writes = 0  # writes to jobs so far, in this process
         self._last_write: dict[int, int] = {}  # job id -> the count of writes at its last one
@@ -445,11 +447,11 @@ class StateStore:
         by_fields: dict[tuple[str, ...], list[tuple]] = {}
         for job_id, fields in changes.items():
             if fields:
-                by_fields.setdefault(tuple(fields), []).append(
-                    (*(job_column_value(k, v) for k, v in fields.items()), job_id))
+                by_fields.setdefault(tuple(fields), []).append((*fields.values(), job_id))
+        stored = {names: job_column_rows(names, rows) for names, rows in by_fields.items()}
         with self.transaction() as conn:
             self._wrote(changes)
-            for names, values in by_fields.items():
+            for names, values in stored.items():
                 conn.executemany(f"UPDATE jobs SET {', '.join(f'{k} = ?' for k in names)} WHERE id = ?", values)
 
     def job(self, job_id: int) -> JobRecord | None:
@@ -530,31 +532,30 @@ class StateStore:
                 found.update({int(row[0]): row[1] for row in rows})
         return found
 
-    def round_table(self) -> dict[str, tuple]:
-        """What a round needs of every active job, as columns (name -> tuple over jobs, by id):
-        the round's hot path reads no spec and builds no object per job. ``live``: the job has an
+    def round_table(self) -> RoundColumns:
+        """What a round needs of every active job, as columns (name -> array of objects over jobs, by
+        id): the round's hot path reads no spec and builds no object per job. ``live``: the job has an
         attempt alive (``pid`` is only information: an executor may have no process ids).
 
         The rows are kept from one call to the next: only the jobs stored or changed since (every
-        write to a job goes through ``insert_job`` or ``update_job``) are read again."""
+        write to a job goes through ``insert_job`` or ``update_job``) are read again. The columns are
+        the kept rows' own: good until the next call."""
         with self._lock:
-            kept = self._round_rows
             changed, writes = self.written_since(self._round_read)
-            if kept is None:
-                kept = {row[0]: row for row in self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live")}
+            if self._round_rows is None:
+                kept = RoundRows(_ROUND_NAMES, self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live"))
             else:
+                fresh = []
                 for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
                     chunk = changed[first:first + 500]
-                    for job_id in chunk:
-                        kept.pop(job_id, None)
-                    for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk):
-                        if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE]:
-                            kept[row[0]] = row
-            if not self._depth:  # read inside a transaction, what it wrote may yet be rolled back: read it again then
+                    fresh.extend(row for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk)
+                                 if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE])
+                fresh.sort(key=lambda row: row[0])
+                # read inside a transaction, what it wrote may yet be rolled back: kept as it was, read again then
+                kept = self._round_rows.replace(changed, fresh, in_place=not self._depth)
+            if not self._depth:
                 self._round_rows, self._round_read = kept, writes
-            rows = [kept[job_id] for job_id in sorted(kept)]
-        columns = list(zip(*rows)) if rows else [()] * len(_ROUND_NAMES)
-        return dict(zip(_ROUND_NAMES, columns))
+            return kept.columns()
 
     def written_since(self, writes: int) -> tuple[list[int], int]:
         """(the jobs stored or changed since the ``writes``-th write to jobs, the count of writes now):
