@@ -28,7 +28,8 @@ def serve(
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token, whose bearer may act as any user.", rich_help_panel="Security"),
     run_as: Optional[str] = typer.Option(None, "--run-as", help="Jobs' OS account: server-user, mapped (with --user-map) or refuse (default as root: do not start).", rich_help_panel="Security"),
     user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: a YAML or JSON file of apportion user: OS account.", rich_help_panel="Security"),
-    slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1).", rich_help_panel="Executor"),
+    slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,..: cpu:2, h100:4 (default: the GPUs here, else cpu:1); cores:N, memory_gb:X.", rich_help_panel="Executor"),
+    cpu_split: str = typer.Option(DEFAULTS.cpu_split, "--cpu-split", show_default=False, help="CPU cores: proportional (per slot; default) or aware.", rich_help_panel="Executor"),
     policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
     round_s: float = opt.round_option(DEFAULTS.round_s, "Round length in seconds.", panel="Policy options"),
     received_since: str = typer.Option(DEFAULTS.received_since, "--received-since", help="Received share counted from: allocation (Gavel's) or arrival.", rich_help_panel="Policy options"),
@@ -63,7 +64,7 @@ def serve(
     from apportion.serve.notify_hosts import NotifyHosts
     from apportion.serve.server import ServerError, ServerOptions, is_loopback
     from apportion.serve.server import serve as run_server
-    from apportion.serve.slots import describe, detect_gpus, parse_slots
+    from apportion.serve.slots import Node, describe, detect_gpus, parse_node, parse_slots
 
     backend = None
     if settings.executor == "ray":
@@ -101,7 +102,9 @@ def serve(
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
                             policy_options=opt.record_policy_options(settings.policy_options),
-                            notify_hosts=NotifyHosts.parse(settings.notify_hosts))
+                            notify_hosts=NotifyHosts.parse(settings.notify_hosts),
+                            node=parse_node(settings.slots) if backend is None else Node((), 0.0),
+                            cpu_split=settings.cpu_split)
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -14,7 +14,7 @@ from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.policies.base import Policy
 from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.runas import RunAs
-from apportion.serve.slots import Slot
+from apportion.serve.slots import Node, Slot, this_machine
 from apportion.serve.state import StateStore
 
 
@@ -44,6 +44,9 @@ class ServeConfig:
     # (on Ray: a directory every node reaches)
     policy_options: dict = field(default_factory=dict)  # what the policy was built with, as JSON (for a replay)
     notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may point
+    node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
+    cpu_split: str = "proportional"  # how the node's cores are divided among its jobs (core_split.py)
+    cpu_profile_s: float = 4.0  # seconds of progress reports a job is measured for at each share of its profile
 
 
 def with_note(reason: str, note: str | None) -> str:
@@ -79,6 +82,7 @@ class SchedulerState:
         self.slots = [s for t in types for s in slots if s.gpu_type == t]
         self.slot_by_id = {s.id: s for s in self.slots}
         self.capacity = {t: sum(s.gpu_type == t for s in slots) for t in types}
+        self.node = config.node or this_machine()
 
         self.round = int(store.meta("round", "0") or 0)
         ahead = config.plan_ahead_s if config.plan_ahead_s is not None else min(config.round_s / 2, 10.0)

@@ -49,6 +49,7 @@ from apportion.mechanism.round_state import MIN_WEIGHT
 from apportion.mechanism.timing import early_round_due, regular_round_due
 from apportion.policies.base import Policy
 from apportion.serve.context import SchedulerState, ServeConfig
+from apportion.serve.core_split import CoreSplit
 from apportion.serve.durations import DurationHistory
 from apportion.serve.elastic import ElasticModels
 from apportion.serve.elastic_batch import examples_info
@@ -93,6 +94,7 @@ class Scheduler:
         self.rounds = Rounds(self.state, self.throughputs)
         self.lifecycle = AttemptLifecycle(self.state)
         self.watchdog = Watchdog(self.state)
+        self.cores = CoreSplit(self.state)
         self.store, self.executor, self.policy, self.config = store, executor, policy, config
         self.clock, self.log, self.lock, self.changed = clock, self.state.log, self.state.lock, self.state.changed
         self.slots, self.gpu_types, self.capacity = self.state.slots, self.state.gpu_types, self.state.capacity
@@ -134,7 +136,10 @@ class Scheduler:
     def progress(self, job_id: int, attempt: int, steps_done: int, steps_per_s: float | None, **measured) -> str:
         """A progress report from the job's current attempt; a note when its rate was not taken as is.
         ``measured``: what an elastic job adds (bodies.step_report)."""
-        return self.requests.progress(job_id, attempt, steps_done, steps_per_s, **measured)
+        note = self.requests.progress(job_id, attempt, steps_done, steps_per_s, **measured)
+        with self.lock:
+            self.cores.speeds.heard(job_id, attempt, steps_done, self.clock())
+        return note
 
     def row(self, job_id: int) -> JobRecord:
         """Job ``job_id``'s record in the state file; NotFound if there is none."""
@@ -179,6 +184,7 @@ class Scheduler:
                   and self._idle_and_waiting()):
                 self.plan(now, now)
             self.lifecycle.start_ready(now)
+            self.cores.tick(now)
 
     def watch_space(self) -> None:
         """Say in the server's log when the state directory runs out of space, and when it has space again."""
@@ -265,6 +271,7 @@ class Scheduler:
             "state_dir": str(self.config.state_dir),
             "pid": os.getpid(),
             "out_of_space": self.space(),
+            "cores": self.cores.describe(),
         }
 
     def space(self) -> dict | None:

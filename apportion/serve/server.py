@@ -23,7 +23,7 @@ from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.private import private_dir, tighten
 from apportion.serve.runas import RunAs
 from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import Slot
+from apportion.serve.slots import Node, Slot
 from apportion.serve.space import NoSpace
 from apportion.serve.startup import ServerError, listen
 from apportion.serve.state import StateStore
@@ -49,6 +49,8 @@ class ServerOptions:
     received_since: str = "allocation"  # the received share's rule (mechanism/received.py)
     max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
     notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may go (notify_hosts.py)
+    node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
+    cpu_split: str = "proportional"  # how they are divided (core_split.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -151,7 +153,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}), received_since=options.received_since,
-        notify_hosts=options.notify_hosts,
+        notify_hosts=options.notify_hosts, node=options.node, cpu_split=options.cpu_split,
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)
