@@ -12,7 +12,8 @@ the most it was measured at, a job whose speed still rose by RISING or more is t
 rising as it did, up to twice that share, so that it is given more and measured there (reports
 at every share it holds keep adding to its curve). Once profiled, no job goes below the share at
 which its curve is as fast as at its proportional share (at most 1 core per GPU), nor below the
-``cpus`` it asked for.
+``cpus`` it asked for; cores that would speed no job up are shared among the profiled jobs in
+proportion to their GPUs rather than left idle.
 
 A share becomes concrete cores: the shares are laid one after another along the node's core ids
 in job id order, each job pinned to the cores its stretch touches, and limited to its share of
@@ -106,6 +107,8 @@ class CoreSplit:
         split = split_cores(np.array([free]), np.zeros(int(curved.sum()), dtype=np.int64),
                             np.arange(int(curved.sum())), gpus[curved], curves, base[curved], step=STEP)
         base[curved] = split
+        left = node_cores - float(base @ gpus)  # no job goes faster with them: shared in proportion to GPUs
+        base[curved] += max(left, 0.0) / float(gpus[curved].sum())
         return base
 
     def cores_of(self, amounts: np.ndarray) -> list[tuple[int, ...]]:

@@ -57,7 +57,8 @@ def test_the_cores_set_on_a_running_attempt_are_its_threads_affinity_and_change_
         deadline = time.time() + 10
         while not executor.poll() and time.time() < deadline:
             time.sleep(0.05)
-    assert not list(Path("/sys/fs/cgroup/cpu").glob(f"apportion-*/job-1")) or "cgroup" not in executor.core_enforcement
+    cgroup = CpuQuota(executor.state_dir).job_dir(1)  # where this machine has one: gone with the attempt
+    assert cgroup is None or not cgroup.exists()
 
 
 def test_a_quota_is_the_share_of_each_period_in_the_attempts_own_cgroup(tmp_path):
@@ -68,6 +69,8 @@ def test_a_quota_is_the_share_of_each_period_in_the_attempts_own_cgroup(tmp_path
     (job,) = (root).glob("apportion-*/job-4")
     assert (job / "cpu.cfs_period_us").read_text() == "100000"
     assert (job / "cpu.cfs_quota_us").read_text() == "25000"
+    assert (job / "cpu.shares").read_text() == "256"  # a quarter of a busy process's weight
+    assert (job.parent / "cpu.shares").read_text() == str(1024 * len(os.sched_getaffinity(0)))
     v2 = CpuQuota(tmp_path / "state", root=tmp_path / "unified", version=2)
     assert v2.set(4, os.getpgid(0), 1.5)
     assert next((tmp_path / "unified").glob("apportion-*/job-4/cpu.max")).read_text() == "150000 100000"
@@ -79,3 +82,22 @@ def test_no_writable_cgroup_means_no_quota_and_says_so(tmp_path):
     executor = LocalExecutor(tmp_path)
     executor._quota = quota
     assert executor.core_enforcement == "affinity only (no writable cgroup for a CPU quota)"
+
+
+def test_an_ended_attempts_cgroup_is_removed_once_empty_and_the_servers_with_its_last(tmp_path):
+    root = tmp_path / "cpu"
+    quota = CpuQuota(tmp_path / "state", root=root, version=1)
+    quota.set(1, os.getpgid(0), 1.0)
+    quota.set(2, os.getpgid(0), 1.0)
+    for name in ("cgroup.procs", "cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares"):  # plain files here: a cgroup has none
+        for job in (1, 2):
+            (quota.job_dir(job) / name).unlink()
+    (quota.job_dir(2) / "a zombie").touch()  # a process not yet reaped: it cannot be removed yet
+    quota.remove(1)
+    quota.remove(2)
+    assert not quota.job_dir(1).exists() and quota.job_dir(2).exists() and quota.leftover
+    (quota.job_dir(2) / "a zombie").unlink()
+    quota.sweep()
+    (root.glob("apportion-*/cpu.shares").__next__()).unlink()
+    quota.sweep()
+    assert not quota.leftover and list(root.iterdir()) == []

@@ -5,8 +5,11 @@ group, so a job's data-loader workers started earlier are moved too and those st
 it; it changes on the live processes, never restarting them. Affinity gives whole cores; the
 fraction of a core a share may have beyond them is a CFS quota: cgroup v2 ``cpu.max`` where this
 machine's unified hierarchy has the cpu controller, else cgroup v1 ``cpu.cfs_quota_us``, in a
-cgroup of the attempt's own (``apportion-<state dir>/job-<id>``). Where neither is writable (no
-root, a container without them) the quota is skipped and ``CpuQuota.how`` says so.
+cgroup of the attempt's own (``apportion-<state dir>/job-<id>``). The server's cgroup weighs as much
+as as many busy processes as this machine has cores (``cpu.shares``/``cpu.weight``), and each job's
+in it as its share, so that under contention from outside the server its jobs get what they would
+as plain processes, divided among them as their shares are. Where neither is writable (no root, a
+container without them) the quota is skipped and ``CpuQuota.how`` says so.
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ class CpuQuota:
         self.version = version or 0
         self.base = root / f"apportion-{tag}" if root is not None and version else None
         self.how = {2: "cgroup v2 cpu.max", 1: "cgroup v1 cpu.cfs_quota_us"}.get(self.version, "")
+        self._leftover: set[int] = set()  # jobs whose cgroup still held a process (a zombie) when removed
+        if self.base is not None and self.base.is_dir():  # a server that stopped before removing its jobs' cgroups
+            self._leftover = {int(d.name[4:]) for d in self.base.glob("job-*") if d.name[4:].isdigit()}
+            self.sweep()
 
     def job_dir(self, job_id: int) -> Path | None:
         return self.base / f"job-{job_id}" if self.base is not None else None
@@ -66,13 +73,21 @@ class CpuQuota:
         if directory is None:
             return False
         try:
+            fresh = not self.base.is_dir()
             directory.mkdir(parents=True, exist_ok=True)
             if self.version == 2 and (directory.parent / "cgroup.subtree_control").exists():
                 _write(directory.parent / "cgroup.subtree_control", "+cpu")
             quota = max(1000, int(round(cores * PERIOD_US)))
+            machine = len(os.sched_getaffinity(0))
             if self.version == 2:
+                if fresh:
+                    _write(self.base / "cpu.weight", str(min(10_000, 100 * machine)))
+                _write(directory / "cpu.weight", str(min(10_000, max(1, round(100 * cores)))))
                 _write(directory / "cpu.max", f"{quota} {PERIOD_US}")
             else:
+                if fresh:
+                    _write(self.base / "cpu.shares", str(1024 * machine))
+                _write(directory / "cpu.shares", str(max(2, round(1024 * cores))))
                 _write(directory / "cpu.cfs_period_us", str(PERIOD_US))
                 _write(directory / "cpu.cfs_quota_us", str(quota))
             for pid in group_members(pgid):
@@ -85,11 +100,32 @@ class CpuQuota:
         return True
 
     def remove(self, job_id: int) -> None:
-        """Remove job ``job_id``'s cgroup once its processes are gone (a cgroup with processes stays)."""
-        directory = self.job_dir(job_id)
-        for empty in (directory, self.base) if directory is not None else ():
+        """Remove job ``job_id``'s cgroup once its processes are gone; one that still holds a process
+        (a zombie not yet reaped, an attempt a later server adopts) is tried again by ``sweep``."""
+        if self.base is not None:
+            self._leftover.add(job_id)
+            self.sweep()
+
+    @property
+    def leftover(self) -> bool:
+        """Whether an ended attempt's cgroup is still to be removed."""
+        return bool(self._leftover)
+
+    def sweep(self) -> None:
+        """Remove the cgroups of ended attempts that are empty now, and the server's own once it has none."""
+        if self.base is None:
+            return
+        for job_id in sorted(self._leftover):
             try:
-                empty.rmdir()  # the server's own directory goes with its last job's
+                self.job_dir(job_id).rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+            self._leftover.discard(job_id)
+        if not self._leftover:
+            try:
+                self.base.rmdir()
             except OSError:
                 pass
 

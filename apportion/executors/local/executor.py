@@ -382,9 +382,11 @@ class LocalExecutor:
         if self._pool is not None:
             self._pool.refill()
         ended = self._ended()
-        for exit_ in ended:
-            if self._quota is not None:
+        if self._quota is not None and (ended or self._quota.leftover):
+            for exit_ in ended:
                 self._quota.remove(exit_.job_id)
+            self._quota.sweep()
+        for exit_ in ended:
             self.env_path(exit_.job_id, exit_.attempt).unlink(missing_ok=True)  # a wrapper that died before reading it
             spare_id = self._spare_of.pop(exit_.job_id, None)
             if spare_id is not None:
