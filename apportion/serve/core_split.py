@@ -15,9 +15,10 @@ which its curve is as fast as at its proportional share (at most 1 core per GPU)
 ``cpus`` it asked for; cores that would speed no job up are shared among the profiled jobs in
 proportion to their GPUs rather than left idle.
 
-A share becomes concrete cores: the shares are laid one after another along the node's core ids
-in job id order, each job pinned to the cores its stretch touches, and limited to its share of
-their time where the executor can (a CPU quota). Jobs keep their cores while the split stands.
+The split is worked out every half second (EVERY_S), from the attempts running then. A share
+becomes concrete cores: the shares are laid one after another along the node's core ids in job
+id order, each job pinned to the cores its stretch touches, and limited to its share of their
+time where the executor can (a CPU quota). Jobs keep their cores while the split stands.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ SPLITS = ("proportional", "aware")
 PROFILE_SHARES = (1.0, 0.5, 0.25)  # a new job's profile, as multiples of its proportional share, in order
 RISING = 0.05  # a curve whose last measured step gained this much is taken to rise on beyond it
 STEP = 0.05  # cores per GPU the aware split hands out at a time
-EVERY_S = 0.5  # how often the split is worked out again while the running attempts stay the same
+EVERY_S = 0.5  # how often the running attempts are read and the split worked out again
 
 
 class CoreSplit:
@@ -49,17 +50,15 @@ class CoreSplit:
         self.speeds = CoreSpeeds(state.store, state.config.cpu_profile_s)
         self.held: dict[int, tuple[int, tuple[int, ...], float]] = {}  # job -> (attempt, cores, share) told
         self._asked: dict[int, float] = {}  # job -> the cpus its spec asked for (0: none)
-        self._live: tuple = ()
         self._next_at = -math.inf
 
     def tick(self, now: float) -> None:
-        """Work the split out again if the running attempts changed, or every EVERY_S, and apply it."""
-        if not self.cpus:  # nodes this server does not know the cores of (a Ray cluster's)
+        """Every EVERY_S: the running attempts read, the split worked out again and what changed applied
+        (a new attempt runs on the cores its wrapper was started with until then)."""
+        if not self.cpus or now < self._next_at:  # no cores known here (a Ray cluster's nodes), or not yet
             return
+        self._next_at = now + EVERY_S
         live = tuple(self.state.store.job_columns(("id", "attempt", "slots"), "attempt_live AND slots != ''"))
-        if live == self._live and now < self._next_at:
-            return
-        self._live, self._next_at = live, now + EVERY_S
         for job_id in set(self.held) - {row[0] for row in live}:
             del self.held[job_id]
             self.speeds.released(job_id)
@@ -87,7 +86,8 @@ class CoreSplit:
         minimum = np.zeros(len(ids))
         rows: list[tuple[np.ndarray, np.ndarray]] = []
         for j, job_id in enumerate(ids.tolist()):
-            profile = [p for p in self._profile(even, gpus[j], node_cores) if not self.speeds.is_measured(job_id, p)]
+            profile = [p for p in self._profile(even, gpus[j], node_cores)  # never below what it asked for
+                       if p >= asked[j] - 1e-9 and not self.speeds.is_measured(job_id, p)]
             points, speed = self.speeds.curve(job_id)
             if profile or not len(points) or not speed.max() > 0:
                 fixed[j] = max(profile[0] if profile else even, asked[j])

@@ -88,3 +88,20 @@ def test_a_job_that_asked_for_cores_keeps_them_under_the_aware_split(tmp_path):
     # job 1 is profiled from its ask (3 cores, above its proportional 2); job 2 at its proportional share
     # does not fit beside it: both are cut in proportion to fit the 4 cores (3 : 2)
     assert executor.cores == {1: ((0, 1, 2), 2.4), 2: ((2, 3), 1.6)}
+
+
+def test_a_job_is_never_profiled_below_the_cores_it_asked_for_and_cores_nobody_needs_are_shared(tmp_path):
+    scheduler, executor, clock, client = make(tmp_path, "aware")
+    client.post("/jobs", json={"name": "a", "command": "train", "total_steps": 10**6, "user": "ann", "cpus": 1})
+    client.post("/jobs", json={"name": "b", "command": "train", "total_steps": 10**6, "user": "ann"})
+    steps, held = {1: 0.0, 2: 0.0}, {1: set(), 2: set()}
+    for _ in range(30):  # neither job goes faster with more cores
+        scheduler.tick()
+        clock.now += 0.5
+        for job in (1, 2):
+            held[job].add(executor.cores[job][1])
+            steps[job] += 5.0
+            client.post(f"/jobs/{job}/progress", json={"attempt": 1, "steps_done": int(steps[job])})
+    assert held[1] >= {2.0, 1.0} and min(held[1]) == 1.0 and 0.5 in held[2]
+    # minimums 1 (asked) and 0.5 (as fast there as with 2); the other 2.5 cores speed neither up: shared evenly
+    assert executor.cores == {1: ((0, 1, 2), 2.25), 2: ((2, 3), 1.75)}

@@ -373,9 +373,14 @@ class LocalExecutor:
         return True
 
     def close(self) -> None:
-        """Kill the waiting spares; attempts go on running (a server started later adopts them)."""
+        """Kill the waiting spares; attempts go on running (a server started later adopts them). The
+        cgroups of attempts that ended are removed (their last processes may take a moment to leave)."""
         if self._pool is not None:
             self._pool.close()
+        deadline = time.monotonic() + 3.0
+        while self._quota is not None and self._quota.leftover and time.monotonic() < deadline:
+            self._quota.sweep()
+            time.sleep(0.05)
 
     def poll(self) -> list[Exit]:
         """Attempts that have ended since the last call, with their exit codes (and spares kept ready)."""
