@@ -105,3 +105,27 @@ def test_a_job_is_never_profiled_below_the_cores_it_asked_for_and_cores_nobody_n
     assert held[1] >= {2.0, 1.0} and min(held[1]) == 1.0 and 0.5 in held[2]
     # minimums 1 (asked) and 0.5 (as fast there as with 2); the other 2.5 cores speed neither up: shared evenly
     assert executor.cores == {1: ((0, 1, 2), 2.25), 2: ((2, 3), 1.75)}
+
+
+def test_what_a_job_was_measured_at_outlives_the_server_and_an_older_state_file_gains_the_table(tmp_path):
+    import sqlite3
+
+    scheduler, executor, clock, client = make(tmp_path, "aware")
+    submit_two(client)
+    for step in range(1, 12):
+        scheduler.tick()
+        clock.now += 0.5
+        client.post("/jobs/1/progress", json={"attempt": 1, "steps_done": 10 * step})
+    learnt = scheduler.cores.speeds.measured[1]
+    steps, seconds = learnt[2.0]
+    assert steps / seconds == 20.0 and seconds >= 1.0 and 1.0 in learnt  # 10 steps each 0.5 s at 2 cores, then at 1
+    after = Scheduler(StateStore(tmp_path / "state.db"), FakeExecutor(tmp_path), parse_slots("cpu:2"), Las(),
+                      scheduler.config, clock=clock)
+    assert after.cores.speeds.measured[1] == learnt  # a restarted server keeps what it learnt
+    after.store.close()
+    scheduler.store.close()
+    with sqlite3.connect(tmp_path / "state.db") as conn:  # as a state file written before the table was there
+        conn.execute("DROP TABLE core_speeds")
+    StateStore(tmp_path / "state.db").close()
+    with sqlite3.connect(tmp_path / "state.db") as conn:
+        assert conn.execute("SELECT count(*) FROM core_speeds").fetchone() == (0,)
