@@ -113,6 +113,9 @@ def serve(
         log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
             f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
         log(f"dashboard: {scheduler.config.server_url}/")
+        cores = scheduler.cores.describe()
+        if cores["node_cores"]:
+            log(f"CPU cores: {cores['node_cores']}, {cores['split']} split, held by {cores['held_by']}")
         if backend is not None:
             log(f"on Ray: slots per node {backend.describe()}; checkpoints and logs in {backend.shared_dir}")
             if is_loopback(host) and backend.remote_nodes:
