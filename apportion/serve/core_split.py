@@ -11,7 +11,9 @@ profile's point). The profile stays within the proportional share, so profiles a
 the most it was measured at, a job whose speed still rose by RISING or more is taken to go on
 rising as it did, up to twice that share, so that it is given more and measured there (reports
 at every share it holds keep adding to its curve). Once profiled, no job goes below the share at
-which its curve is as fast as at its proportional share (at most 1 core per GPU), nor below the
+which its curve is as fast as at its proportional share (at most 1 core per GPU), nor below half
+its proportional share (FLOOR: speeds measured on a busy machine can make a job whose loader
+needs its cores look as if it did not; this bounds what such a misreading costs it), nor below the
 ``cpus`` it asked for; cores that would speed no job up are shared among the profiled jobs in
 proportion to their GPUs rather than left idle.
 
@@ -36,6 +38,7 @@ from apportion.serve.core_speeds import CoreSpeeds, share_key
 SPLITS = ("proportional", "aware")
 PROFILE_SHARES = (1.0, 0.5, 0.25)  # a new job's profile, as multiples of its proportional share, in order
 RISING = 0.05  # a curve whose last measured step gained this much is taken to rise on beyond it
+FLOOR = 0.5  # no job goes below this fraction of its proportional share (unless it asked for less): what a noisy profile may cost it
 STEP = 0.05  # cores per GPU the aware split hands out at a time
 EVERY_S = 0.5  # how often the running attempts are read and the split worked out again
 
@@ -94,7 +97,7 @@ class CoreSplit:
                 rows.append((np.array([1.0]), np.array([1.0])))
                 continue
             rows.append(_hopeful(points, speed))
-            minimum[j] = max(asked[j], min(1.0, _reaching(points, speed, even)))
+            minimum[j] = max(asked[j], FLOOR * even, min(1.0, _reaching(points, speed, even)))
         curved = np.isnan(fixed)
         base = np.where(curved, minimum, fixed)
         need = float(base @ gpus)
