@@ -334,6 +334,11 @@ def status(
     else:
         slots = _slots_per_type(info["slots"]) + " (--slots names each)"
     console.print(f"slots: {escape(slots)}", highlight=False)
+    cores = info.get("cores")
+    if cores and cores["split"] != "off":  # a server from before CPU cores were split has none
+        held = ", ".join(f"job {job}={','.join(map(str, c['cpus']))} ({c['share']:g})" for job, c in cores["jobs"].items())
+        console.print(escape(f"cores: {cores['node_cores']}, {cores['split']} split, held by {cores['held_by'] or '?'}"
+                             + (f": {held}" if held else "")), highlight=False, soft_wrap=True)
     console.print("jobs: " + escape(", ".join(f"{n} {k}" for k, n in info["counts"].items())), highlight=False)
     if info.get("hangs"):
         console.print(f"hung attempts stopped: {info['hangs']}", highlight=False)

@@ -28,7 +28,8 @@ def serve(
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token, whose bearer may act as any user.", rich_help_panel="Security"),
     run_as: Optional[str] = typer.Option(None, "--run-as", help="Jobs' OS account: server-user, mapped (with --user-map) or refuse (default as root: do not start).", rich_help_panel="Security"),
     user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: a YAML/JSON file of apportion user: OS account.", rich_help_panel="Security"),
-    slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,... e.g. cpu:2 or h100:4 (default: this machine's GPUs, else cpu:1).", rich_help_panel="Executor"),
+    slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,..: cpu:2, h100:4 (default: the GPUs here, else cpu:1); cores:N, memory_gb:X.", rich_help_panel="Executor"),
+    cpu_split: str = typer.Option(DEFAULTS.cpu_split, "--cpu-split", show_default=False, help="CPU cores per job: off (default), proportional or aware.", rich_help_panel="Executor"),
     policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
     round_s: float = opt.round_option(DEFAULTS.round_s, "Round length in seconds.", panel="Policy options"),
     received_since: str = typer.Option(DEFAULTS.received_since, "--received-since", help="Received share counted from: allocation (Gavel's) or arrival.", rich_help_panel="Policy options"),
@@ -41,7 +42,7 @@ def serve(
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (types' Ray resources, shared dir).", rich_help_panel="Executor"),
     market: Optional[str] = typer.Option(None, "--market", help="Rent the nodes from a market: FILE or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
     provisioning: str = typer.Option(DEFAULTS.provisioning, "--provisioning", help="With --market: what to rent (as simulate's).", rich_help_panel="Executor"),
-    notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks jobs' notify: URLs may reach; none: no notifications.", rich_help_panel="Security"),
+    notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks notify: URLs may reach (none: off).", rich_help_panel="Security"),
     warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
     privacy_policy: str = typer.Option(DEFAULTS.privacy_policy, "--privacy-policy", show_default=False, help="Privacy: fcfs (default), rr, dpf-n, dpf-t, pack.", rich_help_panel="Policy options"),
     privacy_n: Optional[int] = typer.Option(None, "--privacy-n", hidden=True, help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Policy options"),
@@ -69,7 +70,7 @@ def serve(
     from apportion.serve.notify_hosts import NotifyHosts
     from apportion.serve.server import ServerError, ServerOptions, is_loopback
     from apportion.serve.server import serve as run_server
-    from apportion.serve.slots import describe, detect_gpus, parse_slots
+    from apportion.serve.slots import Node, describe, detect_gpus, parse_node, parse_slots
 
     backend = None
     if settings.executor == "ray":
@@ -110,7 +111,9 @@ def serve(
                             policy_options=opt.record_policy_options(settings.policy_options),
                             notify_hosts=NotifyHosts.parse(settings.notify_hosts),
                             privacy_policy=settings.privacy_policy, privacy_n=settings.privacy_n,
-                            privacy_t_s=settings.privacy_t, privacy_timeout_s=settings.privacy_timeout_s)
+                            privacy_t_s=settings.privacy_t, privacy_timeout_s=settings.privacy_timeout_s,
+                            node=parse_node(settings.slots) if backend is None else Node((), 0.0),
+                            cpu_split=settings.cpu_split)
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -119,6 +122,9 @@ def serve(
         log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
             f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
         log(f"dashboard: {scheduler.config.server_url}/")
+        cores = scheduler.cores.describe()
+        if cores["node_cores"] and cores["split"] != "off":
+            log(f"CPU cores: {cores['node_cores']}, {cores['split']} split, held by {cores['held_by']}")
         if backend is not None:
             log(f"on Ray: slots per node {backend.describe()}; checkpoints and logs in {backend.shared_dir}")
         if provisioner is not None:

@@ -97,6 +97,12 @@ class Executor(Protocol):
         than the server was started with); None: all of the server's slots, always."""
         ...
 
+    def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
+        """Hold the job's running attempt to CPU cores ``cpus`` (ids on its machine) and ``share`` cores'
+        time, changed on the live attempt (no restart); False when it has none here. An executor that
+        cannot hold an attempt to cores records or ignores it."""
+        ...
+
     def close(self) -> None:
         """Release what is held that is no attempt (the local executor's waiting spares) when the
         server stops cleanly; attempts go on running for a server started later."""

@@ -32,6 +32,8 @@ class FakeExecutor:
         self.exit_codes: dict[tuple[int, int], int] = {}  # what an attempt's exit file would say
         self.logs: dict[tuple[int, int], str] = {}  # what an attempt's log would say
         self.live_capacity: dict[str, int] | None = None  # slots of each type still there (None: all)
+        self.cores: dict[int, tuple[tuple[int, ...], float]] = {}  # job -> the cores and share it was last held to
+        self.core_enforcement = "recorded only (fake executor)"
 
     def log_path(self, job_id: int, attempt: int) -> Path:
         return self.state_dir / "jobs" / str(job_id) / f"attempt-{attempt}.log"
@@ -48,6 +50,13 @@ class FakeExecutor:
     def capacity(self) -> dict[str, int] | None:
         """What a test set as ``live_capacity``: the slots of each type still there (None: all)."""
         return self.live_capacity
+
+    def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
+        """Record the cores job ``job_id`` is held to; False when it has no attempt running."""
+        if job_id not in self._running:
+            return False
+        self.cores[job_id] = (tuple(cpus), float(share))
+        return True
 
     def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None, replicas=None, cold=False) -> Attempt:
         if job_id in self._running:

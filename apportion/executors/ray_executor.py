@@ -113,6 +113,14 @@ class RayExecutor:
             return None
         return {t: sum(n) for t, n in capacity(self.nodes(), list(self.types.values())).items()}
 
+    core_enforcement = "not held on Ray (each actor keeps the CPUs of its bundle)"
+
+    def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
+        """Not held: a Ray actor's CPUs are its placement group bundle's, fixed when it is made. Holding
+        them would need each node's share of cores (ray_nodes.py), and the replica actor (ray_replica.py)
+        to pin its attempt's processes as the local executor does (executors/local/cores.py)."""
+        return False
+
     def nodes(self) -> list[dict]:
         """``ray.nodes()``: every node the cluster knows, live or dead."""
         return self.connect().nodes()

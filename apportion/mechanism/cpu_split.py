@@ -2,12 +2,13 @@
 
 Two rules. ``proportional_split`` is what a GPU-only scheduler gives: every GPU of a node gets the
 same share of its cores. ``split_cores`` gives each job its minimum, then hands out the rest one
-core per GPU at a time to whichever job gains the most progress per core from it, until the
+core per GPU at a time (or a finer ``step``, where a CPU quota can hold fractions of a core) to whichever job gains the most progress per core from it, until the
 node's cores run out or no job would go faster. Progress is GPU-weighted: the sum over jobs of
 their GPUs times the fraction of their best speed (``core/cpu_speed.py``), i.e. how many of the
 node's GPUs are busy training rather than waiting for data. For curves with diminishing returns
 this greedy order is optimal up to the last step that does not fit whole; a curve whose gains grow
-is treated as if each step gained the least of it and the steps before it.
+is treated as if each step gained the least of it and the steps before it. Equal gains go in turn,
+a step of each job before the second of any, so that jobs with the same curve end with the same share.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ def proportional_split(node_cores: np.ndarray, node_gpus: np.ndarray, node: np.n
 
 
 def split_cores(node_cores: np.ndarray, node: np.ndarray, job: np.ndarray, gpus: np.ndarray, curves: CoreCurves,
-                minimum_per_gpu: np.ndarray) -> np.ndarray:
+                minimum_per_gpu: np.ndarray, step: float = 1.0) -> np.ndarray:
     """[m] cores per GPU for each placement (a job's ``gpus`` [m] on ``node`` [m]), each at least its
-    ``minimum_per_gpu`` [m], the cores given on each node within its ``node_cores`` [N].
+    ``minimum_per_gpu`` [m], the cores given on each node within its ``node_cores`` [N], handed out
+    ``step`` cores per GPU at a time.
 
     Raises ValueError when the minimums alone do not fit on a node.
     """
@@ -44,13 +46,13 @@ def split_cores(node_cores: np.ndarray, node: np.ndarray, job: np.ndarray, gpus:
         raise ValueError(f"node {short}: the jobs' minimum cores ({node_cores[short] - free[short]:g}) are more than "
                          f"its {node_cores[short]:g} cores")
     room = np.maximum(curves.saturation[job] - base, 0.0)  # cores per GPU that can still speed each one up
-    most_steps = math.ceil(float(room.max(initial=0.0)) - SLACK)
+    most_steps = math.ceil(float(room.max(initial=0.0)) / step - SLACK)
     if not len(node) or most_steps <= 0:
         return base
-    step = np.arange(most_steps, dtype=np.float64)
-    width = np.clip(room[:, None] - step[None, :], 0.0, 1.0)  # [m, S] cores per GPU each step adds
+    done = np.arange(most_steps, dtype=np.float64) * step  # cores per GPU given before each step
+    width = np.clip(room[:, None] - done[None, :], 0.0, step)  # [m, S] cores per GPU each step adds
     width[width <= SLACK] = 0.0
-    start = base[:, None] + step[None, :]
+    start = base[:, None] + done[None, :]
     rows = np.repeat(np.arange(len(node)), most_steps)
     before = relative_speed(curves, job[rows], start.ravel()).reshape(width.shape)
     after = relative_speed(curves, job[rows], (start + width).ravel()).reshape(width.shape)
@@ -62,7 +64,7 @@ def split_cores(node_cores: np.ndarray, node: np.ndarray, job: np.ndarray, gpus:
     entry, at = np.nonzero((per_core > SLACK) & (width > 0))
     if not len(entry):
         return base
-    order = np.lexsort((at, entry, -per_core[entry, at], node[entry]))
+    order = np.lexsort((entry, at, -per_core[entry, at], node[entry]))
     entry, at = entry[order], at[order]
     step_node = node[entry]
     spent = np.cumsum(cost[entry, at])

@@ -9,8 +9,8 @@ file's fields.
 from __future__ import annotations
 
 from apportion.serve.bounds import (
-    MAX_AFTER, MAX_ARGS, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_ATTEMPT, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE,
-    MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S,
+    MAX_AFTER, MAX_ARGS, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_ATTEMPT, MAX_COMMAND, MAX_CPUS, MAX_ENV, MAX_ENV_VALUE,
+    MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S, MAX_MEMORY_GB,
     MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_URL, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
 )
 from apportion.serve.privacy_spec import MAX_BLOCKS_ADDED, MAX_CLAIM_BLOCKS
@@ -69,6 +69,10 @@ JOB_SPEC = {
         "time_limit": {"description": "Running time over all its attempts, then it fails: seconds, or text with a "
                                       "unit s, m, h or d (90m, 12h).",
                        "anyOf": [{"type": "number", "minimum": 1, "maximum": MAX_TIME_LIMIT_S}, {"type": "string"}]},
+        "cpus": {"type": "integer", "minimum": 1, "maximum": MAX_CPUS,
+                 "description": "CPU cores it needs at least, over all its GPUs; default the scheduler's split."},
+        "memory_gb": {"type": "number", "minimum": 1 / 1024, "maximum": MAX_MEMORY_GB,
+                      "description": "Host memory it needs, GiB; refused if no node has that much."},
         "after": {"type": "array", "maxItems": MAX_AFTER,
                   "items": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_JOB_ID}, {"type": "string"}]},
                   "description": "Ids of jobs that must complete before it starts (the submitting user's own)."},

@@ -17,7 +17,7 @@ from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.privacy_ledger import PrivacyLedger
 from apportion.serve.provisioner import NoProvisioner, Provisioner
 from apportion.serve.runas import RunAs
-from apportion.serve.slots import Slot
+from apportion.serve.slots import Node, Slot, this_machine
 from apportion.serve.state import StateStore
 
 
@@ -52,6 +52,9 @@ class ServeConfig:
     privacy_n: int | None = None
     privacy_t_s: float | None = None
     privacy_timeout_s: float | None = None
+    node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
+    cpu_split: str = "off"  # how the node's cores are divided among its jobs (core_split.py)
+    cpu_profile_s: float = 4.0  # seconds of progress reports a job is measured for at each share of its profile
 
 
 def with_note(reason: str, note: str | None) -> str:
@@ -89,6 +92,7 @@ class SchedulerState:
         self.slots = [s for t in types for s in slots if s.gpu_type == t]
         self.slot_by_id = {s.id: s for s in self.slots}
         self.capacity = {t: sum(s.gpu_type == t for s in slots) for t in types}
+        self.node = config.node or this_machine()
 
         self.round = int(store.meta("round", "0") or 0)
         ahead = config.plan_ahead_s if config.plan_ahead_s is not None else min(config.round_s / 2, 10.0)

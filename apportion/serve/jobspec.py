@@ -13,6 +13,8 @@ checkpoint_dir: ckpt/cnn          # default STATE_DIR/jobs/ID/checkpoints
 checkpoint_every: auto            # periodic checkpoints: auto, auto:SECONDS, off or SECONDS; default the server's
 warm_start: false                 # start cold even where the server could fork it warm; default true
 hung_after_s: 1800                # silent (no lease call, no progress report) this long: hung; default the server's
+cpus: 4                           # CPU cores it needs at least (beside all its GPUs); default: the scheduler's split
+memory_gb: 32                     # host memory it needs, GiB; a job that could never fit a node is refused
 time_limit: 12h                   # running time over all attempts, then it fails; seconds or N s/m/h/d; default none
 after: [12, 14]                   # jobs that must complete before it starts; it fails if one fails or is cancelled
 notify: https://hooks.example.com/apportion   # POSTed a JSON summary when the job ends (serve/notifier.py)
@@ -54,9 +56,9 @@ import yaml
 
 from apportion.core.errors import InputError
 from apportion.serve.bounds import (
-    MAX_AFTER, MAX_ARGS, MAX_COMMAND, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S, MAX_JOB_ID,
-    MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S, check_int, check_line,
-    check_number, check_text, clip,
+    MAX_AFTER, MAX_ARGS, MAX_COMMAND, MAX_CPUS, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S,
+    MAX_JOB_ID, MAX_MEMORY_GB, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
+    check_int, check_line, check_number, check_text, clip,
 )
 from apportion.serve.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
 from apportion.serve.job_array import array_text
@@ -68,6 +70,7 @@ FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
     "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after", "notify", "array", "privacy",
+    "cpus", "memory_gb",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -101,6 +104,8 @@ class JobSpec:
     notify: str | None = None  # an http(s) URL POSTed a summary when the job ends (notifier.py); None: none
     array: str | None = None  # a job array's indices, as checked text ("0-15%4"); None: one job
     privacy: ClaimSpec | None = None  # the privacy budget it claims of the server's blocks; None: none
+    cpus: int | None = None  # CPU cores it needs at least, over all its GPUs; None: the scheduler decides
+    memory_gb: float | None = None  # host memory it needs, GiB; None: not counted
 
     @property
     def throughput_kind(self) -> str:
@@ -242,6 +247,9 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         notify=None if data.get("notify") is None else notify_target(data["notify"], source).url,
         array=array_text(data.get("array"), source),
         privacy=claim_from_mapping(data.get("privacy"), source),
+        cpus=None if data.get("cpus") is None else check_int(data["cpus"], "cpus", source, least=1, most=MAX_CPUS),
+        memory_gb=None if data.get("memory_gb") is None else check_number(
+            data["memory_gb"], "memory_gb", source, least=1 / 1024, most=MAX_MEMORY_GB),
     )
 
 

@@ -176,6 +176,12 @@ class Requests:
         if not sized and spec.gpus > self.capacity[largest]:
             raise InputError(source, f"asks for {spec.gpus}; the most this server has of an allowed type is "
                              f"{self.capacity[largest]} ({largest})", field="gpus")
+        node = self.state.node
+        if spec.cpus is not None and node.cpus and spec.cpus > len(node.cpus):
+            raise InputError(source, f"asks for {spec.cpus} CPU cores; the node here has {len(node.cpus)}", field="cpus")
+        if spec.memory_gb is not None and node.memory_gib and spec.memory_gb > node.memory_gib:
+            raise InputError(source, f"asks for {spec.memory_gb:g} GiB of memory; the node here has "
+                             f"{node.memory_gib:g}", field="memory_gb")
         never_runs = getattr(self.policy, "never_runs", None)
         if never_runs is not None:
             view = one_job_view(gpus=spec.gpus, queue=spec.queue)

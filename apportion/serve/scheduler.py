@@ -49,6 +49,7 @@ from apportion.mechanism.round_state import MIN_WEIGHT
 from apportion.mechanism.timing import early_round_due, regular_round_due
 from apportion.policies.base import Policy
 from apportion.serve.context import SchedulerState, ServeConfig
+from apportion.serve.core_split import CoreSplit
 from apportion.serve.durations import DurationHistory
 from apportion.serve.elastic import ElasticModels
 from apportion.serve.elastic_batch import examples_info
@@ -100,6 +101,7 @@ class Scheduler:
         self.lifecycle = AttemptLifecycle(self.state)
         self.watchdog = Watchdog(self.state)
         self.rental = Rental(self.state, self.throughputs)
+        self.cores = CoreSplit(self.state)
         self.store, self.executor, self.policy, self.config = store, executor, policy, config
         self.clock, self.log, self.lock, self.changed = clock, self.state.log, self.state.lock, self.state.changed
         self.slots, self.gpu_types, self.capacity = self.state.slots, self.state.gpu_types, self.state.capacity
@@ -142,7 +144,10 @@ class Scheduler:
                  stall: dict[str, float] | None = None, **measured) -> str:
         """A progress report from the job's current attempt; a note when its rate was not taken as is.
         ``stall``: its data stall (bodies.data_stall); ``measured``: what an elastic job adds (bodies.step_report)."""
-        return self.requests.progress(job_id, attempt, steps_done, steps_per_s, stall=stall, **measured)
+        note = self.requests.progress(job_id, attempt, steps_done, steps_per_s, stall=stall, **measured)
+        with self.lock:
+            self.cores.speeds.heard(job_id, attempt, steps_done, self.clock())
+        return note
 
     def row(self, job_id: int) -> JobRecord:
         """Job ``job_id``'s record in the state file; NotFound if there is none."""
@@ -203,6 +208,7 @@ class Scheduler:
                   and self._idle_and_waiting()):
                 self.plan(now, now)
             self.lifecycle.start_ready(now)
+            self.cores.tick(now)
 
     def watch_space(self) -> None:
         """Say in the server's log when the state directory runs out of space, and when it has space again."""
@@ -293,6 +299,7 @@ class Scheduler:
             "pid": os.getpid(),
             "out_of_space": self.space(),
             **self.rental.status(),
+            "cores": self.cores.describe(),
         }
 
     def space(self) -> dict | None:

@@ -24,7 +24,7 @@ from apportion.serve.private import private_dir, tighten
 from apportion.serve.provisioner import Provisioner
 from apportion.serve.runas import RunAs
 from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import Slot
+from apportion.serve.slots import Node, Slot
 from apportion.serve.space import NoSpace
 from apportion.serve.startup import ServerError, listen
 from apportion.serve.state import StateStore
@@ -54,6 +54,8 @@ class ServerOptions:
     privacy_n: int | None = None
     privacy_t_s: float | None = None
     privacy_timeout_s: float | None = None  # a claim not granted within this long is rejected; None: never
+    node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
+    cpu_split: str = "off"  # how they are divided (core_split.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -159,6 +161,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         policy_options=dict(options.policy_options or {}), received_since=options.received_since,
         notify_hosts=options.notify_hosts, privacy_policy=options.privacy_policy, privacy_n=options.privacy_n,
         privacy_t_s=options.privacy_t_s, privacy_timeout_s=options.privacy_timeout_s,
+        node=options.node, cpu_split=options.cpu_split,
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)

@@ -19,6 +19,7 @@ RUN_AS = ("server-user", "mapped", "refuse")  # serve/runas.py's MODES, named he
 RECEIVED_SINCE = ("allocation", "arrival")  # mechanism/received.py's rules, named here without importing numpy
 # policies/provisioning's PROVISIONING, named here without importing numpy
 PROVISIONING = ("static", "cheapest-now", "cheapest-now:daily", "spot-fallback", "deadline-aware")
+CPU_SPLITS = ("off", "proportional", "aware")  # core_split.py's rules, named here without importing numpy
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class ServeSettings:
     run_as: str | None = None  # server-user, mapped or refuse; None: refuse as root, else server-user
     user_map: Path | None = None  # run_as mapped: apportion user -> OS account
     slots: str | None = None  # TYPE:COUNT,...; None: this machine's GPUs, else cpu:1
+    cpu_split: str = "off"  # the node's cores: left to the OS, the same share per slot, or for the most progress
     policy: str = "las"
     round_s: float = 180.0
     received_since: str = "allocation"  # the received share counts from the last re-solve (Gavel's) or from arrival
@@ -98,6 +100,8 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
         raise SettingError("round_s", f"must be positive, got {s.round_s:g}")
     if s.received_since not in RECEIVED_SINCE:
         raise SettingError("received_since", f"must be one of {', '.join(RECEIVED_SINCE)}, got {s.received_since!r}")
+    if s.cpu_split not in CPU_SPLITS:
+        raise SettingError("cpu_split", f"must be one of {', '.join(CPU_SPLITS)}, got {s.cpu_split!r}")
     if s.max_retries < 0:
         raise SettingError("max_retries", f"must be >= 0, got {s.max_retries}")
     if s.hung_after_s != 0 and not MIN_HUNG_AFTER_S <= s.hung_after_s <= MAX_HUNG_AFTER_S:

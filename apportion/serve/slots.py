@@ -1,11 +1,16 @@
-"""The slots a server offers: this machine's GPUs, or CPU slots, as ids and one GPU type each.
+"""The slots a server offers: this machine's GPUs, or CPU slots, as ids and one GPU type each;
+and the node's CPU cores and memory that the jobs on its slots share.
 
 A slot is what one GPU of a job's ``gpus`` takes: ``gpu:3`` (CUDA device 3, of the type its
-model maps to, e.g. ``h100``) or ``cpu:0`` (a share of the host, no CUDA device).
+model maps to, e.g. ``h100``) or ``cpu:0`` (a share of the host, no CUDA device). ``--slots``
+may also say the node's cores and memory (``h100:4,cores:32,memory_gb:256``); by default they
+are this machine's: the cores this process may run on, its memory.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import shutil
 import subprocess
@@ -26,6 +31,53 @@ class Slot:
     id: str  # "cpu:0", "gpu:3"
     gpu_type: str  # "cpu", "h100", …
     device: str  # the CUDA device index, "" for a CPU slot
+
+
+NODE_KEYS = ("cores", "memory_gb")  # --slots groups that size the node, not slots
+
+
+@dataclass(frozen=True)
+class Node:
+    """The CPU cores (their ids on this machine) and memory the jobs on a server's slots share (none
+    known: the nodes of a Ray cluster, whose cores the server does not divide)."""
+
+    cpus: tuple[int, ...]
+    memory_gib: float
+
+
+def this_machine() -> Node:
+    """The cores this process may run on and this machine's memory."""
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    memory_gib = 0.0
+    try:
+        match = re.search(r"^MemTotal:\s*(\d+) kB", Path("/proc/meminfo").read_text(), re.MULTILINE)
+        memory_gib = int(match.group(1)) / 2**20 if match else 0.0
+    except OSError:
+        pass
+    return Node(cpus, memory_gib)
+
+
+def parse_node(text: str | None, source: str = "--slots") -> Node:
+    """The node ``--slots`` describes: ``cores:N`` (this machine's first N cores, or ids 0..N-1 beyond
+    them) and ``memory_gb:X``; what it leaves out is this machine's."""
+    machine = this_machine()
+    cpus, memory_gib = machine.cpus, machine.memory_gib
+    for part in (p.strip() for p in (text or "").split(",") if p.strip()):
+        key, _, value = part.partition(":")
+        key = key.strip().lower()
+        if key == "cores":
+            if not value.strip().isdigit() or int(value) < 1:
+                raise InputError(source, f"'{part}' is not cores:N with N >= 1 (the node's CPU cores)")
+            n = int(value)
+            cpus = machine.cpus[:n] if n <= len(machine.cpus) else tuple(range(n))
+        elif key == "memory_gb":
+            try:
+                memory_gib = float(value)
+            except ValueError:
+                memory_gib = math.nan
+            if not memory_gib > 0 or math.isinf(memory_gib):
+                raise InputError(source, f"'{part}' is not memory_gb:X with X > 0 (the node's memory in GiB)")
+    return Node(tuple(cpus), memory_gib)
 
 
 def gpu_type_of(model: str) -> str:
@@ -81,11 +133,13 @@ def parse_slots(text: str, gpus: list[Slot] | None = None, source: str = "--slot
     detected = list(gpus or [])
     next_device = 0
     parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts:
-        raise InputError(source, "empty; expected e.g. 'cpu:2' or 'h100:4'")
+    if not [p for p in parts if p.partition(":")[0].strip().lower() not in NODE_KEYS]:
+        raise InputError(source, "no slots; expected e.g. 'cpu:2' or 'h100:4'")
     for part in parts:
         gpu_type, _, count = part.partition(":")
         gpu_type = gpu_type.strip().lower()
+        if gpu_type in NODE_KEYS:  # the node's size: parse_node
+            continue
         if not gpu_type or not count.strip().isdigit() or int(count) < 1:
             raise InputError(source, f"'{part}' is not TYPE:COUNT (e.g. 'cpu:2' or 'h100:4')")
         n = int(count)
@@ -103,6 +157,7 @@ def parse_slots(text: str, gpus: list[Slot] | None = None, source: str = "--slot
         else:
             slots += [Slot(f"gpu:{next_device + i}", gpu_type, str(next_device + i)) for i in range(n)]
             next_device += n
+    parse_node(text, source)  # its cores and memory spelt right too
     return slots
 
 

@@ -204,6 +204,14 @@ CREATE TABLE IF NOT EXISTS privacy_demands (  -- what each claim takes of each o
     PRIMARY KEY (job_id, position, col)
 );
 CREATE INDEX IF NOT EXISTS privacy_demands_block ON privacy_demands(block);
+CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of CPU cores it ran with (core_speeds.py)
+    job_id INTEGER NOT NULL,
+    cores_per_gpu REAL NOT NULL,
+    steps REAL NOT NULL,
+    seconds REAL NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (job_id, cores_per_gpu)
+);
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -676,6 +684,21 @@ class StateStore:
         with self._lock:
             rows = self._conn.execute("SELECT * FROM durations ORDER BY finished, job_id").fetchall()
         return [record(DurationRecord, r) for r in rows]
+
+    # jobs' speeds against their CPU cores ---------------------------------------------------
+
+    def put_core_speed(self, job_id: int, cores_per_gpu: float, steps: float, seconds: float, now: float) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO core_speeds VALUES (?, ?, ?, ?, ?)",
+                         (job_id, cores_per_gpu, steps, seconds, now))
+
+    def core_speeds(self) -> list[tuple[int, float, float, float]]:
+        """(job id, cores per GPU, steps, seconds) of every share of cores a job was measured at."""
+        with self._lock:
+            cursor = self._conn.execute("SELECT job_id, cores_per_gpu, steps, seconds FROM core_speeds "
+                                        "ORDER BY job_id, cores_per_gpu")
+            cursor.row_factory = None
+            return cursor.fetchall()
 
     # elastic jobs' measurements ---------------------------------------------------------
 

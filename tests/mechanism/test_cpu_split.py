@@ -66,3 +66,12 @@ def test_bad_curves_say_what_is_wrong():
         CoreCurves(np.array([2.0, 1.0]), np.array([[1.0, 1.0]]))
     with pytest.raises(ValueError, match="a speed at each of 2 core counts"):
         CoreCurves(np.array([1.0, 2.0]), np.array([[1.0, 1.0, 1.0]]))
+
+
+def test_jobs_with_the_same_curve_take_equal_gains_in_turn_and_a_finer_step_splits_fractions():
+    curves = CoreCurves(np.array(POINTS), np.array([SENSITIVE, SENSITIVE]))
+    node, job, gpus = np.array([0, 0]), np.array([0, 1]), np.array([1, 1])
+    # 6 cores, 1 each to start: the 4 free go a core at a time, to each job in turn
+    assert split_cores(np.array([6.0]), node, job, gpus, curves, np.ones(2)).tolist() == [3.0, 3.0]
+    # 5 cores in half cores: 3 free, half a core to each in turn
+    assert split_cores(np.array([5.0]), node, job, gpus, curves, np.ones(2), step=0.5).tolist() == [2.5, 2.5]

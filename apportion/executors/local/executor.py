@@ -39,6 +39,7 @@ from pathlib import Path
 
 from apportion.executors.local import warm_start
 from apportion.executors.base import Attempt, Exit
+from apportion.executors.local.cores import CpuQuota, set_affinity
 from apportion.executors.local.orphans import Orphaned, orphaned_command
 from apportion.executors.local.procfs import group_members, process_start, stat_fields, still_runs
 from apportion.executors.local.spare_pool import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
@@ -127,6 +128,7 @@ class LocalExecutor:
         self._adopted: dict[int, Attempt] = {}
         self._orphans: dict[int, Orphaned] = {}  # attempts whose wrapper died, supervised here
         self._subreaper: bool | None = None  # set when the first attempt starts
+        self._quota: CpuQuota | None = None  # attempts' CPU quotas, found the first time cores are set
 
     # files -------------------------------------------------------------------------------
 
@@ -159,6 +161,27 @@ class LocalExecutor:
     def capacity(self) -> None:
         """This machine's slots are the server's, all of them, always."""
         return None
+
+    # cores -------------------------------------------------------------------------------
+
+    def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
+        """Hold the job's attempt to cores ``cpus`` (affinity of all its threads, live) and, where a
+        cgroup allows, to ``share`` cores' time; False when it has no attempt here."""
+        attempt = self.tracked().get(job_id)
+        if attempt is None or attempt.pid is None or not self.is_alive(job_id):
+            return False
+        set_affinity(attempt.pid, tuple(cpus))
+        if self._quota is None:
+            self._quota = CpuQuota(self.state_dir)
+        self._quota.set(job_id, attempt.pid, share)
+        return True
+
+    @property
+    def core_enforcement(self) -> str:
+        """How a share of cores is held: affinity, and a CPU quota where a cgroup is writable."""
+        if self._quota is None:
+            self._quota = CpuQuota(self.state_dir)
+        return "affinity + " + self._quota.how if self._quota.how else "affinity only (no writable cgroup for a CPU quota)"
 
     # processes ---------------------------------------------------------------------------
 
@@ -350,15 +373,24 @@ class LocalExecutor:
         return True
 
     def close(self) -> None:
-        """Kill the waiting spares; attempts go on running (a server started later adopts them)."""
+        """Kill the waiting spares; attempts go on running (a server started later adopts them). The
+        cgroups of attempts that ended are removed (their last processes may take a moment to leave)."""
         if self._pool is not None:
             self._pool.close()
+        deadline = time.monotonic() + 3.0
+        while self._quota is not None and self._quota.leftover and time.monotonic() < deadline:
+            self._quota.sweep()
+            time.sleep(0.05)
 
     def poll(self) -> list[Exit]:
         """Attempts that have ended since the last call, with their exit codes (and spares kept ready)."""
         if self._pool is not None:
             self._pool.refill()
         ended = self._ended()
+        if self._quota is not None and (ended or self._quota.leftover):
+            for exit_ in ended:
+                self._quota.remove(exit_.job_id)
+            self._quota.sweep()
         for exit_ in ended:
             self.env_path(exit_.job_id, exit_.attempt).unlink(missing_ok=True)  # a wrapper that died before reading it
             spare_id = self._spare_of.pop(exit_.job_id, None)
