@@ -25,6 +25,7 @@ STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled"
 ACTIVE = ("queued", "running", "preempted")  # the scheduler still has work to do for these
 TERMINAL = ("completed", "failed", "cancelled")
 _IS_ACTIVE = "status IN ('queued', 'running', 'preempted')"  # ACTIVE, in SQL
+_PENDING_START = f"NOT attempt_live AND slots != '' AND {_IS_ACTIVE}"  # promised slots, not started yet
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -462,7 +463,12 @@ class StateStore:
 
     def pending_starts(self) -> list[JobRecord]:
         """Active jobs promised slots by a round and not started on them yet."""
-        return self._select(f"NOT attempt_live AND slots != '' AND {_IS_ACTIVE}")
+        return self._select(_PENDING_START)
+
+    def pending_start_slots(self) -> list[tuple[int, str, int | None, str]]:
+        """(id, slots, partner, reason) of each of :meth:`pending_starts`, by id: whether it may start
+        now, without reading whole rows."""
+        return self.job_columns(("id", "slots", "partner", "reason"), _PENDING_START)
 
     def current_jobs(self, finished: int) -> list[JobRecord]:
         """The active jobs (or with a live attempt) and the ``finished`` that ended last, by id:
