@@ -342,7 +342,9 @@ def test_a_state_file_from_before_attempt_live_recovers_its_attempts_from_their_
     executor.end_unseen(2, 0)  # job 2 finishes while no server runs
     executor.forget()
     store.close()
-    older = sqlite3.connect(tmp_path / "state.db")  # as the older apportion left it: no attempt_live
+    older = sqlite3.connect(tmp_path / "state.db")  # as the older apportion left it: no attempt_live, no index on it
+    older.execute("DROP INDEX jobs_to_start")
+    older.execute("DROP INDEX jobs_live")
     older.execute("ALTER TABLE jobs DROP COLUMN attempt_live")
     older.commit()
     older.close()
