@@ -38,7 +38,7 @@ class ServeConfig:
     tick_s: float = 0.1
     # past its first START_AT_ONCE, a tick starts attempts only while it has spent less than this on them (it
     # holds the lock every API call waits for); the rest start at the next tick. None: all it can at once
-    start_hold_s: float | None = 0.02
+    start_hold_s: float | None = 0.01
     prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
     received_since: str = DEFAULT_RECEIVED_SINCE  # the received share counts from the last re-solve (Gavel's), or from arrival
     cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)

@@ -40,7 +40,7 @@ from apportion.serve.watchdog import silence
 EXIT_PREEMPTED = 75
 EXIT_CANNOT_START = {126: "not executable", 127: "not found"}  # as a shell says it; the wrapper too
 WATCHED = ("hung", "time_limit")  # stops the watchdog ordered (watchdog.py): SIGTERM already sent
-START_AT_ONCE = 16  # attempts a tick starts however long they take (ServeConfig.start_hold_s)
+START_AT_ONCE = 4  # attempts a tick starts however long they take (ServeConfig.start_hold_s)
 
 
 class AttemptLifecycle:
