@@ -467,13 +467,9 @@ class StateStore:
         with self._lock:
             return int(self._conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs").fetchone()[0])
 
-    def pending_starts(self) -> list[JobRecord]:
-        """Active jobs promised slots by a round and not started on them yet."""
-        return self._select(_PENDING_START)
-
     def pending_start_slots(self) -> list[tuple[int, str, int | None, str]]:
-        """(id, slots, partner, reason) of each of :meth:`pending_starts`, by id: whether it may start
-        now, without reading whole rows."""
+        """(id, slots, partner, reason), by id, of the active jobs promised slots by a round and not
+        started on them yet: whether each may start now, without reading whole rows."""
         return self.job_columns(("id", "slots", "partner", "reason"), _PENDING_START)
 
     def current_jobs(self, finished: int) -> list[JobRecord]:

@@ -74,7 +74,7 @@ def test_named_queries_pick_the_jobs_a_scheduler_step_needs(tmp_path):
     store.update_job(running, status="running", attempt_live=True, pid=11, slots="cpu:1")
     store.update_job(stopping, status="running", attempt_live=True, slots="cpu:2", stop="preempt", stop_at=5.0)
     store.update_job(cancelled, status="cancelled", slots="cpu:3")  # not active: starts nothing
-    assert [r.id for r in store.pending_starts()] == [promised]
+    assert [row[0] for row in store.pending_start_slots()] == [promised]
     assert [r.id for r in store.stopping_attempts()] == [stopping]
     assert [r.id for r in store.live_jobs()] == [running, stopping]
     assert [r.id for r in store.active_jobs()] == [waiting, promised, running, stopping]
