@@ -55,7 +55,8 @@ def run(policy_name: str, jobs: int, slots: str, rounds: int, round_s: float, as
         # las with thresholds of a few rounds' service, so that rounds preempt and start jobs
         policy = (Las(thresholds_gpu_s=tuple(float(round_s * k) for k in range(2, 2000, 2)))
                   if policy_name == "las" and not as_served else policy_from_spec(policy_name))
-        config = ServeConfig(state_dir=Path(tmp), round_s=round_s, grace_s=round_s, renew_wait_s=0.0)
+        config = ServeConfig(state_dir=Path(tmp), round_s=round_s, grace_s=round_s, renew_wait_s=0.0,
+                             start_hold_s=None)  # each round starts all it places, in its tick
         scheduler = Scheduler(store, executor, parse_slots(slots), policy, config, clock=clock)
         start = time.perf_counter()
         for i in range(jobs):

@@ -8,11 +8,13 @@ A server with no credentials configured (loopback only) takes the ``user`` a req
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Optional
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from apportion import __version__
 from apportion.core.errors import InputError
@@ -32,6 +34,12 @@ from apportion.serve.space import NoSpace
 from apportion.serve.state import TERMINAL
 
 LOG_CHUNK = 256 * 1024
+# FastAPI 0.142+ asks OpenTelemetry for its providers on every request; the server's figures are its
+# own /metrics, so FastAPI's spans, metrics and logs are off where it has them
+_NO_TELEMETRY = ({"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
+                 if "telemetry" in inspect.signature(FastAPI).parameters else {})
+IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
+                   "description": "Send a submit again with the same key: the job stored the first time answers."}
 
 
 def create_app(scheduler: Scheduler, token: str | None = None, history: History | None = None,
@@ -43,18 +51,24 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     authenticator = authenticator or Authenticator(scheduler.store, token)
     history = history if history is not None else History()
 
-    def caller(request: Request, authorization: Optional[str] = Header(default=None)) -> Identity:
+    def identify(request: Request, authorization: str | None) -> Identity:
+        """The caller with this ``Authorization`` header; HTTP 401 when it cannot be let in."""
         try:
             return authenticator.identify(authorization, request.client.host if request.client else None)
         except Unauthorized as exc:
             raise HTTPException(status_code=401, detail=str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
 
-    def user_caller(who: Identity = Depends(caller)) -> Identity:
+    def caller(request: Request, authorization: Optional[str] = Header(default=None)) -> Identity:
+        return identify(request, authorization)
+
+    def user_caller(request: Request, authorization: Optional[str] = Header(default=None)) -> Identity:
         """A person's (or the admin token's) credential: an attempt's may not list, submit, cancel or read."""
+        who = identify(request, authorization)
         who.require_user()
         return who
 
-    app = FastAPI(title="apportion", version=__version__, docs_url=None, redoc_url=None)  # /docs: api_docs.py
+    app = FastAPI(title="apportion", version=__version__, docs_url=None, redoc_url=None,  # /docs: api_docs.py
+                  **_NO_TELEMETRY)
     app.add_middleware(LimitBody, most=max_body)
     app.add_middleware(LimitFailures, authenticator=authenticator)  # outermost: before anything else
 
@@ -91,10 +105,16 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     def _unreadable(request, exc: RequestValidationError):
         return _input_error(_validation_error(exc))
 
-    @app.post("/jobs")
-    def submit(body: Any = Body(...), who: Identity = Depends(user_caller),
-               idempotency_key: Optional[str] = Header(default=None)) -> dict:
-        key = bodies.idempotency_key(idempotency_key)
+    @app.post("/jobs", openapi_extra={"parameters": [IDEMPOTENCY_KEY]})
+    async def submit(request: Request) -> JSONResponse:
+        # one thread for the credential and the store, the body parsed once here: a submit is the
+        # call that comes by the thousand
+        body = bodies.json_body(await request.body(), request.headers.get("content-type"))
+        return JSONResponse(await run_in_threadpool(submitted, request, body))
+
+    def submitted(request: Request, body: object) -> dict:
+        who = user_caller(request, request.headers.get("authorization"))
+        key = bodies.idempotency_key(request.headers.get("idempotency-key"))
         body = bodies.mapping(body)
         user = who.acting_as(bodies.submitter(body) if body.get("user") is not None else None)
         if user is None:

@@ -8,6 +8,7 @@ fits depends on the job (``steps_done`` at most its ``total_steps``) is checked 
 
 from __future__ import annotations
 
+import json
 import re
 
 from apportion.core.errors import InputError
@@ -22,11 +23,31 @@ from apportion.serve.privacy_spec import MAX_BLOCKS_ADDED, BlockSpec, block_from
 SOURCE = "request"
 
 
+def json_body(data: bytes, content_type: str | None) -> object:
+    """A request's body as the API reads it: the value of a body sent as JSON (Content-Type
+    ``application/json`` or ``application/*+json``), the bytes of one sent as anything else,
+    None for no body; InputError when JSON does not parse. What the value must be is checked later."""
+    if not data:
+        return None
+    media = (content_type or "").partition(";")[0].strip().lower()
+    kind, _, subtype = media.partition("/")
+    if kind != "application" or "/" in subtype or not (subtype == "json" or subtype.endswith("+json")):
+        return data
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past what Python parses
+        raise InputError(SOURCE, "the body is not valid JSON") from None
+
+
 def mapping(body: object) -> dict:
     """``body`` if it is a JSON object; else InputError."""
-    if not isinstance(body, dict):
-        raise InputError(SOURCE, f"the body must be a JSON object, got {type(body).__name__}")
-    return body
+    if isinstance(body, dict):
+        return body
+    if body is None:
+        raise InputError(SOURCE, "the body must be a JSON object")
+    if isinstance(body, bytes):
+        raise InputError(SOURCE, "the body must be a JSON object, sent as Content-Type: application/json")
+    raise InputError(SOURCE, f"the body must be a JSON object, got {type(body).__name__}")
 
 
 def submitter(body: object) -> str:

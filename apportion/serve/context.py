@@ -39,6 +39,9 @@ class ServeConfig:
     # (apportion.runtime gives a lease call 3 s)
     start_timeout_s: float | None = None  # an attempt silent this long may be preempted; None: max(2 rounds, 60 s)
     tick_s: float = 0.1
+    # past its first START_AT_ONCE, a tick starts attempts only while it has spent less than this on them (it
+    # holds the lock every API call waits for); the rest start at the next tick. None: all it can at once
+    start_hold_s: float | None = 0.01
     prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
     received_since: str = DEFAULT_RECEIVED_SINCE  # the received share counts from the last re-solve (Gavel's), or from arrival
     cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
@@ -39,6 +40,7 @@ from apportion.serve.watchdog import silence
 EXIT_PREEMPTED = 75
 EXIT_CANNOT_START = {126: "not executable", 127: "not found"}  # as a shell says it; the wrapper too
 WATCHED = ("hung", "time_limit")  # stops the watchdog ordered (watchdog.py): SIGTERM already sent
+START_AT_ONCE = 4  # attempts a tick starts however long they take (ServeConfig.start_hold_s)
 
 
 class AttemptLifecycle:
@@ -56,38 +58,51 @@ class AttemptLifecycle:
                 state.notes.pop(event.job_id, None)
 
     def start_ready(self, now: float) -> None:
-        """Start the jobs a round placed whose slots are free and that have no attempt alive."""
-        pending = self.store.pending_starts()
+        """Start the jobs a round placed whose slots are free and that have no attempt alive, by id.
+
+        A tick holds the state lock, which every API call waits for: after START_AT_ONCE starts it
+        starts more only while it has spent less than ``start_hold_s`` on them, and the rest start at
+        the next tick (a round that places a thousand jobs does not stall submits for a second)."""
+        pending = self.store.pending_start_slots()
         if not pending:
             return
+        began = time.perf_counter()
         holders_of: dict[str, set[str]] = {}  # slot -> ids of the live jobs holding it
         staying: set[str] = set()  # live jobs not told to go: a partner may start beside them
-        for x in self.store.live_jobs():
-            for slot in x.slot_list:
-                holders_of.setdefault(slot, set()).add(str(x.id))
-            if x.stop is None:
-                staying.add(str(x.id))
-        for r in pending:
-            holders = sorted(set().union(*(holders_of.get(slot, set()) for slot in r.slot_list)))
-            if r.partner is not None and holders == [str(r.partner)] and holders[0] in staying:
+        for job_id, slots, stop in self.store.job_columns(("id", "slots", "stop"), "attempt_live"):
+            for slot in slots.split(","):
+                if slot:
+                    holders_of.setdefault(slot, set()).add(str(job_id))
+            if stop is None:
+                staying.add(str(job_id))
+        started = 0
+        for job_id, slots, partner, reason in pending:
+            slot_list = [slot for slot in slots.split(",") if slot]
+            holders = sorted(set().union(*(holders_of.get(slot, set()) for slot in slot_list)))
+            if partner is not None and holders == [str(partner)] and holders[0] in staying:
                 holders = []  # space sharing: it starts beside its partner on the same slot
             if holders:
-                reason = f"starting on {r.slots} when job {', '.join(holders)} releases it"
-                if r.reason != reason:
-                    self.store.update_job(r.id, reason=reason)
+                waiting = f"starting on {slots} when job {', '.join(holders)} releases it"
+                if reason != waiting:
+                    self.store.update_job(job_id, reason=waiting)
                 continue
-            if self.executor.is_alive(r.id):  # never two attempts at once
+            if self.executor.is_alive(job_id):  # never two attempts at once
                 continue
+            hold_s = self.config.start_hold_s
+            if started >= START_AT_ONCE and hold_s is not None and time.perf_counter() - began > hold_s:
+                return
+            row = self.store.job(job_id)
+            started += 1
             try:
-                self._start(r, now)
+                self._start(row, now)
             except NoSpace:  # no job's fault: nothing starts until the state directory has space again
                 raise
             except Exception as err:  # what one job's fields make fail fails that job, not the others' starts
-                self._cannot_start(r, err, now)
+                self._cannot_start(row, err, now)
                 continue
-            staying.add(str(r.id))
-            for slot in r.slot_list:
-                holders_of.setdefault(slot, set()).add(str(r.id))
+            staying.add(str(job_id))
+            for slot in slot_list:
+                holders_of.setdefault(slot, set()).add(str(job_id))
 
     def _start(self, row: JobRecord, now: float) -> None:
         """Start the job's next attempt on its promised slots; one that cannot start counts as a crash."""

@@ -27,6 +27,8 @@ STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled"
 ACTIVE = ("queued", "running", "preempted")  # the scheduler still has work to do for these
 TERMINAL = ("completed", "failed", "cancelled")
 _IS_ACTIVE = "status IN ('queued', 'running', 'preempted')"  # ACTIVE, in SQL
+# promised slots, not started yet (+status: through jobs_to_start, not the index on status)
+_PENDING_START = f"NOT attempt_live AND slots != '' AND +{_IS_ACTIVE}"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -269,6 +271,11 @@ class StateStore:
             # the few jobs with a notification still to send, found without reading the others
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_notify ON jobs(id) WHERE notify_pending")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_id)")  # once the column is there
+            # what every tick asks (slots promised, attempts to start, live attempts): the few hundred jobs
+            # that hold slots, found without reading the thousands that wait
+            conn.execute("CREATE INDEX IF NOT EXISTS jobs_promised ON jobs(slots) WHERE slots != ''")
+            conn.execute("CREATE INDEX IF NOT EXISTS jobs_to_start ON jobs(id) WHERE slots != '' AND NOT attempt_live")
+            conn.execute("CREATE INDEX IF NOT EXISTS jobs_live ON jobs(id) WHERE attempt_live")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -502,9 +509,10 @@ class StateStore:
         with self._lock:
             return int(self._conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs").fetchone()[0])
 
-    def pending_starts(self) -> list[JobRecord]:
-        """Active jobs promised slots by a round and not started on them yet."""
-        return self._select(f"NOT attempt_live AND slots != '' AND {_IS_ACTIVE}")
+    def pending_start_slots(self) -> list[tuple[int, str, int | None, str]]:
+        """(id, slots, partner, reason), by id, of the active jobs promised slots by a round and not
+        started on them yet: whether each may start now, without reading whole rows."""
+        return self.job_columns(("id", "slots", "partner", "reason"), _PENDING_START)
 
     def current_jobs(self, finished: int) -> list[JobRecord]:
         """The active jobs (or with a live attempt) and the ``finished`` that ended last, by id:

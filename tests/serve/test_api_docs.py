@@ -36,6 +36,7 @@ def test_the_submit_route_documents_every_job_field(client):
     body = resolve(document, submit["requestBody"]["content"]["application/json"]["schema"])
 
     assert submit["summary"] == "Submit a job"
+    assert [(p["name"], p["in"]) for p in submit["parameters"]] == [("Idempotency-Key", "header")]
     assert set(body["properties"]) == set(FIELDS)
     assert body["properties"]["gpus"]["maximum"] == 2**20 and body["properties"]["priority"]["maximum"] == 1000
     assert all(prop.get("description") for prop in body["properties"].values())

@@ -101,6 +101,31 @@ def test_bodies_that_are_not_objects_and_ids_beyond_the_state_file(running):
     assert client.get("/jobs/1/logs", params={"offset": 2**70}).json()["field"] == "offset"
 
 
+@pytest.mark.parametrize("body, content_type, message", [
+    (b"", "application/json", "the body must be a JSON object"),
+    (b"null", "application/json", "the body must be a JSON object"),
+    (b"[1, 2]", "application/json", "the body must be a JSON object, got list"),
+    (b'{"name": ', "application/json", "the body is not valid JSON"),
+    (b"\xff\xfe{}", "application/json", "the body is not valid JSON"),
+    (b"[" * 100_000, "application/json", "the body is not valid JSON"),
+    (b'{"name": "cnn"}', "text/plain", "the body must be a JSON object, sent as Content-Type: application/json"),
+    (b'{"name": "cnn"}', None, "the body must be a JSON object, sent as Content-Type: application/json"),
+])
+def test_a_submit_whose_body_is_no_json_object_is_a_400_and_stores_nothing(server, body, content_type, message):
+    scheduler, client = server
+    answer = client.post("/jobs", content=body, headers={"content-type": content_type} if content_type else {})
+    assert answer.status_code == 400 and answer.json()["message"] == message
+    assert scheduler.store.jobs() == []
+
+
+def test_a_submit_sent_as_any_json_media_type_is_read(server):
+    scheduler, client = server
+    answer = client.post("/jobs", content=b'{"name": "cnn", "command": "python train.py", "total_steps": 100, '
+                         b'"user": "ann"}', headers={"content-type": "application/vnd.apportion+json; charset=utf-8"})
+    assert answer.json() == {"id": "1", "user": "ann"}
+    assert [job.name for job in scheduler.store.jobs()] == ["cnn"]
+
+
 def test_a_job_may_report_fewer_steps_after_a_resume_but_never_more_than_its_total(running):
     scheduler, client = running
     assert client.post("/jobs/1/progress", json={"attempt": 1, "steps_done": 60}).status_code == 200

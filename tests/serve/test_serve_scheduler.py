@@ -27,12 +27,12 @@ class Clock:
 
 
 def make(tmp_path: Path, *, executor=None, slots="cpu:2", policy=None, round_s=10.0, grace_s=5.0,
-         max_retries=3, store=None, clock=None, fill_gap_s=0.0):
+         max_retries=3, store=None, clock=None, fill_gap_s=0.0, start_hold_s=0.01):
     clock = clock or Clock()
     store = store or StateStore(tmp_path / "state.db")
     executor = executor or FakeExecutor(tmp_path)
     config = ServeConfig(state_dir=tmp_path, round_s=round_s, grace_s=grace_s, max_retries=max_retries,
-                         fill_gap_s=fill_gap_s, renew_wait_s=0.0)
+                         fill_gap_s=fill_gap_s, renew_wait_s=0.0, start_hold_s=start_hold_s)
     policy = policy or Las(thresholds_gpu_s=tuple(float(t) for t in range(10, 1000, 10)))
     return Scheduler(store, executor, parse_slots(slots), policy, config, clock=clock), executor, clock
 
@@ -65,6 +65,23 @@ def test_jobs_start_on_free_slots_with_the_contract_environment(tmp_path):
     rows = {r.id: r for r in scheduler.store.jobs()}
     assert rows[1].status == rows[2].status == "running"
     assert {rows[1].slots, rows[2].slots} == {"cpu:0", "cpu:1"}
+
+
+@pytest.mark.parametrize("hold_s, started", [(0.0, [4, 8, 12]), (None, [40, 40, 40])])
+def test_a_round_that_places_many_jobs_starts_them_over_ticks_that_each_hold_the_lock_briefly(tmp_path, hold_s,
+                                                                                                started):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:40", start_hold_s=hold_s)
+    for k in range(40):
+        scheduler.submit(job(f"j{k}"), "ann")
+
+    counts = []
+    for _ in range(3):
+        scheduler.tick()
+        counts.append(len(executor.started))
+
+    assert counts == started
+    assert [a.job_id for a in executor.started] == list(range(1, len(executor.started) + 1))  # by id
+    assert scheduler.state.round == 1  # the later ticks start what the one round placed
 
 
 def test_gpu_slots_set_cuda_visible_devices(tmp_path):
@@ -325,7 +342,9 @@ def test_a_state_file_from_before_attempt_live_recovers_its_attempts_from_their_
     executor.end_unseen(2, 0)  # job 2 finishes while no server runs
     executor.forget()
     store.close()
-    older = sqlite3.connect(tmp_path / "state.db")  # as the older apportion left it: no attempt_live
+    older = sqlite3.connect(tmp_path / "state.db")  # as the older apportion left it: no attempt_live, no index on it
+    older.execute("DROP INDEX jobs_to_start")
+    older.execute("DROP INDEX jobs_live")
     older.execute("ALTER TABLE jobs DROP COLUMN attempt_live")
     older.commit()
     older.close()

@@ -84,7 +84,7 @@ def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, 
     executor = FakeExecutor(state_dir)
     config = ServeConfig(state_dir=state_dir, round_s=round_s, plan_ahead_s=0.0, fill_gap_s=math.inf,
                          renew_wait_s=0.0, grace_s=1e9, start_timeout_s=1e9, prices=dict(prices or {}),
-                         received_since=received_since)
+                         received_since=received_since, start_hold_s=None)  # all it places at once, as the simulator
     scheduler = Scheduler(StateStore(state_dir / "state.db"), executor, parse_slots(slots), policy, config,
                           clock=clock, throughputs=throughputs)
     slot_type = {s.id: s.gpu_type for s in scheduler.slots}
