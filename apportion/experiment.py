@@ -6,6 +6,7 @@ Shared by the command line and the benchmarks, so both replay exactly the same t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from apportion.core.cluster import Cluster
 from apportion.perf.accelerators import ACCELERATORS, ALIASES
@@ -14,10 +15,8 @@ from apportion.core.jobs import JobTable
 from apportion.core.market import Market
 from apportion.core.throughputs import ThroughputTable
 from apportion.policies import Policy, registry
-from apportion.policies.provisioning import make_provisioning
 from apportion.sim import SimConfig, SimResult, simulate
 from apportion.sim.privacy import PrivacySetup
-from apportion.sim.rented import RentalConfig, simulate_rented
 from apportion.sim.simulator import ProgressCallback
 from apportion.workloads.catalog import builtin_throughputs
 from apportion.workloads.cluster_file import load_cluster
@@ -25,6 +24,9 @@ from apportion.workloads.defaults import DEFAULT_CLUSTER, DEFAULT_RATE_PER_HOUR,
 from apportion.workloads.gavel_throughputs import read_gavel_throughputs
 from apportion.workloads.synthetic import generate_workload
 from apportion.workloads.trace_csv import read_workload_with_models
+
+if TYPE_CHECKING:
+    from apportion.sim.rented import RentalConfig
 
 
 @dataclass(frozen=True)
@@ -155,18 +157,21 @@ def run_rented(
     market: Market,
     provisioning: str,
     config: SimConfig = SimConfig(),
-    rental: RentalConfig = RentalConfig(),
+    rental: RentalConfig | None = None,
     *,
     progress: ProgressCallback | None = None,
 ) -> SimResult:
     """Replay ``inputs``'s jobs on instances rented from ``market`` under one provisioning policy
     (``apportion.policies.provisioning.PROVISIONING``); ``inputs.cluster`` plays no part."""
+    from apportion.policies.provisioning import make_provisioning  # only a rented replay loads them
+    from apportion.sim.rented import RentalConfig, simulate_rented
+
     if inputs.jobs.elastic is not None:
         raise InputError(inputs.workload_name, "a rented cluster takes jobs of a fixed size, not elastic ones")
     if inputs.privacy is not None:
         raise InputError(inputs.workload_name, "privacy claims are not granted on a rented cluster (yet)")
     policy = make_provisioning(provisioning)
-    result = simulate_rented(inputs.jobs, market, inputs.throughputs, policy, config, rental, progress)
+    result = simulate_rented(inputs.jobs, market, inputs.throughputs, policy, config, rental or RentalConfig(), progress)
     result.summary["workload"] = inputs.workload_name
     return result
 
