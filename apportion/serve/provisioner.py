@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from apportion.core.market import Market
-from apportion.policies.provisioning import ProvisioningPolicy, RentalView
+from apportion.policies.provisioning import ProvisioningPolicy, RentalView, checked_choice
 
 
 @dataclass(frozen=True)
@@ -141,11 +141,7 @@ class RentedProvisioner:
         t = self._market_time(now)
         ids = np.asarray(demand.job_id, dtype=np.int64)
         view = self._view(demand, t)
-        choice = np.asarray(self.policy.choose(view), dtype=np.int64)
-        chosen = choice >= 0
-        if len(choice) != len(ids) or np.any(choice >= len(self.market)) or np.any(choice < -1) \
-                or not view.usable[np.flatnonzero(chosen), choice[chosen]].all():
-            raise ValueError(f"provisioning policy '{self.name}' chose an instance type a job cannot use")
+        choice = checked_choice(self.policy, view)
         choice = self._within_slots(choice, view.instances)
         on = choice >= 0
         order = np.argsort(ids[on], kind="stable")

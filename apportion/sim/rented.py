@@ -22,7 +22,7 @@ from apportion.core.cluster import Cluster, NodeGroup
 from apportion.core.jobs import JobTable
 from apportion.core.market import Market
 from apportion.core.throughputs import ThroughputTable
-from apportion.policies.provisioning import ProvisioningPolicy, RentalView
+from apportion.policies.provisioning import ProvisioningPolicy, RentalView, checked_choice
 from apportion.sim.rented_outcome import RentedOutcome
 from apportion.sim.result import JobStatus, SimResult
 from apportion.sim.simulator import ProgressCallback, SimConfig, job_throughputs
@@ -169,12 +169,7 @@ class RentedReplay:
 
     def _choose(self, rows: np.ndarray, now: float) -> np.ndarray:
         view = self._view(rows, now)
-        choice = np.asarray(self.policy.choose(view), dtype=np.int64)
-        chosen = choice >= 0
-        if len(choice) != len(rows) or np.any(choice >= len(self.market)) or np.any(choice < -1) \
-                or not view.usable[np.flatnonzero(chosen), choice[chosen]].all():
-            raise ValueError(f"provisioning policy '{self.policy.name}' chose a type a job cannot use at {now:g} s")
-        return choice
+        return checked_choice(self.policy, view)
 
     def _apply(self, rows: np.ndarray, choice: np.ndarray, now: float) -> None:
         """Start, move or stop the jobs whose type changed; charge restarts, transfers and egress."""

@@ -108,3 +108,24 @@ def test_a_job_stops_when_its_spending_reaches_its_budget():
 def test_an_unknown_provisioning_policy_names_the_known_ones():
     with pytest.raises(ValueError, match="unknown provisioning policy 'cheap'.*static"):
         make_provisioning("cheap")
+
+
+class Chooses:
+    """A provisioning policy that always answers with ``types``."""
+
+    name = "test"
+
+    def __init__(self, types) -> None:
+        self.types = types
+
+    def choose(self, view):
+        return np.array(self.types[: len(view.usable)])
+
+
+@pytest.mark.parametrize("types, why", [([5], "that does not exist"), ([-2], "that does not exist"),
+                                        ([1], "a job cannot use")])
+def test_a_policy_that_chooses_a_type_it_may_not_is_refused_naming_it(types, why):
+    prices = [[2.0, 2.0, 2.0], [float("nan")] * 3]  # type 1 is not offered
+    with pytest.raises(ValueError, match=f"provisioning policy 'test' chose an instance type {why}"):
+        simulate_rented(one_job(3600), market(prices, [ON_DEMAND, ON_DEMAND]), ONE_STEP_PER_S, Chooses(types),
+                        HOURLY, NO_TRANSFER)

@@ -31,6 +31,19 @@ class ProvisioningPolicy(Protocol):
         """[a] the type each active job holds this round, -1 for none."""
 
 
+def checked_choice(policy: ProvisioningPolicy, view: RentalView) -> np.ndarray:
+    """[a] the type ``policy`` chooses for each of ``view``'s jobs (-1: none); ValueError when it answers
+    for another number of jobs or names a type that does not exist or that the job cannot use."""
+    choice = np.asarray(policy.choose(view), dtype=np.int64)
+    jobs, types = view.usable.shape
+    if len(choice) != jobs or np.any(choice >= types) or np.any(choice < -1):
+        raise ValueError(f"provisioning policy '{policy.name}' chose an instance type that does not exist")
+    chosen = choice >= 0
+    if not view.usable[np.flatnonzero(chosen), choice[chosen]].all():
+        raise ValueError(f"provisioning policy '{policy.name}' chose an instance type a job cannot use")
+    return choice
+
+
 def make_provisioning(spec: str) -> ProvisioningPolicy:
     """A fresh policy for one of ``PROVISIONING``'s names; ValueError naming the known ones otherwise."""
     from apportion.policies.provisioning.cheapest_now import CheapestNow
@@ -49,4 +62,4 @@ def make_provisioning(spec: str) -> ProvisioningPolicy:
     return policy
 
 
-__all__ = ["PROVISIONING", "ProvisioningPolicy", "RentalView", "make_provisioning"]
+__all__ = ["PROVISIONING", "ProvisioningPolicy", "RentalView", "checked_choice", "make_provisioning"]
