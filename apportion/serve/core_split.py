@@ -56,11 +56,15 @@ class CoreSplit:
         self._asked: dict[int, float] = {}  # job -> the cpus its spec asked for (0: none)
         self._next_at = -math.inf
 
+    @property
+    def divides(self) -> bool:
+        """Whether the node's cores are divided at all (not ``off``, and known here)."""
+        return self.mode != "off" and bool(self.cpus)
+
     def tick(self, now: float) -> None:
         """Every EVERY_S: the running attempts read, the split worked out again and what changed applied
         (a new attempt runs on the cores its wrapper was started with until then)."""
-        if self.mode == "off" or not self.cpus or now < self._next_at:  # not divided; no cores known here (a Ray
-            # cluster's nodes); or not yet
+        if not self.divides or now < self._next_at:  # off; no cores known here (a Ray cluster's nodes); or not yet
             return
         self._next_at = now + EVERY_S
         live = tuple(self.state.store.job_columns(("id", "attempt", "slots"), "attempt_live AND slots != ''"))

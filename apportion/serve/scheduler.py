@@ -145,8 +145,9 @@ class Scheduler:
         """A progress report from the job's current attempt; a note when its rate was not taken as is.
         ``stall``: its data stall (bodies.data_stall); ``measured``: what an elastic job adds (bodies.step_report)."""
         note = self.requests.progress(job_id, attempt, steps_done, steps_per_s, stall=stall, **measured)
-        with self.lock:
-            self.cores.speeds.heard(job_id, attempt, steps_done, self.clock())
+        if self.cores.divides:  # its speed at the cores it holds, where the server divides them
+            with self.lock:
+                self.cores.speeds.heard(job_id, attempt, steps_done, self.clock())
         return note
 
     def row(self, job_id: int) -> JobRecord:
