@@ -36,7 +36,6 @@ from apportion.mechanism.cpu_split import split_cores
 from apportion.serve.context import SchedulerState
 from apportion.serve.core_speeds import CoreSpeeds, share_key
 
-SPLITS = ("off", "proportional", "aware")
 PROFILE_SHARES = (1.0, 0.5, 0.25)  # a new job's profile, as multiples of its proportional share, in order
 RISING = 0.05  # a curve whose last measured step gained this much is taken to rise on beyond it
 FLOOR = 0.5  # no job goes below this fraction of its proportional share (unless it asked for less): what a noisy profile may cost it

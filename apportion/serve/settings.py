@@ -19,7 +19,7 @@ RUN_AS = ("server-user", "mapped", "refuse")  # serve/runas.py's MODES, named he
 RECEIVED_SINCE = ("allocation", "arrival")  # mechanism/received.py's rules, named here without importing numpy
 # policies/provisioning's PROVISIONING, named here without importing numpy
 PROVISIONING = ("static", "cheapest-now", "cheapest-now:daily", "spot-fallback", "deadline-aware")
-CPU_SPLITS = ("off", "proportional", "aware")  # core_split.py's rules, named here without importing numpy
+CPU_SPLITS = ("off", "proportional", "aware")  # the rules of core_split.py (CoreSplit.mode)
 
 
 @dataclass(frozen=True)
