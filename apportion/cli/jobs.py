@@ -339,6 +339,12 @@ def status(
         held = ", ".join(f"job {job}={','.join(map(str, c['cpus']))} ({c['share']:g})" for job, c in cores["jobs"].items())
         console.print(escape(f"cores: {cores['node_cores']}, {cores['split']} split, held by {cores['held_by'] or '?'}"
                              + (f": {held}" if held else "")), highlight=False, soft_wrap=True)
+    node = info.get("node")
+    if node and (node["cpus_asked"] or node["memory_gb_asked"]):  # placement counts them only when jobs ask
+        of_cores = f" of {node['cores']}" if node["cores"] else ""
+        of_memory = f" of {node['memory_gib']:g}" if node["memory_gib"] else ""
+        console.print(escape(f"asked by the jobs on its slots: {node['cpus_asked']:g}{of_cores} cores, "
+                             f"{node['memory_gb_asked']:g}{of_memory} GiB"), highlight=False)
     console.print("jobs: " + escape(", ".join(f"{n} {k}" for k, n in info["counts"].items())), highlight=False)
     if info.get("hangs"):
         console.print(f"hung attempts stopped: {info['hangs']}", highlight=False)

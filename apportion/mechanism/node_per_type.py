@@ -16,43 +16,66 @@ from apportion.core.cluster import Cluster, NodeGroup
 _MOST_KEPT = 256  # clusters cached per set of types and prices; the same few counts recur
 
 
-def node_per_type(gpu_types: tuple[str, ...], counts, prices) -> Cluster:
-    """A cluster of one node per GPU type of ``counts[t]`` GPUs, at ``prices[t]`` a GPU hour (NaN: unknown)."""
-    return Cluster(tuple(NodeGroup(t, int(n), max(1, int(n)), float(p) if p is not None else math.nan)
-                         for t, n, p in zip(gpu_types, counts, prices)))
+def node_per_type(gpu_types: tuple[str, ...], counts, prices, cpus=None, memory_gib=None) -> Cluster:
+    """A cluster of one node per GPU type of ``counts[t]`` GPUs, at ``prices[t]`` a GPU hour (NaN: unknown),
+    with ``cpus[t]`` cores and ``memory_gib[t]`` GiB beside them (None, or a None entry: not counted)."""
+    cpus = cpus or [None] * len(gpu_types)
+    memory_gib = memory_gib or [None] * len(gpu_types)
+    return Cluster(tuple(NodeGroup(t, int(n), max(1, int(n)), float(p) if p is not None else math.nan, c, m)
+                         for t, n, p, c, m in zip(gpu_types, counts, prices, cpus, memory_gib)))
 
 
 class NodePerType:
     """One :func:`node_per_type` cluster object per set of counts of a cluster's types: the planner
-    re-solves when the cluster object changes, so the same counts must give the same object."""
+    re-solves when the cluster object changes, so the same counts must give the same object.
+    ``cpus`` and ``memory_gib`` ([T], None: not counted) are each type's node's cores and memory."""
 
-    def __init__(self, gpu_types: tuple[str, ...], prices: np.ndarray) -> None:
+    def __init__(self, gpu_types: tuple[str, ...], prices: np.ndarray, cpus=None, memory_gib=None) -> None:
         self.gpu_types = tuple(gpu_types)
         self.prices = np.asarray(prices, dtype=np.float64)
-        self._by_counts: dict[tuple[int, ...], Cluster] = {}
+        self.cpus = list(cpus) if cpus is not None else [None] * len(self.gpu_types)
+        self.memory_gib = list(memory_gib) if memory_gib is not None else [None] * len(self.gpu_types)
+        self._by_counts: dict[tuple, Cluster] = {}
 
     @classmethod
     def like(cls, cluster: Cluster) -> NodePerType:
-        return cls(cluster.gpu_types, cluster.price_per_gpu_hour)
+        """Of ``cluster``'s types and prices, each type's node with the cores and memory of its first node."""
+        first = {}
+        for group in cluster.groups:
+            first.setdefault(group.gpu_type, group)
+        groups = [first[t] for t in cluster.gpu_types]
+        return cls(cluster.gpu_types, cluster.price_per_gpu_hour, [g.cpus_per_node for g in groups],
+                   [g.memory_gib_per_node for g in groups])
 
     def matches(self, cluster: Cluster) -> bool:
         """Whether ``cluster`` has this one's types and prices."""
         return (cluster.gpu_types == self.gpu_types
                 and cluster.price_per_gpu_hour.tobytes() == self.prices.tobytes())
 
-    def cluster(self, counts: tuple[int, ...]) -> Cluster:
-        """The cluster of ``counts[t]`` GPUs of each type (the same object for the same counts)."""
-        found = self._by_counts.get(counts)
+    def cluster(self, counts: tuple[int, ...], held: tuple | None = None) -> Cluster:
+        """The cluster of ``counts[t]`` GPUs of each type (the same object for the same counts), less
+        ``held`` (((cores, GiB) of each type) that jobs planned elsewhere hold of its nodes."""
+        key = counts if held is None else (counts, held)
+        found = self._by_counts.get(key)
         if found is None:
             if len(self._by_counts) > _MOST_KEPT:
                 self._by_counts.clear()
-            found = self._by_counts[counts] = node_per_type(self.gpu_types, counts, self.prices.tolist())
+            cpus, memory = self.cpus, self.memory_gib
+            if held is not None:
+                cpus = [None if c is None else max(c - h[0], 0.0) for c, h in zip(cpus, held)]
+                memory = [None if m is None else max(m - h[1], 0.0) for m, h in zip(memory, held)]
+            found = self._by_counts[key] = node_per_type(self.gpu_types, counts, self.prices.tolist(), cpus, memory)
         return found
 
-    def of(self, gpu_type: np.ndarray, gpus: np.ndarray) -> tuple[Cluster, np.ndarray]:
-        """The cluster of GPUs ``gpus`` (ids into ``gpu_type``, each GPU's type index), and for each of
-        its GPUs the id it stands for."""
+    @property
+    def counts_resources(self) -> bool:
+        """Some type's node has a known number of cores or amount of memory."""
+        return any(c is not None for c in self.cpus) or any(m is not None for m in self.memory_gib)
+
+    def of(self, gpu_type: np.ndarray, gpus: np.ndarray, held: tuple | None = None) -> tuple[Cluster, np.ndarray]:
+        """The cluster of GPUs ``gpus`` (ids into ``gpu_type``, each GPU's type index), less ``held``
+        (:meth:`cluster`), and for each of its GPUs the id it stands for."""
         types = gpu_type[gpus]
         order = gpus[np.argsort(types, kind="stable")]
         counts = tuple(np.bincount(types, minlength=len(self.gpu_types)).tolist())
-        return self.cluster(counts), order
+        return self.cluster(counts, held), order

@@ -33,7 +33,8 @@ def plan_around(plan: Callable[[RoundState, Cluster], RoundDecision], state: Rou
     pinned[partner[on_gpu & (partner >= 0)]] = True
     usable = ~on_gpu if state.offline is None else ~on_gpu & ~np.asarray(state.offline, dtype=bool)
     keep = np.flatnonzero(~pinned)
-    sub_cluster, gpus = clusters.of(cluster.gpu_type, np.flatnonzero(usable))
+    held = _held_by(state, pinned, len(cluster.gpu_types)) if clusters.counts_resources else None
+    sub_cluster, gpus = clusters.of(cluster.gpu_type, np.flatnonzero(usable), held)
     position = np.full(n + 1, -1, dtype=np.int64)  # full position -> position among the kept; [-1] stays -1
     position[keep] = np.arange(len(keep))
     sub_state = RoundState(state.jobs.subset(keep), state.rates[keep], state.time_alone_s[keep],
@@ -59,9 +60,29 @@ def plan_around(plan: Callable[[RoundState, Cluster], RoundDecision], state: Rou
     # a starting job joins the next round, which may then change (a las threshold it crossed while
     # starting): no jumping over rounds while one is
     reallocate_at = sub.reallocate_at if not starting else -math.inf
+    unplaced = None
+    if sub.unplaced is not None:
+        unplaced = np.zeros(n, dtype=bool)
+        unplaced[keep] = sub.unplaced
     return RoundDecision(chosen_type=chosen, partner=mate, owner=owner, second=second, kept=kept,
                          was_running=was_running(holder, partner, n), allocation=allocation,
-                         resolved=sub.resolved, reallocate_at=reallocate_at, num_gpus=num_gpus)
+                         resolved=sub.resolved, reallocate_at=reallocate_at, num_gpus=num_gpus, unplaced=unplaced)
+
+
+def _held_by(state: RoundState, pinned: np.ndarray, num_types: int) -> tuple | None:
+    """((cores, GiB) of each type) the pinned jobs asked for, which the jobs planned beside them cannot have;
+    None when no job asks for either."""
+    jobs = state.jobs
+    if jobs.cpus is None and jobs.memory_gib is None:
+        return None
+    on = jobs.running_type[pinned]
+    amounts = []
+    for asked in (jobs.cpus, jobs.memory_gib):
+        per_type = np.zeros(num_types)
+        if asked is not None:
+            np.add.at(per_type, on[on >= 0], asked[pinned][on >= 0])
+        amounts.append(per_type)
+    return tuple(zip(amounts[0].round(9).tolist(), amounts[1].round(9).tolist()))
 
 
 def _with_pinned(state: RoundState, sub: RoundDecision, keep: np.ndarray, pinned: np.ndarray,

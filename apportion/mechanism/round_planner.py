@@ -157,12 +157,15 @@ class RoundPlanner:
         else:
             owner, kept = place_on_gpus(cluster, state.holder, chosen, num_gpus, demand)
             second = np.full(len(owner), -1, dtype=np.int64)
+        unplaced = None
         if demand is not None:  # chosen by GPUs, but no node had room for its cores or memory: it waits
+            by_gpus = chosen
             chosen, partner = _placed_only(chosen, partner, owner, second)
+            unplaced = (by_gpus >= 0) & (chosen < 0)
         if resolved:  # the policy's word when it answered; rounds that only re-run the mechanism leave it
             self._reallocate_at = jobs.now_s + self.policy.next_change_s(jobs, chosen >= 0)
         return RoundDecision(
             chosen_type=chosen, partner=partner, owner=owner, second=second, kept=kept,
             was_running=was_running(state.holder, state.partner, n), allocation=allocation, resolved=resolved,
-            reallocate_at=self._reallocate_at, num_gpus=allocation.num_gpus,
+            reallocate_at=self._reallocate_at, num_gpus=allocation.num_gpus, unplaced=unplaced,
         )

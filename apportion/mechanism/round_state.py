@@ -61,6 +61,7 @@ class RoundDecision:
     resolved: bool  # the policy was asked this round
     reallocate_at: float  # the policy must be asked again by then (inf: only on a change)
     num_gpus: np.ndarray | None = None  # [n] GPUs each job runs on when the policy sized it; None: its own
+    unplaced: np.ndarray | None = None  # [n] chosen by GPUs, but no node had room for its cores or memory
 
     def gpus_of(self, jobs: JobView) -> np.ndarray:
         """[n] GPUs each job runs on this round when it runs."""

@@ -16,7 +16,9 @@ which its curve is as fast as at its proportional share (at most 1 core per GPU)
 its proportional share (FLOOR: speeds measured on a busy machine can make a job whose loader
 needs its cores look as if it did not; this bounds what such a misreading costs it), nor below the
 ``cpus`` it asked for; cores that would speed no job up are shared among the profiled jobs in
-proportion to their GPUs rather than left idle.
+proportion to their GPUs rather than left idle. Placement (``rounds.py``) starts a job only where
+its ``cpus``, or FLOOR of its proportional share when it asked none, fit beside the running jobs',
+so where shares must be cut to fit the node only the part above those is cut.
 
 The split is worked out every half second (EVERY_S), from the attempts running then. A share
 becomes concrete cores: the shares are laid one after another along the node's core ids in job
@@ -88,8 +90,9 @@ class CoreSplit:
         node_cores = float(len(self.cpus))
         even = node_cores / len(self.state.slots)
         asked = self._asked_per_gpu(ids) / gpus
+        kept = np.maximum(asked, FLOOR * even)  # what a cut never takes: its ask, else half its proportional share
         if self.mode != "aware":
-            return _fitted(np.maximum(asked, even), gpus, node_cores)
+            return _fitted(np.maximum(asked, even), kept, gpus, node_cores)
         fixed = np.full(len(ids), np.nan)  # profiling (or no curve yet): this share, whatever the others need
         minimum = np.zeros(len(ids))
         rows: list[tuple[np.ndarray, np.ndarray]] = []
@@ -105,9 +108,8 @@ class CoreSplit:
             minimum[j] = max(asked[j], FLOOR * even, min(1.0, _reaching(points, speed, even)))
         curved = np.isnan(fixed)
         base = np.where(curved, minimum, fixed)
-        need = float(base @ gpus)
-        if need > node_cores:  # the minimums and profiles do not fit: each is cut in proportion
-            return base * node_cores / need
+        if float(base @ gpus) > node_cores:  # the minimums and profiles do not fit: cut above what is kept
+            return _fitted(base, kept, gpus, node_cores)
         if not curved.any():
             return base
         curves = _common_curves([rows[j] for j in np.flatnonzero(curved)])
@@ -156,10 +158,19 @@ class CoreSplit:
         return np.array([self._asked.get(i, 0.0) for i in ids.tolist()])
 
 
-def _fitted(share: np.ndarray, gpus: np.ndarray, node_cores: float) -> np.ndarray:
-    """``share`` cut in proportion where it asks for more than the node's cores."""
+def _fitted(share: np.ndarray, kept: np.ndarray, gpus: np.ndarray, node_cores: float) -> np.ndarray:
+    """``share`` [m] (cores per GPU) where it fits the node's cores; else each job keeps up to its ``kept``
+    [m] and the part above it is cut in proportion. Placement sees that the kept parts fit (a job asks
+    ``cpus``, or half its proportional share); where they do not (jobs started before), all is cut."""
     need = float(share @ gpus)
-    return share * node_cores / need if need > node_cores else share
+    if need <= node_cores:
+        return share
+    whole = np.minimum(share, kept)
+    above = share - whole
+    room = node_cores - float(whole @ gpus)
+    if room < 0 or not float(above @ gpus) > 0:
+        return share * node_cores / need
+    return whole + above * room / float(above @ gpus)
 
 
 def _reaching(points: np.ndarray, speed: np.ndarray, share: float) -> float:

@@ -33,6 +33,7 @@ from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.job_array import check_room, check_task_names, parse_array, task_spec
 from apportion.serve.jobspec import check_after, spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
+from apportion.serve.slots import shares_by_type
 from apportion.serve.notify_hosts import notify_target
 from apportion.serve.policy_check import one_job_view
 from apportion.serve.records import JobRecord
@@ -177,11 +178,17 @@ class Requests:
             raise InputError(source, f"asks for {spec.gpus}; the most this server has of an allowed type is "
                              f"{self.capacity[largest]} ({largest})", field="gpus")
         node = self.state.node
-        if spec.cpus is not None and node.cpus and spec.cpus > len(node.cpus):
-            raise InputError(source, f"asks for {spec.cpus} CPU cores; the node here has {len(node.cpus)}", field="cpus")
-        if spec.memory_gb is not None and node.memory_gib and spec.memory_gb > node.memory_gib:
-            raise InputError(source, f"asks for {spec.memory_gb:g} GiB of memory; the node here has "
-                             f"{node.memory_gib:g}", field="memory_gb")
+        shares = shares_by_type(node, list(self.state.slots)) if spec.cpus or spec.memory_gb else {}
+        for name, asked, whole, part, unit in (("cpus", spec.cpus, len(node.cpus), 0, "CPU cores"),
+                                               ("memory_gb", spec.memory_gb, node.memory_gib, 1, "GiB of memory")):
+            most = max((shares[t][part] or 0.0 for t in usable if t in shares), default=0.0)
+            if asked is None or not whole or asked <= most + 1e-9:
+                continue
+            if most >= whole - 1e-9:
+                raise InputError(source, f"asks for {asked:g} {unit}; the node here has {whole:g}", field=name)
+            raise InputError(source, f"asks for {asked:g} {unit}; the node here has {whole:g}, divided among its slot"
+                             f" types by their slots: at most {most:g} beside the slots of a type it may use",
+                             field=name)
         never_runs = getattr(self.policy, "never_runs", None)
         if never_runs is not None:
             view = one_job_view(gpus=spec.gpus, queue=spec.queue)

@@ -27,9 +27,11 @@ from apportion.policies.base import wants_predictions
 from apportion.serve.accounting import service_since
 from apportion.serve.admission import admit_round
 from apportion.serve.context import SchedulerState, with_note
+from apportion.serve.core_split import FLOOR as CORE_FLOOR
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_stored
+from apportion.serve.slots import shares_by_type
 from apportion.serve.state import ACTIVE
 from apportion.serve.table_rows import TableRows
 
@@ -76,7 +78,10 @@ class Rounds:
                                 else max(2 * state.config.round_s, 60.0))
         self.last_round_at = -math.inf
         self.stats = RoundStats()
-        self._clusters = NodePerType(self.gpu_types, [self.config.prices.get(t, math.nan) for t in self.gpu_types])
+        shares = shares_by_type(state.node, list(self.slots))  # each type's part of the machine's cores and memory
+        self._clusters = NodePerType(self.gpu_types, [self.config.prices.get(t, math.nan) for t in self.gpu_types],
+                                     [shares.get(t, (None, None))[0] for t in self.gpu_types],
+                                     [shares.get(t, (None, None))[1] for t in self.gpu_types])
         self._checked_through = 0  # the jobs up to this id had their stored fields checked in this run
         self._shape_of: dict[int, int] = {}  # job id -> the code of its shape: (kind, slots at its own size, allowed types)
         self._shape_codes: dict[tuple, int] = {}  # shape -> its code
@@ -339,6 +344,8 @@ class Rounds:
             user=column("user", object),
             now_s=now,
             **self._predictions(ids, column),
+            **_asks(column("cpus", np.float64), column("memory_gb", np.float64), self._floor_per_gpu,
+                    column("gpus", np.int64)),
         )
         if self._sizes_jobs and any(table["elastic"][i] for i in rows.tolist()):
             view = self._elastic_view(view, table, rows, rates, live)
@@ -367,6 +374,7 @@ class Rounds:
         for gpu in np.flatnonzero(decision.second >= 0):
             slots_of.setdefault(int(decision.second[gpu]), []).append(self.slots[gpu].id)
         chosen, kept = decision.chosen_type, decision.kept
+        held_back = np.zeros(n, dtype=bool) if decision.unplaced is None else decision.unplaced
         batch = decision.allocation.batch_size if self._sizes_jobs else None  # an elastic job's, for its next start
         # the few that hold, get or lose slots (the pinned keep theirs, their reasons set by plan())
         # most keep their slots, alone: only their lease moves on (and a partner or a reason gone), as columns
@@ -407,16 +415,32 @@ class Rounds:
                        lease_end=lease_end,
                        partner=mate, reason=f"starting on {','.join(mine)}" + (f" with job {mate}" if mate else ""))
             else:
-                _merge(changes, r, slots="", gpu_type=None, partner=None, reason=_waiting(r["status"], r["steps_done"]))
+                reason = (_held_back(r.get("cpus"), r.get("memory_gb")) if held_back[j]
+                          else _waiting(r["status"], r["steps_done"]))
+                _merge(changes, r, slots="", gpu_type=None, partner=None, reason=reason)
         reasons = column("reason", object)
         waiting = ~is_live & (chosen < 0) & (slots == "")  # the many that wait: only new reasons
         queued = status == "queued"
-        for j in np.flatnonzero(waiting & queued & (reasons != _QUEUED)):
+        for j in np.flatnonzero(waiting & queued & ~held_back & (reasons != _QUEUED)):
             changes.setdefault(int(ids[j]), {})["reason"] = _QUEUED
-        for j in np.flatnonzero(waiting & ~queued):
+        for j in np.flatnonzero(waiting & ~queued & ~held_back):
             reason = _waiting(status[j], table["steps_done"][rows[j]])
             if reasons[j] != reason:
                 changes.setdefault(int(ids[j]), {})["reason"] = reason
+        if held_back.any():
+            cpus, memory_gb = column("cpus", object), column("memory_gb", object)
+            for j in np.flatnonzero(waiting & held_back):
+                reason = _held_back(cpus[j], memory_gb[j])
+                if reasons[j] != reason:
+                    changes.setdefault(int(ids[j]), {})["reason"] = reason
+
+    @property
+    def _floor_per_gpu(self) -> float:
+        """Cores per GPU a job that asked none is never cut below, where the server divides cores (else 0)."""
+        node = self.state.node
+        if self.config.cpu_split == "off" or not node.cpus or not self.slots:
+            return 0.0
+        return CORE_FLOOR * len(node.cpus) / len(self.slots)
 
     @property
     def _sizes_jobs(self) -> bool:
@@ -542,6 +566,27 @@ def account(row: dict, now: float) -> dict:
 
 
 _QUEUED = "waiting for slots"
+
+
+def _asks(cpus: np.ndarray, memory_gb: np.ndarray, floor_per_gpu: float, gpus: np.ndarray) -> dict[str, np.ndarray]:
+    """The jobs' ``cpus`` and ``memory_gib`` as placement counts them (NaN: asked none), neither when no job
+    asked: where some job asked for cores, one that asked none counts ``floor_per_gpu`` of each of its GPUs
+    (what the core split never cuts it below), so that the asks cannot leave it none."""
+    found = {}
+    asked_cpus = np.isfinite(cpus)
+    if asked_cpus.any():
+        found["cpus"] = np.where(asked_cpus, cpus, floor_per_gpu * gpus)
+    if np.isfinite(memory_gb).any():
+        found["memory_gib"] = np.nan_to_num(memory_gb, nan=0.0)
+    return found
+
+
+def _held_back(cpus: float | None, memory_gb: float | None) -> str:
+    """Why a job the round chose by its GPUs waits: the cores and memory it asked for are not free beside them."""
+    asked = [f"{cpus:g} CPU cores" if cpus else "", f"{memory_gb:g} GiB of memory" if memory_gb else ""]
+    if not any(asked):  # it asked none: the asks of others leave it less than the least it is given
+        return "waiting for CPU cores beside its slots (jobs that asked for cores hold them)"
+    return f"waiting for {' and '.join(a for a in asked if a)} beside its slots (running jobs hold them)"
 
 
 def _waiting(status: str, steps_done: int) -> str:

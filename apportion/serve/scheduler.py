@@ -301,7 +301,15 @@ class Scheduler:
             "out_of_space": self.space(),
             **self.rental.status(),
             "cores": self.cores.describe(),
+            "node": self._node_status(),
         }
+
+    def _node_status(self) -> dict:
+        """The node's cores and memory (0: not known here) and how much of them the jobs on its slots asked for."""
+        cpus, memory_gb = self.store.asked_on_slots()
+        node = self.state.node
+        return {"cores": len(node.cpus), "memory_gib": round(node.memory_gib, 3), "cpus_asked": cpus,
+                "memory_gb_asked": memory_gb}
 
     def space(self) -> dict | None:
         """The state directory out of space: since when (Unix time) and the bytes free there; None: it is not."""

@@ -45,6 +45,20 @@ class Node:
     memory_gib: float
 
 
+def shares_by_type(node: Node, slots: list[Slot]) -> dict[str, tuple[float | None, float | None]]:
+    """Each slot type's part of the node's cores and memory (None: not known, not counted), in
+    proportion to its slots: a round plans each type's slots as a node of their own, so that what
+    placement lets the jobs on each type ask for together never exceeds the machine's."""
+    counts: dict[str, int] = {}
+    for slot in slots:
+        counts[slot.gpu_type] = counts.get(slot.gpu_type, 0) + 1
+    total = sum(counts.values())
+    cores = float(len(node.cpus)) if node.cpus else None
+    memory = float(node.memory_gib) if node.memory_gib else None
+    return {t: (None if cores is None else cores * n / total, None if memory is None else memory * n / total)
+            for t, n in counts.items()}
+
+
 def this_machine() -> Node:
     """The cores this process may run on and this machine's memory."""
     cpus = tuple(sorted(os.sched_getaffinity(0)))

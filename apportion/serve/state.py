@@ -74,6 +74,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     data_stall REAL,                    -- the latest report's share of step time waiting for data; NULL: never said
     fetch_stall REAL,                   -- and of it, fetching (I/O); NULL: not known
     preprocess_stall REAL,              -- and pre-processing (CPU); NULL: not known
+    cpus REAL,                          -- the CPU cores its spec asks for beside its GPUs; NULL: none
+    memory_gb REAL,                     -- the GiB of host memory its spec asks for; NULL: none
     hangs INTEGER NOT NULL DEFAULT 0,   -- attempts declared hung (silent for its hung_after_s) and stopped
     exit_code INTEGER,
     last_lines TEXT NOT NULL DEFAULT '',
@@ -266,6 +268,10 @@ class StateStore:
             for name, definition in _ADDED_COLUMNS.items():
                 if name not in have:
                     conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
+            if "cpus" not in have:  # the asks placement counts, as columns the round reads without the spec
+                conn.execute("UPDATE jobs SET cpus = json_extract(spec, '$.cpus'), memory_gb = json_extract(spec,"
+                             " '$.memory_gb') WHERE json_extract(spec, '$.cpus') IS NOT NULL"
+                             " OR json_extract(spec, '$.memory_gb') IS NOT NULL")
             if "attempt_live" not in have:  # an older apportion recorded an attempt alive as a process id
                 conn.execute("UPDATE jobs SET attempt_live = 1 WHERE pid IS NOT NULL")
             # the few jobs with a notification still to send, found without reading the others
@@ -385,10 +391,11 @@ class StateStore:
         array_id, array_index = array if array is not None else (None, None)
         cursor = conn.execute(
             "INSERT INTO jobs (id, name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
-            " reason, submitted, elastic, after, array_id, array_index, notify_pending) VALUES (?, ?, ?, ?, ?, ?, ?,"
-            " ?, ?, ?, 'queued', 'waiting for its first round', ?, ?, ?, ?, ?, ?)",
+            " reason, submitted, elastic, after, array_id, array_index, notify_pending, cpus, memory_gb) VALUES (?, ?,"
+            " ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'waiting for its first round', ?, ?, ?, ?, ?, ?, ?, ?)",
             (job_id, name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted,
-             elastic, after, array_id, array_index, int(bool(spec.get("notify")))),
+             elastic, after, array_id, array_index, int(bool(spec.get("notify"))), spec.get("cpus"),
+             spec.get("memory_gb")),
         )
         job_id = int(cursor.lastrowid)
         self._wrote((job_id,))
@@ -621,6 +628,13 @@ class StateStore:
         with self._lock:
             rows = self._conn.execute("SELECT slots FROM jobs WHERE slots != ''").fetchall()
         return {s for (text,) in rows for s in text.split(",")}
+
+    def asked_on_slots(self) -> tuple[float, float]:
+        """(CPU cores, GiB of memory) asked for by the jobs holding slots or promised them."""
+        with self._lock:
+            cpus, memory_gb = self._conn.execute(
+                "SELECT COALESCE(SUM(cpus), 0), COALESCE(SUM(memory_gb), 0) FROM jobs WHERE slots != ''").fetchone()
+        return float(cpus), float(memory_gb)
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -975,7 +989,7 @@ _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "live", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
     "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
-    "name", "elastic", "batch_size", "batch_log", "after", "array_id",
+    "name", "elastic", "batch_size", "batch_log", "after", "array_id", "cpus", "memory_gb",
 )
 _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTEGER",
                   "shared_by_type": "TEXT NOT NULL DEFAULT '{}'", "move_to": "TEXT NOT NULL DEFAULT ''",
@@ -984,7 +998,8 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "hangs": "INTEGER NOT NULL DEFAULT 0", "reason_log": "TEXT NOT NULL DEFAULT ''",
                   "after": "TEXT NOT NULL DEFAULT ''", "notify_pending": "INTEGER NOT NULL DEFAULT 0",
                   "array_id": "INTEGER", "array_index": "INTEGER",
-                  "data_stall": "REAL", "fetch_stall": "REAL", "preprocess_stall": "REAL"}
+                  "data_stall": "REAL", "fetch_stall": "REAL", "preprocess_stall": "REAL",
+                  "cpus": "REAL", "memory_gb": "REAL"}
 _ROUND_STATUS, _ROUND_LIVE = _ROUND_NAMES.index("status"), _ROUND_NAMES.index("live")
 ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,

@@ -190,3 +190,12 @@ def test_status_of_a_rented_cluster_shows_what_it_holds_and_the_dollars_spent(mo
 
     assert "rented (spot-fallback): held aws/us-east-1/p3.2xlarge/spot ×1; $4.86 spent (aws/us-east-1/p3.2xlarge/spot:"\
            " $1.80, aws/us-east-1/p3.2xlarge/on-demand: $3.06)" in run("status").stdout.splitlines()
+
+
+def test_status_says_what_the_jobs_on_the_slots_asked_of_the_node_only_when_they_asked(monkeypatch):
+    slots = [{"id": "cpu:0", "gpu_type": "cpu", "job": "3"}]
+    node = {"cores": 8, "memory_gib": 31.25, "cpus_asked": 6.0, "memory_gb_asked": 0.0}
+    monkeypatch.setattr(Client, "status", lambda self: {**status_of(slots), "node": node})
+    assert "asked by the jobs on its slots: 6 of 8 cores, 0 of 31.25 GiB" in run("status").stdout.splitlines()
+    monkeypatch.setattr(Client, "status", lambda self: {**status_of(slots), "node": {**node, "cpus_asked": 0.0}})
+    assert "asked by" not in run("status").stdout

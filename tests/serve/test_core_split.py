@@ -99,8 +99,8 @@ def test_a_job_that_asked_for_cores_keeps_them_under_the_aware_split(tmp_path):
     client.post("/jobs", json={"name": "b", "command": "train", "total_steps": 10, "user": "ann"})
     scheduler.tick()
     # job 1 is profiled from its ask (3 cores, above its proportional 2); job 2 at its proportional share
-    # does not fit beside it: both are cut in proportion to fit the 4 cores (3 : 2)
-    assert executor.cores == {1: ((0, 1, 2), 2.4), 2: ((2, 3), 1.6)}
+    # does not fit beside it: job 1 keeps its 3, job 2 is cut to the 1 left (its floor, half of 2)
+    assert executor.cores == {1: ((0, 1, 2), 3.0), 2: ((3,), 1.0)}
 
 
 def test_a_job_is_never_profiled_below_the_cores_it_asked_for_and_cores_nobody_needs_are_shared(tmp_path):
