@@ -170,6 +170,9 @@ def run_rented(
         raise InputError(inputs.workload_name, "a rented cluster takes jobs of a fixed size, not elastic ones")
     if inputs.privacy is not None:
         raise InputError(inputs.workload_name, "privacy claims are not granted on a rented cluster (yet)")
+    if inputs.jobs.cpu_curves is not None or config.cpu_split != "proportional":
+        raise InputError(inputs.workload_name, "a rented cluster does not model CPU cores (each job rents whole "
+                         "instances, their cores not known): leave out --cpu-split and the cpu_speed column")
     policy = make_provisioning(provisioning)
     result = simulate_rented(inputs.jobs, market, inputs.throughputs, policy, config, rental or RentalConfig(), progress)
     result.summary["workload"] = inputs.workload_name

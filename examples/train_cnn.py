@@ -86,9 +86,11 @@ def main(argv: list[str] | None = None) -> None:
         set_rng_state(saved["rng"])
 
     for step in job.steps(state):
+        with job.waiting_for_data():  # the batch's wait is timed: the server's STALL column
+            index = torch.tensor(sampler.take(args.batch_size), device=device)
+            inputs, targets = images[index], labels[index]
         # --- one ordinary training step --------------------------------------------------
-        index = torch.tensor(sampler.take(args.batch_size), device=device)
-        loss = F.cross_entropy(model(images[index]), labels[index])
+        loss = F.cross_entropy(model(inputs), targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

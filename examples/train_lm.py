@@ -105,8 +105,9 @@ def main(argv: list[str] | None = None) -> None:
 
     model.train()
     for step in job.steps(state):
+        with job.waiting_for_data():  # the batch's wait is timed: the server's STALL column
+            batch = corpus[torch.tensor(sampler.take(args.batch_size), device=device)]
         # --- one ordinary training step --------------------------------------------------
-        batch = corpus[torch.tensor(sampler.take(args.batch_size), device=device)]
         logits = model(batch[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
         optimizer.zero_grad(set_to_none=True)

@@ -42,3 +42,13 @@ def test_an_unknown_split_is_a_one_line_error(tmp_path):
     result = runner.invoke(app, ["simulate", *files(tmp_path), "--cpu-split", "even"])
     assert result.exit_code != 0
     assert "--cpu-split must be one of proportional, aware, greedy, got 'even'" in result.output
+
+
+def test_a_rented_replay_refuses_what_it_cannot_model_rather_than_ignore_it(tmp_path):
+    market = tmp_path / "market.csv"
+    market.write_text("time_s,cloud,region,instance_type,market,price_per_hour,event\n"
+                      "0,aws,us-east-1,p3.2xlarge,on-demand,3.0,\n")
+    for extra in (["--cpu-split", "aware"], []):  # the split asked for, or the trace's cpu_speed column alone
+        result = runner.invoke(app, ["simulate", *files(tmp_path), "--market", str(market), *extra])
+        assert result.exit_code != 0
+        assert "a rented cluster does not model CPU cores" in result.output and "Traceback" not in result.output
