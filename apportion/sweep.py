@@ -26,6 +26,9 @@ from apportion.sim import SimConfig
 # the metrics a sweep reports: summary key -> which way is better (-1 lower, +1 higher)
 METRICS = {"avg_jct_s": -1, "p99_jct_s": -1, "makespan_s": -1, "avg_queueing_s": -1, "utilization": +1,
            "completed": +1, "preemptions": -1}
+# reported only where a replay gives them: the GPU-weighted data stall (jobs whose speed depends on
+# their cores) and the privacy claims granted (--blocks)
+OPTIONAL_METRICS = {"data_stall": -1, "privacy_granted": +1}
 CONFIDENCE = 0.95
 
 # (cells done, cells in all)
@@ -52,7 +55,13 @@ def run_cell(cell: Cell, base: WorkloadSettings, config: SimConfig, options: dic
     """One replay: the cell's coordinates and its summary's metrics."""
     inputs = load_inputs(replace(base, rate_per_hour=cell.rate_per_hour, seed=cell.seed, cluster=cell.cluster))
     summary = run_policy(inputs, cell.policy, config, **options).summary
-    return {**asdict(cell), **{m: summary.get(m) for m in METRICS}, "sim_wall_s": summary.get("sim_wall_s")}
+    given = {m: summary[m] for m in OPTIONAL_METRICS if m in summary}
+    return {**asdict(cell), **{m: summary.get(m) for m in METRICS}, **given, "sim_wall_s": summary.get("sim_wall_s")}
+
+
+def metrics_of(rows: Sequence[dict]) -> list[str]:
+    """The metrics the rows give: METRICS, then the optional ones some row has."""
+    return list(METRICS) + [m for m in OPTIONAL_METRICS if any(m in row for row in rows)]
 
 
 def run_grid(cells: Sequence[Cell], base: WorkloadSettings, config: SimConfig = SimConfig(), *,

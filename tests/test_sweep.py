@@ -69,3 +69,27 @@ def test_a_bad_grid_is_refused_before_any_replay(args, message):
     result = CliRunner().invoke(app, ["sweep", "--jobs", "20", *args])
 
     assert result.exit_code == 2 and message in result.output
+
+
+def test_a_sweep_divides_cores_and_grants_privacy_budget_as_simulate_does(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("job_id,submit_time_s,duration_s,num_gpus,kind,steps,cpu_speed,privacy_blocks,privacy_epsilon\n"
+                     "decoder,0,3600,1,resnet50/bs64,1000,1:0.25 2:0.5 4:1,b0,0.6\n"
+                     "language,0,3600,1,resnet50/bs64,1000,,b0,0.6\n")
+    (tmp_path / "cluster.yaml").write_text(
+        "node_groups:\n  - {gpu_type: v100, nodes: 1, gpus_per_node: 2, cpus_per_node: 6}\n")
+    (tmp_path / "blocks.csv").write_text("block,arrival_s,epsilon,delta\nb0,0,1.0,1e-6\n")
+    common = ["sweep", "--policies", "fifo", "--seeds", "0", "--workload", str(trace), "--cluster",
+              str(tmp_path / "cluster.yaml"), "--workers", "1", "--blocks", str(tmp_path / "blocks.csv"),
+              "--privacy-policy", "fcfs", "--json"]
+    even = CliRunner().invoke(app, common)
+    aware = CliRunner().invoke(app, [*common, "--cpu-split", "aware"])
+    assert even.exit_code == 0, even.output
+    assert aware.exit_code == 0, aware.output
+    even_cell, aware_cell = json.loads(even.stdout)["cells"][0], json.loads(aware.stdout)["cells"][0]
+    # one claim of 0.6 of the block's 1.0 fits, the second does not
+    assert even_cell["privacy_granted"] == aware_cell["privacy_granted"] == 1
+    # the granted job alone on the node: 3 cores a GPU under an even split (0.75 of its speed), all 6 when aware
+    assert even_cell["data_stall"] == 0.25 and aware_cell["data_stall"] == 0.0
+    assert json.loads(aware.stdout)["grid"]["cpu_split"] == "aware"
+    assert "data stall" in CliRunner().invoke(app, common[:-1]).output

@@ -31,6 +31,14 @@ def workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throu
     )
 
 
+def check_cpu_split(cpu_split: str) -> None:
+    """Refuse a ``--cpu-split`` the simulator does not know."""
+    from apportion.sim.cpu_cores import CPU_SPLITS
+
+    if cpu_split not in CPU_SPLITS:
+        raise fail(f"--cpu-split must be one of {', '.join(CPU_SPLITS)}, got '{cpu_split}'")
+
+
 def with_privacy(settings: WorkloadSettings, blocks: str | None, policy: str, n: int | None, t_s: float | None,
                  timeout_s: float | None) -> WorkloadSettings:
     """``settings`` with the privacy-budget options, checked (``--blocks`` and the flags that go with it)."""

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import prepare_replay, rented_setup, with_privacy, workload_settings
+from apportion.cli.inputs import check_cpu_split, prepare_replay, rented_setup, with_privacy, workload_settings
 from apportion.cli.output import (
     console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
 )
@@ -54,7 +54,7 @@ def simulate(
     from apportion.mechanism.received import RECEIVED_SINCE
 
     _check_out(out)
-    _check_cpu_split(cpu_split)
+    check_cpu_split(cpu_split)
     if received_since is not None and received_since not in RECEIVED_SINCE:
         raise fail(f"--received-since must be one of {', '.join(RECEIVED_SINCE)}, got '{received_since}'")
     with stdout_to_stderr():
@@ -143,7 +143,7 @@ def compare(
     if market is not None and not rented_specs:
         raise fail("--provisioning is empty")
     _check_out(out)
-    _check_cpu_split(cpu_split)
+    check_cpu_split(cpu_split)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             specs, opt.policy_options(ctx),
@@ -207,13 +207,6 @@ def kinds() -> None:
         view.add_row(escape(kind), *(f"{v:.2f}" if v == v else "—" for v in table.steps_per_s[k, :, 0]))
     print_table(view)
     console.print("k80/p100/v100: Gavel's measurements; t4/a100/h100: roofline prediction (docs/throughputs.md).")
-
-
-def _check_cpu_split(cpu_split: str) -> None:
-    from apportion.sim.cpu_cores import CPU_SPLITS
-
-    if cpu_split not in CPU_SPLITS:
-        raise fail(f"--cpu-split must be one of {', '.join(CPU_SPLITS)}, got '{cpu_split}'")
 
 
 def _check_out(out: Optional[Path]) -> None:

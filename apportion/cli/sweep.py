@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import prepare_replay, workload_settings
+from apportion.cli.inputs import check_cpu_split, prepare_replay, with_privacy, workload_settings
 from apportion.cli.output import console, escape, fail, out_dir_problem, print_json, print_table, print_wrote, progress_bar
 from apportion.stdio import stdout_to_stderr
 
@@ -30,6 +30,12 @@ def sweep(
     round_s: float = opt.SimRound,
     restart_cost_s: float = opt.RestartCost,
     learn_models: bool = opt.LearnModels,
+    cpu_split: str = opt.CpuSplit,
+    blocks: Optional[str] = opt.Blocks,
+    privacy_policy: str = opt.PrivacyPolicyName,
+    privacy_n: Optional[int] = opt.PrivacyN,
+    privacy_t: Optional[float] = opt.PrivacyT,
+    privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     workers: int = typer.Option(0, "--workers", help="Local processes (default: one a CPU).", rich_help_panel="Running"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run each replay as a Ray task on this cluster instead (auto: the one started on this machine); every node needs apportion and the input files (docs/ray.md).", rich_help_panel="Running"),
     out: Optional[Path] = opt.Out,
@@ -37,7 +43,9 @@ def sweep(
 ) -> None:
     """Replay each policy over a grid of loads, seeds and clusters; report each metric's mean over
     the seeds with a 95% confidence interval, and plot it against the load (--out)."""
-    from apportion.sweep import METRICS, grid, run_grid, summarize
+    from dataclasses import replace
+
+    from apportion.sweep import grid, metrics_of, run_grid, summarize
 
     specs = [p.strip() for p in policies.split(",") if p.strip()]
     if not specs:
@@ -56,15 +64,19 @@ def sweep(
     problem = None if out is None else out_dir_problem(out)
     if problem is not None:
         raise fail(f"--out: {problem}")
+    check_cpu_split(cpu_split)
     with stdout_to_stderr():
-        base = workload_settings(workload, cluster_list[0], jobs, loads[0], seed_list[0], None, None, throughputs,
-                                 reference_gpu_type, shape)
+        def settings_on(each: str):
+            return with_privacy(workload_settings(workload, each, jobs, loads[0], seed_list[0], None, None, throughputs,
+                                                  reference_gpu_type, shape),
+                                blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s)
+
+        base = settings_on(cluster_list[0])
         policy_options = opt.policy_options(ctx)
         for each in cluster_list:  # every cluster and policy is checked before any replay starts
-            _, config, options = prepare_replay(specs, policy_options,
-                                                workload_settings(workload, each, jobs, loads[0], seed_list[0], None,
-                                                                  None, throughputs, reference_gpu_type, shape),
-                                                round_s, restart_cost_s, learn_models)
+            _, config, options = prepare_replay(specs, policy_options, settings_on(each), round_s, restart_cost_s,
+                                                learn_models)
+        config = replace(config, cpu_split=cpu_split)
         cells = grid(specs, loads, seed_list, cluster_list)
         with progress_bar(as_json, what="replays done", virtual_time=False) as bar:
             task = bar.add_task(f"{len(cells)} replays", total=len(cells), day=0.0)
@@ -73,10 +85,12 @@ def sweep(
                                 progress=lambda done, total: bar.update(task, completed=done), **options)
             except (ValueError, OSError) as exc:
                 raise fail(str(exc)) from None
-        summary = summarize(rows)
-    shown = [m for m in METRICS if m not in ("completed", "preemptions")]
+        metrics = metrics_of(rows)
+        summary = summarize(rows, metrics)
+    shown = [m for m in metrics if m not in ("completed", "preemptions")]
     description = {"policies": specs, "rates_per_hour": loads, "seeds": seed_list, "clusters": cluster_list,
-                   "jobs": jobs, "workload": workload or f"synthetic {shape}", "ran_on": ray_address or "local"}
+                   "jobs": jobs, "workload": workload or f"synthetic {shape}", "ran_on": ray_address or "local",
+                   "cpu_split": cpu_split, "blocks": blocks}
     if as_json:
         print_json({"grid": description, "summary": summary, "cells": rows})
     else:

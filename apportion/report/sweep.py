@@ -21,7 +21,9 @@ CELLS_CSV = "sweep-cells.csv"
 SUMMARY_JSON = "sweep.json"
 PLOT_PNG = "sweep.png"
 LABELS = {"avg_jct_s": "avg JCT", "p99_jct_s": "p99 JCT", "makespan_s": "makespan", "avg_queueing_s": "avg queueing",
-          "utilization": "utilization", "completed": "completed", "preemptions": "preemptions"}
+          "utilization": "utilization", "completed": "completed", "preemptions": "preemptions",
+          "data_stall": "data stall", "privacy_granted": "claims granted"}
+PERCENT = ("utilization", "data_stall")  # fractions, shown as percentages
 PLOTTED = ("avg_jct_s", "p99_jct_s", "utilization")  # a panel each when the sweep has them
 HOUR_S = 3600.0
 
@@ -31,7 +33,7 @@ def _value(metric: str, value: float | None) -> str:
         return MISSING
     if metric.endswith("_s"):
         return format_duration(value)
-    if metric == "utilization":
+    if metric in PERCENT:
         return f"{value * 100:.1f}%"
     return f"{value:,.1f}"
 
@@ -42,7 +44,7 @@ def _interval(metric: str, estimate: dict) -> str:
     if estimate["ci95"] is None:
         return mean
     half = format_duration(estimate["ci95"]) if metric.endswith("_s") else (
-        f"{estimate['ci95'] * 100:.1f}%" if metric == "utilization" else f"{estimate['ci95']:,.1f}")
+        f"{estimate['ci95'] * 100:.1f}%" if metric in PERCENT else f"{estimate['ci95']:,.1f}")
     return f"{mean} ± {half}"
 
 
@@ -103,12 +105,12 @@ def write_sweep(rows: Sequence[dict], summary: Sequence[dict], grid: dict, out_d
     document = {"grid": grid, "summary": list(summary), "cells": list(rows)}
     json_path = out_dir / SUMMARY_JSON
     json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    columns = list(rows[0]) if rows else []
+    columns = list(dict.fromkeys(c for row in rows for c in row))  # every row's, in their first order
     csv_path = out_dir / CELLS_CSV
     with csv_path.open("w", encoding="utf-8", newline="") as handle:
         handle.write(",".join(columns) + "\n")
         for row in rows:
-            handle.write(",".join(_csv(row[c]) for c in columns) + "\n")
+            handle.write(",".join(_csv(row.get(c)) for c in columns) + "\n")
     png_path = out_dir / PLOT_PNG
     figure = sweep_figure(summary)
     figure.savefig(png_path, dpi=figure.dpi)
