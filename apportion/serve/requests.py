@@ -176,6 +176,9 @@ class Requests:
         if not sized and spec.gpus > self.capacity[largest]:
             raise InputError(source, f"asks for {spec.gpus}; the most this server has of an allowed type is "
                              f"{self.capacity[largest]} ({largest})", field="gpus")
+        refused = self.state.executor.refusal(tuple(usable), spec.gpus, spec.cpus, spec.memory_gb)
+        if refused is not None:  # no machine of the executor's could ever hold what it needs beside its slots
+            raise InputError(source, refused[1], field=refused[0])
         node = self.state.node
         if spec.cpus is not None and node.cpus and spec.cpus > len(node.cpus):
             raise InputError(source, f"asks for {spec.cpus} CPU cores; the node here has {len(node.cpus)}", field="cpus")
