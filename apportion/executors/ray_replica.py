@@ -66,7 +66,8 @@ def local_ranks(nodes: list[str], rank: int) -> tuple[int, int]:
 def held_words(resources: dict[str, float]) -> str:
     """`` holding 3 CPUs and 2 GiB``: the CPUs and memory Ray assigned to a replica ('' when none)."""
     cpus, memory = resources.get("CPU", 0.0), resources.get("memory", 0.0)
-    held = ([f"{cpus:g} CPU{'s' if cpus != 1 else ''}"] if cpus else []) + ([f"{memory / 2**30:.3g} GiB"] if memory else [])
+    held = [f"{cpus:g} CPU{'s' if cpus != 1 else ''}"] if cpus else []
+    held += [f"{memory / 2**30:.3g} GiB"] if memory else []
     return f" holding {' and '.join(held)}" if held else ""
 
 

@@ -80,7 +80,8 @@ def refusal(nodes: list[dict], kinds: list[SlotResource], gpus: int, cpus: float
 
 
 def _largest(kind: SlotResource, nodes: list[dict], field: str) -> str:
-    """``the largest v100 node has 32 CPU cores for 4 slots``: the node of ``kind`` with the most of ``field``'s resource."""
+    """``the largest v100 node has 32 CPU cores for 4 slots``: the node of ``kind`` with the most of what
+    ``field`` asks."""
     resource = "memory" if field == "memory_gb" else "CPU"
     biggest = max(nodes, key=lambda n: n["Resources"].get(resource, 0.0))
     amount = biggest["Resources"].get(resource, 0.0)

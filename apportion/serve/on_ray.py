@@ -43,7 +43,8 @@ class RayBackend:
     def describe(self) -> str:
         """``v100 2+2 (16+16 cores, 60+60 GiB), k80 4 (8 cores, 30 GiB)``: slots, then Ray's CPUs and memory,
         per node of each type."""
-        return ", ".join(f"{t} {'+'.join(map(str, n))}{_sizes(self.sizes.get(t, []))}" for t, n in self.nodes.items() if n)
+        return ", ".join(f"{t} {'+'.join(map(str, n))}{_sizes(self.sizes.get(t, []))}"
+                         for t, n in self.nodes.items() if n)
 
 
 def _sizes(sizes: list[tuple[float, float]]) -> str:

@@ -1,6 +1,7 @@
 """A job's CPU cores and memory on a Ray cluster: refused at submit when no node could hold them, handed
-to the executor at each start, and back to waiting (no retry counted) when Ray cannot place them yet.
-A fake clock; the Ray executor here only reads nodes given on paper, and the fake executor runs the jobs."""
+to the executor at each start, back to waiting (no retry counted) when Ray cannot place them yet, and
+each node's in the server's start-up line. A fake clock; the Ray executor here only reads nodes given
+on paper, and the fake executor runs the jobs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from apportion.executors.ray_executor import RayExecutor
 from apportion.executors.ray_nodes import declared
 from apportion.policies.fifo import Fifo
 from apportion.serve.api import create_app
+from apportion.serve.on_ray import RayBackend
 from apportion.serve.scheduler import Scheduler, ServeConfig
 from apportion.serve.slots import Node, Slot
 from apportion.serve.state import StateStore
@@ -68,7 +70,8 @@ def make(tmp_path, max_retries: int = 0):
     clock, executor = Clock(), FakeExecutor(tmp_path, pids=False)
     config = ServeConfig(state_dir=tmp_path, round_s=10.0, max_retries=max_retries, fill_gap_s=0.0, renew_wait_s=0.0,
                          node=Node((), 0.0))
-    return Scheduler(StateStore(tmp_path / "state.db"), executor, V100_SLOTS, Fifo(), config, clock=clock), executor, clock
+    scheduler = Scheduler(StateStore(tmp_path / "state.db"), executor, V100_SLOTS, Fifo(), config, clock=clock)
+    return scheduler, executor, clock
 
 
 def test_each_attempt_is_started_with_the_cores_and_memory_its_job_asked_for(tmp_path):
@@ -99,3 +102,10 @@ def test_an_attempt_ray_never_placed_waits_for_a_round_again_and_is_no_retry_nor
         scheduler.tick()  # a round places it again
         row = scheduler.store.job(job_id)
         assert row.status == "running" and row.attempt == attempt + 1
+
+
+def test_the_servers_start_up_line_gives_each_nodes_cores_and_memory_beside_its_slots(tmp_path):
+    backend = RayBackend(NodesOnPaper(tmp_path), [], tmp_path, {"v100": [4, 4], "k80": [2]}, {}, 0,
+                         {"v100": [(32.0, 180.0), (32.0, 180.0)], "k80": [(8.0, 21.6)]})
+
+    assert backend.describe() == "v100 4+4 (32+32 cores, 180+180 GiB), k80 2 (8 cores, 21.6 GiB)"
