@@ -304,7 +304,7 @@ class RayExecutor:
                 continue
             tracked.placed = bool(tracked.codes) or _placed(ray, tracked.group)
             if not tracked.placed:
-                self._end(job_id, None, unplaced=f"{tracked.waiting} (not placed in {self.place_wait_s:g} s)")
+                self._end(job_id, None, unplaced=f"{tracked.waiting} ({self.place_wait_s:g} s so far)")
 
     def _end(self, job_id: int, code: int | None, lost: str = "", unplaced: str = "") -> None:
         """Report the attempt's end; kill what is left of it and give its resources back."""

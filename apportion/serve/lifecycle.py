@@ -251,7 +251,8 @@ class AttemptLifecycle:
         self._killed.discard(ended.job_id)
         acct = accrued(row, now)
         code = ended.code
-        what = f"lost: {ended.lost}" if ended.lost else "never placed" if ended.unplaced else _ended_how(code)
+        what = (f"lost: {ended.lost}" if ended.lost else f"never placed: {ended.unplaced}" if ended.unplaced
+                else _ended_how(code))
         saved = None if code == 0 else saved_checkpoint(self.state, row)
         kept = "" if saved is None else _kept(saved)
         self.store.add_event(now, row.id, "exit", f"attempt {row.attempt}: {what}{kept}")
@@ -314,7 +315,7 @@ class AttemptLifecycle:
         self.store.attempt_ended(row.id, row.attempt, now, resume.step, "unplaced")
         self.store.update_job(row.id, status="queued", move_to=None, reason=self._noted(row, why),
                               **dict(released, steps_done=resume.step))
-        self.log(f"job {row.id}: attempt {row.attempt} never placed ({why}); it waits for a round")
+        self.log(f"job {row.id}: attempt {row.attempt} never placed: {why}; it waits for a round")
 
     def _noted(self, row: JobRecord, reason: str) -> str:
         return with_note(reason, self.state.notes.get(row.id))
