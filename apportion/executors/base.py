@@ -28,6 +28,9 @@ class Exit:
     attempt: int
     code: int | None  # the job's exit code (negative: killed by that signal); None: gone with no record
     lost: str = ""  # why it was lost with the machine it ran on ("its Ray node died"); a retry, not a crash
+    # why it never ran: its machines could not be had in time ("waiting for Ray to place 4 CPU cores beside its
+    # slots"); the job waits for a round again, neither a retry nor a preemption
+    unplaced: str = ""
 
 
 @runtime_checkable
@@ -36,7 +39,7 @@ class Executor(Protocol):
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
               workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None,
-              cold: bool = False) -> Attempt:
+              cold: bool = False, cpus: int | None = None, memory_gb: float | None = None) -> Attempt:
         """Start attempt ``attempt`` of job ``job_id`` on ``slots`` with exactly ``env``; OSError if it cannot.
 
         ``env`` is for the job's own processes only: whatever supervises them (root under
@@ -49,6 +52,10 @@ class Executor(Protocol):
         replicas (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
         ``MASTER_PORT``), one attempt that ends when all have, or at once when one crashes.
         ``cold`` (passed only when set): never a warm start (an executor that has none ignores it).
+        ``cpus``, ``memory_gb`` (passed only when the job file says them): the CPU cores and host
+        memory the job needs beside all its slots; an executor that reserves them for the attempt
+        (Ray: in its placement group) does, one that does not (this machine's: the server divides
+        its cores, core_split.py) ignores them.
         """
         ...
 
@@ -95,6 +102,13 @@ class Executor(Protocol):
     def capacity(self) -> dict[str, int] | None:
         """Slots of each GPU type that can run attempts now (a cluster that lost a node has fewer
         than the server was started with); None: all of the server's slots, always."""
+        ...
+
+    def refusal(self, gpu_types: tuple[str, ...], gpus: int, cpus: int | None, memory_gb: float | None
+                ) -> tuple[str, str] | None:
+        """Why no machine of any of ``gpu_types`` could ever hold a job of ``gpus`` slots that needs ``cpus``
+        cores and ``memory_gb`` GiB beside them, as ``(field, message)``; None when one could, or when the
+        executor leaves it to the server's own node (``ServeConfig.node``)."""
         ...
 
     def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:

@@ -28,6 +28,7 @@ class FakeExecutor:
         self.envs: dict[tuple[int, int], dict[str, str]] = {}
         self.accounts: dict[tuple[int, int], object] = {}  # the OS account each attempt was to run as (None: ours)
         self.replicas: dict[tuple[int, int], int | None] = {}  # processes each attempt was to run (None: one)
+        self.asks: dict[tuple[int, int], tuple] = {}  # (cpus, memory_gb) each attempt was started with
         self.signals: list[tuple[int, str]] = []
         self.exit_codes: dict[tuple[int, int], int] = {}  # what an attempt's exit file would say
         self.logs: dict[tuple[int, int], str] = {}  # what an attempt's log would say
@@ -58,7 +59,12 @@ class FakeExecutor:
         self.cores[job_id] = (tuple(cpus), float(share))
         return True
 
-    def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None, replicas=None, cold=False) -> Attempt:
+    def refusal(self, gpu_types, gpus, cpus, memory_gb) -> None:
+        """The server's own node judges a job's cores and memory."""
+        return None
+
+    def start(self, job_id, attempt, command, env, workdir, slots, *, run_as=None, replicas=None, cold=False,
+              cpus=None, memory_gb=None) -> Attempt:
         if job_id in self._running:
             raise AssertionError(f"job {job_id} started twice at once")
         handle = Attempt(job_id, attempt, next(self._pids) if self.pids else None, 1 if self.pids else None,
@@ -68,6 +74,7 @@ class FakeExecutor:
         self.envs[(job_id, attempt)] = dict(env)
         self.accounts[(job_id, attempt)] = run_as
         self.replicas[(job_id, attempt)] = replicas
+        self.asks[(job_id, attempt)] = (cpus, memory_gb)
         return handle
 
     def finish(self, job_id: int, code: int | None) -> None:
@@ -81,6 +88,11 @@ class FakeExecutor:
         """End job ``job_id``'s attempt as lost with the machine it ran on (no exit record)."""
         attempt = self._running.pop(job_id)
         self._ended.append(Exit(job_id, attempt.attempt, None, why))
+
+    def unplace(self, job_id: int, why: str = "waiting for Ray to place 4 CPU cores beside its slots") -> None:
+        """End job ``job_id``'s attempt as never placed on a machine (nothing of it ran)."""
+        attempt = self._running.pop(job_id)
+        self._ended.append(Exit(job_id, attempt.attempt, None, unplaced=why))
 
     def end_unseen(self, job_id: int, code: int | None) -> None:
         """End an attempt while no server watches (it died): only its exit record tells."""

@@ -2,16 +2,21 @@
 
 ``start`` creates a detached placement group (``STRICT_PACK`` when the job fits on one node of
 its type, else ``PACK``) whose bundles ask for one slot of the job's GPU type each
-(``ray_nodes.SlotResource``), and in it one named, detached ``Replica`` actor per bundle
-(``ray_replica.py``): rank 0 picks the rendezvous address, then every replica starts the job's
-process on its node. Nothing here blocks on Ray: placement, rendezvous and launch happen as
-Ray schedules them, and ``poll`` collects the replicas' ends.
+(``ray_nodes.SlotResource``) and an even share of the CPU cores and memory its job file asks for
+(``ray_room.job_bundle``), and in it one named, detached ``Replica`` actor per bundle
+(``ray_replica.py``), which holds its bundle's CPUs and memory: rank 0 picks the rendezvous
+address, then every replica starts the job's process on its node. Nothing here blocks on Ray:
+placement, rendezvous and launch happen as Ray schedules them, and ``poll`` collects the
+replicas' ends.
 
 - An attempt ends when all its replicas have ended (exit 0 or 75 from each), or at once when
   one crashes (its code) or dies with its node (``Exit.lost``); what is left of it is killed,
   and its placement group removed.
+- An attempt whose placement group Ray has not placed ``place_wait_s`` after its start (the cores
+  or memory it asks are held by other jobs' bundles) is withdrawn: its ``Exit`` says so
+  (``unplaced``), and the server puts the job back to wait for a round, counting no retry.
 - ``terminate`` and ``kill`` signal every replica's process group; an attempt whose placement
-  group is not placed yet is simply withdrawn (it never ran: no exit code).
+  group is not placed yet is simply withdrawn (it never ran: no exit code, ``unplaced``).
 - Actors are named ``apportion.JOB.ATTEMPT.RANK`` in the server's own Ray namespace and are
   detached, so a server killed with ``kill -9`` leaves them running; the next one finds them
   (``scan``), waits on them again (``adopt``) or kills them (``kill_attempt``).
@@ -27,6 +32,7 @@ import hashlib
 import json
 import os
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -36,10 +42,12 @@ from apportion.executors.local.executor import tail
 from apportion.executors.ray_connect import join
 from apportion.executors.ray_nodes import SlotResource, capacity
 from apportion.executors.ray_replica import Replica
+from apportion.executors.ray_room import job_bundle, most_on_one_node, refusal
 
 PREFIX = "apportion."
 PREEMPTED = 75
 RAY_CALL_S = 10.0  # the longest the replicas' answers (info, at a restart) may take before they count as gone
+PLACE_WAIT_S = 60.0  # an attempt whose placement group Ray has not placed this long after its start is withdrawn
 
 
 def default_namespace(state_dir: str | Path) -> str:
@@ -69,15 +77,19 @@ class _Attempt:
     codes: dict[int, int | None] = field(default_factory=dict)
     lost: str = ""
     signalled: int | None = None  # the last signal sent to it
+    placed: bool = False  # Ray placed its group (known once asked: at its deadline, or when a replica ended)
+    started: float = 0.0  # time.monotonic() at its start
+    waiting: str = ""  # what it waits for while not placed: "waiting for Ray to place 4 CPU cores beside its slots"
 
 
 class RayExecutor:
     """The ``Executor`` on a Ray cluster. ``types`` says how each GPU type's slots are asked of Ray."""
 
     def __init__(self, state_dir: str | Path, *, address: str | None = None, types: Sequence[SlotResource] = (),
-                 namespace: str | None = None) -> None:
+                 namespace: str | None = None, place_wait_s: float = PLACE_WAIT_S) -> None:
         self.state_dir = Path(os.path.realpath(state_dir))
         self.address = address
+        self.place_wait_s = place_wait_s
         self.types = {t.gpu_type: t for t in types}
         self.namespace = namespace or default_namespace(self.state_dir)
         self._ray = None
@@ -113,12 +125,24 @@ class RayExecutor:
             return None
         return {t: sum(n) for t, n in capacity(self.nodes(), list(self.types.values())).items()}
 
-    core_enforcement = "not held on Ray (each actor keeps the CPUs of its bundle)"
+    def refusal(self, gpu_types: tuple[str, ...], gpus: int, cpus: int | None, memory_gb: float | None
+                ) -> tuple[str, str] | None:
+        """Why the live nodes of ``gpu_types`` could never hold the job's bundles (``ray_room.refusal``);
+        None when they could, or when Ray cannot be asked now (the job then waits to be placed)."""
+        if not (cpus or memory_gb):
+            return None
+        try:
+            nodes = self.nodes()
+        except (OSError, RuntimeError):
+            return None
+        return refusal(nodes, [self.types[t] for t in gpu_types if t in self.types], gpus, cpus, memory_gb)
+
+    core_enforcement = "not held on Ray (each actor keeps the CPUs of its bundle: its job's cpus, reserved)"
 
     def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
-        """Not held: a Ray actor's CPUs are its placement group bundle's, fixed when it is made. Holding
-        them would need each node's share of cores (ray_nodes.py), and the replica actor (ray_replica.py)
-        to pin its attempt's processes as the local executor does (executors/local/cores.py)."""
+        """Not held: a Ray actor's CPUs are its placement group bundle's (the job's ``cpus``, reserved at its
+        start), fixed when it is made. Dividing a node's spare cores would need the replica actor
+        (ray_replica.py) to pin its attempt's processes as the local executor does (executors/local/cores.py)."""
         return False
 
     def nodes(self) -> list[dict]:
@@ -157,8 +181,9 @@ class RayExecutor:
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
               workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None,
-              cold: bool = False) -> Attempt:
-        """Ask Ray for the attempt's placement group and replicas (always one a slot); OSError if Ray cannot be asked."""
+              cold: bool = False, cpus: int | None = None, memory_gb: float | None = None) -> Attempt:
+        """Ask Ray for the attempt's placement group and replicas (always one a slot), each bundle with an even
+        share of ``cpus`` and ``memory_gb``; OSError if Ray cannot be asked."""
         if replicas is not None and replicas != len(slots):
             raise OSError(f"on Ray an attempt runs one replica a slot: {len(slots)}, not {replicas}")
         if run_as is not None:
@@ -173,12 +198,11 @@ class RayExecutor:
                           f" ({', '.join(self.types) or 'none'})")
         kind = self.types[types.pop()]
         world = len(slots)
-        per_node = max(capacity(self.nodes(), [kind])[kind.gpu_type], default=0)
-        strategy = "STRICT_PACK" if world <= per_node else "PACK"
+        bundle = job_bundle(kind, world, cpus, memory_gb)
+        strategy = "STRICT_PACK" if world <= most_on_one_node(self.nodes(), bundle) else "PACK"
         name = self._name(job_id, attempt)
         self.job_dir(job_id).mkdir(parents=True, exist_ok=True, mode=0o700)
         overlay = {k: v for k, v in env.items() if os.environ.get(k) != v}  # what the server set, not its own
-        bundle = kind.bundle()
         try:
             group = placement_group([dict(bundle) for _ in range(world)], strategy=strategy, name=name,
                                     lifetime="detached")
@@ -194,7 +218,8 @@ class RayExecutor:
                 actors.append(self._replica.options(
                     name=f"{name}.{rank}", namespace=self.namespace, lifetime="detached", max_restarts=0,
                     max_concurrency=8, num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0),
-                    resources={k: v for k, v in bundle.items() if k not in ("CPU", "GPU")},
+                    memory=bundle.get("memory"),
+                    resources={k: v for k, v in bundle.items() if k not in ("CPU", "GPU", "memory")},
                     scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank),
                 ).remote(spec))
             wheres = [a.where.remote() for a in actors]
@@ -205,7 +230,8 @@ class RayExecutor:
         except (ValueError, ray.exceptions.RayError) as err:  # a name still taken, Ray gone
             raise OSError(f"Ray refused the attempt: {err}") from None
         handle = Attempt(job_id, attempt, None, None, tuple(slots))
-        self._tracked[job_id] = _Attempt(handle, actors, group, waits)
+        self._tracked[job_id] = _Attempt(handle, actors, group, waits, started=time.monotonic(),
+                                         waiting=_waiting(kind, world, cpus, memory_gb))
         return handle
 
     def _name(self, job_id: int, attempt: int) -> str:
@@ -227,8 +253,9 @@ class RayExecutor:
         if tracked is None:
             return False
         ray = self.connect()
-        if not _placed(ray, tracked.group):  # never placed: nothing runs, nothing to save
-            self._end(job_id, None)
+        tracked.placed = tracked.placed or _placed(ray, tracked.group)
+        if not tracked.placed:  # never placed: nothing runs, nothing to save
+            self._end(job_id, None, unplaced=tracked.waiting)
             return True
         tracked.signalled = signum
         for rank, actor in enumerate(tracked.actors):
@@ -240,7 +267,8 @@ class RayExecutor:
         return True
 
     def poll(self) -> list[Exit]:
-        """Attempts that ended since the last call: all replicas done, one crashed, or one lost with its node."""
+        """Attempts that ended since the last call: all replicas done, one crashed, one lost with its node, or
+        its placement group not placed ``place_wait_s`` after its start (withdrawn)."""
         if self._tracked:
             ray = self.connect()
             refs = [ref for t in self._tracked.values() for ref in t.waits if t.waits[ref] not in t.codes]
@@ -263,10 +291,22 @@ class RayExecutor:
                 crashed = tracked.lost or any(c not in (0, PREEMPTED) for c in codes.values())
                 if done or crashed:
                     self._end(job_id, None if tracked.lost else _combined(codes), tracked.lost)
+            self._withdraw_unplaced(ray)
         ended, self._ended = self._ended, []
         return ended
 
-    def _end(self, job_id: int, code: int | None, lost: str = "") -> None:
+    def _withdraw_unplaced(self, ray) -> None:
+        """End the attempts whose groups Ray has not placed ``place_wait_s`` after their start: each is
+        asked once, at that deadline (a replica that ended was placed)."""
+        now = time.monotonic()
+        for job_id, tracked in list(self._tracked.items()):
+            if tracked.placed or now - tracked.started < self.place_wait_s:
+                continue
+            tracked.placed = bool(tracked.codes) or _placed(ray, tracked.group)
+            if not tracked.placed:
+                self._end(job_id, None, unplaced=f"{tracked.waiting} ({self.place_wait_s:g} s so far)")
+
+    def _end(self, job_id: int, code: int | None, lost: str = "", unplaced: str = "") -> None:
         """Report the attempt's end; kill what is left of it and give its resources back."""
         tracked = self._tracked.pop(job_id)
         ray = self.connect()
@@ -276,7 +316,7 @@ class RayExecutor:
             except ray.exceptions.RayError:
                 pass
         _remove_group(ray, tracked.group)
-        self._ended.append(Exit(job_id, tracked.attempt.attempt, code, lost))
+        self._ended.append(Exit(job_id, tracked.attempt.attempt, code, lost, unplaced))
 
     # a restarted server -----------------------------------------------------------------------
 
@@ -326,7 +366,7 @@ class RayExecutor:
         except ValueError:
             group = None
         waits = {a.wait.remote(): rank for rank, a in enumerate(actors)}
-        self._tracked[attempt.job_id] = _Attempt(attempt, actors, group or _NoGroup(), waits)
+        self._tracked[attempt.job_id] = _Attempt(attempt, actors, group or _NoGroup(), waits, placed=True)
         return True
 
     def kill_attempt(self, attempt: Attempt) -> None:
@@ -359,6 +399,14 @@ def _placed(ray, group) -> bool:
         return ray.util.placement_group_table(group).get("state") == "CREATED"
     except ray.exceptions.RayError:
         return False
+
+
+def _waiting(kind: SlotResource, world: int, cpus: int | None, memory_gb: float | None) -> str:
+    """What an attempt not placed yet waits for, in words."""
+    asked = ([f"{cpus:g} CPU cores"] if cpus else []) + ([f"{memory_gb:g} GiB"] if memory_gb else [])
+    if asked:
+        return f"waiting for Ray to place {' and '.join(asked)} beside its slots"
+    return f"waiting for Ray to place its {world} {kind.gpu_type} slot{'s' if world != 1 else ''}"
 
 
 def _remove_group(ray, group) -> None:

@@ -1,12 +1,14 @@
 """One replica of an attempt on a Ray node: a named, detached Ray actor that runs the job's process.
 
 The Ray executor makes one ``Replica`` per bundle of the attempt's placement group (one per
-GPU). Each starts ``python -m apportion.executors.local.wrapper ... -- COMMAND`` on its node, as
-the local executor does on its machine, with the job's environment plus torchrun's variables
-(``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and
-``MASTER_PORT`` of rank 0's node) and the GPUs Ray gave it as ``CUDA_VISIBLE_DEVICES``. Its
-output goes to the attempt's log in the shared directory (rank 0: ``attempt-N.log``, rank R:
-``attempt-N.rank-R.log``), its exit code to the matching ``.exit`` file. The job's environment
+GPU), and the replica holds its bundle's CPUs and memory (an even share of what the job file
+asks, ``ray_room.job_bundle``). Each starts ``python -m apportion.executors.local.wrapper ... --
+COMMAND`` on its node, as the local executor does on its machine, with the job's environment
+plus torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
+``MASTER_ADDR`` and ``MASTER_PORT`` of rank 0's node) and the GPUs Ray gave it as
+``CUDA_VISIBLE_DEVICES``. Its output goes to the attempt's log in the shared directory (rank 0:
+``attempt-N.log``, rank R: ``attempt-N.rank-R.log``, whose first line names its node and the
+CPUs and memory it holds), its exit code to the matching ``.exit`` file. The job's environment
 goes to the wrapper in the matching ``.env`` file (owner-only, removed once read), not in the
 wrapper's own environment, which is the node's (wrapper.py).
 
@@ -59,6 +61,20 @@ def local_ranks(nodes: list[str], rank: int) -> tuple[int, int]:
     """``(LOCAL_RANK, LOCAL_WORLD_SIZE)`` of ``rank`` when rank ``r`` runs on node ``nodes[r]``."""
     mine = nodes[rank]
     return sum(1 for n in nodes[:rank] if n == mine), sum(1 for n in nodes if n == mine)
+
+
+def held_words(resources: dict[str, float]) -> str:
+    """`` holding 3 CPUs and 2 GiB``: the CPUs and memory Ray assigned to a replica ('' when none)."""
+    cpus, memory = resources.get("CPU", 0.0), resources.get("memory", 0.0)
+    held = [f"{cpus:g} CPU{'s' if cpus != 1 else ''}"] if cpus else []
+    held += [f"{memory / 2**30:.3g} GiB"] if memory else []
+    return f" holding {' and '.join(held)}" if held else ""
+
+
+def _held() -> str:
+    import ray
+
+    return held_words(ray.get_runtime_context().get_assigned_resources())
 
 
 class Replica:
@@ -138,7 +154,7 @@ class Replica:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
             with os.fdopen(os.open(spec["log_path"], flags, 0o600), "ab") as log:
                 log.write((f"apportion: attempt {spec['attempt']} rank {rank} of {world} on Ray node {me['node_id']}"
-                           f" ({me['ip']}); rendezvous {master['addr']}:{master['port']}"
+                           f" ({me['ip']}){_held()}; rendezvous {master['addr']}:{master['port']}"
                            + (f"; CUDA_VISIBLE_DEVICES={gpus}" if gpus is not None else "") + "\n").encode())
                 log.flush()
                 started = threading.Event()

@@ -1,7 +1,8 @@
 """The attempts' lifecycle: starting them (with the contract's environment), escalating from a
 lease's end to SIGTERM and SIGKILL, and settling an attempt that ended (completed, preempted,
-cancelled, hung or crashed: retried from its checkpoint up to ``max_retries``, then failed; or past
-its time limit: failed). What stops a hung attempt or one past its time limit is watchdog.py's.
+cancelled, hung or crashed: retried from its checkpoint up to ``max_retries``, then failed; past
+its time limit: failed; never placed on the executor's machines: back to wait for a round). What
+stops a hung attempt or one past its time limit is watchdog.py's.
 
 A job never has two attempts at once: an attempt starts only when the job has none alive.
 
@@ -126,6 +127,9 @@ class AttemptLifecycle:
                 options["replicas"] = len(slots)
             if spec.get("warm_start") is False:  # the job file asks for a cold start (executors/local/warm_start.py)
                 options["cold"] = True
+            for ask in ("cpus", "memory_gb"):  # what it needs beside its slots: Ray reserves it (executors/ray_room.py)
+                if spec.get(ask) is not None:
+                    options[ask] = spec[ask]
             handle = self.executor.start(job_id, attempt, spec["command"], env, spec.get("workdir"), slots, **options)
         except (OSError, NoAccount) as err:
             if is_no_space(err):  # no fault of the job's: it starts when there is space again
@@ -247,7 +251,8 @@ class AttemptLifecycle:
         self._killed.discard(ended.job_id)
         acct = accrued(row, now)
         code = ended.code
-        what = f"lost: {ended.lost}" if ended.lost else _ended_how(code)
+        what = (f"lost: {ended.lost}" if ended.lost else f"never placed: {ended.unplaced}" if ended.unplaced
+                else _ended_how(code))
         saved = None if code == 0 else saved_checkpoint(self.state, row)
         kept = "" if saved is None else _kept(saved)
         self.store.add_event(now, row.id, "exit", f"attempt {row.attempt}: {what}{kept}")
@@ -276,6 +281,8 @@ class AttemptLifecycle:
             self.store.attempt_ended(row.id, row.attempt, now, resume.step, "failed")
             self.store.add_event(now, row.id, "fail", f"time limit {limit:g} s")
             self.log(f"job {row.id} failed: time limit {limit:g} s reached ({what})")
+        elif ended.unplaced:  # its machines could not be had (Ray): nothing ran, no fault of the job's
+            self._unplaced(row, ended.unplaced, now, released, saved)
         elif row.stop == "hung" and not ended.lost:  # retried from its checkpoint as a crash is, and counted as one
             self._crashed(row, code, now, released, saved, hung=f"hung ({silence(row, self.config)}; {what})")
         elif code == EXIT_PREEMPTED or (row.stop == "preempt" and (code is None or code < 0 or row.term_at)):
@@ -300,6 +307,15 @@ class AttemptLifecycle:
             self._crashed(row, code, now, released, saved, cannot_start=True)
         else:
             self._crashed(row, code, now, released, saved, lost=ended.lost)
+
+    def _unplaced(self, row: JobRecord, why: str, now: float, released: dict, saved: Intact) -> None:
+        """Put the job of an attempt that never ran (``why``: what it waits for) back to wait for a round,
+        counting neither a retry nor a preemption: a round places it again, where it may be placed then."""
+        resume = _resume_point(row, saved)
+        self.store.attempt_ended(row.id, row.attempt, now, resume.step, "unplaced")
+        self.store.update_job(row.id, status="queued", move_to=None, reason=self._noted(row, why),
+                              **dict(released, steps_done=resume.step))
+        self.log(f"job {row.id}: attempt {row.attempt} never placed: {why}; it waits for a round")
 
     def _noted(self, row: JobRecord, reason: str) -> str:
         return with_note(reason, self.state.notes.get(row.id))

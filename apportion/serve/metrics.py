@@ -88,7 +88,7 @@ class StateCollector:
                                   " counting moves)", value=preemptions)
         yield CounterMetricFamily("apportion_attempts_started", "Attempts started", value=sum(attempts.values()))
         family = CounterMetricFamily("apportion_attempts_ended", "Attempts ended, by how: completed, preempted,"
-                                     " moved, crashed, failed or cancelled", labels=["how"])
+                                     " moved, crashed, failed, cancelled or unplaced (never placed by Ray)", labels=["how"])
         for how in sorted(h for h in attempts if h):
             family.add_metric([how], attempts[how])
         yield family

@@ -10,7 +10,7 @@ Ray's accelerator labels; a cluster with neither offers its CPUs as ``cpu`` slot
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,7 @@ from apportion.core.market import Market
 from apportion.executors.ray_autoscaler import node_bundle, request_nodes
 from apportion.executors.ray_executor import RayExecutor, default_namespace, slot_ids
 from apportion.executors.ray_nodes import capacity, declared, detect, live_nodes
+from apportion.executors.ray_room import node_sizes
 from apportion.policies.provisioning import ProvisioningPolicy
 from apportion.serve.provisioner import RentedProvisioner
 from apportion.serve.slots import Slot, gpu_type_of
@@ -37,10 +38,21 @@ class RayBackend:
     nodes: dict[str, list[int]]  # slots of each type on each live node
     prices: dict[str, float]  # $ per GPU-hour the cluster file gives
     remote_nodes: int  # live nodes on other machines than the server's
+    sizes: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # (CPU cores, memory GiB) of those nodes
 
     def describe(self) -> str:
-        """``v100 2+2, k80 4`` (slots per node of each type)."""
-        return ", ".join(f"{t} {'+'.join(map(str, n))}" for t, n in self.nodes.items() if n)
+        """``v100 2+2 (16+16 cores, 60+60 GiB), k80 4 (8 cores, 30 GiB)``: slots, then Ray's CPUs and memory,
+        per node of each type."""
+        return ", ".join(f"{t} {'+'.join(map(str, n))}{_sizes(self.sizes.get(t, []))}"
+                         for t, n in self.nodes.items() if n)
+
+
+def _sizes(sizes: list[tuple[float, float]]) -> str:
+    """`` (16+16 cores, 60+60 GiB)`` ('' when not known)."""
+    if not sizes:
+        return ""
+    return (f" ({'+'.join(f'{cpus:g}' for cpus, _ in sizes)} cores,"
+            f" {'+'.join(f'{memory:.3g}' for _, memory in sizes)} GiB)")
 
 
 def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | None = None,
@@ -67,7 +79,7 @@ def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | No
         types = detect(nodes, gpu_type_of)
     per_node = capacity(nodes, types)
     if rented:
-        return _rented_backend(executor, types, settings, shared, per_node)
+        return _rented_backend(executor, types, settings, shared, per_node, node_sizes(nodes, types))
     if not any(per_node.values()):
         wanted = ", ".join(f"{t.gpu_type} ({t.marker or t.resource})" for t in types)
         raise RayUnavailable(f"the Ray cluster ({len(live_nodes(nodes))} live nodes) has no slots of the GPU types"
@@ -77,16 +89,17 @@ def ray_backend(state_dir: Path, address: str | None, settings: RaySettings | No
     slots = [Slot(slot, gpu_type, "") for slot, gpu_type in slot_ids({t: sum(n) for t, n in per_node.items()})]
     here = executor.connect().util.get_node_ip_address()
     remote = sum(1 for n in live_nodes(nodes) if n.get("NodeManagerAddress") != here)
-    return RayBackend(executor, slots, shared, per_node, dict(settings.prices) if settings else {}, remote)
+    return RayBackend(executor, slots, shared, per_node, dict(settings.prices) if settings else {}, remote,
+                      node_sizes(nodes, types))
 
 
 def _rented_backend(executor: RayExecutor, types: list, settings: RaySettings | None, shared: Path,
-                    per_node: dict[str, list[int]]) -> RayBackend:
+                    per_node: dict[str, list[int]], sizes: dict[str, list[tuple[float, float]]]) -> RayBackend:
     """The slots of a cluster whose nodes are rented: the most of each declared type, whatever is live now."""
     executor.offer(types)
     most = {t.gpu_type: settings.most[t.gpu_type] for t in types}
     slots = [Slot(slot, gpu_type, "") for slot, gpu_type in slot_ids(most)]
-    return RayBackend(executor, slots, shared, per_node, dict(settings.prices), 0)
+    return RayBackend(executor, slots, shared, per_node, dict(settings.prices), 0, sizes)
 
 
 

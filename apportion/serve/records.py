@@ -110,7 +110,7 @@ class AttemptRecord:
     done: float | None
     ended: float | None
     end_step: int | None
-    how: str | None  # completed, preempted, moved, crashed, failed, cancelled; None while it runs
+    how: str | None  # completed, preempted, moved, crashed, failed, cancelled, unplaced; None while it runs
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,6 +177,9 @@ class Requests:
         if not sized and spec.gpus > self.capacity[largest]:
             raise InputError(source, f"asks for {spec.gpus}; the most this server has of an allowed type is "
                              f"{self.capacity[largest]} ({largest})", field="gpus")
+        refused = self.state.executor.refusal(tuple(usable), spec.gpus, spec.cpus, spec.memory_gb)
+        if refused is not None:  # no machine of the executor's could ever hold what it needs beside its slots
+            raise InputError(source, refused[1], field=refused[0])
         node = self.state.node
         shares = shares_by_type(node, list(self.state.slots)) if spec.cpus or spec.memory_gb else {}
         for name, asked, whole, part, unit in (("cpus", spec.cpus, len(node.cpus), 0, "CPU cores"),

@@ -143,7 +143,7 @@ CREATE TABLE IF NOT EXISTS attempts (  -- one row an attempt, with the times the
     done REAL,                          -- reported its last step (steps_done = the job's total)
     ended REAL,                         -- its exit was settled
     end_step INTEGER,                   -- steps kept: the resume point, or the total
-    how TEXT,                           -- completed, preempted, moved, crashed, failed, cancelled
+    how TEXT,                           -- completed, preempted, moved, crashed, failed, cancelled, unplaced
     PRIMARY KEY (job_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS attempts_how ON attempts(how);  -- /metrics counts attempts by how they ended

@@ -162,6 +162,10 @@ class LocalExecutor:
         """This machine's slots are the server's, all of them, always."""
         return None
 
+    def refusal(self, gpu_types: tuple[str, ...], gpus: int, cpus: int | None, memory_gb: float | None) -> None:
+        """This machine is the server's own node: the server checks a job's cores and memory against it."""
+        return None
+
     # cores -------------------------------------------------------------------------------
 
     def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
@@ -187,14 +191,15 @@ class LocalExecutor:
 
     def start(self, job_id: int, attempt: int, command: str | list[str], env: dict[str, str],
               workdir: str | None, slots: tuple[str, ...], *, run_as=None, replicas: int | None = None,
-              cold: bool = False) -> Attempt:
+              cold: bool = False, cpus: int | None = None, memory_gb: float | None = None) -> Attempt:
         """Start one attempt in its own process group; OSError if it cannot be started.
 
         ``env`` is the job's processes' alone: the wrapper gets it in ``attempt-N.env``, not in its
         own environment. With ``run_as`` the wrapper stays this process's user and starts the
         command as that account; with ``replicas`` it starts the command that many times, as
         torch.distributed's ranks. A Python job starts warm in a spare wrapper when one is
-        waiting, unless ``cold``.
+        waiting, unless ``cold``. ``cpus`` and ``memory_gb`` reserve nothing here: the server divides
+        this machine's cores among its jobs (``set_cores``).
         """
         if self._subreaper is None:  # a wrapper's orphans become this process's children
             self._subreaper = become_subreaper()
