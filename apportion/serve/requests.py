@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -82,7 +83,7 @@ class Requests:
             if earlier is not None:  # a retry of a submit that was stored: its job, whatever holds now
                 return earlier, True
         spec = spec_from_mapping(body, source)
-        if spec.workdir is not None and not Path(spec.workdir).is_dir():
+        if spec.workdir is not None and not os.path.isdir(spec.workdir):  # False, not OSError, for a name too long
             raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
@@ -177,7 +178,8 @@ class Requests:
         if not sized and spec.gpus > self.capacity[largest]:
             raise InputError(source, f"asks for {spec.gpus}; the most this server has of an allowed type is "
                              f"{self.capacity[largest]} ({largest})", field="gpus")
-        refused = self.state.executor.refusal(tuple(usable), spec.gpus, spec.cpus, spec.memory_gb)
+        refusal = getattr(self.state.executor, "refusal", None)  # an executor written before it may lack it
+        refused = refusal(tuple(usable), spec.gpus, spec.cpus, spec.memory_gb) if refusal is not None else None
         if refused is not None:  # no machine of the executor's could ever hold what it needs beside its slots
             raise InputError(source, refused[1], field=refused[0])
         node = self.state.node

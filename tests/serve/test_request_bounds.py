@@ -53,6 +53,7 @@ def rejected(answer, field: str, words: str) -> None:
     ({"gpu_types": ["cpu"] * 65}, "gpu_types", "at most 64 types"),
     ({"env": {f"V{i}": "1" for i in range(257)}}, "env", "at most 256 variables"),
     ({"workdir": "/tmp/\0"}, "workdir", "NUL"),
+    ({"workdir": "u" * 300}, "workdir", "no such directory on the server"),  # a name longer than the OS allows
 ])
 def test_a_submit_past_a_bound_is_a_400_naming_the_field(server, change, field, words):
     scheduler, client = server
