@@ -26,7 +26,7 @@ from apportion.executors.fake import FakeExecutor  # noqa: E402
 from apportion.experiment import policy_from_spec  # noqa: E402
 from apportion.policies.las import Las  # noqa: E402
 from apportion.serve.scheduler import Scheduler, ServeConfig  # noqa: E402
-from apportion.serve.slots import parse_slots  # noqa: E402
+from apportion.serve.slots import Node, parse_slots  # noqa: E402
 from apportion.serve.state import StateStore  # noqa: E402
 
 KINDS = ("resnet18", "resnet50", "transformer", "lm", "recommendation")
@@ -45,9 +45,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(policy_name: str, jobs: int, slots: str, rounds: int, round_s: float, as_served: bool = False) -> dict:
+def run(policy_name: str, jobs: int, slots: str, rounds: int, round_s: float, as_served: bool = False,
+        node: Node | None = None, asks=None) -> dict:
     """``as_served``: the policy as `apportion serve --policy NAME` makes it (las with its own thresholds,
-    which keep most jobs in place round after round), not one that moves jobs every few rounds."""
+    which keep most jobs in place round after round), not one that moves jobs every few rounds.
+    ``node``: the cores and memory the slots share; ``asks(i)``: what job ``i`` asks of them (a dict of
+    ``cpus``/``memory_gb``), counted by placement."""
     with tempfile.TemporaryDirectory() as tmp:
         store = StateStore(Path(tmp) / "state.db")
         executor = FakeExecutor(tmp)
@@ -56,13 +59,14 @@ def run(policy_name: str, jobs: int, slots: str, rounds: int, round_s: float, as
         policy = (Las(thresholds_gpu_s=tuple(float(round_s * k) for k in range(2, 2000, 2)))
                   if policy_name == "las" and not as_served else policy_from_spec(policy_name))
         config = ServeConfig(state_dir=Path(tmp), round_s=round_s, grace_s=round_s, renew_wait_s=0.0,
-                             start_hold_s=None)  # each round starts all it places, in its tick
+                             start_hold_s=None, node=node)  # each round starts all it places, in its tick
         scheduler = Scheduler(store, executor, parse_slots(slots), policy, config, clock=clock)
         start = time.perf_counter()
         for i in range(jobs):
             scheduler.submit({"name": f"job{i}", "command": "true", "total_steps": 10_000 + i,
                               "kind": KINDS[i % len(KINDS)], "gpus": 1 + (i % 7 == 0),
-                              "user": f"user{i % 13}", "priority": 1 + i % 3}, f"user{i % 13}")
+                              "user": f"user{i % 13}", "priority": 1 + i % 3, **(asks(i) if asks else {})},
+                             f"user{i % 13}")
         submit_s = time.perf_counter() - start
 
         plan_ms, tick_ms, started, preempted = [], [], 0, 0
