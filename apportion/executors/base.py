@@ -111,6 +111,13 @@ class Executor(Protocol):
         executor leaves it to the server's own node (``ServeConfig.node``)."""
         ...
 
+    def room(self) -> dict[str, tuple[float | None, float | None]] | None:
+        """Each slot type's CPU cores and GiB of memory (None: not counted) on the executor's live machines,
+        which a round's placement counts the jobs' ``cpus`` and ``memory_gb`` against; None where the
+        server's own node (``ServeConfig.node``) holds the slots. Optional: an executor without it is
+        taken to answer None."""
+        ...
+
     def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
         """Hold the job's running attempt to CPU cores ``cpus`` (ids on its machine) and ``share`` cores'
         time, changed on the live attempt (no restart); False when it has none here. An executor that

@@ -33,6 +33,7 @@ class FakeExecutor:
         self.exit_codes: dict[tuple[int, int], int] = {}  # what an attempt's exit file would say
         self.logs: dict[tuple[int, int], str] = {}  # what an attempt's log would say
         self.live_capacity: dict[str, int] | None = None  # slots of each type still there (None: all)
+        self.live_room: dict[str, tuple[float | None, float | None]] | None = None  # cores, GiB by type (None: node's)
         self.cores: dict[int, tuple[tuple[int, ...], float]] = {}  # job -> the cores and share it was last held to
         self.core_enforcement = "recorded only (fake executor)"
 
@@ -58,6 +59,10 @@ class FakeExecutor:
             return False
         self.cores[job_id] = (tuple(cpus), float(share))
         return True
+
+    def room(self) -> dict[str, tuple[float | None, float | None]] | None:
+        """What a test set as ``live_room``: each type's cores and GiB its jobs' asks may take (None: the node's)."""
+        return self.live_room
 
     def refusal(self, gpu_types, gpus, cpus, memory_gb) -> None:
         """The server's own node judges a job's cores and memory."""

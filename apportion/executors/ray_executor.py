@@ -42,7 +42,7 @@ from apportion.executors.local.executor import tail
 from apportion.executors.ray_connect import join
 from apportion.executors.ray_nodes import SlotResource, capacity
 from apportion.executors.ray_replica import Replica
-from apportion.executors.ray_room import job_bundle, most_on_one_node, refusal
+from apportion.executors.ray_room import job_bundle, most_on_one_node, refusal, room_by_type
 
 PREFIX = "apportion."
 PREEMPTED = 75
@@ -136,6 +136,17 @@ class RayExecutor:
         except (OSError, RuntimeError):
             return None
         return refusal(nodes, [self.types[t] for t in gpu_types if t in self.types], gpus, cpus, memory_gb)
+
+    def room(self) -> dict[str, tuple[float | None, float | None]] | None:
+        """Each offered type's CPU cores and GiB of memory on the live nodes, which a round's placement
+        counts the jobs' asks against (``ray_room.room_by_type``); None when Ray cannot be asked now."""
+        if not self.types:
+            return None
+        try:
+            nodes = self.nodes()
+        except (OSError, RuntimeError):
+            return None
+        return room_by_type(nodes, list(self.types.values()))
 
     core_enforcement = "not held on Ray (each actor keeps the CPUs of its bundle: its job's cpus, reserved)"
 

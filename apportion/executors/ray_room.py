@@ -53,6 +53,26 @@ def node_sizes(nodes: list[dict], kinds: list[SlotResource]) -> dict[str, list[t
     return out
 
 
+def room_by_type(nodes: list[dict], kinds: list[SlotResource]) -> dict[str, tuple[float | None, float | None]]:
+    """``{gpu_type: (CPU cores, memory GiB)}`` the live nodes offer beside each type's slots, each node's
+    divided among the types of its slots in proportion to them (as a server's round plans one node per
+    type); ``(None, None)`` for a type whose slot is itself a core (``cpu``: its slots and a job's asks
+    draw on the same cores, which only Ray's placement can weigh)."""
+    counted = [k for k in kinds if k.resource != "CPU"]
+    room = {k.gpu_type: [0.0, 0.0] for k in counted}
+    for node in live_nodes(nodes):
+        resources = node["Resources"]
+        slots = {k.gpu_type: k.slots_on(resources) for k in counted}
+        total = sum(slots.values())
+        for kind in counted:
+            if slots[kind.gpu_type]:
+                part = slots[kind.gpu_type] / total
+                room[kind.gpu_type][0] += resources.get("CPU", 0.0) * part
+                room[kind.gpu_type][1] += resources.get("memory", 0.0) / GIB * part
+    return {k.gpu_type: (None, None) if k.resource == "CPU" else (room[k.gpu_type][0], room[k.gpu_type][1])
+            for k in kinds}
+
+
 def refusal(nodes: list[dict], kinds: list[SlotResource], gpus: int, cpus: float | None, memory_gb: float | None
             ) -> tuple[str, str] | None:
     """Why no live nodes of ``kinds`` could ever hold a job of ``gpus`` slots asking ``cpus`` cores and

@@ -40,17 +40,14 @@ class NodePerType:
     @classmethod
     def like(cls, cluster: Cluster) -> NodePerType:
         """Of ``cluster``'s types and prices, each type's node with the cores and memory of its first node."""
-        first = {}
-        for group in cluster.groups:
-            first.setdefault(group.gpu_type, group)
-        groups = [first[t] for t in cluster.gpu_types]
-        return cls(cluster.gpu_types, cluster.price_per_gpu_hour, [g.cpus_per_node for g in groups],
-                   [g.memory_gib_per_node for g in groups])
+        cpus, memory = _first_node_room(cluster)
+        return cls(cluster.gpu_types, cluster.price_per_gpu_hour, cpus, memory)
 
     def matches(self, cluster: Cluster) -> bool:
-        """Whether ``cluster`` has this one's types and prices."""
+        """Whether ``cluster`` has this one's types, prices, and cores and memory per type."""
         return (cluster.gpu_types == self.gpu_types
-                and cluster.price_per_gpu_hour.tobytes() == self.prices.tobytes())
+                and cluster.price_per_gpu_hour.tobytes() == self.prices.tobytes()
+                and _first_node_room(cluster) == (self.cpus, self.memory_gib))
 
     def cluster(self, counts: tuple[int, ...], held: tuple | None = None) -> Cluster:
         """The cluster of ``counts[t]`` GPUs of each type (the same object for the same counts), less
@@ -79,3 +76,12 @@ class NodePerType:
         order = gpus[np.argsort(types, kind="stable")]
         counts = tuple(np.bincount(types, minlength=len(self.gpu_types)).tolist())
         return self.cluster(counts, held), order
+
+
+def _first_node_room(cluster: Cluster) -> tuple[list, list]:
+    """([T] the cores, [T] the GiB) of the first node of each of ``cluster``'s types (None: not counted)."""
+    first = {}
+    for group in cluster.groups:
+        first.setdefault(group.gpu_type, group)
+    groups = [first[t] for t in cluster.gpu_types]
+    return [g.cpus_per_node for g in groups], [g.memory_gib_per_node for g in groups]

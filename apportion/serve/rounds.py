@@ -287,7 +287,9 @@ class Rounds:
         status = column("status", object)
         slots = column("slots", object)
         is_live = column("live", bool)  # the rows of ``live``
-        cluster = self._clusters.cluster(tuple(self.state.capacity[t] for t in self.gpu_types))
+        asks = _asks(column("cpus", np.float64), column("memory_gb", np.float64), self._floor_per_gpu,
+                     column("gpus", np.int64))
+        cluster = self._clusters_for(asks).cluster(tuple(self.state.capacity[t] for t in self.gpu_types))
         type_index = {t: k for k, t in enumerate(self.gpu_types)}
         # as dicts: the live rows (their service counted up to now) and the slots promised
         parsed = {j: live[i] for j, i in zip(np.flatnonzero(is_live).tolist(), rows[is_live].tolist())}
@@ -344,8 +346,7 @@ class Rounds:
             user=column("user", object),
             now_s=now,
             **self._predictions(ids, column),
-            **_asks(column("cpus", np.float64), column("memory_gb", np.float64), self._floor_per_gpu,
-                    column("gpus", np.int64)),
+            **asks,
         )
         if self._sizes_jobs and any(table["elastic"][i] for i in rows.tolist()):
             view = self._elastic_view(view, table, rows, rates, live)
@@ -433,6 +434,18 @@ class Rounds:
                 reason = _held_back(cpus[j], memory_gb[j])
                 if reasons[j] != reason:
                     changes.setdefault(int(ids[j]), {})["reason"] = reason
+
+    def _clusters_for(self, asks: dict) -> NodePerType:
+        """The one-node-per-type clusters, each type's cores and memory those of the executor's live
+        machines where it knows them (Ray's nodes, asked only when some job asks), else the server's node's."""
+        room = getattr(self.state.executor, "room", None)
+        found = room() if asks and room is not None else None
+        if found is not None:
+            cpus = [found.get(t, (None, None))[0] for t in self.gpu_types]
+            memory = [found.get(t, (None, None))[1] for t in self.gpu_types]
+            if (cpus, memory) != (self._clusters.cpus, self._clusters.memory_gib):
+                self._clusters = NodePerType(self.gpu_types, self._clusters.prices, cpus, memory)
+        return self._clusters
 
     @property
     def _floor_per_gpu(self) -> float:

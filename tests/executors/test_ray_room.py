@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from apportion.executors.ray_nodes import SlotResource, declared
-from apportion.executors.ray_room import GIB, bundles_on, job_bundle, most_on_one_node, node_sizes, refusal
+from apportion.executors.ray_room import (GIB, bundles_on, job_bundle, most_on_one_node, node_sizes, refusal,
+                                         room_by_type)
 
 
 def node(alive=True, **resources):
@@ -90,3 +91,13 @@ def test_any_allowed_type_that_fits_is_enough_and_a_type_without_live_nodes_is_n
     assert refusal([SMALL_V100_NODE, a100_node], [V100, a100], 4, cpus=64, memory_gb=None) is None
     assert refusal([SMALL_V100_NODE], [V100, a100], 4, cpus=64, memory_gb=None) is None  # a100 nodes may join
     assert refusal([SMALL_V100_NODE], [V100], 4, cpus=None, memory_gb=None) is None  # it asks nothing
+
+
+def test_the_room_a_round_counts_asks_against_sums_each_types_nodes_and_splits_a_node_by_its_slots():
+    k80 = SlotResource("k80", "k80")
+    mixed = node(CPU=12, memory=48 * GIB, k80=2, **{"accelerator_type:V100": 1}, GPU=1)  # 1 V100 slot, 2 k80 slots
+    room = room_by_type([V100_NODE, SMALL_V100_NODE, node(alive=False, CPU=64, GPU=4), mixed], [V100, k80, CPU])
+    # v100: 32 + 8 cores and 256 + 64 GiB, and a third of the mixed node's 12 cores and 48 GiB (1 of its 3 slots)
+    assert room["v100"] == (44.0, 336.0)
+    assert room["k80"] == (8.0, 32.0)
+    assert room["cpu"] == (None, None)  # a cpu slot is itself a core: only Ray's placement can weigh the asks

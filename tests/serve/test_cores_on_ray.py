@@ -110,3 +110,16 @@ def test_the_servers_start_up_line_gives_each_nodes_cores_and_memory_beside_its_
                          {"v100": [(32.0, 180.0), (32.0, 180.0)], "k80": [(8.0, 21.6)]})
 
     assert backend.describe() == "v100 4+4 (32+32 cores, 180+180 GiB), k80 2 (8 cores, 21.6 GiB)"
+
+
+def test_a_round_counts_the_asks_against_the_ray_nodes_cores_and_gives_the_slots_to_jobs_that_fit(tmp_path):
+    scheduler, executor, clock = make(tmp_path)
+    executor.live_room = {"v100": (16.0, 512.0)}  # what the live nodes have beside the v100 slots (RayExecutor.room)
+    first = scheduler.submit(job("twelve-cores", cpus=12), "ann")
+    second = scheduler.submit(job("eight-cores", cpus=8), "ann")
+    plain = scheduler.submit(job("plain"), "ann")
+    scheduler.tick()
+    # 12 + 8 > 16: the second waits, saying why, rather than start an attempt Ray could not place
+    assert {attempt.job_id for attempt in executor.started} == {first, plain}
+    row = scheduler.store.job(second)
+    assert (row.status, row.reason) == ("queued", "waiting for 8 CPU cores beside its slots (running jobs hold them)")

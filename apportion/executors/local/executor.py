@@ -162,6 +162,10 @@ class LocalExecutor:
         """This machine's slots are the server's, all of them, always."""
         return None
 
+    def room(self) -> None:
+        """This machine is the server's own node: its cores and memory are ``ServeConfig.node``'s."""
+        return None
+
     def refusal(self, gpu_types: tuple[str, ...], gpus: int, cpus: int | None, memory_gb: float | None) -> None:
         """This machine is the server's own node: the server checks a job's cores and memory against it."""
         return None
