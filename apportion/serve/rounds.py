@@ -416,7 +416,7 @@ class Rounds:
                        lease_end=lease_end,
                        partner=mate, reason=f"starting on {','.join(mine)}" + (f" with job {mate}" if mate else ""))
             else:
-                reason = (_held_back(r.get("cpus"), r.get("memory_gb")) if held_back[j]
+                reason = (_held_back(r.get("cpus"), r.get("memory_gb"), r["status"], r["steps_done"]) if held_back[j]
                           else _waiting(r["status"], r["steps_done"]))
                 _merge(changes, r, slots="", gpu_type=None, partner=None, reason=reason)
         reasons = column("reason", object)
@@ -431,7 +431,7 @@ class Rounds:
         if held_back.any():
             cpus, memory_gb = column("cpus", object), column("memory_gb", object)
             for j in np.flatnonzero(waiting & held_back):
-                reason = _held_back(cpus[j], memory_gb[j])
+                reason = _held_back(cpus[j], memory_gb[j], status[j], table["steps_done"][rows[j]])
                 if reasons[j] != reason:
                     changes.setdefault(int(ids[j]), {})["reason"] = reason
 
@@ -594,12 +594,15 @@ def _asks(cpus: np.ndarray, memory_gb: np.ndarray, floor_per_gpu: float, gpus: n
     return found
 
 
-def _held_back(cpus: float | None, memory_gb: float | None) -> str:
-    """Why a job the round chose by its GPUs waits: the cores and memory it asked for are not free beside them."""
+def _held_back(cpus: float | None, memory_gb: float | None, status: str, steps_done: int) -> str:
+    """Why a job the round chose by its GPUs waits: the cores and memory it asked for are not free beside
+    them (and, a job that ran before, the step it resumes from)."""
     asked = [f"{cpus:g} CPU cores" if cpus else "", f"{memory_gb:g} GiB of memory" if memory_gb else ""]
     if not any(asked):  # it asked none: the asks of others leave it less than the least it is given
-        return "waiting for CPU cores beside its slots (jobs that asked for cores hold them)"
-    return f"waiting for {' and '.join(a for a in asked if a)} beside its slots (running jobs hold them)"
+        why = "waiting for CPU cores beside its slots (jobs that asked for cores hold them)"
+    else:
+        why = f"waiting for {' and '.join(a for a in asked if a)} beside its slots (running jobs hold them)"
+    return why if status == "queued" else f"{why}; it resumes from step {steps_done}"
 
 
 def _waiting(status: str, steps_done: int) -> str:

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.fifo import Fifo
 from apportion.serve.api import create_app
+from apportion.serve.rounds import _held_back as held_back_reason
 from apportion.serve.scheduler import Scheduler, ServeConfig
 from apportion.serve.slots import Node, parse_slots
 from apportion.serve.state import StateStore
@@ -144,3 +145,9 @@ def test_status_says_how_much_of_the_node_the_jobs_on_its_slots_asked_for(tmp_pa
     scheduler.tick()
     assert client.get("/status").json()["node"] == {"cores": 4, "memory_gib": 16.0, "cpus_asked": 3.0,
                                                     "memory_gb_asked": 6.0}
+
+
+def test_a_job_that_ran_before_and_is_held_back_for_cores_also_says_the_step_it_resumes_from():
+    assert held_back_reason(3.0, None, "queued", 0) == "waiting for 3 CPU cores beside its slots (running jobs hold them)"
+    assert held_back_reason(3.0, 12.5, "preempted", 40) == (
+        "waiting for 3 CPU cores and 12.5 GiB of memory beside its slots (running jobs hold them); it resumes from step 40")
