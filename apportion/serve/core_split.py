@@ -28,7 +28,6 @@ time where the executor can (a CPU quota). Jobs keep their cores while the split
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -54,7 +53,6 @@ class CoreSplit:
         self.cpus = state.node.cpus
         self.speeds = CoreSpeeds(state.store, state.config.cpu_profile_s)
         self.held: dict[int, tuple[int, tuple[int, ...], float]] = {}  # job -> (attempt, cores, share) told
-        self._asked: dict[int, float] = {}  # job -> the cpus its spec asked for (0: none)
         self._next_at = -math.inf
 
     @property
@@ -68,7 +66,7 @@ class CoreSplit:
         if not self.divides or now < self._next_at:  # off; no cores known here (a Ray cluster's nodes); or not yet
             return
         self._next_at = now + EVERY_S
-        live = tuple(self.state.store.job_columns(("id", "attempt", "slots"), "attempt_live AND slots != ''"))
+        live = tuple(self.state.store.job_columns(("id", "attempt", "slots", "cpus"), "attempt_live AND slots != ''"))
         for job_id in set(self.held) - {row[0] for row in live}:
             del self.held[job_id]
             self.speeds.released(job_id)
@@ -76,8 +74,9 @@ class CoreSplit:
             return
         ids = np.array([row[0] for row in live], dtype=np.int64)
         gpus = np.array([len(row[2].split(",")) for row in live], dtype=np.float64)
-        share = self.shares(ids, gpus)
-        for (job_id, attempt, _), cores, amount in zip(live, self.cores_of(share * gpus), share * gpus):
+        asked = np.array([row[3] or 0.0 for row in live], dtype=np.float64)
+        share = self.shares(ids, gpus, asked)
+        for (job_id, attempt, _, _), cores, amount in zip(live, self.cores_of(share * gpus), share * gpus):
             told = (attempt, cores, round(float(amount), 3))
             if self.held.get(job_id) == told:
                 continue
@@ -85,11 +84,12 @@ class CoreSplit:
                 self.held[job_id] = told
                 self.speeds.held(job_id, float(share[ids == job_id][0]), now)
 
-    def shares(self, ids: np.ndarray, gpus: np.ndarray) -> np.ndarray:
-        """[m] cores per GPU for the running jobs ``ids`` on ``gpus`` [m] slots each."""
+    def shares(self, ids: np.ndarray, gpus: np.ndarray, asked_cpus: np.ndarray) -> np.ndarray:
+        """[m] cores per GPU for the running jobs ``ids`` on ``gpus`` [m] slots each, that asked for
+        ``asked_cpus`` [m] cores (0: none)."""
         node_cores = float(len(self.cpus))
         even = node_cores / len(self.state.slots)
-        asked = self._asked_per_gpu(ids) / gpus
+        asked = asked_cpus / gpus
         kept = np.maximum(asked, FLOOR * even)  # what a cut never takes: its ask, else half its proportional share
         if self.mode != "aware":
             return _fitted(np.maximum(asked, even), kept, gpus, node_cores)
@@ -146,16 +146,11 @@ class CoreSplit:
         shares = [share_key(min(even * f, node_cores / gpus)) for f in PROFILE_SHARES]
         return list(dict.fromkeys(shares))
 
-    def _asked_per_gpu(self, ids: np.ndarray) -> np.ndarray:
-        """[m] the cpus each job's spec asked for (0: none), read once per job."""
-        unread = [i for i in ids.tolist() if i not in self._asked]
-        if unread:
-            for job_id, text in self.state.store.specs_of(unread).items():
-                try:
-                    self._asked[job_id] = float(json.loads(text).get("cpus") or 0.0)
-                except (ValueError, AttributeError):
-                    self._asked[job_id] = 0.0
-        return np.array([self._asked.get(i, 0.0) for i in ids.tolist()])
+
+def floor_per_gpu(mode: str, node_cores: int, slots: int) -> float:
+    """Cores per GPU a job that asked none is never cut below (FLOOR of its proportional share), where
+    the cores are divided at all (else 0): what placement counts for it."""
+    return FLOOR * node_cores / slots if mode != "off" and node_cores and slots else 0.0
 
 
 def _fitted(share: np.ndarray, kept: np.ndarray, gpus: np.ndarray, node_cores: float) -> np.ndarray:

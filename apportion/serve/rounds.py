@@ -27,7 +27,7 @@ from apportion.policies.base import wants_predictions
 from apportion.serve.accounting import service_since
 from apportion.serve.admission import admit_round
 from apportion.serve.context import SchedulerState, with_note
-from apportion.serve.core_split import FLOOR as CORE_FLOOR
+from apportion.serve.core_split import floor_per_gpu
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_stored
@@ -450,10 +450,7 @@ class Rounds:
     @property
     def _floor_per_gpu(self) -> float:
         """Cores per GPU a job that asked none is never cut below, where the server divides cores (else 0)."""
-        node = self.state.node
-        if self.config.cpu_split == "off" or not node.cpus or not self.slots:
-            return 0.0
-        return CORE_FLOOR * len(node.cpus) / len(self.slots)
+        return floor_per_gpu(self.config.cpu_split, len(self.state.node.cpus), len(self.slots))
 
     @property
     def _sizes_jobs(self) -> bool:
