@@ -31,7 +31,7 @@ from apportion.serve.elastic import StepReport
 from apportion.serve.elastic_batch import examples_done
 from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
-from apportion.serve.job_array import check_room, check_task_names, parse_array, task_spec
+from apportion.serve.job_array import check_room, check_task_names, parse_array
 from apportion.serve.jobspec import check_after, spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
 from apportion.serve.slots import shares_by_type
@@ -112,8 +112,7 @@ class Requests:
                     job_id = self.store.insert_job(spec=data, name=spec.name, **common)
                     tasks = [job_id]
                 else:
-                    job_id, tasks = self.store.insert_array(
-                        specs=[task_spec(data, index) for index in array.indices], indices=array.indices, **common)
+                    job_id, tasks = self.store.insert_array(spec=data, indices=array.indices, **common)
                 if claim is not None:
                     self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
             self.state.dirty = True
