@@ -18,6 +18,7 @@ from apportion.workloads.catalog import builtin_throughputs
 from apportion.policies.base import Policy
 from apportion.serve.auth import check_secret, reserved, reserved_reason
 from apportion.serve.bounds import MAX_BODY
+from apportion.serve.budgets import BudgetRules
 from apportion.serve.notifier import Notifier
 from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.private import private_dir, tighten
@@ -56,6 +57,7 @@ class ServerOptions:
     privacy_timeout_s: float | None = None  # a claim not granted within this long is rejected; None: never
     node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
     cpu_split: str = "off"  # how they are divided (core_split.py)
+    budgets: BudgetRules = field(default_factory=BudgetRules)  # each user's budgets (budgets.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -161,7 +163,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         policy_options=dict(options.policy_options or {}), received_since=options.received_since,
         notify_hosts=options.notify_hosts, privacy_policy=options.privacy_policy, privacy_n=options.privacy_n,
         privacy_t_s=options.privacy_t_s, privacy_timeout_s=options.privacy_timeout_s,
-        node=options.node, cpu_split=options.cpu_split,
+        node=options.node, cpu_split=options.cpu_split, budgets=options.budgets,
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)
