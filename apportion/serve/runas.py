@@ -42,6 +42,12 @@ class Account:
         """What a login as this account would set: the job's environment starts from the server's."""
         return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name}
 
+    def identity(self):
+        """``(uid, gid, groups)``, what a process becomes to act as this account (executors/local/as_account.py)."""
+        from apportion.executors.local.as_account import Identity
+
+        return Identity.of(self.uid, self.gid, self.groups)
+
     def argument(self) -> str:
         """``UID:GID:G1,G2``, for the wrapper's ``--run-as``."""
         return f"{self.uid}:{self.gid}:{','.join(str(g) for g in self.groups)}"
