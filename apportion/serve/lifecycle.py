@@ -34,7 +34,7 @@ from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import attempt_batch
 from apportion.serve.job_array import array_environment
 from apportion.serve.records import JobRecord
-from apportion.serve.runas import NoAccount, prepare_job_dirs
+from apportion.serve.runas import Account, NoAccount, prepare_job_dirs
 from apportion.serve.space import NoSpace, is_no_space
 from apportion.serve.watchdog import silence
 
@@ -114,13 +114,12 @@ class AttemptLifecycle:
         checkpoint_dir = job_checkpoint_dir(self.state, row)
         lease_end = max(row.lease_end or 0.0, self.state.round_end, now + min(self.config.round_s, 1.0))
         slots = tuple(row.slot_list)
-        env = self._environment(row, attempt, lease_end, checkpoint_dir, slots, batch)
         try:
             account = self.config.run_as.account(row.user)  # None: as the server's own OS user
+            env = self._environment(row, attempt, lease_end, checkpoint_dir, slots, batch, account)
             if account is None:
                 Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
             else:
-                env.update({**account.environ(), **(spec.get("env") or {})})
                 prepare_job_dirs(account, self.config.state_dir, job_id, checkpoint_dir)
             options = {"run_as": account} if account is not None else {}
             if row.elastic is not None:  # one process a slot: torch.distributed's replicas
@@ -183,9 +182,15 @@ class AttemptLifecycle:
         self.log(f"job {row.id} failed: {reason}")
 
     def _environment(self, row: JobRecord, attempt: int, lease_end: float, checkpoint_dir: str,
-                     slots: tuple[str, ...], batch: int | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_") and k != "CUDA_VISIBLE_DEVICES"}
-        env.setdefault("PYTHONUNBUFFERED", "1")
+                     slots: tuple[str, ...], batch: int | None, account: Account | None = None) -> dict[str, str]:
+        """The attempt's environment: the server's (as its own OS user), or under ``--run-as mapped``
+        a clean one (the account's login variables and ``--job-path``), then the job's ``env``,
+        then apportion's variables."""
+        if account is not None:
+            env = self.config.run_as.clean_environment(account)
+        else:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_") and k != "CUDA_VISIBLE_DEVICES"}
+            env.setdefault("PYTHONUNBUFFERED", "1")
         devices = [self.slot_by_id[s].device for s in slots if s in self.slot_by_id and self.slot_by_id[s].device]
         cpu_slots = sum(1 for s in slots if s in self.slot_by_id and self.slot_by_id[s].gpu_type == "cpu")
         if cpu_slots:  # a CPU slot is a share of the host's cores
