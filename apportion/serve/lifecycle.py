@@ -152,7 +152,7 @@ class AttemptLifecycle:
             self.executor.kill(job_id)  # an attempt the state file does not know of must not run
             raise
         self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}"
-                 + (f" (pid {handle.pid})" if handle.pid is not None else ""))
+                 + (f" (pid {handle.pid})" if handle.pid is not None else "") + _how_started(handle))
 
     def _started(self, row: JobRecord, handle, now: float, lease_end: float, counted: dict) -> None:
         """Record the attempt ``handle`` just started, in one transaction."""
@@ -165,7 +165,8 @@ class AttemptLifecycle:
                 exit_code=None, attempt_started=now, contact_at=None, heard_at=None, **counted,
             )
             self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
-                                 + (f" pid {handle.pid}" if handle.pid is not None else ""))  # None: no process here
+                                 + (f" pid {handle.pid}" if handle.pid is not None else "")  # None: no process here
+                                 + _how_started(handle))
             self.store.attempt_started(job_id, attempt, now, row.gpu_type, row.slots, row.partner)
             if row.started is None:  # its first start: the privacy budget granted to it is consumed now
                 self.state.privacy.settle([job_id])
@@ -244,12 +245,14 @@ class AttemptLifecycle:
                     self.store.add_event(now, r.id, "sigkill", f"attempt {r.attempt}")
                 self.log(f"job {r.id}: SIGKILL")
 
-    def on_exit(self, ended: Exit, now: float) -> None:
-        """Settle an attempt that ended: its event and the job's new state in one transaction."""
+    def on_exit(self, ended: Exit, now: float, heard_to_the_end: bool = True) -> None:
+        """Settle an attempt that ended: its event and the job's new state in one transaction.
+        ``heard_to_the_end``: the server was up until it exited (not so for one that ended while no server
+        ran: its last progress report found nobody, so its steps are not judged)."""
         with self.store.transaction():
-            self._settle(ended, now)
+            self._settle(ended, now, heard_to_the_end)
 
-    def _settle(self, ended: Exit, now: float) -> None:
+    def _settle(self, ended: Exit, now: float, heard_to_the_end: bool = True) -> None:
         row = self.store.job(ended.job_id)
         if row is None or not row.attempt_live or ended.attempt != row.attempt:
             return
@@ -272,6 +275,13 @@ class AttemptLifecycle:
             self.store.update_job(row.id, status=ended_as, reason=by, **dict(released, steps_done=last_step))
             self.store.attempt_ended(row.id, row.attempt, now, last_step, ended_as)
             self.log(f"job {row.id} {ended_as} ({what})")
+        elif code == 0 and heard_to_the_end and short_of_steps(row):  # it says it is done, but its own reports say otherwise
+            why = f"exited 0 after {row.steps_done} of {row.total_steps} steps"
+            self.store.update_job(row.id, status="failed", finished=now, reason=f"{why} (attempt {row.attempt})",
+                                  **dict(released, steps_done=row.steps_done))
+            self.store.attempt_ended(row.id, row.attempt, now, row.steps_done, "failed")
+            self.store.add_event(now, row.id, "fail", why)
+            self.log(f"job {row.id} failed: {why}")
         elif code == 0:
             self.store.update_job(row.id, status="completed", reason="", finished=now, **released)
             self.store.attempt_ended(row.id, row.attempt, now, row.total_steps, "completed")
@@ -361,6 +371,21 @@ class AttemptLifecycle:
                                   reason=self._noted(row, f"{what}; {retry}"), **released)
             self.store.add_event(now, row.id, "retry", retry)
             self.log(f"job {row.id} crashed ({what}) at step {row.steps_done}; {retry}")
+
+
+def short_of_steps(row: JobRecord) -> bool:
+    """Did the job report fewer steps than its total (so an exit 0 is no completion)? Only a job that
+    reports its steps is judged (a lease call or progress report this attempt, or steps from an
+    earlier one): a command that never talks to the server is taken at its word. Elastic jobs
+    count examples, not steps, and are left to their own end."""
+    reported = row.heard_at is not None or row.steps_done > 0
+    return reported and row.elastic is None and row.steps_done < row.total_steps
+
+
+def _how_started(handle) -> str:
+    """ ", warm" (handed to a spare that has imported torch) or ", cold" (exec'd), as the executor says; ""."""
+    warm = getattr(handle, "warm", None)
+    return "" if warm is None else ", warm" if warm else ", cold"
 
 
 def _ended_how(code: int | None) -> str:
