@@ -86,8 +86,6 @@ class Requests:
             if earlier is not None:  # a retry of a submit that was stored: its job, whatever holds now
                 return earlier, True
         spec = spec_from_mapping(body, source)
-        if spec.workdir is not None and not os.path.isdir(spec.workdir):  # False, not OSError, for a name too long
-            raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
         self._check_notify(spec, source)
@@ -150,14 +148,18 @@ class Requests:
     def _check_directories(self, spec, user: str, source: str) -> None:
         """InputError unless the OS account the job runs as (``--run-as mapped``) can enter its
         ``workdir`` and keep its checkpoints in its ``checkpoint_dir``: the server reads that
-        directory as that account, and never lets a job start in a directory its account could not enter."""
+        directory as that account, and never lets a job start in a directory its account could not enter.
+        Under ``mapped`` both are looked at only by that account (a child dropped to it), so a refusal
+        says no more than the user could learn with its own account."""
         try:
             account = self.config.run_as.account(spec.user or user)
         except NoAccount:  # refused by the API already; such a job never starts
             return
-        if account is None:
+        if account is None:  # the server is the account its jobs run as: it may look itself
+            if spec.workdir is not None and not os.path.isdir(spec.workdir):  # False, not OSError, for a name too long
+                raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
             return
-        if spec.workdir:
+        if spec.workdir is not None:  # looked at only as the account: root's answer would tell what lies where
             problem = unusable_workdir(spec.workdir, account)
             if problem is not None:
                 raise InputError(source, problem, field="workdir")
