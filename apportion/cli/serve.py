@@ -28,6 +28,7 @@ def serve(
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token, whose bearer may act as any user.", rich_help_panel="Security"),
     run_as: Optional[str] = typer.Option(None, "--run-as", help="Jobs' OS account: server-user, mapped (with --user-map) or refuse (default as root: do not start).", rich_help_panel="Security"),
     user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: a YAML/JSON file of apportion user: OS account.", rich_help_panel="Security"),
+    job_path: str = typer.Option(DEFAULTS.job_path, "--job-path", help="--run-as mapped: the PATH jobs start with (their environment starts clean).", rich_help_panel="Security"),
     slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,..: cpu:2, h100:4 (default: the GPUs here, else cpu:1); cores:N, memory_gb:X.", rich_help_panel="Executor"),
     cpu_split: str = typer.Option(DEFAULTS.cpu_split, "--cpu-split", show_default=False, help="CPU cores per job: off (default), proportional or aware.", rich_help_panel="Executor"),
     policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
@@ -326,7 +327,7 @@ def _credentials(settings: ServeSettings, given: _Origins):
     except ValueError as exc:
         raise fail(str(exc)) from None
     try:
-        return admin_token, choose(settings.run_as, os.geteuid(), mapping)
+        return admin_token, choose(settings.run_as, os.geteuid(), mapping, job_path=settings.job_path)
     except ValueError as exc:
         raise fail(given.blame("run_as", str(exc).removeprefix("--run-as "), str(exc))) from None
 

@@ -171,7 +171,8 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
             who.acting_as(named)  # a user naming someone else is refused, not ignored
             count = scheduler.cancel(_id(job_id), who.user, admin=who.admin)
         # an array's id is held by no job: its tasks were cancelled
-        return {"cancelled": count, **({"array": True} if scheduler.store.job(_id(job_id)) is None else {})}
+        return {"cancelled": count, **({"array": True} if (scheduler.store.owner(_id(job_id)) or ("", False))[1]
+                                       else {})}
 
     @app.post("/jobs/{job_id}/lease")
     def lease(job_id: str, body: Any = Body(...), who: Identity = Depends(caller)) -> dict:
@@ -194,9 +195,10 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     def logs(job_id: str, attempt: Optional[int] = Query(default=None, ge=0, le=MAX_ATTEMPT),
              offset: int = Query(default=0, ge=0, le=MAX_LOG_OFFSET),
              limit: int = Query(default=LOG_CHUNK, ge=1, le=LOG_CHUNK), who: Identity = Depends(user_caller)) -> dict:
+        found = scheduler.store.owner(_id(job_id))  # whose it is from its key first: a refusal reads nothing more
+        if found is not None and not found[1] and not who.may_see(found[0]):
+            raise NotAllowed(f"job {_id(job_id)} belongs to {found[0]!r}: only they or an admin may read its logs")
         row = scheduler.row(_id(job_id))
-        if not who.may_see(row.user):
-            raise NotAllowed(f"job {row.id} belongs to {row.user!r}: only they or an admin may read its logs")
         latest = row.attempt
         number = latest if attempt is None else attempt
         if latest == 0 and attempt is None:

@@ -36,6 +36,7 @@ from apportion.serve.settings import DEFAULTS, flag
 from apportion.serve.state import ACTIVE, StateStore
 
 MB = 1_000_000  # bytes in the MB of max_stored_mb
+TASK_ROW_BYTES = 512  # what one array task's own row adds (its numbers, name, checkpoint directory, index entries)
 ROW_BYTES = 64  # what one privacy demand row adds to a job's stored bytes (its columns and index entry)
 MOST_BUCKETS = 10_000  # users' rate buckets kept; full ones (which say nothing) are dropped past it
 MOST_SHOWN = 100  # users an admin's status lists, those holding the most active jobs first
@@ -179,11 +180,13 @@ class TooFast(Exception):
         self.retry_after = retry_after
 
 
-def charge_of(data: dict, tasks: int, blocks: int, after: int) -> Charge:
-    """The charge of storing job spec ``data`` as ``tasks`` jobs (each a copy of it, as the state file
-    keeps an array's tasks), each claiming ``blocks`` privacy blocks and waiting for ``after`` jobs."""
+def charge_of(data: dict, tasks: int, blocks: int, after: int, array: bool = False) -> Charge:
+    """The charge of storing job spec ``data`` as ``tasks`` jobs, each claiming ``blocks`` privacy blocks
+    and waiting for ``after`` jobs. An array's spec is stored once (``arrays``), so its bytes are split
+    among its tasks, each of which adds a small row of its own (TASK_ROW_BYTES)."""
     spec_bytes = len(json.dumps(data).encode())  # what the state file stores (json.dumps: ASCII, as stored)
-    return Charge(tasks, spec_bytes + blocks * ROW_BYTES, blocks, after)
+    each = -(-spec_bytes // tasks) + TASK_ROW_BYTES if array else spec_bytes
+    return Charge(tasks, each + blocks * ROW_BYTES, blocks, after)
 
 
 class SubmitRate:

@@ -95,6 +95,24 @@ def task_spec(spec: dict, index: int) -> dict:
     return task
 
 
+def task_row_spec(task: dict) -> dict:
+    """What a task's own row keeps of its spec (task_spec's): what differs from task to task (its name
+    and checkpoint directory), its ``array`` text, and the spec's numbers and flags, which queries over
+    the jobs table read (``time_limit``, ``hung_after_s``, ``cpus``). Everything else (env, command,
+    claims) is the array's, stored once (``StateStore.insert_array``); ``composed_spec`` puts them back."""
+    return {key: value for key, value in task.items()
+            if key in _PER_TASK or value is None or isinstance(value, (bool, int, float))}
+
+
+def composed_spec(array_spec: dict, row_spec: dict) -> dict:
+    """A task's whole spec from its array's (stored once) and what its own row keeps: task_spec's.
+    The values the tasks share are the array's own objects, not copies: read them, never change them."""
+    return {**array_spec, **row_spec}
+
+
+_PER_TASK = ("name", "checkpoint_dir", "array")
+
+
 def most_running(text: str) -> int | None:
     """The N of a stored array's ``%N`` (None: no limit)."""
     _, percent, limit = text.partition("%")

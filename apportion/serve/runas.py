@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MODES = ("server-user", "mapped", "refuse")
+DEFAULT_JOB_PATH = "/usr/local/bin:/usr/bin:/bin"  # settings.py's job_path default
 
 
 class NoAccount(LookupError):
@@ -37,10 +38,17 @@ class Account:
     gid: int
     groups: tuple[int, ...] = ()
     home: str = "/"
+    shell: str = "/bin/sh"
 
     def environ(self) -> dict[str, str]:
-        """What a login as this account would set: the job's environment starts from the server's."""
-        return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name}
+        """What a login as this account would set (the job's environment starts from this, never the server's)."""
+        return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name, "SHELL": self.shell}
+
+    def identity(self):
+        """``(uid, gid, groups)``, what a process becomes to act as this account (executors/local/as_account.py)."""
+        from apportion.executors.local.as_account import Identity
+
+        return Identity.of(self.uid, self.gid, self.groups)
 
     def argument(self) -> str:
         """``UID:GID:G1,G2``, for the wrapper's ``--run-as``."""
@@ -58,6 +66,13 @@ class RunAs:
 
     mode: str = "server-user"
     mapping: dict[str, str] = field(default_factory=dict)
+    job_path: str = DEFAULT_JOB_PATH  # mapped: the PATH a job's clean environment has (--job-path)
+
+    def clean_environment(self, account: Account) -> dict[str, str]:
+        """What a job of ``account`` starts with under ``mapped``, before its own ``env`` and apportion's
+        variables: the account's login variables and the operator's PATH, nothing of the server's
+        (root's ``VIRTUAL_ENV``, ``PIP_*``, ``PYENV_ROOT``... never reach another account's job)."""
+        return {**account.environ(), "PATH": self.job_path, "PYTHONUNBUFFERED": "1"}
 
     def account(self, user: str) -> Account | None:
         """The account ``user``'s jobs run as; None: the server's own. NoAccount when unmapped."""
@@ -78,7 +93,8 @@ def lookup(name: str, user: str) -> Account:
     if entry.pw_uid == 0:
         raise NoAccount(f"user {user!r} maps to OS account {name!r}, which is root: jobs never run as root")
     return Account(name=entry.pw_name, uid=entry.pw_uid, gid=entry.pw_gid,
-                   groups=tuple(os.getgrouplist(entry.pw_name, entry.pw_gid)), home=entry.pw_dir)
+                   groups=tuple(os.getgrouplist(entry.pw_name, entry.pw_gid)), home=entry.pw_dir,
+                   shell=entry.pw_shell or "/bin/sh")
 
 
 def load_user_map(path: str | Path) -> dict[str, str]:
@@ -121,7 +137,8 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     return data
 
 
-def choose(mode: str | None, euid: int, user_map: dict[str, str] | None = None) -> RunAs:
+def choose(mode: str | None, euid: int, user_map: dict[str, str] | None = None,
+           job_path: str = DEFAULT_JOB_PATH) -> RunAs:
     """The run-as setting a server with effective uid ``euid`` uses; ValueError (one line) when it must not start."""
     if mode is None:
         mode = "refuse" if euid == 0 else "server-user"
@@ -140,7 +157,7 @@ def choose(mode: str | None, euid: int, user_map: dict[str, str] | None = None) 
             raise ValueError("--run-as mapped needs --user-map FILE (apportion user: OS account)")
         if euid != 0:
             raise ValueError("--run-as mapped starts jobs as other OS accounts, which needs a server running as root")
-        return RunAs("mapped", dict(user_map))
+        return RunAs("mapped", dict(user_map), job_path)
     return RunAs("server-user")
 
 

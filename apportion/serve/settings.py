@@ -33,6 +33,7 @@ class ServeSettings:
     token_file: Path | None = None  # a file (0600) holding the admin token
     run_as: str | None = None  # server-user, mapped or refuse; None: refuse as root, else server-user
     user_map: Path | None = None  # run_as mapped: apportion user -> OS account
+    job_path: str = "/usr/local/bin:/usr/bin:/bin"  # run_as mapped: the PATH jobs start with (never the server's)
     slots: str | None = None  # TYPE:COUNT,...; None: this machine's GPUs, else cpu:1
     cpu_split: str = "off"  # the node's cores: left to the OS, the same share per slot, or for the most progress
     policy: str = "las"
@@ -151,6 +152,9 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
                 raise SettingError("user_budgets", f"{user}: {key} {exc.message}", joiner=": ") from None
     if s.run_as is not None and s.run_as not in RUN_AS:
         raise SettingError("run_as", f"must be one of {', '.join(RUN_AS)}, got {s.run_as!r}")
+    relative = [d for d in s.job_path.split(":") if not d.startswith("/")]
+    if relative or "\0" in s.job_path:  # "" or "." would be wherever the job runs: the user's own directory
+        raise SettingError("job_path", f"must be absolute directories separated by ':', got {s.job_path!r}")
     if s.token is not None and s.token_file is not None:
         raise SettingError("token", f"cannot be combined with {other('token', 'token_file')}: give one")
     if s.executor not in EXECUTORS:
