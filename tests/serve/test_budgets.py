@@ -254,3 +254,24 @@ def test_use_follows_jobs_as_they_run_and_end_and_is_counted_again_at_a_restart(
 
     again = cluster.budget()
     assert again["active_jobs"] == 2 and again["stored_mb"] > 0
+
+
+def test_apportion_status_ends_with_the_callers_budget(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import apportion.cli.jobs as jobs_cli
+    from apportion.cli import app
+
+    cluster = Cluster(tmp_path, max_active_jobs=10)
+    cluster.submit("bob", array="0-2")
+
+    class Answers:
+        def status(self):
+            return cluster.call("GET", "/status", "bob").json()
+
+    monkeypatch.setattr(jobs_cli, "client_for", lambda *args: Answers())
+    shown = CliRunner().invoke(app, ["status"])
+
+    assert shown.exit_code == 0, shown.output
+    assert ("budget of bob: 3 of 10 active jobs, 0.0 of 1,000 MB stored, 0 of 200,000 demand rows, 0 of 100,000 "
+            "after edges; 20 submits/s (200 at once)") in " ".join(shown.output.split())
