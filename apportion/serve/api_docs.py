@@ -42,7 +42,10 @@ From Python: `from apportion import Client` (docs/serve.md, "Python client")."""
 
 ERRORS = {400: "A field that does not fit, named in `field`", 401: "No credential, or a wrong one",
           403: "Not allowed (not the job's user, nor an admin)", 404: "No such job",
-          409: "Not the job's current attempt", 413: "The body is too large", 429: "Too many wrong credentials",
+          409: "Not the job's current attempt; for a submit, a reused Idempotency-Key or over a budget of its user "
+               "(`budget`, `held`, `limit`)",
+          413: "The body is too large",
+          429: "Too many wrong credentials; for a submit, over its user's submit rate (wait its Retry-After)",
           507: "The state directory is out of space"}
 
 
@@ -69,7 +72,7 @@ ROUTES = {
         "jobs", "Submit a job",
         "Checks the job field by field and stores it. With an `Idempotency-Key` header, a submit sent again with the "
         "same key answers with the job stored the first time (`existing: true`) instead of storing it twice.",
-        (400, 401, 403, 413, 507), body="JobSpec", answer="Submitted"),
+        (400, 401, 403, 409, 413, 429, 507), body="JobSpec", answer="Submitted"),
     ("get", "/jobs"): RouteDoc(
         "jobs", "List the jobs",
         "Every job, oldest first, with its status, reason, progress and estimates; a failed job's last log lines "
