@@ -11,9 +11,10 @@ user) before it is stored:
 - **submits per second**: a token bucket per user (``submit_burst`` at once, ``submit_rate`` a second).
 
 What each user holds is counted in the state file itself: each job's charge is a row of
-``budget_charges``, and ``budget_use`` keeps each user's totals, moved by SQLite triggers when a
-job is stored, leaves the active statuses (completed, failed, cancelled) or comes back, whichever
-code path changes it. A check is one primary-key lookup, never a scan of the user's jobs; the
+``budget_charges`` (an array's, one row for all its tasks), and ``budget_use`` keeps each user's
+totals: a submit adds its charge, and SQLite triggers count a job stored and move its charge when
+it leaves the active statuses (completed, failed, cancelled) or comes back, whichever code path
+changes it. A check is one primary-key lookup, never a scan of the user's jobs; the
 totals are counted again from the jobs once when the server starts (an older state file, or any
 drift, is set right then).
 
@@ -42,56 +43,55 @@ MOST_BUCKETS = 10_000  # users' rate buckets kept; full ones (which say nothing)
 MOST_SHOWN = 100  # users an admin's status lists, those holding the most active jobs first
 
 _ACTIVE_SQL = "(" + ", ".join(f"'{s}'" for s in ACTIVE) + ")"
+def _charged(job: str, column: str) -> str:
+    """SQL for what job ``job`` (``old`` or ``new`` in a trigger) is charged of ``column``: its own row,
+    else its array's (one row an array, each task charged it), else nothing."""
+    return (f"COALESCE((SELECT {column} FROM budget_charges WHERE job_id = {job}.id),"
+            f" (SELECT {column} FROM budget_charges WHERE job_id = {job}.array_id), 0)")
+
+
 _SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS budget_charges (  -- what each job holds of its user's budgets (budgets.py)
-    job_id INTEGER PRIMARY KEY,
-    bytes INTEGER NOT NULL,             -- its spec as stored, and its privacy demand rows
+CREATE TABLE IF NOT EXISTS budget_charges (  -- what each job (or each task of an array) holds of its user's budgets
+    job_id INTEGER PRIMARY KEY,         -- a job's id, or an array's: then each of its tasks holds this much
+    bytes INTEGER NOT NULL,             -- its spec as stored (its share of its array's), its privacy demand rows
     demand_rows INTEGER NOT NULL,       -- the blocks it claims
     after_edges INTEGER NOT NULL        -- the jobs it waits for
 );
-CREATE TABLE IF NOT EXISTS budget_use (  -- each user's active jobs and what they hold, kept by the triggers below
+CREATE TABLE IF NOT EXISTS budget_use (  -- each user's active jobs and what they hold (budgets.py)
     user TEXT PRIMARY KEY,
     active_jobs INTEGER NOT NULL DEFAULT 0,
     bytes INTEGER NOT NULL DEFAULT 0,
     demand_rows INTEGER NOT NULL DEFAULT 0,
     after_edges INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
+DROP TRIGGER IF EXISTS budget_job_charged;
 CREATE TRIGGER IF NOT EXISTS budget_job_stored AFTER INSERT ON jobs WHEN new.status IN {_ACTIVE_SQL}
 BEGIN
     INSERT INTO budget_use (user, active_jobs) VALUES (new.user, 1)
     ON CONFLICT (user) DO UPDATE SET active_jobs = active_jobs + 1;
 END;
-CREATE TRIGGER IF NOT EXISTS budget_job_charged AFTER INSERT ON budget_charges
-BEGIN
-    UPDATE budget_use SET bytes = bytes + new.bytes, demand_rows = demand_rows + new.demand_rows,
-                          after_edges = after_edges + new.after_edges
-    WHERE user = (SELECT user FROM jobs WHERE id = new.job_id AND status IN {_ACTIVE_SQL});
-END;
 CREATE TRIGGER IF NOT EXISTS budget_job_ended AFTER UPDATE OF status ON jobs
 WHEN old.status IN {_ACTIVE_SQL} AND new.status NOT IN {_ACTIVE_SQL}
 BEGIN
-    UPDATE budget_use SET active_jobs = active_jobs - 1,
-        bytes = bytes - COALESCE((SELECT bytes FROM budget_charges WHERE job_id = old.id), 0),
-        demand_rows = demand_rows - COALESCE((SELECT demand_rows FROM budget_charges WHERE job_id = old.id), 0),
-        after_edges = after_edges - COALESCE((SELECT after_edges FROM budget_charges WHERE job_id = old.id), 0)
+    UPDATE budget_use SET active_jobs = active_jobs - 1, bytes = bytes - {_charged("old", "bytes")},
+        demand_rows = demand_rows - {_charged("old", "demand_rows")},
+        after_edges = after_edges - {_charged("old", "after_edges")}
     WHERE user = old.user;
 END;
 CREATE TRIGGER IF NOT EXISTS budget_job_again AFTER UPDATE OF status ON jobs
 WHEN old.status NOT IN {_ACTIVE_SQL} AND new.status IN {_ACTIVE_SQL}
 BEGIN
     INSERT INTO budget_use (user) VALUES (new.user) ON CONFLICT (user) DO NOTHING;
-    UPDATE budget_use SET active_jobs = active_jobs + 1,
-        bytes = bytes + COALESCE((SELECT bytes FROM budget_charges WHERE job_id = new.id), 0),
-        demand_rows = demand_rows + COALESCE((SELECT demand_rows FROM budget_charges WHERE job_id = new.id), 0),
-        after_edges = after_edges + COALESCE((SELECT after_edges FROM budget_charges WHERE job_id = new.id), 0)
+    UPDATE budget_use SET active_jobs = active_jobs + 1, bytes = bytes + {_charged("new", "bytes")},
+        demand_rows = demand_rows + {_charged("new", "demand_rows")},
+        after_edges = after_edges + {_charged("new", "after_edges")}
     WHERE user = new.user;
 END;
 CREATE TRIGGER IF NOT EXISTS budget_job_deleted AFTER DELETE ON jobs WHEN old.status IN {_ACTIVE_SQL}
 BEGIN
-    UPDATE budget_use SET active_jobs = active_jobs - 1,
-        bytes = bytes - COALESCE((SELECT bytes FROM budget_charges WHERE job_id = old.id), 0),
-        demand_rows = demand_rows - COALESCE((SELECT demand_rows FROM budget_charges WHERE job_id = old.id), 0),
-        after_edges = after_edges - COALESCE((SELECT after_edges FROM budget_charges WHERE job_id = old.id), 0)
+    UPDATE budget_use SET active_jobs = active_jobs - 1, bytes = bytes - {_charged("old", "bytes")},
+        demand_rows = demand_rows - {_charged("old", "demand_rows")},
+        after_edges = after_edges - {_charged("old", "after_edges")}
     WHERE user = old.user;
 END;
 """
@@ -258,14 +258,19 @@ class Budgets:
                                 f"{shown(limit)}; this submit would add {shown(adds)}: submit it when some have "
                                 "ended, or ask an admin for a larger budget", key, have, limit)
 
-    def record(self, job_ids: list[int], charge: Charge) -> None:
-        """Keep each of ``job_ids``' charge, inside the transaction that stores them (the triggers add it
-        to its user's totals)."""
+    def record(self, user: str, job_ids: list[int], charge: Charge, array_id: int | None = None) -> None:
+        """Keep the charge of ``user``'s new ``job_ids`` (the tasks of ``array_id``, if given: one row for
+        them all), and add it to their totals, inside the transaction that stores the jobs (which counted
+        them as active jobs already: the triggers above)."""
         with self.store.transaction() as conn:
             conn.executemany("INSERT OR REPLACE INTO budget_charges (job_id, bytes, demand_rows, after_edges)"
                              " VALUES (?, ?, ?, ?)",
                              [(job_id, charge.bytes_each, charge.demand_rows_each, charge.after_edges_each)
-                              for job_id in job_ids])
+                              for job_id in ([array_id] if array_id is not None else job_ids)])
+            conn.execute("UPDATE budget_use SET bytes = bytes + ?, demand_rows = demand_rows + ?,"
+                         " after_edges = after_edges + ? WHERE user = ?",
+                         (len(job_ids) * charge.bytes_each, len(job_ids) * charge.demand_rows_each,
+                          len(job_ids) * charge.after_edges_each, user))
 
     def use(self, user: str) -> Use:
         """What ``user`` holds now (one primary-key lookup)."""
@@ -306,15 +311,18 @@ def usage_dict(user: str, use: Use, limits: Limits) -> dict:
 
 def recount(conn) -> None:
     """Count every user's totals again from their active jobs: active jobs stored before budgets were
-    kept are charged their spec and ``after`` as stored."""
+    kept are charged their row's spec and ``after`` as stored."""
     conn.execute(f"INSERT INTO budget_charges (job_id, bytes, demand_rows, after_edges)"
                  f" SELECT id, LENGTH(CAST(spec AS BLOB)), 0, CASE WHEN after = '' THEN 0"
                  f" ELSE LENGTH(after) - LENGTH(REPLACE(after, ',', '')) + 1 END"
-                 f" FROM jobs WHERE status IN {_ACTIVE_SQL} AND id NOT IN (SELECT job_id FROM budget_charges)")
+                 f" FROM jobs WHERE status IN {_ACTIVE_SQL} AND id NOT IN (SELECT job_id FROM budget_charges)"
+                 f" AND (array_id IS NULL OR array_id NOT IN (SELECT job_id FROM budget_charges))")
     conn.execute("DELETE FROM budget_use")
     conn.execute(f"INSERT INTO budget_use (user, active_jobs, bytes, demand_rows, after_edges)"
-                 f" SELECT j.user, COUNT(*), COALESCE(SUM(c.bytes), 0), COALESCE(SUM(c.demand_rows), 0),"
-                 f" COALESCE(SUM(c.after_edges), 0) FROM jobs j LEFT JOIN budget_charges c ON c.job_id = j.id"
+                 f" SELECT j.user, COUNT(*), SUM(COALESCE(c.bytes, a.bytes, 0)),"
+                 f" SUM(COALESCE(c.demand_rows, a.demand_rows, 0)), SUM(COALESCE(c.after_edges, a.after_edges, 0))"
+                 f" FROM jobs j LEFT JOIN budget_charges c ON c.job_id = j.id"
+                 f" LEFT JOIN budget_charges a ON a.job_id = j.array_id"
                  f" WHERE j.status IN {_ACTIVE_SQL} GROUP BY j.user")
 
 

@@ -275,3 +275,20 @@ def test_apportion_status_ends_with_the_callers_budget(tmp_path, monkeypatch):
     assert shown.exit_code == 0, shown.output
     assert ("budget of bob: 3 of 10 active jobs, 0.0 of 1,000 MB stored, 0 of 200,000 demand rows, 0 of 100,000 "
             "after edges; 20 submits/s (200 at once)") in " ".join(shown.output.split())
+
+
+def test_an_arrays_tasks_give_back_their_share_one_by_one_and_a_restart_counts_the_same(tmp_path):
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.submit(array="0-3", after=[], env={"V": "x" * 4000}).json()["id"])
+    held = cluster.budget()
+    assert held["active_jobs"] == 4
+
+    assert cluster.call("POST", f"/jobs/{array_id + 2}/cancel", json={}).status_code == 200  # one task
+
+    after_one = cluster.budget()
+    assert after_one["active_jobs"] == 3
+    assert after_one["stored_mb"] == round(held["stored_mb"] * 3 / 4, 6)
+    cluster.restart()
+    assert cluster.budget() == after_one
+    assert cluster.call("POST", f"/jobs/{array_id}/cancel", json={}).status_code == 200
+    assert (cluster.budget()["active_jobs"], cluster.budget()["stored_mb"]) == (0, 0.0)
