@@ -170,9 +170,8 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         else:
             who.acting_as(named)  # a user naming someone else is refused, not ignored
             count = scheduler.cancel(_id(job_id), who.user, admin=who.admin)
-        # an array's id is held by no job: its tasks were cancelled
-        return {"cancelled": count, **({"array": True} if (scheduler.store.owner(_id(job_id)) or ("", False))[1]
-                                       else {})}
+        found = scheduler.store.owner(_id(job_id))  # an array's id is held by no job: its tasks were cancelled
+        return {"cancelled": count, **({"array": True} if found is not None and found[1] else {})}
 
     @app.post("/jobs/{job_id}/lease")
     def lease(job_id: str, body: Any = Body(...), who: Identity = Depends(caller)) -> dict:

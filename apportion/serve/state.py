@@ -319,17 +319,11 @@ class StateStore:
             for array_id in candidates:
                 first = conn.execute("SELECT user, spec, array_index FROM jobs WHERE array_id = ?"
                                      " ORDER BY array_index LIMIT 1", (array_id,)).fetchone()
-                shared = _array_spec_from_task(json.loads(first["spec"]), first["array_index"])
-                if shared is None:
+                try:
+                    shared = _array_spec_from_task(json.loads(first["spec"]), first["array_index"])
+                    rows = [] if shared is None else _task_rows(conn, array_id, shared)
+                except (ValueError, TypeError):  # a damaged row: its array is left as it is
                     continue
-                rows: list[tuple[str, int]] = []
-                for job_id, text, index in conn.execute("SELECT id, spec, array_index FROM jobs WHERE array_id = ?",
-                                                        (array_id,)):
-                    task = task_spec(shared, index)
-                    if json.loads(text) != task:
-                        rows = []
-                        break
-                    rows.append((json.dumps(task_row_spec(task)), job_id))
                 if not rows:
                     continue
                 conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)",
@@ -1146,9 +1140,11 @@ def parsed_spec(spec: str | dict) -> object:
     return spec if isinstance(spec, dict) else json.loads(spec)
 
 
-def _array_spec_from_task(task: dict, index: int) -> dict | None:
+def _array_spec_from_task(task: object, index: object) -> dict | None:
     """The array spec ``task`` (task ``index``'s whole spec, as an older apportion stored it) was made
     from by ``job_array.task_spec``; None when it is not one that function makes."""
+    if not isinstance(task, dict) or not isinstance(index, int):
+        return None
     name, directory = task.get("name"), task.get("checkpoint_dir")
     suffix = f"[{index}]"
     if not isinstance(name, str) or not name.endswith(suffix):
@@ -1159,6 +1155,19 @@ def _array_spec_from_task(task: dict, index: int) -> dict | None:
             return None
         shared["checkpoint_dir"] = str(Path(directory).parent)
     return shared
+
+
+def _task_rows(conn: sqlite3.Connection, array_id: int, shared: dict) -> list[tuple[str, int]]:
+    """(the row's own part of its spec, id) for each task of array ``array_id`` whose stored whole spec
+    is what ``shared`` makes of its index; [] when one is not (the array is then left as it is).
+    Read task by task: an array of large specs is never in memory at once."""
+    rows: list[tuple[str, int]] = []
+    for job_id, text, index in conn.execute("SELECT id, spec, array_index FROM jobs WHERE array_id = ?", (array_id,)):
+        task = task_spec(shared, index) if isinstance(index, int) else None
+        if task is None or json.loads(text) != task:
+            return []
+        rows.append((json.dumps(task_row_spec(task)), job_id))
+    return rows
 
 
 def _user(row: sqlite3.Row) -> UserRecord:
