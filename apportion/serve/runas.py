@@ -179,3 +179,60 @@ def prepare_job_dirs(account: Account, state_dir: Path, job_id: int, checkpoint_
     if path == job_dir / "checkpoints":
         path.mkdir(exist_ok=True, mode=0o700)
         os.chown(path, account.uid, account.gid)
+
+
+def mapped_accounts(run_as: RunAs) -> dict[str, Account]:
+    """Each mapped user's OS account, checked when the server starts (not at a user's first submit):
+    ValueError naming the first user whose account does not exist or is root."""
+    accounts = {}
+    for user, name in run_as.mapping.items():
+        try:
+            accounts[user] = lookup(name, user)
+        except NoAccount as err:
+            raise ValueError(f"--user-map: {err}; map that user to another account, or remove it") from None
+    return accounts
+
+
+def start_warnings(run_as: RunAs, state_dir: Path, python: str) -> list[str]:
+    """What would fail every job of an account, or weaken the isolation ``mapped`` promises, in lines
+    for the server's log at start: an account that can run no ``python`` on ``--job-path`` (or not
+    this server's ``python``, which warm starts fork), a home others may enter or read, a state
+    directory others may read. Each is looked at as the account (as_account.py)."""
+    from apportion.executors.local.as_account import answer_as, cannot_run
+
+    warnings = []
+    accounts = {a.name: a for a in mapped_accounts(run_as).values()}
+    for name, account in sorted(accounts.items()):
+        def runs() -> str:
+            found = [cannot_run(program, run_as.job_path) for program in ("python3", "python")]
+            return "" if "" in found else "; ".join(found)
+
+        try:
+            why = answer_as(account.identity(), runs)
+        except ValueError as err:
+            why = f"cannot check it: {err}"
+        if why:
+            warnings.append(f"OS account {name} can run no python on --job-path {run_as.job_path} ({why}): every"
+                            " job of its users that runs python will fail; set --job-path to where it may run one")
+        try:
+            mine = answer_as(account.identity(), lambda: cannot_run(python, ""))
+        except ValueError as err:
+            mine = f"cannot check it: {err}"
+        if mine:
+            warnings.append(f"OS account {name} cannot run this server's Python ({mine}): its jobs never start"
+                            " warm, and those that run it fail")
+        try:
+            mode = os.stat(account.home).st_mode & 0o777
+        except OSError:
+            continue
+        if mode & 0o077:
+            warnings.append(f"the home of OS account {name}, {account.home}, is {mode:04o}: other accounts' jobs can"
+                            f" reach what it holds; make it 0700 (chmod 700 {account.home})")
+    try:
+        mode = os.stat(state_dir).st_mode & 0o777
+    except OSError:
+        return warnings
+    if mode & 0o066:
+        warnings.append(f"the state directory {state_dir} is {mode:04o}: others can read or change it; it should be"
+                        " 0711 (chmod 711)")
+    return warnings
