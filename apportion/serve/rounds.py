@@ -98,6 +98,7 @@ class Rounds:
         start = now if start is None else start
         with self.lock:
             self.state.privacy.settle()  # budget granted to jobs that started is consumed, to jobs that ended returned
+            self.state.dirty = False  # before the jobs are read: one submitted meanwhile (no state lock) sets it again
             table = self.store.round_table()
             status = table["status"]
             changes: dict[int, dict] = {}
@@ -160,7 +161,6 @@ class Rounds:
                 self.state.executor.terminate(job_id)
             self.state.round_end = start + self.config.round_s
             self.last_round_at = now
-            self.state.dirty = False
             self.changed.notify_all()
         self.stats.record((time.perf_counter() - started) * 1000)
 
