@@ -242,9 +242,15 @@ SCHEMAS = {"JobSpec": JOB_SPEC, "Submitted": SUBMITTED, "Cancel": CANCEL, "Lease
 
 
 def _words_of(words) -> str:
-    """A comma-separated list of ``words``, as a pattern."""
-    one = "|".join(words)
-    return f"^({one})(,({one}))*$"
+    """A comma-separated list of ``words``, each maybe none and between spaces, as a pattern."""
+    one = f"\\s*({'|'.join(words)})?\\s*"
+    return f"^{one}(,{one})*$"
+
+
+_NUMBER = "[0-9]+([.][0-9]+)?"
+_DATE = "[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?)?"
+# usage.TIME_FORMS: an age (90s, 2h, 1w), Unix seconds or a date (days 29 to 31 left out: not every month has them)
+WHEN = f"^({_NUMBER} ?[smhdw]?|{_DATE})?$"  # empty: not given
 
 
 # the query parameters whose text the server reads further than FastAPI's types: what they may be
@@ -256,5 +262,9 @@ PARAMETERS = {
         "state": {"type": "string", "maxLength": MAX_FILTER, "pattern": _words_of(STATE_WORDS),
                   "description": "States, comma-separated: a status, finished (the default), active or all."},
         "by": {"type": "string", "enum": ["", *GROUPINGS], "description": "Totals per user, GPU type or queue."},
+        **{name: {"type": "string", "maxLength": MAX_FILTER, "pattern": WHEN,
+                  "description": f"{said}: an age such as 90s, 30m, 2h, 3d or 1w (that long ago), Unix seconds, or a "
+                                 "date 2026-11-27 (or a local time 2026-11-27T10:00)"}
+           for name, said in (("since", "The start of the time the jobs overlap"), ("until", "Its end, after since"))},
     },
 }
