@@ -16,7 +16,7 @@ import numpy as np
 
 from apportion.core.durations import gpu_seconds, remaining_gpu_s
 from apportion.serve.elastic_batch import examples_info
-from apportion.serve.state import ACTIVE, STATUSES
+from apportion.serve.state import ACTIVE, STATUSES, parsed_spec
 
 SHOWN_COLUMNS = ("id", "name", "user", "queue", "priority", "kind", "status", "reason", "reason_log", "gpus",
                  "gpu_types", "slots", "gpu_type", "submitted", "started", "finished", "run_s", "accounted_at",
@@ -151,7 +151,7 @@ class JobList:
         if missing:
             for job_id, text in self.scheduler.store.specs_of(missing).items():
                 try:
-                    spec = json.loads(text)
+                    spec = parsed_spec(text)
                 except ValueError:
                     spec = {}
                 spec = spec if isinstance(spec, dict) else {}
