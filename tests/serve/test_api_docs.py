@@ -41,7 +41,7 @@ def test_the_submit_route_documents_every_job_field(client):
     assert body["properties"]["gpus"]["maximum"] == 2**20 and body["properties"]["priority"]["maximum"] == 1000
     assert all(prop.get("description") for prop in body["properties"].values())
     refused = resolve(document, submit["responses"]["400"]["content"]["application/json"]["schema"])
-    assert set(refused["properties"]) == {"detail", "field", "message"}
+    assert {"detail", "field", "message"} <= set(refused["properties"])
 
 
 def test_every_route_has_a_summary_and_the_bearer_scheme_stands_for_its_header(client):
