@@ -13,9 +13,11 @@ import math
 from typing import Any, Optional
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from apportion import __version__
 from apportion.core.errors import InputError
@@ -25,7 +27,7 @@ from apportion.serve.auth import Authenticator, Identity, NotAllowed, TooManyFai
 from apportion.serve.budgets import OverQuota, TooFast
 from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OFFSET, MAX_NAME, clip
 from apportion.serve.dashboard import add_dashboard
-from apportion.serve.edge import LimitBody, LimitFailures
+from apportion.serve.edge import LimitBody, LimitFailures, method_not_allowed
 from apportion.serve.history import History
 from apportion.serve.job_list import NEXT_PAGE, JobFilter, JobList, parse_statuses
 from apportion.serve.metrics import add_metrics
@@ -78,6 +80,12 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     def _too_many(request, exc: TooManyFailures):
         return JSONResponse(status_code=429, content={"detail": str(exc)},
                             headers={"Retry-After": str(exc.retry_after), "WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 405:  # Allow: every method the path serves, not only the first route's
+            return method_not_allowed(app.routes, request.scope)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(NotAllowed)
     def _not_allowed(request, exc):
