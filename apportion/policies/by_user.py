@@ -143,7 +143,7 @@ class ByUser:
         self.mode = "turns" if isinstance(inner, OrderingPolicy) else "split" if _splits(inner) else "unchanged"
         if self.mode == "turns":
             inner.user_weights = self.weights
-        self._template = copy.deepcopy(inner) if self.mode == "split" else None
+        self._template = _fresh_copy(inner) if self.mode == "split" else None  # never used itself: copied per user
         self._parts: dict[str, Policy] = {}  # split: one policy per active user, kept warm
 
     def __getattr__(self, attribute: str):
@@ -152,6 +152,10 @@ class ByUser:
         return getattr(self.inner, attribute)  # agnostic, space_sharing, durations, sizes_jobs, never_runs …
 
     def _part(self, user: str) -> Policy:
+        """The policy that allocates ``user``'s part: its own copy, or the one policy for all when
+        ``inner`` could not be copied (it has solved already: one solver then serves every user)."""
+        if self._template is None:
+            return self.inner
         part = self._parts.get(user)
         if part is None:
             part = self._parts[user] = copy.deepcopy(self._template)
@@ -193,6 +197,14 @@ class ByUser:
         user_of = user_of.reshape(-1)
         return min((self._part(user).next_change_s(jobs.subset(user_of == u), running[user_of == u])
                     for u, user in enumerate(users.tolist())), default=float("inf"))
+
+
+def _fresh_copy(policy: Policy) -> Policy | None:
+    """A copy of ``policy`` made before it has solved anything; None once it holds a solver."""
+    try:
+        return copy.deepcopy(policy)
+    except (TypeError, copy.Error):
+        return None
 
 
 def share_by_user(policy: Policy, weights: Mapping[str, float] | None = None) -> Policy:

@@ -142,3 +142,14 @@ def test_bad_weights_are_named(text, message):
 
 def test_weights_read():
     assert parse_user_weights("alice=2, bob=0.5,") == {"alice": 2.0, "bob": 0.5}
+
+
+@pytest.mark.parametrize("spec", ["max-min-fairness", "finish-time-fairness"])
+def test_a_policy_that_has_solved_already_is_still_shared(spec):
+    # its solver cannot be copied per user, so the one policy allocates every user's part
+    jobs = view(["A"] * 6 + ["B"])
+    used = make_policy(spec)
+    used.allocate(jobs, gpus(4), rates(7))
+    allocation = share_by_user(used).allocate(jobs, gpus(4), rates(7))
+    assert allocation.share[6].sum() == pytest.approx(1.0, abs=1e-6)
+    assert gpus_held(allocation, jobs, "A") == pytest.approx(3.0, abs=1e-6)
