@@ -50,7 +50,7 @@ def run(args) -> list[dict]:
         own = server.request("POST", f"/jobs/{array_id}/cancel", {}, user="alice", timeout=1800)
         settle(server, 5.0)
         after, peak_after = rss_mb(server.pid), peak_rss_mb(server.pid)
-    scaled = "" if tasks == 250 else f" (at {tasks} tasks: ×{250 / tasks:g} for 250 = {grown * 250 / tasks:.0f} MB)"
+    scaled = "" if tasks >= 250 else f" (at {tasks} tasks: ×{250 / tasks:g} for 250 = {grown * 250 / tasks:.0f} MB)"
     return [row(NAME, f"request body ({tasks} tasks)", round(sent / 2**20, 2), None, "MB"),
             row(NAME, f"submit took (status {submitted.status})", round(submitted.seconds, 2), None, "s"),
             row(NAME, "state directory growth" + scaled, round(grown, 1), 40, "MB"),

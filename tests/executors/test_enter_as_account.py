@@ -148,3 +148,15 @@ def _account():
     from apportion.serve.runas import lookup
 
     return lookup("nobody", "alice")
+
+
+def test_a_command_the_account_may_not_run_names_the_path_and_fails_at_once(place):
+    """An operator's PATH whose python the account may not run: exit 126 (never retried), the path named."""
+    private = place / "private"
+    os.symlink(sys.executable, private / "python3")  # root's alone: private/ is 0700
+    executor = LocalExecutor(place / "state")
+    executor.start(1, 1, ["python3", "-c", "pass"], {"PATH": f"{private}:/nonexistent"}, str(place / "open"), (),
+                   run_as=_account())
+    assert wait_exit(executor).code == 126
+    assert executor.log_path(1, 1).read_text().splitlines()[-1] == (
+        f"apportion: cannot start python3: {private}/python3: Permission denied (as uid {NOBODY.pw_uid})")

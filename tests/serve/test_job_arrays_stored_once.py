@@ -140,3 +140,22 @@ def test_another_users_log_read_is_refused_reading_no_job(tmp_path, monkeypatch)
 
     assert answer.status_code == 403 and "belongs to 'alice'" in answer.json()["detail"]
     assert read == []
+
+
+def test_an_older_state_file_with_a_damaged_task_still_opens_and_leaves_that_array_as_it_was(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    common = dict(user="ann", queue="default", priority=1.0, kind="k", gpus=1, total_steps=100, submitted=1.0)
+    array_id, tasks = store.insert_array(spec=big_array(array="0-1", user="ann"), indices=(0, 1), **common)
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")
+    older.execute("UPDATE jobs SET spec = ? WHERE id = ?", (json.dumps(task_spec(big_array(array="0-1"), 0)), tasks[0]))
+    older.execute("UPDATE jobs SET spec = 'not json' WHERE id = ?", (tasks[1],))
+    older.execute("DROP TABLE arrays")
+    older.execute("DELETE FROM meta WHERE key = 'arrays_stored_once'")
+    older.commit()
+    older.close()
+
+    opened = StateStore(tmp_path / "state.db")
+
+    assert opened.array_spec(array_id) is None
+    assert opened.rows("SELECT spec FROM jobs WHERE id = ?", (tasks[1],)) == [("not json",)]

@@ -116,3 +116,23 @@ def cannot_read(path: str, shown: str | None = None) -> tuple[str, str]:
     except OSError as err:
         return "denied", f"cannot read {shown}: [Errno {err.errno}] {err.strerror}"
     return "", ""
+
+
+def cannot_run(program: str, path: str) -> str:
+    """Why this process cannot run ``program`` (looked up on ``path`` unless it names a directory), as
+    exec would find it; "" when it can. Each candidate it may not reach or execute is named."""
+    candidates = [program] if "/" in program else [os.path.join(d or ".", program) for d in path.split(os.pathsep)]
+    refused = []
+    for candidate in candidates:
+        try:
+            found = os.stat(candidate)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as err:
+            refused.append(f"{candidate}: {err.strerror}")
+            continue
+        if stat.S_ISREG(found.st_mode) and os.access(candidate, os.X_OK):
+            return ""
+        refused.append(f"{candidate}: not executable")
+    return "; ".join(refused) if refused else f"no {program} on {path}" if "/" not in program else \
+        f"no such file {program}"

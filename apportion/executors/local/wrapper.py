@@ -206,7 +206,7 @@ def spawn(command: list[str], options: dict[str, str], env: dict[str, str] | Non
     OSError if it cannot be started."""
     env = job_environment() if env is None else env
     if WARM_ENV is not None:
-        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"))
+        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"), options.get("run-as"))
         if launch.refusal is None:
             return _Forked(launch.fork(options.get("run-as")))
         print(f"apportion: cold start: {launch.refusal}", file=sys.stderr, flush=True)
@@ -268,14 +268,31 @@ def _enter_after_switch(workdir: str):
     return enter
 
 
+def cannot_start(command: list[str], options: dict[str, str], err: OSError, what: str = "") -> int:
+    """Say why ``command`` could not be exec'd and return the shell's code for it: 126 when the account
+    may not run what it found (each candidate on the job's PATH named, looked at as the account), else 127."""
+    program = command[0] if command else "(empty command)"
+    said = f"{err}"
+    code = 127
+    if isinstance(err, PermissionError) and command:
+        code = 126
+        run_as = options.get("run-as")
+        try:
+            why = as_account.answer_as(as_account.Identity.parse(run_as) if run_as else None,
+                                       lambda: as_account.cannot_run(program, job_environment().get("PATH", os.defpath)))
+        except ValueError:
+            why = ""
+        said = (why or err.strerror) + (f" (as uid {run_as.split(':')[0]})" if run_as else "")
+    print(f"apportion: cannot start {what}{program}: {said}", file=sys.stderr, flush=True)
+    return code
+
+
 def run_one(command: list[str], options: dict[str, str], subreaper: bool) -> int:
     """Run ``command`` and wait for it (and, after a stop signal, for what it left running); its exit code."""
     try:
         child = spawn(command, options)
     except OSError as err:
-        print(f"apportion: cannot start {command[0] if command else '(empty command)'}: {err}",
-              file=sys.stderr, flush=True)
-        return 127
+        return cannot_start(command, options, err)
     if options.get("pid-file"):  # which process is the command, should this one die first (orphans.py)
         try:
             write_pid(options["pid-file"], child.pid)
@@ -333,13 +350,12 @@ def run_replicas(command: list[str], count: int, options: dict[str, str], subrea
         try:
             child = spawn(command, options, env=replica_env(job_environment(), rank, count, port))
         except OSError as err:
-            print(f"apportion: cannot start rank {rank} ({command[0] if command else '(empty command)'}): {err}",
-                  file=sys.stderr, flush=True)
+            code = cannot_start(command, options, err, what=f"rank {rank}: ")
             stop_the_others()
             while ranks:
                 pid, _ = os.waitpid(-1, 0)
                 ranks.pop(pid, None)
-            return 127
+            return code
         ranks[child.pid] = rank
     codes: dict[int, int] = {}  # rank -> its exit code
     left_behind: list[int] = []  # exit codes of processes the ranks left running, reaped as the subreaper
