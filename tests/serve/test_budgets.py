@@ -217,7 +217,7 @@ def test_status_shows_a_user_their_own_budget_and_an_admin_everyones(tmp_path):
     assert [b["user"] for b in mine] == ["bob"]
     assert mine[0] | {"stored_mb": 0} == {
         "user": "bob", "active_jobs": 1, "max_active_jobs": 50_000, "stored_mb": 0, "max_stored_mb": 1000.0,
-        "demand_rows": 0, "max_demand_rows": 200_000, "after_edges": 0, "max_after_edges": 100_000,
+        "demand_rows": 0, "max_demand_rows": 1_000_000, "after_edges": 0, "max_after_edges": 100_000,
         "submit_rate": 20.0, "submit_burst": 200}
     assert [(b["user"], b["active_jobs"]) for b in everyone] == [("alice", 3), ("bob", 1), ("ops", 0)]  # and theirs
 
@@ -273,7 +273,7 @@ def test_apportion_status_ends_with_the_callers_budget(tmp_path, monkeypatch):
     shown = CliRunner().invoke(app, ["status"])
 
     assert shown.exit_code == 0, shown.output
-    assert ("budget of bob: 3 of 10 active jobs, 0.0 of 1,000 MB stored, 0 of 200,000 demand rows, 0 of 100,000 "
+    assert ("budget of bob: 3 of 10 active jobs, 0.0 of 1,000 MB stored, 0 of 1,000,000 demand rows, 0 of 100,000 "
             "after edges; 20 submits/s (200 at once)") in " ".join(shown.output.split())
 
 
