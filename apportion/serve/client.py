@@ -70,7 +70,7 @@ class ClientError(Exception):
     """What went wrong, in one line (``str(err)``). ``field`` and ``message``: the job field a refusal
     names and what is wrong with it (``field`` None when it names none, ``message`` then the line);
     ``status``: the server's HTTP status (None when no answer came, or nothing was sent); ``retry_after``:
-    the seconds a 429 asked the client to wait (its Retry-After), else None."""
+    the seconds a 429 for its user's submit rate asked the client to wait (its Retry-After), else None."""
 
     def __init__(self, text: str, field: str | None = None, message: str | None = None,
                  status: int | None = None, retry_after: float | None = None) -> None:
@@ -178,7 +178,7 @@ class Client:
             if not isinstance(detail, str):
                 detail = f"HTTP {status} from {self.url}{path}" + (f": {detail}" if detail else "")
             raise ClientError(detail, body.get("field"), body.get("message"), status,
-                              _seconds(response.getheader("Retry-After")) if status == 429 else None)
+                              _seconds(response.getheader("Retry-After")) if body.get("budget") == "submit_rate" else None)
         if answer is None and raw:
             raise ClientError(f"{self.url}{path} answered something that is not JSON (is it an apportion server?)",
                               status=status)

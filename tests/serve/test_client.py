@@ -177,3 +177,14 @@ def test_a_submit_over_its_users_rate_waits_as_the_server_asks_then_gives_up(ser
         client.submit(job)
     assert refused.value.status == 429 and refused.value.retry_after == 1.0
     assert "ann submits faster than their budget allows" in str(refused.value)
+
+
+def test_a_429_for_wrong_credentials_is_not_waited_out_as_a_submit_rate(tmp_path):
+    guarded = LiveServer(tmp_path / "guarded", users=("ann",)).start()
+    try:
+        for _ in range(25):  # past the limit of wrong credentials from one address
+            with Client(guarded.url, token="u1." + "0" * 64) as wrong, pytest.raises(ClientError) as refused:
+                wrong.submit({"name": "x", "command": "python x.py", "total_steps": 10})
+    finally:
+        guarded.stop()
+    assert refused.value.status == 429 and refused.value.retry_after is None  # None: submit() raises at once
