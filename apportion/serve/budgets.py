@@ -27,7 +27,6 @@ admins have the same limits as anyone unless that table gives them others.
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -43,6 +42,8 @@ MOST_BUCKETS = 10_000  # users' rate buckets kept; full ones (which say nothing)
 MOST_SHOWN = 100  # users an admin's status lists, those holding the most active jobs first
 
 _ACTIVE_SQL = "(" + ", ".join(f"'{s}'" for s in ACTIVE) + ")"
+
+
 def _charged(job: str, column: str) -> str:
     """SQL for what job ``job`` (``old`` or ``new`` in a trigger) is charged of ``column``: its own row,
     else its array's (one row an array, each task charged it), else nothing."""
@@ -117,8 +118,6 @@ class Limits:
     def to_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-
-BUDGET_KEYS = tuple(f.name for f in fields(Limits))
 
 
 @dataclass(frozen=True)
@@ -240,8 +239,8 @@ class Budgets:
         self.rate.take(user)
 
     def check(self, user: str, charge: Charge) -> None:
-        """OverQuota unless ``user`` may store ``charge`` on top of what they hold (under the state lock,
-        with the insert that follows, so that two submits cannot both take the last of a budget)."""
+        """OverQuota unless ``user`` may store ``charge`` on top of what they hold (inside the write
+        transaction that stores it, so that two submits cannot both take the last of a budget)."""
         held = self.use(user)
         limits = self.rules.of(user)
         jobs = charge.jobs

@@ -108,3 +108,12 @@ def test_what_is_printed_reads_back_to_the_same_budgets(tmp_path):
     read = load_settings_file(write(tmp_path, settings_yaml(settings)))
 
     assert replace(DEFAULTS, **read.values) == settings
+
+
+def test_the_budget_settings_are_the_limits_each_user_has():
+    from dataclasses import fields
+
+    from apportion.serve.settings import BUDGETS
+
+    assert BUDGETS == tuple(f.name for f in fields(Limits))
+    assert Limits() == Limits.from_settings(DEFAULTS)
