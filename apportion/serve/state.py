@@ -186,7 +186,8 @@ CREATE TABLE IF NOT EXISTS privacy_blocks (  -- data blocks with a privacy budge
     delta REAL NOT NULL,
     orders TEXT NOT NULL DEFAULT '',    -- Rényi orders, space-separated; '' for ε-δ accounting
     added REAL NOT NULL,                -- its arrival: budget unlocks from here
-    arrived_claims INTEGER NOT NULL DEFAULT 0  -- claims that arrived for it (by N unlocks 1/N with each)
+    arrived_claims INTEGER NOT NULL DEFAULT 0, -- claims that arrived for it (by N unlocks 1/N with each)
+    consumed TEXT NOT NULL DEFAULT ''   -- what jobs that started consumed of it, a JSON list over its columns; '' none
 );
 CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, one row a job that claims
     job_id INTEGER PRIMARY KEY,
@@ -195,19 +196,13 @@ CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, 
     arrived REAL,                       -- first asked by a round (its job's `after` done): it counts from here
     decided REAL,                       -- granted or rejected
     settled REAL,                       -- consumed (its job's first start), returned or withdrawn (it ended unstarted)
-    reason TEXT NOT NULL DEFAULT ''     -- why it was rejected
+    reason TEXT NOT NULL DEFAULT '',    -- why it was rejected
+    blocks BLOB,                        -- while open: its blocks' privacy_blocks ids, int64 little-endian, in its order
+    demand TEXT NOT NULL DEFAULT '',    -- what it takes of each of them, a JSON list over the blocks' columns
+    held BLOB,                          -- rr, while it waits: the portions handed out, float64 [blocks, columns]
+    cells INTEGER NOT NULL DEFAULT 0    -- blocks × columns: what it costs a round while open
 );
 CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
-CREATE TABLE IF NOT EXISTS privacy_demands (  -- what each claim takes of each of its blocks, one row a column
-    job_id INTEGER NOT NULL,
-    position INTEGER NOT NULL,          -- the block's place in the claim
-    block INTEGER NOT NULL,             -- privacy_blocks.id
-    col INTEGER NOT NULL,               -- 0 ε, 1 δ; or the index of a Rényi order
-    amount REAL NOT NULL,
-    held REAL NOT NULL DEFAULT 0,       -- rr: the portion of it handed out so far, while the claim waits
-    PRIMARY KEY (job_id, position, col)
-);
-CREATE INDEX IF NOT EXISTS privacy_demands_block ON privacy_demands(block);
 CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of CPU cores it ran with (core_speeds.py)
     job_id INTEGER NOT NULL,
     cores_per_gpu REAL NOT NULL,
@@ -282,6 +277,11 @@ class StateStore:
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_promised ON jobs(slots) WHERE slots != ''")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_to_start ON jobs(id) WHERE slots != '' AND NOT attempt_live")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_live ON jobs(id) WHERE attempt_live")
+            for table, columns in _ADDED_ELSEWHERE.items():  # privacy_ledger.py moves what older files kept
+                present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                for name, definition in columns.items():
+                    if name not in present:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -1000,6 +1000,11 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "array_id": "INTEGER", "array_index": "INTEGER",
                   "data_stall": "REAL", "fetch_stall": "REAL", "preprocess_stall": "REAL",
                   "cpus": "REAL", "memory_gb": "REAL"}
+_ADDED_ELSEWHERE = {  # table -> its columns added since, for the tables other modules keep
+    "privacy_blocks": {"consumed": "TEXT NOT NULL DEFAULT ''"},
+    "privacy_claims": {"blocks": "BLOB", "demand": "TEXT NOT NULL DEFAULT ''", "held": "BLOB",
+                       "cells": "INTEGER NOT NULL DEFAULT 0"},
+}
 _ROUND_STATUS, _ROUND_LIVE = _ROUND_NAMES.index("status"), _ROUND_NAMES.index("live")
 ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,
