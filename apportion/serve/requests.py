@@ -238,6 +238,7 @@ class Requests:
                                               finished=now, reason=f"cancelled by {user}")
                     self.store.add_event(now, r.id, "cancel", f"by {user}")
                 self.state.privacy.settle([r.id for r in active])  # a claim whose job never started goes back
+                self.store.drop_after_edges({r.id if r.array_id is None else r.array_id for r in active})
             for r in active:
                 if r.attempt_live:
                     self.executor.terminate(r.id)

@@ -203,6 +203,11 @@ CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, 
     cells INTEGER NOT NULL DEFAULT 0    -- blocks × columns: what it costs a round while open
 );
 CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
+CREATE TABLE IF NOT EXISTS after_edges (  -- what jobs not started yet wait for (`after`): an array's once, not a task's
+    owner INTEGER NOT NULL,             -- the waiting job's id, or its array's id for an array's tasks
+    target INTEGER NOT NULL,            -- a job (or array) id it waits to see completed
+    PRIMARY KEY (owner, target)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of CPU cores it ran with (core_speeds.py)
     job_id INTEGER NOT NULL,
     cores_per_gpu REAL NOT NULL,
@@ -277,6 +282,12 @@ class StateStore:
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_promised ON jobs(slots) WHERE slots != ''")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_to_start ON jobs(id) WHERE slots != '' AND NOT attempt_live")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_live ON jobs(id) WHERE attempt_live")
+            if conn.execute("SELECT value FROM meta WHERE key = 'after_edges'").fetchone() is None:
+                # an older apportion kept `after` in every task's row: the jobs not started yet wait by edges now
+                conn.execute("INSERT OR IGNORE INTO after_edges (owner, target) SELECT COALESCE(j.array_id, j.id),"
+                             " CAST(e.value AS INTEGER) FROM jobs j, json_each('[' || j.after || ']') e WHERE"
+                             " j.after != '' AND j.started IS NULL AND j.status IN ('queued', 'running', 'preempted')")
+                conn.execute("INSERT INTO meta VALUES ('after_edges', '1')")
             for table, columns in _ADDED_ELSEWHERE.items():  # privacy_ledger.py moves what older files kept
                 present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
                 for name, definition in columns.items():
@@ -357,6 +368,7 @@ class StateStore:
         """Store a new job; ``key``: (submitter, idempotency key, request digest), kept in the same transaction."""
         with self.transaction() as conn:
             job_id = self._insert(conn, None, spec, name, user, queue, priority, kind, gpus, total_steps, submitted)
+            self._add_after_edges(conn, job_id, spec.get("after"))
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], job_id, key[2]))
@@ -376,6 +388,7 @@ class StateStore:
             for job_id, spec, index in zip(ids, specs, indices):
                 self._insert(conn, job_id, spec, spec["name"], user, queue, priority, kind, gpus, total_steps,
                              submitted, (array_id, index))
+            self._add_after_edges(conn, array_id, specs[0].get("after") if specs else None)  # once for its tasks
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], array_id, key[2]))
@@ -387,7 +400,8 @@ class StateStore:
         """One job's row and its submit event (``job_id`` None: the next id); its id."""
         allowed = ",".join(spec.get("gpu_types") or ())
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
-        after = ",".join(str(i) for i in spec.get("after") or ())
+        # a task's `after` is its array's, kept once (after_edges); a job's is kept in its row too, for replays
+        after = ",".join(str(i) for i in spec.get("after") or ()) if array is None else ""
         array_id, array_index = array if array is not None else (None, None)
         cursor = conn.execute(
             "INSERT INTO jobs (id, name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
@@ -401,6 +415,39 @@ class StateStore:
         self._wrote((job_id,))
         self.add_event(submitted, job_id, "submit", f"{name} by {user}")
         return job_id
+
+    @staticmethod
+    def _add_after_edges(conn: sqlite3.Connection, owner: int, after) -> None:
+        conn.executemany("INSERT OR IGNORE INTO after_edges (owner, target) VALUES (?, ?)",
+                         [(owner, int(target)) for target in after or ()])
+
+    def after_edges(self) -> list[tuple[int, int]]:
+        """(owner, target) of every ``after`` edge kept: owner a job's id, or an array's for its tasks."""
+        with self._lock:
+            cursor = self._conn.execute("SELECT owner, target FROM after_edges")
+            cursor.row_factory = None
+            return cursor.fetchall()
+
+    def after_edges_of(self, user: str) -> int:
+        """How many ``after`` edges ``user``'s jobs and arrays not started yet hold (an array's count once)."""
+        with self._lock:
+            return int(self._conn.execute(
+                "SELECT COUNT(*) FROM after_edges e WHERE (SELECT user FROM jobs WHERE id = e.owner OR id = e.owner + 1"
+                " AND array_id = e.owner ORDER BY id LIMIT 1) = ?", (user,)).fetchone()[0])
+
+    def drop_after_edges(self, owners) -> None:
+        """Forget the ``after`` edges of those of ``owners`` (job or array ids) with no job left that has
+        not started and is still active: nothing asks about them again."""
+        owners = sorted({int(owner) for owner in owners})
+        if not owners:
+            return
+        with self.transaction() as conn:
+            for first in range(0, len(owners), 500):
+                chunk = owners[first:first + 500]
+                conn.execute(
+                    f"DELETE FROM after_edges WHERE owner IN ({','.join('?' * len(chunk))}) AND NOT EXISTS (SELECT 1"
+                    f" FROM jobs WHERE (id = after_edges.owner OR array_id = after_edges.owner) AND started IS NULL"
+                    f" AND {_IS_ACTIVE})", chunk)
 
     def array_tasks(self, array_id: int) -> list[JobRecord]:
         """The tasks of array ``array_id``, by index (none: it is no array)."""
