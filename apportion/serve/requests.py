@@ -240,6 +240,9 @@ class Requests:
                 cancelled, live = self.store.cancel_active(job_id, array=array, by=user, now=now)
                 if cancelled:
                     self.state.privacy.settle(cancelled)  # a claim whose job never started goes back
+                    owners = {job_id} if array else {job_id, *(a for (a,) in self.store.job_columns(
+                        ("array_id",), "id = ? AND array_id IS NOT NULL", (job_id,)))}
+                    self.store.drop_after_edges(owners)
             if not cancelled:
                 if array:
                     raise Conflict(f"array {job_id} has no task left to cancel: its "

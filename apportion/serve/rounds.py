@@ -158,6 +158,9 @@ class Rounds:
                     changes[job_id]["reason"] = with_note(changes[job_id]["reason"], note)
             with self.store.transaction():
                 self.store.update_jobs(changes)
+                if failed:  # what a failed job (or array) waited for is asked no more
+                    self.store.drop_after_edges(table["id"][i] if table["array_id"][i] is None else table["array_id"][i]
+                                                for i in failed)
                 for event in events:
                     self.store.add_event(*event)
                 self.store.set_meta("round", str(self.state.round + 1))

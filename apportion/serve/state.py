@@ -191,7 +191,8 @@ CREATE TABLE IF NOT EXISTS privacy_blocks (  -- data blocks with a privacy budge
     delta REAL NOT NULL,
     orders TEXT NOT NULL DEFAULT '',    -- Rényi orders, space-separated; '' for ε-δ accounting
     added REAL NOT NULL,                -- its arrival: budget unlocks from here
-    arrived_claims INTEGER NOT NULL DEFAULT 0  -- claims that arrived for it (by N unlocks 1/N with each)
+    arrived_claims INTEGER NOT NULL DEFAULT 0, -- claims that arrived for it (by N unlocks 1/N with each)
+    consumed TEXT NOT NULL DEFAULT ''   -- what jobs that started consumed of it, a JSON list over its columns; '' none
 );
 CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, one row a job that claims
     job_id INTEGER PRIMARY KEY,
@@ -200,19 +201,18 @@ CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, 
     arrived REAL,                       -- first asked by a round (its job's `after` done): it counts from here
     decided REAL,                       -- granted or rejected
     settled REAL,                       -- consumed (its job's first start), returned or withdrawn (it ended unstarted)
-    reason TEXT NOT NULL DEFAULT ''     -- why it was rejected
+    reason TEXT NOT NULL DEFAULT '',    -- why it was rejected
+    blocks BLOB,                        -- while open: its blocks' privacy_blocks ids, int64 little-endian, in its order
+    demand TEXT NOT NULL DEFAULT '',    -- what it takes of each of them, a JSON list over the blocks' columns
+    held BLOB,                          -- rr, while it waits: the portions handed out, float64 [blocks, columns]
+    cells INTEGER NOT NULL DEFAULT 0    -- blocks × columns: what it costs a round while open
 );
 CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
-CREATE TABLE IF NOT EXISTS privacy_demands (  -- what each claim takes of each of its blocks, one row a column
-    job_id INTEGER NOT NULL,
-    position INTEGER NOT NULL,          -- the block's place in the claim
-    block INTEGER NOT NULL,             -- privacy_blocks.id
-    col INTEGER NOT NULL,               -- 0 ε, 1 δ; or the index of a Rényi order
-    amount REAL NOT NULL,
-    held REAL NOT NULL DEFAULT 0,       -- rr: the portion of it handed out so far, while the claim waits
-    PRIMARY KEY (job_id, position, col)
-);
-CREATE INDEX IF NOT EXISTS privacy_demands_block ON privacy_demands(block);
+CREATE TABLE IF NOT EXISTS after_edges (  -- what jobs not started yet wait for (`after`): an array's once, not a task's
+    owner INTEGER NOT NULL,             -- the waiting job's id, or its array's id for an array's tasks
+    target INTEGER NOT NULL,            -- a job (or array) id it waits to see completed
+    PRIMARY KEY (owner, target)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of CPU cores it ran with (core_speeds.py)
     job_id INTEGER NOT NULL,
     cores_per_gpu REAL NOT NULL,
@@ -306,6 +306,17 @@ class StateStore:
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_promised ON jobs(slots) WHERE slots != ''")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_to_start ON jobs(id) WHERE slots != '' AND NOT attempt_live")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_live ON jobs(id) WHERE attempt_live")
+            if conn.execute("SELECT value FROM meta WHERE key = 'after_edges'").fetchone() is None:
+                # an older apportion kept `after` in every task's row: the jobs not started yet wait by edges now
+                conn.execute("INSERT OR IGNORE INTO after_edges (owner, target) SELECT COALESCE(j.array_id, j.id),"
+                             " CAST(e.value AS INTEGER) FROM jobs j, json_each('[' || j.after || ']') e WHERE"
+                             " j.after != '' AND j.started IS NULL AND j.status IN ('queued', 'running', 'preempted')")
+                conn.execute("INSERT INTO meta VALUES ('after_edges', '1')")
+            for table, columns in _ADDED_ELSEWHERE.items():  # privacy_ledger.py moves what older files kept
+                present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                for name, definition in columns.items():
+                    if name not in present:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -470,6 +481,7 @@ class StateStore:
         """Store a new job; ``key``: (submitter, idempotency key, request digest), kept in the same transaction."""
         with self.transaction() as conn:
             job_id = self._insert(conn, None, spec, name, user, queue, priority, kind, gpus, total_steps, submitted)
+            self._add_after_edges(conn, job_id, spec.get("after"))
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], job_id, key[2]))
@@ -493,6 +505,7 @@ class StateStore:
                 task = task_spec(spec, index)
                 self._insert(conn, job_id, task, task["name"], user, queue, priority, kind, gpus, total_steps,
                              submitted, (array_id, index), stored=task_row_spec(task))
+            self._add_after_edges(conn, array_id, spec.get("after"))  # once for its tasks
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], array_id, key[2]))
@@ -505,7 +518,8 @@ class StateStore:
         part of ``spec`` its row keeps, where the rest is its array's (else all of it)."""
         allowed = ",".join(spec.get("gpu_types") or ())
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
-        after = ",".join(str(i) for i in spec.get("after") or ())
+        # a task's `after` is its array's, kept once (after_edges); a job's is kept in its row too, for replays
+        after = ",".join(str(i) for i in spec.get("after") or ()) if array is None else ""
         array_id, array_index = array if array is not None else (None, None)
         cursor = conn.execute(
             "INSERT INTO jobs (id, name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
@@ -549,6 +563,39 @@ class StateStore:
                 _, (_, dropped) = self._array_specs.popitem(last=False)
                 self._array_spec_chars -= dropped
             return spec
+
+    @staticmethod
+    def _add_after_edges(conn: sqlite3.Connection, owner: int, after) -> None:
+        conn.executemany("INSERT OR IGNORE INTO after_edges (owner, target) VALUES (?, ?)",
+                         [(owner, int(target)) for target in after or ()])
+
+    def after_edges(self) -> list[tuple[int, int]]:
+        """(owner, target) of every ``after`` edge kept: owner a job's id, or an array's for its tasks."""
+        with self._read() as conn:
+            cursor = conn.execute("SELECT owner, target FROM after_edges")
+            cursor.row_factory = None
+            return cursor.fetchall()
+
+    def after_edges_of(self, user: str) -> int:
+        """How many ``after`` edges ``user``'s jobs and arrays not started yet hold (an array's count once)."""
+        with self._read() as conn:
+            return int(conn.execute(
+                "SELECT COUNT(*) FROM after_edges e WHERE (SELECT user FROM jobs WHERE id = e.owner OR id = e.owner + 1"
+                " AND array_id = e.owner ORDER BY id LIMIT 1) = ?", (user,)).fetchone()[0])
+
+    def drop_after_edges(self, owners) -> None:
+        """Forget the ``after`` edges of those of ``owners`` (job or array ids) with no job left that has
+        not started and is still active: nothing asks about them again."""
+        owners = sorted({int(owner) for owner in owners})
+        if not owners:
+            return
+        with self.transaction() as conn:
+            for first in range(0, len(owners), 500):
+                chunk = owners[first:first + 500]
+                conn.execute(
+                    f"DELETE FROM after_edges WHERE owner IN ({','.join('?' * len(chunk))}) AND NOT EXISTS (SELECT 1"
+                    f" FROM jobs WHERE (id = after_edges.owner OR array_id = after_edges.owner) AND started IS NULL"
+                    f" AND {_IS_ACTIVE})", chunk)
 
     def array_tasks(self, array_id: int) -> list[JobRecord]:
         """The tasks of array ``array_id``, by index (none: it is no array)."""
@@ -1199,6 +1246,11 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "array_id": "INTEGER", "array_index": "INTEGER",
                   "data_stall": "REAL", "fetch_stall": "REAL", "preprocess_stall": "REAL",
                   "cpus": "REAL", "memory_gb": "REAL"}
+_ADDED_ELSEWHERE = {  # table -> its columns added since, for the tables other modules keep
+    "privacy_blocks": {"consumed": "TEXT NOT NULL DEFAULT ''"},
+    "privacy_claims": {"blocks": "BLOB", "demand": "TEXT NOT NULL DEFAULT ''", "held": "BLOB",
+                       "cells": "INTEGER NOT NULL DEFAULT 0"},
+}
 _ROUND_STATUS, _ROUND_LIVE = _ROUND_NAMES.index("status"), _ROUND_NAMES.index("live")
 ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,
