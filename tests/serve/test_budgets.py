@@ -126,18 +126,25 @@ def test_stored_bytes_are_charged_by_the_spec_as_stored(tmp_path):
     assert cluster.submit(array="0-2", env={"V": "x" * 5000}).status_code == 409  # a second copy does not fit
 
 
-def test_after_edges_count_each_job_waited_for_by_each_task(tmp_path):
-    cluster = Cluster(tmp_path, max_after_edges=4)
+def test_after_edges_count_the_jobs_waited_for_and_an_arrays_once_until_its_last_task_ends(tmp_path):
+    cluster = Cluster(tmp_path, max_after_edges=5)
     first = [int(cluster.submit().json()["id"]) for _ in range(2)]
     assert cluster.submit(after=first).status_code == 200  # 2 edges
+    array_id = int(cluster.submit(array="0-2", after=first).json()["id"])  # 2 edges, kept once for its 3 tasks
 
-    refused = cluster.submit(array="0-1", after=first)  # 2 tasks × 2 edges
+    refused = cluster.submit(after=first)
 
     assert refused.status_code == 409
-    assert refused.json()["detail"].startswith("alice holds 2 after edges (jobs waited for, summed over jobs), the "
-                                               "limit (--max-after-edges) is 4; this submit would add 4")
-    assert cluster.submit(after=first[:1], array="0-1").status_code == 200
+    assert refused.json()["detail"].startswith("alice holds 4 after edges (jobs waited for, summed over jobs; an "
+                                               "array's once), the limit (--max-after-edges) is 5; this submit "
+                                               "would add 2")
+    assert cluster.call("POST", f"/jobs/{array_id + 1}/cancel", json={}).status_code == 200
+    assert cluster.budget()["after_edges"] == 4  # two of its tasks still wait
+    cluster.restart()
     assert cluster.budget()["after_edges"] == 4
+    assert cluster.call("POST", f"/jobs/{array_id}/cancel", json={}).status_code == 200
+    assert cluster.budget()["after_edges"] == 2
+    assert cluster.submit(after=first).status_code == 200
 
 
 def test_privacy_demand_rows_count_the_blocks_each_job_claims(tmp_path):
@@ -292,3 +299,18 @@ def test_an_arrays_tasks_give_back_their_share_one_by_one_and_a_restart_counts_t
     assert cluster.budget() == after_one
     assert cluster.call("POST", f"/jobs/{array_id}/cancel", json={}).status_code == 200
     assert (cluster.budget()["active_jobs"], cluster.budget()["stored_mb"]) == (0, 0.0)
+
+
+def test_a_state_file_kept_by_an_earlier_budgets_table_is_brought_up_to_date(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    with store.transaction() as conn:  # the table as the first version of budgets kept it, and one old trigger
+        conn.execute("CREATE TABLE budget_charges (job_id INTEGER PRIMARY KEY, bytes INTEGER NOT NULL,"
+                     " demand_rows INTEGER NOT NULL, after_edges INTEGER NOT NULL)")
+        conn.execute("CREATE TRIGGER budget_job_charged AFTER INSERT ON budget_charges BEGIN SELECT 1; END")
+    store.close()
+
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.submit(array="0-1", after=[]).json()["id"])
+
+    assert cluster.budget()["active_jobs"] == 2
+    assert cluster.scheduler.store.rows("SELECT tasks FROM budget_charges WHERE job_id = ?", (array_id,)) == [(2,)]
