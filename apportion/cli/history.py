@@ -69,18 +69,18 @@ def history(
 
 def _from_state_dir(state_dir: Path, filters, grouping: str | None, limit: int | None, now: float) -> dict:
     """The report from the state file itself, opened read-only (no lock, no write: a running server
-    goes on as before); every field shown, as to the operator who can read the file anyway."""
-    import sqlite3
-
+    goes on as before); every field shown, as to the operator who can read the file anyway. The
+    file is read as untrusted (serve/untrusted_state.py): a damaged or hostile one is one line."""
     from apportion.serve import usage
+    from apportion.serve.untrusted_state import DamagedState, read_accounting
 
     path = Path(state_dir) / "state.db"
     if not path.is_file():
         raise fail(f"--state-dir {state_dir}: no state file there (state.db): is it a server's --state-dir?")
     try:
-        columns = usage.read_columns(path)
-    except sqlite3.Error as exc:
-        raise fail(f"--state-dir {state_dir}: cannot read {path} as a state file ({exc})") from None
+        columns = read_accounting(path)
+    except DamagedState as exc:
+        raise fail(f"--state-dir {state_dir}: {exc}") from None
     table = usage.usage(*columns, filters, now)
     return usage.report(table, lambda user: True, grouping, limit)
 
