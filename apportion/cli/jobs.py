@@ -288,6 +288,9 @@ def logs(
     try:
         for number, text in client.log_chunks(job_id, attempt, follow):
             if shown is not None and number != shown:
+                if held:  # the last attempt's output ended in a carriage return: its line ends before the next
+                    sys.stdout.write("\n")
+                    held = ""
                 errors.print(f"--- attempt {printable(number, lines=False)} ---", highlight=False, markup=False)
             shown = number
             if not raw:

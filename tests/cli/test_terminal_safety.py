@@ -62,17 +62,17 @@ def test_queue_json_writes_c1_controls_and_bidi_overrides_as_json_escapes(monkey
 
 
 def test_logs_escape_the_jobs_output_and_its_headers_unless_raw(monkeypatch):
-    chunks = [(1, f"epoch 1{TITLE}\n10%\r"), (1, "\n"), (2, f"{CLEAR}step 2\n")]
+    chunks = [(1, f"epoch 1{TITLE}\n10%\r"), (1, "\n"), (2, f"{CLEAR}step 2\r"), (3, "done\r")]
     monkeypatch.setattr(Client, "log_chunks", lambda self, job_id, attempt, follow: iter(chunks))
     monkeypatch.setattr(Client, "job", lambda self, job_id: {"id": f"7{CLEAR}", "data_stall": 0.25})
     result = run("logs", "7")
     assert result.exit_code == 0, result.output
     assert_safe(result.output)
-    assert result.stdout == "epoch 1\\x1b]0;pwned\\x07\n10%\n\\x1b[2Jstep 2\n"  # a split \r\n is one line break
+    assert result.stdout == "epoch 1\\x1b]0;pwned\\x07\n10%\n\\x1b[2Jstep 2\ndone\n"  # a split \r\n: one line break
     assert "--- job 7\\x1b[2J waited for data 25%" in result.stderr
 
     raw = run("logs", "7", "--raw")
-    assert raw.stdout.startswith(f"epoch 1{TITLE}\n10%") and f"{CLEAR}step 2\n" in raw.stdout  # as written
+    assert raw.stdout.startswith(f"epoch 1{TITLE}\n10%") and f"{CLEAR}step 2" in raw.stdout  # as written
 
 
 def test_history_escapes_rows_in_its_table_and_csv(monkeypatch):
