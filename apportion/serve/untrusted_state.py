@@ -14,6 +14,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+import numpy as np
+
 from apportion.serve.state import ACCOUNTING_ATTEMPT_COLUMNS, ACCOUNTING_JOB_COLUMNS
 
 TIME_LIMIT_S = 30.0  # all the queries together; a state file of a million jobs reads in a few seconds
@@ -55,8 +57,7 @@ def read_accounting(path: str | Path, time_limit_s: float = TIME_LIMIT_S) -> tup
         conn.close()
     _check(path, "jobs", jobs, ("id",))
     _check(path, "attempts", attempts, ("job_id", "attempt"))
-    ids = jobs["id"]
-    if any(a >= b for a, b in zip(ids, ids[1:])):
+    if (np.diff(np.asarray(jobs["id"], dtype=np.int64)) <= 0).any():  # read in id order: each greater than the last
         raise DamagedState(f"{path}: table jobs: two rows have the same id")
     return jobs, attempts
 
@@ -101,12 +102,34 @@ def _columns(conn: sqlite3.Connection, path: Path, table: str, wanted: dict[str,
 def _check(path: Path, table: str, columns: dict[str, tuple], key: tuple[str, ...]) -> None:
     """DamagedState naming the first value of ``columns`` that is not what its field holds."""
     for name, values in columns.items():
-        problem = _problem_of(name)
-        if all(problem(value) is None for value in values):
+        if _all_fine(name, values):
             continue
+        problem = _problem_of(name)
         row = next(i for i, value in enumerate(values) if problem(value) is not None)
         where = ", ".join(f"{k}={_shown(columns[k][row])}" for k in key)
         raise DamagedState(f"{path}: table {table}, row {where}: field {name!r} {problem(values[row])}")
+
+
+def _all_fine(name: str, values: tuple) -> bool:
+    """Whether every value of field ``name`` passes its check: the whole column at once (a million
+    rows in a fraction of a second); False sends :func:`_check` looking for the first that does not."""
+    types = set(map(type, values))
+    nullable = name in _MAY_BE_NULL
+    allowed = {type(None)} if nullable else set()
+    if name in _TEXT or name == "gpu_type":
+        return types <= allowed | {str}
+    if name in _TIMES:
+        if not types <= allowed | {int, float}:
+            return False
+        numbers = np.array([v for v in values if v is not None] if type(None) in types else values, dtype=float)
+        return bool(np.isfinite(numbers).all()) and (not len(numbers) or (numbers.min() >= 0 and
+                                                                          numbers.max() <= LATEST_TIME))
+    if name == "exit_code":
+        numbers = [v for v in values if v is not None]
+        return types <= {type(None), int} and (not numbers or (min(numbers) >= -(1 << 31) and max(numbers) < 1 << 31))
+    if name in _COUNTS:
+        return types <= {int} and (not values or (min(values) >= 0 and max(values) < MOST))
+    return True
 
 
 def _problem_of(name: str):

@@ -121,3 +121,9 @@ def test_a_file_that_is_no_state_file_is_one_line(tmp_path):
     (tmp_path / "state.db").write_bytes(b"not a database" * 100)
     assert f"{tmp_path}/state.db: cannot read it as a state file (file is not a database)" in \
         one_line_error(history(tmp_path))
+
+
+def test_two_jobs_with_one_id_are_refused(state_dir):
+    damage(state_dir, "ALTER TABLE jobs RENAME TO old_jobs",
+           "CREATE TABLE jobs AS SELECT * FROM old_jobs UNION ALL SELECT * FROM old_jobs")
+    assert f"{state_dir}/state.db: table jobs: two rows have the same id" in one_line_error(history(state_dir))
