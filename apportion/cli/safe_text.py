@@ -20,6 +20,8 @@ _SHOWN = {"\r": "\\r", "\n": "\\n"}
 def printable(text: object, *, lines: bool = True) -> str:
     """``text`` with its control characters escaped; ``lines``: newlines kept (else shown as ``\\n``)."""
     text = str(text)
+    if text.isprintable():  # no control or format character at all: the common case, at C speed
+        return text
     return (_UNSAFE_KEEPING_LINES if lines else _UNSAFE).sub(_escaped, text)
 
 
