@@ -159,3 +159,23 @@ def test_an_older_state_file_with_a_damaged_task_still_opens_and_leaves_that_arr
 
     assert opened.array_spec(array_id) is None
     assert opened.rows("SELECT spec FROM jobs WHERE id = ?", (tasks[1],)) == [("not json",)]
+
+
+def test_rounds_starts_and_lists_parse_an_arrays_spec_once_not_once_a_task(tmp_path, monkeypatch):
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.post("/jobs", **big_array(array="0-19")).json()["id"])
+    loads, big = json.loads, []
+
+    def counted(text, *args, **kwargs):
+        if isinstance(text, str) and len(text) > 100_000:  # an array's spec, not a task's own row
+            big.append(len(text))
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counted)
+    for _ in range(3):
+        cluster.tick()
+    assert len(cluster.jobs()) == 20
+    for task in range(array_id + 1, array_id + 21):
+        assert cluster.scheduler.store.job(task).spec["env"]["V0"] == BIG_VALUE
+
+    assert len(big) == 1
