@@ -9,6 +9,7 @@ A server with no credentials configured (loopback only) takes the ``user`` a req
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any, Optional
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
@@ -21,6 +22,7 @@ from apportion.core.errors import InputError
 from apportion.serve import bodies, usage
 from apportion.serve.api_docs import add_api_docs
 from apportion.serve.auth import Authenticator, Identity, NotAllowed, TooManyFailures, Unauthorized
+from apportion.serve.budgets import OverQuota, TooFast
 from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OFFSET, MAX_NAME, clip
 from apportion.serve.dashboard import add_dashboard
 from apportion.serve.edge import LimitBody, LimitFailures
@@ -92,6 +94,16 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     @app.exception_handler(Conflict)
     def _conflict(request, exc):
         return JSONResponse(status_code=409, content={"detail": str(exc)})
+
+    @app.exception_handler(OverQuota)
+    def _over_quota(request, exc: OverQuota):  # budgets.py: what the user holds, and the limit it names
+        return JSONResponse(status_code=409, content={"detail": str(exc), "budget": exc.key, "held": exc.held,
+                                                      "limit": exc.limit})
+
+    @app.exception_handler(TooFast)
+    def _too_fast(request, exc: TooFast):
+        return JSONResponse(status_code=429, content={"detail": str(exc)},
+                            headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
 
     @app.exception_handler(NoSpace)
     def _no_space(request, exc: NoSpace):
@@ -223,7 +235,9 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
 
     @app.get("/status")
     def status(who: Identity = Depends(user_caller)) -> dict:
-        return scheduler.status()
+        # each user's budgets against their limits: a user sees their own, an admin every user's
+        budgets = scheduler.requests.budgets.shown(who.user, sees_all=who.admin or who.open)
+        return {**scheduler.status(), "budgets": budgets}
 
     @app.post("/blocks")
     def add_blocks(body: Any = Body(...), who: Identity = Depends(user_caller)) -> dict:

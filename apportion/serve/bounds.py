@@ -31,7 +31,6 @@ MAX_AFTER = 128  # jobs a job may wait for (its `after`); their ids fit in the f
 MAX_ARRAY_TASKS = 10_000  # tasks of one job array: one submit stores this many jobs at most
 MAX_ARRAY_INDEX = 10**9  # an array task's index (APPORTION_ARRAY_INDEX)
 MAX_ARRAY_TEXT = 16 * 1024  # characters of a job file's `array` (a list of indices included)
-MAX_USER_ACTIVE_TASKS = 50_000  # a user's active jobs an array may bring them to: arrays cannot flood the queue
 MAX_PRIORITY = 1000.0  # a job's weight; more would only make a policy's LP badly scaled
 MAX_ATTEMPT = 2**31  # an attempt number in a lease or progress call
 MAX_JOB_ID = 2**63 - 1  # the largest id the state file can hold

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.core.errors import InputError
-from apportion.serve.bounds import (MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_NAME,
-                                    MAX_USER_ACTIVE_TASKS, check_text, clip)
+from apportion.serve.bounds import MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_NAME, check_text, clip
 
 _PIECE = re.compile(r"([0-9]{1,12})(?:-([0-9]{1,12})(?::([0-9]{1,12}))?)?")  # digits enough to pass any bound
 _FORMS = "indices such as 0-15, 0-15:2 or 1,3,5-7, optionally ending %N (at most N at once)"
@@ -136,12 +135,3 @@ def check_task_names(name: str, array: ArraySpec, source: str) -> None:
     if longest > MAX_NAME:
         raise InputError(source, f"must leave room for its tasks' [INDEX]: {name[:20]!r}… with "
                          f"[{array.indices[-1]}] is {longest:,} characters, more than {MAX_NAME}", field="name")
-
-
-def check_room(active: int, tasks: int, source: str) -> None:
-    """InputError naming ``array`` when ``tasks`` more would bring a user's active jobs (``active`` now)
-    past MAX_USER_ACTIVE_TASKS: one request stores at most MAX_ARRAY_TASKS jobs, and a user cannot
-    pile array on array without bound."""
-    if active + tasks > MAX_USER_ACTIVE_TASKS:
-        raise InputError(source, f"its {tasks:,} tasks would bring its user's active jobs to {active + tasks:,}, "
-                         f"more than {MAX_USER_ACTIVE_TASKS:,}: submit it when some have ended", field="array")

@@ -31,7 +31,8 @@ from apportion.serve.elastic import StepReport
 from apportion.serve.elastic_batch import examples_done
 from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
-from apportion.serve.job_array import check_room, check_task_names, parse_array
+from apportion.serve.budgets import Budgets, charge_of
+from apportion.serve.job_array import check_task_names, parse_array
 from apportion.serve.jobspec import check_after, spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
 from apportion.serve.slots import shares_by_type
@@ -65,6 +66,7 @@ class Requests:
         self.clock, self.log, self.lock, self.changed = state.clock, state.log, state.lock, state.changed
         self.gpu_types, self.capacity = state.gpu_types, state.capacity
         self.lease_answers = {"renew": 0, "stop": 0}  # lease calls answered this run, for /metrics
+        self.budgets = Budgets(self.store, self.config.budgets)  # what each user may hold, charged at submit
 
     def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
         """Check a job spec (InputError naming the field) and store it; returns the job id.
@@ -74,7 +76,9 @@ class Requests:
     def submit_once(self, body: dict, user: str, key: str | None, source: str = "request",
                     sees_all: bool = False) -> tuple[int, bool]:
         """:meth:`submit`, once per idempotency ``key`` of ``user`` (None: no key): (job id, whether it
-        was stored before). The same key with another request is a Conflict naming the key."""
+        was stored before). The same key with another request is a Conflict naming the key. Every submit
+        is charged to ``user``'s budgets (budgets.py): TooFast over their rate, OverQuota over a quota."""
+        self.budgets.take_submit(user)  # before anything is read or parsed
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() if key is not None else ""
         if key is not None:
             with self.lock:
@@ -82,8 +86,6 @@ class Requests:
             if earlier is not None:  # a retry of a submit that was stored: its job, whatever holds now
                 return earlier, True
         spec = spec_from_mapping(body, source)
-        if spec.workdir is not None and not os.path.isdir(spec.workdir):  # False, not OSError, for a name too long
-            raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
         self._check_notify(spec, source)
@@ -104,8 +106,9 @@ class Requests:
                           key=(user, key, digest) if key is not None else None)
             claim = None if spec.privacy is None else self.state.privacy.check_claim(
                 spec.privacy, source, copies=1 if array is None else len(array))
-            if array is not None:
-                check_room(self.store.active_jobs_of(data["user"]), len(array), source)
+            charge = charge_of(data, 1 if array is None else len(array), len(spec.privacy.blocks) if claim else 0,
+                               len(spec.after or ()), array=array is not None)
+            self.budgets.check(data["user"], charge)
             with self.store.transaction():
                 if array is None:
                     job_id = self.store.insert_job(spec=data, name=spec.name, **common)
@@ -114,6 +117,7 @@ class Requests:
                     job_id, tasks = self.store.insert_array(spec=data, indices=array.indices, **common)
                 if claim is not None:
                     self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
+                self.budgets.record(tasks, charge)
             self.state.dirty = True
         if array is not None:
             self.log(f"array {job_id} submitted: {spec.name} by {data['user']}, {len(array)} tasks (jobs {tasks[0]}"
@@ -144,14 +148,18 @@ class Requests:
     def _check_directories(self, spec, user: str, source: str) -> None:
         """InputError unless the OS account the job runs as (``--run-as mapped``) can enter its
         ``workdir`` and keep its checkpoints in its ``checkpoint_dir``: the server reads that
-        directory as that account, and never lets a job start in a directory its account could not enter."""
+        directory as that account, and never lets a job start in a directory its account could not enter.
+        Under ``mapped`` both are looked at only by that account (a child dropped to it), so a refusal
+        says no more than the user could learn with its own account."""
         try:
             account = self.config.run_as.account(spec.user or user)
         except NoAccount:  # refused by the API already; such a job never starts
             return
-        if account is None:
+        if account is None:  # the server is the account its jobs run as: it may look itself
+            if spec.workdir is not None and not os.path.isdir(spec.workdir):  # False, not OSError, for a name too long
+                raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
             return
-        if spec.workdir:
+        if spec.workdir is not None:  # looked at only as the account: root's answer would tell what lies where
             problem = unusable_workdir(spec.workdir, account)
             if problem is not None:
                 raise InputError(source, problem, field="workdir")

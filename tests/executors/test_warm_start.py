@@ -107,11 +107,12 @@ def test_an_uncaught_exception_prints_the_jobs_own_traceback_and_exits_1(warm_ex
 
 def test_a_plain_shell_line_starts_warm_and_a_pipeline_cold(warm_executor, work):
     line = f"{sys.executable} probe.py"
-    _, code, log = run(warm_executor, work, 3, line)
-    _, piped_code, piped_log = run(warm_executor, work, 4, line + " | cat")
+    warm, code, log = run(warm_executor, work, 3, line)
+    cold, piped_code, piped_log = run(warm_executor, work, 4, line + " | cat")
 
     assert (code, log.splitlines()[-1]) == (0, "warm")
     assert (piped_code, piped_log.splitlines()[-1]) == (0, "cold")
+    assert (warm.warm, cold.warm) == (True, False)  # what the start event says (lifecycle.py)
 
 
 def test_a_job_can_ask_for_a_cold_start(warm_executor, work):

@@ -212,6 +212,10 @@ def shadowed(path0: str) -> str | None:
     return None
 
 
+class CannotEnter(OSError):
+    """The job's account cannot enter its workdir (the fork's exit 126, as a cold start's)."""
+
+
 class Launch:
     """One warm launch, decided in the wrapper before it forks: ``refusal`` is why it cannot (then it starts cold)."""
 
@@ -235,6 +239,11 @@ class Launch:
             return pid
         try:
             self._become(run_as)
+        except CannotEnter as err:  # as the cold start's: exit 126, never worth a retry
+            try:
+                print(f"apportion: cannot start: {err}", file=sys.stderr, flush=True)
+            finally:
+                os._exit(126)
         except BaseException as err:  # the exec would have failed: as the wrapper's cannot-start
             try:
                 print(f"apportion: cannot start {self.command[0]}: {err}", file=sys.stderr, flush=True)
@@ -251,13 +260,16 @@ class Launch:
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
+        if run_as:  # the account first: the directory is entered, and every file opened, as the account
+            from apportion.executors.local.as_account import Identity, become
+
+            become(Identity.parse(run_as))
         if self.workdir:
-            os.chdir(self.workdir)
-        if run_as:
-            uid, gid, groups = run_as.split(":")
-            os.setgroups([int(g) for g in groups.split(",") if g])
-            os.setregid(int(gid), int(gid))
-            os.setreuid(int(uid), int(uid))
+            try:
+                os.chdir(self.workdir)
+            except OSError as err:
+                raise CannotEnter(f"cannot enter the workdir {self.workdir}: {err.strerror}"
+                                  + (f" (as uid {os.getuid()})" if run_as else "")) from None
         if not os.access(sys.executable, os.X_OK):  # the exec would have failed: the account may not run it
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), self.command[0])
         os.environ.clear()
