@@ -221,7 +221,8 @@ CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of C
 CREATE TABLE IF NOT EXISTS arrays (  -- each job array's spec, stored once: its tasks' rows keep only their own part
     id INTEGER PRIMARY KEY,             -- the array's id, held by no job: the one its tasks name
     user TEXT NOT NULL,
-    spec TEXT NOT NULL                  -- the array's JobSpec as JSON: a task's is it with its row's spec over it
+    spec TEXT NOT NULL,                 -- the array's JobSpec as JSON: a task's is task_spec's of it, its row's over it
+    text TEXT                           -- its `array` (0-15%4), read each round without the spec
 );
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
@@ -258,10 +259,10 @@ class StateStore:
                                          check_same_thread=False, isolation_level=None, timeout=30)
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("SELECT id FROM jobs LIMIT 1")  # not a state file: sqlite3.Error now
-            self._has_arrays = self._conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'arrays')").fetchone()[0]
+            arrays = {row[1] for row in self._conn.execute("PRAGMA table_info(arrays)")}
+            self._has_arrays, self._has_array_texts = bool(arrays), "text" in arrays  # an older file may lack them
             return
-        self._has_arrays = True
+        self._has_arrays = self._has_array_texts = True
         private_dir(self.path.parent)
         private_file(self.path)  # the jobs' specs (their env) and the credentials' hashes: owner-only
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
@@ -297,6 +298,11 @@ class StateStore:
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_promised ON jobs(slots) WHERE slots != ''")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_to_start ON jobs(id) WHERE slots != '' AND NOT attempt_live")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_live ON jobs(id) WHERE attempt_live")
+        arrays = {row[1] for row in self._conn.execute("PRAGMA table_info(arrays)")}
+        if "text" not in arrays:  # an arrays table from before it kept the `array` text apart
+            with self.transaction() as conn:
+                conn.execute("ALTER TABLE arrays ADD COLUMN text TEXT")
+                conn.execute("UPDATE arrays SET text = COALESCE(json_extract(spec, '$.array'), '')")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -326,8 +332,8 @@ class StateStore:
                     continue
                 if not rows:
                     continue
-                conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)",
-                             (array_id, first["user"], json.dumps(shared)))
+                conn.execute("INSERT INTO arrays (id, user, spec, text) VALUES (?, ?, ?, ?)",
+                             (array_id, first["user"], json.dumps(shared), shared.get("array") or ""))
                 conn.executemany("UPDATE jobs SET spec = ? WHERE id = ?", rows)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('arrays_stored_once', '1')")
 
@@ -416,7 +422,8 @@ class StateStore:
                                 " COALESCE((SELECT MAX(id) FROM jobs), 0))").fetchone()[0]
             array_id = int(last) + 1
             ids = [array_id + 1 + k for k in range(len(indices))]
-            conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)", (array_id, user, json.dumps(spec)))
+            conn.execute("INSERT INTO arrays (id, user, spec, text) VALUES (?, ?, ?, ?)",
+                         (array_id, user, json.dumps(spec), spec.get("array") or ""))
             for job_id, index in zip(ids, indices):
                 task = task_spec(spec, index)
                 self._insert(conn, job_id, task, task["name"], user, queue, priority, kind, gpus, total_steps,
@@ -497,10 +504,18 @@ class StateStore:
         return found
 
     def array_texts(self, array_ids: list[int]) -> dict[int, str]:
-        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from its first
-        task, whose id follows the array's (insert_array), so that each array costs one key lookup."""
+        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from the
+        ``arrays`` table, or for an array whose tasks keep their whole specs, from its first task,
+        whose id follows the array's (insert_array): each array costs one key lookup."""
         found: dict[int, str] = {}
         with self._lock:
+            for first in range(0, len(array_ids), 500):
+                chunk = array_ids[first:first + 500]
+                if self._has_array_texts:
+                    rows = self._conn.execute(f"SELECT id, text FROM arrays WHERE id IN ({','.join('?' * len(chunk))})"
+                                              " AND text IS NOT NULL", chunk).fetchall()
+                    found.update({int(array_id): text for array_id, text in rows})
+            array_ids = [i for i in array_ids if i not in found]
             for first in range(0, len(array_ids), 500):
                 chunk = [i + 1 for i in array_ids[first:first + 500]]
                 marks = ",".join("?" * len(chunk))
@@ -660,21 +675,21 @@ class StateStore:
         with self._lock:
             for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
                 chunk = ids[first:first + 500]
-                rows = self._conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id IN"
+                rows = self._conn.execute(f"SELECT id, spec, array_id, array_index FROM jobs WHERE id IN"
                                           f" ({','.join('?' * len(chunk))})", chunk).fetchall()
                 found.update(self._spec_texts(rows))
         return found
 
     def _spec_texts(self, rows: list[sqlite3.Row]) -> dict[int, str | dict]:
-        """(id, spec, array_id) rows as specs_of answers them."""
+        """(id, spec, array_id, array_index) rows as specs_of answers them."""
         found: dict[int, str | dict] = {}
-        for job_id, text, array_id in rows:
+        for job_id, text, array_id, index in rows:
             shared = None if array_id is None else self.array_spec(array_id)
             if shared is None:
                 found[int(job_id)] = text
                 continue
             try:
-                found[int(job_id)] = composed_spec(shared, json.loads(text))
+                found[int(job_id)] = composed_spec(shared, json.loads(text), index)
             except (ValueError, TypeError):  # a row damaged since: read as it is, to fail as such
                 found[int(job_id)] = text
         return found
@@ -725,7 +740,7 @@ class StateStore:
     def specs_after(self, job_id: int) -> dict[int, str | dict]:
         """The stored spec of every active job with an id above ``job_id``, as ``specs_of`` gives it."""
         with self._lock:
-            rows = self._conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
+            rows = self._conn.execute(f"SELECT id, spec, array_id, array_index FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
                                       " ORDER BY id", (job_id,)).fetchall()
             return self._spec_texts(rows)
 

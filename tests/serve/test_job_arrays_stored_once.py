@@ -179,3 +179,34 @@ def test_rounds_starts_and_lists_parse_an_arrays_spec_once_not_once_a_task(tmp_p
         assert cluster.scheduler.store.job(task).spec["env"]["V0"] == BIG_VALUE
 
     assert len(big) == 1
+
+
+def test_a_small_request_of_many_tasks_costs_a_small_row_a_task_whatever_its_array_text(tmp_path):
+    cluster = Cluster(tmp_path)
+    indices = ",".join(str(1_000_000 + 3 * k) for k in range(2000))  # 16 KB of `array`, 2,000 tasks
+    body = {"name": "n" * 200, "command": "train", "total_steps": 100, "array": indices}
+    before = state_bytes(tmp_path)
+
+    answer = cluster.post("/jobs", **body)
+
+    assert answer.status_code == 200, answer.text
+    grown, sent = state_bytes(tmp_path) - before, len(json.dumps(body))
+    assert grown < 3 * sent + 2000 * 1024, f"2,000 tasks of a {sent:,}-byte request grew the state by {grown:,} bytes"
+    assert cluster.jobs()[-1]["name"] == "n" * 200 + "[1005997]"
+
+
+def test_an_arrays_table_without_its_text_column_gains_it_on_open(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    common = dict(user="ann", queue="default", priority=1.0, kind="k", gpus=1, total_steps=100, submitted=1.0)
+    array_id, _ = store.insert_array(spec=big_array(array="0-3%2"), indices=(0, 1, 2, 3), **common)
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")
+    older.executescript("CREATE TABLE kept AS SELECT id, user, spec FROM arrays; DROP TABLE arrays;"
+                        " ALTER TABLE kept RENAME TO arrays;")  # as the arrays table was first made
+    older.commit()
+    older.close()
+    reader = StateStore(tmp_path / "state.db", read_only=True)
+    assert reader.array_texts([array_id]) == {array_id: ""}  # read as it is: the tasks' rows no longer say
+    reader.close()
+
+    assert StateStore(tmp_path / "state.db").array_texts([array_id]) == {array_id: "0-3%2"}
