@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     priority REAL NOT NULL,
     kind TEXT NOT NULL,
     gpus INTEGER NOT NULL,
-    gpu_types TEXT NOT NULL DEFAULT '', -- allowed types, comma-separated; '' = any
+    gpu_types TEXT NOT NULL DEFAULT '', -- allowed types, comma-separated; '' = any; ARRAY_TYPES: its array's
     total_steps INTEGER NOT NULL,
     spec TEXT NOT NULL,                 -- the JobSpec as JSON
     status TEXT NOT NULL,               -- one of STATUSES
@@ -222,7 +222,8 @@ CREATE TABLE IF NOT EXISTS arrays (  -- each job array's spec, stored once: its 
     id INTEGER PRIMARY KEY,             -- the array's id, held by no job: the one its tasks name
     user TEXT NOT NULL,
     spec TEXT NOT NULL,                 -- the array's JobSpec as JSON: a task's is task_spec's of it, its row's over it
-    text TEXT                           -- its `array` (0-15%4), read each round without the spec
+    text TEXT,                          -- its `array` (0-15%4), read each round without the spec
+    gpu_types TEXT                      -- its tasks' allowed types, comma-separated, where their rows say ARRAY_TYPES
 );
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
@@ -303,6 +304,9 @@ class StateStore:
             with self.transaction() as conn:
                 conn.execute("ALTER TABLE arrays ADD COLUMN text TEXT")
                 conn.execute("UPDATE arrays SET text = COALESCE(json_extract(spec, '$.array'), '')")
+        if "gpu_types" not in arrays:  # and its tasks' types: their rows keep them, as they were
+            with self.transaction() as conn:
+                conn.execute("ALTER TABLE arrays ADD COLUMN gpu_types TEXT")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -422,12 +426,14 @@ class StateStore:
                                 " COALESCE((SELECT MAX(id) FROM jobs), 0))").fetchone()[0]
             array_id = int(last) + 1
             ids = [array_id + 1 + k for k in range(len(indices))]
-            conn.execute("INSERT INTO arrays (id, user, spec, text) VALUES (?, ?, ?, ?)",
-                         (array_id, user, json.dumps(spec), spec.get("array") or ""))
+            types = ",".join(spec.get("gpu_types") or ())
+            conn.execute("INSERT INTO arrays (id, user, spec, text, gpu_types) VALUES (?, ?, ?, ?, ?)",
+                         (array_id, user, json.dumps(spec), spec.get("array") or "", types))
             for job_id, index in zip(ids, indices):
                 task = task_spec(spec, index)
                 self._insert(conn, job_id, task, task["name"], user, queue, priority, kind, gpus, total_steps,
-                             submitted, (array_id, index), stored=task_row_spec(task))
+                             submitted, (array_id, index), stored=task_row_spec(task),
+                             types=ARRAY_TYPES if types else "")
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], array_id, key[2]))
@@ -435,10 +441,11 @@ class StateStore:
 
     def _insert(self, conn: sqlite3.Connection, job_id: int | None, spec: dict, name: str, user: str, queue: str,
                 priority: float, kind: str, gpus: int, total_steps: int, submitted: float,
-                array: tuple[int, int] | None = None, stored: dict | None = None) -> int:
+                array: tuple[int, int] | None = None, stored: dict | None = None, types: str | None = None) -> int:
         """One job's row and its submit event (``job_id`` None: the next id); its id. ``stored``: the
-        part of ``spec`` its row keeps, where the rest is its array's (else all of it)."""
-        allowed = ",".join(spec.get("gpu_types") or ())
+        part of ``spec`` its row keeps, where the rest is its array's (else all of it); ``types``:
+        its ``gpu_types`` column where not its spec's (ARRAY_TYPES: its array's, kept once)."""
+        allowed = ",".join(spec.get("gpu_types") or ()) if types is None else types
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
         after = ",".join(str(i) for i in spec.get("after") or ())
         array_id, array_index = array if array is not None else (None, None)
@@ -661,7 +668,8 @@ class StateStore:
                     limit: int | None = None) -> list[tuple]:
         """These columns of the jobs ``where`` picks (SQL over the jobs table, with ``params``), by id,
         the first ``limit``: plain tuples, for lists of many jobs."""
-        sql = (f"SELECT {', '.join(columns)} FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
+        sql = (f"SELECT {', '.join(_COLUMN_SQL.get(c, c) for c in columns)} FROM jobs"
+               + (f" WHERE {where}" if where else "") + " ORDER BY id"
                + (" LIMIT ?" if limit is not None else ""))
         with self._lock:
             cursor = self._conn.execute(sql, (*params, limit) if limit is not None else tuple(params))
@@ -1146,7 +1154,13 @@ ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "submitted": 0.0, "started": None, "finished": None, "attempt": 0, "preemptions": 0, "retries": 0, "hangs": 0,
 }
 ACCOUNTING_ATTEMPT_COLUMNS = {"job_id": 0, "attempt": 0, "gpu_type": None, "slots": "", "started": 0.0, "ended": None}
-_ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
+ARRAY_TYPES = ","  # a task's gpu_types column when its array's are kept once (arrays.gpu_types): no type's name
+# the columns read as other than themselves: a task's allowed types from its array (a reader that missed this
+# would see ARRAY_TYPES, types no slot has, and place the task nowhere: never on a type it may not use)
+_COLUMN_SQL = {"gpu_types": f"CASE WHEN jobs.gpu_types = '{ARRAY_TYPES}' THEN COALESCE((SELECT arrays.gpu_types FROM"
+                            f" arrays WHERE arrays.id = jobs.array_id), jobs.gpu_types) ELSE jobs.gpu_types END AS gpu_types",
+               "live": "attempt_live AS live"}
+_ROUND_COLUMNS = ", ".join(_COLUMN_SQL.get(name, name) for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 
 

@@ -210,3 +210,23 @@ def test_an_arrays_table_without_its_text_column_gains_it_on_open(tmp_path):
     reader.close()
 
     assert StateStore(tmp_path / "state.db").array_texts([array_id]) == {array_id: "0-3%2"}
+
+
+def test_an_arrays_gpu_types_are_kept_once_and_still_decide_where_its_tasks_run(tmp_path):
+    cluster = Cluster(tmp_path, slots="cpu:2,k80:2")
+    long_names = [f"t{k:02d}" + "x" * 250 for k in range(63)]  # 16 KB of gpu_types: the most they may be
+    body = {"name": "g", "command": "train", "total_steps": 100, "array": "0-1999", "gpu_types": ["k80", *long_names]}
+    before = state_bytes(tmp_path)
+
+    array_id = int(cluster.post("/jobs", **body).json()["id"])
+    grown, sent = state_bytes(tmp_path) - before, len(json.dumps(body))
+    on_cpu = int(cluster.post("/jobs", name="c", command="train", total_steps=100, array="0-1",
+                              gpu_types=["cpu"]).json()["id"])
+    cluster.tick()
+
+    assert grown < 3 * sent + 2000 * 1024, f"2,000 tasks of a {sent:,}-byte request grew the state by {grown:,} bytes"
+    store = cluster.scheduler.store
+    assert [store.job(array_id + k).gpu_type for k in (1, 2, 3)] == ["k80", "k80", None]
+    assert [store.job(on_cpu + k).gpu_type for k in (1, 2)] == ["cpu", "cpu"]
+    assert store.job(array_id + 3).allowed == ("k80", *long_names)
+    assert cluster.jobs()[0]["gpu_types"] == ["k80", *long_names]
