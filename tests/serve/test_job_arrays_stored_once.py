@@ -230,3 +230,14 @@ def test_an_arrays_gpu_types_are_kept_once_and_still_decide_where_its_tasks_run(
     assert [store.job(on_cpu + k).gpu_type for k in (1, 2)] == ["cpu", "cpu"]
     assert store.job(array_id + 3).allowed == ("k80", *long_names)
     assert cluster.jobs()[0]["gpu_types"] == ["k80", *long_names]
+
+
+def test_a_tasks_time_limit_is_read_from_its_own_row_by_the_watchdogs_query(tmp_path):
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.post("/jobs", **big_array(array="0-1", time_limit=5)).json()["id"])
+    cluster.tick()
+    store = cluster.scheduler.store
+    assert [store.job(array_id + k).attempt_live for k in (1, 2)] == [True, True]
+
+    later = cluster.clock.now + 60
+    assert store.overdue_attempts(later, 0.0, None) == [array_id + 1, array_id + 2]
