@@ -113,12 +113,13 @@ def queue(
     client = client_for(server, token, token_file)
     now = _time.time()
     more_waiting = 0
-    if show_all or array is not None:
+    if array is not None:  # the server picks the array's tasks (an id that cannot be one has none)
+        named = array.strip()
+        jobs = call(lambda: client.jobs(array=named)) if named.isascii() and named.isdigit() and len(named) < 19 else []
+        if not show_all:
+            jobs = recent(jobs, now)
+    elif show_all:
         jobs = call(client.jobs)
-        if array is not None:
-            jobs = [j for j in jobs if j.get("array_id") == array.strip()]
-            if not show_all:
-                jobs = recent(jobs, now)
     elif as_json:  # every active job: the list stays complete
         jobs = call(client.queue)
     else:  # what a screen shows: the running and the recently ended, the first waiting, and a count of the rest

@@ -34,6 +34,8 @@ def serve(
     policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
     round_s: float = opt.round_option(DEFAULTS.round_s, "Round length in seconds.", panel="Policy options"),
     received_since: str = typer.Option(DEFAULTS.received_since, "--received-since", help="Received share counted from: allocation (Gavel's) or arrival.", rich_help_panel="Policy options"),
+    share_by_user: bool = typer.Option(DEFAULTS.share_by_user, "--share-by-user/--no-share-by-user", help="Divide the cluster among users first (each active user an equal share, or by --user-weights), then run the policy per user.", rich_help_panel="Policy options"),
+    user_weights: Optional[str] = typer.Option(None, "--user-weights", help="USER=WEIGHT,..: each user's share of the cluster, relative (alice=2,bob=1; others 1).", rich_help_panel="Policy options"),
     max_retries: int = typer.Option(DEFAULTS.max_retries, "--max-retries", help="Crashes retried from a checkpoint before a job fails.", rich_help_panel="Jobs"),
     hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
     grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
@@ -114,6 +116,7 @@ def serve(
                             max_retries=settings.max_retries, hung_after_s=settings.hung_after_s or None,
                             prices=prices, checkpoint_every=settings.checkpoint_every,
                             warm_start=settings.warm_start, received_since=settings.received_since,
+                            share_by_user=settings.share_by_user, user_weights=_user_weights(settings),
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
                             policy_options=opt.record_policy_options(settings.policy_options),
@@ -336,3 +339,10 @@ def _clock(when: Optional[float] = None) -> str:
     import time as _time
 
     return _time.strftime("%H:%M:%S", _time.localtime(when))
+
+
+def _user_weights(settings: ServeSettings) -> dict[str, float]:
+    """The users' weights given (checked already by check_settings), user -> weight."""
+    from apportion.policies.by_user import parse_user_weights
+
+    return parse_user_weights(settings.user_weights) if settings.user_weights else {}

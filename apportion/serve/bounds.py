@@ -49,6 +49,9 @@ MAX_JOB_CHARS = (MAX_ENV * (MAX_NAME + MAX_ENV_VALUE) + MAX_COMMAND + 2 * MAX_PA
 # bytes), with margin; a longer body is refused (413) before it is read (edge.py)
 MAX_BODY = 8 * MAX_JOB_CHARS
 MAX_IDEMPOTENCY_KEY = 128  # characters of a submit's Idempotency-Key header
+# Unicode categories a name may not hold: control and format characters, lone surrogates, line and
+# paragraph separators (api_schema.py's patterns are made of the same)
+REFUSED_IN_LINE = ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
 def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> str:
@@ -59,7 +62,7 @@ def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> 
     """
     if len(value) > most:
         raise InputError(source, f"must be at most {most:,} characters, got {len(value):,}", field=field)
-    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")), None)
+    bad = next((c for c in value if unicodedata.category(c) in REFUSED_IN_LINE), None)
     if bad is not None:
         raise InputError(source, f"must be one line without control characters, got {bad!r}", field=field)
     return value

@@ -8,6 +8,7 @@ slots: cpu:4
 state_dir: state          # relative paths: against this file's directory
 token_file: admin.token
 share_by: rate            # a policy option: its flag without dashes (--share-by)
+user_weights: {alice: 2, bob: 1}   # or alice=2,bob=1, as the flag
 ```
 
 A key is a flag of ``apportion serve`` without its dashes, in snake_case (``round_s``, not
@@ -38,7 +39,7 @@ _INTS = frozenset({"port", "max_retries", "privacy_n", "max_active_jobs", "max_d
 _NUMBERS = frozenset({"round_s", "hung_after_s", "grace_s", "privacy_t", "privacy_timeout_s", "max_stored_mb",
                       "submit_rate"})
 _UNITS = {"max_stored_mb": "a number of MB", "submit_rate": "a number of submits a second"}  # else seconds
-_BOOLS = frozenset({"warm_start"})
+_BOOLS = frozenset({"warm_start", "share_by_user"})
 _NUMBER_OR_TEXT = frozenset({"checkpoint_every"})  # 300 or auto:300
 
 
@@ -148,6 +149,8 @@ def _setting_value(key: str, value: object, base: Path, where: SettingsFile) -> 
         return float(value)
     if key in _NUMBER_OR_TEXT and _is_number(value):
         return str(value)
+    if key == "user_weights" and isinstance(value, dict):  # alice: 2, as the flag's alice=2
+        return ",".join(f"{user}={weight}" for user, weight in value.items())
     if not isinstance(value, str):
         raise where.error(key, f"must be {'a path' if key in PATHS else 'text'}, got {_shown(value)}")
     if key in PATHS:

@@ -206,7 +206,7 @@ def spawn(command: list[str], options: dict[str, str], env: dict[str, str] | Non
     OSError if it cannot be started."""
     env = job_environment() if env is None else env
     if WARM_ENV is not None:
-        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"))
+        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"), options.get("run-as"))
         if launch.refusal is None:
             return _Forked(launch.fork(options.get("run-as")))
         print(f"apportion: cold start: {launch.refusal}", file=sys.stderr, flush=True)
