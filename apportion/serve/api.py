@@ -110,7 +110,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
 
     @app.exception_handler(TooFast)
     def _too_fast(request, exc: TooFast):
-        return JSONResponse(status_code=429, content={"detail": str(exc)},
+        return JSONResponse(status_code=429, content={"detail": str(exc), "budget": "submit_rate"},
                             headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
 
     @app.exception_handler(NoSpace)
