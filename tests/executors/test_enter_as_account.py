@@ -160,3 +160,30 @@ def test_a_command_the_account_may_not_run_names_the_path_and_fails_at_once(plac
     assert wait_exit(executor).code == 126
     assert executor.log_path(1, 1).read_text().splitlines()[-1] == (
         f"apportion: cannot start python3: {private}/python3: Permission denied (as uid {NOBODY.pw_uid})")
+
+
+def test_a_mapped_job_whose_script_its_account_may_not_read_fails_at_once_not_retried(place):
+    from apportion.policies.las import Las
+    from apportion.serve.runas import RunAs
+    from apportion.serve.scheduler import Scheduler, ServeConfig
+    from apportion.serve.slots import parse_slots
+    from apportion.serve.state import StateStore
+
+    (place / "open" / "train.py").write_text("print('trained')\n")
+    os.chmod(place / "open" / "train.py", 0o600)  # root's alone
+    state = place / "state"
+    state.mkdir()
+    config = ServeConfig(state_dir=state, round_s=1.0, max_retries=3, run_as=RunAs("mapped", {"alice": "nobody"}))
+    scheduler = Scheduler(StateStore(state / "state.db"), LocalExecutor(state), parse_slots("cpu:1"), Las(), config)
+    scheduler.submit({"name": "j", "command": "python3 train.py", "total_steps": 10,
+                      "workdir": str(place / "open")}, "alice")
+    deadline = time.time() + 30
+    while scheduler.store.job(1).status not in ("failed", "completed"):
+        assert time.time() < deadline, scheduler.store.job(1).reason
+        scheduler.tick()
+        time.sleep(0.05)
+    row = scheduler.store.job(1)
+    assert (row.status, row.retries, row.attempt) == ("failed", 0, 1)
+    assert row.reason == "its command is not executable (exit 126) on attempt 1, not retried"
+    assert row.reason_log == f"apportion: cannot start: cannot read train.py: [Errno 13] Permission denied (as uid " \
+                             f"{NOBODY.pw_uid})"
