@@ -187,3 +187,22 @@ def test_a_mapped_job_whose_script_its_account_may_not_read_fails_at_once_not_re
     assert row.reason == "its command is not executable (exit 126) on attempt 1, not retried"
     assert row.reason_log == f"apportion: cannot start: cannot read train.py: [Errno 13] Permission denied (as uid " \
                              f"{NOBODY.pw_uid})"
+
+
+def test_whether_a_job_starts_warm_is_decided_on_what_its_account_sees(place, monkeypatch):
+    """Warm or cold is in the start event: decided as root, it would tell whether a script is there
+    in a directory the account may not read. So the pool's checks run as the account."""
+    executor = LocalExecutor(place / "state", spares=1)
+    taken = object()
+    monkeypatch.setattr(executor._pool, "_first_alive", lambda spares: taken)  # as if a spare were waiting
+    hidden = place / "private" / "work"
+    (hidden / "train.py").write_text("pass\n")
+    there, missing = ([sys.executable, str(hidden / name)] for name in ("train.py", "nothing.py"))
+    env, work = dict(executor._pool.env), str(place / "open")
+    try:
+        assert executor._pool.take(there, env, work) is taken  # as root (no account): an oracle
+        assert executor._pool.take(missing, env, work) is None
+        assert executor._pool.take(there, env, work, AS_NOBODY) is None  # as nobody: the same answer for both
+        assert executor._pool.take(missing, env, work, AS_NOBODY) is None
+    finally:
+        executor.close()
