@@ -206,3 +206,24 @@ def test_whether_a_job_starts_warm_is_decided_on_what_its_account_sees(place, mo
         assert executor._pool.take(missing, env, work, AS_NOBODY) is None
     finally:
         executor.close()
+
+
+def test_a_mapped_job_with_no_workdir_runs_in_its_job_directory_which_it_may_enter_not_list(place):
+    from apportion.policies.las import Las
+    from apportion.serve.runas import RunAs
+    from apportion.serve.scheduler import Scheduler, ServeConfig
+    from apportion.serve.slots import parse_slots
+    from apportion.serve.state import StateStore
+
+    state = place / "state"
+    state.mkdir()
+    config = ServeConfig(state_dir=state, round_s=1.0, run_as=RunAs("mapped", {"alice": "nobody"}))
+    scheduler = Scheduler(StateStore(state / "state.db"), LocalExecutor(state), parse_slots("cpu:1"), Las(), config)
+    scheduler.submit({"name": "j", "command": "pwd; id -u", "total_steps": 10}, "alice")
+    deadline = time.time() + 30
+    while scheduler.store.job(1).status not in ("failed", "completed"):
+        assert time.time() < deadline, scheduler.store.job(1).reason
+        scheduler.tick()
+        time.sleep(0.05)
+    assert scheduler.store.job(1).status == "completed", scheduler.store.job(1).reason
+    assert scheduler.executor.tail(1, 1).splitlines()[-2:] == [str(state / "jobs" / "1"), str(NOBODY.pw_uid)]
