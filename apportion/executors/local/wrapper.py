@@ -233,7 +233,7 @@ def unstartable(command: list[str], options: dict[str, str]) -> tuple[int, str] 
 
     def look() -> str:
         if workdir is not None:
-            why = as_account.cannot_enter(workdir)
+            why = as_account.cannot_enter(workdir, read=False)  # the job's own directory is 0711: enter, not list
             if why:
                 return f"126 cannot enter the workdir: {why}"
         if script is not None:
