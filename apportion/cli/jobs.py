@@ -351,9 +351,19 @@ def status(
         console.print(f"hung attempts stopped: {info['hangs']}", highlight=False)
     if info.get("rented"):
         console.print(escape(_rented_line(info["rented"])), highlight=False, soft_wrap=True)
+    for budget in info.get("budgets") or ():  # a server from before budgets has none
+        console.print(escape(_budget_line(budget)), highlight=False, soft_wrap=True)
     if info["round_ms"]["median"] is not None:
         console.print(f"round overhead: median {info['round_ms']['median']:.1f} ms over {info['round_ms']['rounds_this_run']} rounds",
                       highlight=False)
+
+
+def _budget_line(b: dict) -> str:
+    """``budget of alice: 3 of 50,000 active jobs, 0.1 of 1,000 MB stored, …; 20 submits/s (200 at once)``."""
+    return (f"budget of {b['user']}: {b['active_jobs']:,} of {b['max_active_jobs']:,} active jobs, "
+            f"{b['stored_mb']:,.1f} of {b['max_stored_mb']:,g} MB stored, {b['demand_rows']:,} of "
+            f"{b['max_demand_rows']:,} demand rows, {b['after_edges']:,} of {b['max_after_edges']:,} after edges; "
+            f"{b['submit_rate']:g} submits/s ({b['submit_burst']:,} at once)")
 
 
 def _rented_line(rented: dict) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 
 from apportion.core.durations import gpu_seconds, remaining_gpu_s
 from apportion.serve.elastic_batch import examples_info
-from apportion.serve.state import ACTIVE, STATUSES
+from apportion.serve.state import ACTIVE, STATUSES, parsed_spec
 
 PAGE_MAX = 5_000  # jobs in one page of GET /jobs: a few MB of JSON, a few hundred ms to build at most
 NEXT_PAGE = "X-Next-After-Id"  # the header that says where the next page of a list starts
@@ -161,7 +161,7 @@ class JobList:
         if missing:
             for job_id, text in self.scheduler.store.specs_of(missing).items():
                 try:
-                    spec = json.loads(text)
+                    spec = parsed_spec(text)
                 except ValueError:
                     spec = {}
                 spec = spec if isinstance(spec, dict) else {}

@@ -14,10 +14,12 @@ import re
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from apportion.serve.job_array import composed_spec, task_row_spec, task_spec
 from apportion.serve.private import private_dir, private_file, tighten
 from apportion.serve.records import (AttemptRecord, CredentialHash, DurationRecord, ElasticStepRecord, EventRecord,
                                      JobRecord, UserRecord, job_column_rows, job_column_value, job_record,
@@ -219,6 +221,11 @@ CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of C
     updated REAL NOT NULL,
     PRIMARY KEY (job_id, cores_per_gpu)
 );
+CREATE TABLE IF NOT EXISTS arrays (  -- each job array's spec, stored once: its tasks' rows keep only their own part
+    id INTEGER PRIMARY KEY,             -- the array's id, held by no job: the one its tasks name
+    user TEXT NOT NULL,
+    spec TEXT NOT NULL                  -- the array's JobSpec as JSON: a task's is it with its row's spec over it
+);
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -242,6 +249,11 @@ class StateStore:
         self._round_read = 0  # the writes the kept round rows have seen (``writes_since``)
         self._writes = 0  # writes to jobs so far, in this process
         self._last_write: dict[int, int] = {}  # job id -> the count of writes at its last one
+        # array id -> its parsed spec (None: no spec stored once), the most recently read first; an
+        # array's spec never changes once stored, so each is parsed once while it is kept
+        self._array_specs: OrderedDict[int, tuple[dict | None, int]] = OrderedDict()  # (spec, its JSON's length)
+        self._array_spec_chars = 0  # the JSON characters of the specs kept: bounded by ARRAY_SPEC_CACHE_CHARS
+        self._array_specs_lock = threading.Lock()
         self._writer: int | None = None  # the thread inside a write transaction, which reads what it wrote
         self._readers: list[sqlite3.Connection] = []  # read connections not in use (READERS_KEPT at most)
         self._readers_lock = threading.Lock()
@@ -255,7 +267,10 @@ class StateStore:
                                          check_same_thread=False, isolation_level=None, timeout=30)
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("SELECT id FROM jobs LIMIT 1")  # not a state file: sqlite3.Error now
+            self._has_arrays = self._conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'arrays')").fetchone()[0]
             return
+        self._has_arrays = True
         private_dir(self.path.parent)
         private_file(self.path)  # the jobs' specs (their env) and the credentials' hashes: owner-only
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
@@ -266,6 +281,7 @@ class StateStore:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
         self._add_missing_columns()
+        self._store_arrays_once()
         for suffix in ("-wal", "-shm"):  # SQLite gives them the file's mode; an older state dir's may be wider
             tighten(Path(f"{self.path}{suffix}"), 0o600)
 
@@ -297,6 +313,32 @@ class StateStore:
                     if split:
                         conn.execute("UPDATE jobs SET reason = ?, reason_log = ? WHERE id = ?",
                                      (*split.groups(), job_id))
+
+    def _store_arrays_once(self) -> None:
+        """A state file written when every task kept its array's whole spec gets each array's spec stored
+        once (the ``arrays`` table) and its tasks' rows cut to their own part, losing nothing: an array
+        whose tasks' specs are not all what its first task's makes of each index is left as it was
+        (a task without a stored array spec keeps its whole spec). Done once per file, task by task."""
+        if self.meta("arrays_stored_once") is not None:
+            return
+        with self.transaction() as conn:
+            candidates = [int(array_id) for (array_id,) in conn.execute(
+                "SELECT DISTINCT array_id FROM jobs WHERE array_id IS NOT NULL"
+                " AND array_id NOT IN (SELECT id FROM arrays)").fetchall()]
+            for array_id in candidates:
+                first = conn.execute("SELECT user, spec, array_index FROM jobs WHERE array_id = ?"
+                                     " ORDER BY array_index LIMIT 1", (array_id,)).fetchone()
+                try:
+                    shared = _array_spec_from_task(json.loads(first["spec"]), first["array_index"])
+                    rows = [] if shared is None else _task_rows(conn, array_id, shared)
+                except (ValueError, TypeError):  # a damaged row: its array is left as it is
+                    continue
+                if not rows:
+                    continue
+                conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)",
+                             (array_id, first["user"], json.dumps(shared)))
+                conn.executemany("UPDATE jobs SET spec = ? WHERE id = ?", rows)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('arrays_stored_once', '1')")
 
     def close(self) -> None:
         with self._lock:
@@ -433,20 +475,24 @@ class StateStore:
                              (key[0], key[1], job_id, key[2]))
             return job_id
 
-    def insert_array(self, *, specs: list[dict], indices: tuple[int, ...], user: str, queue: str, priority: float,
+    def insert_array(self, *, spec: dict, indices: tuple[int, ...], user: str, queue: str, priority: float,
                      kind: str, gpus: int, total_steps: int, submitted: float,
                      key: tuple[str, str, str] | None = None) -> tuple[int, list[int]]:
         """Store a job array in one transaction, all its tasks or none: (the array's id, its tasks' ids).
         The array's id is the next job id, left to no job; its tasks take the ids after it, in
-        index order. ``specs``: each task's spec; ``key`` as insert_job's, naming the array."""
+        index order. ``spec``: the array's, stored once (``arrays``); each task's row keeps only its
+        own part of task ``index``'s spec (``job_array.task_row_spec``). ``key`` as insert_job's,
+        naming the array."""
         with self.transaction() as conn:
             last = conn.execute("SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0),"
                                 " COALESCE((SELECT MAX(id) FROM jobs), 0))").fetchone()[0]
             array_id = int(last) + 1
-            ids = [array_id + 1 + k for k in range(len(specs))]
-            for job_id, spec, index in zip(ids, specs, indices):
-                self._insert(conn, job_id, spec, spec["name"], user, queue, priority, kind, gpus, total_steps,
-                             submitted, (array_id, index))
+            ids = [array_id + 1 + k for k in range(len(indices))]
+            conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)", (array_id, user, json.dumps(spec)))
+            for job_id, index in zip(ids, indices):
+                task = task_spec(spec, index)
+                self._insert(conn, job_id, task, task["name"], user, queue, priority, kind, gpus, total_steps,
+                             submitted, (array_id, index), stored=task_row_spec(task))
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], array_id, key[2]))
@@ -454,8 +500,9 @@ class StateStore:
 
     def _insert(self, conn: sqlite3.Connection, job_id: int | None, spec: dict, name: str, user: str, queue: str,
                 priority: float, kind: str, gpus: int, total_steps: int, submitted: float,
-                array: tuple[int, int] | None = None) -> int:
-        """One job's row and its submit event (``job_id`` None: the next id); its id."""
+                array: tuple[int, int] | None = None, stored: dict | None = None) -> int:
+        """One job's row and its submit event (``job_id`` None: the next id); its id. ``stored``: the
+        part of ``spec`` its row keeps, where the rest is its array's (else all of it)."""
         allowed = ",".join(spec.get("gpu_types") or ())
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
         after = ",".join(str(i) for i in spec.get("after") or ())
@@ -464,7 +511,8 @@ class StateStore:
             "INSERT INTO jobs (id, name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
             " reason, submitted, elastic, after, array_id, array_index, notify_pending, cpus, memory_gb) VALUES (?, ?,"
             " ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'waiting for its first round', ?, ?, ?, ?, ?, ?, ?, ?)",
-            (job_id, name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted,
+            (job_id, name, user, queue, priority, kind, gpus, allowed, total_steps,
+             json.dumps(spec if stored is None else stored), submitted,
              elastic, after, array_id, array_index, int(bool(spec.get("notify"))), spec.get("cpus"),
              spec.get("memory_gb")),
         )
@@ -473,12 +521,41 @@ class StateStore:
         self.add_event(submitted, job_id, "submit", f"{name} by {user}")
         return job_id
 
+    def _record(self, row: sqlite3.Row) -> JobRecord:
+        """A ``jobs`` row as a record, a task's spec put together with its array's (parsed once)."""
+        array_id = row["array_id"] if "array_id" in row.keys() else None
+        return job_record(row, None if array_id is None else self.array_spec(array_id))
+
+    def array_spec(self, array_id: int) -> dict | None:
+        """Array ``array_id``'s spec as stored once, parsed (None: none is: no such array, or one an older
+        apportion stored whose tasks keep their whole specs). Kept parsed for the next call, the most
+        recently read arrays' up to ARRAY_SPEC_CACHE_CHARS characters of JSON: a round or a list that
+        reads every task of an array parses its spec once. Shared by every caller: never change it."""
+        with self._array_specs_lock:
+            if array_id in self._array_specs:
+                self._array_specs.move_to_end(array_id)
+                return self._array_specs[array_id][0]
+        with self._read() as conn:
+            row = (conn.execute("SELECT spec FROM arrays WHERE id = ?", (array_id,)).fetchone()
+                   if self._has_arrays else None)
+        spec = json.loads(row[0]) if row is not None else None
+        if self._writer == threading.get_ident():  # what a transaction read may yet be rolled back (its id used again)
+            return spec
+        with self._array_specs_lock:
+            chars = len(row[0]) if row is not None else 0
+            self._array_specs[array_id] = (spec, chars)
+            self._array_spec_chars += chars
+            while self._array_spec_chars > ARRAY_SPEC_CACHE_CHARS and len(self._array_specs) > 1:
+                _, (_, dropped) = self._array_specs.popitem(last=False)
+                self._array_spec_chars -= dropped
+            return spec
+
     def array_tasks(self, array_id: int) -> list[JobRecord]:
         """The tasks of array ``array_id``, by index (none: it is no array)."""
         with self._read() as conn:
             rows = conn.execute("SELECT * FROM jobs WHERE array_id = ? ORDER BY array_index",
                                       (array_id,)).fetchall()
-        return [job_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     def arrays_of(self, ids: list[int]) -> dict[int, tuple[str, dict[str, int]]]:
         """For each of ``ids`` that is an array: its user and how many of its tasks are in each status."""
@@ -505,6 +582,41 @@ class StateStore:
                                           f" ({marks}) AND array_id = id - 1", chunk).fetchall()
                 found.update({int(array_id): text or "" for array_id, text in rows})
         return found
+
+    def owner(self, job_id: int) -> tuple[str, bool] | None:
+        """(its user, whether it is an array) of job or array ``job_id``; None: it is neither. Read from
+        the primary key and the index on ``array_id``, nothing else: a refusal costs two key lookups."""
+        with self._read() as conn:
+            row = conn.execute("SELECT user FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is not None:
+                return row[0], False
+            row = conn.execute("SELECT user FROM jobs INDEXED BY jobs_array WHERE array_id = ? LIMIT 1",
+                                     (job_id,)).fetchone()
+        return (row[0], True) if row is not None else None
+
+    def cancel_active(self, job_id: int, *, array: bool, by: str, now: float) -> tuple[list[int], list[int]]:
+        """Cancel job ``job_id`` (``array``: every active task of array ``job_id``) if active, in one
+        transaction of a few statements, reading no spec: (the ids cancelled, those of them whose live
+        attempt must now be stopped), by id. Each gets a ``cancel`` event naming ``by``."""
+        which = "array_id = ?" if array else "id = ?"
+        with self.transaction() as conn:
+            cursor = conn.execute(f"SELECT id, attempt_live FROM jobs WHERE {which} AND {_IS_ACTIVE} ORDER BY id",
+                                  (job_id,))
+            cursor.row_factory = None
+            rows = cursor.fetchall()
+            if not rows:
+                return [], []
+            conn.execute(f"UPDATE jobs SET status = 'cancelled', stop = 'cancel', term_at = ?, finished = ?, reason = ?"
+                         f" WHERE {which} AND {_IS_ACTIVE} AND attempt_live", (now, now, f"cancelled by {by}; stopping",
+                                                                                 job_id))
+            conn.execute(f"UPDATE jobs SET status = 'cancelled', slots = '', gpu_type = NULL, partner = NULL,"
+                         f" finished = ?, reason = ? WHERE {which} AND {_IS_ACTIVE} AND NOT attempt_live",
+                         (now, f"cancelled by {by}", job_id))
+            ids = [int(i) for i, _ in rows]
+            conn.executemany("INSERT INTO events (time, job_id, event, detail) VALUES (?, ?, 'cancel', ?)",
+                             [(now, i, f"by {by}") for i in ids])
+            self._wrote(ids)
+            return ids, [int(i) for i, live in rows if live]
 
     def array_size(self, array_id: int) -> int:
         """How many tasks array ``array_id`` has (0: it is no array)."""
@@ -550,7 +662,7 @@ class StateStore:
     def job(self, job_id: int) -> JobRecord | None:
         with self._read() as conn:
             row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return job_record(row) if row is not None else None
+        return self._record(row) if row is not None else None
 
     def jobs(self) -> list[JobRecord]:
         """Every job, by id."""
@@ -612,7 +724,7 @@ class StateStore:
         sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
         with self._read() as conn:
             rows = conn.execute(sql).fetchall()
-        return [job_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     def job_columns(self, columns: tuple[str, ...], where: str = "", params: list | tuple = (),
                     limit: int | None = None) -> list[tuple]:
@@ -625,15 +737,30 @@ class StateStore:
             cursor.row_factory = None
             return cursor.fetchall()
 
-    def specs_of(self, ids: list[int]) -> dict[int, str]:
-        """The stored spec (JSON text) of each job of ``ids`` that exists."""
-        found: dict[int, str] = {}
+    def specs_of(self, ids: list[int]) -> dict[int, str | dict]:
+        """The stored spec of each job of ``ids`` that exists: JSON text (``parsed_spec`` reads it), or for
+        a task of an array whose spec is stored once, its whole spec put together (its array's parsed once)."""
+        found: dict[int, str | dict] = {}
         with self._read() as conn:
             for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
                 chunk = ids[first:first + 500]
-                rows = conn.execute(f"SELECT id, spec FROM jobs WHERE id IN ({','.join('?' * len(chunk))})",
-                                          chunk).fetchall()
-                found.update({int(row[0]): row[1] for row in rows})
+                rows = conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id IN"
+                                          f" ({','.join('?' * len(chunk))})", chunk).fetchall()
+                found.update(self._spec_texts(rows))
+        return found
+
+    def _spec_texts(self, rows: list[sqlite3.Row]) -> dict[int, str | dict]:
+        """(id, spec, array_id) rows as specs_of answers them."""
+        found: dict[int, str | dict] = {}
+        for job_id, text, array_id in rows:
+            shared = None if array_id is None else self.array_spec(array_id)
+            if shared is None:
+                found[int(job_id)] = text
+                continue
+            try:
+                found[int(job_id)] = composed_spec(shared, json.loads(text))
+            except (ValueError, TypeError):  # a row damaged since: read as it is, to fail as such
+                found[int(job_id)] = text
         return found
 
     def round_table(self) -> RoundColumns:
@@ -679,12 +806,12 @@ class StateStore:
         cursor.row_factory = None
         return cursor.fetchall()
 
-    def specs_after(self, job_id: int) -> dict[int, str]:
-        """The stored spec (JSON text) of every active job with an id above ``job_id``."""
+    def specs_after(self, job_id: int) -> dict[int, str | dict]:
+        """The stored spec of every active job with an id above ``job_id``, as ``specs_of`` gives it."""
         with self._read() as conn:
-            rows = conn.execute(f"SELECT id, spec FROM jobs WHERE id > ? AND {_IS_ACTIVE} ORDER BY id",
-                                      (job_id,)).fetchall()
-        return {int(row[0]): row[1] for row in rows}
+            rows = conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
+                                " ORDER BY id", (job_id,)).fetchall()
+        return self._spec_texts(rows)
 
     def owners_and_statuses(self, ids: list[int]) -> dict[int, tuple[str, str]]:
         """(user, status) of each job of ``ids`` that exists."""
@@ -749,7 +876,7 @@ class StateStore:
             rows = conn.execute("SELECT * FROM jobs INDEXED BY jobs_notify WHERE notify_pending AND NOT"
                                       " attempt_live AND status IN ('completed', 'failed', 'cancelled')"
                                       " ORDER BY id LIMIT ?", (limit,)).fetchall()
-        return [job_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     def notified(self, job_id: int, now: float, event: str, detail: str) -> None:
         """Job ``job_id``'s notification is done with (sent or given up): no longer due, and said in its events."""
@@ -1066,6 +1193,7 @@ class StateStore:
         return row[0] if row is not None else None
 
 
+ARRAY_SPEC_CACHE_CHARS = 32 * 2**20  # array specs kept parsed (StateStore.array_spec): a few of the largest
 _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "live", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
@@ -1089,6 +1217,41 @@ ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
 ACCOUNTING_ATTEMPT_COLUMNS = {"job_id": 0, "attempt": 0, "gpu_type": None, "slots": "", "started": 0.0, "ended": None}
 _ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
+
+
+def parsed_spec(spec: str | dict) -> object:
+    """A spec as ``specs_of`` gives it, parsed (ValueError: its JSON text cannot be read)."""
+    return spec if isinstance(spec, dict) else json.loads(spec)
+
+
+def _array_spec_from_task(task: object, index: object) -> dict | None:
+    """The array spec ``task`` (task ``index``'s whole spec, as an older apportion stored it) was made
+    from by ``job_array.task_spec``; None when it is not one that function makes."""
+    if not isinstance(task, dict) or not isinstance(index, int):
+        return None
+    name, directory = task.get("name"), task.get("checkpoint_dir")
+    suffix = f"[{index}]"
+    if not isinstance(name, str) or not name.endswith(suffix):
+        return None
+    shared = {**task, "name": name[:-len(suffix)]}
+    if directory:
+        if not isinstance(directory, str) or Path(directory).name != str(index):
+            return None
+        shared["checkpoint_dir"] = str(Path(directory).parent)
+    return shared
+
+
+def _task_rows(conn: sqlite3.Connection, array_id: int, shared: dict) -> list[tuple[str, int]]:
+    """(the row's own part of its spec, id) for each task of array ``array_id`` whose stored whole spec
+    is what ``shared`` makes of its index; [] when one is not (the array is then left as it is).
+    Read task by task: an array of large specs is never in memory at once."""
+    rows: list[tuple[str, int]] = []
+    for job_id, text, index in conn.execute("SELECT id, spec, array_index FROM jobs WHERE array_id = ?", (array_id,)):
+        task = task_spec(shared, index) if isinstance(index, int) else None
+        if task is None or json.loads(text) != task:
+            return []
+        rows.append((json.dumps(task_row_spec(task)), job_id))
+    return rows
 
 
 def _user(row: sqlite3.Row) -> UserRecord:
