@@ -773,11 +773,21 @@ class StateStore:
         started on them yet: whether each may start now, without reading whole rows."""
         return self.job_columns(("id", "slots", "partner", "reason"), _PENDING_START)
 
-    def current_jobs(self, finished: int) -> list[JobRecord]:
-        """The active jobs (or with a live attempt) and the ``finished`` that ended last, by id:
-        what the dashboard lists, without reading every job ever run."""
-        return self._select(f"{_IS_ACTIVE} OR attempt_live OR id IN (SELECT id FROM jobs WHERE status IN "
-                            f"('completed', 'failed', 'cancelled') ORDER BY finished DESC, id DESC LIMIT {int(finished)})")
+    def current_jobs(self, finished: int, waiting: int) -> list[JobRecord]:
+        """What the dashboard lists, by id, however many jobs wait: every job running, holding or
+        promised slots, the first ``waiting`` (by id) of those queued or preempted, and the
+        ``finished`` that ended last. Each part is read through an index, the rest never read."""
+        n, m = int(waiting), int(finished)
+        rows = self._select(
+            "id IN (SELECT id FROM jobs WHERE attempt_live UNION SELECT id FROM jobs WHERE slots != ''"
+            " UNION SELECT id FROM jobs WHERE status = 'running'"
+            f" UNION SELECT * FROM (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT {n})"
+            f" UNION SELECT * FROM (SELECT id FROM jobs WHERE status = 'preempted' ORDER BY id LIMIT {n})"
+            " UNION SELECT * FROM (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
+            f" ORDER BY finished DESC, id DESC LIMIT {m}))")
+        held = [r for r in rows if r.status in ("queued", "preempted") and not r.attempt_live and not r.slots]
+        dropped = {r.id for r in held[n:]}  # the first ``waiting`` of the two statuses together
+        return [r for r in rows if r.id not in dropped]
 
     def _select(self, where: str = "") -> list[JobRecord]:
         sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
