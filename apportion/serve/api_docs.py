@@ -35,7 +35,8 @@ and, for a job's own attempts, the lease and progress calls (docs/serve-contract
 `apportion users add`, or the admin token); its attempts use their own `APPORTION_TOKEN`. A server without \
 credentials (loopback only) takes the `user` a request names. Press *Authorize* to try the calls with yours.
 
-**Errors** are JSON: `{"detail": one line}`, and for a field that does not fit (400) also `field` and `message`.
+**Errors** are JSON: `{"detail": one line}`, and for a field that does not fit (400) also `field` and `message`. \
+A method a path does not serve is a 405 whose `Allow` header names every method it does.
 
 From Python: `from apportion import Client` (docs/serve.md, "Python client")."""
 
