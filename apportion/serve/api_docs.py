@@ -229,8 +229,8 @@ def described(schema: dict) -> dict:
                     "schema": answer}}}
             for code in sorted({*EVERY_ROUTE, *doc.errors}):
                 said = doc.refused if code == 400 and doc.refused else ERRORS[code]
-                operation["responses"][str(code)] = {"description": said, "content": {
-                    "application/json": {"schema": _ref("Error")}}, **({"headers": HEADERS[code]} if code in HEADERS else {})}
+                answer = {"description": said, "content": {"application/json": {"schema": _ref("Error")}}}
+                operation["responses"][str(code)] = {**answer, **({"headers": HEADERS[code]} if code in HEADERS else {})}
     return schema
 
 

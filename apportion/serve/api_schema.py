@@ -196,7 +196,8 @@ BLOCKS = {
                                  "description": "The δ its budget keeps (more than 0 with rdp_orders)."},
                        "rdp_orders": {"type": "array", "minItems": 1, "maxItems": MAX_ORDERS,
                                       "items": {"type": "number", "exclusiveMinimum": 1, "maximum": MAX_BUDGET},
-                                      "description": "Account in Rényi DP at these orders (every block the same)."}}}}},
+                                      "description": "Account in Rényi DP at these orders (every block the "
+                                                     "same)."}}}}},
 }
 
 SUBMITTED = {
