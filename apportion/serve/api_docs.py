@@ -1,8 +1,9 @@
 """The API described: ``/openapi.json`` (OpenAPI 3.1) and a Swagger UI page at ``/docs``.
 
-Each route gets a summary, a description and, where it takes a body, the schema of that body
-(``api_schema.py``: documentation only; the hand-written checks stay the API's); the document
-names the bearer credential. The page's Swagger UI comes from the ``fastapi-offline`` package,
+Each route gets a summary, a description, every status it can answer (what the server alone
+judges said in its 400) and, where it takes a body, the schema of that body (``api_schema.py``:
+documentation only; the hand-written checks stay the API's); the document names the bearer
+credential. ``tests/serve/test_api_contract.py`` holds a live server to it with schemathesis. The page's Swagger UI comes from the ``fastapi-offline`` package,
 served from here, so that it needs no network; without that package it is loaded from a CDN
 (jsDelivr). Either way the page runs only scripts from those places (its own start-up included),
 under a Content-Security-Policy as strict as the dashboard's.
