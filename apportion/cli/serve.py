@@ -34,6 +34,8 @@ def serve(
     policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
     round_s: float = opt.round_option(DEFAULTS.round_s, "Round length in seconds.", panel="Policy options"),
     received_since: str = typer.Option(DEFAULTS.received_since, "--received-since", help="Received share counted from: allocation (Gavel's) or arrival.", rich_help_panel="Policy options"),
+    share_by_user: bool = typer.Option(DEFAULTS.share_by_user, "--share-by-user/--no-share-by-user", help="Divide the cluster among users first (each active user an equal share, or by --user-weights), then run the policy per user.", rich_help_panel="Policy options"),
+    user_weights: Optional[str] = typer.Option(None, "--user-weights", help="USER=WEIGHT,..: each user's share of the cluster, relative (alice=2,bob=1; others 1).", rich_help_panel="Policy options"),
     max_retries: int = typer.Option(DEFAULTS.max_retries, "--max-retries", help="Crashes retried from a checkpoint before a job fails.", rich_help_panel="Jobs"),
     hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
     grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
@@ -49,12 +51,12 @@ def serve(
     privacy_n: Optional[int] = typer.Option(None, "--privacy-n", hidden=True, help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Policy options"),
     privacy_t: Optional[float] = typer.Option(None, "--privacy-t", hidden=True, help="Unlock a block's budget over this many seconds from when it was added (dpf-t; rr and pack by time).", rich_help_panel="Policy options"),
     privacy_timeout_s: Optional[float] = typer.Option(None, "--privacy-timeout-s", hidden=True, help="Reject a privacy claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Policy options"),
-    max_active_jobs: int = typer.Option(DEFAULTS.max_active_jobs, "--max-active-jobs", help="Each user's queued and running jobs at most (an array's tasks each).", rich_help_panel="Budgets"),
-    max_stored_mb: float = typer.Option(DEFAULTS.max_stored_mb, "--max-stored-mb", help="MB of job specs (env, command, claims) each user's active jobs may store.", rich_help_panel="Budgets"),
-    max_demand_rows: int = typer.Option(DEFAULTS.max_demand_rows, "--max-demand-rows", help="Privacy blocks claimed, summed over each user's active jobs.", rich_help_panel="Budgets"),
-    max_after_edges: int = typer.Option(DEFAULTS.max_after_edges, "--max-after-edges", help="Jobs waited for (after), summed over each user's active jobs.", rich_help_panel="Budgets"),
-    submit_rate: float = typer.Option(DEFAULTS.submit_rate, "--submit-rate", help="Submits a second each user may send, once the burst is spent.", rich_help_panel="Budgets"),
-    submit_burst: int = typer.Option(DEFAULTS.submit_burst, "--submit-burst", help="Submits each user may send at once.", rich_help_panel="Budgets"),
+    max_active_jobs: int = typer.Option(DEFAULTS.max_active_jobs, "--max-active-jobs", show_default=False, help="A user's active jobs, an array's tasks each (50,000).", rich_help_panel="Budgets"),
+    max_stored_mb: float = typer.Option(DEFAULTS.max_stored_mb, "--max-stored-mb", show_default=False, help="MB of job specs a user's active jobs store (1,000).", rich_help_panel="Budgets"),
+    max_demand_rows: int = typer.Option(DEFAULTS.max_demand_rows, "--max-demand-rows", show_default=False, help="Privacy blocks claimed over a user's active jobs (1,000,000).", rich_help_panel="Budgets"),
+    max_after_edges: int = typer.Option(DEFAULTS.max_after_edges, "--max-after-edges", show_default=False, help="Jobs waited for over a user's active jobs (100,000).", rich_help_panel="Budgets"),
+    submit_rate: float = typer.Option(DEFAULTS.submit_rate, "--submit-rate", show_default=False, help="A user's submits a second past the burst (20; then 429).", rich_help_panel="Budgets"),
+    submit_burst: int = typer.Option(DEFAULTS.submit_burst, "--submit-burst", show_default=False, help="A user's submits at once (200).", rich_help_panel="Budgets"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
     settings, given = _settings(ctx, config)
@@ -114,6 +116,7 @@ def serve(
                             max_retries=settings.max_retries, hung_after_s=settings.hung_after_s or None,
                             prices=prices, checkpoint_every=settings.checkpoint_every,
                             warm_start=settings.warm_start, received_since=settings.received_since,
+                            share_by_user=settings.share_by_user, user_weights=_user_weights(settings),
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
                             policy_options=opt.record_policy_options(settings.policy_options),
@@ -336,3 +339,10 @@ def _clock(when: Optional[float] = None) -> str:
     import time as _time
 
     return _time.strftime("%H:%M:%S", _time.localtime(when))
+
+
+def _user_weights(settings: ServeSettings) -> dict[str, float]:
+    """The users' weights given (checked already by check_settings), user -> weight."""
+    from apportion.policies.by_user import parse_user_weights
+
+    return parse_user_weights(settings.user_weights) if settings.user_weights else {}

@@ -29,7 +29,7 @@ from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OF
 from apportion.serve.dashboard import add_dashboard
 from apportion.serve.edge import LimitBody, LimitFailures, method_not_allowed
 from apportion.serve.history import History
-from apportion.serve.job_list import JobFilter, JobList, parse_statuses
+from apportion.serve.job_list import NEXT_PAGE, JobFilter, JobList, parse_statuses
 from apportion.serve.metrics import add_metrics
 from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount
@@ -111,7 +111,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
 
     @app.exception_handler(TooFast)
     def _too_fast(request, exc: TooFast):
-        return JSONResponse(status_code=429, content={"detail": str(exc)},
+        return JSONResponse(status_code=429, content={"detail": str(exc), "budget": "submit_rate"},
                             headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
 
     @app.exception_handler(NoSpace)
@@ -157,15 +157,21 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
              user: Optional[str] = Query(default=None, max_length=MAX_NAME),
              limit: Optional[int] = Query(default=None, ge=1, le=MAX_JOB_ID),
              ended_after: Optional[float] = Query(default=None, allow_inf_nan=False),
+             after_id: Optional[int] = Query(default=None, ge=0, le=MAX_JOB_ID),
+             array: Optional[int] = Query(default=None, ge=1, le=MAX_JOB_ID),
              who: Identity = Depends(user_caller)) -> Response:
-        """Every job by id; or those of these ``status``es (comma-separated), of this ``user``, that
-        ended after ``ended_after`` (Unix time; active jobs always), the first ``limit``."""
+        """A page of jobs by id (at most ``PAGE_MAX``, or ``limit``): those of these ``status``es
+        (comma-separated), of this ``user``, of job ``array``, that ended after ``ended_after`` (Unix
+        time; active jobs always), with ids above ``after_id``. When more may follow, the
+        ``X-Next-After-Id`` header names the ``after_id`` of the next page."""
         try:
             statuses = parse_statuses(status)
         except ValueError as exc:
             raise InputError("request", str(exc), field="status") from None
-        chosen = JobFilter(statuses, user, ended_after, limit)
-        return Response(listing.jobs_json(chosen, scheduler.clock(), who.may_see), media_type="application/json")
+        chosen = JobFilter(statuses, user, ended_after, limit, after_id, array)
+        text, following = listing.page(chosen, scheduler.clock(), who.may_see)
+        headers = {NEXT_PAGE: str(following)} if following is not None else None
+        return Response(text, media_type="application/json", headers=headers)
 
     @app.get("/jobs/{job_id}")
     def job(job_id: str, who: Identity = Depends(user_caller)) -> dict:

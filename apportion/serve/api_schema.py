@@ -265,7 +265,8 @@ ERROR = {
     "properties": {"detail": {"type": "string", "description": "What is wrong, in one line."},
                    "field": {"type": ["string", "null"], "description": "The field it is about, if any."},
                    "message": {"type": ["string", "null"], "description": "What is wrong with that field."},
-                   "budget": {"type": "string", "description": "409 over a quota: the budget it names."},
+                   "budget": {"type": "string", "description": "409 over a quota: the budget it names; 429 over"
+                                                                  " the user's submit rate: submit_rate."},
                    "held": {"type": "number", "description": "409 over a quota: what the user holds of it."},
                    "limit": {"type": "number", "description": "409 over a quota: its limit."},
                    "state_dir": {"type": "string", "description": "507: the state directory that is full."}},

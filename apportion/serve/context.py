@@ -45,6 +45,9 @@ class ServeConfig:
     start_hold_s: float | None = 0.01
     prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
     received_since: str = DEFAULT_RECEIVED_SINCE  # the received share counts from the last re-solve (Gavel's), or from arrival
+    # the cluster divided among users first, then the policy per user (policies/by_user.py); user -> weight (else 1)
+    share_by_user: bool = False
+    user_weights: dict[str, float] = field(default_factory=dict)
     cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     checkpoint_every: str | None = None  # jobs' periodic checkpoints (auto, auto:S, off, S); None: the runtime's auto
     shared_dir: Path | None = None  # where jobs' default checkpoint directories live, if not the state directory
@@ -109,6 +112,7 @@ class SchedulerState:
             "policy": getattr(policy, "name", type(policy).__name__), "policy_options": config.policy_options,
             "round_s": config.round_s, "plan_ahead_s": self.plan_ahead_s, "fill_gap_s": config.fill_gap_s,
             "slots": [[s.id, s.gpu_type] for s in self.slots], "received_since": config.received_since,
+            "share_by_user": config.share_by_user, "user_weights": dict(config.user_weights),
         })
         # the privacy-budget ledger in the state file (ValueError for a privacy policy without its N or T)
         self.privacy = PrivacyLedger(store, PrivacyPolicy(config.privacy_policy, config.privacy_n, config.privacy_t_s),

@@ -2,7 +2,7 @@
 
 What the state file holds (slots, jobs, attempts, preemptions, users' GPU time, privacy blocks'
 budgets) is read at
-scrape time by one collector, a few grouped queries under the state lock, so nothing is kept
+scrape time by one collector, a few grouped queries in one read snapshot (no wait for a round), so nothing is kept
 twice and counters survive restarts; what only this run knows (round times, lease answers)
 comes from the scheduler's own counts. Jobs' data stalls are gauges labelled by job id for the
 running jobs only, so their series come and go with the jobs the slots hold. Request latencies are observed by a small ASGI
@@ -56,7 +56,7 @@ class StateCollector:
 
     def collect(self):
         scheduler = self.scheduler
-        with scheduler.lock:
+        with scheduler.store.snapshot():  # one consistent read that waits for no round
             totals = scheduler.store.job_totals(scheduler.clock())
             attempts = scheduler.store.attempt_counts()
             stalls = scheduler.store.job_columns(("id", "data_stall", "fetch_stall", "preprocess_stall"),

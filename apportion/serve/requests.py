@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import math
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -81,8 +82,7 @@ class Requests:
         self.budgets.take_submit(user)  # before anything is read or parsed
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() if key is not None else ""
         if key is not None:
-            with self.lock:
-                earlier = self._earlier(user, key, digest)
+            earlier = self._earlier(user, key, digest)
             if earlier is not None:  # a retry of a submit that was stored: its job, whatever holds now
                 return earlier, True
         spec = spec_from_mapping(body, source)
@@ -92,15 +92,18 @@ class Requests:
         array = parse_array(spec.array, source) if spec.array else None
         if array is not None:
             check_task_names(spec.name, array, source)
-        with self.lock:
+        data = spec.to_dict()
+        data["user"] = spec.user or user
+        # a job's owner never changes: checked before the insert, as all the rest
+        check_after(spec.after, self._owners(list(spec.after or ())), data["user"], sees_all, source)
+        # only the insert waits for a round under way (the state lock), and only when the privacy ledger,
+        # which a round grants from, takes a claim; the write transaction alone keeps the rest whole
+        with self.lock if spec.privacy is not None else nullcontext(), self.store.transaction():
             if key is not None:
                 earlier = self._earlier(user, key, digest)  # it may have been stored since
                 if earlier is not None:
                     return earlier, True
             now = self.clock()
-            data = spec.to_dict()
-            data["user"] = spec.user or user
-            check_after(spec.after, self._owners(list(spec.after or ())), data["user"], sees_all, source)
             common = dict(user=data["user"], queue=spec.queue, priority=spec.priority, kind=spec.throughput_kind,
                           gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
                           key=(user, key, digest) if key is not None else None)
@@ -108,17 +111,16 @@ class Requests:
                 spec.privacy, source, copies=1 if array is None else len(array))
             charge = charge_of(data, 1 if array is None else len(array), len(spec.privacy.blocks) if claim else 0,
                                len(spec.after or ()), array=array is not None)
-            self.budgets.check(data["user"], charge)
-            with self.store.transaction():
-                if array is None:
-                    job_id = self.store.insert_job(spec=data, name=spec.name, **common)
-                    tasks = [job_id]
-                else:
-                    job_id, tasks = self.store.insert_array(spec=data, indices=array.indices, **common)
-                if claim is not None:
-                    self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
-                self.budgets.record(tasks, charge)
-            self.state.dirty = True
+            self.budgets.check(data["user"], charge)  # inside the write transaction: two submits cannot both fit
+            if array is None:
+                job_id = self.store.insert_job(spec=data, name=spec.name, **common)
+                tasks = [job_id]
+            else:
+                job_id, tasks = self.store.insert_array(spec=data, indices=array.indices, **common)
+            if claim is not None:
+                self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
+            self.budgets.record(data["user"], tasks, charge, job_id if array is not None else None)
+        self.state.dirty = True  # after the commit: a round that began before it clears it before reading the jobs
         if array is not None:
             self.log(f"array {job_id} submitted: {spec.name} by {data['user']}, {len(array)} tasks (jobs {tasks[0]}"
                      f"-{tasks[-1]}), {spec.gpus} slot(s) and {spec.total_steps} steps each")
@@ -238,6 +240,9 @@ class Requests:
                 cancelled, live = self.store.cancel_active(job_id, array=array, by=user, now=now)
                 if cancelled:
                     self.state.privacy.settle(cancelled)  # a claim whose job never started goes back
+                    owners = {job_id} if array else {job_id, *(a for (a,) in self.store.job_columns(
+                        ("array_id",), "id = ? AND array_id IS NOT NULL", (job_id,)))}
+                    self.store.drop_after_edges(owners)
             if not cancelled:
                 if array:
                     raise Conflict(f"array {job_id} has no task left to cancel: its "

@@ -26,7 +26,7 @@ from apportion.mechanism.round_state import job_view
 from apportion.policies.base import wants_predictions
 from apportion.serve.accounting import service_since
 from apportion.serve.admission import admit_round
-from apportion.serve.context import SchedulerState, with_note
+from apportion.serve.context import SchedulerState, ServeConfig, with_note
 from apportion.serve.core_split import floor_per_gpu
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
@@ -62,6 +62,15 @@ class RoundStats:
                 self.at_most[i] += 1
 
 
+def planned_policy(policy, config: ServeConfig):
+    """The policy the round planner asks: ``policy`` itself, or shared by user first (``config.share_by_user``)."""
+    if not config.share_by_user:
+        return policy
+    from apportion.policies.by_user import share_by_user
+
+    return share_by_user(policy, config.user_weights)
+
+
 class Rounds:
     """Decides rounds for one server; keeps the allocation between rounds while nothing it
     depends on changed, as the simulator does."""
@@ -73,7 +82,7 @@ class Rounds:
         self.lock, self.changed = state.lock, state.changed
         self.gpu_types, self.slots = state.gpu_types, state.slots
         # the cluster of its slots comes with each round
-        self.planner = RoundPlanner(state.policy, received_since=state.config.received_since)
+        self.planner = RoundPlanner(planned_policy(state.policy, state.config), received_since=state.config.received_since)
         self.start_timeout_s = (state.config.start_timeout_s if state.config.start_timeout_s is not None
                                 else max(2 * state.config.round_s, 60.0))
         self.last_round_at = -math.inf
@@ -98,6 +107,7 @@ class Rounds:
         start = now if start is None else start
         with self.lock:
             self.state.privacy.settle()  # budget granted to jobs that started is consumed, to jobs that ended returned
+            self.state.dirty = False  # before the jobs are read: one submitted meanwhile (no state lock) sets it again
             table = self.store.round_table()
             status = table["status"]
             changes: dict[int, dict] = {}
@@ -148,6 +158,9 @@ class Rounds:
                     changes[job_id]["reason"] = with_note(changes[job_id]["reason"], note)
             with self.store.transaction():
                 self.store.update_jobs(changes)
+                if failed:  # what a failed job (or array) waited for is asked no more
+                    self.store.drop_after_edges(table["id"][i] if table["array_id"][i] is None else table["array_id"][i]
+                                                for i in failed)
                 for event in events:
                     self.store.add_event(*event)
                 self.store.set_meta("round", str(self.state.round + 1))
@@ -160,7 +173,6 @@ class Rounds:
                 self.state.executor.terminate(job_id)
             self.state.round_end = start + self.config.round_s
             self.last_round_at = now
-            self.state.dirty = False
             self.changed.notify_all()
         self.stats.record((time.perf_counter() - started) * 1000)
 

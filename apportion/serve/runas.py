@@ -6,9 +6,13 @@
 - ``mapped`` (``--user-map FILE``, root only, credentials required): as the OS account the
   job's apportion user maps to. The wrapper that supervises the attempt stays root (it writes
   the exit record and kills the process group); only the job's command drops to the account,
-  with its groups, ``HOME``, ``USER`` and ``LOGNAME``. The wrapper runs in the server's own
-  environment: the job's (its ``env`` included) applies only once its processes are the
-  account (apportion/executors/local/wrapper.py).
+  with its groups, ``HOME``, ``USER``, ``LOGNAME`` and ``SHELL``, and enters its workdir only then.
+  The job's environment starts clean (those, ``--job-path``, its ``env``, apportion's variables:
+  never the server's). The wrapper runs in the server's own environment: the job's applies only
+  once its processes are the account (apportion/executors/local/wrapper.py). A user's paths are
+  looked at only as the account (executors/local/as_account.py). A map naming root or a missing
+  account does not start (``mapped_accounts``); what would fail every job of an account, or open
+  its home to others, is warned of at start (``start_warnings``).
 - ``refuse`` (the default when the server is root): a server running as root does not start,
   rather than run every job as root. As any other user it changes nothing.
 """

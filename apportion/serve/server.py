@@ -50,6 +50,8 @@ class ServerOptions:
     policy_options: dict | None = None  # what the policy was built with, as JSON (recorded for a replay)
     warm_start: bool = True  # the local executor keeps warm wrappers for Python jobs (executors/local/warm_start.py)
     received_since: str = "allocation"  # the received share's rule (mechanism/received.py)
+    share_by_user: bool = True  # the cluster divided among users first (policies/by_user.py)
+    user_weights: dict[str, float] | None = None  # user -> weight of its share (a user not named: 1)
     max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
     notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may go (notify_hosts.py)
     privacy_policy: str = "fcfs"  # how privacy claims are granted, unlocking over N claims or T seconds (docs/privacy.md)
@@ -170,6 +172,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}), received_since=options.received_since,
+        share_by_user=options.share_by_user, user_weights=dict(options.user_weights or {}),
         notify_hosts=options.notify_hosts, privacy_policy=options.privacy_policy, privacy_n=options.privacy_n,
         privacy_t_s=options.privacy_t_s, privacy_timeout_s=options.privacy_timeout_s,
         node=options.node, cpu_split=options.cpu_split, budgets=options.budgets,

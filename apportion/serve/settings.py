@@ -39,6 +39,8 @@ class ServeSettings:
     policy: str = "las"
     round_s: float = 180.0
     received_since: str = "allocation"  # the received share counts from the last re-solve (Gavel's) or from arrival
+    share_by_user: bool = True  # the cluster divided among users first, then the policy per user (policies/by_user.py)
+    user_weights: str | None = None  # USER=WEIGHT,…: a user's share of the cluster, relative (a user not named: 1)
     max_retries: int = 3
     hung_after_s: float = 900.0  # 0: never
     grace_s: float = 30.0
@@ -57,7 +59,7 @@ class ServeSettings:
     # each user's budgets (budgets.py; docs/serve.md's threat model says why these defaults)
     max_active_jobs: int = 50_000  # queued + running jobs, an array's tasks each
     max_stored_mb: float = 1000.0  # MB (10^6 bytes) of job specs as stored, of the active jobs
-    max_demand_rows: int = 200_000  # privacy blocks claimed, summed over the active jobs
+    max_demand_rows: int = 1_000_000  # privacy blocks claimed, summed over the active jobs
     max_after_edges: int = 100_000  # jobs waited for (after), summed over the active jobs
     submit_rate: float = 20.0  # submits a second, once the burst is spent
     submit_burst: int = 200  # submits at once
@@ -110,6 +112,13 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
         raise SettingError("round_s", f"must be positive, got {s.round_s:g}")
     if s.received_since not in RECEIVED_SINCE:
         raise SettingError("received_since", f"must be one of {', '.join(RECEIVED_SINCE)}, got {s.received_since!r}")
+    if s.user_weights is not None:
+        from apportion.policies.by_user import parse_user_weights
+
+        try:
+            parse_user_weights(s.user_weights)
+        except ValueError as exc:
+            raise SettingError("user_weights", str(exc), joiner=": ") from None
     if s.cpu_split not in CPU_SPLITS:
         raise SettingError("cpu_split", f"must be one of {', '.join(CPU_SPLITS)}, got {s.cpu_split!r}")
     if s.max_retries < 0:

@@ -8,12 +8,14 @@ slots: cpu:4
 state_dir: state          # relative paths: against this file's directory
 token_file: admin.token
 share_by: rate            # a policy option: its flag without dashes (--share-by)
+user_weights: {alice: 2, bob: 1}   # or alice=2,bob=1, as the flag
 ```
 
 A key is a flag of ``apportion serve`` without its dashes, in snake_case (``round_s``, not
 ``round-s``, which is refused with "did you mean"). An unknown key is an error, as is a value of
-the wrong type; ``null`` leaves a setting at its default. A ``token`` (a secret) is refused
-unless only the file's owner may read and write the file. Every error is one InputError naming
+the wrong type; ``null`` leaves a setting at its default. The file is refused if another
+account may change it (group- or world-writable, or owned by anyone but the server's user or
+root), and a ``token`` (a secret) unless only the file's owner may read and write the file. Every error is one InputError naming
 the file, the line and the key.
 """
 
@@ -28,6 +30,7 @@ import yaml
 
 from apportion.core.errors import InputError
 from apportion.serve.settings import PATHS, SETTINGS, ServeSettings
+from apportion.serve.trusted_file import trust_problem
 from apportion.workloads.yaml_file import read_yaml
 
 if TYPE_CHECKING:
@@ -38,7 +41,7 @@ _INTS = frozenset({"port", "max_retries", "privacy_n", "max_active_jobs", "max_d
 _NUMBERS = frozenset({"round_s", "hung_after_s", "grace_s", "privacy_t", "privacy_timeout_s", "max_stored_mb",
                       "submit_rate"})
 _UNITS = {"max_stored_mb": "a number of MB", "submit_rate": "a number of submits a second"}  # else seconds
-_BOOLS = frozenset({"warm_start"})
+_BOOLS = frozenset({"warm_start", "share_by_user"})
 _NUMBER_OR_TEXT = frozenset({"checkpoint_every"})  # 300 or auto:300
 
 
@@ -73,6 +76,7 @@ def policy_option_keys() -> dict[str, Option]:
 def load_settings_file(path: str | Path) -> SettingsFile:
     """Read and check a server config file; InputError naming the file, line and key on any problem."""
     source = str(path)
+    _check_trusted(Path(path))
     data, root = read_yaml(path, "server config")
     lines = _key_lines(root)
     if data is None:
@@ -148,6 +152,8 @@ def _setting_value(key: str, value: object, base: Path, where: SettingsFile) -> 
         return float(value)
     if key in _NUMBER_OR_TEXT and _is_number(value):
         return str(value)
+    if key == "user_weights" and isinstance(value, dict):  # alice: 2, as the flag's alice=2
+        return ",".join(f"{user}={weight}" for user, weight in value.items())
     if not isinstance(value, str):
         raise where.error(key, f"must be {'a path' if key in PATHS else 'text'}, got {_shown(value)}")
     if key in PATHS:
@@ -239,11 +245,22 @@ def _absolute(text: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
+def _check_trusted(path: Path) -> None:
+    """Refuse a config file another account may change (it says which token, user map and state
+    directory the server trusts): group- or world-writable, or owned by anyone but us or root."""
+    try:
+        problem = trust_problem(path.stat(), path, secret=False)
+    except OSError:
+        return  # a missing or unreadable file: read_yaml says so
+    if problem:
+        raise InputError(str(path), problem)
+
+
 def _check_private(path: Path, where: SettingsFile) -> None:
     """Refuse a file holding a secret that other users may read or change."""
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise where.error("token", f"a secret in a file other users may read (mode {mode:o}): chmod 600 {path}, "
+    problem = trust_problem(path.stat(), path, secret=True)
+    if problem:
+        raise where.error("token", f"is a secret, but {problem}, "
                                    "or put the token in a file of its own and name it in token_file")
 
 

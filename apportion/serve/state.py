@@ -1,8 +1,10 @@
 """The server's state in one SQLite file (``STATE_DIR/state.db``): jobs, throughput estimates, events.
 
 Every change is one transaction, so a server killed at any moment leaves a consistent file;
-a restarted server re-reads everything from it. One connection, shared by the HTTP threads
-and the scheduler thread behind a lock; WAL mode so readers (``sqlite3 state.db``) never block it.
+a restarted server re-reads everything from it. One connection writes, shared by the HTTP threads
+and the scheduler thread behind a lock; reads go through connections of their own (WAL mode: a
+reader never waits for a write transaction, and sees what was committed), so that a long round
+or a big write delays no credential check and no read of the API.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from apportion.serve.space import PROBE_BYTES, NoSpace, is_no_space, probe_file
 STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
 ACTIVE = ("queued", "running", "preempted")  # the scheduler still has work to do for these
 TERMINAL = ("completed", "failed", "cancelled")
+READERS_KEPT = 8  # read connections kept open between reads (more are opened while many read at once)
 _IS_ACTIVE = "status IN ('queued', 'running', 'preempted')"  # ACTIVE, in SQL
 # promised slots, not started yet (+status: through jobs_to_start, not the index on status)
 _PENDING_START = f"NOT attempt_live AND slots != '' AND +{_IS_ACTIVE}"
@@ -41,7 +44,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     priority REAL NOT NULL,
     kind TEXT NOT NULL,
     gpus INTEGER NOT NULL,
-    gpu_types TEXT NOT NULL DEFAULT '', -- allowed types, comma-separated; '' = any
+    gpu_types TEXT NOT NULL DEFAULT '', -- allowed types, comma-separated; '' = any; ARRAY_TYPES: its array's
     total_steps INTEGER NOT NULL,
     spec TEXT NOT NULL,                 -- the JobSpec as JSON
     status TEXT NOT NULL,               -- one of STATUSES
@@ -188,7 +191,8 @@ CREATE TABLE IF NOT EXISTS privacy_blocks (  -- data blocks with a privacy budge
     delta REAL NOT NULL,
     orders TEXT NOT NULL DEFAULT '',    -- Rényi orders, space-separated; '' for ε-δ accounting
     added REAL NOT NULL,                -- its arrival: budget unlocks from here
-    arrived_claims INTEGER NOT NULL DEFAULT 0  -- claims that arrived for it (by N unlocks 1/N with each)
+    arrived_claims INTEGER NOT NULL DEFAULT 0, -- claims that arrived for it (by N unlocks 1/N with each)
+    consumed TEXT NOT NULL DEFAULT ''   -- what jobs that started consumed of it, a JSON list over its columns; '' none
 );
 CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, one row a job that claims
     job_id INTEGER PRIMARY KEY,
@@ -197,19 +201,18 @@ CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, 
     arrived REAL,                       -- first asked by a round (its job's `after` done): it counts from here
     decided REAL,                       -- granted or rejected
     settled REAL,                       -- consumed (its job's first start), returned or withdrawn (it ended unstarted)
-    reason TEXT NOT NULL DEFAULT ''     -- why it was rejected
+    reason TEXT NOT NULL DEFAULT '',    -- why it was rejected
+    blocks BLOB,                        -- while open: its blocks' privacy_blocks ids, int64 little-endian, in its order
+    demand TEXT NOT NULL DEFAULT '',    -- what it takes of each of them, a JSON list over the blocks' columns
+    held BLOB,                          -- rr, while it waits: the portions handed out, float64 [blocks, columns]
+    cells INTEGER NOT NULL DEFAULT 0    -- blocks × columns: what it costs a round while open
 );
 CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
-CREATE TABLE IF NOT EXISTS privacy_demands (  -- what each claim takes of each of its blocks, one row a column
-    job_id INTEGER NOT NULL,
-    position INTEGER NOT NULL,          -- the block's place in the claim
-    block INTEGER NOT NULL,             -- privacy_blocks.id
-    col INTEGER NOT NULL,               -- 0 ε, 1 δ; or the index of a Rényi order
-    amount REAL NOT NULL,
-    held REAL NOT NULL DEFAULT 0,       -- rr: the portion of it handed out so far, while the claim waits
-    PRIMARY KEY (job_id, position, col)
-);
-CREATE INDEX IF NOT EXISTS privacy_demands_block ON privacy_demands(block);
+CREATE TABLE IF NOT EXISTS after_edges (  -- what jobs not started yet wait for (`after`): an array's once, not a task's
+    owner INTEGER NOT NULL,             -- the waiting job's id, or its array's id for an array's tasks
+    target INTEGER NOT NULL,            -- a job (or array) id it waits to see completed
+    PRIMARY KEY (owner, target)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of CPU cores it ran with (core_speeds.py)
     job_id INTEGER NOT NULL,
     cores_per_gpu REAL NOT NULL,
@@ -221,7 +224,9 @@ CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of C
 CREATE TABLE IF NOT EXISTS arrays (  -- each job array's spec, stored once: its tasks' rows keep only their own part
     id INTEGER PRIMARY KEY,             -- the array's id, held by no job: the one its tasks name
     user TEXT NOT NULL,
-    spec TEXT NOT NULL                  -- the array's JobSpec as JSON: a task's is it with its row's spec over it
+    spec TEXT NOT NULL,                 -- the array's JobSpec as JSON: a task's is task_spec's of it, its row's over it
+    text TEXT,                          -- its `array` (0-15%4), read each round without the spec
+    gpu_types TEXT                      -- its tasks' allowed types, comma-separated, where their rows say ARRAY_TYPES
 );
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
@@ -250,6 +255,12 @@ class StateStore:
         # array's spec never changes once stored, so each is parsed once while it is kept
         self._array_specs: OrderedDict[int, tuple[dict | None, int]] = OrderedDict()  # (spec, its JSON's length)
         self._array_spec_chars = 0  # the JSON characters of the specs kept: bounded by ARRAY_SPEC_CACHE_CHARS
+        self._array_specs_lock = threading.Lock()
+        self._writer: int | None = None  # the thread inside a write transaction, which reads what it wrote
+        self._readers: list[sqlite3.Connection] = []  # read connections not in use (READERS_KEPT at most)
+        self._readers_lock = threading.Lock()
+        self._local = threading.local()  # a thread's snapshot (``snapshot``), while it reads in one
+        self._read_only = read_only
         if read_only:
             # no write-ahead log beside it (no server has it open): read it as it is, creating no -wal or
             # -shm file that another account's server could not open afterwards
@@ -258,10 +269,10 @@ class StateStore:
                                          check_same_thread=False, isolation_level=None, timeout=30)
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("SELECT id FROM jobs LIMIT 1")  # not a state file: sqlite3.Error now
-            self._has_arrays = self._conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'arrays')").fetchone()[0]
+            arrays = {row[1] for row in self._conn.execute("PRAGMA table_info(arrays)")}
+            self._has_arrays, self._has_array_texts = bool(arrays), "text" in arrays  # an older file may lack them
             return
-        self._has_arrays = True
+        self._has_arrays = self._has_array_texts = True
         private_dir(self.path.parent)
         private_file(self.path)  # the jobs' specs (their env) and the credentials' hashes: owner-only
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
@@ -297,6 +308,25 @@ class StateStore:
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_promised ON jobs(slots) WHERE slots != ''")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_to_start ON jobs(id) WHERE slots != '' AND NOT attempt_live")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_live ON jobs(id) WHERE attempt_live")
+            if conn.execute("SELECT value FROM meta WHERE key = 'after_edges'").fetchone() is None:
+                # an older apportion kept `after` in every task's row: the jobs not started yet wait by edges now
+                conn.execute("INSERT OR IGNORE INTO after_edges (owner, target) SELECT COALESCE(j.array_id, j.id),"
+                             " CAST(e.value AS INTEGER) FROM jobs j, json_each('[' || j.after || ']') e WHERE"
+                             " j.after != '' AND j.started IS NULL AND j.status IN ('queued', 'running', 'preempted')")
+                conn.execute("INSERT INTO meta VALUES ('after_edges', '1')")
+            for table, columns in _ADDED_ELSEWHERE.items():  # privacy_ledger.py moves what older files kept
+                present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                for name, definition in columns.items():
+                    if name not in present:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
+        arrays = {row[1] for row in self._conn.execute("PRAGMA table_info(arrays)")}
+        if "text" not in arrays:  # an arrays table from before it kept the `array` text apart
+            with self.transaction() as conn:
+                conn.execute("ALTER TABLE arrays ADD COLUMN text TEXT")
+                conn.execute("UPDATE arrays SET text = COALESCE(json_extract(spec, '$.array'), '')")
+        if "gpu_types" not in arrays:  # and its tasks' types: their rows keep them, as they were
+            with self.transaction() as conn:
+                conn.execute("ALTER TABLE arrays ADD COLUMN gpu_types TEXT")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -326,14 +356,75 @@ class StateStore:
                     continue
                 if not rows:
                     continue
-                conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)",
-                             (array_id, first["user"], json.dumps(shared)))
+                conn.execute("INSERT INTO arrays (id, user, spec, text) VALUES (?, ?, ?, ?)",
+                             (array_id, first["user"], json.dumps(shared), shared.get("array") or ""))
                 conn.executemany("UPDATE jobs SET spec = ? WHERE id = ?", rows)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('arrays_stored_once', '1')")
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """The connection a read goes through: the thread's snapshot if it holds one; the writing
+        connection for the thread inside a write transaction (it reads what it has not committed
+        yet); else a read connection of its own, which waits for no lock and no write."""
+        held = getattr(self._local, "snapshot", None)
+        if held is not None:
+            yield held
+            return
+        if self._read_only or self._writer == threading.get_ident():
+            with self._lock:
+                yield self._conn
+            return
+        conn = self._reader()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:  # a read that raised half-way
+                conn.execute("ROLLBACK")
+            self._give_back(conn)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read of this thread inside the block sees the file as it was at its first read (one
+        read transaction of its own connection): for answers made of several queries (``/metrics``,
+        the privacy blocks' budgets), consistent without waiting for the state lock."""
+        if (getattr(self._local, "snapshot", None) is not None or self._read_only
+                or self._writer == threading.get_ident()):
+            yield
+            return
+        conn = self._reader()
+        conn.execute("BEGIN")
+        self._local.snapshot = conn
+        try:
+            yield
+        finally:
+            self._local.snapshot = None
+            conn.execute("COMMIT")
+            self._give_back(conn)
+
+    def _reader(self) -> sqlite3.Connection:
+        with self._readers_lock:
+            if self._readers:
+                return self._readers.pop()
+        conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA query_only=1")
+        conn.execute("PRAGMA cache_size=-16384")  # 16 MiB each: the pages the API reads stay cached
+        return conn
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        with self._readers_lock:
+            if len(self._readers) < READERS_KEPT:
+                self._readers.append(conn)
+                return
+        conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -349,6 +440,7 @@ class StateStore:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 self._depth = 1
+                self._writer = threading.get_ident()
                 try:
                     yield self._conn
                     self._conn.execute("COMMIT")
@@ -358,6 +450,7 @@ class StateStore:
                     raise
                 finally:
                     self._depth = 0
+                    self._writer = None
             except (sqlite3.Error, OSError) as err:
                 if is_no_space(err):
                     raise self.no_space(str(err)) from err
@@ -398,6 +491,7 @@ class StateStore:
         """Store a new job; ``key``: (submitter, idempotency key, request digest), kept in the same transaction."""
         with self.transaction() as conn:
             job_id = self._insert(conn, None, spec, name, user, queue, priority, kind, gpus, total_steps, submitted)
+            self._add_after_edges(conn, job_id, spec.get("after"))
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], job_id, key[2]))
@@ -416,11 +510,15 @@ class StateStore:
                                 " COALESCE((SELECT MAX(id) FROM jobs), 0))").fetchone()[0]
             array_id = int(last) + 1
             ids = [array_id + 1 + k for k in range(len(indices))]
-            conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)", (array_id, user, json.dumps(spec)))
+            types = ",".join(spec.get("gpu_types") or ())
+            conn.execute("INSERT INTO arrays (id, user, spec, text, gpu_types) VALUES (?, ?, ?, ?, ?)",
+                         (array_id, user, json.dumps(spec), spec.get("array") or "", types))
             for job_id, index in zip(ids, indices):
                 task = task_spec(spec, index)
                 self._insert(conn, job_id, task, task["name"], user, queue, priority, kind, gpus, total_steps,
-                             submitted, (array_id, index), stored=task_row_spec(task))
+                             submitted, (array_id, index), stored=task_row_spec(task),
+                             types=ARRAY_TYPES if types else "")
+            self._add_after_edges(conn, array_id, spec.get("after"))  # once for its tasks
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], array_id, key[2]))
@@ -428,12 +526,14 @@ class StateStore:
 
     def _insert(self, conn: sqlite3.Connection, job_id: int | None, spec: dict, name: str, user: str, queue: str,
                 priority: float, kind: str, gpus: int, total_steps: int, submitted: float,
-                array: tuple[int, int] | None = None, stored: dict | None = None) -> int:
+                array: tuple[int, int] | None = None, stored: dict | None = None, types: str | None = None) -> int:
         """One job's row and its submit event (``job_id`` None: the next id); its id. ``stored``: the
-        part of ``spec`` its row keeps, where the rest is its array's (else all of it)."""
-        allowed = ",".join(spec.get("gpu_types") or ())
+        part of ``spec`` its row keeps, where the rest is its array's (else all of it); ``types``:
+        its ``gpu_types`` column where not its spec's (ARRAY_TYPES: its array's, kept once)."""
+        allowed = ",".join(spec.get("gpu_types") or ()) if types is None else types
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
-        after = ",".join(str(i) for i in spec.get("after") or ())
+        # a task's `after` is its array's, kept once (after_edges); a job's is kept in its row too, for replays
+        after = ",".join(str(i) for i in spec.get("after") or ()) if array is None else ""
         array_id, array_index = array if array is not None else (None, None)
         cursor = conn.execute(
             "INSERT INTO jobs (id, name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
@@ -459,15 +559,17 @@ class StateStore:
         apportion stored whose tasks keep their whole specs). Kept parsed for the next call, the most
         recently read arrays' up to ARRAY_SPEC_CACHE_CHARS characters of JSON: a round or a list that
         reads every task of an array parses its spec once. Shared by every caller: never change it."""
-        with self._lock:
+        with self._array_specs_lock:
             if array_id in self._array_specs:
                 self._array_specs.move_to_end(array_id)
                 return self._array_specs[array_id][0]
-            row = (self._conn.execute("SELECT spec FROM arrays WHERE id = ?", (array_id,)).fetchone()
+        with self._read() as conn:
+            row = (conn.execute("SELECT spec FROM arrays WHERE id = ?", (array_id,)).fetchone()
                    if self._has_arrays else None)
-            spec = json.loads(row[0]) if row is not None else None
-            if self._depth:  # what a transaction read may yet be rolled back (and its id used again)
-                return spec
+        spec = json.loads(row[0]) if row is not None else None
+        if self._writer == threading.get_ident():  # what a transaction read may yet be rolled back (its id used again)
+            return spec
+        with self._array_specs_lock:
             chars = len(row[0]) if row is not None else 0
             self._array_specs[array_id] = (spec, chars)
             self._array_spec_chars += chars
@@ -476,35 +578,76 @@ class StateStore:
                 self._array_spec_chars -= dropped
             return spec
 
+    @staticmethod
+    def _add_after_edges(conn: sqlite3.Connection, owner: int, after) -> None:
+        conn.executemany("INSERT OR IGNORE INTO after_edges (owner, target) VALUES (?, ?)",
+                         [(owner, int(target)) for target in after or ()])
+
+    def after_edges(self) -> list[tuple[int, int]]:
+        """(owner, target) of every ``after`` edge kept: owner a job's id, or an array's for its tasks."""
+        with self._read() as conn:
+            cursor = conn.execute("SELECT owner, target FROM after_edges")
+            cursor.row_factory = None
+            return cursor.fetchall()
+
+    def after_edges_of(self, user: str) -> int:
+        """How many ``after`` edges ``user``'s jobs and arrays not started yet hold (an array's count once)."""
+        with self._read() as conn:
+            return int(conn.execute(
+                "SELECT COUNT(*) FROM after_edges e WHERE (SELECT user FROM jobs WHERE id = e.owner OR id = e.owner + 1"
+                " AND array_id = e.owner ORDER BY id LIMIT 1) = ?", (user,)).fetchone()[0])
+
+    def drop_after_edges(self, owners) -> None:
+        """Forget the ``after`` edges of those of ``owners`` (job or array ids) with no job left that has
+        not started and is still active: nothing asks about them again."""
+        owners = sorted({int(owner) for owner in owners})
+        if not owners:
+            return
+        with self.transaction() as conn:
+            for first in range(0, len(owners), 500):
+                chunk = owners[first:first + 500]
+                conn.execute(
+                    f"DELETE FROM after_edges WHERE owner IN ({','.join('?' * len(chunk))}) AND NOT EXISTS (SELECT 1"
+                    f" FROM jobs WHERE (id = after_edges.owner OR array_id = after_edges.owner) AND started IS NULL"
+                    f" AND {_IS_ACTIVE})", chunk)
+
     def array_tasks(self, array_id: int) -> list[JobRecord]:
         """The tasks of array ``array_id``, by index (none: it is no array)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM jobs WHERE array_id = ? ORDER BY array_index",
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM jobs WHERE array_id = ? ORDER BY array_index",
                                       (array_id,)).fetchall()
         return [self._record(r) for r in rows]
 
     def arrays_of(self, ids: list[int]) -> dict[int, tuple[str, dict[str, int]]]:
         """For each of ``ids`` that is an array: its user and how many of its tasks are in each status."""
         found: dict[int, tuple[str, dict[str, int]]] = {}
-        with self._lock:
+        with self._read() as conn:
             for first in range(0, len(ids), 500):
                 chunk = ids[first:first + 500]
                 marks = ",".join("?" * len(chunk))
-                rows = self._conn.execute(f"SELECT array_id, MIN(user), status, COUNT(*) FROM jobs WHERE array_id IN"
+                rows = conn.execute(f"SELECT array_id, MIN(user), status, COUNT(*) FROM jobs WHERE array_id IN"
                                           f" ({marks}) GROUP BY array_id, status", chunk).fetchall()
                 for array_id, user, status, count in rows:
                     found.setdefault(int(array_id), (user, {}))[1][status] = int(count)
         return found
 
     def array_texts(self, array_ids: list[int]) -> dict[int, str]:
-        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from its first
-        task, whose id follows the array's (insert_array), so that each array costs one key lookup."""
+        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from the
+        ``arrays`` table, or for an array whose tasks keep their whole specs, from its first task,
+        whose id follows the array's (insert_array): each array costs one key lookup."""
         found: dict[int, str] = {}
-        with self._lock:
+        with self._read() as conn:
+            for first in range(0, len(array_ids), 500):
+                chunk = array_ids[first:first + 500]
+                if self._has_array_texts:
+                    rows = conn.execute(f"SELECT id, text FROM arrays WHERE id IN ({','.join('?' * len(chunk))})"
+                                        " AND text IS NOT NULL", chunk).fetchall()
+                    found.update({int(array_id): text for array_id, text in rows})
+            array_ids = [i for i in array_ids if i not in found]
             for first in range(0, len(array_ids), 500):
                 chunk = [i + 1 for i in array_ids[first:first + 500]]
                 marks = ",".join("?" * len(chunk))
-                rows = self._conn.execute(f"SELECT array_id, json_extract(spec, '$.array') FROM jobs WHERE id IN"
+                rows = conn.execute(f"SELECT array_id, json_extract(spec, '$.array') FROM jobs WHERE id IN"
                                           f" ({marks}) AND array_id = id - 1", chunk).fetchall()
                 found.update({int(array_id): text or "" for array_id, text in rows})
         return found
@@ -512,11 +655,11 @@ class StateStore:
     def owner(self, job_id: int) -> tuple[str, bool] | None:
         """(its user, whether it is an array) of job or array ``job_id``; None: it is neither. Read from
         the primary key and the index on ``array_id``, nothing else: a refusal costs two key lookups."""
-        with self._lock:
-            row = self._conn.execute("SELECT user FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT user FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is not None:
                 return row[0], False
-            row = self._conn.execute("SELECT user FROM jobs INDEXED BY jobs_array WHERE array_id = ? LIMIT 1",
+            row = conn.execute("SELECT user FROM jobs INDEXED BY jobs_array WHERE array_id = ? LIMIT 1",
                                      (job_id,)).fetchone()
         return (row[0], True) if row is not None else None
 
@@ -546,19 +689,19 @@ class StateStore:
 
     def array_size(self, array_id: int) -> int:
         """How many tasks array ``array_id`` has (0: it is no array)."""
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM jobs WHERE array_id = ?", (array_id,)).fetchone()[0])
+        with self._read() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM jobs WHERE array_id = ?", (array_id,)).fetchone()[0])
 
     def active_jobs_of(self, user: str) -> int:
         """How many of ``user``'s jobs are active."""
-        with self._lock:
-            return int(self._conn.execute(f"SELECT COUNT(*) FROM jobs WHERE user = ? AND {_IS_ACTIVE}",
+        with self._read() as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM jobs WHERE user = ? AND {_IS_ACTIVE}",
                                           (user,)).fetchone()[0])
 
     def submitted_with(self, user: str, key: str) -> tuple[int, str] | None:
         """The job ``user`` submitted with idempotency key ``key`` and its request's digest, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT job_id, body FROM submit_keys WHERE user = ? AND key = ?",
+        with self._read() as conn:
+            row = conn.execute("SELECT job_id, body FROM submit_keys WHERE user = ? AND key = ?",
                                      (user, key)).fetchone()
         return (int(row[0]), row[1]) if row is not None else None
 
@@ -586,8 +729,8 @@ class StateStore:
                 conn.executemany(f"UPDATE jobs SET {', '.join(f'{k} = ?' for k in names)} WHERE id = ?", values)
 
     def job(self, job_id: int) -> JobRecord | None:
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return self._record(row) if row is not None else None
 
     def jobs(self) -> list[JobRecord]:
@@ -611,8 +754,8 @@ class StateStore:
         counted from its start or ``since``, whichever is later) for its ``hung_after_s`` (the job
         file's, else the one given; None: never), or has run for its ``time_limit`` over all its
         attempts. One query over the few live attempts, reading only these columns."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self._read() as conn:
+            rows = conn.execute(
                 "SELECT id FROM jobs WHERE attempt_live AND stop IS NULL AND status = 'running' AND ("
                 " ? - MAX(COALESCE(heard_at, 0), COALESCE(attempt_started, 0), ?)"
                 " >= COALESCE(json_extract(spec, '$.hung_after_s'), ?)"
@@ -622,8 +765,8 @@ class StateStore:
 
     def total_hangs(self) -> int:
         """Attempts declared hung, over every job."""
-        with self._lock:
-            return int(self._conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs").fetchone()[0])
+        with self._read() as conn:
+            return int(conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs").fetchone()[0])
 
     def pending_start_slots(self) -> list[tuple[int, str, int | None, str]]:
         """(id, slots, partner, reason), by id, of the active jobs promised slots by a round and not
@@ -638,18 +781,19 @@ class StateStore:
 
     def _select(self, where: str = "") -> list[JobRecord]:
         sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
-        with self._lock:
-            rows = self._conn.execute(sql).fetchall()
+        with self._read() as conn:
+            rows = conn.execute(sql).fetchall()
         return [self._record(r) for r in rows]
 
     def job_columns(self, columns: tuple[str, ...], where: str = "", params: list | tuple = (),
                     limit: int | None = None) -> list[tuple]:
         """These columns of the jobs ``where`` picks (SQL over the jobs table, with ``params``), by id,
         the first ``limit``: plain tuples, for lists of many jobs."""
-        sql = (f"SELECT {', '.join(columns)} FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
+        sql = (f"SELECT {', '.join(_COLUMN_SQL.get(c, c) for c in columns)} FROM jobs"
+               + (f" WHERE {where}" if where else "") + " ORDER BY id"
                + (" LIMIT ?" if limit is not None else ""))
-        with self._lock:
-            cursor = self._conn.execute(sql, (*params, limit) if limit is not None else tuple(params))
+        with self._read() as conn:
+            cursor = conn.execute(sql, (*params, limit) if limit is not None else tuple(params))
             cursor.row_factory = None
             return cursor.fetchall()
 
@@ -657,24 +801,24 @@ class StateStore:
         """The stored spec of each job of ``ids`` that exists: JSON text (``parsed_spec`` reads it), or for
         a task of an array whose spec is stored once, its whole spec put together (its array's parsed once)."""
         found: dict[int, str | dict] = {}
-        with self._lock:
+        with self._read() as conn:
             for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
                 chunk = ids[first:first + 500]
-                rows = self._conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id IN"
+                rows = conn.execute(f"SELECT id, spec, array_id, array_index FROM jobs WHERE id IN"
                                           f" ({','.join('?' * len(chunk))})", chunk).fetchall()
                 found.update(self._spec_texts(rows))
         return found
 
     def _spec_texts(self, rows: list[sqlite3.Row]) -> dict[int, str | dict]:
-        """(id, spec, array_id) rows as specs_of answers them."""
+        """(id, spec, array_id, array_index) rows as specs_of answers them."""
         found: dict[int, str | dict] = {}
-        for job_id, text, array_id in rows:
+        for job_id, text, array_id, index in rows:
             shared = None if array_id is None else self.array_spec(array_id)
             if shared is None:
                 found[int(job_id)] = text
                 continue
             try:
-                found[int(job_id)] = composed_spec(shared, json.loads(text))
+                found[int(job_id)] = composed_spec(shared, json.loads(text), index)
             except (ValueError, TypeError):  # a row damaged since: read as it is, to fail as such
                 found[int(job_id)] = text
         return found
@@ -724,45 +868,45 @@ class StateStore:
 
     def specs_after(self, job_id: int) -> dict[int, str | dict]:
         """The stored spec of every active job with an id above ``job_id``, as ``specs_of`` gives it."""
-        with self._lock:
-            rows = self._conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
-                                      " ORDER BY id", (job_id,)).fetchall()
-            return self._spec_texts(rows)
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT id, spec, array_id, array_index FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
+                                " ORDER BY id", (job_id,)).fetchall()
+        return self._spec_texts(rows)
 
     def owners_and_statuses(self, ids: list[int]) -> dict[int, tuple[str, str]]:
         """(user, status) of each job of ``ids`` that exists."""
         found: dict[int, tuple[str, str]] = {}
-        with self._lock:
+        with self._read() as conn:
             for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
                 chunk = ids[first:first + 500]
                 marks = ",".join("?" * len(chunk))
-                rows = self._conn.execute(f"SELECT id, user, status FROM jobs WHERE id IN ({marks})", chunk).fetchall()
+                rows = conn.execute(f"SELECT id, user, status FROM jobs WHERE id IN ({marks})", chunk).fetchall()
                 found.update({int(row[0]): (row[1], row[2]) for row in rows})
         return found
 
     def anyone_waiting(self) -> bool:
         """Is an active job neither running nor promised slots?"""
-        with self._lock:
-            return self._conn.execute(
+        with self._read() as conn:
+            return conn.execute(
                 f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {_IS_ACTIVE} AND NOT attempt_live AND slots = '')"
             ).fetchone()[0] == 1
 
     def slots_taken(self) -> set[str]:
         """Slots held by live attempts or promised to jobs about to start."""
-        with self._lock:
-            rows = self._conn.execute("SELECT slots FROM jobs WHERE slots != ''").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT slots FROM jobs WHERE slots != ''").fetchall()
         return {s for (text,) in rows for s in text.split(",")}
 
     def asked_on_slots(self) -> tuple[float, float]:
         """(CPU cores, GiB of memory) asked for by the jobs holding slots or promised them."""
-        with self._lock:
-            cpus, memory_gb = self._conn.execute(
+        with self._read() as conn:
+            cpus, memory_gb = conn.execute(
                 "SELECT COALESCE(SUM(cpus), 0), COALESCE(SUM(memory_gb), 0) FROM jobs WHERE slots != ''").fetchone()
         return float(cpus), float(memory_gb)
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            rows = self._conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
         counts = dict.fromkeys(STATUSES, 0)
         counts.update({status: n for status, n in rows})
         return counts
@@ -771,8 +915,8 @@ class StateStore:
         """(status, queue, user, first job id, jobs, preemptions, GPU-seconds, slots held) for each such
         group, in one query: GPU-seconds count live attempts' service up to ``now`` (accounting.py's rule:
         seconds × slots), slots held are those of its live attempts, comma-separated ('' for none)."""
-        with self._lock:
-            return self._conn.execute(
+        with self._read() as conn:
+            return conn.execute(
                 "SELECT status, queue, user, MIN(id), COUNT(*), COALESCE(SUM(preemptions), 0),"
                 " COALESCE(SUM(service_gpu_s + CASE WHEN attempt_live AND accounted_at IS NOT NULL"
                 " THEN MAX(0, ? - accounted_at) * (LENGTH(slots) - LENGTH(REPLACE(slots, ',', '')) + 1)"
@@ -782,14 +926,14 @@ class StateStore:
 
     def attempt_counts(self) -> dict[str, int]:
         """Attempts by how they ended ('' for those not ended), over every run of this state file."""
-        with self._lock:
-            rows = self._conn.execute("SELECT COALESCE(how, ''), COUNT(*) FROM attempts GROUP BY how").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT COALESCE(how, ''), COUNT(*) FROM attempts GROUP BY how").fetchall()
         return {how: int(n) for how, n in rows}
 
     def notifications_due(self, limit: int) -> list[JobRecord]:
         """Ended jobs (no attempt alive any more) whose notification is still to be sent, oldest first."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM jobs INDEXED BY jobs_notify WHERE notify_pending AND NOT"
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM jobs INDEXED BY jobs_notify WHERE notify_pending AND NOT"
                                       " attempt_live AND status IN ('completed', 'failed', 'cancelled')"
                                       " ORDER BY id LIMIT ?", (limit,)).fetchall()
         return [self._record(r) for r in rows]
@@ -804,8 +948,8 @@ class StateStore:
     # throughputs -------------------------------------------------------------------------
 
     def throughputs(self) -> dict[tuple[str, str, int], tuple[float, int]]:
-        with self._lock:
-            rows = self._conn.execute("SELECT kind, gpu_type, gpus, steps_per_s, samples FROM throughputs").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT kind, gpu_type, gpus, steps_per_s, samples FROM throughputs").fetchall()
         return {(k, t, g): (r, n) for k, t, g, r, n in rows}
 
     def put_throughput(self, kind: str, gpu_type: str, gpus: int, steps_per_s: float, samples: int,
@@ -827,8 +971,8 @@ class StateStore:
 
     def durations(self) -> list[DurationRecord]:
         """Every finished job's GPU time, in the order they finished."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM durations ORDER BY finished, job_id").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM durations ORDER BY finished, job_id").fetchall()
         return [record(DurationRecord, r) for r in rows]
 
     # jobs' speeds against their CPU cores ---------------------------------------------------
@@ -840,8 +984,8 @@ class StateStore:
 
     def core_speeds(self) -> list[tuple[int, float, float, float]]:
         """(job id, cores per GPU, steps, seconds) of every share of cores a job was measured at."""
-        with self._lock:
-            cursor = self._conn.execute("SELECT job_id, cores_per_gpu, steps, seconds FROM core_speeds "
+        with self._read() as conn:
+            cursor = conn.execute("SELECT job_id, cores_per_gpu, steps, seconds FROM core_speeds "
                                         "ORDER BY job_id, cores_per_gpu")
             cursor.row_factory = None
             return cursor.fetchall()
@@ -856,8 +1000,8 @@ class StateStore:
 
     def elastic_steps(self) -> list[ElasticStepRecord]:
         """Every elastic job's measured steps, one row per (job, type, replicas, nodes, micro-batch)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM elastic_steps ORDER BY job_id, gpu_type, gpus").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM elastic_steps ORDER BY job_id, gpu_type, gpus").fetchall()
         return [record(ElasticStepRecord, r) for r in rows]
 
     def put_elastic_model(self, job_id: int, noise_scale: float | None, params: dict, now: float) -> None:
@@ -867,8 +1011,8 @@ class StateStore:
 
     def elastic_models(self) -> dict[int, tuple[float | None, dict]]:
         """job id -> (its latest noise scale or None, {gpu_type: fitted step-time parameters})."""
-        with self._lock:
-            rows = self._conn.execute("SELECT job_id, noise_scale, params FROM elastic_models").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT job_id, noise_scale, params FROM elastic_models").fetchall()
         return {int(j): (phi, json.loads(params)) for j, phi, params in rows}
 
     # the dashboard's samples ------------------------------------------------------------
@@ -888,8 +1032,8 @@ class StateStore:
 
     def samples(self) -> list[tuple[float, int, int, dict[str, int]]]:
         """The dashboard's samples, oldest first: (time, queued, running, {gpu_type: busy})."""
-        with self._lock:
-            rows = self._conn.execute("SELECT time, queued, running, busy FROM samples ORDER BY id").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT time, queued, running, busy FROM samples ORDER BY id").fetchall()
         return [(t, q, r, json.loads(busy)) for t, q, r, busy in rows]
 
     # accounting ----------------------------------------------------------------------------
@@ -924,8 +1068,8 @@ class StateStore:
 
     def rows(self, sql: str, params: list | tuple = ()) -> list[tuple]:
         """The rows of one query, as plain tuples (for the tables a module of its own keeps: privacy_ledger.py)."""
-        with self._lock:
-            cursor = self._conn.execute(sql, params)
+        with self._read() as conn:
+            cursor = conn.execute(sql, params)
             cursor.row_factory = None
             return cursor.fetchall()
 
@@ -939,21 +1083,21 @@ class StateStore:
     def events(self, job_id: int | None = None, limit: int | None = None) -> list[EventRecord]:
         sql = "SELECT * FROM events" + (" WHERE job_id = ?" if job_id is not None else "") + " ORDER BY id"
         params: tuple = (job_id,) if job_id is not None else ()
-        with self._lock:
-            rows = self._conn.execute(sql, params).fetchall()
+        with self._read() as conn:
+            rows = conn.execute(sql, params).fetchall()
         events = [record(EventRecord, r) for r in rows]
         return events[-limit:] if limit else events
 
     def warning_events(self) -> list[EventRecord]:
         """The warnings about jobs and their clearings, oldest first (what a restarted server carries on)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM events WHERE event IN ('warning', 'warning-cleared')"
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM events WHERE event IN ('warning', 'warning-cleared')"
                                       " ORDER BY id").fetchall()
         return [record(EventRecord, r) for r in rows]
 
     def meta(self, key: str, default: str | None = None) -> str | None:
-        with self._lock:
-            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row is not None else default
 
     def set_meta(self, key: str, value: str) -> None:
@@ -979,8 +1123,8 @@ class StateStore:
 
     def first_start(self) -> float | None:
         """When the first server on this file recovered at its start (None: none did)."""
-        with self._lock:
-            row = self._conn.execute("SELECT MIN(time) FROM events WHERE event = 'recover'").fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT MIN(time) FROM events WHERE event = 'recover'").fetchone()
         return row[0]
 
     def set_first_round(self, time: float) -> None:
@@ -1028,22 +1172,22 @@ class StateStore:
 
     def attempt(self, job_id: int, attempt: int) -> AttemptRecord | None:
         """Attempt ``attempt`` of job ``job_id`` as recorded, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?",
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?",
                                      (job_id, attempt)).fetchone()
         return record(AttemptRecord, row) if row is not None else None
 
     def end_step(self, job_id: int, attempt: int) -> int | None:
         """The step attempt ``attempt`` ended at: for one preempted or crashed, where the next resumes."""
-        with self._lock:
-            row = self._conn.execute("SELECT end_step FROM attempts WHERE job_id = ? AND attempt = ?",
+        with self._read() as conn:
+            row = conn.execute("SELECT end_step FROM attempts WHERE job_id = ? AND attempt = ?",
                                      (job_id, attempt)).fetchone()
         return None if row is None else row[0]
 
     def attempts(self) -> list[AttemptRecord]:
         """Every attempt recorded, by job and attempt number."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM attempts ORDER BY job_id, attempt").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM attempts ORDER BY job_id, attempt").fetchall()
         return [record(AttemptRecord, r) for r in rows]
 
     # users and credentials ----------------------------------------------------------------
@@ -1076,26 +1220,26 @@ class StateStore:
 
     def user(self, name: str) -> UserRecord | None:
         """User ``name`` with its credential's hash, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
         return _user(row) if row is not None else None
 
     def user_by_id(self, user_id: int) -> UserRecord | None:
         """User ``user_id`` with its credential's hash, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
         return _user(row) if row is not None else None
 
     def users(self) -> list[UserRecord]:
         """Every user ever added (revoked ones too), by name; without their hashes."""
-        with self._lock:
-            rows = self._conn.execute("SELECT id, name, admin, created, revoked FROM users ORDER BY name").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT id, name, admin, created, revoked FROM users ORDER BY name").fetchall()
         return [UserRecord(r["id"], r["name"], bool(r["admin"]), r["created"], r["revoked"]) for r in rows]
 
     def has_users(self) -> bool:
         """Has any user ever been added? (Then the server asks every caller for a credential.)"""
-        with self._lock:
-            return self._conn.execute("SELECT EXISTS (SELECT 1 FROM users)").fetchone()[0] == 1
+        with self._read() as conn:
+            return conn.execute("SELECT EXISTS (SELECT 1 FROM users)").fetchone()[0] == 1
 
     def put_attempt_credential(self, job_id: int, attempt: int, digest: str) -> None:
         with self.transaction() as conn:
@@ -1103,8 +1247,8 @@ class StateStore:
 
     def attempt_credential(self, job_id: int, attempt: int) -> str | None:
         """The digest of the credential of attempt ``attempt`` of job ``job_id``, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT digest FROM attempt_credentials WHERE job_id = ? AND attempt = ?",
+        with self._read() as conn:
+            row = conn.execute("SELECT digest FROM attempt_credentials WHERE job_id = ? AND attempt = ?",
                                      (job_id, attempt)).fetchone()
         return row[0] if row is not None else None
 
@@ -1125,13 +1269,24 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "array_id": "INTEGER", "array_index": "INTEGER",
                   "data_stall": "REAL", "fetch_stall": "REAL", "preprocess_stall": "REAL",
                   "cpus": "REAL", "memory_gb": "REAL"}
+_ADDED_ELSEWHERE = {  # table -> its columns added since, for the tables other modules keep
+    "privacy_blocks": {"consumed": "TEXT NOT NULL DEFAULT ''"},
+    "privacy_claims": {"blocks": "BLOB", "demand": "TEXT NOT NULL DEFAULT ''", "held": "BLOB",
+                       "cells": "INTEGER NOT NULL DEFAULT 0"},
+}
 _ROUND_STATUS, _ROUND_LIVE = _ROUND_NAMES.index("status"), _ROUND_NAMES.index("live")
 ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,
     "submitted": 0.0, "started": None, "finished": None, "attempt": 0, "preemptions": 0, "retries": 0, "hangs": 0,
 }
 ACCOUNTING_ATTEMPT_COLUMNS = {"job_id": 0, "attempt": 0, "gpu_type": None, "slots": "", "started": 0.0, "ended": None}
-_ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
+ARRAY_TYPES = ","  # a task's gpu_types column when its array's are kept once (arrays.gpu_types): no type's name
+# the columns read as other than themselves: a task's allowed types from its array (a reader that missed this
+# would see ARRAY_TYPES, types no slot has, and place the task nowhere: never on a type it may not use)
+_COLUMN_SQL = {"gpu_types": f"CASE WHEN jobs.gpu_types = '{ARRAY_TYPES}' THEN COALESCE((SELECT arrays.gpu_types FROM"
+                            f" arrays WHERE arrays.id = jobs.array_id), jobs.gpu_types) ELSE jobs.gpu_types END AS gpu_types",
+               "live": "attempt_live AS live"}
+_ROUND_COLUMNS = ", ".join(_COLUMN_SQL.get(name, name) for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 
 

@@ -212,23 +212,38 @@ def shadowed(path0: str) -> str | None:
     return None
 
 
-class CannotEnter(OSError):
-    """The job's account cannot enter its workdir (the fork's exit 126, as a cold start's)."""
+def _as(run_as: str | None, check) -> str | None:
+    """``check()``'s refusal, looked for as the job's account (``--run-as``): never as root, whose
+    answer would tell of files in a directory the account may not look at."""
+    if not run_as:
+        return check()
+    from apportion.executors.local.as_account import Identity, answer_as
+
+    try:
+        return answer_as(Identity.parse(run_as), lambda: check() or "") or None
+    except ValueError as err:
+        return f"cannot look at the job's files as its account: {err}"
+
+
+class CannotStart(OSError):
+    """The job's account cannot enter its workdir or run its interpreter: the fork's exit 126 and its
+    line, as a cold start's (wrapper.py)."""
 
 
 class Launch:
     """One warm launch, decided in the wrapper before it forks: ``refusal`` is why it cannot (then it starts cold)."""
 
-    def __init__(self, command: list[str], env: dict[str, str], spare_env: dict[str, str], workdir: str | None) -> None:
+    def __init__(self, command: list[str], env: dict[str, str], spare_env: dict[str, str], workdir: str | None,
+                 run_as: str | None = None) -> None:
         self.command, self.env, self.workdir = command, env, workdir
-        self.refusal = refusal(command, env, spare_env, sys.executable, workdir)
+        self.refusal = _as(run_as, lambda: refusal(command, env, spare_env, sys.executable, workdir))
         if self.refusal:
             return
         self.kind, self.name, self.args = target(python_command(command))
         base = os.path.abspath(workdir or ".")
         self.path0 = base if self.kind == "module" else os.path.dirname(os.path.realpath(os.path.join(base, self.name)))
         self.threads, why = thread_settings(env, spare_env)
-        self.refusal = why or shadowed(self.path0) or unfit()  # last: the checks above must not have started threads
+        self.refusal = why or _as(run_as, lambda: shadowed(self.path0)) or unfit()  # last: the checks above start no threads
 
     def fork(self, run_as: str | None) -> int:
         """Fork the job's process; in the child, become it and never return."""
@@ -239,9 +254,9 @@ class Launch:
             return pid
         try:
             self._become(run_as)
-        except CannotEnter as err:  # as the cold start's: exit 126, never worth a retry
+        except CannotStart as err:  # as the cold start's: exit 126, never worth a retry
             try:
-                print(f"apportion: cannot start: {err}", file=sys.stderr, flush=True)
+                print(f"apportion: {err}", file=sys.stderr, flush=True)
             finally:
                 os._exit(126)
         except BaseException as err:  # the exec would have failed: as the wrapper's cannot-start
@@ -268,10 +283,13 @@ class Launch:
             try:
                 os.chdir(self.workdir)
             except OSError as err:
-                raise CannotEnter(f"cannot enter the workdir {self.workdir}: {err.strerror}"
+                raise CannotStart(f"cannot start: cannot enter the workdir {self.workdir}: {err.strerror}"
                                   + (f" (as uid {os.getuid()})" if run_as else "")) from None
         if not os.access(sys.executable, os.X_OK):  # the exec would have failed: the account may not run it
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), self.command[0])
+            from apportion.executors.local.as_account import cannot_run
+
+            why = cannot_run(self.command[0], self.env.get("PATH", os.defpath)) or os.strerror(errno.EACCES)
+            raise CannotStart(f"cannot start {self.command[0]}: {why}" + (f" (as uid {os.getuid()})" if run_as else ""))
         os.environ.clear()
         os.environ.update(self.env)
         import tempfile

@@ -206,7 +206,7 @@ def spawn(command: list[str], options: dict[str, str], env: dict[str, str] | Non
     OSError if it cannot be started."""
     env = job_environment() if env is None else env
     if WARM_ENV is not None:
-        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"))
+        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"), options.get("run-as"))
         if launch.refusal is None:
             return _Forked(launch.fork(options.get("run-as")))
         print(f"apportion: cold start: {launch.refusal}", file=sys.stderr, flush=True)
@@ -233,7 +233,7 @@ def unstartable(command: list[str], options: dict[str, str]) -> tuple[int, str] 
 
     def look() -> str:
         if workdir is not None:
-            why = as_account.cannot_enter(workdir)
+            why = as_account.cannot_enter(workdir, read=False)  # the job's own directory is 0711: enter, not list
             if why:
                 return f"126 cannot enter the workdir: {why}"
         if script is not None:
