@@ -3,6 +3,8 @@
 Every expected number below is worked out by hand in its comment.
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -153,3 +155,17 @@ def test_a_policy_that_has_solved_already_is_still_shared(spec):
     allocation = share_by_user(used).allocate(jobs, gpus(4), rates(7))
     assert allocation.share[6].sum() == pytest.approx(1.0, abs=1e-6)
     assert gpus_held(allocation, jobs, "A") == pytest.approx(3.0, abs=1e-6)
+
+
+def test_users_whose_jobs_each_take_the_cluster_take_turns():
+    # 4 GPUs; A's jobs take 4 GPUs each, B's one each. Each user's first job has turn 0: A's came
+    # first, so it runs; B's jobs do not fit beside it. Once it ends (100 s later), A's next job and
+    # B's first tie at turn 0 again, and B, who held nothing, goes first: its jobs take the GPUs.
+    policy = share_by_user(make_policy("fifo"))
+    jobs = view(["A", "A", "B", "B"])
+    jobs.num_gpus[:2] = 4
+    first = policy.allocate(jobs, gpus(4), rates(4))
+    assert first.share[:, 0].tolist() == [1, 0, 0, 0]
+    later = replace(jobs.subset(np.arange(1, 4)), now_s=jobs.now_s + 100.0)
+    second = policy.allocate(later, gpus(4), rates(3))
+    assert second.share[:, 0].tolist() == [0, 1, 1]
