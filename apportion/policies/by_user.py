@@ -73,29 +73,49 @@ def user_weight_array(users: np.ndarray, weights: Mapping[str, float]) -> np.nda
     return np.array([float(weights.get(str(u), 1.0)) for u in users], dtype=np.float64)
 
 
+def users_of(jobs: JobView) -> tuple[np.ndarray, np.ndarray]:
+    """(users, user_of [n]): the users with jobs, sorted, and each job's position among them.
+
+    Compared run by run: a user's jobs mostly sit together (an array's tasks, one user's
+    submits), so only each run's first name is sorted, not every job's."""
+    names = jobs.user
+    if len(names) == 0:
+        return np.zeros(0, dtype=str), np.zeros(0, dtype=np.int64)
+    starts = np.r_[0, np.flatnonzero(names[1:] != names[:-1]) + 1]
+    users, run_of = np.unique(names[starts].astype(str), return_inverse=True)
+    return users, np.repeat(run_of.reshape(-1), np.diff(np.r_[starts, len(names)]))
+
+
 def interleave_users(order: np.ndarray, jobs: JobView, weights: Mapping[str, float],
-                     used: Mapping[str, float] | None = None) -> np.ndarray:
+                     used: Mapping[str, float] | None = None,
+                     users: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """``order`` (positions in ``jobs``, first to run first) with users taking turns: each job's
     turn is the GPUs of its user's jobs before it in ``order`` over the user's weight; by turn,
     then (``used``: GPU-seconds each user held) the user who held less over its weight first,
-    then by ``order``."""
-    if len(order) < 2:
+    then by ``order``. ``users``: ``users_of(jobs)``, if known."""
+    names, user_of = users if users is not None else users_of(jobs)
+    if len(order) < 2 or len(names) < 2:
         return order
-    users, user_of = np.unique(jobs.user.astype(str), return_inverse=True)
-    if len(users) < 2:
-        return order
-    user_of = user_of.reshape(-1)[order]
+    user_of = user_of[order]
     gpus = jobs.num_gpus[order].astype(np.float64)
-    by_user = np.argsort(user_of, kind="stable")  # each user's jobs together, in ``order``
-    through = np.cumsum(gpus[by_user])
-    first = np.r_[True, user_of[by_user][1:] != user_of[by_user][:-1]]
-    start = np.maximum.accumulate(np.where(first, np.arange(len(by_user)), 0))
-    before_user = np.where(start > 0, through[start - 1], 0.0)  # GPUs of the users sorted before
-    weight = user_weight_array(users, weights)
+    weight = user_weight_array(names, weights)
     turn = np.empty(len(order))
-    turn[by_user] = (through - gpus[by_user] - before_user) / weight[user_of[by_user]]
-    held = np.array([float((used or {}).get(u, 0.0)) for u in users.tolist()]) / weight
-    return order[np.lexsort((np.arange(len(order)), held[user_of], turn))]
+    if len(names) <= 16:  # a few users: one pass each
+        for u in range(len(names)):
+            mine = user_of == u
+            taken = gpus[mine]
+            turn[mine] = (np.cumsum(taken) - taken) / weight[u]
+    else:
+        by_user = np.argsort(user_of, kind="stable")  # each user's jobs together, in ``order``
+        through = np.cumsum(gpus[by_user])
+        first = np.r_[True, user_of[by_user][1:] != user_of[by_user][:-1]]
+        start = np.maximum.accumulate(np.where(first, np.arange(len(by_user)), 0))
+        before_user = np.where(start > 0, through[start - 1], 0.0)  # GPUs of the users sorted before
+        turn[by_user] = (through - gpus[by_user] - before_user) / weight[user_of[by_user]]
+    held = np.array([float((used or {}).get(u, 0.0)) for u in names.tolist()]) / weight
+    if not held.any():
+        return order[np.argsort(turn, kind="stable")]
+    return order[np.lexsort((held[user_of], turn))]  # stable: ties stay in ``order``
 
 
 class UserTurns:
@@ -108,9 +128,16 @@ class UserTurns:
         self.used: dict[str, float] = {}  # user -> GPU-seconds allocated so far
         self._held: dict[str, float] = {}  # user -> GPUs allocated at the last solve
         self._since: float | None = None  # when
+        self._users: tuple[JobView, tuple[np.ndarray, np.ndarray]] | None = None  # the jobs being solved, their users
+
+    def users(self, jobs: JobView) -> tuple[np.ndarray, np.ndarray]:
+        """``users_of(jobs)``, worked out once for the jobs being solved."""
+        if self._users is None or self._users[0] is not jobs:
+            self._users = (jobs, users_of(jobs))
+        return self._users[1]
 
     def order(self, order: np.ndarray, jobs: JobView) -> np.ndarray:
-        return interleave_users(order, jobs, self.weights, self.used)
+        return interleave_users(order, jobs, self.weights, self.used, self.users(jobs))
 
     def charge(self, now_s: float) -> None:
         """Count the GPUs allocated at the last solve up to ``now_s``."""
@@ -122,10 +149,10 @@ class UserTurns:
 
     def hold(self, jobs: JobView, allocation: Allocation) -> None:
         """The GPUs each user's jobs are allocated from now on."""
-        users, user_of = np.unique(jobs.user.astype(str), return_inverse=True)
-        gpus = np.bincount(user_of.reshape(-1), weights=allocation.share.sum(axis=1) * jobs.num_gpus,
-                           minlength=len(users))
-        self._held = dict(zip(users.tolist(), gpus.tolist()))
+        names, user_of = self.users(jobs)
+        gpus = np.bincount(user_of, weights=allocation.share.sum(axis=1) * jobs.num_gpus, minlength=len(names))
+        self._held = dict(zip(names.tolist(), gpus.tolist()))
+        self._users = None  # hold no job view past its solve
 
 
 def water_fill(demand: np.ndarray, weight: np.ndarray, total: float) -> np.ndarray:
@@ -151,8 +178,7 @@ def user_shares(jobs: JobView, steps_per_s: np.ndarray, capacity: np.ndarray,
                 weights: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(users, user_of [n], fraction [U]): the active users, each job's, and the fraction of every
     GPU type each user is entitled to (water-filled on the GPUs of its jobs that can run)."""
-    users, user_of = np.unique(jobs.user.astype(str), return_inverse=True)
-    user_of = user_of.reshape(-1)
+    users, user_of = users_of(jobs)
     runnable = (steps_per_s > 0).any(axis=1) if steps_per_s.size else np.zeros(len(jobs), dtype=bool)
     demand = np.bincount(user_of, weights=np.where(runnable, jobs.num_gpus, 0.0), minlength=len(users))
     share = water_fill(demand, user_weight_array(users, weights), float(np.sum(capacity)))
@@ -236,10 +262,9 @@ class ByUser:
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
         if self.mode != "split":
             return self.inner.next_change_s(jobs, running)
-        users, user_of = np.unique(jobs.user.astype(str), return_inverse=True)
+        users, user_of = users_of(jobs)
         if len(users) < 2:
             return self.inner.next_change_s(jobs, running)
-        user_of = user_of.reshape(-1)
         return min((self._part(user).next_change_s(jobs.subset(user_of == u), running[user_of == u])
                     for u, user in enumerate(users.tolist())), default=float("inf"))
 

@@ -10,7 +10,7 @@ import pytest
 
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import make_policy
-from apportion.policies.by_user import ByUser, parse_user_weights, share_by_user, water_fill
+from apportion.policies.by_user import ByUser, parse_user_weights, share_by_user, users_of, water_fill
 
 ORDERING = ["fifo", "las", "srtf", "qssf"]
 LP = ["max-min-fairness", "finish-time-fairness", "max-throughput", "min-makespan", "max-min-fairness:space-sharing"]
@@ -169,3 +169,16 @@ def test_users_whose_jobs_each_take_the_cluster_take_turns():
     later = replace(jobs.subset(np.arange(1, 4)), now_s=jobs.now_s + 100.0)
     second = policy.allocate(later, gpus(4), rates(3))
     assert second.share[:, 0].tolist() == [0, 1, 1]
+
+
+def test_users_are_told_apart_wherever_their_jobs_sit():
+    names, user_of = users_of(view(["b", "a", "b", "b", "c", "a"]))
+    assert names.tolist() == ["a", "b", "c"] and user_of.tolist() == [1, 0, 1, 1, 2, 0]
+
+
+def test_many_users_each_get_their_first_job_in():
+    # 20 users with two jobs each, all of the first user's first; 20 GPUs: every user's first job
+    users = [f"u{i:02d}" for i in range(20) for _ in range(2)]
+    jobs = view(users)
+    allocation = share_by_user(make_policy("fifo")).allocate(jobs, gpus(20), rates(40))
+    assert allocation.share[0::2, 0].tolist() == [1] * 20 and allocation.share[1::2, 0].sum() == 0
