@@ -13,6 +13,7 @@ from apportion.executors.base import Executor
 from apportion.mechanism.privacy_policies import PrivacyPolicy
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.policies.base import Policy
+from apportion.serve.budgets import BudgetRules
 from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.privacy_ledger import PrivacyLedger
 from apportion.serve.provisioner import NoProvisioner, Provisioner
@@ -61,6 +62,7 @@ class ServeConfig:
     node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
     cpu_split: str = "off"  # how the node's cores are divided among its jobs (core_split.py)
     cpu_profile_s: float = 4.0  # seconds of progress reports a job is measured for at each share of its profile
+    budgets: BudgetRules = field(default_factory=BudgetRules)  # each user's budgets (budgets.py)
 
 
 def with_note(reason: str, note: str | None) -> str:

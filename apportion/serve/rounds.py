@@ -32,7 +32,7 @@ from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_stored
 from apportion.serve.slots import shares_by_type
-from apportion.serve.state import ACTIVE
+from apportion.serve.state import ACTIVE, parsed_spec
 from apportion.serve.table_rows import TableRows
 
 _SERVICE_COLUMNS = ("service_by_type", "shared_by_type")
@@ -107,6 +107,7 @@ class Rounds:
         start = now if start is None else start
         with self.lock:
             self.state.privacy.settle()  # budget granted to jobs that started is consumed, to jobs that ended returned
+            self.state.dirty = False  # before the jobs are read: one submitted meanwhile (no state lock) sets it again
             table = self.store.round_table()
             status = table["status"]
             changes: dict[int, dict] = {}
@@ -169,7 +170,6 @@ class Rounds:
                 self.state.executor.terminate(job_id)
             self.state.round_end = start + self.config.round_s
             self.last_round_at = now
-            self.state.dirty = False
             self.changed.notify_all()
         self.stats.record((time.perf_counter() - started) * 1000)
 
@@ -182,15 +182,27 @@ class Rounds:
             return {}
         specs = self.store.specs_after(self._checked_through)
         problems: dict[int, str] = {}
+        arrays: dict[object, str | None] = {}  # an array stored once -> its tasks' verdict: its spec checked once
         for i in range(bisect.bisect_right(ids, self._checked_through), len(ids)):
             if ids[i] not in specs:  # no longer active
                 continue
-            try:
-                check_stored(json.loads(specs[ids[i]]), f"job {ids[i]}")
-            except InputError as err:
-                problems[i] = f"field '{err.field}': {err.message}" if err.field else err.message
-            except Exception as err:  # a spec that cannot even be read
-                problems[i] = f"its stored fields cannot be read: {_error(err)}"
+            spec = specs[ids[i]]
+            # tasks put together from one array spec differ only in name and checkpoint_dir, checked at submit
+            shared = table["array_id"][i] if isinstance(spec, dict) else None
+            if shared is not None and shared in arrays:
+                problem = arrays[shared]
+            else:
+                problem = None
+                try:
+                    check_stored(parsed_spec(spec), f"job {ids[i]}")
+                except InputError as err:
+                    problem = f"field '{err.field}': {err.message}" if err.field else err.message
+                except Exception as err:  # a spec that cannot even be read
+                    problem = f"its stored fields cannot be read: {_error(err)}"
+                if shared is not None:
+                    arrays[shared] = problem
+            if problem is not None:
+                problems[i] = problem
         return problems
 
     def _fail(self, row: dict, why: str, now: float, changes: dict[int, dict], events: list[tuple]) -> int | None:
