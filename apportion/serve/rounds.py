@@ -32,10 +32,11 @@ from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_stored
 from apportion.serve.slots import shares_by_type
-from apportion.serve.state import ACTIVE
+from apportion.serve.state import ACTIVE, STATUSES
 from apportion.serve.table_rows import TableRows
 
 _SERVICE_COLUMNS = ("service_by_type", "shared_by_type")
+_STATUS_TEXT = f"U{max(map(len, STATUSES))}"
 MAX_FAILED_PER_ROUND = 8  # jobs a round may fail for making the planner raise; past that it is not theirs
 ROUND_BOUNDS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 
@@ -83,7 +84,8 @@ class Rounds:
                                      [shares.get(t, (None, None))[0] for t in self.gpu_types],
                                      [shares.get(t, (None, None))[1] for t in self.gpu_types])
         self._checked_through = 0  # the jobs up to this id had their stored fields checked in this run
-        self._shape_of: dict[int, int] = {}  # job id -> the code of its shape: (kind, slots at its own size, allowed types)
+        # the code of each job's shape, (kind, slots at its own size, allowed types): (job ids ascending, codes)
+        self._shape_of = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self._shape_codes: dict[tuple, int] = {}  # shape -> its code
         self._unattributed: bytes | None = None  # the job set of the last failure no job could be blamed for
         self._rows = TableRows()  # the rows handled one by one, their service parsed once per change
@@ -124,7 +126,8 @@ class Rounds:
             for i, r in live.items():  # a move holds only for the round that decided it
                 if r["stop"] is not None and r["move_to"]:
                     _merge(changes, r, move_to="")
-            taking_part = np.logical_or.reduce([status == name for name in ACTIVE])
+            kept = table.typed("status", _STATUS_TEXT)  # as text kept between rounds: compared in C
+            taking_part = np.logical_or.reduce([kept == name for name in ACTIVE])
             taking_part[list(left_out)] = False
             rows = np.flatnonzero(taking_part).astype(np.int64)
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
@@ -170,22 +173,29 @@ class Rounds:
     def _check_new(self, table: dict) -> dict[int, str]:
         """{row: why} for the jobs this run has not seen before whose stored fields a round cannot use
         (a server of an older version stored what submit now refuses); each job is checked once, in
-        the first round that commits after it arrived."""
+        the first round that commits after it arrived. An array's tasks were made from one spec: the
+        first new task of each array is checked for all of them."""
         ids = table["id"]
         if not len(ids) or ids[-1] <= self._checked_through:  # the table is in id order
             return {}
-        specs = self.store.specs_after(self._checked_through)
-        problems: dict[int, str] = {}
-        for i in range(bisect.bisect_right(ids, self._checked_through), len(ids)):
-            if ids[i] not in specs:  # no longer active
+        new = np.arange(bisect.bisect_right(ids, self._checked_through), len(ids))
+        arrays = np.array([-1 if a is None else a for a in table["array_id"][new]], dtype=np.int64)
+        _, first = np.unique(arrays, return_index=True)
+        checked = new[np.union1d(np.flatnonzero(arrays < 0), first[arrays[first] >= 0])]
+        specs = self.store.specs_of(ids[checked].tolist())
+        why: dict[int, str] = {}  # job id, or an array's id, -> why
+        for i in checked.tolist():
+            if ids[i] not in specs:  # no longer there
                 continue
             try:
                 check_stored(json.loads(specs[ids[i]]), f"job {ids[i]}")
             except InputError as err:
-                problems[i] = f"field '{err.field}': {err.message}" if err.field else err.message
+                why[_checked_as(table, i)] = f"field '{err.field}': {err.message}" if err.field else err.message
             except Exception as err:  # a spec that cannot even be read
-                problems[i] = f"its stored fields cannot be read: {_error(err)}"
-        return problems
+                why[_checked_as(table, i)] = f"its stored fields cannot be read: {_error(err)}"
+        if not why:
+            return {}
+        return {int(i): why[key] for i in new.tolist() if (key := _checked_as(table, i)) in why}
 
     def _fail(self, row: dict, why: str, now: float, changes: dict[int, dict], events: list[tuple]) -> int | None:
         """Fail job ``row`` for ``why`` (the round goes on without it); its id when it has an attempt to stop."""
@@ -482,14 +492,22 @@ class Rounds:
         and {row: why} for the rows whose speeds cannot be estimated (their rates 0)."""
         sized = self._sizes_jobs
         ids = table["id"]
-        picked, picked_ids = rows.tolist(), ids[rows].tolist()
-        if len(self._shape_of) > 2 * len(ids) + 1000:  # forget the jobs that ended
-            self._shape_of = {job_id: self._shape_of[job_id] for job_id in ids.tolist() if job_id in self._shape_of}
-        for i, job_id in zip(picked, picked_ids):  # a job's shape never changes: found once per job
-            if job_id not in self._shape_of:
-                key = (table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i])
-                self._shape_of[job_id] = self._shape_codes.setdefault(key, len(self._shape_codes))
-        codes = np.fromiter(map(self._shape_of.__getitem__, picked_ids), dtype=np.int64, count=len(picked))
+        picked_ids = np.asarray(ids, dtype=np.int64)[rows]
+        known_ids, known_codes = self._shape_of
+        if len(known_ids) > 2 * len(ids) + 1000:  # forget the jobs that ended
+            keep = np.isin(known_ids, np.asarray(ids, dtype=np.int64))
+            known_ids, known_codes = known_ids[keep], known_codes[keep]
+        place = np.minimum(np.searchsorted(known_ids, picked_ids), max(len(known_ids) - 1, 0))
+        new = np.flatnonzero(known_ids[place] != picked_ids) if len(known_ids) else np.arange(len(rows))
+        if len(new):  # a job's shape never changes: found once per job
+            fresh = [self._shape_codes.setdefault((table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i]),
+                                                  len(self._shape_codes)) for i in rows[new].tolist()]
+            known_ids = np.concatenate([known_ids, picked_ids[new]])
+            known_codes = np.concatenate([known_codes, np.array(fresh, dtype=np.int64)])
+            order = np.argsort(known_ids, kind="stable")
+            known_ids, known_codes = known_ids[order], known_codes[order]
+        self._shape_of = (known_ids, known_codes)
+        codes = known_codes[np.searchsorted(known_ids, picked_ids)] if len(rows) else np.zeros(0, dtype=np.int64)
         used, inverse = np.unique(codes, return_inverse=True)
         every = list(self._shape_codes)
         shapes = [every[code] for code in used.tolist()]
@@ -504,6 +522,12 @@ class Rounds:
         unrated = {int(rows[j]): broken[int(inverse[j])]
                    for j in np.flatnonzero(np.isin(inverse, list(broken)))} if broken else {}
         return (per_shape[inverse] if len(rows) else np.zeros((0, len(self.gpu_types)))), unrated
+
+
+def _checked_as(table: dict, i: int) -> int:
+    """Whose stored fields stand for row ``i``'s: its array's (its first new task's), else its own."""
+    array_id = table["array_id"][i]
+    return int(table["id"][i]) if array_id is None else -int(array_id)
 
 
 def _culprits(everyone: np.ndarray, first: Exception, attempt) -> dict[int, str] | None:
