@@ -4,6 +4,7 @@ queued. Round times are read from ``GET /status`` (``round_ms.last`` of each rou
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -100,6 +101,7 @@ def queued(args) -> list[dict]:
 
 
 def run(args) -> list[dict]:
-    if not hasattr(args, "fanout_s"):
-        args.fanout_s = 20.0
-    return [*claims(args), *after_fanout(args), *queued(args)]
+    """The three parts; ``FANOUT_PARTS`` (e.g. ``bc``) picks some, ``FANOUT_S`` the seconds rounds are timed."""
+    args.fanout_s = float(os.environ.get("FANOUT_S", "20"))
+    parts = {"a": claims, "b": after_fanout, "c": queued}
+    return [found for name in os.environ.get("FANOUT_PARTS", "abc") for found in parts[name](args)]
