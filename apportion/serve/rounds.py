@@ -283,10 +283,11 @@ class Rounds:
         blocked = offline.copy()  # no promise to a job stands on these
         blocked[[position[s] for i in pinned_rows for s in live[i]["slot_list"] if s in position]] = True
         if blocked.all():  # every slot is held by an attempt still starting, or lost
-            for i in free_rows:
-                if i not in live:
-                    _merge(changes, self._rows.row(table, i), slots="", gpu_type=None, partner=None,
-                           reason="waiting for slots")
+            waiting = free_rows[~np.isin(free_rows, np.fromiter(live, dtype=np.int64, count=len(live)))]
+            moves = ((table["slots"][waiting] != "") | (table["reason"][waiting] != _QUEUED)
+                     | ~np.equal(table["gpu_type"][waiting], None) | ~np.equal(table["partner"][waiting], None))
+            for i in waiting[moves].tolist():  # only the rows whose fields change: thousands may wait
+                _merge(changes, self._rows.row(table, i), slots="", gpu_type=None, partner=None, reason=_QUEUED)
             return
         rows = np.concatenate([free_rows, pinned_rows]).astype(np.int64)
         rates = np.concatenate([free_rates, np.zeros((len(pinned_rows), free_rates.shape[1]))])
