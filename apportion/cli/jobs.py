@@ -113,12 +113,13 @@ def queue(
     client = client_for(server, token, token_file)
     now = _time.time()
     more_waiting = 0
-    if show_all or array is not None:
+    if array is not None:  # the server picks the array's tasks (an id that cannot be one has none)
+        named = array.strip()
+        jobs = call(lambda: client.jobs(array=named)) if named.isascii() and named.isdigit() and len(named) < 19 else []
+        if not show_all:
+            jobs = recent(jobs, now)
+    elif show_all:
         jobs = call(client.jobs)
-        if array is not None:
-            jobs = [j for j in jobs if j.get("array_id") == array.strip()]
-            if not show_all:
-                jobs = recent(jobs, now)
     elif as_json:  # every active job: the list stays complete
         jobs = call(client.queue)
     else:  # what a screen shows: the running and the recently ended, the first waiting, and a count of the rest
@@ -350,9 +351,19 @@ def status(
         console.print(f"hung attempts stopped: {info['hangs']}", highlight=False)
     if info.get("rented"):
         console.print(escape(_rented_line(info["rented"])), highlight=False, soft_wrap=True)
+    for budget in info.get("budgets") or ():  # a server from before budgets has none
+        console.print(escape(_budget_line(budget)), highlight=False, soft_wrap=True)
     if info["round_ms"]["median"] is not None:
         console.print(f"round overhead: median {info['round_ms']['median']:.1f} ms over {info['round_ms']['rounds_this_run']} rounds",
                       highlight=False)
+
+
+def _budget_line(b: dict) -> str:
+    """``budget of alice: 3 of 50,000 active jobs, 0.1 of 1,000 MB stored, …; 20 submits/s (200 at once)``."""
+    return (f"budget of {b['user']}: {b['active_jobs']:,} of {b['max_active_jobs']:,} active jobs, "
+            f"{b['stored_mb']:,.1f} of {b['max_stored_mb']:,g} MB stored, {b['demand_rows']:,} of "
+            f"{b['max_demand_rows']:,} demand rows, {b['after_edges']:,} of {b['max_after_edges']:,} after edges; "
+            f"{b['submit_rate']:g} submits/s ({b['submit_burst']:,} at once)")
 
 
 def _rented_line(rented: dict) -> str:

@@ -29,6 +29,7 @@ console = _Console()
 errors = _Console(stderr=True)
 
 WIDEST = 100_000  # a table printed into a pipe or a file is never cut: it may be this wide
+HIGHLIGHTED_JSON = 100_000  # characters of JSON coloured on a terminal; longer JSON is written plain
 
 
 def escape(text: object) -> str:
@@ -43,8 +44,14 @@ def fail(message: str) -> typer.Exit:
 
 
 def print_json(data) -> None:
-    """``data`` as JSON on stdout: the only thing a ``--json`` command writes there."""
-    console.print_json(json.dumps(data))
+    """``data`` as JSON on stdout: the only thing a ``--json`` command writes there. Coloured on a
+    terminal when it is short; otherwise written as it is (rich would take minutes over 50,000 jobs)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    if console.is_terminal and len(text) <= HIGHLIGHTED_JSON:
+        console.print_json(text)
+        return
+    console.file.write(text + "\n")
+    console.file.flush()
 
 
 def print_table(table, at_least: int = 0) -> None:

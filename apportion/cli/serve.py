@@ -28,11 +28,14 @@ def serve(
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="A file holding an admin token, whose bearer may act as any user.", rich_help_panel="Security"),
     run_as: Optional[str] = typer.Option(None, "--run-as", help="Jobs' OS account: server-user, mapped (with --user-map) or refuse (default as root: do not start).", rich_help_panel="Security"),
     user_map: Optional[Path] = typer.Option(None, "--user-map", help="--run-as mapped: a YAML/JSON file of apportion user: OS account.", rich_help_panel="Security"),
+    job_path: str = typer.Option(DEFAULTS.job_path, "--job-path", help="--run-as mapped: the PATH jobs start with (their environment starts clean).", rich_help_panel="Security"),
     slots: Optional[str] = typer.Option(None, "--slots", help="TYPE:COUNT,..: cpu:2, h100:4 (default: the GPUs here, else cpu:1); cores:N, memory_gb:X.", rich_help_panel="Executor"),
     cpu_split: str = typer.Option(DEFAULTS.cpu_split, "--cpu-split", show_default=False, help="CPU cores per job: off (default), proportional or aware.", rich_help_panel="Executor"),
     policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
     round_s: float = opt.round_option(DEFAULTS.round_s, "Round length in seconds.", panel="Policy options"),
     received_since: str = typer.Option(DEFAULTS.received_since, "--received-since", help="Received share counted from: allocation (Gavel's) or arrival.", rich_help_panel="Policy options"),
+    share_by_user: bool = typer.Option(DEFAULTS.share_by_user, "--share-by-user/--no-share-by-user", help="Divide the cluster among users first (each active user an equal share, or by --user-weights), then run the policy per user.", rich_help_panel="Policy options"),
+    user_weights: Optional[str] = typer.Option(None, "--user-weights", help="USER=WEIGHT,..: each user's share of the cluster, relative (alice=2,bob=1; others 1).", rich_help_panel="Policy options"),
     max_retries: int = typer.Option(DEFAULTS.max_retries, "--max-retries", help="Crashes retried from a checkpoint before a job fails.", rich_help_panel="Jobs"),
     hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
     grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
@@ -48,6 +51,12 @@ def serve(
     privacy_n: Optional[int] = typer.Option(None, "--privacy-n", hidden=True, help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Policy options"),
     privacy_t: Optional[float] = typer.Option(None, "--privacy-t", hidden=True, help="Unlock a block's budget over this many seconds from when it was added (dpf-t; rr and pack by time).", rich_help_panel="Policy options"),
     privacy_timeout_s: Optional[float] = typer.Option(None, "--privacy-timeout-s", hidden=True, help="Reject a privacy claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Policy options"),
+    max_active_jobs: int = typer.Option(DEFAULTS.max_active_jobs, "--max-active-jobs", help="Each user's queued and running jobs at most (an array's tasks each).", rich_help_panel="Budgets"),
+    max_stored_mb: float = typer.Option(DEFAULTS.max_stored_mb, "--max-stored-mb", help="MB of job specs (env, command, claims) each user's active jobs may store.", rich_help_panel="Budgets"),
+    max_demand_rows: int = typer.Option(DEFAULTS.max_demand_rows, "--max-demand-rows", help="Privacy blocks claimed, summed over each user's active jobs.", rich_help_panel="Budgets"),
+    max_after_edges: int = typer.Option(DEFAULTS.max_after_edges, "--max-after-edges", help="Jobs waited for (after), summed over each user's active jobs.", rich_help_panel="Budgets"),
+    submit_rate: float = typer.Option(DEFAULTS.submit_rate, "--submit-rate", help="Submits a second each user may send, once the burst is spent.", rich_help_panel="Budgets"),
+    submit_burst: int = typer.Option(DEFAULTS.submit_burst, "--submit-burst", help="Submits each user may send at once.", rich_help_panel="Budgets"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
     settings, given = _settings(ctx, config)
@@ -65,6 +74,7 @@ def serve(
 
     from apportion.core.errors import InputError
     from apportion.experiment import policy_from_spec
+    from apportion.serve.budgets import rules_from_settings
     from apportion.perf.accelerators import list_prices
     from apportion.serve.scheduler import check_policy
     from apportion.serve.notify_hosts import NotifyHosts
@@ -106,6 +116,7 @@ def serve(
                             max_retries=settings.max_retries, hung_after_s=settings.hung_after_s or None,
                             prices=prices, checkpoint_every=settings.checkpoint_every,
                             warm_start=settings.warm_start, received_since=settings.received_since,
+                            share_by_user=settings.share_by_user, user_weights=_user_weights(settings),
                             shared_dir=backend.shared_dir if backend is not None else None,
                             job_host=_job_host(host) if backend is not None else None,
                             policy_options=opt.record_policy_options(settings.policy_options),
@@ -113,7 +124,7 @@ def serve(
                             privacy_policy=settings.privacy_policy, privacy_n=settings.privacy_n,
                             privacy_t_s=settings.privacy_t, privacy_timeout_s=settings.privacy_timeout_s,
                             node=parse_node(settings.slots) if backend is None else Node((), 0.0),
-                            cpu_split=settings.cpu_split)
+                            cpu_split=settings.cpu_split, budgets=rules_from_settings(settings))
 
     def log(message: str) -> None:  # messages carry job names and log lines: text, never markup
         console.print(f"[dim]{_clock()}[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -319,7 +330,7 @@ def _credentials(settings: ServeSettings, given: _Origins):
     except ValueError as exc:
         raise fail(str(exc)) from None
     try:
-        return admin_token, choose(settings.run_as, os.geteuid(), mapping)
+        return admin_token, choose(settings.run_as, os.geteuid(), mapping, job_path=settings.job_path)
     except ValueError as exc:
         raise fail(given.blame("run_as", str(exc).removeprefix("--run-as "), str(exc))) from None
 
@@ -328,3 +339,10 @@ def _clock(when: Optional[float] = None) -> str:
     import time as _time
 
     return _time.strftime("%H:%M:%S", _time.localtime(when))
+
+
+def _user_weights(settings: ServeSettings) -> dict[str, float]:
+    """The users' weights given (checked already by check_settings), user -> weight."""
+    from apportion.policies.by_user import parse_user_weights
+
+    return parse_user_weights(settings.user_weights) if settings.user_weights else {}

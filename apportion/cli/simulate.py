@@ -40,6 +40,8 @@ def simulate(
     privacy_t: Optional[float] = opt.PrivacyT,
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     received_since: Optional[str] = typer.Option(None, "--received-since", help="Where the received share the round ranks jobs by counts from: allocation (its last change, Gavel's rule; the default) or arrival (each job's).", rich_help_panel="Mechanism"),
+    share_by_user: bool = typer.Option(False, "--share-by-user", help="Divide the cluster among the workload's users first (each active user an equal share, or by --user-weights), then run the policy per user, as apportion serve does by default.", rich_help_panel="Mechanism"),
+    user_weights: Optional[str] = typer.Option(None, "--user-weights", help="With --share-by-user: USER=WEIGHT,.. each user's share, relative (alice=2,bob=1; others 1).", rich_help_panel="Mechanism"),
     market: Optional[str] = opt.Market,
     provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
@@ -57,6 +59,7 @@ def simulate(
     check_cpu_split(cpu_split)
     if received_since is not None and received_since not in RECEIVED_SINCE:
         raise fail(f"--received-since must be one of {', '.join(RECEIVED_SINCE)}, got '{received_since}'")
+    weights = _user_weights(share_by_user, user_weights)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
             [policy], opt.policy_options(ctx),
@@ -68,6 +71,8 @@ def simulate(
         config = replace(config, cpu_split=cpu_split)
         if received_since is not None:
             config = replace(config, received_since=received_since)
+        if share_by_user:
+            config = replace(config, share_by_user=True, user_weights=weights)
         rented = None if market is None else rented_setup(market, [provisioning], checkpoint_gb, inputs, seed)
         with progress_bar(as_json) as bar:
             task = bar.add_task(policy if rented is None else provisioning, total=len(inputs.jobs), day=0.0)
@@ -214,3 +219,17 @@ def _check_out(out: Optional[Path]) -> None:
     problem = None if out is None else out_dir_problem(out)
     if problem is not None:
         raise fail(f"--out: {problem}")
+
+
+def _user_weights(share_by_user: bool, text: str | None) -> tuple[tuple[str, float], ...]:
+    """--user-weights as (user, weight) pairs; a one-line error when it is malformed or given alone."""
+    if text is None:
+        return ()
+    if not share_by_user:
+        raise fail("--user-weights needs --share-by-user")
+    from apportion.policies.by_user import parse_user_weights
+
+    try:
+        return tuple(parse_user_weights(text).items())
+    except ValueError as exc:
+        raise fail(f"--user-weights: {exc}") from None

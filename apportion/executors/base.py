@@ -8,7 +8,7 @@ Whether an attempt is alive is the executor's to say, in its own terms (``is_ali
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -20,6 +20,9 @@ class Attempt:
     pid: int | None  # its process here (locally: the wrapper, leader of its process group); None: it has none (Ray)
     proc_start: int | None  # start time in clock ticks since boot, from /proc/PID/stat
     slots: tuple[str, ...]
+    # how it was started: True handed to a warm spare (which may still start it cold, saying why in its log),
+    # False exec'd cold, None: the executor does not say
+    warm: bool | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,8 @@ def replay(run: ServedRun, *, speeds: str = "job", costs: str = "measured", cloc
     first_round_s = None if settings.first_round is None else min(settings.first_round - first_submit, 0.0)
     config = SimConfig(round_s=settings.round_s, restart_cost_s=restart_cost_s, costs=attempt_costs,
                        wall_clock=clock == "wall", plan_ahead_s=settings.plan_ahead_s, fill_gap_s=settings.fill_gap_s,
-                       first_round_s=first_round_s, received_since=settings.received_since)
+                       first_round_s=first_round_s, received_since=settings.received_since,
+                       share_by_user=settings.share_by_user, user_weights=settings.user_weights)
     result = simulate(jobs, _cluster(settings), table, _policy(settings, str(run.state_dir)), config,
                       progress=progress)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from apportion.core.errors import InputError
 from apportion.mechanism.received import check_received_since
+from apportion.policies.by_user import check_user_weights
 from apportion.serve.records import AttemptRecord, JobRecord
 from apportion.serve.state import ACTIVE, StateStore
 
@@ -29,6 +30,8 @@ class RunSettings:
     slots: tuple[tuple[str, str], ...]  # (slot id, slot type)
     first_round: float | None = None  # when the server decided its first round, at its start (wall time)
     received_since: str = "arrival"  # the received share's rule; servers that did not record it used "arrival"
+    share_by_user: bool = False  # the cluster divided among users first; servers that did not record it did not
+    user_weights: tuple[tuple[str, float], ...] = ()  # (user, weight) pairs of that share
 
     def capacity(self) -> dict[str, int]:
         """Slots of each type, in the server's order."""
@@ -103,6 +106,8 @@ def _settings(raw: dict, source: str, first_round: float | None) -> RunSettings:
             fill_gap_s=float(raw.get("fill_gap_s", 1.0)),
             slots=tuple((str(slot), str(slot_type)) for slot, slot_type in raw["slots"]),
             first_round=first_round, received_since=check_received_since(str(raw.get("received_since", "arrival"))),
+            share_by_user=bool(raw.get("share_by_user", False)),
+            user_weights=tuple(sorted(check_user_weights(raw.get("user_weights") or {}).items())),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(source, f"the recorded server settings are malformed ({type(err).__name__}: {err})") from None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Mapping, Protocol
 
 import numpy as np
 
@@ -56,6 +56,8 @@ class OrderingPolicy:
             raise ValueError(f"{self.name}: restart_cost_s must be >= 0, got {restart_cost_s}")
         self.agnostic = agnostic
         self.restart_cost_s = float(restart_cost_s)
+        # user -> weight: users take turns by weight before the rank decides (share_by_user); None: off
+        self.user_weights: Mapping[str, float] | None = None
 
     def rank_key(self, jobs: JobView, throughputs: ThroughputView) -> np.ndarray:
         """Smaller runs first."""
@@ -64,10 +66,28 @@ class OrderingPolicy:
     def next_change_s(self, jobs: JobView, running: np.ndarray) -> float:
         return float("inf")
 
+    def order(self, jobs: JobView, throughputs: ThroughputView) -> np.ndarray:
+        """Positions of the jobs, first to run first: by rank, then by submit time (users' turns
+        interleaved by ``user_weights`` when set)."""
+        return self.by_user(np.lexsort((jobs.submit_time_s, self.rank_key(jobs, throughputs))), jobs)
+
+    def by_user(self, order: np.ndarray, jobs: JobView) -> np.ndarray:
+        """``order`` as it stands, or with users taking turns by weight (``policies/by_user.py``)."""
+        if self.user_weights is None:
+            return order
+        from apportion.policies.by_user import interleave_users
+
+        return interleave_users(order, jobs, self.user_weights)
+
     def allocate(
         self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView
     ) -> Allocation:
-        order = np.lexsort((jobs.submit_time_s, self.rank_key(jobs, throughputs)))
+        return self.allocate_ordered(self.order(jobs, throughputs), jobs, cluster, throughputs)
+
+    def allocate_ordered(
+        self, order: np.ndarray, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView
+    ) -> Allocation:
+        """Whole GPUs walking ``order`` (positions in ``jobs``), each job on its best type with room."""
         share = allocate_in_order(
             order,
             jobs.num_gpus,

@@ -95,7 +95,7 @@ class DurationOrdering(OrderingPolicy):
         fastest = throughputs.steps_per_s.max(axis=1)
         rank = self._rank(jobs, fastest)
         share = allocate_in_order(
-            np.lexsort((jobs.submit_time_s, rank)), jobs.num_gpus, throughputs.steps_per_s, cluster.capacity,
+            self.by_user(np.lexsort((jobs.submit_time_s, rank)), jobs), jobs.num_gpus, throughputs.steps_per_s, cluster.capacity,
             agnostic=self.agnostic, current_type=jobs.running_type, remaining_steps=jobs.remaining_steps,
             restart_cost_s=self.restart_cost_s,
         )

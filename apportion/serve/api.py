@@ -9,23 +9,27 @@ A server with no credentials configured (loopback only) takes the ``user`` a req
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any, Optional
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from apportion import __version__
 from apportion.core.errors import InputError
 from apportion.serve import bodies, usage
 from apportion.serve.api_docs import add_api_docs
 from apportion.serve.auth import Authenticator, Identity, NotAllowed, TooManyFailures, Unauthorized
+from apportion.serve.budgets import OverQuota, TooFast
 from apportion.serve.bounds import MAX_ATTEMPT, MAX_BODY, MAX_JOB_ID, MAX_LOG_OFFSET, MAX_NAME, clip
 from apportion.serve.dashboard import add_dashboard
-from apportion.serve.edge import LimitBody, LimitFailures
+from apportion.serve.edge import LimitBody, LimitFailures, method_not_allowed
 from apportion.serve.history import History
-from apportion.serve.job_list import JobFilter, JobList, parse_statuses
+from apportion.serve.job_list import NEXT_PAGE, JobFilter, JobList, parse_statuses
 from apportion.serve.metrics import add_metrics
 from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount
@@ -77,6 +81,12 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         return JSONResponse(status_code=429, content={"detail": str(exc)},
                             headers={"Retry-After": str(exc.retry_after), "WWW-Authenticate": "Bearer"})
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 405:  # Allow: every method the path serves, not only the first route's
+            return method_not_allowed(app.routes, request.scope)
+        return await http_exception_handler(request, exc)
+
     @app.exception_handler(NotAllowed)
     def _not_allowed(request, exc):
         return JSONResponse(status_code=403, content={"detail": str(exc)})
@@ -92,6 +102,16 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     @app.exception_handler(Conflict)
     def _conflict(request, exc):
         return JSONResponse(status_code=409, content={"detail": str(exc)})
+
+    @app.exception_handler(OverQuota)
+    def _over_quota(request, exc: OverQuota):  # budgets.py: what the user holds, and the limit it names
+        return JSONResponse(status_code=409, content={"detail": str(exc), "budget": exc.key, "held": exc.held,
+                                                      "limit": exc.limit})
+
+    @app.exception_handler(TooFast)
+    def _too_fast(request, exc: TooFast):
+        return JSONResponse(status_code=429, content={"detail": str(exc)},
+                            headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
 
     @app.exception_handler(NoSpace)
     def _no_space(request, exc: NoSpace):
@@ -136,15 +156,21 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
              user: Optional[str] = Query(default=None, max_length=MAX_NAME),
              limit: Optional[int] = Query(default=None, ge=1, le=MAX_JOB_ID),
              ended_after: Optional[float] = Query(default=None, allow_inf_nan=False),
+             after_id: Optional[int] = Query(default=None, ge=0, le=MAX_JOB_ID),
+             array: Optional[int] = Query(default=None, ge=1, le=MAX_JOB_ID),
              who: Identity = Depends(user_caller)) -> Response:
-        """Every job by id; or those of these ``status``es (comma-separated), of this ``user``, that
-        ended after ``ended_after`` (Unix time; active jobs always), the first ``limit``."""
+        """A page of jobs by id (at most ``PAGE_MAX``, or ``limit``): those of these ``status``es
+        (comma-separated), of this ``user``, of job ``array``, that ended after ``ended_after`` (Unix
+        time; active jobs always), with ids above ``after_id``. When more may follow, the
+        ``X-Next-After-Id`` header names the ``after_id`` of the next page."""
         try:
             statuses = parse_statuses(status)
         except ValueError as exc:
             raise InputError("request", str(exc), field="status") from None
-        chosen = JobFilter(statuses, user, ended_after, limit)
-        return Response(listing.jobs_json(chosen, scheduler.clock(), who.may_see), media_type="application/json")
+        chosen = JobFilter(statuses, user, ended_after, limit, after_id, array)
+        text, following = listing.page(chosen, scheduler.clock(), who.may_see)
+        headers = {NEXT_PAGE: str(following)} if following is not None else None
+        return Response(text, media_type="application/json", headers=headers)
 
     @app.get("/jobs/{job_id}")
     def job(job_id: str, who: Identity = Depends(user_caller)) -> dict:
@@ -158,8 +184,8 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         else:
             who.acting_as(named)  # a user naming someone else is refused, not ignored
             count = scheduler.cancel(_id(job_id), who.user, admin=who.admin)
-        # an array's id is held by no job: its tasks were cancelled
-        return {"cancelled": count, **({"array": True} if scheduler.store.job(_id(job_id)) is None else {})}
+        found = scheduler.store.owner(_id(job_id))  # an array's id is held by no job: its tasks were cancelled
+        return {"cancelled": count, **({"array": True} if found is not None and found[1] else {})}
 
     @app.post("/jobs/{job_id}/lease")
     def lease(job_id: str, body: Any = Body(...), who: Identity = Depends(caller)) -> dict:
@@ -182,9 +208,10 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
     def logs(job_id: str, attempt: Optional[int] = Query(default=None, ge=0, le=MAX_ATTEMPT),
              offset: int = Query(default=0, ge=0, le=MAX_LOG_OFFSET),
              limit: int = Query(default=LOG_CHUNK, ge=1, le=LOG_CHUNK), who: Identity = Depends(user_caller)) -> dict:
+        found = scheduler.store.owner(_id(job_id))  # whose it is from its key first: a refusal reads nothing more
+        if found is not None and not found[1] and not who.may_see(found[0]):
+            raise NotAllowed(f"job {_id(job_id)} belongs to {found[0]!r}: only they or an admin may read its logs")
         row = scheduler.row(_id(job_id))
-        if not who.may_see(row.user):
-            raise NotAllowed(f"job {row.id} belongs to {row.user!r}: only they or an admin may read its logs")
         latest = row.attempt
         number = latest if attempt is None else attempt
         if latest == 0 and attempt is None:
@@ -222,7 +249,9 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
 
     @app.get("/status")
     def status(who: Identity = Depends(user_caller)) -> dict:
-        return scheduler.status()
+        # each user's budgets against their limits: a user sees their own, an admin every user's
+        budgets = scheduler.requests.budgets.shown(who.user, sees_all=who.admin or who.open)
+        return {**scheduler.status(), "budgets": budgets}
 
     @app.post("/blocks")
     def add_blocks(body: Any = Body(...), who: Identity = Depends(user_caller)) -> dict:

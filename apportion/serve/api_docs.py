@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, Response
 
-from apportion.serve.api_schema import SCHEMAS
+from apportion.serve.api_schema import PARAMETERS, SCHEMAS
 from apportion.serve.scheduler import NotFound
 
 CDN = "https://cdn.jsdelivr.net"
@@ -40,10 +40,27 @@ credentials (loopback only) takes the `user` a request names. Press *Authorize* 
 From Python: `from apportion import Client` (docs/serve.md, "Python client")."""
 
 
-ERRORS = {400: "A field that does not fit, named in `field`", 401: "No credential, or a wrong one",
-          403: "Not allowed (not the job's user, nor an admin)", 404: "No such job",
-          409: "Not the job's current attempt", 413: "The body is too large", 429: "Too many wrong credentials",
+ERRORS = {400: "A field, query parameter or header that does not fit, named in `field`",
+          401: "No credential, or a wrong one",
+          403: "Not allowed: not the job's user nor an admin, an attempt's credential where a person's is needed, "
+               "or a user with no account to run as",
+          404: "No such job (or attempt)",
+          409: "In conflict with what the server holds: not the job's current attempt, or over one of the user's "
+               "quotas (the detail names the limit and what the user holds)",
+          413: "The body is too large (the largest valid job fits)",
+          429: "Too many requests: too many wrong credentials from this client, or over the user's rate of "
+               "submits; Retry-After says when to try again",
           507: "The state directory is out of space"}
+# what any route may answer, whatever it does: a malformed Content-Length (400), a credential that is
+# missing or wrong (401) or an attempt's where a person's is needed (403), a body over the server's
+# limit on any method (413, edge.py), a client over its limit of wrong credentials (429, edge.py)
+EVERY_ROUTE = (400, 401, 403, 413, 429)
+# what a route that stores something may answer besides: a conflict or a user over a quota (409), the
+# state directory out of space (507)
+STORING = (409, 507)
+HEADERS = {401: {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
+           429: {"Retry-After": {"description": "Seconds to wait before trying again",
+                                 "schema": {"type": "string", "pattern": "^[0-9]+$"}}}}
 
 
 TAGS = {"jobs": "What users do: submit, list, wait for (poll one job), cancel, read logs.",
@@ -51,63 +68,91 @@ TAGS = {"jobs": "What users do: submit, list, wait for (poll one job), cancel, r
         "server": "The server and its dashboard."}
 
 
+SUBMIT_REFUSED = (
+    "A field that does not fit, named in `field`; nothing is stored. Besides what the schema says, the server "
+    "refuses what only it can know: a `model` unknown to the perf catalog or a `layout` that does not fit its "
+    "`gpus`; `gpu_types` none of which this server offers, or more `gpus`, `cpus` or `memory_gb` than it has; a "
+    "`workdir` or `checkpoint_dir` that is not a directory the user may use; `after` naming a job that does not "
+    "exist or is another user's; `privacy` naming blocks the server does not have or more budget than they "
+    "hold; a `notify` host outside --notify-hosts; an `array` whose text is none of its forms or that would take "
+    "the user past their active jobs; `total_steps` together with `epochs`/`steps_per_epoch`, or neither; on a "
+    "server without credentials, no `user`; an `Idempotency-Key` header that is not 1 to 128 letters, digits "
+    "and `- _ . :`; a body that is not a JSON object sent as application/json.")
+
+
 @dataclass(frozen=True)
 class RouteDoc:
-    """What the document says of one route: ``body`` and ``answer`` name schemas of ``api_schema.SCHEMAS``."""
+    """What the document says of one route: ``body`` and ``answer`` name schemas of ``api_schema.SCHEMAS``;
+    ``errors``: what it answers besides :data:`EVERY_ROUTE`; ``refused``: its 400 where it says more than
+    :data:`ERRORS`; ``answer_type``: the media type of its 200."""
 
     tag: str
     summary: str
     description: str
-    errors: tuple[int, ...] = (401,)
+    errors: tuple[int, ...] = ()
     body: str | None = None
     body_required: bool = True
     answer: str | None = None
+    refused: str | None = None
+    answer_type: str = "application/json"
 
 
 ROUTES = {
     ("post", "/jobs"): RouteDoc(
         "jobs", "Submit a job",
         "Checks the job field by field and stores it. With an `Idempotency-Key` header, a submit sent again with the "
-        "same key answers with the job stored the first time (`existing: true`) instead of storing it twice.",
-        (400, 401, 403, 413, 507), body="JobSpec", answer="Submitted"),
+        "same key answers with the job stored the first time (`existing: true`) instead of storing it twice; the "
+        "same key with a different job is a 409.",
+        STORING, body="JobSpec", answer="Submitted", refused=SUBMIT_REFUSED),
     ("get", "/jobs"): RouteDoc(
         "jobs", "List the jobs",
         "Every job, oldest first, with its status, reason, progress and estimates; a failed job's last log lines "
-        "only for its owner and admins."),
-    ("get", "/jobs/{job_id}"): RouteDoc("jobs", "One job", "The job's fields, as in the list.", (401, 404)),
+        "only for its owner and admins.",
+        refused="A query parameter that does not fit, named in `field` (a `status` that is none of the statuses)."),
+    ("get", "/jobs/{job_id}"): RouteDoc("jobs", "One job", "The job's fields, as in the list.", (404,)),
     ("post", "/jobs/{job_id}/cancel"): RouteDoc(
         "jobs", "Cancel a job",
         "A queued job is cancelled at once; a running one gets SIGTERM (SIGKILL after the grace period). Its user "
-        "or an admin only.", (400, 401, 403, 404, 507), body="Cancel", body_required=False),
+        "or an admin only; a job that has ended already is a 409.", (404, *STORING), body="Cancel",
+        body_required=False),
     ("get", "/jobs/{job_id}/logs"): RouteDoc(
         "jobs", "Read a job's log",
         "Up to `limit` bytes of an attempt's output (default the latest) from byte `offset`; `done` once that "
-        "attempt has ended and all of it was read. Its owner and admins only.", (400, 401, 403, 404)),
+        "attempt has ended and all of it was read. Its owner and admins only.", (404,)),
     ("post", "/jobs/{job_id}/lease"): RouteDoc(
         "attempts", "Renew an attempt's lease",
         "For the job's own attempt, with its credential: `renew: true` until the round's end, or `renew: false` "
-        "(checkpoint and exit 75).", (400, 401, 403, 404, 409), body="Lease"),
+        "(checkpoint and exit 75). Another attempt than the job's current one is a 409.", (404, *STORING),
+        body="Lease"),
     ("post", "/jobs/{job_id}/progress"): RouteDoc(
         "attempts", "Report an attempt's progress",
         "For the job's own attempt, with its credential: the steps done and its speed, which the scheduler's "
-        "estimates use.", (400, 401, 403, 404, 409), body="Progress"),
+        "estimates use. Another attempt than the job's current one is a 409.", (404, *STORING), body="Progress",
+        refused="A field that does not fit, named in `field`; besides what the schema says, `steps_done` past the "
+                "job's total_steps, and `fetch_stall` and `preprocess_stall` that sum past `data_stall`."),
     ("get", "/history"): RouteDoc(
         "jobs", "Jobs' accounting",
         "The jobs that ended (or `state=`) with user, queue, GPU types, GPU-hours, wait, run time, attempts, "
         "preemptions and exit; filters `user`, `queue`, `state`, `since`, `until`; `by=user|type|queue` totals; "
-        "as `apportion history` prints them.", (400, 401)),
+        "as `apportion history` prints them.",
+        refused="A query parameter that does not fit, named in `field`: a `state` that is none of the statuses, a "
+                "`since` or `until` that is not a date or a time ago (2026-01-31, 7d), a `by` other than user, "
+                "type or queue."),
     ("get", "/metrics"): RouteDoc(
         "server", "Prometheus metrics",
         "The server in Prometheus's text format: slots busy per GPU type, jobs by status and queue, round times, "
         "preemptions, lease answers, request latencies and each user's GPU-seconds (docs/serve.md, Metrics).",
-        (401, 403)),
+        answer_type="text/plain"),
     ("get", "/status"): RouteDoc(
         "server", "The server",
         "Its policy, round, slots and who holds them, jobs by status, hung attempts and the time a round takes."),
     ("post", "/blocks"): RouteDoc(
         "server", "Add privacy blocks",
         "Admins only: data blocks with a privacy budget (docs/privacy.md), all or none, each arriving now; one "
-        "accounting (ε-δ, or Rényi at the same orders) a server.", (400, 401, 403, 413, 507), body="Blocks"),
+        "accounting (ε-δ, or Rényi at the same orders) a server.", STORING, body="Blocks",
+        refused="A field that does not fit, named in `field`; besides what the schema says, a block name used "
+                "before on this server or twice in the call, `rdp_orders` other than those of the blocks already "
+                "held, and a `delta` of 0 with `rdp_orders`."),
     ("get", "/blocks"): RouteDoc(
         "server", "The privacy blocks",
         "The privacy policy and each block's budget in ε: unlocked, granted (to jobs not started yet), consumed "
@@ -118,7 +163,7 @@ ROUTES = {
         "without a credential from this machine."),
     ("get", "/dashboard/jobs/{job_id}"): RouteDoc(
         "server", "The dashboard's view of one job",
-        "Its fields, events, progress over time and, for its owner, its log.", (401, 404)),
+        "Its fields, events, progress over time and, for its owner, its log.", (404,)),
 }
 
 
@@ -163,6 +208,10 @@ def described(schema: dict) -> dict:
     for path, methods in schema.get("paths", {}).items():
         for method, operation in methods.items():
             parameters = [p for p in operation.pop("parameters", []) if p.get("name") != "authorization"]
+            for parameter in parameters:  # what the server reads in a parameter's text
+                told = PARAMETERS.get((method, path), {}).get(parameter["name"])
+                if told is not None:
+                    parameter["schema"], parameter["description"] = told, told["description"]
             if parameters:
                 operation["parameters"] = parameters
             operation.get("responses", {}).pop("422", None)
@@ -173,12 +222,14 @@ def described(schema: dict) -> dict:
             if doc.body:
                 operation["requestBody"] = {"required": doc.body_required, "content": {"application/json": {
                     "schema": _ref(doc.body)}}}
-            if doc.answer:
-                operation["responses"]["200"] = {"description": "Done", "content": {"application/json": {
-                    "schema": _ref(doc.answer)}}}
-            for code in doc.errors:
-                operation["responses"][str(code)] = {"description": ERRORS[code], "content": {
-                    "application/json": {"schema": _ref("Error")}}}
+            if doc.answer or doc.answer_type != "application/json":
+                answer = _ref(doc.answer) if doc.answer else {"type": "string"}
+                operation["responses"]["200"] = {"description": "Done", "content": {doc.answer_type: {
+                    "schema": answer}}}
+            for code in sorted({*EVERY_ROUTE, *doc.errors}):
+                said = doc.refused if code == 400 and doc.refused else ERRORS[code]
+                operation["responses"][str(code)] = {"description": said, "content": {
+                    "application/json": {"schema": _ref("Error")}}, **({"headers": HEADERS[code]} if code in HEADERS else {})}
     return schema
 
 

@@ -31,7 +31,6 @@ MAX_AFTER = 128  # jobs a job may wait for (its `after`); their ids fit in the f
 MAX_ARRAY_TASKS = 10_000  # tasks of one job array: one submit stores this many jobs at most
 MAX_ARRAY_INDEX = 10**9  # an array task's index (APPORTION_ARRAY_INDEX)
 MAX_ARRAY_TEXT = 16 * 1024  # characters of a job file's `array` (a list of indices included)
-MAX_USER_ACTIVE_TASKS = 50_000  # a user's active jobs an array may bring them to: arrays cannot flood the queue
 MAX_PRIORITY = 1000.0  # a job's weight; more would only make a policy's LP badly scaled
 MAX_ATTEMPT = 2**31  # an attempt number in a lease or progress call
 MAX_JOB_ID = 2**63 - 1  # the largest id the state file can hold
@@ -50,6 +49,9 @@ MAX_JOB_CHARS = (MAX_ENV * (MAX_NAME + MAX_ENV_VALUE) + MAX_COMMAND + 2 * MAX_PA
 # bytes), with margin; a longer body is refused (413) before it is read (edge.py)
 MAX_BODY = 8 * MAX_JOB_CHARS
 MAX_IDEMPOTENCY_KEY = 128  # characters of a submit's Idempotency-Key header
+# Unicode categories a name may not hold: control and format characters, lone surrogates, line and
+# paragraph separators (api_schema.py's patterns are made of the same)
+REFUSED_IN_LINE = ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
 def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> str:
@@ -60,7 +62,7 @@ def check_line(value: str, field: str, source: str, *, most: int = MAX_NAME) -> 
     """
     if len(value) > most:
         raise InputError(source, f"must be at most {most:,} characters, got {len(value):,}", field=field)
-    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")), None)
+    bad = next((c for c in value if unicodedata.category(c) in REFUSED_IN_LINE), None)
     if bad is not None:
         raise InputError(source, f"must be one line without control characters, got {bad!r}", field=field)
     return value

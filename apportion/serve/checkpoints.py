@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import signal
-import time
 from collections.abc import Callable
 
+from apportion.executors.local.as_account import answer_as, cannot_enter
 from apportion.runtime.checkpoint import Intact, newest_intact
 from apportion.serve.runas import Account
 
 VERIFY_MOST_BYTES = 256 * 2**20  # larger checkpoints are verified by the job's restore, not under the server's lock
 READ_TIMEOUT_S = 60.0  # listing the directory and hashing at most VERIFY_MOST_BYTES (~0.2 s) a file
 CHECK_TIMEOUT_S = 10.0
-MAX_FD = 65536  # the child closes every descriptor below this but its answer's
 
 
 def newest_intact_as(directory: str, account: Account | None) -> Intact:
@@ -49,8 +46,9 @@ def unusable_checkpoint_dir(directory: str, account: Account | None) -> str | No
 
 
 def unusable_workdir(directory: str, account: Account | None) -> str | None:
-    """Why ``account`` could not run a job in ``directory`` (one it cannot enter and read), or None."""
-    return _problem_as(account, lambda: _cannot_enter(directory))
+    """Why ``account`` could not run a job in ``directory`` (one it cannot reach, enter and read, or that is
+    not there), or None. ``os.stat``'s answer as the account: a directory it may not pass is a refusal."""
+    return _problem_as(account, lambda: cannot_enter(directory))
 
 
 def _problem_as(account: Account | None, check: Callable[[], str]) -> str | None:
@@ -62,16 +60,6 @@ def _problem_as(account: Account | None, check: Callable[[], str]) -> str | None
     except (OSError, ValueError) as err:
         return f"cannot check it as OS account {account.name}: {err}"
     return f"{said} (as OS account {account.name}, which runs the job)" if said else None
-
-
-def _cannot_enter(directory: str) -> str:
-    """Why this process cannot work in ``directory``; "" when it can (or it is not there: submit says so)."""
-    try:
-        if not os.path.isdir(directory):
-            return "not a directory" if os.path.exists(directory) else ""
-    except OSError as err:
-        return f"cannot reach it: {err.strerror}"
-    return "" if os.access(directory, os.R_OK | os.X_OK) else "cannot enter and read it"
 
 
 def _cannot_use(directory: str) -> str:
@@ -95,37 +83,4 @@ def _cannot_use(directory: str) -> str:
 def _as_account(account: Account, work: Callable[[], object], timeout_s: float):
     """``work()``'s JSON-able answer, computed in a forked child that is ``account``; ValueError when
     it gives none (it failed, or ran past ``timeout_s`` and was killed)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to the account for good, answer, and leave without cleaning up
-        code = 1
-        try:
-            os.closerange(3, write_end)  # the server's sockets and state file are none of its business
-            os.closerange(write_end + 1, MAX_FD)
-            os.setgroups(list(account.groups))
-            os.setgid(account.gid)
-            os.setuid(account.uid)
-            data = json.dumps(work()).encode()
-            while data:
-                data = data[os.write(write_end, data):]
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    chunks, deadline = [], time.monotonic() + timeout_s
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([read_end], [], [], left)[0]:
-                os.kill(pid, signal.SIGKILL)
-                raise ValueError(f"no answer within {timeout_s:g} s")
-            chunk = os.read(read_end, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(read_end)
-        _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise ValueError("its reader failed")
-    return json.loads(b"".join(chunks))
+    return json.loads(answer_as(account.identity(), lambda: json.dumps(work()), timeout_s))

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the job-file reader (and YAML) load only when a job is subm
     from apportion.serve.jobspec import JobSpec
 
 DEFAULT_SERVER = "http://127.0.0.1:8642"
+NEXT_PAGE = "X-Next-After-Id"  # GET /jobs's header naming where the next page starts (job_list.NEXT_PAGE)
 
 
 def credential_file(environ=None) -> Path:
@@ -131,6 +132,11 @@ class Client:
         return self._connection
 
     def _call(self, method: str, path: str, json_body=None, params: dict | None = None, headers: dict | None = None):
+        return self._answer(method, path, json_body, params, headers)[0]
+
+    def _answer(self, method: str, path: str, json_body=None, params: dict | None = None,
+                headers: dict | None = None) -> tuple[object, object]:
+        """(the answer's JSON, its headers); ClientError for a refusal, Unreachable when none came."""
         connection = self._connect()
         target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
         headers = {**self._headers, **(headers or {})}
@@ -141,7 +147,7 @@ class Client:
         try:
             connection.request(method, target, body=body, headers=headers)
             response = connection.getresponse()
-            status, raw = response.status, response.read()
+            status, raw, got = response.status, response.read(), response.headers
         except (OSError, http.client.HTTPException) as err:
             self.close()
             reason = str(err) or type(err).__name__
@@ -162,7 +168,7 @@ class Client:
         if answer is None and raw:
             raise ClientError(f"{self.url}{path} answered something that is not JSON (is it an apportion server?)",
                               status=status)
-        return answer
+        return answer, got
 
     def submit(self, spec: dict | str | Path | JobSpec, user: str | None = None) -> dict:
         """Submit a job: a dict of job-file fields (docs/serve.md, "Job files"; relative paths from
@@ -196,11 +202,23 @@ class Client:
         return default_user()
 
     def jobs(self, status: str | None = None, user: str | None = None, limit: int | None = None,
-             ended_after: float | None = None) -> list[dict]:
-        """Every job, by id; or those of these statuses (comma-separated), of this user, that ended after
-        ``ended_after`` (Unix time; active jobs always), the first ``limit``."""
-        chosen = {"status": status, "user": user, "limit": limit, "ended_after": ended_after}
-        return self._call("GET", "/jobs", params={k: v for k, v in chosen.items() if v is not None} or None)
+             ended_after: float | None = None, array: int | str | None = None) -> list[dict]:
+        """Every job, by id; or those of these statuses (comma-separated), of this user, of job ``array``,
+        that ended after ``ended_after`` (Unix time; active jobs always), the first ``limit``. The server
+        sends a page at a time: this asks for each in turn."""
+        chosen = {"status": status, "user": user, "ended_after": ended_after, "array": array}
+        params = {k: v for k, v in chosen.items() if v is not None}
+        jobs: list[dict] = []
+        while True:
+            left = None if limit is None else limit - len(jobs)
+            page, headers = self._answer("GET", "/jobs", params={**params, **({"limit": left} if left else {})})
+            if not isinstance(page, list):
+                raise ClientError(f"{self.url}/jobs answered something that is not a list of jobs")
+            jobs.extend(page)
+            following = headers.get(NEXT_PAGE)
+            if not following or not page or (limit is not None and len(jobs) >= limit):
+                return jobs[:limit] if limit is not None else jobs
+            params["after_id"] = following
 
     def queue(self, everything: bool = False) -> list[dict]:
         """The jobs ``apportion queue`` lists: those not ended, and those that ended in the last hour

@@ -13,6 +13,7 @@ from apportion.executors.base import Executor
 from apportion.mechanism.privacy_policies import PrivacyPolicy
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.policies.base import Policy
+from apportion.serve.budgets import BudgetRules
 from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.privacy_ledger import PrivacyLedger
 from apportion.serve.provisioner import NoProvisioner, Provisioner
@@ -44,6 +45,9 @@ class ServeConfig:
     start_hold_s: float | None = 0.01
     prices: dict[str, float] = field(default_factory=dict)  # $ per GPU-hour of each slot type, for min-cost
     received_since: str = DEFAULT_RECEIVED_SINCE  # the received share counts from the last re-solve (Gavel's), or from arrival
+    # the cluster divided among users first, then the policy per user (policies/by_user.py); user -> weight (else 1)
+    share_by_user: bool = False
+    user_weights: dict[str, float] = field(default_factory=dict)
     cpu_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     checkpoint_every: str | None = None  # jobs' periodic checkpoints (auto, auto:S, off, S); None: the runtime's auto
     shared_dir: Path | None = None  # where jobs' default checkpoint directories live, if not the state directory
@@ -58,6 +62,7 @@ class ServeConfig:
     node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
     cpu_split: str = "off"  # how the node's cores are divided among its jobs (core_split.py)
     cpu_profile_s: float = 4.0  # seconds of progress reports a job is measured for at each share of its profile
+    budgets: BudgetRules = field(default_factory=BudgetRules)  # each user's budgets (budgets.py)
 
 
 def with_note(reason: str, note: str | None) -> str:
@@ -107,6 +112,7 @@ class SchedulerState:
             "policy": getattr(policy, "name", type(policy).__name__), "policy_options": config.policy_options,
             "round_s": config.round_s, "plan_ahead_s": self.plan_ahead_s, "fill_gap_s": config.fill_gap_s,
             "slots": [[s.id, s.gpu_type] for s in self.slots], "received_since": config.received_since,
+            "share_by_user": config.share_by_user, "user_weights": dict(config.user_weights),
         })
         # the privacy-budget ledger in the state file (ValueError for a privacy policy without its N or T)
         self.privacy = PrivacyLedger(store, PrivacyPolicy(config.privacy_policy, config.privacy_n, config.privacy_t_s),

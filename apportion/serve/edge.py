@@ -1,8 +1,9 @@
 """What the server refuses before a request reaches the API: a body over its limit (413) and a
 client over its limit of wrong credentials (429), each answered before anything is read or
-looked up, as JSON ``{"detail": ...}`` like every other error.
+looked up, as JSON ``{"detail": ...}`` like every other error; and a method the path does not
+serve (405), with an ``Allow`` header naming every method it does.
 
-Both are plain ASGI middleware, so the refusal costs no routing, no body and no thread.
+The first two are plain ASGI middleware, so the refusal costs no routing, no body and no thread.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 
 from fastapi import HTTPException
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
 
 from apportion.serve.auth import Authenticator, TooManyFailures
 
@@ -112,3 +114,30 @@ class LimitFailures:
                     return await _answer(send, 429, str(exc), {"Retry-After": str(exc.retry_after),
                                                                  "WWW-Authenticate": "Bearer"})
         await self.app(scope, receive, send)
+
+
+METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(routes, scope) -> list[str]:
+    """Every method some route of ``routes`` serves at the path of ``scope`` (HEAD with each GET), in a
+    fixed order. Starlette's own 405 names only the first route that matched the path, and FastAPI
+    makes one route a method: ``OPTIONS /jobs`` would be told ``Allow: POST`` though GET is served."""
+    path_scope = {**scope, "method": "GET"}
+    methods: set[str] = set()
+    for route in routes:
+        route_methods = getattr(route, "methods", None)
+        if not route_methods:
+            continue
+        match, _ = route.matches(path_scope)
+        if match.name in ("FULL", "PARTIAL"):
+            methods |= set(route_methods)
+    return sorted(methods, key=lambda m: (METHOD_ORDER.index(m) if m in METHOD_ORDER else len(METHOD_ORDER), m))
+
+
+def method_not_allowed(routes, scope) -> JSONResponse:
+    """A 405 as JSON ``{"detail": ...}`` with an ``Allow`` header naming every method the path serves."""
+    allowed = allowed_methods(routes, scope)
+    return JSONResponse(status_code=405, content={"detail": f"{scope.get('method', '?')} is not served at this path "
+                                                            f"(it serves {', '.join(allowed)})"},
+                        headers={"Allow": ", ".join(allowed)})

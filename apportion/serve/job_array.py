@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.core.errors import InputError
-from apportion.serve.bounds import (MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_NAME,
-                                    MAX_USER_ACTIVE_TASKS, check_text, clip)
+from apportion.serve.bounds import MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_NAME, check_text, clip
 
 _PIECE = re.compile(r"([0-9]{1,12})(?:-([0-9]{1,12})(?::([0-9]{1,12}))?)?")  # digits enough to pass any bound
 _FORMS = "indices such as 0-15, 0-15:2 or 1,3,5-7, optionally ending %N (at most N at once)"
@@ -96,6 +95,24 @@ def task_spec(spec: dict, index: int) -> dict:
     return task
 
 
+def task_row_spec(task: dict) -> dict:
+    """What a task's own row keeps of its spec (task_spec's): what differs from task to task (its name
+    and checkpoint directory), its ``array`` text, and the spec's numbers and flags, which queries over
+    the jobs table read (``time_limit``, ``hung_after_s``, ``cpus``). Everything else (env, command,
+    claims) is the array's, stored once (``StateStore.insert_array``); ``composed_spec`` puts them back."""
+    return {key: value for key, value in task.items()
+            if key in _PER_TASK or value is None or isinstance(value, (bool, int, float))}
+
+
+def composed_spec(array_spec: dict, row_spec: dict) -> dict:
+    """A task's whole spec from its array's (stored once) and what its own row keeps: task_spec's.
+    The values the tasks share are the array's own objects, not copies: read them, never change them."""
+    return {**array_spec, **row_spec}
+
+
+_PER_TASK = ("name", "checkpoint_dir", "array")
+
+
 def most_running(text: str) -> int | None:
     """The N of a stored array's ``%N`` (None: no limit)."""
     _, percent, limit = text.partition("%")
@@ -118,12 +135,3 @@ def check_task_names(name: str, array: ArraySpec, source: str) -> None:
     if longest > MAX_NAME:
         raise InputError(source, f"must leave room for its tasks' [INDEX]: {name[:20]!r}… with "
                          f"[{array.indices[-1]}] is {longest:,} characters, more than {MAX_NAME}", field="name")
-
-
-def check_room(active: int, tasks: int, source: str) -> None:
-    """InputError naming ``array`` when ``tasks`` more would bring a user's active jobs (``active`` now)
-    past MAX_USER_ACTIVE_TASKS: one request stores at most MAX_ARRAY_TASKS jobs, and a user cannot
-    pile array on array without bound."""
-    if active + tasks > MAX_USER_ACTIVE_TASKS:
-        raise InputError(source, f"its {tasks:,} tasks would bring its user's active jobs to {active + tasks:,}, "
-                         f"more than {MAX_USER_ACTIVE_TASKS:,}: submit it when some have ended", field="array")

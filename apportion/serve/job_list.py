@@ -1,8 +1,10 @@
 """The jobs ``GET /jobs`` lists, built from columns: the same fields as one job's
 (``Scheduler.job_info``), without a record per job.
 
-One query reads only the columns shown, for the jobs asked for (by status, user, how many);
-a list of every job reads again only the jobs written since the last; each job's spec is parsed once per server, a spec never changing once stored; the estimated
+A list is sent a page at a time (at most ``PAGE_MAX`` jobs, by id; the next page starts after the
+last id of a full one), so one call costs the same whoever asks and however many jobs there are.
+One query reads only the columns shown, for the jobs asked for (by status, user, array, how many);
+each job's spec is parsed once per server, a spec never changing once stored; the estimated
 finishes of all the jobs listed are predicted at once, their speeds looked up once per shape.
 """
 
@@ -16,7 +18,11 @@ import numpy as np
 
 from apportion.core.durations import gpu_seconds, remaining_gpu_s
 from apportion.serve.elastic_batch import examples_info
-from apportion.serve.state import ACTIVE, STATUSES
+from apportion.serve.state import ACTIVE, STATUSES, parsed_spec
+
+PAGE_MAX = 5_000  # jobs in one page of GET /jobs: a few MB of JSON, a few hundred ms to build at most
+NEXT_PAGE = "X-Next-After-Id"  # the header that says where the next page of a list starts
+TEXTS_KEPT = 60_000  # jobs' JSON texts kept between lists (the older half goes when there are more)
 
 SHOWN_COLUMNS = ("id", "name", "user", "queue", "priority", "kind", "status", "reason", "reason_log", "gpus",
                  "gpu_types", "slots", "gpu_type", "submitted", "started", "finished", "run_s", "accounted_at",
@@ -37,10 +43,23 @@ class JobFilter:
     user: str | None = None
     ended_after: float | None = None
     limit: int | None = None
+    after_id: int | None = None  # the page that starts after this job id (None: the first)
+    array_id: int | None = None  # only the tasks of this job array
+
+    @property
+    def page_size(self) -> int:
+        """How many jobs one page holds: ``limit``, at most PAGE_MAX."""
+        return min(self.limit or PAGE_MAX, PAGE_MAX)
 
     def where(self) -> tuple[str, list]:
         """The SQL condition and its parameters."""
         terms, params = [], []
+        if self.after_id is not None:
+            terms.append("id > ?")
+            params.append(self.after_id)
+        if self.array_id is not None:
+            terms.append("array_id = ?")
+            params.append(self.array_id)
         if self.statuses is not None:
             terms.append(f"status IN ({','.join('?' * len(self.statuses))})")
             params += list(self.statuses)
@@ -74,23 +93,29 @@ class JobList:
         self.scheduler = scheduler
         self._specs: dict[int, tuple] = {}  # job id -> what its spec shows: (gpu_types, hung_after_s, time_limit, after, command)
         self._texts: dict[tuple, tuple[str, str]] = {}  # (row, private) -> its JSON text around the changing fields
-        self._rows: dict[int, tuple] | None = None  # every job's shown columns, by id, as last read
-        self._read = 0  # the writes to jobs those rows have seen (StateStore.written_since)
+
+    def page(self, chosen: JobFilter, now: float, may_see) -> tuple[str, int | None]:
+        """(the JSON text of the page of jobs ``chosen`` picks, the id the next page starts after, None
+        when this page is the last): each job by id as ``Scheduler.job_info`` shows it; ``may_see(user)``:
+        whether the caller sees what comes from that user's jobs' logs. Each job's text but its running
+        time and estimated finish is kept from one list to the next while its row has not changed."""
+        where, params = chosen.where()
+        size = chosen.page_size
+        rows = self.scheduler.store.job_columns(SHOWN_COLUMNS, where, params, size)
+        following = rows[-1][0] if len(rows) == size else None
+        return self._json(rows, now, may_see), following
 
     def jobs_json(self, chosen: JobFilter, now: float, may_see) -> str:
-        """The jobs ``chosen`` picks, by id, each as ``Scheduler.job_info`` shows it, as the JSON text
-        the API answers with; ``may_see(user)``: whether the caller sees what comes from that user's
-        jobs' logs. Each job's text but its running time and estimated finish is kept from one list
-        to the next while its row has not changed."""
+        """The first page's JSON text (``page``)."""
+        return self.page(chosen, now, may_see)[0]
+
+    def _json(self, rows: list[tuple], now: float, may_see) -> str:
         store = self.scheduler.store
-        if chosen == JobFilter():
-            rows = self._every_row()
-        else:
-            where, params = chosen.where()
-            rows = store.job_columns(SHOWN_COLUMNS, where, params, chosen.limit)
         specs = self._spec_fields([row[0] for row in rows])
         estimates = self._estimates(rows, now)
-        texts = self._texts if len(self._texts) < 4 * max(len(rows), 10_000) else {}
+        texts = self._texts
+        if len(texts) + len(rows) > TEXTS_KEPT:  # the older half goes
+            texts = self._texts = dict(list(texts.items())[len(texts) // 2:])
         parts = []
         for row, spec, estimate in zip(rows, specs, estimates):
             private = may_see(row[_USER])
@@ -103,22 +128,7 @@ class JobList:
             running = row[_RUN_S] + (max(0.0, now - accounted_at) if live and accounted_at else 0.0)
             parts.append(f'{head}, "runtime_s": {_number(round(running, 3))}, {tail}{_estimate_text(estimate)}'
                          + (_examples_text(store.job(row[0])) if row[_ELASTIC] else "") + "}")
-        self._texts = texts
         return "[" + ", ".join(parts) + "]"
-
-    def _every_row(self) -> list[tuple]:
-        """Every job's shown columns, by id: kept from one list to the next, the jobs written since read again."""
-        store = self.scheduler.store
-        changed, writes = store.written_since(self._read)
-        if self._rows is None:
-            self._rows = {row[0]: row for row in store.job_columns(SHOWN_COLUMNS)}
-        else:
-            for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
-                chunk = changed[first:first + 500]
-                self._rows.update((row[0], row) for row in
-                                  store.job_columns(SHOWN_COLUMNS, f"id IN ({','.join('?' * len(chunk))})", chunk))
-        self._read = writes
-        return [self._rows[job_id] for job_id in sorted(self._rows)]
 
     def _fixed_text(self, row: tuple, spec: tuple, private: bool) -> tuple[str, str]:
         """A job's JSON but its running time and estimates: the text before them, and after."""
@@ -151,7 +161,7 @@ class JobList:
         if missing:
             for job_id, text in self.scheduler.store.specs_of(missing).items():
                 try:
-                    spec = json.loads(text)
+                    spec = parsed_spec(text)
                 except ValueError:
                     spec = {}
                 spec = spec if isinstance(spec, dict) else {}

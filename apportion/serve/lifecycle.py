@@ -34,7 +34,7 @@ from apportion.serve.context import SchedulerState, with_note
 from apportion.serve.elastic_batch import attempt_batch
 from apportion.serve.job_array import array_environment
 from apportion.serve.records import JobRecord
-from apportion.serve.runas import NoAccount, prepare_job_dirs
+from apportion.serve.runas import Account, NoAccount, prepare_job_dirs
 from apportion.serve.space import NoSpace, is_no_space
 from apportion.serve.watchdog import silence
 
@@ -114,13 +114,12 @@ class AttemptLifecycle:
         checkpoint_dir = job_checkpoint_dir(self.state, row)
         lease_end = max(row.lease_end or 0.0, self.state.round_end, now + min(self.config.round_s, 1.0))
         slots = tuple(row.slot_list)
-        env = self._environment(row, attempt, lease_end, checkpoint_dir, slots, batch)
         try:
             account = self.config.run_as.account(row.user)  # None: as the server's own OS user
+            env = self._environment(row, attempt, lease_end, checkpoint_dir, slots, batch, account)
             if account is None:
                 Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
             else:
-                env.update({**account.environ(), **(spec.get("env") or {})})
                 prepare_job_dirs(account, self.config.state_dir, job_id, checkpoint_dir)
             options = {"run_as": account} if account is not None else {}
             if row.elastic is not None:  # one process a slot: torch.distributed's replicas
@@ -153,7 +152,7 @@ class AttemptLifecycle:
             self.executor.kill(job_id)  # an attempt the state file does not know of must not run
             raise
         self.log(f"job {job_id} attempt {attempt} started on {','.join(slots)}"
-                 + (f" (pid {handle.pid})" if handle.pid is not None else ""))
+                 + (f" (pid {handle.pid})" if handle.pid is not None else "") + _how_started(handle))
 
     def _started(self, row: JobRecord, handle, now: float, lease_end: float, counted: dict) -> None:
         """Record the attempt ``handle`` just started, in one transaction."""
@@ -166,7 +165,8 @@ class AttemptLifecycle:
                 exit_code=None, attempt_started=now, contact_at=None, heard_at=None, **counted,
             )
             self.store.add_event(now, job_id, "start", f"attempt {attempt} on {','.join(slots)}"
-                                 + (f" pid {handle.pid}" if handle.pid is not None else ""))  # None: no process here
+                                 + (f" pid {handle.pid}" if handle.pid is not None else "")  # None: no process here
+                                 + _how_started(handle))
             self.store.attempt_started(job_id, attempt, now, row.gpu_type, row.slots, row.partner)
             if row.started is None:  # its first start: the privacy budget granted to it is consumed now
                 self.state.privacy.settle([job_id])
@@ -183,9 +183,15 @@ class AttemptLifecycle:
         self.log(f"job {row.id} failed: {reason}")
 
     def _environment(self, row: JobRecord, attempt: int, lease_end: float, checkpoint_dir: str,
-                     slots: tuple[str, ...], batch: int | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_") and k != "CUDA_VISIBLE_DEVICES"}
-        env.setdefault("PYTHONUNBUFFERED", "1")
+                     slots: tuple[str, ...], batch: int | None, account: Account | None = None) -> dict[str, str]:
+        """The attempt's environment: the server's (as its own OS user), or under ``--run-as mapped``
+        a clean one (the account's login variables and ``--job-path``), then the job's ``env``,
+        then apportion's variables."""
+        if account is not None:
+            env = self.config.run_as.clean_environment(account)
+        else:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_") and k != "CUDA_VISIBLE_DEVICES"}
+            env.setdefault("PYTHONUNBUFFERED", "1")
         devices = [self.slot_by_id[s].device for s in slots if s in self.slot_by_id and self.slot_by_id[s].device]
         cpu_slots = sum(1 for s in slots if s in self.slot_by_id and self.slot_by_id[s].gpu_type == "cpu")
         if cpu_slots:  # a CPU slot is a share of the host's cores
@@ -239,12 +245,14 @@ class AttemptLifecycle:
                     self.store.add_event(now, r.id, "sigkill", f"attempt {r.attempt}")
                 self.log(f"job {r.id}: SIGKILL")
 
-    def on_exit(self, ended: Exit, now: float) -> None:
-        """Settle an attempt that ended: its event and the job's new state in one transaction."""
+    def on_exit(self, ended: Exit, now: float, heard_to_the_end: bool = True) -> None:
+        """Settle an attempt that ended: its event and the job's new state in one transaction.
+        ``heard_to_the_end``: the server was up until it exited (not so for one that ended while no server
+        ran: its last progress report found nobody, so its steps are not judged)."""
         with self.store.transaction():
-            self._settle(ended, now)
+            self._settle(ended, now, heard_to_the_end)
 
-    def _settle(self, ended: Exit, now: float) -> None:
+    def _settle(self, ended: Exit, now: float, heard_to_the_end: bool = True) -> None:
         row = self.store.job(ended.job_id)
         if row is None or not row.attempt_live or ended.attempt != row.attempt:
             return
@@ -267,6 +275,13 @@ class AttemptLifecycle:
             self.store.update_job(row.id, status=ended_as, reason=by, **dict(released, steps_done=last_step))
             self.store.attempt_ended(row.id, row.attempt, now, last_step, ended_as)
             self.log(f"job {row.id} {ended_as} ({what})")
+        elif code == 0 and heard_to_the_end and short_of_steps(row):  # it says it is done, but its own reports say otherwise
+            why = f"exited 0 after {row.steps_done} of {row.total_steps} steps"
+            self.store.update_job(row.id, status="failed", finished=now, reason=f"{why} (attempt {row.attempt})",
+                                  **dict(released, steps_done=row.steps_done))
+            self.store.attempt_ended(row.id, row.attempt, now, row.steps_done, "failed")
+            self.store.add_event(now, row.id, "fail", why)
+            self.log(f"job {row.id} failed: {why}")
         elif code == 0:
             self.store.update_job(row.id, status="completed", reason="", finished=now, **released)
             self.store.attempt_ended(row.id, row.attempt, now, row.total_steps, "completed")
@@ -356,6 +371,21 @@ class AttemptLifecycle:
                                   reason=self._noted(row, f"{what}; {retry}"), **released)
             self.store.add_event(now, row.id, "retry", retry)
             self.log(f"job {row.id} crashed ({what}) at step {row.steps_done}; {retry}")
+
+
+def short_of_steps(row: JobRecord) -> bool:
+    """Did the job report fewer steps than its total (so an exit 0 is no completion)? Only a job that
+    reports its steps is judged (a lease call or progress report this attempt, or steps from an
+    earlier one): a command that never talks to the server is taken at its word. Elastic jobs
+    count examples, not steps, and are left to their own end."""
+    reported = row.heard_at is not None or row.steps_done > 0
+    return reported and row.elastic is None and row.steps_done < row.total_steps
+
+
+def _how_started(handle) -> str:
+    """ ", warm" (handed to a spare that has imported torch) or ", cold" (exec'd), as the executor says; ""."""
+    warm = getattr(handle, "warm", None)
+    return "" if warm is None else ", warm" if warm else ", cold"
 
 
 def _ended_how(code: int | None) -> str:

@@ -2,7 +2,7 @@
 
 What the state file holds (slots, jobs, attempts, preemptions, users' GPU time, privacy blocks'
 budgets) is read at
-scrape time by one collector, a few grouped queries under the state lock, so nothing is kept
+scrape time by one collector, a few grouped queries in one read snapshot (no wait for a round), so nothing is kept
 twice and counters survive restarts; what only this run knows (round times, lease answers)
 comes from the scheduler's own counts. Jobs' data stalls are gauges labelled by job id for the
 running jobs only, so their series come and go with the jobs the slots hold. Request latencies are observed by a small ASGI
@@ -56,12 +56,14 @@ class StateCollector:
 
     def collect(self):
         scheduler = self.scheduler
-        with scheduler.lock:
+        with scheduler.store.snapshot():  # one consistent read that waits for no round
             totals = scheduler.store.job_totals(scheduler.clock())
             attempts = scheduler.store.attempt_counts()
             stalls = scheduler.store.job_columns(("id", "data_stall", "fetch_stall", "preprocess_stall"),
                                                  "status = 'running' AND data_stall IS NOT NULL")
             budgets = scheduler.state.privacy.budgets(scheduler.clock())
+        users_budgets = scheduler.requests.budgets  # its own queries: each user's totals, kept by the state file
+        held, everyone = users_budgets.uses(MAX_LABELLED), users_budgets.total()
         yield from self._slots({slot for *_, held in totals if held for slot in held.split(",")})
         queues = _labelled({(queue, first) for _, queue, _, first, *_ in totals})
         users = _labelled({(user, first) for _, _, user, first, *_ in totals})
@@ -107,6 +109,7 @@ class StateCollector:
                 family.add_metric([label], rented[label]["usd"])
             yield family
         yield _privacy(budgets[-MAX_LABELLED:])
+        yield from _user_budgets(held, everyone, users_budgets.rules)
 
     def _slots(self, held: set[str]):
         busy = GaugeMetricFamily("apportion_slots_busy", "Slots held by a live attempt, by GPU type",
@@ -139,6 +142,33 @@ def _data_stalls(rows: list[tuple]):
             if value is not None:
                 family.add_metric([str(job_id)], value)
     yield from families
+
+
+def _user_budgets(held: dict, everyone, rules):
+    """Each user's use of their budgets (the MAX_LABELLED with the most active jobs; the others' sum under
+    OTHER) and their limits (budgets.py)."""
+    names = (("apportion_user_active_jobs", "active_jobs", "Active jobs (queued, running, preempted) of each user"),
+             ("apportion_user_stored_bytes", "bytes", "Bytes of job specs stored by each user's active jobs"),
+             ("apportion_user_demand_rows", "demand_rows", "Privacy blocks claimed, summed over each user's active"
+              " jobs"),
+             ("apportion_user_after_edges", "after_edges", "Jobs waited for (after), summed over each user's active"
+              " jobs"))
+    rest = {field: getattr(everyone, field) - sum(getattr(use, field) for use in held.values()) for _, field, _ in names}
+    for name, field, text in names:
+        family = GaugeMetricFamily(name, text, labels=["user"])
+        for user in sorted(held):
+            family.add_metric([user], getattr(held[user], field))
+        if any(rest.values()):
+            family.add_metric([OTHER], rest[field])
+        yield family
+    family = GaugeMetricFamily("apportion_user_budget_limit", "Each user's limits: max_active_jobs, max_stored_mb,"
+                               " max_demand_rows, max_after_edges, submit_rate, submit_burst (apportion serve's"
+                               " settings); user (default) for everyone the config file's user_budgets does not name",
+                               labels=["user", "budget"])
+    for user, limits in [("(default)", rules.default), *sorted(rules.users.items())]:
+        for budget, value in limits.to_dict().items():
+            family.add_metric([user, budget], value)
+    yield family
 
 
 def _privacy(budgets) -> GaugeMetricFamily:

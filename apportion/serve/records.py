@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
+from apportion.serve.job_array import composed_spec
+
 
 @dataclass(frozen=True, slots=True)
 class Move:
@@ -181,8 +183,10 @@ _JOB_DEFAULTS = {"partner": None, "shared_by_type": "{}", "move_to": "", "elasti
                  "data_stall": None, "fetch_stall": None, "preprocess_stall": None}
 
 
-def job_record(row: Mapping[str, Any]) -> JobRecord:
-    """A ``jobs`` row (sqlite3.Row or dict of its columns) as a record."""
+def job_record(row: Mapping[str, Any], array_spec: dict | None = None) -> JobRecord:
+    """A ``jobs`` row (sqlite3.Row or dict of its columns) as a record; ``array_spec``: the parsed spec
+    of the array the row is a task of, where the array's spec is stored once and the row keeps only
+    its own part (``job_array.task_row_spec``): the record's spec is the two put together."""
     have = row.keys()
     value = {name: row[name] if name in have else _JOB_DEFAULTS.get(name) for name in JOB_COLUMNS}
     if "attempt_live" not in have:  # written before it was recorded: a process id meant an attempt alive
@@ -190,6 +194,8 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
     value["attempt_live"] = bool(value["attempt_live"])
     value["notify_pending"] = bool(value["notify_pending"])
     value["spec"] = json.loads(value["spec"])
+    if array_spec is not None:
+        value["spec"] = composed_spec(array_spec, value["spec"])
     value["service_by_type"] = json.loads(value["service_by_type"] or "{}")
     value["shared_by_type"] = json.loads(value["shared_by_type"] or "{}")
     move = json.loads(value["move_to"]) if value["move_to"] else None

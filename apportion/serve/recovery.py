@@ -51,7 +51,7 @@ def recover(state: SchedulerState, lifecycle: AttemptLifecycle, now: float | Non
             # its wrapper is gone (killed with it, perhaps): nothing of the attempt may run on
             state.executor.kill_attempt(Attempt(row.id, row.attempt, row.pid, row.proc_start, ()))
             code = state.executor.exit_record(row.id, row.attempt)
-            lifecycle.on_exit(Exit(row.id, row.attempt, code), now)
+            lifecycle.on_exit(Exit(row.id, row.attempt, code), now, heard_to_the_end=False)
             ended.append(row.id)
         state.round_end = now  # a round at once
         state.store.add_event(now, None, "recover",

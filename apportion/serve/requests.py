@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import math
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,7 +32,8 @@ from apportion.serve.elastic import StepReport
 from apportion.serve.elastic_batch import examples_done
 from apportion.serve.elastic_spec import ElasticSpec
 from apportion.serve.estimates import ThroughputEstimates
-from apportion.serve.job_array import check_room, check_task_names, parse_array, task_spec
+from apportion.serve.budgets import Budgets, charge_of
+from apportion.serve.job_array import check_task_names, parse_array
 from apportion.serve.jobspec import check_after, spec_from_mapping
 from apportion.serve.lifecycle import check_resumed
 from apportion.serve.slots import shares_by_type
@@ -39,7 +41,6 @@ from apportion.serve.notify_hosts import notify_target
 from apportion.serve.policy_check import one_job_view
 from apportion.serve.records import JobRecord
 from apportion.serve.runas import NoAccount
-from apportion.serve.state import TERMINAL
 
 RATE_FACTOR = 10.0  # a progress report moves the estimate it feeds to at most ×10 (or ÷10) of its value
 
@@ -66,6 +67,7 @@ class Requests:
         self.clock, self.log, self.lock, self.changed = state.clock, state.log, state.lock, state.changed
         self.gpu_types, self.capacity = state.gpu_types, state.capacity
         self.lease_answers = {"renew": 0, "stop": 0}  # lease calls answered this run, for /metrics
+        self.budgets = Budgets(self.store, self.config.budgets)  # what each user may hold, charged at submit
 
     def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
         """Check a job spec (InputError naming the field) and store it; returns the job id.
@@ -75,48 +77,50 @@ class Requests:
     def submit_once(self, body: dict, user: str, key: str | None, source: str = "request",
                     sees_all: bool = False) -> tuple[int, bool]:
         """:meth:`submit`, once per idempotency ``key`` of ``user`` (None: no key): (job id, whether it
-        was stored before). The same key with another request is a Conflict naming the key."""
+        was stored before). The same key with another request is a Conflict naming the key. Every submit
+        is charged to ``user``'s budgets (budgets.py): TooFast over their rate, OverQuota over a quota."""
+        self.budgets.take_submit(user)  # before anything is read or parsed
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() if key is not None else ""
         if key is not None:
-            with self.lock:
-                earlier = self._earlier(user, key, digest)
+            earlier = self._earlier(user, key, digest)
             if earlier is not None:  # a retry of a submit that was stored: its job, whatever holds now
                 return earlier, True
         spec = spec_from_mapping(body, source)
-        if spec.workdir is not None and not os.path.isdir(spec.workdir):  # False, not OSError, for a name too long
-            raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
         self._check_notify(spec, source)
         array = parse_array(spec.array, source) if spec.array else None
         if array is not None:
             check_task_names(spec.name, array, source)
-        with self.lock:
+        data = spec.to_dict()
+        data["user"] = spec.user or user
+        # a job's owner never changes: checked before the insert, as all the rest
+        check_after(spec.after, self._owners(list(spec.after or ())), data["user"], sees_all, source)
+        # only the insert waits for a round under way (the state lock), and only when the privacy ledger,
+        # which a round grants from, takes a claim; the write transaction alone keeps the rest whole
+        with self.lock if spec.privacy is not None else nullcontext(), self.store.transaction():
             if key is not None:
                 earlier = self._earlier(user, key, digest)  # it may have been stored since
                 if earlier is not None:
                     return earlier, True
             now = self.clock()
-            data = spec.to_dict()
-            data["user"] = spec.user or user
-            check_after(spec.after, self._owners(list(spec.after or ())), data["user"], sees_all, source)
             common = dict(user=data["user"], queue=spec.queue, priority=spec.priority, kind=spec.throughput_kind,
                           gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
                           key=(user, key, digest) if key is not None else None)
             claim = None if spec.privacy is None else self.state.privacy.check_claim(
                 spec.privacy, source, copies=1 if array is None else len(array))
-            if array is not None:
-                check_room(self.store.active_jobs_of(data["user"]), len(array), source)
-            with self.store.transaction():
-                if array is None:
-                    job_id = self.store.insert_job(spec=data, name=spec.name, **common)
-                    tasks = [job_id]
-                else:
-                    job_id, tasks = self.store.insert_array(
-                        specs=[task_spec(data, index) for index in array.indices], indices=array.indices, **common)
-                if claim is not None:
-                    self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
-            self.state.dirty = True
+            charge = charge_of(data, 1 if array is None else len(array), len(spec.privacy.blocks) if claim else 0,
+                               len(spec.after or ()), array=array is not None)
+            self.budgets.check(data["user"], charge)  # inside the write transaction: two submits cannot both fit
+            if array is None:
+                job_id = self.store.insert_job(spec=data, name=spec.name, **common)
+                tasks = [job_id]
+            else:
+                job_id, tasks = self.store.insert_array(spec=data, indices=array.indices, **common)
+            if claim is not None:
+                self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
+            self.budgets.record(tasks, charge)
+        self.state.dirty = True  # after the commit: a round that began before it clears it before reading the jobs
         if array is not None:
             self.log(f"array {job_id} submitted: {spec.name} by {data['user']}, {len(array)} tasks (jobs {tasks[0]}"
                      f"-{tasks[-1]}), {spec.gpus} slot(s) and {spec.total_steps} steps each")
@@ -146,14 +150,18 @@ class Requests:
     def _check_directories(self, spec, user: str, source: str) -> None:
         """InputError unless the OS account the job runs as (``--run-as mapped``) can enter its
         ``workdir`` and keep its checkpoints in its ``checkpoint_dir``: the server reads that
-        directory as that account, and never lets a job start in a directory its account could not enter."""
+        directory as that account, and never lets a job start in a directory its account could not enter.
+        Under ``mapped`` both are looked at only by that account (a child dropped to it), so a refusal
+        says no more than the user could learn with its own account."""
         try:
             account = self.config.run_as.account(spec.user or user)
         except NoAccount:  # refused by the API already; such a job never starts
             return
-        if account is None:
+        if account is None:  # the server is the account its jobs run as: it may look itself
+            if spec.workdir is not None and not os.path.isdir(spec.workdir):  # False, not OSError, for a name too long
+                raise InputError(source, f"no such directory on the server: {spec.workdir}", field="workdir")
             return
-        if spec.workdir:
+        if spec.workdir is not None:  # looked at only as the account: root's answer would tell what lies where
             problem = unusable_workdir(spec.workdir, account)
             if problem is not None:
                 raise InputError(source, problem, field="workdir")
@@ -214,38 +222,38 @@ class Requests:
 
     def cancel(self, job_id: int, user: str, admin: bool = False) -> int:
         """Cancel job ``job_id`` for ``user``, or every task still active of the array ``job_id``
-        names: Forbidden unless it is theirs or they are an admin. How many jobs were cancelled."""
+        names: Forbidden unless it is theirs or they are an admin. How many jobs were cancelled.
+
+        Whose it is comes from the jobs' indexed columns before anything else is read or the server's
+        lock is taken (a job's user never changes): a refusal costs two key lookups, whatever the size
+        of the array. The cancel itself is a few SQL statements over the tasks' rows, no spec read."""
+        found = self.store.owner(job_id)
+        if found is None:
+            raise NotFound(f"no job {job_id}")
+        owner, array = found
+        what = f"array {job_id}" if array else f"job {job_id}"
+        if user != owner and not admin:
+            raise Forbidden(f"{what} belongs to {owner!r}, not {user!r}")
         with self.lock:
-            row = self.store.job(job_id)
-            rows = [row] if row is not None else self.store.array_tasks(job_id)
-            if not rows:
-                raise NotFound(f"no job {job_id}")
-            what = f"job {job_id}" if row is not None else f"array {job_id}"
-            if user != rows[0].user and not admin:
-                raise Forbidden(f"{what} belongs to {rows[0].user!r}, not {user!r}")
-            active = [r for r in rows if r.status not in TERMINAL]
-            if not active:
-                raise Conflict(f"job {job_id} has already {_past(row.status)}" if row is not None else
-                               f"array {job_id} has no task left to cancel: its {len(rows)} tasks have ended")
             now = self.clock()
             with self.store.transaction():
-                for r in active:
-                    if r.attempt_live:
-                        self.store.update_job(r.id, status="cancelled", stop="cancel", term_at=now, finished=now,
-                                              reason=f"cancelled by {user}; stopping")
-                    else:
-                        self.store.update_job(r.id, status="cancelled", slots="", gpu_type=None, partner=None,
-                                              finished=now, reason=f"cancelled by {user}")
-                    self.store.add_event(now, r.id, "cancel", f"by {user}")
-                self.state.privacy.settle([r.id for r in active])  # a claim whose job never started goes back
-                self.store.drop_after_edges({r.id if r.array_id is None else r.array_id for r in active})
-            for r in active:
-                if r.attempt_live:
-                    self.executor.terminate(r.id)
+                cancelled, live = self.store.cancel_active(job_id, array=array, by=user, now=now)
+                if cancelled:
+                    self.state.privacy.settle(cancelled)  # a claim whose job never started goes back
+                    owners = {job_id} if array else {job_id, *(a for (a,) in self.store.job_columns(
+                        ("array_id",), "id = ? AND array_id IS NOT NULL", (job_id,)))}
+                    self.store.drop_after_edges(owners)
+            if not cancelled:
+                if array:
+                    raise Conflict(f"array {job_id} has no task left to cancel: its "
+                                   f"{self.store.array_size(job_id)} tasks have ended")
+                raise Conflict(f"job {job_id} has already {_past(self.store.owners_and_statuses([job_id])[job_id][1])}")
+            for live_id in live:
+                self.executor.terminate(live_id)
             self.state.dirty = True
             self.changed.notify_all()
-        self.log(f"{what} cancelled by {user}" + (f": {len(active)} tasks" if row is None else ""))
-        return len(active)
+        self.log(f"{what} cancelled by {user}" + (f": {len(cancelled)} tasks" if array else ""))
+        return len(cancelled)
 
     def lease(self, job_id: int, attempt: int, steps_done: int | None = None, skipped: tuple[str, ...] = ()) -> dict:
         """The lease call: renew until the round's end, or ``renew: false`` (checkpoint, exit 75);

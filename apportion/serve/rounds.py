@@ -26,13 +26,13 @@ from apportion.mechanism.round_state import job_view
 from apportion.policies.base import wants_predictions
 from apportion.serve.accounting import service_since
 from apportion.serve.admission import admit_round
-from apportion.serve.context import SchedulerState, with_note
+from apportion.serve.context import SchedulerState, ServeConfig, with_note
 from apportion.serve.core_split import floor_per_gpu
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_stored
 from apportion.serve.slots import shares_by_type
-from apportion.serve.state import ACTIVE, STATUSES
+from apportion.serve.state import ACTIVE, STATUSES, parsed_spec
 from apportion.serve.table_rows import TableRows
 
 _SERVICE_COLUMNS = ("service_by_type", "shared_by_type")
@@ -63,6 +63,15 @@ class RoundStats:
                 self.at_most[i] += 1
 
 
+def planned_policy(policy, config: ServeConfig):
+    """The policy the round planner asks: ``policy`` itself, or shared by user first (``config.share_by_user``)."""
+    if not config.share_by_user:
+        return policy
+    from apportion.policies.by_user import share_by_user
+
+    return share_by_user(policy, config.user_weights)
+
+
 class Rounds:
     """Decides rounds for one server; keeps the allocation between rounds while nothing it
     depends on changed, as the simulator does."""
@@ -74,7 +83,7 @@ class Rounds:
         self.lock, self.changed = state.lock, state.changed
         self.gpu_types, self.slots = state.gpu_types, state.slots
         # the cluster of its slots comes with each round
-        self.planner = RoundPlanner(state.policy, received_since=state.config.received_since)
+        self.planner = RoundPlanner(planned_policy(state.policy, state.config), received_since=state.config.received_since)
         self.start_timeout_s = (state.config.start_timeout_s if state.config.start_timeout_s is not None
                                 else max(2 * state.config.round_s, 60.0))
         self.last_round_at = -math.inf
@@ -100,6 +109,7 @@ class Rounds:
         start = now if start is None else start
         with self.lock:
             self.state.privacy.settle()  # budget granted to jobs that started is consumed, to jobs that ended returned
+            self.state.dirty = False  # before the jobs are read: one submitted meanwhile (no state lock) sets it again
             table = self.store.round_table()
             status = table["status"]
             changes: dict[int, dict] = {}
@@ -166,7 +176,6 @@ class Rounds:
                 self.state.executor.terminate(job_id)
             self.state.round_end = start + self.config.round_s
             self.last_round_at = now
-            self.state.dirty = False
             self.changed.notify_all()
         self.stats.record((time.perf_counter() - started) * 1000)
 
@@ -178,24 +187,30 @@ class Rounds:
         ids = table["id"]
         if not len(ids) or ids[-1] <= self._checked_through:  # the table is in id order
             return {}
-        new = np.arange(bisect.bisect_right(ids, self._checked_through), len(ids))
-        arrays = np.array([-1 if a is None else a for a in table["array_id"][new]], dtype=np.int64)
-        _, first = np.unique(arrays, return_index=True)
-        checked = new[np.union1d(np.flatnonzero(arrays < 0), first[arrays[first] >= 0])]
-        specs = self.store.specs_of(ids[checked].tolist())
-        why: dict[int, str] = {}  # job id, or an array's id, -> why
-        for i in checked.tolist():
-            if ids[i] not in specs:  # no longer there
+        specs = self.store.specs_after(self._checked_through)
+        problems: dict[int, str] = {}
+        arrays: dict[object, str | None] = {}  # an array stored once -> its tasks' verdict: its spec checked once
+        for i in range(bisect.bisect_right(ids, self._checked_through), len(ids)):
+            if ids[i] not in specs:  # no longer active
                 continue
-            try:
-                check_stored(json.loads(specs[ids[i]]), f"job {ids[i]}")
-            except InputError as err:
-                why[_checked_as(table, i)] = f"field '{err.field}': {err.message}" if err.field else err.message
-            except Exception as err:  # a spec that cannot even be read
-                why[_checked_as(table, i)] = f"its stored fields cannot be read: {_error(err)}"
-        if not why:
-            return {}
-        return {int(i): why[key] for i in new.tolist() if (key := _checked_as(table, i)) in why}
+            spec = specs[ids[i]]
+            # tasks put together from one array spec differ only in name and checkpoint_dir, checked at submit
+            shared = table["array_id"][i] if isinstance(spec, dict) else None
+            if shared is not None and shared in arrays:
+                problem = arrays[shared]
+            else:
+                problem = None
+                try:
+                    check_stored(parsed_spec(spec), f"job {ids[i]}")
+                except InputError as err:
+                    problem = f"field '{err.field}': {err.message}" if err.field else err.message
+                except Exception as err:  # a spec that cannot even be read
+                    problem = f"its stored fields cannot be read: {_error(err)}"
+                if shared is not None:
+                    arrays[shared] = problem
+            if problem is not None:
+                problems[i] = problem
+        return problems
 
     def _fail(self, row: dict, why: str, now: float, changes: dict[int, dict], events: list[tuple]) -> int | None:
         """Fail job ``row`` for ``why`` (the round goes on without it); its id when it has an attempt to stop."""
@@ -523,12 +538,6 @@ class Rounds:
         unrated = {int(rows[j]): broken[int(inverse[j])]
                    for j in np.flatnonzero(np.isin(inverse, list(broken)))} if broken else {}
         return (per_shape[inverse] if len(rows) else np.zeros((0, len(self.gpu_types)))), unrated
-
-
-def _checked_as(table: dict, i: int) -> int:
-    """Whose stored fields stand for row ``i``'s: its array's (its first new task's), else its own."""
-    array_id = table["array_id"][i]
-    return int(table["id"][i]) if array_id is None else -int(array_id)
 
 
 def _culprits(everyone: np.ndarray, first: Exception, attempt) -> dict[int, str] | None:

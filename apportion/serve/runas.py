@@ -6,9 +6,13 @@
 - ``mapped`` (``--user-map FILE``, root only, credentials required): as the OS account the
   job's apportion user maps to. The wrapper that supervises the attempt stays root (it writes
   the exit record and kills the process group); only the job's command drops to the account,
-  with its groups, ``HOME``, ``USER`` and ``LOGNAME``. The wrapper runs in the server's own
-  environment: the job's (its ``env`` included) applies only once its processes are the
-  account (apportion/executors/local/wrapper.py).
+  with its groups, ``HOME``, ``USER``, ``LOGNAME`` and ``SHELL``, and enters its workdir only then.
+  The job's environment starts clean (those, ``--job-path``, its ``env``, apportion's variables:
+  never the server's). The wrapper runs in the server's own environment: the job's applies only
+  once its processes are the account (apportion/executors/local/wrapper.py). A user's paths are
+  looked at only as the account (executors/local/as_account.py). A map naming root or a missing
+  account does not start (``mapped_accounts``); what would fail every job of an account, or open
+  its home to others, is warned of at start (``start_warnings``).
 - ``refuse`` (the default when the server is root): a server running as root does not start,
   rather than run every job as root. As any other user it changes nothing.
 """
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MODES = ("server-user", "mapped", "refuse")
+DEFAULT_JOB_PATH = "/usr/local/bin:/usr/bin:/bin"  # settings.py's job_path default
 
 
 class NoAccount(LookupError):
@@ -37,10 +42,17 @@ class Account:
     gid: int
     groups: tuple[int, ...] = ()
     home: str = "/"
+    shell: str = "/bin/sh"
 
     def environ(self) -> dict[str, str]:
-        """What a login as this account would set: the job's environment starts from the server's."""
-        return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name}
+        """What a login as this account would set (the job's environment starts from this, never the server's)."""
+        return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name, "SHELL": self.shell}
+
+    def identity(self):
+        """``(uid, gid, groups)``, what a process becomes to act as this account (executors/local/as_account.py)."""
+        from apportion.executors.local.as_account import Identity
+
+        return Identity.of(self.uid, self.gid, self.groups)
 
     def argument(self) -> str:
         """``UID:GID:G1,G2``, for the wrapper's ``--run-as``."""
@@ -58,6 +70,13 @@ class RunAs:
 
     mode: str = "server-user"
     mapping: dict[str, str] = field(default_factory=dict)
+    job_path: str = DEFAULT_JOB_PATH  # mapped: the PATH a job's clean environment has (--job-path)
+
+    def clean_environment(self, account: Account) -> dict[str, str]:
+        """What a job of ``account`` starts with under ``mapped``, before its own ``env`` and apportion's
+        variables: the account's login variables and the operator's PATH, nothing of the server's
+        (root's ``VIRTUAL_ENV``, ``PIP_*``, ``PYENV_ROOT``... never reach another account's job)."""
+        return {**account.environ(), "PATH": self.job_path, "PYTHONUNBUFFERED": "1"}
 
     def account(self, user: str) -> Account | None:
         """The account ``user``'s jobs run as; None: the server's own. NoAccount when unmapped."""
@@ -78,7 +97,8 @@ def lookup(name: str, user: str) -> Account:
     if entry.pw_uid == 0:
         raise NoAccount(f"user {user!r} maps to OS account {name!r}, which is root: jobs never run as root")
     return Account(name=entry.pw_name, uid=entry.pw_uid, gid=entry.pw_gid,
-                   groups=tuple(os.getgrouplist(entry.pw_name, entry.pw_gid)), home=entry.pw_dir)
+                   groups=tuple(os.getgrouplist(entry.pw_name, entry.pw_gid)), home=entry.pw_dir,
+                   shell=entry.pw_shell or "/bin/sh")
 
 
 def load_user_map(path: str | Path) -> dict[str, str]:
@@ -121,7 +141,8 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     return data
 
 
-def choose(mode: str | None, euid: int, user_map: dict[str, str] | None = None) -> RunAs:
+def choose(mode: str | None, euid: int, user_map: dict[str, str] | None = None,
+           job_path: str = DEFAULT_JOB_PATH) -> RunAs:
     """The run-as setting a server with effective uid ``euid`` uses; ValueError (one line) when it must not start."""
     if mode is None:
         mode = "refuse" if euid == 0 else "server-user"
@@ -140,7 +161,7 @@ def choose(mode: str | None, euid: int, user_map: dict[str, str] | None = None) 
             raise ValueError("--run-as mapped needs --user-map FILE (apportion user: OS account)")
         if euid != 0:
             raise ValueError("--run-as mapped starts jobs as other OS accounts, which needs a server running as root")
-        return RunAs("mapped", dict(user_map))
+        return RunAs("mapped", dict(user_map), job_path)
     return RunAs("server-user")
 
 
@@ -162,3 +183,60 @@ def prepare_job_dirs(account: Account, state_dir: Path, job_id: int, checkpoint_
     if path == job_dir / "checkpoints":
         path.mkdir(exist_ok=True, mode=0o700)
         os.chown(path, account.uid, account.gid)
+
+
+def mapped_accounts(run_as: RunAs) -> dict[str, Account]:
+    """Each mapped user's OS account, checked when the server starts (not at a user's first submit):
+    ValueError naming the first user whose account does not exist or is root."""
+    accounts = {}
+    for user, name in run_as.mapping.items():
+        try:
+            accounts[user] = lookup(name, user)
+        except NoAccount as err:
+            raise ValueError(f"--user-map: {err}; map that user to another account, or remove it") from None
+    return accounts
+
+
+def start_warnings(run_as: RunAs, state_dir: Path, python: str) -> list[str]:
+    """What would fail every job of an account, or weaken the isolation ``mapped`` promises, in lines
+    for the server's log at start: an account that can run no ``python`` on ``--job-path`` (or not
+    this server's ``python``, which warm starts fork), a home others may enter or read, a state
+    directory others may read. Each is looked at as the account (as_account.py)."""
+    from apportion.executors.local.as_account import answer_as, cannot_run
+
+    warnings = []
+    accounts = {a.name: a for a in mapped_accounts(run_as).values()}
+    for name, account in sorted(accounts.items()):
+        def runs() -> str:
+            found = [cannot_run(program, run_as.job_path) for program in ("python3", "python")]
+            return "" if "" in found else "; ".join(found)
+
+        try:
+            why = answer_as(account.identity(), runs)
+        except ValueError as err:
+            why = f"cannot check it: {err}"
+        if why:
+            warnings.append(f"OS account {name} can run no python on --job-path {run_as.job_path} ({why}): every"
+                            " job of its users that runs python will fail; set --job-path to where it may run one")
+        try:
+            mine = answer_as(account.identity(), lambda: cannot_run(python, ""))
+        except ValueError as err:
+            mine = f"cannot check it: {err}"
+        if mine:
+            warnings.append(f"OS account {name} cannot run this server's Python ({mine}): its jobs never start"
+                            " warm, and those that run it fail")
+        try:
+            mode = os.stat(account.home).st_mode & 0o777
+        except OSError:
+            continue
+        if mode & 0o077:
+            warnings.append(f"the home of OS account {name}, {account.home}, is {mode:04o}: other accounts' jobs can"
+                            f" reach what it holds; make it 0700 (chmod 700 {account.home})")
+    try:
+        mode = os.stat(state_dir).st_mode & 0o777
+    except OSError:
+        return warnings
+    if mode & 0o066:
+        warnings.append(f"the state directory {state_dir} is {mode:04o}: others can read or change it; it should be"
+                        " 0711 (chmod 711)")
+    return warnings

@@ -163,7 +163,7 @@ class Scheduler:
 
     def blocks(self) -> dict:
         """The privacy policy and each block's budget now (``privacy_ledger.BlockBudget``)."""
-        with self.lock:
+        with self.store.snapshot():  # one consistent read that waits for no round
             budgets = self.state.privacy.budgets(self.clock())
         policy = self.state.privacy.policy
         return {"policy": policy.name, "n": policy.n, "t_s": policy.t_s, "timeout_s": self.state.privacy.timeout_s,
@@ -278,9 +278,10 @@ class Scheduler:
         """The server as `apportion status` shows it: policy, round, slot holders, counts, round times
         (``next_round_in_s``: until the next regular round is decided)."""
         now = self.clock()
-        with self.lock:
+        with self.store.snapshot():  # read as committed: a round under way delays no status
             holders = {s: str(job_id) for job_id, slots in self.store.job_columns(("id", "slots"), "attempt_live")
                        for s in slots.split(",") if s}
+            counts, hangs, asked = self.store.counts(), self.store.total_hangs(), self.store.asked_on_slots()
         history = sorted(self.stats.history_ms)
         return {
             "server": self.config.server_url,
@@ -289,8 +290,8 @@ class Scheduler:
             "round_s": self.config.round_s,
             "next_round_in_s": round(max(0.0, self.state.next_plan_at - now), 3),  # decided then: never > round_s
             "slots": [{"id": s.id, "gpu_type": s.gpu_type, "job": holders.get(s.id)} for s in self.slots],
-            "counts": self.store.counts(),
-            "hangs": self.store.total_hangs(),
+            "counts": counts,
+            "hangs": hangs,
             "round_ms": {
                 "last": round(self.stats.last_ms, 3),
                 "median": round(history[len(history) // 2], 3) if history else None,
@@ -301,12 +302,12 @@ class Scheduler:
             "out_of_space": self.space(),
             **self.rental.status(),
             "cores": self.cores.describe(),
-            "node": self._node_status(),
+            "node": self._node_status(*asked),
         }
 
-    def _node_status(self) -> dict:
-        """The node's cores and memory (0: not known here) and how much of them the jobs on its slots asked for."""
-        cpus, memory_gb = self.store.asked_on_slots()
+    def _node_status(self, cpus: float, memory_gb: float) -> dict:
+        """The node's cores and memory (0: not known here) and ``cpus`` and ``memory_gb``, how much of them
+        the jobs on its slots asked for."""
         node = self.state.node
         return {"cores": len(node.cpus), "memory_gib": round(node.memory_gib, 3), "cpus_asked": cpus,
                 "memory_gb_asked": memory_gb}

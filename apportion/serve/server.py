@@ -7,6 +7,7 @@ import ipaddress
 import os
 import signal
 import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +19,12 @@ from apportion.workloads.catalog import builtin_throughputs
 from apportion.policies.base import Policy
 from apportion.serve.auth import check_secret, reserved, reserved_reason
 from apportion.serve.bounds import MAX_BODY
+from apportion.serve.budgets import BudgetRules
 from apportion.serve.notifier import Notifier
 from apportion.serve.notify_hosts import NotifyHosts
 from apportion.serve.private import private_dir, tighten
 from apportion.serve.provisioner import Provisioner
-from apportion.serve.runas import RunAs
+from apportion.serve.runas import RunAs, mapped_accounts, start_warnings
 from apportion.serve.scheduler import Scheduler, ServeConfig
 from apportion.serve.slots import Node, Slot
 from apportion.serve.space import NoSpace
@@ -48,6 +50,8 @@ class ServerOptions:
     policy_options: dict | None = None  # what the policy was built with, as JSON (recorded for a replay)
     warm_start: bool = True  # the local executor keeps warm wrappers for Python jobs (executors/local/warm_start.py)
     received_since: str = "allocation"  # the received share's rule (mechanism/received.py)
+    share_by_user: bool = True  # the cluster divided among users first (policies/by_user.py)
+    user_weights: dict[str, float] | None = None  # user -> weight of its share (a user not named: 1)
     max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
     notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may go (notify_hosts.py)
     privacy_policy: str = "fcfs"  # how privacy claims are granted, unlocking over N claims or T seconds (docs/privacy.md)
@@ -56,6 +60,7 @@ class ServerOptions:
     privacy_timeout_s: float | None = None  # a claim not granted within this long is rejected; None: never
     node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
     cpu_split: str = "off"  # how they are divided (core_split.py)
+    budgets: BudgetRules = field(default_factory=BudgetRules)  # each user's budgets (budgets.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -147,21 +152,30 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
 
     state_dir = Path(os.path.realpath(options.state_dir))
     check_credentials(options, _has_users(state_dir / "state.db"))  # before anything is created
+    if options.run_as.mode == "mapped":  # an account missing or root: said now, not at a user's first submit
+        try:
+            mapped_accounts(options.run_as)
+        except ValueError as exc:
+            raise ServerError(str(exc)) from None
     lock = lock_state_dir(state_dir)
     sock = sock or listen(options.host, options.port)
     port = sock.getsockname()[1]
     store = StateStore(state_dir / "state.db")
     # owner-only, but for mapped accounts traversable down to each job's directory (runas.py)
     tighten(state_dir, 0o711 if options.run_as.mode == "mapped" else 0o700)
+    if options.run_as.mode == "mapped":  # what would fail every job of an account, or weaken its isolation
+        for warning in start_warnings(options.run_as, state_dir, sys.executable):
+            log(f"warning: {warning}")
     config = ServeConfig(
         state_dir=state_dir, server_url=server_url(options.job_host or options.host, port), round_s=options.round_s,
         grace_s=options.grace_s, max_retries=options.max_retries, hung_after_s=options.hung_after_s,
         token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}), received_since=options.received_since,
+        share_by_user=options.share_by_user, user_weights=dict(options.user_weights or {}),
         notify_hosts=options.notify_hosts, privacy_policy=options.privacy_policy, privacy_n=options.privacy_n,
         privacy_t_s=options.privacy_t_s, privacy_timeout_s=options.privacy_timeout_s,
-        node=options.node, cpu_split=options.cpu_split,
+        node=options.node, cpu_split=options.cpu_split, budgets=options.budgets,
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)

@@ -33,11 +33,14 @@ class ServeSettings:
     token_file: Path | None = None  # a file (0600) holding the admin token
     run_as: str | None = None  # server-user, mapped or refuse; None: refuse as root, else server-user
     user_map: Path | None = None  # run_as mapped: apportion user -> OS account
+    job_path: str = "/usr/local/bin:/usr/bin:/bin"  # run_as mapped: the PATH jobs start with (never the server's)
     slots: str | None = None  # TYPE:COUNT,...; None: this machine's GPUs, else cpu:1
     cpu_split: str = "off"  # the node's cores: left to the OS, the same share per slot, or for the most progress
     policy: str = "las"
     round_s: float = 180.0
     received_since: str = "allocation"  # the received share counts from the last re-solve (Gavel's) or from arrival
+    share_by_user: bool = True  # the cluster divided among users first, then the policy per user (policies/by_user.py)
+    user_weights: str | None = None  # USER=WEIGHT,…: a user's share of the cluster, relative (a user not named: 1)
     max_retries: int = 3
     hung_after_s: float = 900.0  # 0: never
     grace_s: float = 30.0
@@ -53,10 +56,19 @@ class ServeSettings:
     privacy_n: int | None = None  # unlock a block's budget over this many claims for it
     privacy_t: float | None = None  # unlock a block's budget over this many seconds from when it was added
     privacy_timeout_s: float | None = None  # reject a claim not granted within this long; None: never
+    # each user's budgets (budgets.py; docs/serve.md's threat model says why these defaults)
+    max_active_jobs: int = 50_000  # queued + running jobs, an array's tasks each
+    max_stored_mb: float = 1000.0  # MB (10^6 bytes) of job specs as stored, of the active jobs
+    max_demand_rows: int = 200_000  # privacy blocks claimed, summed over the active jobs
+    max_after_edges: int = 100_000  # jobs waited for (after), summed over the active jobs
+    submit_rate: float = 20.0  # submits a second, once the burst is spent
+    submit_burst: int = 200  # submits at once
+    user_budgets: dict[str, dict[str, float]] = field(default_factory=dict)  # config file only: user -> limits
     policy_options: dict[str, Any] = field(default_factory=dict)  # the policy options asked for, by option name
 
 
-SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(ServeSettings) if f.name != "policy_options")
+SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(ServeSettings) if f.name not in ("policy_options", "user_budgets"))
+BUDGETS = ("max_active_jobs", "max_stored_mb", "max_demand_rows", "max_after_edges", "submit_rate", "submit_burst")
 DEFAULTS = ServeSettings()
 PATHS = frozenset({"state_dir", "token_file", "user_map", "cluster"})
 
@@ -100,6 +112,13 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
         raise SettingError("round_s", f"must be positive, got {s.round_s:g}")
     if s.received_since not in RECEIVED_SINCE:
         raise SettingError("received_since", f"must be one of {', '.join(RECEIVED_SINCE)}, got {s.received_since!r}")
+    if s.user_weights is not None:
+        from apportion.policies.by_user import parse_user_weights
+
+        try:
+            parse_user_weights(s.user_weights)
+        except ValueError as exc:
+            raise SettingError("user_weights", str(exc), joiner=": ") from None
     if s.cpu_split not in CPU_SPLITS:
         raise SettingError("cpu_split", f"must be one of {', '.join(CPU_SPLITS)}, got {s.cpu_split!r}")
     if s.max_retries < 0:
@@ -129,8 +148,22 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
         except InputError as exc:
             raise SettingError("notify_hosts", exc.message, joiner=": ") from None
     _check_privacy(s)
+    for key in BUDGETS:
+        _check_budget(key, getattr(s, key))
+    for user, limits in s.user_budgets.items():
+        for key, value in limits.items():
+            if key not in BUDGETS:
+                raise SettingError("user_budgets", f"{user}: {key}: unknown budget (known: {', '.join(BUDGETS)})",
+                                   joiner=": ")
+            try:
+                _check_budget(key, value)
+            except SettingError as exc:
+                raise SettingError("user_budgets", f"{user}: {key} {exc.message}", joiner=": ") from None
     if s.run_as is not None and s.run_as not in RUN_AS:
         raise SettingError("run_as", f"must be one of {', '.join(RUN_AS)}, got {s.run_as!r}")
+    relative = [d for d in s.job_path.split(":") if not d.startswith("/")]
+    if relative or "\0" in s.job_path:  # "" or "." would be wherever the job runs: the user's own directory
+        raise SettingError("job_path", f"must be absolute directories separated by ':', got {s.job_path!r}")
     if s.token is not None and s.token_file is not None:
         raise SettingError("token", f"cannot be combined with {other('token', 'token_file')}: give one")
     if s.executor not in EXECUTORS:
@@ -156,6 +189,23 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
             raise SettingError("run_as", "mapped: on Ray, jobs run as the OS user of the Ray workers; it needs "
                                          f"{other('run_as', 'executor', 'local')}")
     return replace(settings, checkpoint_every=checkpoint_every)
+
+
+def _check_budget(key: str, value: float) -> None:
+    """A budget's value: a whole number >= 0 (0: nothing may be held), a size >= 0, a rate > 0, a burst >= 1."""
+    if key in ("max_stored_mb", "submit_rate"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SettingError(key, f"must be a finite number, got {value!r}")
+        if key == "submit_rate" and not value > 0:
+            raise SettingError(key, f"must be a positive number of submits a second, got {value:g}")
+        if not value >= 0:
+            raise SettingError(key, f"must be >= 0 (MB), got {value:g}")
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingError(key, f"must be a whole number, got {value!r}")
+    least = 1 if key == "submit_burst" else 0
+    if not least <= value < 2**63:
+        raise SettingError(key, f"must be a whole number from {least} up, got {value}")
 
 
 def _check_privacy(s: ServeSettings) -> None:

@@ -8,6 +8,7 @@ slots: cpu:4
 state_dir: state          # relative paths: against this file's directory
 token_file: admin.token
 share_by: rate            # a policy option: its flag without dashes (--share-by)
+user_weights: {alice: 2, bob: 1}   # or alice=2,bob=1, as the flag
 ```
 
 A key is a flag of ``apportion serve`` without its dashes, in snake_case (``round_s``, not
@@ -33,9 +34,12 @@ from apportion.workloads.yaml_file import read_yaml
 if TYPE_CHECKING:
     from apportion.policies.registry import Option
 
-_INTS = frozenset({"port", "max_retries", "privacy_n"})
-_NUMBERS = frozenset({"round_s", "hung_after_s", "grace_s", "privacy_t", "privacy_timeout_s"})
-_BOOLS = frozenset({"warm_start"})
+_INTS = frozenset({"port", "max_retries", "privacy_n", "max_active_jobs", "max_demand_rows", "max_after_edges",
+                   "submit_burst"})
+_NUMBERS = frozenset({"round_s", "hung_after_s", "grace_s", "privacy_t", "privacy_timeout_s", "max_stored_mb",
+                      "submit_rate"})
+_UNITS = {"max_stored_mb": "a number of MB", "submit_rate": "a number of submits a second"}  # else seconds
+_BOOLS = frozenset({"warm_start", "share_by_user"})
 _NUMBER_OR_TEXT = frozenset({"checkpoint_every"})  # 300 or auto:300
 
 
@@ -83,9 +87,12 @@ def load_settings_file(path: str | Path) -> SettingsFile:
     policy_options: dict[str, Any] = {}
     where = SettingsFile(source, {}, {}, lines, {})  # for errors, before the values are known
     for key, value in data.items():
-        if not isinstance(key, str) or (key not in SETTINGS and key not in options):
-            raise where.error(str(key), _unknown(str(key), [*SETTINGS, *options]))
+        if not isinstance(key, str) or (key not in SETTINGS and key not in options and key != "user_budgets"):
+            raise where.error(str(key), _unknown(str(key), [*SETTINGS, "user_budgets", *options]))
         if value is None:
+            continue
+        if key == "user_budgets":
+            values[key] = _user_budgets(value, where)
             continue
         if key in options:
             option = options[key]
@@ -110,6 +117,7 @@ def settings_yaml(settings: ServeSettings) -> str:
             lines.append("# token: given, not shown" if value is not None else "token: null")
             continue
         lines.append(_yaml_line(key, str(value) if isinstance(value, Path) else value))
+    lines.append(_yaml_line("user_budgets", {user: dict(limits) for user, limits in settings.user_budgets.items()}))
     lines.append("# the policy's options (apportion serve --help-policy-options)")
     for key, option in policy_option_keys().items():
         value = settings.policy_options.get(option.name)
@@ -137,10 +145,12 @@ def _setting_value(key: str, value: object, base: Path, where: SettingsFile) -> 
         return value
     if key in _NUMBERS:
         if not _is_number(value):
-            raise where.error(key, f"must be a number of seconds, got {_shown(value)}")
+            raise where.error(key, f"must be {_UNITS.get(key, 'a number of seconds')}, got {_shown(value)}")
         return float(value)
     if key in _NUMBER_OR_TEXT and _is_number(value):
         return str(value)
+    if key == "user_weights" and isinstance(value, dict):  # alice: 2, as the flag's alice=2
+        return ",".join(f"{user}={weight}" for user, weight in value.items())
     if not isinstance(value, str):
         raise where.error(key, f"must be {'a path' if key in PATHS else 'text'}, got {_shown(value)}")
     if key in PATHS:
@@ -153,6 +163,34 @@ def _setting_value(key: str, value: object, base: Path, where: SettingsFile) -> 
         except ValueError as exc:
             raise where.error(key, str(exc)) from None
     return value
+
+
+def _user_budgets(value: object, where: SettingsFile) -> dict[str, dict[str, float]]:
+    """``user_budgets:``, a mapping of user to their own limits (``alice: {max_active_jobs: 100000}``),
+    each limit a budget setting's key with a number (its range is ``check_settings``'s)."""
+    from apportion.serve.settings import BUDGETS
+
+    key = "user_budgets"
+    if not isinstance(value, dict):
+        raise where.error(key, f"must map users to their budgets (alice: {{max_active_jobs: 100000}}), got "
+                               f"{_shown(value)}")
+    table: dict[str, dict[str, float]] = {}
+    for user, limits in value.items():
+        if not isinstance(user, str) or not user.strip():
+            raise where.error(key, f"a user must be a name, got {_shown(user)}")
+        if not isinstance(limits, dict):
+            raise where.error(key, f"{user}: must map budgets to numbers (max_active_jobs: 100000), got "
+                                   f"{_shown(limits)}")
+        for name, number in limits.items():
+            if name not in BUDGETS:
+                raise where.error(key, f"{user}: {_shown(name)} is no budget (known: {', '.join(BUDGETS)})")
+            if name in _INTS and isinstance(number, float) and number.is_integer():
+                number = int(number)
+            if not _is_number(number) or (name in _INTS and not isinstance(number, int)):
+                expected = "a whole number" if name in _INTS else "a number"
+                raise where.error(key, f"{user}: {name} must be {expected}, got {_shown(number)}")
+            table.setdefault(user, {})[name] = float(number) if name in _NUMBERS else number
+    return table
 
 
 def _option_value(option: Option, value: object, base: Path, where: SettingsFile, key: str) -> Any:

@@ -1,8 +1,10 @@
 """The server's state in one SQLite file (``STATE_DIR/state.db``): jobs, throughput estimates, events.
 
 Every change is one transaction, so a server killed at any moment leaves a consistent file;
-a restarted server re-reads everything from it. One connection, shared by the HTTP threads
-and the scheduler thread behind a lock; WAL mode so readers (``sqlite3 state.db``) never block it.
+a restarted server re-reads everything from it. One connection writes, shared by the HTTP threads
+and the scheduler thread behind a lock; reads go through connections of their own (WAL mode: a
+reader never waits for a write transaction, and sees what was committed), so that a long round
+or a big write delays no credential check and no read of the API.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import re
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
+from apportion.serve.job_array import composed_spec, task_row_spec, task_spec
 from apportion.serve.private import private_dir, private_file, tighten
 from apportion.serve.records import (AttemptRecord, CredentialHash, DurationRecord, ElasticStepRecord, EventRecord,
                                      JobRecord, UserRecord, job_column_rows, job_column_value, job_record,
@@ -28,6 +32,7 @@ from apportion.serve.space import PROBE_BYTES, NoSpace, is_no_space, probe_file
 STATUSES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
 ACTIVE = ("queued", "running", "preempted")  # the scheduler still has work to do for these
 TERMINAL = ("completed", "failed", "cancelled")
+READERS_KEPT = 8  # read connections kept open between reads (more are opened while many read at once)
 _IS_ACTIVE = "status IN ('queued', 'running', 'preempted')"  # ACTIVE, in SQL
 # promised slots, not started yet (+status: through jobs_to_start, not the index on status)
 _PENDING_START = f"NOT attempt_live AND slots != '' AND +{_IS_ACTIVE}"
@@ -218,6 +223,11 @@ CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of C
     updated REAL NOT NULL,
     PRIMARY KEY (job_id, cores_per_gpu)
 );
+CREATE TABLE IF NOT EXISTS arrays (  -- each job array's spec, stored once: its tasks' rows keep only their own part
+    id INTEGER PRIMARY KEY,             -- the array's id, held by no job: the one its tasks name
+    user TEXT NOT NULL,
+    spec TEXT NOT NULL                  -- the array's JobSpec as JSON: a task's is it with its row's spec over it
+);
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -245,6 +255,16 @@ class StateStore:
         self._last_write: dict[int, int] = {}  # job id -> the count of writes at its last one
         self._write_log: list[tuple[int, ...]] = []  # the jobs of each write, write ``_log_from + 1`` first
         self._log_from = 0
+        # array id -> its parsed spec (None: no spec stored once), the most recently read first; an
+        # array's spec never changes once stored, so each is parsed once while it is kept
+        self._array_specs: OrderedDict[int, tuple[dict | None, int]] = OrderedDict()  # (spec, its JSON's length)
+        self._array_spec_chars = 0  # the JSON characters of the specs kept: bounded by ARRAY_SPEC_CACHE_CHARS
+        self._array_specs_lock = threading.Lock()
+        self._writer: int | None = None  # the thread inside a write transaction, which reads what it wrote
+        self._readers: list[sqlite3.Connection] = []  # read connections not in use (READERS_KEPT at most)
+        self._readers_lock = threading.Lock()
+        self._local = threading.local()  # a thread's snapshot (``snapshot``), while it reads in one
+        self._read_only = read_only
         if read_only:
             # no write-ahead log beside it (no server has it open): read it as it is, creating no -wal or
             # -shm file that another account's server could not open afterwards
@@ -253,7 +273,10 @@ class StateStore:
                                          check_same_thread=False, isolation_level=None, timeout=30)
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("SELECT id FROM jobs LIMIT 1")  # not a state file: sqlite3.Error now
+            self._has_arrays = self._conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'arrays')").fetchone()[0]
             return
+        self._has_arrays = True
         private_dir(self.path.parent)
         private_file(self.path)  # the jobs' specs (their env) and the credentials' hashes: owner-only
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
@@ -264,6 +287,7 @@ class StateStore:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.executescript(SCHEMA)  # idempotent: every statement is IF NOT EXISTS
         self._add_missing_columns()
+        self._store_arrays_once()
         for suffix in ("-wal", "-shm"):  # SQLite gives them the file's mode; an older state dir's may be wider
             tighten(Path(f"{self.path}{suffix}"), 0o600)
 
@@ -307,9 +331,96 @@ class StateStore:
                         conn.execute("UPDATE jobs SET reason = ?, reason_log = ? WHERE id = ?",
                                      (*split.groups(), job_id))
 
+    def _store_arrays_once(self) -> None:
+        """A state file written when every task kept its array's whole spec gets each array's spec stored
+        once (the ``arrays`` table) and its tasks' rows cut to their own part, losing nothing: an array
+        whose tasks' specs are not all what its first task's makes of each index is left as it was
+        (a task without a stored array spec keeps its whole spec). Done once per file, task by task."""
+        if self.meta("arrays_stored_once") is not None:
+            return
+        with self.transaction() as conn:
+            candidates = [int(array_id) for (array_id,) in conn.execute(
+                "SELECT DISTINCT array_id FROM jobs WHERE array_id IS NOT NULL"
+                " AND array_id NOT IN (SELECT id FROM arrays)").fetchall()]
+            for array_id in candidates:
+                first = conn.execute("SELECT user, spec, array_index FROM jobs WHERE array_id = ?"
+                                     " ORDER BY array_index LIMIT 1", (array_id,)).fetchone()
+                try:
+                    shared = _array_spec_from_task(json.loads(first["spec"]), first["array_index"])
+                    rows = [] if shared is None else _task_rows(conn, array_id, shared)
+                except (ValueError, TypeError):  # a damaged row: its array is left as it is
+                    continue
+                if not rows:
+                    continue
+                conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)",
+                             (array_id, first["user"], json.dumps(shared)))
+                conn.executemany("UPDATE jobs SET spec = ? WHERE id = ?", rows)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('arrays_stored_once', '1')")
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """The connection a read goes through: the thread's snapshot if it holds one; the writing
+        connection for the thread inside a write transaction (it reads what it has not committed
+        yet); else a read connection of its own, which waits for no lock and no write."""
+        held = getattr(self._local, "snapshot", None)
+        if held is not None:
+            yield held
+            return
+        if self._read_only or self._writer == threading.get_ident():
+            with self._lock:
+                yield self._conn
+            return
+        conn = self._reader()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:  # a read that raised half-way
+                conn.execute("ROLLBACK")
+            self._give_back(conn)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read of this thread inside the block sees the file as it was at its first read (one
+        read transaction of its own connection): for answers made of several queries (``/metrics``,
+        the privacy blocks' budgets), consistent without waiting for the state lock."""
+        if (getattr(self._local, "snapshot", None) is not None or self._read_only
+                or self._writer == threading.get_ident()):
+            yield
+            return
+        conn = self._reader()
+        conn.execute("BEGIN")
+        self._local.snapshot = conn
+        try:
+            yield
+        finally:
+            self._local.snapshot = None
+            conn.execute("COMMIT")
+            self._give_back(conn)
+
+    def _reader(self) -> sqlite3.Connection:
+        with self._readers_lock:
+            if self._readers:
+                return self._readers.pop()
+        conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA query_only=1")
+        conn.execute("PRAGMA cache_size=-16384")  # 16 MiB each: the pages the API reads stay cached
+        return conn
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        with self._readers_lock:
+            if len(self._readers) < READERS_KEPT:
+                self._readers.append(conn)
+                return
+        conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -325,6 +436,7 @@ class StateStore:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 self._depth = 1
+                self._writer = threading.get_ident()
                 try:
                     yield self._conn
                     self._conn.execute("COMMIT")
@@ -337,6 +449,7 @@ class StateStore:
                     self._patch_round_rows()
                 finally:
                     self._depth = 0
+                    self._writer = None
             except (sqlite3.Error, OSError) as err:
                 if is_no_space(err):
                     raise self.no_space(str(err)) from err
@@ -383,21 +496,25 @@ class StateStore:
                              (key[0], key[1], job_id, key[2]))
             return job_id
 
-    def insert_array(self, *, specs: list[dict], indices: tuple[int, ...], user: str, queue: str, priority: float,
+    def insert_array(self, *, spec: dict, indices: tuple[int, ...], user: str, queue: str, priority: float,
                      kind: str, gpus: int, total_steps: int, submitted: float,
                      key: tuple[str, str, str] | None = None) -> tuple[int, list[int]]:
         """Store a job array in one transaction, all its tasks or none: (the array's id, its tasks' ids).
         The array's id is the next job id, left to no job; its tasks take the ids after it, in
-        index order. ``specs``: each task's spec; ``key`` as insert_job's, naming the array."""
+        index order. ``spec``: the array's, stored once (``arrays``); each task's row keeps only its
+        own part of task ``index``'s spec (``job_array.task_row_spec``). ``key`` as insert_job's,
+        naming the array."""
         with self.transaction() as conn:
             last = conn.execute("SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0),"
                                 " COALESCE((SELECT MAX(id) FROM jobs), 0))").fetchone()[0]
             array_id = int(last) + 1
-            ids = [array_id + 1 + k for k in range(len(specs))]
-            for job_id, spec, index in zip(ids, specs, indices):
-                self._insert(conn, job_id, spec, spec["name"], user, queue, priority, kind, gpus, total_steps,
-                             submitted, (array_id, index))
-            self._add_after_edges(conn, array_id, specs[0].get("after") if specs else None)  # once for its tasks
+            ids = [array_id + 1 + k for k in range(len(indices))]
+            conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)", (array_id, user, json.dumps(spec)))
+            for job_id, index in zip(ids, indices):
+                task = task_spec(spec, index)
+                self._insert(conn, job_id, task, task["name"], user, queue, priority, kind, gpus, total_steps,
+                             submitted, (array_id, index), stored=task_row_spec(task))
+            self._add_after_edges(conn, array_id, spec.get("after"))  # once for its tasks
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], array_id, key[2]))
@@ -405,8 +522,9 @@ class StateStore:
 
     def _insert(self, conn: sqlite3.Connection, job_id: int | None, spec: dict, name: str, user: str, queue: str,
                 priority: float, kind: str, gpus: int, total_steps: int, submitted: float,
-                array: tuple[int, int] | None = None) -> int:
-        """One job's row and its submit event (``job_id`` None: the next id); its id."""
+                array: tuple[int, int] | None = None, stored: dict | None = None) -> int:
+        """One job's row and its submit event (``job_id`` None: the next id); its id. ``stored``: the
+        part of ``spec`` its row keeps, where the rest is its array's (else all of it)."""
         allowed = ",".join(spec.get("gpu_types") or ())
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
         # a task's `after` is its array's, kept once (after_edges); a job's is kept in its row too, for replays
@@ -416,7 +534,8 @@ class StateStore:
             "INSERT INTO jobs (id, name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
             " reason, submitted, elastic, after, array_id, array_index, notify_pending, cpus, memory_gb) VALUES (?, ?,"
             " ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'waiting for its first round', ?, ?, ?, ?, ?, ?, ?, ?)",
-            (job_id, name, user, queue, priority, kind, gpus, allowed, total_steps, json.dumps(spec), submitted,
+            (job_id, name, user, queue, priority, kind, gpus, allowed, total_steps,
+             json.dumps(spec if stored is None else stored), submitted,
              elastic, after, array_id, array_index, int(bool(spec.get("notify"))), spec.get("cpus"),
              spec.get("memory_gb")),
         )
@@ -425,6 +544,35 @@ class StateStore:
         self.add_event(submitted, job_id, "submit", f"{name} by {user}")
         return job_id
 
+    def _record(self, row: sqlite3.Row) -> JobRecord:
+        """A ``jobs`` row as a record, a task's spec put together with its array's (parsed once)."""
+        array_id = row["array_id"] if "array_id" in row.keys() else None
+        return job_record(row, None if array_id is None else self.array_spec(array_id))
+
+    def array_spec(self, array_id: int) -> dict | None:
+        """Array ``array_id``'s spec as stored once, parsed (None: none is: no such array, or one an older
+        apportion stored whose tasks keep their whole specs). Kept parsed for the next call, the most
+        recently read arrays' up to ARRAY_SPEC_CACHE_CHARS characters of JSON: a round or a list that
+        reads every task of an array parses its spec once. Shared by every caller: never change it."""
+        with self._array_specs_lock:
+            if array_id in self._array_specs:
+                self._array_specs.move_to_end(array_id)
+                return self._array_specs[array_id][0]
+        with self._read() as conn:
+            row = (conn.execute("SELECT spec FROM arrays WHERE id = ?", (array_id,)).fetchone()
+                   if self._has_arrays else None)
+        spec = json.loads(row[0]) if row is not None else None
+        if self._writer == threading.get_ident():  # what a transaction read may yet be rolled back (its id used again)
+            return spec
+        with self._array_specs_lock:
+            chars = len(row[0]) if row is not None else 0
+            self._array_specs[array_id] = (spec, chars)
+            self._array_spec_chars += chars
+            while self._array_spec_chars > ARRAY_SPEC_CACHE_CHARS and len(self._array_specs) > 1:
+                _, (_, dropped) = self._array_specs.popitem(last=False)
+                self._array_spec_chars -= dropped
+            return spec
+
     @staticmethod
     def _add_after_edges(conn: sqlite3.Connection, owner: int, after) -> None:
         conn.executemany("INSERT OR IGNORE INTO after_edges (owner, target) VALUES (?, ?)",
@@ -432,15 +580,15 @@ class StateStore:
 
     def after_edges(self) -> list[tuple[int, int]]:
         """(owner, target) of every ``after`` edge kept: owner a job's id, or an array's for its tasks."""
-        with self._lock:
-            cursor = self._conn.execute("SELECT owner, target FROM after_edges")
+        with self._read() as conn:
+            cursor = conn.execute("SELECT owner, target FROM after_edges")
             cursor.row_factory = None
             return cursor.fetchall()
 
     def after_edges_of(self, user: str) -> int:
         """How many ``after`` edges ``user``'s jobs and arrays not started yet hold (an array's count once)."""
-        with self._lock:
-            return int(self._conn.execute(
+        with self._read() as conn:
+            return int(conn.execute(
                 "SELECT COUNT(*) FROM after_edges e WHERE (SELECT user FROM jobs WHERE id = e.owner OR id = e.owner + 1"
                 " AND array_id = e.owner ORDER BY id LIMIT 1) = ?", (user,)).fetchone()[0])
 
@@ -460,19 +608,19 @@ class StateStore:
 
     def array_tasks(self, array_id: int) -> list[JobRecord]:
         """The tasks of array ``array_id``, by index (none: it is no array)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM jobs WHERE array_id = ? ORDER BY array_index",
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM jobs WHERE array_id = ? ORDER BY array_index",
                                       (array_id,)).fetchall()
-        return [job_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     def arrays_of(self, ids: list[int]) -> dict[int, tuple[str, dict[str, int]]]:
         """For each of ``ids`` that is an array: its user and how many of its tasks are in each status."""
         found: dict[int, tuple[str, dict[str, int]]] = {}
-        with self._lock:
+        with self._read() as conn:
             for first in range(0, len(ids), 500):
                 chunk = ids[first:first + 500]
                 marks = ",".join("?" * len(chunk))
-                rows = self._conn.execute(f"SELECT array_id, MIN(user), status, COUNT(*) FROM jobs WHERE array_id IN"
+                rows = conn.execute(f"SELECT array_id, MIN(user), status, COUNT(*) FROM jobs WHERE array_id IN"
                                           f" ({marks}) GROUP BY array_id, status", chunk).fetchall()
                 for array_id, user, status, count in rows:
                     found.setdefault(int(array_id), (user, {}))[1][status] = int(count)
@@ -482,30 +630,65 @@ class StateStore:
         """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from its first
         task, whose id follows the array's (insert_array), so that each array costs one key lookup."""
         found: dict[int, str] = {}
-        with self._lock:
+        with self._read() as conn:
             for first in range(0, len(array_ids), 500):
                 chunk = [i + 1 for i in array_ids[first:first + 500]]
                 marks = ",".join("?" * len(chunk))
-                rows = self._conn.execute(f"SELECT array_id, json_extract(spec, '$.array') FROM jobs WHERE id IN"
+                rows = conn.execute(f"SELECT array_id, json_extract(spec, '$.array') FROM jobs WHERE id IN"
                                           f" ({marks}) AND array_id = id - 1", chunk).fetchall()
                 found.update({int(array_id): text or "" for array_id, text in rows})
         return found
 
+    def owner(self, job_id: int) -> tuple[str, bool] | None:
+        """(its user, whether it is an array) of job or array ``job_id``; None: it is neither. Read from
+        the primary key and the index on ``array_id``, nothing else: a refusal costs two key lookups."""
+        with self._read() as conn:
+            row = conn.execute("SELECT user FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is not None:
+                return row[0], False
+            row = conn.execute("SELECT user FROM jobs INDEXED BY jobs_array WHERE array_id = ? LIMIT 1",
+                                     (job_id,)).fetchone()
+        return (row[0], True) if row is not None else None
+
+    def cancel_active(self, job_id: int, *, array: bool, by: str, now: float) -> tuple[list[int], list[int]]:
+        """Cancel job ``job_id`` (``array``: every active task of array ``job_id``) if active, in one
+        transaction of a few statements, reading no spec: (the ids cancelled, those of them whose live
+        attempt must now be stopped), by id. Each gets a ``cancel`` event naming ``by``."""
+        which = "array_id = ?" if array else "id = ?"
+        with self.transaction() as conn:
+            cursor = conn.execute(f"SELECT id, attempt_live FROM jobs WHERE {which} AND {_IS_ACTIVE} ORDER BY id",
+                                  (job_id,))
+            cursor.row_factory = None
+            rows = cursor.fetchall()
+            if not rows:
+                return [], []
+            conn.execute(f"UPDATE jobs SET status = 'cancelled', stop = 'cancel', term_at = ?, finished = ?, reason = ?"
+                         f" WHERE {which} AND {_IS_ACTIVE} AND attempt_live", (now, now, f"cancelled by {by}; stopping",
+                                                                                 job_id))
+            conn.execute(f"UPDATE jobs SET status = 'cancelled', slots = '', gpu_type = NULL, partner = NULL,"
+                         f" finished = ?, reason = ? WHERE {which} AND {_IS_ACTIVE} AND NOT attempt_live",
+                         (now, f"cancelled by {by}", job_id))
+            ids = [int(i) for i, _ in rows]
+            conn.executemany("INSERT INTO events (time, job_id, event, detail) VALUES (?, ?, 'cancel', ?)",
+                             [(now, i, f"by {by}") for i in ids])
+            self._wrote(ids)
+            return ids, [int(i) for i, live in rows if live]
+
     def array_size(self, array_id: int) -> int:
         """How many tasks array ``array_id`` has (0: it is no array)."""
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM jobs WHERE array_id = ?", (array_id,)).fetchone()[0])
+        with self._read() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM jobs WHERE array_id = ?", (array_id,)).fetchone()[0])
 
     def active_jobs_of(self, user: str) -> int:
         """How many of ``user``'s jobs are active."""
-        with self._lock:
-            return int(self._conn.execute(f"SELECT COUNT(*) FROM jobs WHERE user = ? AND {_IS_ACTIVE}",
+        with self._read() as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM jobs WHERE user = ? AND {_IS_ACTIVE}",
                                           (user,)).fetchone()[0])
 
     def submitted_with(self, user: str, key: str) -> tuple[int, str] | None:
         """The job ``user`` submitted with idempotency key ``key`` and its request's digest, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT job_id, body FROM submit_keys WHERE user = ? AND key = ?",
+        with self._read() as conn:
+            row = conn.execute("SELECT job_id, body FROM submit_keys WHERE user = ? AND key = ?",
                                      (user, key)).fetchone()
         return (int(row[0]), row[1]) if row is not None else None
 
@@ -559,9 +742,9 @@ class StateStore:
                     self._round_patched[job_id] = write
 
     def job(self, job_id: int) -> JobRecord | None:
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return job_record(row) if row is not None else None
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return self._record(row) if row is not None else None
 
     def jobs(self) -> list[JobRecord]:
         """Every job, by id."""
@@ -584,8 +767,8 @@ class StateStore:
         counted from its start or ``since``, whichever is later) for its ``hung_after_s`` (the job
         file's, else the one given; None: never), or has run for its ``time_limit`` over all its
         attempts. One query over the few live attempts, reading only these columns."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self._read() as conn:
+            rows = conn.execute(
                 "SELECT id FROM jobs WHERE attempt_live AND stop IS NULL AND status = 'running' AND ("
                 " ? - MAX(COALESCE(heard_at, 0), COALESCE(attempt_started, 0), ?)"
                 " >= COALESCE(json_extract(spec, '$.hung_after_s'), ?)"
@@ -595,8 +778,8 @@ class StateStore:
 
     def total_hangs(self) -> int:
         """Attempts declared hung, over every job."""
-        with self._lock:
-            return int(self._conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs").fetchone()[0])
+        with self._read() as conn:
+            return int(conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs").fetchone()[0])
 
     def pending_start_slots(self) -> list[tuple[int, str, int | None, str]]:
         """(id, slots, partner, reason), by id, of the active jobs promised slots by a round and not
@@ -611,9 +794,9 @@ class StateStore:
 
     def _select(self, where: str = "") -> list[JobRecord]:
         sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
-        with self._lock:
-            rows = self._conn.execute(sql).fetchall()
-        return [job_record(r) for r in rows]
+        with self._read() as conn:
+            rows = conn.execute(sql).fetchall()
+        return [self._record(r) for r in rows]
 
     def job_columns(self, columns: tuple[str, ...], where: str = "", params: list | tuple = (),
                     limit: int | None = None) -> list[tuple]:
@@ -621,20 +804,35 @@ class StateStore:
         the first ``limit``: plain tuples, for lists of many jobs."""
         sql = (f"SELECT {', '.join(columns)} FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
                + (" LIMIT ?" if limit is not None else ""))
-        with self._lock:
-            cursor = self._conn.execute(sql, (*params, limit) if limit is not None else tuple(params))
+        with self._read() as conn:
+            cursor = conn.execute(sql, (*params, limit) if limit is not None else tuple(params))
             cursor.row_factory = None
             return cursor.fetchall()
 
-    def specs_of(self, ids: list[int]) -> dict[int, str]:
-        """The stored spec (JSON text) of each job of ``ids`` that exists."""
-        found: dict[int, str] = {}
-        with self._lock:
+    def specs_of(self, ids: list[int]) -> dict[int, str | dict]:
+        """The stored spec of each job of ``ids`` that exists: JSON text (``parsed_spec`` reads it), or for
+        a task of an array whose spec is stored once, its whole spec put together (its array's parsed once)."""
+        found: dict[int, str | dict] = {}
+        with self._read() as conn:
             for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
                 chunk = ids[first:first + 500]
-                rows = self._conn.execute(f"SELECT id, spec FROM jobs WHERE id IN ({','.join('?' * len(chunk))})",
-                                          chunk).fetchall()
-                found.update({int(row[0]): row[1] for row in rows})
+                rows = conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id IN"
+                                          f" ({','.join('?' * len(chunk))})", chunk).fetchall()
+                found.update(self._spec_texts(rows))
+        return found
+
+    def _spec_texts(self, rows: list[sqlite3.Row]) -> dict[int, str | dict]:
+        """(id, spec, array_id) rows as specs_of answers them."""
+        found: dict[int, str | dict] = {}
+        for job_id, text, array_id in rows:
+            shared = None if array_id is None else self.array_spec(array_id)
+            if shared is None:
+                found[int(job_id)] = text
+                continue
+            try:
+                found[int(job_id)] = composed_spec(shared, json.loads(text))
+            except (ValueError, TypeError):  # a row damaged since: read as it is, to fail as such
+                found[int(job_id)] = text
         return found
 
     def round_table(self) -> RoundColumns:
@@ -691,40 +889,47 @@ class StateStore:
         cursor.row_factory = None
         return cursor.fetchall()
 
+    def specs_after(self, job_id: int) -> dict[int, str | dict]:
+        """The stored spec of every active job with an id above ``job_id``, as ``specs_of`` gives it."""
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
+                                " ORDER BY id", (job_id,)).fetchall()
+        return self._spec_texts(rows)
+
     def owners_and_statuses(self, ids: list[int]) -> dict[int, tuple[str, str]]:
         """(user, status) of each job of ``ids`` that exists."""
         found: dict[int, tuple[str, str]] = {}
-        with self._lock:
+        with self._read() as conn:
             for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
                 chunk = ids[first:first + 500]
                 marks = ",".join("?" * len(chunk))
-                rows = self._conn.execute(f"SELECT id, user, status FROM jobs WHERE id IN ({marks})", chunk).fetchall()
+                rows = conn.execute(f"SELECT id, user, status FROM jobs WHERE id IN ({marks})", chunk).fetchall()
                 found.update({int(row[0]): (row[1], row[2]) for row in rows})
         return found
 
     def anyone_waiting(self) -> bool:
         """Is an active job neither running nor promised slots?"""
-        with self._lock:
-            return self._conn.execute(
+        with self._read() as conn:
+            return conn.execute(
                 f"SELECT EXISTS (SELECT 1 FROM jobs WHERE {_IS_ACTIVE} AND NOT attempt_live AND slots = '')"
             ).fetchone()[0] == 1
 
     def slots_taken(self) -> set[str]:
         """Slots held by live attempts or promised to jobs about to start."""
-        with self._lock:
-            rows = self._conn.execute("SELECT slots FROM jobs WHERE slots != ''").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT slots FROM jobs WHERE slots != ''").fetchall()
         return {s for (text,) in rows for s in text.split(",")}
 
     def asked_on_slots(self) -> tuple[float, float]:
         """(CPU cores, GiB of memory) asked for by the jobs holding slots or promised them."""
-        with self._lock:
-            cpus, memory_gb = self._conn.execute(
+        with self._read() as conn:
+            cpus, memory_gb = conn.execute(
                 "SELECT COALESCE(SUM(cpus), 0), COALESCE(SUM(memory_gb), 0) FROM jobs WHERE slots != ''").fetchone()
         return float(cpus), float(memory_gb)
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            rows = self._conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
         counts = dict.fromkeys(STATUSES, 0)
         counts.update({status: n for status, n in rows})
         return counts
@@ -733,8 +938,8 @@ class StateStore:
         """(status, queue, user, first job id, jobs, preemptions, GPU-seconds, slots held) for each such
         group, in one query: GPU-seconds count live attempts' service up to ``now`` (accounting.py's rule:
         seconds × slots), slots held are those of its live attempts, comma-separated ('' for none)."""
-        with self._lock:
-            return self._conn.execute(
+        with self._read() as conn:
+            return conn.execute(
                 "SELECT status, queue, user, MIN(id), COUNT(*), COALESCE(SUM(preemptions), 0),"
                 " COALESCE(SUM(service_gpu_s + CASE WHEN attempt_live AND accounted_at IS NOT NULL"
                 " THEN MAX(0, ? - accounted_at) * (LENGTH(slots) - LENGTH(REPLACE(slots, ',', '')) + 1)"
@@ -744,17 +949,17 @@ class StateStore:
 
     def attempt_counts(self) -> dict[str, int]:
         """Attempts by how they ended ('' for those not ended), over every run of this state file."""
-        with self._lock:
-            rows = self._conn.execute("SELECT COALESCE(how, ''), COUNT(*) FROM attempts GROUP BY how").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT COALESCE(how, ''), COUNT(*) FROM attempts GROUP BY how").fetchall()
         return {how: int(n) for how, n in rows}
 
     def notifications_due(self, limit: int) -> list[JobRecord]:
         """Ended jobs (no attempt alive any more) whose notification is still to be sent, oldest first."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM jobs INDEXED BY jobs_notify WHERE notify_pending AND NOT"
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM jobs INDEXED BY jobs_notify WHERE notify_pending AND NOT"
                                       " attempt_live AND status IN ('completed', 'failed', 'cancelled')"
                                       " ORDER BY id LIMIT ?", (limit,)).fetchall()
-        return [job_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     def notified(self, job_id: int, now: float, event: str, detail: str) -> None:
         """Job ``job_id``'s notification is done with (sent or given up): no longer due, and said in its events."""
@@ -766,8 +971,8 @@ class StateStore:
     # throughputs -------------------------------------------------------------------------
 
     def throughputs(self) -> dict[tuple[str, str, int], tuple[float, int]]:
-        with self._lock:
-            rows = self._conn.execute("SELECT kind, gpu_type, gpus, steps_per_s, samples FROM throughputs").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT kind, gpu_type, gpus, steps_per_s, samples FROM throughputs").fetchall()
         return {(k, t, g): (r, n) for k, t, g, r, n in rows}
 
     def put_throughput(self, kind: str, gpu_type: str, gpus: int, steps_per_s: float, samples: int,
@@ -789,8 +994,8 @@ class StateStore:
 
     def durations(self) -> list[DurationRecord]:
         """Every finished job's GPU time, in the order they finished."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM durations ORDER BY finished, job_id").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM durations ORDER BY finished, job_id").fetchall()
         return [record(DurationRecord, r) for r in rows]
 
     # jobs' speeds against their CPU cores ---------------------------------------------------
@@ -802,8 +1007,8 @@ class StateStore:
 
     def core_speeds(self) -> list[tuple[int, float, float, float]]:
         """(job id, cores per GPU, steps, seconds) of every share of cores a job was measured at."""
-        with self._lock:
-            cursor = self._conn.execute("SELECT job_id, cores_per_gpu, steps, seconds FROM core_speeds "
+        with self._read() as conn:
+            cursor = conn.execute("SELECT job_id, cores_per_gpu, steps, seconds FROM core_speeds "
                                         "ORDER BY job_id, cores_per_gpu")
             cursor.row_factory = None
             return cursor.fetchall()
@@ -818,8 +1023,8 @@ class StateStore:
 
     def elastic_steps(self) -> list[ElasticStepRecord]:
         """Every elastic job's measured steps, one row per (job, type, replicas, nodes, micro-batch)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM elastic_steps ORDER BY job_id, gpu_type, gpus").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM elastic_steps ORDER BY job_id, gpu_type, gpus").fetchall()
         return [record(ElasticStepRecord, r) for r in rows]
 
     def put_elastic_model(self, job_id: int, noise_scale: float | None, params: dict, now: float) -> None:
@@ -829,8 +1034,8 @@ class StateStore:
 
     def elastic_models(self) -> dict[int, tuple[float | None, dict]]:
         """job id -> (its latest noise scale or None, {gpu_type: fitted step-time parameters})."""
-        with self._lock:
-            rows = self._conn.execute("SELECT job_id, noise_scale, params FROM elastic_models").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT job_id, noise_scale, params FROM elastic_models").fetchall()
         return {int(j): (phi, json.loads(params)) for j, phi, params in rows}
 
     # the dashboard's samples ------------------------------------------------------------
@@ -850,8 +1055,8 @@ class StateStore:
 
     def samples(self) -> list[tuple[float, int, int, dict[str, int]]]:
         """The dashboard's samples, oldest first: (time, queued, running, {gpu_type: busy})."""
-        with self._lock:
-            rows = self._conn.execute("SELECT time, queued, running, busy FROM samples ORDER BY id").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT time, queued, running, busy FROM samples ORDER BY id").fetchall()
         return [(t, q, r, json.loads(busy)) for t, q, r, busy in rows]
 
     # accounting ----------------------------------------------------------------------------
@@ -886,8 +1091,8 @@ class StateStore:
 
     def rows(self, sql: str, params: list | tuple = ()) -> list[tuple]:
         """The rows of one query, as plain tuples (for the tables a module of its own keeps: privacy_ledger.py)."""
-        with self._lock:
-            cursor = self._conn.execute(sql, params)
+        with self._read() as conn:
+            cursor = conn.execute(sql, params)
             cursor.row_factory = None
             return cursor.fetchall()
 
@@ -901,21 +1106,21 @@ class StateStore:
     def events(self, job_id: int | None = None, limit: int | None = None) -> list[EventRecord]:
         sql = "SELECT * FROM events" + (" WHERE job_id = ?" if job_id is not None else "") + " ORDER BY id"
         params: tuple = (job_id,) if job_id is not None else ()
-        with self._lock:
-            rows = self._conn.execute(sql, params).fetchall()
+        with self._read() as conn:
+            rows = conn.execute(sql, params).fetchall()
         events = [record(EventRecord, r) for r in rows]
         return events[-limit:] if limit else events
 
     def warning_events(self) -> list[EventRecord]:
         """The warnings about jobs and their clearings, oldest first (what a restarted server carries on)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM events WHERE event IN ('warning', 'warning-cleared')"
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM events WHERE event IN ('warning', 'warning-cleared')"
                                       " ORDER BY id").fetchall()
         return [record(EventRecord, r) for r in rows]
 
     def meta(self, key: str, default: str | None = None) -> str | None:
-        with self._lock:
-            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row is not None else default
 
     def set_meta(self, key: str, value: str) -> None:
@@ -941,8 +1146,8 @@ class StateStore:
 
     def first_start(self) -> float | None:
         """When the first server on this file recovered at its start (None: none did)."""
-        with self._lock:
-            row = self._conn.execute("SELECT MIN(time) FROM events WHERE event = 'recover'").fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT MIN(time) FROM events WHERE event = 'recover'").fetchone()
         return row[0]
 
     def set_first_round(self, time: float) -> None:
@@ -990,22 +1195,22 @@ class StateStore:
 
     def attempt(self, job_id: int, attempt: int) -> AttemptRecord | None:
         """Attempt ``attempt`` of job ``job_id`` as recorded, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?",
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM attempts WHERE job_id = ? AND attempt = ?",
                                      (job_id, attempt)).fetchone()
         return record(AttemptRecord, row) if row is not None else None
 
     def end_step(self, job_id: int, attempt: int) -> int | None:
         """The step attempt ``attempt`` ended at: for one preempted or crashed, where the next resumes."""
-        with self._lock:
-            row = self._conn.execute("SELECT end_step FROM attempts WHERE job_id = ? AND attempt = ?",
+        with self._read() as conn:
+            row = conn.execute("SELECT end_step FROM attempts WHERE job_id = ? AND attempt = ?",
                                      (job_id, attempt)).fetchone()
         return None if row is None else row[0]
 
     def attempts(self) -> list[AttemptRecord]:
         """Every attempt recorded, by job and attempt number."""
-        with self._lock:
-            rows = self._conn.execute("SELECT * FROM attempts ORDER BY job_id, attempt").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM attempts ORDER BY job_id, attempt").fetchall()
         return [record(AttemptRecord, r) for r in rows]
 
     # users and credentials ----------------------------------------------------------------
@@ -1038,26 +1243,26 @@ class StateStore:
 
     def user(self, name: str) -> UserRecord | None:
         """User ``name`` with its credential's hash, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
         return _user(row) if row is not None else None
 
     def user_by_id(self, user_id: int) -> UserRecord | None:
         """User ``user_id`` with its credential's hash, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
         return _user(row) if row is not None else None
 
     def users(self) -> list[UserRecord]:
         """Every user ever added (revoked ones too), by name; without their hashes."""
-        with self._lock:
-            rows = self._conn.execute("SELECT id, name, admin, created, revoked FROM users ORDER BY name").fetchall()
+        with self._read() as conn:
+            rows = conn.execute("SELECT id, name, admin, created, revoked FROM users ORDER BY name").fetchall()
         return [UserRecord(r["id"], r["name"], bool(r["admin"]), r["created"], r["revoked"]) for r in rows]
 
     def has_users(self) -> bool:
         """Has any user ever been added? (Then the server asks every caller for a credential.)"""
-        with self._lock:
-            return self._conn.execute("SELECT EXISTS (SELECT 1 FROM users)").fetchone()[0] == 1
+        with self._read() as conn:
+            return conn.execute("SELECT EXISTS (SELECT 1 FROM users)").fetchone()[0] == 1
 
     def put_attempt_credential(self, job_id: int, attempt: int, digest: str) -> None:
         with self.transaction() as conn:
@@ -1065,12 +1270,13 @@ class StateStore:
 
     def attempt_credential(self, job_id: int, attempt: int) -> str | None:
         """The digest of the credential of attempt ``attempt`` of job ``job_id``, or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT digest FROM attempt_credentials WHERE job_id = ? AND attempt = ?",
+        with self._read() as conn:
+            row = conn.execute("SELECT digest FROM attempt_credentials WHERE job_id = ? AND attempt = ?",
                                      (job_id, attempt)).fetchone()
         return row[0] if row is not None else None
 
 
+ARRAY_SPEC_CACHE_CHARS = 32 * 2**20  # array specs kept parsed (StateStore.array_spec): a few of the largest
 _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "live", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
@@ -1122,6 +1328,41 @@ ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
 ACCOUNTING_ATTEMPT_COLUMNS = {"job_id": 0, "attempt": 0, "gpu_type": None, "slots": "", "started": 0.0, "ended": None}
 _ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
+
+
+def parsed_spec(spec: str | dict) -> object:
+    """A spec as ``specs_of`` gives it, parsed (ValueError: its JSON text cannot be read)."""
+    return spec if isinstance(spec, dict) else json.loads(spec)
+
+
+def _array_spec_from_task(task: object, index: object) -> dict | None:
+    """The array spec ``task`` (task ``index``'s whole spec, as an older apportion stored it) was made
+    from by ``job_array.task_spec``; None when it is not one that function makes."""
+    if not isinstance(task, dict) or not isinstance(index, int):
+        return None
+    name, directory = task.get("name"), task.get("checkpoint_dir")
+    suffix = f"[{index}]"
+    if not isinstance(name, str) or not name.endswith(suffix):
+        return None
+    shared = {**task, "name": name[:-len(suffix)]}
+    if directory:
+        if not isinstance(directory, str) or Path(directory).name != str(index):
+            return None
+        shared["checkpoint_dir"] = str(Path(directory).parent)
+    return shared
+
+
+def _task_rows(conn: sqlite3.Connection, array_id: int, shared: dict) -> list[tuple[str, int]]:
+    """(the row's own part of its spec, id) for each task of array ``array_id`` whose stored whole spec
+    is what ``shared`` makes of its index; [] when one is not (the array is then left as it is).
+    Read task by task: an array of large specs is never in memory at once."""
+    rows: list[tuple[str, int]] = []
+    for job_id, text, index in conn.execute("SELECT id, spec, array_index FROM jobs WHERE array_id = ?", (array_id,)):
+        task = task_spec(shared, index) if isinstance(index, int) else None
+        if task is None or json.loads(text) != task:
+            return []
+        rows.append((json.dumps(task_row_spec(task)), job_id))
+    return rows
 
 
 def _user(row: sqlite3.Row) -> UserRecord:

@@ -36,7 +36,7 @@ from apportion.sim.costs import JobCosts
 from apportion.sim.learnt_models import LearntModels
 from apportion.sim.result import SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
-from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator
+from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator, planned_policy
 
 
 class ElasticSimulator(Simulator):
@@ -67,7 +67,7 @@ class ElasticSimulator(Simulator):
         self.gpus_per_node = np.array([int(cluster.node_gpus[cluster.node_type == t].max())
                                        for t in range(len(cluster.gpu_types))])
         self.pair_rates = None
-        self.planner = RoundPlanner(policy, cluster, received_since=config.received_since)
+        self.planner = RoundPlanner(planned_policy(policy, config), cluster, received_since=config.received_since)
         self.sizes_jobs = bool(getattr(policy, "sizes_jobs", False))
         self.on_decision = None
         self.server_clusters = None

@@ -62,6 +62,17 @@ class SimConfig:
     received_since: str = DEFAULT_RECEIVED_SINCE  # the received share counts from the last re-solve (Gavel's), or from arrival
     learn_models: bool = False  # elastic jobs: policies see models learnt from their steps (sim/learnt_models.py)
     cpu_split: str = "proportional"  # how a node's cores are divided among its jobs, where speeds depend on them
+    share_by_user: bool = False  # the cluster divided among users first, then the policy per user (policies/by_user.py)
+    user_weights: tuple[tuple[str, float], ...] = ()  # with share_by_user: (user, weight) pairs; a user not named: 1
+
+
+def planned_policy(policy: Policy, config: SimConfig) -> Policy:
+    """The policy the round planner asks: ``policy`` itself, or shared by user first (``share_by_user``)."""
+    if not config.share_by_user:
+        return policy
+    from apportion.policies.by_user import share_by_user
+
+    return share_by_user(policy, dict(config.user_weights))
 
 
 def job_throughputs(jobs: JobTable, cluster: Cluster, throughputs: ThroughputTable) -> np.ndarray:
@@ -121,7 +132,7 @@ class Simulator:
         # does not share GPUs or no pair is known
         sharing = RoundPlanner.space_sharing(policy) and throughputs.pair_steps_per_s
         self.pair_rates = throughputs.pair_matrix(cluster.gpu_types) if sharing else None
-        self.planner = RoundPlanner(policy, cluster, pair_rates=self.pair_rates,
+        self.planner = RoundPlanner(planned_policy(policy, config), cluster, pair_rates=self.pair_rates,
                                     received_since=config.received_since)
         if config.wall_clock and node_demand(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib) is not None:
             raise ValueError("the server's clock counts no CPU cores or memory of nodes: replay without wall_clock")

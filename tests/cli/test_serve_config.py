@@ -198,7 +198,7 @@ def test_the_example_file_names_every_setting_at_its_default():
 
     example = Path(__file__).resolve().parents[2] / "examples" / "server.yaml"
     keys = yaml.safe_load(example.read_text())
-    assert set(keys) == {*SETTINGS, *policy_option_keys()}
+    assert set(keys) == {*SETTINGS, "user_budgets", *policy_option_keys()}
 
     from_example = runner.invoke(app, ["serve", "--config", str(example), "--print-config"])
     defaults = runner.invoke(app, ["serve", "--print-config"])

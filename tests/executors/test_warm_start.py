@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -107,11 +109,12 @@ def test_an_uncaught_exception_prints_the_jobs_own_traceback_and_exits_1(warm_ex
 
 def test_a_plain_shell_line_starts_warm_and_a_pipeline_cold(warm_executor, work):
     line = f"{sys.executable} probe.py"
-    _, code, log = run(warm_executor, work, 3, line)
-    _, piped_code, piped_log = run(warm_executor, work, 4, line + " | cat")
+    warm, code, log = run(warm_executor, work, 3, line)
+    cold, piped_code, piped_log = run(warm_executor, work, 4, line + " | cat")
 
     assert (code, log.splitlines()[-1]) == (0, "warm")
     assert (piped_code, piped_log.splitlines()[-1]) == (0, "cold")
+    assert (warm.warm, cold.warm) == (True, False)  # what the start event says (lifecycle.py)
 
 
 def test_a_job_can_ask_for_a_cold_start(warm_executor, work):
@@ -299,18 +302,34 @@ def test_a_warm_job_runs_as_its_account_exactly_as_a_cold_one(warm_executor, wor
     from apportion.serve.runas import lookup
 
     account = lookup("nobody", "alice")
-    cold_executor = LocalExecutor(tmp_path)
-    cold_executor.start(8, 1, [sys.executable, "probe.py"], job_env(), str(work), (), run_as=account)
-    cold_code, cold_log = wait_exit(cold_executor).code, cold_executor.log_path(8, 1).read_text()
-    warm_executor.start(8, 1, [sys.executable, "probe.py"], job_env(), str(work), (), run_as=account)
-    warm_code, warm_log = wait_exit(warm_executor).code, warm_executor.log_path(8, 1).read_text()
+    reachable = Path(tempfile.mkdtemp(prefix="apportion-work-"))  # pytest's own directories are root's alone
+    try:
+        os.chmod(reachable, 0o755)
+        shutil.copy(work / "probe.py", reachable / "probe.py")
+        os.chmod(reachable / "probe.py", 0o644)
+        cold_executor = LocalExecutor(tmp_path)
+        cold_executor.start(8, 1, [sys.executable, "probe.py"], job_env(), str(reachable), (), run_as=account)
+        cold_code, cold_log = wait_exit(cold_executor).code, cold_executor.log_path(8, 1).read_text()
+        warm_executor.start(8, 1, [sys.executable, "probe.py"], job_env(), str(reachable), (), run_as=account)
+        warm_code, warm_log = wait_exit(warm_executor).code, warm_executor.log_path(8, 1).read_text()
+    finally:
+        shutil.rmtree(reachable, ignore_errors=True)
 
     assert warm_code == cold_code
-    if cold_code == 127:  # the account may not run this interpreter (one under /root): neither starts
+    if cold_code == 126:  # the account may not run this interpreter (one under /root): neither starts
         assert warm_log == cold_log
         assert "apportion: cannot start" in warm_log and "Permission denied" in warm_log
     else:
         assert facts(warm_log) == facts(cold_log)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a job as another account needs root")
+def test_a_warm_job_enters_a_workdir_only_as_its_account(warm_executor, work):
+    from apportion.serve.runas import lookup
+
+    warm_executor.start(9, 1, [sys.executable, "probe.py"], job_env(), str(work), (), run_as=lookup("nobody", "al"))
+    assert wait_exit(warm_executor).code == 126  # pytest's directories are root's alone: never entered as root
+    assert "cannot enter the workdir" in warm_executor.log_path(9, 1).read_text()
 
 
 def forked_spare(executor, work, timeout: float = 120.0):

@@ -31,6 +31,7 @@ class FakeJob:
     steps_per_s: float
     submit_s: float
     after: tuple[int, ...] = ()  # ids of the jobs it runs after (ids count from 1, in the order given)
+    user: str = "ann"
 
 
 @dataclass(frozen=True)
@@ -75,13 +76,13 @@ class Clock:
 def serve_on_fake_clock(jobs: list[FakeJob], state_dir: Path, policy, *, slots: str = "cpu:1", round_s: float = 10.0,
                         behaviour: dict[str, Behaviour] | None = None, tick_s: float = 0.05,
                         policy_options: dict | None = None, until_s: float = 3600.0,
-                        jitter: Jitter | None = None) -> None:
+                        jitter: Jitter | None = None, share_by_user: bool = False) -> None:
     """Serve ``jobs`` until all have completed; the state stays in ``state_dir``."""
     rng = random.Random(jitter.seed if jitter else 0)
     clock = Clock()
     executor = FakeExecutor(state_dir)
     config = ServeConfig(state_dir=state_dir, round_s=round_s, renew_wait_s=0.0, grace_s=1e9,
-                         policy_options=policy_options or {})
+                         policy_options=policy_options or {}, share_by_user=share_by_user)
     store = StateStore(state_dir / "state.db")
     scheduler = Scheduler(store, executor, parse_slots(slots), policy, config, clock=clock)
     how = behaviour or {}
@@ -99,7 +100,7 @@ def serve_on_fake_clock(jobs: list[FakeJob], state_dir: Path, policy, *, slots: 
             _, job = todo.pop(0)
             job_id = scheduler.submit({"name": f"{job.kind}-job", "kind": job.kind, "command": "train",
                                        "total_steps": job.steps, "gpus": 1,
-                                       **({"after": list(job.after)} if job.after else {})}, "ann")
+                                       **({"after": list(job.after)} if job.after else {})}, job.user)
             spec_of[job_id], steps[job_id] = job, 0.0
         scheduler.tick()
         for job_id, handle in executor.running().items():

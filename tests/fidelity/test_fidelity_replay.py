@@ -218,3 +218,22 @@ def test_a_job_still_starting_when_a_round_is_decided_replays_as_the_server_ran_
     assert (a.real_preemptions, a.sim_preemptions) == (1, 1)
     for row in fidelity.rows:
         assert row.sim_jct_s == pytest.approx(row.real_jct_s, abs=2 * TICK_S), row
+
+
+def test_a_run_shared_by_user_replays_shared_by_user(tmp_path):
+    # two slots under fifo, rounds of 10 s; ann's three jobs take both slots at 0 s, bob submits
+    # one at 1 s. Shared by user, bob's first job comes before ann's second: the round at 10 s
+    # preempts it for bob's. The replay reads the server's share-by-user and does the same.
+    jobs = [FakeJob("a", 300, 10.0, 0.0), FakeJob("a", 300, 10.0, 0.0), FakeJob("a", 300, 10.0, 0.0),
+            FakeJob("a", 100, 10.0, 1.0, user="bob")]
+    serve_on_fake_clock(jobs, tmp_path, make_policy("fifo"), slots="cpu:2", tick_s=TICK_S, share_by_user=True)
+
+    fidelity = replay_run(tmp_path)
+
+    assert fidelity.settings.share_by_user is True
+    assert sum(r.real_preemptions for r in fidelity.rows) == 1
+    bob = fidelity.rows[3]
+    assert bob.real_queueing_s < 15.0  # started at the next round (10 s, and 2 s to start), not after ann's 30 s jobs
+    for row in fidelity.rows:
+        assert row.sim_jct_s == pytest.approx(row.real_jct_s, abs=2 * TICK_S), row
+        assert row.sim_preemptions == row.real_preemptions, row

@@ -41,7 +41,7 @@ def test_the_submit_route_documents_every_job_field(client):
     assert body["properties"]["gpus"]["maximum"] == 2**20 and body["properties"]["priority"]["maximum"] == 1000
     assert all(prop.get("description") for prop in body["properties"].values())
     refused = resolve(document, submit["responses"]["400"]["content"]["application/json"]["schema"])
-    assert set(refused["properties"]) == {"detail", "field", "message"}
+    assert {"detail", "field", "message"} <= set(refused["properties"])
 
 
 def test_every_route_has_a_summary_and_the_bearer_scheme_stands_for_its_header(client):
@@ -98,3 +98,63 @@ def test_with_the_offline_package_the_page_needs_no_network(client, monkeypatch,
         assert client.get("/docs/assets/swagger-ui.css").text == "/* swagger-ui.css */"
     finally:
         api_docs._asset.cache_clear()
+
+
+def test_a_method_a_path_does_not_serve_is_a_405_naming_every_method_it_does(client):
+    document = client.get("/openapi.json").json()
+    for path, methods in document["paths"].items():
+        concrete = path.replace("{job_id}", "1")
+        answer = client.request("OPTIONS", concrete)
+        assert answer.status_code == 405, path
+        assert answer.headers["allow"] == ", ".join(m.upper() for m in ("get", "post") if m in methods), path
+        assert "detail" in answer.json()
+    assert client.delete("/jobs").headers["allow"] == "GET, POST"  # not only the first route's method
+
+
+def test_metrics_are_documented_as_the_prometheus_text_they_are(client):
+    document = client.get("/openapi.json").json()
+    documented = document["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+    served = client.get("/metrics", headers={"Authorization": "Bearer admin-token-" + "x" * 32})
+
+    assert list(documented) == ["text/plain"]
+    assert served.status_code == 200 and served.headers["content-type"].startswith("text/plain")
+
+
+def test_every_route_declares_what_it_can_answer(client):
+    document = client.get("/openapi.json").json()
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            declared = set(operation["responses"])
+            assert {"200", "400", "401", "403", "413", "429"} <= declared, f"{method} {path}"
+            if method == "post":  # it stores: a conflict or a quota (409), a full disk (507)
+                assert {"409", "507"} <= declared, f"{method} {path}"
+            if "{job_id}" in path:
+                assert "404" in declared, f"{method} {path}"
+            assert operation["responses"]["429"]["headers"]["Retry-After"]
+    submit_refused = document["paths"]["/jobs"]["post"]["responses"]["400"]["description"]
+    assert "perf catalog" in submit_refused and "after" in submit_refused  # what only the server can judge
+
+
+def test_a_name_fits_the_document_exactly_when_the_server_takes_it(client):
+    """(The server strips spaces, separators included, off a name's ends first: these are inside.)"""
+    document = client.get("/openapi.json").json()
+    pattern = re.compile(resolve(document, {"$ref": "#/components/schemas/JobSpec"})["properties"]["queue"]["pattern"])
+    for name in ("gpu-team", "équipe", "チーム", "a b", "", "tab\there", "new\nline", "zero\u200bwidth", "line\u2028sep",
+                 "bom\ufeffx", "tag\U000e0041x", "bell\x07x", "del\x7fx", "c1\x85x"):
+        taken = client.post("/jobs", json={"name": "x", "command": "x", "total_steps": 1, "queue": name},
+                            headers={"Authorization": "Bearer admin-token-" + "x" * 32})
+        assert (pattern.search(name) is not None) == (taken.status_code == 200), repr(name)
+
+
+def test_a_body_one_past_the_documents_bound_is_refused_and_one_at_it_is_not(client):
+    document = client.get("/openapi.json").json()
+    most = resolve(document, {"$ref": "#/components/schemas/Lease"})["properties"]["skipped_checkpoints"]["maxItems"]
+    admin = {"Authorization": "Bearer admin-token-" + "x" * 32}
+
+    def lease(lines):
+        return client.post("/jobs/1/lease", json={"attempt": 1, "skipped_checkpoints": ["step-1.pt: torn"] * lines},
+                           headers=admin)
+
+    over = lease(most + 1)
+    assert over.status_code == 400 and over.json()["field"] == "skipped_checkpoints"
+    assert lease(most).status_code == 404  # past the body's checks: there is no job 1

@@ -116,9 +116,28 @@ def test_a_workdir_the_jobs_account_cannot_enter_is_refused_at_submit(tmp_path, 
     bobs = owned(place / "bob" / "work", accounts["bob"])
     refused = client.post("/jobs", json=job("peek", workdir=str(bobs)), headers=alice)
     assert refused.status_code == 400 and refused.json()["field"] == "workdir"
-    assert refused.json()["message"] == (f"cannot enter and read it (as OS account {accounts['alice'].name}, "
+    assert refused.json()["message"] == (f"cannot enter and read {bobs} (as OS account {accounts['alice'].name}, "
                                          f"which runs the job)")
     assert scheduler.store.jobs() == []
 
     alices = owned(place / "alice" / "work", accounts["alice"])
     assert client.post("/jobs", json=job("own", workdir=str(alices)), headers=alice).status_code == 200
+
+
+def test_a_workdir_below_a_directory_the_account_cannot_pass_is_refused_not_taken_for_missing(tmp_path, place,
+                                                                                             accounts):
+    scheduler, client, alice = server(tmp_path, accounts)
+    bobs = owned(place / "bob", accounts["bob"])
+    (bobs / "work").mkdir()
+    os.chmod(bobs / "work", 0o777)  # open itself, but below bob's 0700 home: alice cannot reach it
+    name = accounts["alice"].name
+    there = client.post("/jobs", json=job("peek", workdir=str(bobs / "work")), headers=alice)
+    absent = client.post("/jobs", json=job("peek", workdir=str(bobs / "nothing")), headers=alice)
+    assert there.status_code == absent.status_code == 400 and there.json()["field"] == "workdir"
+    # the same answer whether or not it exists: what alice may not look at, she learns nothing of
+    assert there.json()["message"] == (f"cannot reach {bobs / 'work'}: Permission denied (as OS account {name}, "
+                                       f"which runs the job)")
+    assert absent.json()["message"] == there.json()["message"].replace("work", "nothing")
+    assert scheduler.store.jobs() == []
+    missing = client.post("/jobs", json=job("typo", workdir=str(place / "nowhere")), headers=alice)
+    assert missing.status_code == 400 and missing.json()["message"].startswith(f"no such directory: {place}/nowhere")

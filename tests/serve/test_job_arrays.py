@@ -162,18 +162,6 @@ def test_an_array_too_large_is_refused_before_any_index_is_listed(tmp_path):
     assert cluster.jobs() == []
 
 
-def test_arrays_cannot_bring_a_users_active_jobs_past_the_bound(tmp_path, monkeypatch):
-    import apportion.serve.job_array as job_array
-
-    monkeypatch.setattr(job_array, "MAX_USER_ACTIVE_TASKS", 5)
-    cluster = Cluster(tmp_path)
-    assert cluster.submit(array="0-3").status_code == 200
-    answer = cluster.submit(array="0-1")
-    assert answer.status_code == 400 and answer.json()["field"] == "array"
-    assert "would bring its user's active jobs to 6, more than 5" in answer.json()["message"]
-    assert cluster.submit("bob", array="0-1").status_code == 200  # each user's own
-
-
 def test_an_array_is_stored_whole_or_not_at_all(tmp_path):
     cluster = Cluster(tmp_path)
     store = cluster.scheduler.store

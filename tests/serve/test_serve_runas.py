@@ -83,7 +83,7 @@ def test_a_mapped_user_is_an_existing_account_other_than_root():
     mapped = RunAs("mapped", {"alice": "nobody", "mallory": "root", "carol": "no-such-account-here"})
     account = mapped.account("alice")
     assert (account.name, account.uid, account.gid) == ("nobody", NOBODY.pw_uid, NOBODY.pw_gid)
-    assert account.environ() == {"HOME": NOBODY.pw_dir, "USER": "nobody", "LOGNAME": "nobody"}
+    assert account.environ() == {"HOME": NOBODY.pw_dir, "USER": "nobody", "LOGNAME": "nobody", "SHELL": NOBODY.pw_shell}
     with pytest.raises(NoAccount, match="maps to OS account 'root', which is root: jobs never run as root"):
         mapped.account("mallory")
     with pytest.raises(NoAccount, match="maps to OS account 'no-such-account-here', which does not exist"):
@@ -110,6 +110,44 @@ def test_the_executor_is_asked_to_start_the_job_as_its_users_account(tmp_path):
     assert (account.name, account.uid, account.gid) == ("nobody", NOBODY.pw_uid, NOBODY.pw_gid)
     assert scheduler.executor.envs[(1, 1)]["HOME"] == NOBODY.pw_dir
     assert not checkpoints.exists()  # a named checkpoint directory is the job's to create, as nobody
+
+
+def test_a_mapped_job_starts_from_a_clean_environment_never_the_servers(tmp_path, monkeypatch):
+    for name, value in {"VIRTUAL_ENV": "/root/.venv", "PIP_INDEX_URL": "https://root:secret@pypi.internal/simple",
+                        "PYENV_ROOT": "/root/.pyenv", "PATH": "/root/.venv/bin:/usr/bin"}.items():
+        monkeypatch.setenv(name, value)  # what the shell that started the server had
+    started = {}
+    for mode, run_as in (("mapped", RunAs("mapped", {"alice": "nobody"}, job_path="/opt/lab/bin:/usr/bin:/bin")),
+                         ("server-user", RunAs("server-user"))):
+        store = StateStore(tmp_path / f"{mode}.db")
+        scheduler = Scheduler(store, FakeExecutor(tmp_path / mode), parse_slots("cpu:1"), Las(),
+                              ServeConfig(state_dir=tmp_path / mode, run_as=run_as))
+        client = TestClient(create_app(scheduler))
+        token = add_user(store, "alice", admin=False, now=0.0)
+        job = {"name": "j", "command": "python train.py", "total_steps": 10, "env": {"MY_SETTING": "mine"}}
+        assert client.post("/jobs", json=job, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        scheduler.tick()
+        started[mode] = scheduler.executor.envs[(1, 1)]
+
+    mapped = started["mapped"]
+    assert {k: v for k, v in mapped.items() if not k.startswith("APPORTION_")} == {
+        "HOME": NOBODY.pw_dir, "USER": "nobody", "LOGNAME": "nobody", "SHELL": NOBODY.pw_shell,
+        "PATH": "/opt/lab/bin:/usr/bin:/bin", "PYTHONUNBUFFERED": "1", "MY_SETTING": "mine",
+        "OMP_NUM_THREADS": mapped["OMP_NUM_THREADS"], "MKL_NUM_THREADS": mapped["MKL_NUM_THREADS"],
+        "CUDA_VISIBLE_DEVICES": ""}
+    assert mapped["APPORTION_JOB_ID"] == "1" and mapped["APPORTION_TOKEN"]
+    # as the server's own OS user the job is the server's account anyway: it keeps the server's environment
+    assert started["server-user"]["VIRTUAL_ENV"] == "/root/.venv" and started["server-user"]["MY_SETTING"] == "mine"
+
+
+def test_the_jobs_path_is_the_operators_and_absolute():
+    from apportion.serve.settings import ServeSettings, SettingError, check_settings
+
+    assert choose("mapped", euid=0, user_map={"alice": "alice"}).job_path == "/usr/local/bin:/usr/bin:/bin"
+    assert check_settings(ServeSettings(job_path="/opt/conda/bin:/usr/bin")).job_path == "/opt/conda/bin:/usr/bin"
+    for bad in ("bin:/usr/bin", "/usr/bin::/bin", ""):
+        with pytest.raises(SettingError, match=r"^--job-path must be absolute directories separated by ':', got"):
+            check_settings(ServeSettings(job_path=bad))
 
 
 def test_the_wrapper_starts_the_command_as_the_account_it_is_given():

@@ -262,7 +262,7 @@ def test_a_state_file_from_before_job_arrays_gains_their_columns_and_an_array_ta
     reader.close()
     again = StateStore(tmp_path / "state.db")
     spec = {"name": "s", "command": "x", "total_steps": 10}
-    array_id, tasks = again.insert_array(specs=[spec, spec], indices=(3, 5), user="ann", queue="q", priority=1.0,
+    array_id, tasks = again.insert_array(spec=spec, indices=(3, 5), user="ann", queue="q", priority=1.0,
                                          kind="s", gpus=1, total_steps=10, submitted=101.0)
     after = add(again)
 

@@ -89,11 +89,12 @@ def placements_in_force(replayed: Replayed, finish: dict[int, float]) -> dict:
 
 
 def both_clocks(jobs: JobTable, simulated_policy, served_policy, tmp_path,
-                received_since: str = "allocation") -> tuple[Replayed, Replayed]:
+                received_since: str = "allocation", user_weights: dict | None = None) -> tuple[Replayed, Replayed]:
     simulated = in_simulator(jobs, "v100:2:2,k80:2:2", THROUGHPUTS, simulated_policy, ROUND_S, prices=PRICES,
-                             received_since=received_since)
+                             received_since=received_since, user_weights=user_weights)
     served = on_server(jobs, "v100:2,k80:2", THROUGHPUTS, served_policy, ROUND_S, tmp_path,
-                       queues=list(jobs.queue), prices=PRICES, received_since=received_since)
+                       queues=list(jobs.queue), prices=PRICES, received_since=received_since,
+                       user_weights=user_weights)
     return simulated, served
 
 
@@ -156,3 +157,11 @@ def test_best_effort_jobs_decide_alike(spec, tmp_path):
 def test_the_received_share_since_arrival_decides_alike(spec, seed, tmp_path):
     jobs = workload(seed)
     assert_alike(*both_clocks(jobs, policy(spec), policy(spec), tmp_path, received_since="arrival"), jobs)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_sharing_by_user_decides_alike(spec, tmp_path):
+    """Both clocks wrap the policy alike (policies/by_user.py), weights included; the workload's
+    second user has a third of the jobs, so its share changes what runs."""
+    jobs = workload(1)
+    assert_alike(*both_clocks(jobs, policy(spec), policy(spec), tmp_path, user_weights={"bob": 2.0}), jobs)

@@ -43,13 +43,16 @@ class Clock:
 
 
 def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, policy, round_s: float,
-                 prices: dict[str, float] | None = None, received_since: str = "allocation") -> Replayed:
+                 prices: dict[str, float] | None = None, received_since: str = "allocation",
+                 user_weights: dict[str, float] | None = None) -> Replayed:
     """The simulator's replay; job ids are JobTable rows + 1 (the server numbers from 1).
-    ``prices``: $ per GPU-hour of each type (min-cost needs them)."""
+    ``prices``: $ per GPU-hour of each type (min-cost needs them); ``user_weights``: share by user
+    with these weights (None: the policy alone)."""
     groups = parse_cluster_shorthand(cluster).groups
     priced = Cluster(tuple(replace(g, price_per_gpu_hour=(prices or {}).get(g.gpu_type, math.nan)) for g in groups))
-    simulator = Simulator(jobs, priced, throughputs, policy, SimConfig(round_s=round_s, restart_cost_s=0.0,
-                                                                       received_since=received_since))
+    config = SimConfig(round_s=round_s, restart_cost_s=0.0, received_since=received_since,
+                       share_by_user=user_weights is not None, user_weights=tuple((user_weights or {}).items()))
+    simulator = Simulator(jobs, priced, throughputs, policy, config)
     types = simulator.cluster.gpu_types
     decided: dict[float, Placement] = {}
 
@@ -78,13 +81,15 @@ def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, pol
 
 def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, round_s: float,
               state_dir: Path, queues: list[str] | None = None, prices: dict[str, float] | None = None,
-              received_since: str = "allocation") -> Replayed:
-    """The real scheduler over ``slots``, its fake jobs progressing at ``throughputs``."""
+              received_since: str = "allocation", user_weights: dict[str, float] | None = None) -> Replayed:
+    """The real scheduler over ``slots``, its fake jobs progressing at ``throughputs``; ``user_weights``:
+    share by user with these weights (None: the policy alone)."""
     clock = Clock()
     executor = FakeExecutor(state_dir)
     config = ServeConfig(state_dir=state_dir, round_s=round_s, plan_ahead_s=0.0, fill_gap_s=math.inf,
                          renew_wait_s=0.0, grace_s=1e9, start_timeout_s=1e9, prices=dict(prices or {}),
-                         received_since=received_since, start_hold_s=None)  # all it places at once, as the simulator
+                         received_since=received_since, start_hold_s=None,  # all it places at once, as the simulator
+                         share_by_user=user_weights is not None, user_weights=dict(user_weights or {}))
     scheduler = Scheduler(StateStore(state_dir / "state.db"), executor, parse_slots(slots), policy, config,
                           clock=clock, throughputs=throughputs)
     slot_type = {s.id: s.gpu_type for s in scheduler.slots}

@@ -248,7 +248,7 @@ class LocalExecutor:
                 env_path.unlink(missing_ok=True)
                 raise
         started = process.proc_start if isinstance(process, Watched) else process_start(process.pid)
-        handle = Attempt(job_id, attempt, process.pid, started, tuple(slots))
+        handle = Attempt(job_id, attempt, process.pid, started, tuple(slots), warm=spare is not None)
         self._children[job_id] = (handle, process, time.time())
         return handle
 

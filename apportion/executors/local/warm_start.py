@@ -212,10 +212,29 @@ def shadowed(path0: str) -> str | None:
     return None
 
 
+def _shadowed_as(path0: str, run_as: str | None) -> str | None:
+    """:func:`shadowed`, listing ``path0`` as the job's account (``--run-as``): never as root, whose
+    listing would name files in a directory the account may not list."""
+    if not run_as:
+        return shadowed(path0)
+    from apportion.executors.local.as_account import Identity, answer_as
+
+    try:
+        return answer_as(Identity.parse(run_as), lambda: shadowed(path0) or "") or None
+    except ValueError as err:
+        return f"cannot look at {path0} as the job's account: {err}"
+
+
+class CannotStart(OSError):
+    """The job's account cannot enter its workdir or run its interpreter: the fork's exit 126 and its
+    line, as a cold start's (wrapper.py)."""
+
+
 class Launch:
     """One warm launch, decided in the wrapper before it forks: ``refusal`` is why it cannot (then it starts cold)."""
 
-    def __init__(self, command: list[str], env: dict[str, str], spare_env: dict[str, str], workdir: str | None) -> None:
+    def __init__(self, command: list[str], env: dict[str, str], spare_env: dict[str, str], workdir: str | None,
+                 run_as: str | None = None) -> None:
         self.command, self.env, self.workdir = command, env, workdir
         self.refusal = refusal(command, env, spare_env, sys.executable, workdir)
         if self.refusal:
@@ -224,7 +243,7 @@ class Launch:
         base = os.path.abspath(workdir or ".")
         self.path0 = base if self.kind == "module" else os.path.dirname(os.path.realpath(os.path.join(base, self.name)))
         self.threads, why = thread_settings(env, spare_env)
-        self.refusal = why or shadowed(self.path0) or unfit()  # last: the checks above must not have started threads
+        self.refusal = why or _shadowed_as(self.path0, run_as) or unfit()  # last: the checks above start no threads
 
     def fork(self, run_as: str | None) -> int:
         """Fork the job's process; in the child, become it and never return."""
@@ -235,6 +254,11 @@ class Launch:
             return pid
         try:
             self._become(run_as)
+        except CannotStart as err:  # as the cold start's: exit 126, never worth a retry
+            try:
+                print(f"apportion: {err}", file=sys.stderr, flush=True)
+            finally:
+                os._exit(126)
         except BaseException as err:  # the exec would have failed: as the wrapper's cannot-start
             try:
                 print(f"apportion: cannot start {self.command[0]}: {err}", file=sys.stderr, flush=True)
@@ -251,15 +275,21 @@ class Launch:
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
+        if run_as:  # the account first: the directory is entered, and every file opened, as the account
+            from apportion.executors.local.as_account import Identity, become
+
+            become(Identity.parse(run_as))
         if self.workdir:
-            os.chdir(self.workdir)
-        if run_as:
-            uid, gid, groups = run_as.split(":")
-            os.setgroups([int(g) for g in groups.split(",") if g])
-            os.setregid(int(gid), int(gid))
-            os.setreuid(int(uid), int(uid))
+            try:
+                os.chdir(self.workdir)
+            except OSError as err:
+                raise CannotStart(f"cannot start: cannot enter the workdir {self.workdir}: {err.strerror}"
+                                  + (f" (as uid {os.getuid()})" if run_as else "")) from None
         if not os.access(sys.executable, os.X_OK):  # the exec would have failed: the account may not run it
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), self.command[0])
+            from apportion.executors.local.as_account import cannot_run
+
+            why = cannot_run(self.command[0], self.env.get("PATH", os.defpath)) or os.strerror(errno.EACCES)
+            raise CannotStart(f"cannot start {self.command[0]}: {why}" + (f" (as uid {os.getuid()})" if run_as else ""))
         os.environ.clear()
         os.environ.update(self.env)
         import tempfile

@@ -56,7 +56,7 @@ import subprocess
 import sys
 import time
 
-from apportion.executors.local import warm_start
+from apportion.executors.local import as_account, warm_start
 from apportion.executors.local.procfs import children, group_members
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -206,24 +206,85 @@ def spawn(command: list[str], options: dict[str, str], env: dict[str, str] | Non
     OSError if it cannot be started."""
     env = job_environment() if env is None else env
     if WARM_ENV is not None:
-        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"))
+        launch = warm_start.Launch(command, env, WARM_ENV, options.get("workdir"), options.get("run-as"))
         if launch.refusal is None:
             return _Forked(launch.fork(options.get("run-as")))
         print(f"apportion: cold start: {launch.refusal}", file=sys.stderr, flush=True)
-    return subprocess.Popen(command, cwd=options.get("workdir") or None, env=env, **_account(options.get("run-as")))
+    workdir, run_as = options.get("workdir") or None, options.get("run-as")
+    if run_as and workdir:  # the account enters its directory, never root on its behalf
+        return subprocess.Popen(command, env=env, preexec_fn=_enter_after_switch(workdir), **_account(run_as))
+    return subprocess.Popen(command, cwd=workdir, env=env, **_account(run_as))
 
 
-def missing_script(command: list[str], workdir: str | None) -> str | None:
-    """The script of a ``python SCRIPT …`` command (or of a plain shell line saying so) when it is
-    no file: Python would exit 2, like any crash, and every retry would fail alike. None otherwise."""
+def unstartable(command: list[str], options: dict[str, str]) -> tuple[int, str] | None:
+    """Why the command cannot start, as the wrapper's exit code and one line, or None (it may start).
+
+    Looked at as the job's OS account (``--run-as``: a child dropped to it, as_account.py), never as
+    root: a ``workdir`` the account cannot reach, and the script of a ``python SCRIPT …`` command (or
+    of a plain shell line saying so) that is not there (127) or that the account may not read (126).
+    Python would exit 2, like any crash, and every retry would fail alike; so these fail at once."""
+    workdir = options.get("workdir") or None
     line = command[2] if len(command) == 3 and command[:2] == ["/bin/sh", "-c"] else command
     argv = warm_start.python_command(line)
-    if not argv or not os.path.basename(argv[0]).startswith("python"):
+    found = warm_start.target(argv) if argv and os.path.basename(argv[0]).startswith("python") else None
+    script = found[1] if found is not None and found[0] == "script" else None
+    if workdir is None and script is None:
         return None
-    found = warm_start.target(argv)
-    if found is None or found[0] != "script" or os.path.isfile(os.path.join(workdir or ".", found[1])):
+
+    def look() -> str:
+        if workdir is not None:
+            why = as_account.cannot_enter(workdir)
+            if why:
+                return f"126 cannot enter the workdir: {why}"
+        if script is not None:
+            how, why = as_account.cannot_read(os.path.join(workdir, script) if workdir else script, script)
+            if how:
+                return f"{127 if how == 'missing' else 126} {why}"
+        return ""
+
+    run_as = options.get("run-as")
+    try:
+        said = as_account.answer_as(as_account.Identity.parse(run_as) if run_as else None, look)
+    except ValueError as err:  # the check itself failed: the start says what goes wrong, if anything
+        print(f"apportion: cannot check the command's files as its account: {err}", file=sys.stderr, flush=True)
         return None
-    return found[1]
+    if not said:
+        return None
+    code, _, why = said.partition(" ")
+    return int(code), why + (f" (as uid {run_as.split(':')[0]})" if run_as else "")
+
+
+def _enter_after_switch(workdir: str):
+    """Popen's ``preexec_fn`` under ``--run-as``: runs after the switch to the account (Popen's own
+    ``cwd=`` would change directory before it, as root) and changes to ``workdir``; if it cannot,
+    it says so on the log and the child exits 126 before exec'ing anything."""
+    def enter() -> None:
+        try:
+            os.chdir(workdir)
+        except OSError as err:
+            os.write(2, f"apportion: cannot start: cannot enter the workdir {workdir}: {err.strerror}"
+                        f" (as uid {os.getuid()})\n".encode("utf-8", "replace"))
+            os._exit(126)
+    return enter
+
+
+def cannot_start(command: list[str], options: dict[str, str], err: OSError, what: str = "") -> int:
+    """Say why ``command`` could not be exec'd and return the shell's code for it: 126 when the account
+    may not run what it found (each candidate on the job's PATH named, looked at as the account), else 127."""
+    program = command[0] if command else "(empty command)"
+    said = f"{err}"
+    code = 127
+    if isinstance(err, PermissionError) and command:
+        code = 126
+        run_as = options.get("run-as")
+        try:
+            why = as_account.answer_as(as_account.Identity.parse(run_as) if run_as else None,
+                                       lambda: as_account.cannot_run(program, job_environment().get("PATH", os.defpath)))
+        except ValueError:
+            why = ""
+        said = (why or err.strerror) + (f" (as uid {run_as.split(':')[0]})" if run_as else "")
+    print(f"apportion: cannot start {what}{program}: {said}", file=sys.stderr, flush=True)
+    return code
 
 
 def run_one(command: list[str], options: dict[str, str], subreaper: bool) -> int:
@@ -231,9 +292,7 @@ def run_one(command: list[str], options: dict[str, str], subreaper: bool) -> int
     try:
         child = spawn(command, options)
     except OSError as err:
-        print(f"apportion: cannot start {command[0] if command else '(empty command)'}: {err}",
-              file=sys.stderr, flush=True)
-        return 127
+        return cannot_start(command, options, err)
     if options.get("pid-file"):  # which process is the command, should this one die first (orphans.py)
         try:
             write_pid(options["pid-file"], child.pid)
@@ -291,13 +350,12 @@ def run_replicas(command: list[str], count: int, options: dict[str, str], subrea
         try:
             child = spawn(command, options, env=replica_env(job_environment(), rank, count, port))
         except OSError as err:
-            print(f"apportion: cannot start rank {rank} ({command[0] if command else '(empty command)'}): {err}",
-                  file=sys.stderr, flush=True)
+            code = cannot_start(command, options, err, what=f"rank {rank}: ")
             stop_the_others()
             while ranks:
                 pid, _ = os.waitpid(-1, 0)
                 ranks.pop(pid, None)
-            return 127
+            return code
         ranks[child.pid] = rank
     codes: dict[int, int] = {}  # rank -> its exit code
     left_behind: list[int] = []  # exit codes of processes the ranks left running, reaped as the subreaper
@@ -392,10 +450,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apportion: cannot read the job's environment {options['env-file']}: {err}", file=sys.stderr, flush=True)
         code = 127
     else:
-        missing = missing_script(command, options.get("workdir"))
-        if missing is not None:  # as a shell says a missing command: exit 127, never worth a retry
-            print(f"apportion: cannot start: no such file {missing}", file=sys.stderr, flush=True)
-            code = 127
+        refused = unstartable(command, options)
+        if refused is not None:  # as a shell says a missing command (127) or one it may not run (126): no retry
+            code, why = refused
+            print(f"apportion: cannot start: {why}", file=sys.stderr, flush=True)
         else:
             code = run_replicas(command, replicas, options, subreaper) if replicas else run_one(command, options,
                                                                                                 subreaper)

@@ -1,0 +1,162 @@
+"""Under ``--run-as`` a job's process enters its workdir and opens its files only as its OS
+account, never as root on its behalf (the wrapper stays root): a workdir below a directory the
+account cannot pass is refused, whether the job starts cold (exec) or warm (a fork), and a
+script the account may not read fails at once, naming it and the errno. Root only: the tests
+run jobs as ``nobody``."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from apportion.executors.local import LocalExecutor
+from apportion.executors.local.as_account import Identity, answer_as, cannot_enter, cannot_read
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="running a job as another account needs root")
+
+NOBODY = pwd.getpwnam("nobody")
+AS_NOBODY = f"{NOBODY.pw_uid}:{NOBODY.pw_gid}:{NOBODY.pw_gid}"
+CHECKOUT = str(Path(__file__).resolve().parents[2])
+
+
+@pytest.fixture
+def place():
+    """``open/`` that nobody may use, and ``private/work/`` (itself open) below root's 0700 ``private/``,
+    holding a secret that only a process that entered ``work`` as root could read by a relative path."""
+    root = Path(tempfile.mkdtemp(prefix="apportion-enter-"))
+    try:
+        os.chmod(root, 0o755)
+        (root / "open").mkdir(mode=0o755)
+        (root / "private" / "work").mkdir(parents=True)
+        os.chmod(root / "private", 0o700)
+        os.chmod(root / "private" / "work", 0o777)
+        (root / "private" / "work" / "secret.txt").write_text("root's secret\n")
+        os.chmod(root / "private" / "work" / "secret.txt", 0o644)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def wait_exit(executor: LocalExecutor, timeout: float = 30.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ended = executor.poll()
+        if ended:
+            return ended[0]
+        time.sleep(0.05)
+    raise AssertionError("no attempt ended in time")
+
+
+def test_a_path_is_looked_at_as_the_account_with_stats_answer(place):
+    nobody = Identity.parse(AS_NOBODY)
+    work = str(place / "private" / "work")
+    assert answer_as(None, lambda: cannot_enter(work)) == ""  # root passes
+    assert answer_as(nobody, lambda: cannot_enter(work)) == f"cannot reach {work}: Permission denied"
+    # not "no such directory": behind a directory it cannot pass, nobody learns nothing of what is there
+    assert answer_as(nobody, lambda: cannot_enter(work + "-not-there")) == f"cannot reach {work}-not-there: " \
+                                                                          "Permission denied"
+    assert answer_as(nobody, lambda: cannot_enter(str(place / "open" / "gone"))) == \
+        f"no such directory: {place / 'open' / 'gone'}"
+    assert answer_as(nobody, lambda: repr(cannot_read(f"{work}/secret.txt", "secret.txt"))) == \
+        repr(("denied", "cannot reach secret.txt: [Errno 13] Permission denied"))
+
+
+def test_a_cold_start_enters_the_workdir_only_as_the_account(place):
+    executor = LocalExecutor(place / "state")
+    work = place / "private" / "work"
+    executor.start(1, 1, ["/bin/sh", "-c", "cat secret.txt"], {"PATH": "/usr/bin:/bin"}, str(work), (),
+                   run_as=_account())
+    ended = wait_exit(executor)
+    log = executor.log_path(1, 1).read_text()
+    assert "root's secret" not in log
+    assert ended.code == 126, log  # cannot start: never retried
+    assert log.splitlines()[-1] == (f"apportion: cannot start: cannot enter the workdir: cannot reach {work}:"
+                                    f" Permission denied (as uid {NOBODY.pw_uid})")
+
+
+def test_the_cold_exec_switches_account_before_it_changes_directory(place):
+    """The wrapper's own check aside (a directory made unreachable between the check and the exec):
+    the exec'd child enters the workdir after the switch, and says so when it cannot."""
+    work = place / "private" / "work"
+    code = textwrap.dedent(f"""
+        from apportion.executors.local.wrapper import spawn
+        child = spawn(["/bin/cat", "secret.txt"], {{"workdir": {str(work)!r}, "run-as": {AS_NOBODY!r}}}, env={{}})
+        raise SystemExit(child.wait())
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PYTHONPATH": CHECKOUT})
+    assert "root's secret" not in done.stdout
+    assert done.returncode == 126, done.stderr
+    assert done.stderr.strip() == (f"apportion: cannot start: cannot enter the workdir {work}: Permission denied"
+                                   f" (as uid {NOBODY.pw_uid})")
+
+
+@pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK), reason="no system Python for nobody to run")
+def test_a_warm_fork_switches_account_before_it_changes_directory(place):
+    """The fork of a spare (warm_start.Launch) becomes the account first, then enters the workdir."""
+    work = place / "private" / "work"
+    script = place / "open" / "peek.py"
+    script.write_text("print(open('secret.txt').read())\n")
+    os.chmod(script, 0o644)
+    code = textwrap.dedent(f"""
+        import os
+        from apportion.executors.local.warm_start import Launch
+        launch = object.__new__(Launch)  # what Launch decides before it forks, for this script
+        launch.command, launch.env, launch.workdir = ["python3", {str(script)!r}], {{}}, {str(work)!r}
+        launch.kind, launch.name, launch.args, launch.path0, launch.threads = "script", {str(script)!r}, [], "/", {{}}
+        pid = launch.fork({AS_NOBODY!r})
+        raise SystemExit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    """)
+    done = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": CHECKOUT})
+    assert "root's secret" not in done.stdout
+    assert done.returncode == 126, done.stderr
+    assert done.stderr.strip() == (f"apportion: cannot start: cannot enter the workdir {work}: Permission denied"
+                                   f" (as uid {NOBODY.pw_uid})")
+
+
+def test_a_script_the_account_may_not_read_fails_at_once_naming_it_and_the_errno(place):
+    executor = LocalExecutor(place / "state")
+    work = place / "open"
+    (work / "train.py").write_text("print('trained')\n")
+    os.chmod(work / "train.py", 0o600)  # root's alone
+    executor.start(1, 1, ["python3", "train.py"], {"PATH": "/usr/bin:/bin"}, str(work), (), run_as=_account())
+    assert wait_exit(executor).code == 126
+    assert executor.log_path(1, 1).read_text().splitlines()[-1] == (
+        f"apportion: cannot start: cannot read train.py: [Errno 13] Permission denied (as uid {NOBODY.pw_uid})")
+
+    hidden = place / "private" / "work"  # the same answer whether or not the file is there
+    for job, name in ((2, "secret.txt"), (3, "no-such.py")):
+        executor.start(job, 1, ["python3", str(hidden / name)], {"PATH": "/usr/bin:/bin"}, str(work), (),
+                       run_as=_account())
+        assert wait_exit(executor).code == 126
+        assert executor.log_path(job, 1).read_text().splitlines()[-1] == (
+            f"apportion: cannot start: cannot reach {hidden / name}: [Errno 13] Permission denied"
+            f" (as uid {NOBODY.pw_uid})")
+
+
+def _account():
+    from apportion.serve.runas import lookup
+
+    return lookup("nobody", "alice")
+
+
+def test_a_command_the_account_may_not_run_names_the_path_and_fails_at_once(place):
+    """An operator's PATH whose python the account may not run: exit 126 (never retried), the path named."""
+    private = place / "private"
+    os.symlink(sys.executable, private / "python3")  # root's alone: private/ is 0700
+    executor = LocalExecutor(place / "state")
+    executor.start(1, 1, ["python3", "-c", "pass"], {"PATH": f"{private}:/nonexistent"}, str(place / "open"), (),
+                   run_as=_account())
+    assert wait_exit(executor).code == 126
+    assert executor.log_path(1, 1).read_text().splitlines()[-1] == (
+        f"apportion: cannot start python3: {private}/python3: Permission denied (as uid {NOBODY.pw_uid})")

@@ -1,0 +1,103 @@
+"""Reads never wait for a round: on a server with credentials, while a round holds the state lock
+(or a write transaction is open), checking a credential, every read-only endpoint and a submit
+answer at once (apportion/serve/state.py's read connections, api.py, scheduler.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+from fastapi.testclient import TestClient
+
+from apportion.executors.fake import FakeExecutor
+from apportion.policies.las import Las
+from apportion.serve.api import create_app
+from apportion.serve.auth import add_user
+from apportion.serve.scheduler import Scheduler, ServeConfig
+from apportion.serve.slots import parse_slots
+from apportion.serve.state import StateStore
+
+JOB = {"name": "cnn", "command": "python train.py", "total_steps": 100}
+HELD_S = 3.0  # how long the "round" holds on; every call below must answer well within it
+PROMPT_S = 1.0
+READS = ("/status", "/jobs", "/jobs/1", "/jobs/1/logs", "/jobs?status=queued&limit=5", "/dashboard/state",
+         "/dashboard/jobs/1", "/metrics", "/blocks", "/history")
+
+
+def server(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    scheduler = Scheduler(store, FakeExecutor(tmp_path), parse_slots("cpu:1"), Las(),
+                          ServeConfig(state_dir=tmp_path, round_s=60.0, renew_wait_s=0.0))
+    credential = add_user(store, "alice", admin=False, now=0.0)
+    client = TestClient(create_app(scheduler), headers={"Authorization": f"Bearer {credential}"})
+    for _ in range(3):
+        assert client.post("/jobs", json=JOB).status_code == 200
+    scheduler.tick()  # job 1 runs, 2 and 3 wait
+    return scheduler, client
+
+
+@contextmanager
+def held(hold):
+    """``hold`` (a context manager) entered in another thread for HELD_S seconds, as a long round would."""
+    entered = threading.Event()
+
+    def holder():
+        with hold:
+            entered.set()
+            time.sleep(HELD_S)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    entered.wait()
+    try:
+        yield
+    finally:
+        thread.join()
+
+
+def timed(call) -> tuple[int, float]:
+    started = time.perf_counter()
+    answer = call()
+    return answer.status_code, time.perf_counter() - started
+
+
+def test_while_a_round_holds_the_state_lock_reads_and_a_submit_answer_at_once(tmp_path):
+    scheduler, client = server(tmp_path)
+    client.get("/status")  # the credential checked once before, as a client that polls
+
+    with held(scheduler.lock):
+        answers = {path: timed(lambda: client.get(path)) for path in READS}
+        answers["submit"] = timed(lambda: client.post("/jobs", json=JOB))
+
+    slow = {what: (code, round(seconds, 2)) for what, (code, seconds) in answers.items()
+            if code != 200 or seconds > PROMPT_S}
+    assert slow == {}
+    assert scheduler.store.job(4).status == "queued"  # the submit was stored
+
+
+def test_while_a_write_transaction_is_open_a_new_credential_and_the_reads_answer_at_once(tmp_path):
+    scheduler, client = server(tmp_path)
+    ops = add_user(scheduler.store, "ops", admin=True, now=0.0)  # never checked yet: one lookup and one HMAC
+
+    with held(scheduler.store.transaction()):
+        answers = {path: timed(lambda: client.get(path, headers={"Authorization": f"Bearer {ops}"}))
+                   for path in READS}
+
+    slow = {what: (code, round(seconds, 2)) for what, (code, seconds) in answers.items()
+            if code != 200 or seconds > PROMPT_S}
+    assert slow == {}
+
+
+def test_a_read_sees_what_was_committed_and_a_writer_sees_its_own_writes(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    seen_inside = []
+    with store.transaction():
+        job_id = store.insert_job(spec=dict(JOB), name="cnn", user="ann", queue="", priority=1.0, kind="cnn",
+                                  gpus=1, total_steps=100, submitted=0.0)
+        seen_inside.append(store.job(job_id) is not None)  # the writing thread reads what it wrote
+        other = threading.Thread(target=lambda: seen_inside.append(store.job(job_id) is not None))
+        other.start()
+        other.join()
+    assert seen_inside == [True, False]  # another thread sees only what is committed
+    assert store.job(job_id).name == "cnn"
