@@ -14,6 +14,9 @@ NAME = "fanout"
 ABOUT = "rounds under a million claim cells, an `after` fan-out of four 10,000-task arrays, 50,000 queued tasks"
 ROUND_S = "1"
 COMMAND = "sleep 90"  # the jobs that start end by themselves (they keep running when the server stops)
+# what is measured here is one user's fan-out itself: the per-user budgets (budgets.py) raised past it
+UNBOUNDED = ("--max-active-jobs", "1000000", "--max-demand-rows", "10000000", "--max-after-edges", "10000000",
+             "--submit-rate", "100000", "--submit-burst", "100000")
 
 
 def rounds(server: Server, seconds: float) -> list[float]:
@@ -63,7 +66,7 @@ def round_rows(what: str, times: list[float]) -> list[dict]:
 def claims(args) -> list[dict]:
     """(a) 500 jobs, each claiming ε on the same 1,000 blocks; then all cancelled."""
     with Server(users=("alice", "root_admin"), admins=("root_admin",),
-                args=("--round-s", ROUND_S, "--slots", "cpu:2")) as server:
+                args=("--round-s", ROUND_S, "--slots", "cpu:2", *UNBOUNDED)) as server:
         blocks = [{"name": f"b{i}", "epsilon": 1000.0, "delta": 1e-5} for i in range(1000)]
         added = server.request("POST", "/blocks", {"blocks": blocks}, user="root_admin")
         if added.status != 200:
@@ -83,7 +86,7 @@ def claims(args) -> list[dict]:
 
 def after_fanout(args) -> list[dict]:
     """(b) 128 jobs, then four 10,000-task arrays each ``after`` all 128."""
-    with Server(users=("alice",), args=("--round-s", ROUND_S, "--slots", "cpu:2")) as server:
+    with Server(users=("alice",), args=("--round-s", ROUND_S, "--slots", "cpu:2", *UNBOUNDED)) as server:
         first = [submit(server, job(f"a{k}"))["id"] for k in range(128)]
         for k in range(4):
             submit(server, job(f"fan{k}", array="0-9999", after=first))
@@ -93,7 +96,7 @@ def after_fanout(args) -> list[dict]:
 
 def queued(args) -> list[dict]:
     """(c) 50,000 plain tasks queued by one user (five 10,000-task arrays)."""
-    with Server(users=("alice",), args=("--round-s", ROUND_S, "--slots", "cpu:2")) as server:
+    with Server(users=("alice",), args=("--round-s", ROUND_S, "--slots", "cpu:2", *UNBOUNDED)) as server:
         for k in range(5):
             submit(server, job(f"q{k}", array="0-9999"))
         times = rounds(server, args.fanout_s)
