@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from apportion.serve.job_array import composed_spec, task_row_spec, task_spec
 from apportion.serve.private import private_dir, private_file, tighten
 from apportion.serve.records import (AttemptRecord, CredentialHash, DurationRecord, ElasticStepRecord, EventRecord,
@@ -249,8 +251,12 @@ class StateStore:
         self.full_since: float | None = None  # a write found the state directory out of space then (space.py)
         self._round_rows: RoundRows | None = None  # the round table's rows, kept between rounds
         self._round_read = 0  # the writes the kept round rows have seen (``writes_since``)
+        self._round_patched: dict[int, int] = {}  # job id -> its write that the kept round rows were patched with
+        self._patches: list[tuple[int, tuple[str, ...], list[tuple]]] = []  # (write, names, rows): to patch at commit
         self._writes = 0  # writes to jobs so far, in this process
         self._last_write: dict[int, int] = {}  # job id -> the count of writes at its last one
+        self._write_log: list[tuple[int, ...]] = []  # the jobs of each write, write ``_log_from + 1`` first
+        self._log_from = 0
         # array id -> its parsed spec (None: no spec stored once), the most recently read first; an
         # array's spec never changes once stored, so each is parsed once while it is kept
         self._array_specs: OrderedDict[int, tuple[dict | None, int]] = OrderedDict()  # (spec, its JSON's length)
@@ -445,9 +451,12 @@ class StateStore:
                     yield self._conn
                     self._conn.execute("COMMIT")
                 except BaseException:
+                    self._patches = []  # what it wrote is read again (its writes counted)
                     if self._conn.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
                         self._conn.execute("ROLLBACK")
                     raise
+                else:
+                    self._patch_round_rows()
                 finally:
                     self._depth = 0
                     self._writer = None
@@ -724,9 +733,35 @@ class StateStore:
                 by_fields.setdefault(tuple(fields), []).append((*fields.values(), job_id))
         stored = {names: job_column_rows(names, rows) for names, rows in by_fields.items()}
         with self.transaction() as conn:
+            clean = self._round_rows is not None and [
+                job_id for job_id in changes if self._last_write.get(job_id, 0) <= self._round_read
+                or self._round_patched.get(job_id) == self._last_write[job_id]]
             self._wrote(changes)
             for names, values in stored.items():
                 conn.executemany(f"UPDATE jobs SET {', '.join(f'{k} = ?' for k in names)} WHERE id = ?", values)
+            if clean:  # the kept round rows take these values at commit, not read again (a round writes thousands)
+                patchable = {job_id: self._writes for job_id in clean}
+                for names, values in stored.items():
+                    if all(name in _PATCHABLE for name in names):
+                        self._patches.append((self._writes, names, [v for v in values if v[-1] in patchable]))
+
+    def _patch_round_rows(self) -> None:
+        """Give the kept round rows the values committed by ``update_jobs`` (as the state file would read
+        them back), so that the next round reads those jobs again only if something else wrote them."""
+        patches, self._patches = self._patches, []
+        if self._round_rows is None:
+            return
+        for write, names, rows in patches:
+            if not rows:
+                continue
+            ids = np.fromiter((row[-1] for row in rows), dtype=np.int64, count=len(rows))
+            order = np.argsort(ids, kind="stable")
+            ids = ids[order]
+            columns = {name: [_as_read(name, rows[k][n]) for k in order.tolist()] for n, name in enumerate(names)}
+            found = self._round_rows.patch(ids, columns)
+            for job_id in ids[found].tolist():
+                if self._last_write.get(job_id) == write:
+                    self._round_patched[job_id] = write
 
     def job(self, job_id: int) -> JobRecord | None:
         with self._read() as conn:
@@ -843,6 +878,8 @@ class StateStore:
         the kept rows' own: good until the next call."""
         with self._lock:
             changed, writes = self.written_since(self._round_read)
+            patched = self._round_patched
+            changed = [job_id for job_id in changed if patched.pop(job_id, None) != self._last_write[job_id]]
             if self._round_rows is None:
                 kept = RoundRows(_ROUND_NAMES, self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live"))
             else:
@@ -864,12 +901,21 @@ class StateStore:
         ``_insert`` (a job or an array's task), ``update_job``, ``update_jobs`` or ``notified``; one rolled
         back counts too."""
         with self._lock:
+            if writes >= self._log_from:  # the writes since, from the log: what changed, not every job written
+                found = dict.fromkeys(job_id for batch in self._write_log[writes - self._log_from:] for job_id in batch)
+                return list(found), self._writes
             return [job_id for job_id, at in self._last_write.items() if at > writes], self._writes
 
     def _wrote(self, job_ids) -> None:
         self._writes += 1
-        for job_id in job_ids:
+        batch = tuple(job_ids)
+        for job_id in batch:
             self._last_write[job_id] = self._writes
+        self._write_log.append(batch)
+        if len(self._write_log) > 4 * len(self._last_write) + 10_000:  # the oldest half: readers that far behind scan
+            half = len(self._write_log) // 2
+            del self._write_log[:half]
+            self._log_from += half
 
     def _round_rows_where(self, where: str, params: list | tuple = ()) -> list[tuple]:
         cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
@@ -1284,6 +1330,29 @@ _ADDED_ELSEWHERE = {  # table -> its columns added since, for the tables other m
     "privacy_claims": {"blocks": "BLOB", "demand": "TEXT NOT NULL DEFAULT ''", "held": "BLOB",
                        "cells": "INTEGER NOT NULL DEFAULT 0"},
 }
+# the round columns whose values update_jobs can give the kept round rows as SQLite reads them back: not
+# status or live (they decide whether a row is kept at all); name -> how SQLite stores a value there
+_PATCHABLE = {
+    "reason": str, "slots": str, "gpu_type": str, "partner": int, "lease_end": float, "stop": str, "move_to": str,
+    "batch_size": int, "run_s": float, "service_gpu_s": float, "service_by_type": str, "shared_by_type": str,
+    "accounted_at": float, "steps_done": int, "attempt": int,
+}
+
+
+def _as_read(name: str, value):
+    """``value``, stored in round column ``name``, as SQLite returns it (REAL gives floats, INTEGER ints)."""
+    if value is None:
+        return None
+    kind = _PATCHABLE[name]
+    if kind is float:
+        return float(value)
+    if kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if kind is int and isinstance(value, bool):
+        return int(value)
+    return value
+
+
 _ROUND_STATUS, _ROUND_LIVE = _ROUND_NAMES.index("status"), _ROUND_NAMES.index("live")
 ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,
