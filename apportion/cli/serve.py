@@ -131,7 +131,8 @@ def serve(
 
     def ready(scheduler) -> None:
         log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
-            f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
+            f"{chosen_policy.name}{_shared(settings, chosen_policy)}, rounds of {round_s:g} s, state in "
+            f"{scheduler.config.state_dir}")
         log(f"dashboard: {scheduler.config.server_url}/")
         cores = scheduler.cores.describe()
         if cores["node_cores"] and cores["split"] != "off":
@@ -346,3 +347,15 @@ def _user_weights(settings: ServeSettings) -> dict[str, float]:
     from apportion.policies.by_user import parse_user_weights
 
     return parse_user_weights(settings.user_weights) if settings.user_weights else {}
+
+
+def _shared(settings: ServeSettings, policy) -> str:
+    """How the users share the cluster, for the start's line: "" when they do not."""
+    from apportion.policies.by_user import how_shared
+
+    if not settings.share_by_user:
+        return ""
+    weights = f" (weights {settings.user_weights})" if settings.user_weights else ""
+    if how_shared(policy) == "unchanged":
+        return f" (not shared by user: {policy.name} divides the cluster its own way)"
+    return f" shared by user{weights}"

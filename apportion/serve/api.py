@@ -42,7 +42,8 @@ LOG_CHUNK = 256 * 1024
 # own /metrics, so FastAPI's spans, metrics and logs are off where it has them
 _NO_TELEMETRY = ({"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
                  if "telemetry" in inspect.signature(FastAPI).parameters else {})
-IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
+IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
+                   "schema": {"type": "string", "pattern": bodies.IDEMPOTENCY_KEY_PATTERN},
                    "description": "Send a submit again with the same key: the job stored the first time answers."}
 
 

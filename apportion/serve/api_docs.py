@@ -1,8 +1,9 @@
 """The API described: ``/openapi.json`` (OpenAPI 3.1) and a Swagger UI page at ``/docs``.
 
-Each route gets a summary, a description and, where it takes a body, the schema of that body
-(``api_schema.py``: documentation only; the hand-written checks stay the API's); the document
-names the bearer credential. The page's Swagger UI comes from the ``fastapi-offline`` package,
+Each route gets a summary, a description, every status it can answer (what the server alone
+judges said in its 400) and, where it takes a body, the schema of that body (``api_schema.py``:
+documentation only; the hand-written checks stay the API's); the document names the bearer
+credential. ``tests/serve/test_api_contract.py`` holds a live server to it with schemathesis. The page's Swagger UI comes from the ``fastapi-offline`` package,
 served from here, so that it needs no network; without that package it is loaded from a CDN
 (jsDelivr). Either way the page runs only scripts from those places (its own start-up included),
 under a Content-Security-Policy as strict as the dashboard's.
@@ -35,7 +36,8 @@ and, for a job's own attempts, the lease and progress calls (docs/serve-contract
 `apportion users add`, or the admin token); its attempts use their own `APPORTION_TOKEN`. A server without \
 credentials (loopback only) takes the `user` a request names. Press *Authorize* to try the calls with yours.
 
-**Errors** are JSON: `{"detail": one line}`, and for a field that does not fit (400) also `field` and `message`.
+**Errors** are JSON: `{"detail": one line}`, and for a field that does not fit (400) also `field` and `message`. \
+A method a path does not serve is a 405 whose `Allow` header names every method it does.
 
 From Python: `from apportion import Client` (docs/serve.md, "Python client")."""
 
@@ -228,8 +230,8 @@ def described(schema: dict) -> dict:
                     "schema": answer}}}
             for code in sorted({*EVERY_ROUTE, *doc.errors}):
                 said = doc.refused if code == 400 and doc.refused else ERRORS[code]
-                operation["responses"][str(code)] = {"description": said, "content": {
-                    "application/json": {"schema": _ref("Error")}}, **({"headers": HEADERS[code]} if code in HEADERS else {})}
+                answer = {"description": said, "content": {"application/json": {"schema": _ref("Error")}}}
+                operation["responses"][str(code)] = {**answer, **({"headers": HEADERS[code]} if code in HEADERS else {})}
     return schema
 
 

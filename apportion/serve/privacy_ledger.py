@@ -173,13 +173,13 @@ class PrivacyLedger:
         for (blob,) in self.store.rows("SELECT blocks FROM privacy_claims WHERE state IN ('pending', 'waiting')"
                                        " AND state IN ('pending', 'waiting', 'granted')"):
             waiting[np.searchsorted(ids, np.frombuffer(blob or b"", dtype=_BLOCK_ID))] += 1
-        return [BlockBudget(str(blocks.name[b]), float(blocks.epsilon[b]), float(blocks.delta[b]),
-                            None if blocks.orders is None else tuple(blocks.orders.tolist()),
-                            float(blocks.arrival_s[b]), int(arrived[b]), int(waiting[b]),
-                            float(unlocked[b]), float(granted[at][b]), float(consumed[at][b]),
-                            max(float(left[at][b]), 0.0),
-                            None if blocks.orders is None else float(blocks.orders[column[b]]))
-                for b in range(len(ids))]
+        orders = None if blocks.orders is None else tuple(blocks.orders.tolist())
+        at_order = [None] * len(ids) if blocks.orders is None else blocks.orders[column].tolist()
+        columns = zip(blocks.name.tolist(), blocks.epsilon.tolist(), blocks.delta.tolist(), blocks.arrival_s.tolist(),
+                      arrived.tolist(), waiting.tolist(), unlocked.tolist(), granted[at].tolist(),
+                      consumed[at].tolist(), np.maximum(left[at], 0.0).tolist(), at_order)
+        return [BlockBudget(str(name), epsilon, delta, orders, added, claims, undecided, free, given, used, rest, order)
+                for name, epsilon, delta, added, claims, undecided, free, given, used, rest, order in columns]
 
     # claims at submit ------------------------------------------------------------------------
 

@@ -187,3 +187,12 @@ def test_the_after_edges_of_jobs_that_started_or_failed_are_dropped_by_the_round
     scheduler.tick()
     assert job_row(scheduler, train).status == job_row(scheduler, doomed).status == "failed"
     assert edges(scheduler) == []
+
+
+def test_a_users_after_edges_are_counted_once_per_array(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1")
+    first = [scheduler.submit(job(f"prep{k}"), "ann") for k in range(2)]
+    scheduler.submit(job("sweep", array="0-99", after=first), "ann")
+    scheduler.submit(job("lone", after=first[:1]), "ann")
+    scheduler.submit(job("other"), "bob")
+    assert scheduler.store.after_edges_of("ann") == 3 and scheduler.store.after_edges_of("bob") == 0
