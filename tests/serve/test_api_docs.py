@@ -158,3 +158,9 @@ def test_a_body_one_past_the_documents_bound_is_refused_and_one_at_it_is_not(cli
     over = lease(most + 1)
     assert over.status_code == 400 and over.json()["field"] == "skipped_checkpoints"
     assert lease(most).status_code == 404  # past the body's checks: there is no job 1
+
+
+def test_the_header_that_pages_the_job_list_is_documented(client):
+    document = client.get("/openapi.json").json()
+    headers = document["paths"]["/jobs"]["get"]["responses"]["200"]["headers"]
+    assert list(headers) == ["X-Next-After-Id"]
