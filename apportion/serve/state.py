@@ -889,13 +889,6 @@ class StateStore:
         cursor.row_factory = None
         return cursor.fetchall()
 
-    def specs_after(self, job_id: int) -> dict[int, str | dict]:
-        """The stored spec of every active job with an id above ``job_id``, as ``specs_of`` gives it."""
-        with self._read() as conn:
-            rows = conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
-                                " ORDER BY id", (job_id,)).fetchall()
-        return self._spec_texts(rows)
-
     def owners_and_statuses(self, ids: list[int]) -> dict[int, tuple[str, str]]:
         """(user, status) of each job of ``ids`` that exists."""
         found: dict[int, tuple[str, str]] = {}
