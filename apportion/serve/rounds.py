@@ -193,7 +193,7 @@ class Rounds:
         arrays = np.array([-1 if a is None else a for a in table["array_id"][new]], dtype=np.int64)
         found, first = np.unique(arrays, return_index=True)
         once = {int(a) for a in found[found >= 0].tolist() if self.store.array_spec(int(a)) is not None}
-        alone = np.fromiter((a < 0 or int(a) not in once for a in arrays.tolist()), dtype=bool, count=len(new))
+        alone = (arrays < 0) | ~np.isin(arrays, np.fromiter(once, dtype=np.int64, count=len(once)))
         picked = new[np.union1d(np.flatnonzero(alone), first[np.isin(found, list(once))])]
         specs = self.store.specs_of(ids[picked].tolist())
         why: dict[int, str] = {}  # a job's id, or an array stored once as -its id -> why
