@@ -33,7 +33,8 @@ from apportion.serve.scheduler import NotFound, Scheduler
 from apportion.serve.server import is_loopback
 from apportion.serve.state import ACTIVE
 
-FINISHED_SHOWN = 50  # the dashboard lists every active job and this many of those that ended last
+FINISHED_SHOWN = 50  # the dashboard lists this many of the jobs that ended last
+WAITING_SHOWN = 100  # and the first this many waiting jobs (every running one): counts say how many more
 EVENTS_SHOWN = 200  # events of one job, the latest
 LOG_LINES = 40  # lines of a job's log
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
@@ -80,8 +81,12 @@ def add_dashboard(app: FastAPI, scheduler: Scheduler, authenticator: Authenticat
             return Response(_plotly_gzip(), media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
         return Response(_plotly(), media_type="text/javascript", headers=headers)
 
+    anonymous = AnonymousState(scheduler, history)
+
     @app.get("/dashboard/state")
     def state(who: Identity | None = Depends(reader)) -> dict:
+        if who is None:  # a reader on this machine without a credential: the view of this round, made once
+            return anonymous.view()
         return state_view(scheduler, history, who, authenticator.required)
 
     @app.get("/dashboard/jobs/{job_id}")
@@ -89,11 +94,30 @@ def add_dashboard(app: FastAPI, scheduler: Scheduler, authenticator: Authenticat
         return job_view(scheduler, history, scheduler.row(_job_id(job_id)), who)
 
 
+class AnonymousState:
+    """The dashboard's state as a reader without a credential sees it (on a server with credentials),
+    made at most once per round: however many poll it, it costs one view a round."""
+
+    def __init__(self, scheduler: Scheduler, history: History) -> None:
+        self.scheduler, self.history = scheduler, history
+        self._made: tuple[int, dict] | None = None  # (the round it was made in, the view)
+        self._lock = threading.Lock()  # pollers that come together wait for one view, not each make their own
+
+    def view(self) -> dict:
+        with self._lock:
+            round_now = self.scheduler.round
+            if self._made is None or self._made[0] != round_now:
+                self._made = (round_now, state_view(self.scheduler, self.history, None, True))
+            return self._made[1]
+
+
 def state_view(scheduler: Scheduler, history: History, who: Identity | None, credentials: bool) -> dict:
-    """The server, its slots with the jobs on them, the current jobs and the cluster over time."""
+    """The server, its slots with the jobs on them, the current jobs (a bounded list: every running
+    one, the first WAITING_SHOWN waiting, the FINISHED_SHOWN that ended last, counts for the others)
+    and the cluster over time."""
     now = scheduler.clock()
     status = scheduler.status()
-    rows = scheduler.store.current_jobs(FINISHED_SHOWN)
+    rows = scheduler.store.current_jobs(FINISHED_SHOWN, WAITING_SHOWN)
     on_slot: dict[str, list[str]] = {}
     for r in rows:
         if r.attempt_live:
@@ -112,6 +136,8 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
         "jobs": [_job(scheduler, r, now, who) for r in rows],
         "finished_not_shown": max(0, sum(counts[s] for s in ("completed", "failed", "cancelled"))
                                   - sum(r.status not in ACTIVE for r in rows)),
+        "waiting_not_shown": max(0, sum(counts[s] for s in ("queued", "preempted"))
+                                 - sum(r.status in ("queued", "preempted") for r in rows)),
         "history": history.cluster(scheduler.gpu_types),
         "privacy": scheduler.blocks(),  # the privacy blocks' budgets (none: the page shows no table)
     }
@@ -182,7 +208,7 @@ def _viewer(who: Identity | None, credentials: bool) -> dict:
 
 def _job_id(text: str) -> int:
     """A job id from a path; NotFound for anything that cannot be one."""
-    number = int(text) if text.isdigit() and len(text) <= 19 else 0
+    number = int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else 0  # "²" is a digit to isdigit
     if not 1 <= number <= MAX_JOB_ID:
         raise NotFound(f"no job {clip(text)}")
     return number

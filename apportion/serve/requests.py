@@ -119,7 +119,7 @@ class Requests:
                 job_id, tasks = self.store.insert_array(spec=data, indices=array.indices, **common)
             if claim is not None:
                 self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
-            self.budgets.record(tasks, charge)
+            self.budgets.record(data["user"], tasks, charge, job_id if array is not None else None)
         self.state.dirty = True  # after the commit: a round that began before it clears it before reading the jobs
         if array is not None:
             self.log(f"array {job_id} submitted: {spec.name} by {data['user']}, {len(array)} tasks (jobs {tasks[0]}"

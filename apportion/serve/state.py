@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     priority REAL NOT NULL,
     kind TEXT NOT NULL,
     gpus INTEGER NOT NULL,
-    gpu_types TEXT NOT NULL DEFAULT '', -- allowed types, comma-separated; '' = any
+    gpu_types TEXT NOT NULL DEFAULT '', -- allowed types, comma-separated; '' = any; ARRAY_TYPES: its array's
     total_steps INTEGER NOT NULL,
     spec TEXT NOT NULL,                 -- the JobSpec as JSON
     status TEXT NOT NULL,               -- one of STATUSES
@@ -226,7 +226,9 @@ CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of C
 CREATE TABLE IF NOT EXISTS arrays (  -- each job array's spec, stored once: its tasks' rows keep only their own part
     id INTEGER PRIMARY KEY,             -- the array's id, held by no job: the one its tasks name
     user TEXT NOT NULL,
-    spec TEXT NOT NULL                  -- the array's JobSpec as JSON: a task's is it with its row's spec over it
+    spec TEXT NOT NULL,                 -- the array's JobSpec as JSON: a task's is task_spec's of it, its row's over it
+    text TEXT,                          -- its `array` (0-15%4), read each round without the spec
+    gpu_types TEXT                      -- its tasks' allowed types, comma-separated, where their rows say ARRAY_TYPES
 );
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
@@ -275,10 +277,10 @@ class StateStore:
                                          check_same_thread=False, isolation_level=None, timeout=30)
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("SELECT id FROM jobs LIMIT 1")  # not a state file: sqlite3.Error now
-            self._has_arrays = self._conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'arrays')").fetchone()[0]
+            arrays = {row[1] for row in self._conn.execute("PRAGMA table_info(arrays)")}
+            self._has_arrays, self._has_array_texts = bool(arrays), "text" in arrays  # an older file may lack them
             return
-        self._has_arrays = True
+        self._has_arrays = self._has_array_texts = True
         private_dir(self.path.parent)
         private_file(self.path)  # the jobs' specs (their env) and the credentials' hashes: owner-only
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
@@ -325,6 +327,14 @@ class StateStore:
                 for name, definition in columns.items():
                     if name not in present:
                         conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
+        arrays = {row[1] for row in self._conn.execute("PRAGMA table_info(arrays)")}
+        if "text" not in arrays:  # an arrays table from before it kept the `array` text apart
+            with self.transaction() as conn:
+                conn.execute("ALTER TABLE arrays ADD COLUMN text TEXT")
+                conn.execute("UPDATE arrays SET text = COALESCE(json_extract(spec, '$.array'), '')")
+        if "gpu_types" not in arrays:  # and its tasks' types: their rows keep them, as they were
+            with self.transaction() as conn:
+                conn.execute("ALTER TABLE arrays ADD COLUMN gpu_types TEXT")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -354,8 +364,8 @@ class StateStore:
                     continue
                 if not rows:
                     continue
-                conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)",
-                             (array_id, first["user"], json.dumps(shared)))
+                conn.execute("INSERT INTO arrays (id, user, spec, text) VALUES (?, ?, ?, ?)",
+                             (array_id, first["user"], json.dumps(shared), shared.get("array") or ""))
                 conn.executemany("UPDATE jobs SET spec = ? WHERE id = ?", rows)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('arrays_stored_once', '1')")
 
@@ -514,11 +524,14 @@ class StateStore:
                                 " COALESCE((SELECT MAX(id) FROM jobs), 0))").fetchone()[0]
             array_id = int(last) + 1
             ids = [array_id + 1 + k for k in range(len(indices))]
-            conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)", (array_id, user, json.dumps(spec)))
+            types = ",".join(spec.get("gpu_types") or ())
+            conn.execute("INSERT INTO arrays (id, user, spec, text, gpu_types) VALUES (?, ?, ?, ?, ?)",
+                         (array_id, user, json.dumps(spec), spec.get("array") or "", types))
             for job_id, index in zip(ids, indices):
                 task = task_spec(spec, index)
                 self._insert(conn, job_id, task, task["name"], user, queue, priority, kind, gpus, total_steps,
-                             submitted, (array_id, index), stored=task_row_spec(task))
+                             submitted, (array_id, index), stored=task_row_spec(task),
+                             types=ARRAY_TYPES if types else "")
             self._add_after_edges(conn, array_id, spec.get("after"))  # once for its tasks
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
@@ -527,10 +540,11 @@ class StateStore:
 
     def _insert(self, conn: sqlite3.Connection, job_id: int | None, spec: dict, name: str, user: str, queue: str,
                 priority: float, kind: str, gpus: int, total_steps: int, submitted: float,
-                array: tuple[int, int] | None = None, stored: dict | None = None) -> int:
+                array: tuple[int, int] | None = None, stored: dict | None = None, types: str | None = None) -> int:
         """One job's row and its submit event (``job_id`` None: the next id); its id. ``stored``: the
-        part of ``spec`` its row keeps, where the rest is its array's (else all of it)."""
-        allowed = ",".join(spec.get("gpu_types") or ())
+        part of ``spec`` its row keeps, where the rest is its array's (else all of it); ``types``:
+        its ``gpu_types`` column where not its spec's (ARRAY_TYPES: its array's, kept once)."""
+        allowed = ",".join(spec.get("gpu_types") or ()) if types is None else types
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
         # a task's `after` is its array's, kept once (after_edges); a job's is kept in its row too, for replays
         after = ",".join(str(i) for i in spec.get("after") or ()) if array is None else ""
@@ -636,10 +650,18 @@ class StateStore:
         return found
 
     def array_texts(self, array_ids: list[int]) -> dict[int, str]:
-        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from its first
-        task, whose id follows the array's (insert_array), so that each array costs one key lookup."""
+        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from the
+        ``arrays`` table, or for an array whose tasks keep their whole specs, from its first task,
+        whose id follows the array's (insert_array): each array costs one key lookup."""
         found: dict[int, str] = {}
         with self._read() as conn:
+            for first in range(0, len(array_ids), 500):
+                chunk = array_ids[first:first + 500]
+                if self._has_array_texts:
+                    rows = conn.execute(f"SELECT id, text FROM arrays WHERE id IN ({','.join('?' * len(chunk))})"
+                                        " AND text IS NOT NULL", chunk).fetchall()
+                    found.update({int(array_id): text for array_id, text in rows})
+            array_ids = [i for i in array_ids if i not in found]
             for first in range(0, len(array_ids), 500):
                 chunk = [i + 1 for i in array_ids[first:first + 500]]
                 marks = ",".join("?" * len(chunk))
@@ -795,11 +817,21 @@ class StateStore:
         started on them yet: whether each may start now, without reading whole rows."""
         return self.job_columns(("id", "slots", "partner", "reason"), _PENDING_START)
 
-    def current_jobs(self, finished: int) -> list[JobRecord]:
-        """The active jobs (or with a live attempt) and the ``finished`` that ended last, by id:
-        what the dashboard lists, without reading every job ever run."""
-        return self._select(f"{_IS_ACTIVE} OR attempt_live OR id IN (SELECT id FROM jobs WHERE status IN "
-                            f"('completed', 'failed', 'cancelled') ORDER BY finished DESC, id DESC LIMIT {int(finished)})")
+    def current_jobs(self, finished: int, waiting: int) -> list[JobRecord]:
+        """What the dashboard lists, by id, however many jobs wait: every job running, holding or
+        promised slots, the first ``waiting`` (by id) of those queued or preempted, and the
+        ``finished`` that ended last. Each part is read through an index, the rest never read."""
+        n, m = int(waiting), int(finished)
+        rows = self._select(
+            "id IN (SELECT id FROM jobs WHERE attempt_live UNION SELECT id FROM jobs WHERE slots != ''"
+            " UNION SELECT id FROM jobs WHERE status = 'running'"
+            f" UNION SELECT * FROM (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT {n})"
+            f" UNION SELECT * FROM (SELECT id FROM jobs WHERE status = 'preempted' ORDER BY id LIMIT {n})"
+            " UNION SELECT * FROM (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
+            f" ORDER BY finished DESC, id DESC LIMIT {m}))")
+        held = [r for r in rows if r.status in ("queued", "preempted") and not r.attempt_live and not r.slots]
+        dropped = {r.id for r in held[n:]}  # the first ``waiting`` of the two statuses together
+        return [r for r in rows if r.id not in dropped]
 
     def _select(self, where: str = "") -> list[JobRecord]:
         sql = "SELECT * FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
@@ -811,7 +843,8 @@ class StateStore:
                     limit: int | None = None) -> list[tuple]:
         """These columns of the jobs ``where`` picks (SQL over the jobs table, with ``params``), by id,
         the first ``limit``: plain tuples, for lists of many jobs."""
-        sql = (f"SELECT {', '.join(columns)} FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
+        sql = (f"SELECT {', '.join(_COLUMN_SQL.get(c, c) for c in columns)} FROM jobs"
+               + (f" WHERE {where}" if where else "") + " ORDER BY id"
                + (" LIMIT ?" if limit is not None else ""))
         with self._read() as conn:
             cursor = conn.execute(sql, (*params, limit) if limit is not None else tuple(params))
@@ -825,21 +858,21 @@ class StateStore:
         with self._read() as conn:
             for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
                 chunk = ids[first:first + 500]
-                rows = conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id IN"
+                rows = conn.execute(f"SELECT id, spec, array_id, array_index FROM jobs WHERE id IN"
                                           f" ({','.join('?' * len(chunk))})", chunk).fetchall()
                 found.update(self._spec_texts(rows))
         return found
 
     def _spec_texts(self, rows: list[sqlite3.Row]) -> dict[int, str | dict]:
-        """(id, spec, array_id) rows as specs_of answers them."""
+        """(id, spec, array_id, array_index) rows as specs_of answers them."""
         found: dict[int, str | dict] = {}
-        for job_id, text, array_id in rows:
+        for job_id, text, array_id, index in rows:
             shared = None if array_id is None else self.array_spec(array_id)
             if shared is None:
                 found[int(job_id)] = text
                 continue
             try:
-                found[int(job_id)] = composed_spec(shared, json.loads(text))
+                found[int(job_id)] = composed_spec(shared, json.loads(text), index)
             except (ValueError, TypeError):  # a row damaged since: read as it is, to fail as such
                 found[int(job_id)] = text
         return found
@@ -1360,7 +1393,13 @@ ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "submitted": 0.0, "started": None, "finished": None, "attempt": 0, "preemptions": 0, "retries": 0, "hangs": 0,
 }
 ACCOUNTING_ATTEMPT_COLUMNS = {"job_id": 0, "attempt": 0, "gpu_type": None, "slots": "", "started": 0.0, "ended": None}
-_ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
+ARRAY_TYPES = ","  # a task's gpu_types column when its array's are kept once (arrays.gpu_types): no type's name
+# the columns read as other than themselves: a task's allowed types from its array (a reader that missed this
+# would see ARRAY_TYPES, types no slot has, and place the task nowhere: never on a type it may not use)
+_COLUMN_SQL = {"gpu_types": f"CASE WHEN jobs.gpu_types = '{ARRAY_TYPES}' THEN COALESCE((SELECT arrays.gpu_types FROM"
+                            f" arrays WHERE arrays.id = jobs.array_id), jobs.gpu_types) ELSE jobs.gpu_types END AS gpu_types",
+               "live": "attempt_live AS live"}
+_ROUND_COLUMNS = ", ".join(_COLUMN_SQL.get(name, name) for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 
 

@@ -36,6 +36,9 @@ def rounds(server: Server, seconds: float) -> list[float]:
 
 def submit(server: Server, body: dict, user: str = "alice") -> dict:
     answer = server.request("POST", "/jobs", body, user=user, timeout=600)
+    while answer.status == 429:  # over the user's submit rate (budgets): wait as the server asks
+        time.sleep(float(next((v for k, v in answer.headers.items() if k.lower() == "retry-after"), "1")))
+        answer = server.request("POST", "/jobs", body, user=user, timeout=600)
     if answer.status != 200:
         raise SystemExit(f"submit refused ({answer.status}): {answer.body[:300]!r}")
     return answer.json()

@@ -165,20 +165,46 @@ def test_cancelling_from_the_dashboard_is_the_apis_cancel_and_needs_its_credenti
     assert server.store.job(1).status == "cancelled"
 
 
-def test_the_list_holds_every_active_job_and_the_last_finished_ones(tmp_path, monkeypatch):
+def test_the_list_holds_the_running_jobs_the_first_waiting_and_the_last_finished_with_counts_for_the_rest(
+        tmp_path, monkeypatch):
     from apportion.serve import dashboard
 
     monkeypatch.setattr(dashboard, "FINISHED_SHOWN", 2)
+    monkeypatch.setattr(dashboard, "WAITING_SHOWN", 2)
     server = Server(tmp_path)
-    for name in ("a", "b", "c", "d", "e"):
+    for name in ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j"):
         server.scheduler.submit(job(name, "ann"), "ann")
     for job_id in (1, 2, 3):
         server.scheduler.cancel(job_id, "ann")
+    server.scheduler.tick()  # 4, 5 and 6 run; 7 to 10 wait
 
     state = server.client().get("/dashboard/state").json()
 
-    assert [j["id"] for j in state["jobs"]] == ["2", "3", "4", "5"]
+    assert [(j["id"], j["status"]) for j in state["jobs"]] == [
+        ("2", "cancelled"), ("3", "cancelled"), ("4", "running"), ("5", "running"), ("6", "running"),
+        ("7", "queued"), ("8", "queued")]
     assert state["finished_not_shown"] == 1
+    assert state["waiting_not_shown"] == 2  # 9 and 10: the page says "And 2 more waiting"
+
+
+def test_an_anonymous_reader_gets_a_bounded_view_made_once_a_round(tmp_path):
+    server = Server(tmp_path, users=("ann",))
+    server.scheduler.submit({**job("many", "ann"), "array": "0-299"}, "ann")
+    server.scheduler.tick()
+    anonymous = server.client(LOCAL)
+
+    first = anonymous.get("/dashboard/state").json()
+    server.scheduler.submit(job("late", "ann"), "ann")
+    again = anonymous.get("/dashboard/state").json()
+    server.scheduler.tick(now=server.scheduler.round_end)  # the next round
+    next_round = anonymous.get("/dashboard/state").json()
+
+    from apportion.serve.dashboard import WAITING_SHOWN
+    assert len(first["jobs"]) == 3 + WAITING_SHOWN and first["waiting_not_shown"] == 300 - 3 - WAITING_SHOWN
+    assert again == first  # the same view while the round lasts, whatever happened meanwhile
+    assert next_round["server"]["counts"]["queued"] == 300 - 3 + 1 and next_round["waiting_not_shown"] == 198
+    ann = server.client(LOCAL, "ann").get("/dashboard/state").json()  # a reader with a credential: as it is now
+    assert len(ann["jobs"]) == len(first["jobs"]) and ann["viewer"]["user"] == "ann"
 
 
 def test_a_restarted_server_shows_the_cluster_before_its_start(tmp_path):

@@ -19,8 +19,8 @@ from apportion.serve.slots import parse_slots
 from apportion.serve.state import StateStore
 
 JOB = {"name": "cnn", "command": "python train.py", "total_steps": 100}
-HELD_S = 3.0  # how long the "round" holds on; every call below must answer well within it
-PROMPT_S = 1.0
+HELD_S = 5.0  # how long the "round" holds on; every call below must answer well within it
+PROMPT_S = 2.0
 READS = ("/status", "/jobs", "/jobs/1", "/jobs/1/logs", "/jobs?status=queued&limit=5", "/dashboard/state",
          "/dashboard/jobs/1", "/metrics", "/blocks", "/history")
 
@@ -96,8 +96,8 @@ def test_a_read_sees_what_was_committed_and_a_writer_sees_its_own_writes(tmp_pat
         job_id = store.insert_job(spec=dict(JOB), name="cnn", user="ann", queue="", priority=1.0, kind="cnn",
                                   gpus=1, total_steps=100, submitted=0.0)
         seen_inside.append(store.job(job_id) is not None)  # the writing thread reads what it wrote
-        other = threading.Thread(target=lambda: seen_inside.append(store.job(job_id) is not None))
+        other = threading.Thread(target=lambda: seen_inside.append(store.job(job_id) is not None), daemon=True)
         other.start()
-        other.join()
-    assert seen_inside == [True, False]  # another thread sees only what is committed
+        other.join(timeout=PROMPT_S)  # nor does it wait for the transaction to end
+        assert seen_inside == [True, False]  # another thread sees only what is committed
     assert store.job(job_id).name == "cnn"

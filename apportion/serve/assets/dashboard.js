@@ -201,9 +201,10 @@
         el("td", {}, job.preemptions),
         el("td", {}, job.may_cancel ? el("button", { type: "button", class: "cancel", dataset: { cancel: job.id } }, "Cancel") : "")));
     }
-    const hidden = state.finished_not_shown;
+    const hidden = state.finished_not_shown, waiting = state.waiting_not_shown || 0;
     $("jobs-note").textContent = (state.jobs.length ? "" : "No jobs yet: apportion submit JOB.yaml. ") +
-      (hidden ? `${hidden} older finished job(s) not shown (apportion queue lists them all).` : "");
+      (waiting ? `And ${waiting.toLocaleString("en-US")} more waiting (apportion queue --all lists them). ` : "") +
+      (hidden ? `${hidden.toLocaleString("en-US")} older finished job(s) not shown (apportion queue lists them all).` : "");
   }
 
   function drawPrivacy(state) {
