@@ -165,3 +165,43 @@ def test_the_catalogue_prices_every_aws_region_of_the_synthetic_market():
     from apportion.workloads.instance_catalog import AWS_REGION_FACTORS, REGIONS
 
     assert all(AWS_REGION_FACTORS[region] == factor for region, factor in REGIONS["aws"].items())
+
+
+def test_interruption_rates_replace_the_modelled_preemptions(tmp_path):
+    """AWS publishes a bucket of interruptions a month per type and region; a spot type is then taken
+    back at that rate, whatever its price, and the market says where its preemptions come from."""
+    from apportion.workloads.interruption_rates import read_interruption_rates
+
+    history = tmp_path / "history.json"
+    history.write_text(aws_history(("us-east-1a", "p3.2xlarge", "0.9", "2024-01-01T00:00:00Z"),
+                                   ("us-east-1a", "p3.2xlarge", "0.9", "2024-03-01T00:00:00Z"),
+                                   ("us-west-2a", "g4dn.xlarge", "0.2", "2024-01-01T00:00:00Z")))
+    rates = tmp_path / "rates.csv"
+    rates.write_text("instance_type,region,interruption\np3.2xlarge,,>20%\ng4dn.xlarge,us-west-2,<5%\n")
+    table = read_interruption_rates(str(rates))
+    assert table.per_hour("p3.2xlarge", "eu-west-1") == pytest.approx(-np.log(0.75) / 730)
+    market = read_market(str(history), interruption_rates=table)
+    counts = np.bincount(market.preempt_type, minlength=len(market))
+    p3, g4dn = (list(market.labels).index(label) for label in
+                ("aws/us-east-1/p3.2xlarge (us-east-1a)/spot", "aws/us-west-2/g4dn.xlarge (us-west-2a)/spot"))
+    assert 0 < counts[p3] < 3 and counts[g4dn] == 0  # 60 days at 25% a month; at 2.5%, almost never
+    assert "rates.csv's interruption rates" in market.preemptions_from
+    assert "synthetic market's rule" in read_market(str(history)).preemptions_from
+    rates.write_text("instance_type,region,interruption\np3.2xlarge,,>20%\n")
+    with pytest.raises(InputError, match="no interruption rate for g4dn.xlarge in us-west-2"):
+        read_market(str(history), interruption_rates=read_interruption_rates(str(rates)))
+    rates.write_text("instance_type,interruption\np3.2xlarge,often\n")
+    with pytest.raises(InputError, match=r"rates.csv:2: field 'interruption': must be one of <5%, 5-10%"):
+        read_interruption_rates(str(rates))
+
+
+def test_the_spot_advisors_own_json_gives_the_rates(tmp_path):
+    from apportion.workloads.interruption_rates import read_interruption_rates
+
+    path = tmp_path / "spot-advisor-data.json"
+    path.write_text(json.dumps({
+        "ranges": [{"index": 0, "label": "<5%", "dots": 0, "max": 5}, {"index": 3, "label": "15-20%", "dots": 3, "max": 22}],
+        "spot_advisor": {"us-east-1": {"Linux": {"p3.2xlarge": {"s": 70, "r": 3}}, "Windows": {}}}}))
+    rates = read_interruption_rates(str(path))
+    assert rates.per_hour("p3.2xlarge", "us-east-1") == pytest.approx(-np.log(1 - 0.175) / 730)
+    assert rates.per_hour("p3.2xlarge", "us-west-2") is None
