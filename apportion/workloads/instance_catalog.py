@@ -67,6 +67,12 @@ AWS_REGION_FACTORS = {
     "ap-northeast-3": 1.37, "ap-southeast-1": 1.38, "ap-southeast-2": 1.38, "ap-south-1": 1.1,
     "ap-east-1": 1.5, "me-south-1": 1.24, "af-south-1": 1.35,
 }
+# (instance, region) -> on-demand $/h where the region's factor is far off: P2 costs 1.47x in Frankfurt,
+# P3 1.25x (AWS caps a spot price at the on-demand one, and eu-central-1's P2 spot prices reach these).
+AWS_ON_DEMAND = {
+    ("p2.xlarge", "eu-central-1"): 1.326, ("p2.8xlarge", "eu-central-1"): 10.608,
+    ("p2.16xlarge", "eu-central-1"): 21.216,
+}
 
 EGRESS_USD_PER_GB = {"aws": 0.09, "azure": 0.087, "gcp": 0.12}  # to the internet (another cloud)
 INTER_REGION_USD_PER_GB = {"aws": 0.02, "azure": 0.02, "gcp": 0.02}  # between the cloud's own regions

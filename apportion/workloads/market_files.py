@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from apportion.core.errors import InputError
 from apportion.core.market import MARKETS, ON_DEMAND, SPOT, Market
 from apportion.workloads.aws_spot_history import aws_spot_series
 from apportion.workloads.instance_catalog import (
-    AWS_REGION_FACTORS, EGRESS_USD_PER_GB, INTER_REGION_USD_PER_GB, instance,
+    AWS_ON_DEMAND, AWS_REGION_FACTORS, EGRESS_USD_PER_GB, INTER_REGION_USD_PER_GB, instance,
 )
 from apportion.workloads.interruption_rates import InterruptionRates
 from apportion.workloads.price_series import PriceSeries, number, seconds_or_time, shown_time
@@ -33,6 +34,7 @@ from apportion.workloads.text_file import read_text
 
 CSV_REQUIRED = ("time_s", "cloud", "region", "instance_type", "market", "price_per_hour")
 CSV_OPTIONAL = ("gpu_type", "gpus", "event")
+MARKET_FIELDS = tuple(f.name for f in fields(Market) if f.init)
 STEP_S = 3600.0  # prices change at most hourly in a market read from files (as the synthetic market's)
 MODELLED = ("drawn by the synthetic market's rule (about 0.5 a day per spot type at its usual price; "
             "the file gives none: --interruption-rates gives AWS's)")
@@ -62,18 +64,24 @@ def read_market(sources: str | Sequence[str], seed: int = 0, start: str | float 
     series = _aws_on_demand(aws, merged) + list(merged.values())
     begin = _start(series, start, source)
     notes = _start_notes(source, series, begin, given_start=start is not None)
-    return _market(source, series, begin, seed, interruption_rates, notes)
+    market = _market(source, series, begin, seed, interruption_rates, notes)
+    dear = _spot_over_on_demand(market)
+    if dear:
+        market = Market(**{**{f: getattr(market, f) for f in MARKET_FIELDS}, "notes": market.notes + (dear,)})
+    return market
 
 
 def market_files(given: list[str]) -> list[str]:
-    """The files ``given`` names: each a file, or a directory's files (sorted, hidden ones skipped)."""
+    """The files ``given`` names: each a file, or the files under a directory, its subdirectories' too
+    (sorted; hidden ones skipped)."""
     if not given:
         raise InputError("--market", "no market file given")
     files: list[str] = []
     for name in given:
         path = Path(name)
         if path.is_dir():
-            inside = sorted(str(p) for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            inside = sorted(str(p) for p in path.rglob("*") if p.is_file()
+                            and not any(part.startswith(".") for part in p.relative_to(path).parts))
             if not inside:
                 raise InputError(name, "a directory with no market file in it")
             files += inside
@@ -91,8 +99,9 @@ def _aws_on_demand(spot: list[PriceSeries], merged: dict) -> list[PriceSeries]:
             continue
         factor = AWS_REGION_FACTORS[entry.region]  # aws_spot_series refuses a region without one
         found = instance("aws", name)
+        price = AWS_ON_DEMAND.get((name, entry.region), found.on_demand_per_hour * factor)
         out[(name, entry.region)] = PriceSeries("aws", entry.region, name, found.gpu_type, found.gpus, ON_DEMAND,
-                                                [], [found.on_demand_per_hour * factor])
+                                                [], [price])
     return list(out.values())
 
 
@@ -188,6 +197,25 @@ def _market(source: str, series: list[PriceSeries], start: float, seed: int, rat
         inter_region_usd_per_gb=egress_of(cloud, INTER_REGION_USD_PER_GB), source=source,
         preemptions_from=preemptions_from, notes=notes,
     )
+
+
+def _spot_over_on_demand(market: Market) -> str | None:
+    """A note naming the spot types that cost more than on-demand at some time (AWS caps spot at the
+    on-demand price: the on-demand price used is then too low), or None."""
+    on_demand = {(c, r, n): k for k, (c, r, n, m) in
+                 enumerate(zip(market.cloud, market.region, market.name, market.market)) if m == ON_DEMAND}
+    over = []
+    for k in np.flatnonzero(market.market == SPOT):
+        base = on_demand.get((market.cloud[k], market.region[k], str(market.name[k]).split(" ")[0]))
+        if base is not None:
+            with np.errstate(invalid="ignore"):
+                ratio = np.nanmax(market.price_per_hour[k] / market.price_per_hour[base])
+            if ratio > 1.001:
+                over.append(f"{market.labels[k]} {ratio:.2f}x")
+    if not over:
+        return None
+    return (f"{market.source}: {len(over)} spot types cost more than their on-demand type at times "
+            f"({', '.join(over[:3])}{', …' if len(over) > 3 else ''}): check the on-demand prices")
 
 
 def _step_prices(own: np.ndarray, price: np.ndarray, times: np.ndarray, ends: np.ndarray) -> np.ndarray:

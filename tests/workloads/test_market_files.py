@@ -205,3 +205,13 @@ def test_the_spot_advisors_own_json_gives_the_rates(tmp_path):
     rates = read_interruption_rates(str(path))
     assert rates.per_hour("p3.2xlarge", "us-east-1") == pytest.approx(-np.log(1 - 0.175) / 730)
     assert rates.per_hour("p3.2xlarge", "us-west-2") is None
+
+
+def test_a_spot_price_over_on_demand_is_said(tmp_path):
+    """AWS caps spot at on-demand: a spot price above the on-demand price used means that price is off."""
+    path = tmp_path / "history.json"
+    path.write_text(aws_history(("us-east-1a", "p3.2xlarge", "4.0", "2024-01-01T00:00:00Z"),
+                                ("eu-central-1a", "p2.xlarge", "1.326", "2024-01-01T00:00:00Z")))
+    market = read_market(str(path))
+    [note] = market.notes
+    assert "1 spot types cost more than their on-demand type" in note and "p3.2xlarge (us-east-1a)/spot 1.31x" in note
