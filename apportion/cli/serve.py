@@ -43,7 +43,7 @@ def serve(
     executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine) or ray (a Ray cluster: docs/ray.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (types' Ray resources, shared dir).", rich_help_panel="Executor"),
-    market: Optional[list[str]] = typer.Option(None, "--market", help="Rent the nodes from a market: files or directories (repeat the flag; all merged) or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
+    market: Optional[list[str]] = typer.Option(None, "--market", metavar="<path>", help="Rent the nodes from a market: FILE, DIR (repeatable) or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
     provisioning: str = typer.Option(DEFAULTS.provisioning, "--provisioning", help="With --market: what to rent (as simulate's).", rich_help_panel="Executor"),
     notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks notify: URLs may reach (none: off).", rich_help_panel="Security"),
     warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
