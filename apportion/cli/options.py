@@ -37,6 +37,12 @@ class PolicyCommand(HelpCommand):
 
     _policy_params: list | None = None
 
+    def parse_args(self, ctx, args):
+        from apportion.cli.plugin_names import load_policy_plugins
+
+        load_policy_plugins(list(args))  # before the flags are built: the plugins named bring their options
+        return super().parse_args(ctx, args)
+
     def get_params(self, ctx):
         if self._policy_params is None:
             self._policy_params = _registry_params({o for p in self.params for o in (*p.opts, *p.secondary_opts)})

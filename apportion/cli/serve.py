@@ -40,7 +40,7 @@ def serve(
     hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
     grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="auto (the default: <= 5% overhead), auto:SECONDS, off, or SECONDS.", rich_help_panel="Jobs"),
-    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine) or ray (a Ray cluster: docs/ray.md).", rich_help_panel="Executor"),
+    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine), ray (a Ray cluster: docs/ray.md), or a plugin: an entry point's name or path/to/file.py:Name (docs/policies.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (types' Ray resources, shared dir).", rich_help_panel="Executor"),
     market: Optional[str] = typer.Option(None, "--market", help="Rent the nodes from a market: FILE or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
@@ -155,11 +155,22 @@ def serve(
 
     if no_gpus:
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
+    executor = backend.executor if backend is not None else _plugin_executor(settings.executor, state_dir, offered)
     try:
-        run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None,
+        run_server(options, offered, chosen_policy, log, ready, executor,
                    sock=sock, **({"provisioner": provisioner} if provisioner is not None else {}))
     except ServerError as exc:
         raise fail(str(exc)) from None
+
+
+def _plugin_executor(name: str, state_dir: Path, slots: list):
+    """None for the local executor (the server builds it), else the plugin ``name`` built for ``slots``."""
+    from apportion.serve.executor_plugin import plugin_executor
+
+    try:
+        return plugin_executor(name, state_dir, slots)
+    except ValueError as exc:
+        raise fail(f"--executor: {exc}") from None
 
 
 @dataclass(frozen=True)
