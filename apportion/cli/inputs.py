@@ -60,6 +60,9 @@ def with_privacy(settings: WorkloadSettings, blocks: str | None, policy: str, n:
         try:
             make_privacy_policy(policy, n, t_s)  # a plugin, or an error naming the known ones
         except ValueError as exc:
+            if str(exc).startswith("unknown privacy policy"):
+                raise fail(f"--privacy-policy must be one of {', '.join(PRIVACY_POLICIES)}, got '{policy}' (or a "
+                           "plugin's name: docs/policies.md)") from None
             raise fail(f"--privacy-policy: {exc}") from None
     elif policy == "dpf-n" and n is None:
         raise fail("--privacy-policy dpf-n needs --privacy-n")
@@ -100,6 +103,9 @@ def rented_setup(market: str, provisioning: list[str], checkpoint_gb: float, inp
             try:
                 make_provisioning(spec)  # a plugin: loaded now, so that a broken one is said before the replay
             except ValueError as exc:
+                if str(exc).startswith("unknown provisioning policy"):
+                    raise fail(f"--provisioning: unknown policy '{spec}' (known: {', '.join(PROVISIONING)}, or a "
+                               "plugin's name: docs/policies.md)") from None
                 raise fail(f"--provisioning: {exc}") from None
     if not checkpoint_gb >= 0:
         raise fail(f"--checkpoint-gb must be >= 0, got {checkpoint_gb}")

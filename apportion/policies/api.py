@@ -16,7 +16,8 @@ flag of ``simulate``, ``compare``, ``sweep`` and ``serve``). Class attributes a 
 Stable (kept as they are for ``POLICY_API_VERSION`` 1; a change that breaks them raises it):
 the fields of ``JobView`` named in ``STABLE_JOB_FIELDS``, ``ClusterView``, ``ThroughputView``'s
 ``steps_per_s``, ``runnable`` and ``normalised``, ``Allocation(job_index, share)``,
-``OrderingPolicy.rank_key``, ``LPPolicy.value``/``solve``, ``Option``, ``PolicyEntry``, and the LP
+``OrderingPolicy.rank_key``, ``LPPolicy.value``/``solve``, ``Option``, ``PolicyEntry``, the built-ins'
+options a plugin may take too (``AGNOSTIC``: ``NAME:agnostic``; ``LP_OPTIONS``), and the LP
 helpers ``LinearProgram``, ``add_share_columns`` and ``shares_from``. Everything else a view
 carries (pairs, elastic models, predictions, cores and memory) may still change.
 
@@ -32,7 +33,7 @@ from typing import Any
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies.base import OrderingPolicy, Policy
-from apportion.policies.registry import Option, PolicyEntry
+from apportion.policies.registry import AGNOSTIC, LP_OPTIONS, Option, PolicyEntry
 
 POLICY_API_VERSION = 1
 STABLE_JOB_FIELDS = ("index", "submit_time_s", "kind", "num_gpus", "priority", "total_steps", "steps_done",
@@ -54,6 +55,6 @@ def __getattr__(attribute: str) -> Any:
 
 
 __all__ = [
-    "POLICY_API_VERSION", "STABLE_JOB_FIELDS", "Allocation", "ClusterView", "JobView", "LPPolicy", "LinearProgram",
+    "AGNOSTIC", "LP_OPTIONS", "POLICY_API_VERSION", "STABLE_JOB_FIELDS", "Allocation", "ClusterView", "JobView", "LPPolicy", "LinearProgram",
     "Option", "OrderingPolicy", "Policy", "PolicyEntry", "ThroughputView", "add_share_columns", "shares_from",
 ]
