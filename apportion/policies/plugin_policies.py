@@ -71,8 +71,10 @@ def entry_of(plugin: Plugin) -> PolicyEntry:
         if not isinstance(options, (tuple, list)) or not all(isinstance(o, Option) for o in options):
             raise PluginError(f"{where}: options must be a tuple of apportion.policies.api.Option")
         summary = getattr(factory, "summary", None) or (factory.__doc__ or "").strip().split("\n")[0] or "(no summary)"
-        entry = PolicyEntry(plugin.name, factory, str(summary), is_lp=bool(getattr(factory, "is_lp", _is_lp(factory))),
-                            options=tuple(options))
+        is_lp = bool(getattr(factory, "is_lp", _is_lp(factory)))
+        if is_lp and not any(o.name == registry.PARTITIONS.name for o in options):
+            options = (*options, registry.PARTITIONS)  # an LP may be split into POP's sub-problems
+        entry = PolicyEntry(plugin.name, factory, str(summary), is_lp=is_lp, options=tuple(options))
     return replace(entry, target=_checked_factory(entry.load(), plugin.name), source=plugin.source)
 
 
