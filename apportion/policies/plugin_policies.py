@@ -94,6 +94,7 @@ def _checked_factory(factory: Callable[..., Any], name: str) -> Callable[..., An
         for method in ("allocate", "next_change_s"):
             if not callable(getattr(policy, method, None)):
                 raise PluginError(f"policy plugin {name}: built a {type(policy).__name__}, which has no {method}()")
+        policy.name = name  # make_policy adds its variants; POP's sub-policies keep this
         return checked(policy, name)
 
     build.__name__ = getattr(factory, "__name__", "build")
