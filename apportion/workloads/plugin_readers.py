@@ -69,5 +69,5 @@ def read_with_plugin(plugin: Plugin, path: str, read_csv: Callable[[str], Any]) 
             return read_csv(str(rows_file))
         except InputError as err:
             source = f"{path} (read by {plugin.name})"
-            row = None if err.line is None else err.line - 1
+            row = None if err.line is None or err.line < 2 else err.line - 1  # line 1: the columns
             raise InputError(source, err.message.replace(str(rows_file), source), line=row, field=err.field) from None
