@@ -169,7 +169,7 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
     if s.executor not in EXECUTORS:
         _check_plugin("executor", s.executor, "local or ray")
     if s.provisioning not in PROVISIONING:
-        _check_plugin("provisioning", s.provisioning, ", ".join(PROVISIONING))
+        _check_plugin("provisioning", s.provisioning, "one of " + ", ".join(PROVISIONING))
     if s.provisioning != DEFAULTS.provisioning and s.market is None:
         raise SettingError("provisioning", f"needs {other('provisioning', 'market', 'FILE')} (or synthetic)")
     if s.market is not None and not s.market.strip():
@@ -204,7 +204,7 @@ def _check_plugin(key: str, name: str, known: str) -> None:
             make_provisioning(name)
     except ValueError as exc:
         if str(exc).startswith("unknown "):
-            raise SettingError(key, f"must be one of {known} or a plugin's name, got {name!r}") from None
+            raise SettingError(key, f"must be {known}, got {name!r} (or a plugin's name: docs/policies.md)") from None
         raise SettingError(key, str(exc), joiner=": ") from None
 
 
