@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from types import MethodType
 from typing import Any, Callable
 
 import numpy as np
@@ -103,33 +104,40 @@ def _checked_factory(factory: Callable[..., Any], name: str) -> Callable[..., An
 
 
 def checked(policy: Any, name: str) -> Any:
-    """``policy`` with its answers checked: a PluginError naming ``name`` for anything malformed."""
-    allocate, next_change_s = policy.allocate, policy.next_change_s
+    """``policy`` with its answers checked: a PluginError naming ``name`` for anything malformed.
 
-    def checked_allocate(jobs, cluster, throughputs):
-        try:
-            answer = allocate(jobs, cluster, throughputs)
-        except PluginError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the plugin's own code
-            raise PluginError(f"policy plugin {name}: allocate() raised {_said(exc)}") from None
-        problem = malformed(answer, jobs, cluster)
-        if problem:
-            raise PluginError(f"policy plugin {name}: allocate() returned {problem}")
-        return answer
-
-    def checked_next_change_s(jobs, running):
-        try:
-            answer = next_change_s(jobs, running)
-            seconds = float(answer)
-        except Exception as exc:  # noqa: BLE001 - the plugin's own code
-            raise PluginError(f"policy plugin {name}: next_change_s() raised {_said(exc)}") from None
-        if math.isnan(seconds) or seconds < 0:
-            raise PluginError(f"policy plugin {name}: next_change_s() returned {answer!r}, not seconds >= 0 (or inf)")
-        return seconds
-
-    policy.allocate, policy.next_change_s = checked_allocate, checked_next_change_s
+    The checks are methods bound to the policy (``types.MethodType``), so that a deep copy of it (one
+    per user, ``by_user.py``) checks its own answers, not the original's."""
+    policy._apportion_plugin = name
+    policy.allocate = MethodType(_checked_allocate, policy)
+    policy.next_change_s = MethodType(_checked_next_change_s, policy)
     return policy
+
+
+def _checked_allocate(policy, jobs, cluster, throughputs):
+    name = policy._apportion_plugin
+    try:
+        answer = type(policy).allocate(policy, jobs, cluster, throughputs)
+    except PluginError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the plugin's own code
+        raise PluginError(f"policy plugin {name}: allocate() raised {_said(exc)}") from None
+    problem = malformed(answer, jobs, cluster)
+    if problem:
+        raise PluginError(f"policy plugin {name}: allocate() returned {problem}")
+    return answer
+
+
+def _checked_next_change_s(policy, jobs, running):
+    name = policy._apportion_plugin
+    try:
+        answer = type(policy).next_change_s(policy, jobs, running)
+        seconds = float(answer)
+    except Exception as exc:  # noqa: BLE001 - the plugin's own code
+        raise PluginError(f"policy plugin {name}: next_change_s() raised {_said(exc)}") from None
+    if math.isnan(seconds) or seconds < 0:
+        raise PluginError(f"policy plugin {name}: next_change_s() returned {answer!r}, not seconds >= 0 (or inf)")
+    return seconds
 
 
 def malformed(answer: Any, jobs, cluster) -> str:

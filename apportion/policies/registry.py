@@ -272,12 +272,12 @@ def policy_names() -> tuple[str, ...]:
 
 def policy_info(name: str) -> PolicyEntry:
     """The entry of the policy ``name`` (variants in a spec are ignored); ValueError if unknown."""
-    base = _base_name(name)
+    base = base_name(name)
     _find(base, name)
     return _ENTRIES[base]
 
 
-def _base_name(spec: str) -> str:
+def base_name(spec: str) -> str:
     """The policy's name in ``spec``: before its variants (a plugin file's ``path.py:Name`` whole)."""
     from apportion.plugins import is_file_spec, split_file_spec
 
@@ -329,7 +329,7 @@ def option_takers(option_name: str) -> tuple[str, ...]:
 def parse_spec(spec: str) -> tuple[str, dict[str, bool]]:
     """``max-min-fairness:agnostic`` → ("max-min-fairness", {"agnostic": True}); variants combine
     (a plugin file's ``path.py:Name:agnostic`` → ("path.py:Name", {"agnostic": True}))."""
-    name = _base_name(spec)
+    name = base_name(spec)
     variants = [part.strip() for part in spec.strip()[len(name):].split(":")[1:]]
     known = variant_names()
     options = {}
@@ -346,7 +346,7 @@ def make_policy(spec: str, **options: Any) -> Policy:
     An option left at its default is not asked for; a ``shared`` option is ignored by a policy
     that does not take it. ValueError, one line, for anything that does not apply.
     """
-    _find(_base_name(spec), spec)
+    _find(base_name(spec), spec)
     name, variant_options = parse_spec(spec)
     entry = _ENTRIES[name]
     given = _check_options(entry, {**options, **variant_options})
@@ -430,6 +430,7 @@ def _check_options(entry: PolicyEntry, options: dict[str, Any]) -> dict[str, Any
 __all__ = [
     "AGNOSTIC",
     "ENTRIES",
+    "base_name",
     "LP_NAMES",
     "LP_OPTIONS",
     "Option",

@@ -196,3 +196,16 @@ def test_a_broken_policy_file_is_named(tmp_path):
     good.write_text("X = 1\n")
     assert "good.py has no 'Missing'" in one_line_error(cli("simulate", "--policy", f"{good}:Missing", *SMALL))
     assert "is a int, not a policy class" in one_line_error(cli("simulate", "--policy", f"{good}:X", *SMALL))
+
+
+def test_an_lp_plugin_is_shared_by_user_each_user_with_a_copy_that_checks_its_own_answers():
+    import copy
+
+    from apportion.policies.by_user import how_shared
+
+    policy = make_policy(FLOOR)
+    twin = copy.deepcopy(policy)
+    assert how_shared(policy) == "split"
+    assert twin.allocate.__self__ is twin and twin.next_change_s.__self__ is twin
+    result = cli("simulate", "--policy", FLOOR, "--share-by-user", *SMALL, "--json")
+    assert result.exit_code == 0, result.output
