@@ -209,3 +209,35 @@ def test_an_lp_plugin_is_shared_by_user_each_user_with_a_copy_that_checks_its_ow
     assert twin.allocate.__self__ is twin and twin.next_change_s.__self__ is twin
     result = cli("simulate", "--policy", FLOOR, "--share-by-user", *SMALL, "--json")
     assert result.exit_code == 0, result.output
+
+
+def test_serve_refuses_at_start_a_policy_whose_answer_is_malformed(tmp_path, monkeypatch):
+    install(tmp_path / "site", monkeypatch, {"apportion.policies": {"generous": "apportion_demo_plugins:TooGenerous"}})
+
+    error = one_line_error(cli("serve", "--port", "0", "--slots", "cpu:2", "--state-dir", str(tmp_path / "state"),
+                               "--run-as", "server-user", "--policy", "generous"))
+    assert "policy plugin generous: allocate() returned a job whose shares sum to 2, more than 1" in error
+
+
+def test_a_malformed_answer_in_a_running_servers_round_is_one_line_naming_the_plugin(tmp_path):
+    from apportion.executors.fake import FakeExecutor
+    from apportion.plugins import PluginError
+    from apportion.serve.scheduler import Scheduler, ServeConfig
+    from apportion.serve.slots import parse_slots
+    from apportion.serve.state import StateStore
+
+    sometimes = tmp_path / "sometimes.py"
+    sometimes.write_text("import math\nimport numpy as np\nfrom apportion.policies.api import Allocation\n\n\n"
+                         "class Sometimes:\n    def allocate(self, jobs, cluster, throughputs):\n"
+                         "        share = 2.0 if len(jobs.index) > 1 else 1.0\n"
+                         "        return Allocation(jobs.index, np.full((len(jobs.index), len(cluster.gpu_types)), share))\n\n"
+                         "    def next_change_s(self, jobs, running):\n        return math.inf\n")
+    config = ServeConfig(state_dir=tmp_path, round_s=10.0, fill_gap_s=0.0, renew_wait_s=0.0)
+    scheduler = Scheduler(StateStore(tmp_path / "state.db"), FakeExecutor(tmp_path), parse_slots("cpu:2"),
+                          make_policy(f"{sometimes}:Sometimes"), config, clock=lambda: 1e6)
+    for name in ("a", "b"):
+        scheduler.submit({"name": name, "command": "train", "total_steps": 100}, "ann")
+
+    with pytest.raises(PluginError, match=r"^policy plugin .*sometimes.py:Sometimes: allocate\(\) returned a job "
+                                          r"whose shares sum to 2, more than 1$"):
+        scheduler.tick()  # the server's loop logs it as one line and goes on (Scheduler.run)
