@@ -241,3 +241,21 @@ def test_a_malformed_answer_in_a_running_servers_round_is_one_line_naming_the_pl
     with pytest.raises(PluginError, match=r"^policy plugin .*sometimes.py:Sometimes: allocate\(\) returned a job "
                                           r"whose shares sum to 2, more than 1$"):
         scheduler.tick()  # the server's loop logs it as one line and goes on (Scheduler.run)
+
+
+def test_a_server_config_file_names_a_plugin_policy_and_sets_its_option(tmp_path, monkeypatch):
+    import apportion.serve.server
+
+    started = []
+    monkeypatch.setattr(apportion.serve.server, "serve",
+                        lambda options, slots, policy, *rest, sock=None, **kw: (started.append(policy),
+                                                                                 sock and sock.close()))
+    config = tmp_path / "server.yaml"
+    config.write_text(f"policy: {FLOOR}\nfloor: 0.9\nslots: cpu:2\nrun_as: server-user\nport: 0\n")
+    result = cli("serve", "--config", str(config))
+
+    assert result.exit_code == 0, result.output
+    assert (started[0].name, started[0].floor) == (FLOOR, 0.9)
+    config.write_text(f"slots: cpu:2\npolicy: {tmp_path}/none.py:X\n")
+    assert f"server.yaml:2: field 'policy': policy plugin {tmp_path}/none.py:X: no such file" in one_line_error(
+        cli("serve", "--config", str(config)))
