@@ -40,7 +40,7 @@ def serve(
     hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
     grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="auto (the default: <= 5% overhead), auto:SECONDS, off, or SECONDS.", rich_help_panel="Jobs"),
-    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine), ray or a plugin (docs/ray.md, docs/policies.md).", rich_help_panel="Executor"),
+    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local, ray (docs/ray.md) or a plugin (docs/policies.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (types' Ray resources, shared dir).", rich_help_panel="Executor"),
     market: Optional[str] = typer.Option(None, "--market", help="Rent the nodes from a market: FILE or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
