@@ -9,9 +9,11 @@ from apportion.cli.output import console, escape, print_json, print_table
 
 
 def policies(as_json: bool = opt.json_option("the policies")) -> None:
-    """List every policy: built-ins and plugins (entry points of installed packages), where each
-    comes from, whether it is LP-based, elastic or space-sharing, and its options (flags of
-    simulate, compare, sweep and serve). A plugin file is used as --policy path/to/file.py:Name
+    """List every policy, built-in or plugin, with its options and where it comes from.
+
+    Plugins are the policies of installed packages' entry points (apportion.policies); each row says
+    whether the policy is LP-based, elastic or space-sharing, and its options are flags of simulate,
+    compare, sweep and serve. A policy in a file is used as --policy path/to/file.py:Name
     (docs/policies.md)."""
     from apportion.cli.plugin_names import discover_policies
     from apportion.policies.registry import ENTRIES
