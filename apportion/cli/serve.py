@@ -47,7 +47,7 @@ def serve(
     provisioning: str = typer.Option(DEFAULTS.provisioning, "--provisioning", help="With --market: what to rent (as simulate's).", rich_help_panel="Executor"),
     notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks notify: URLs may reach (none: off).", rich_help_panel="Security"),
     warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
-    privacy_policy: str = typer.Option(DEFAULTS.privacy_policy, "--privacy-policy", show_default=False, help="Privacy: fcfs (default), rr, dpf-n, dpf-t, pack.", rich_help_panel="Policy options"),
+    privacy_policy: str = typer.Option(DEFAULTS.privacy_policy, "--privacy-policy", show_default=False, help="Privacy: fcfs (default), rr, dpf-n, dpf-t, pack, or a plugin.", rich_help_panel="Policy options"),
     privacy_n: Optional[int] = typer.Option(None, "--privacy-n", hidden=True, help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Policy options"),
     privacy_t: Optional[float] = typer.Option(None, "--privacy-t", hidden=True, help="Unlock a block's budget over this many seconds from when it was added (dpf-t; rr and pack by time).", rich_help_panel="Policy options"),
     privacy_timeout_s: Optional[float] = typer.Option(None, "--privacy-timeout-s", hidden=True, help="Reject a privacy claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Policy options"),

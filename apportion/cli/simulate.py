@@ -43,7 +43,7 @@ def simulate(
     share_by_user: bool = typer.Option(False, "--share-by-user", help="Divide the cluster among the workload's users first (each active user an equal share, or by --user-weights), then run the policy per user, as apportion serve does by default.", rich_help_panel="Mechanism"),
     user_weights: Optional[str] = typer.Option(None, "--user-weights", help="With --share-by-user: USER=WEIGHT,.. each user's share, relative (alice=2,bob=1; others 1).", rich_help_panel="Mechanism"),
     market: Optional[str] = opt.Market,
-    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md).", rich_help_panel="Rented cluster"),
+    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md), or a plugin (docs/policies.md).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
@@ -131,7 +131,7 @@ def compare(
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
     market: Optional[str] = opt.Market,
-    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} (compared in place of --policies).", rich_help_panel="Rented cluster"),
+    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} or plugins (compared in place of --policies).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
