@@ -85,7 +85,9 @@ def test_a_variant_of_a_plugins_policy_is_asked_for_after_its_name_and_pop_split
     assert type(make_policy(FLOOR, partitions=2)).__name__ == "Partitioned"
 
 
-def test_apportion_policies_lists_the_built_ins_and_the_packages_with_their_options(package):
+def test_apportion_policies_lists_the_built_ins_and_the_packages_with_their_options(tmp_path, monkeypatch):
+    install(tmp_path / "site", monkeypatch, {"apportion.policies": {
+        **GOOD["apportion.policies"], "smallest-entry": "apportion_demo_plugins:SMALLEST_AS_ENTRY"}})
     result = cli("policies", "--json")
 
     assert result.exit_code == 0, result.output
@@ -97,6 +99,8 @@ def test_apportion_policies_lists_the_built_ins_and_the_packages_with_their_opti
     assert mine["source"] == "entry point of apportion-demo-plugins 1.0"
     assert mine["summary"] == "the smallest job first (by GPUs or by steps), whole GPUs, preemptive"
     assert [o["flag"] for o in mine["options"]] == ["--smallest-by"]
+    assert policies["smallest-entry"]["summary"] == "smallest first, declared as an entry"
+    assert make_policy("smallest-entry", smallest_by="steps").smallest_by == "steps"
     table = cli("policies")
     assert "smallest-first" in table.output and "apportion-demo-plugins" in table.output
 

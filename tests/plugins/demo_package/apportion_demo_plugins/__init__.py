@@ -8,7 +8,7 @@ import numpy as np
 
 from apportion.executors.fake import FakeExecutor
 from apportion.mechanism.privacy_policies import PrivacyPolicy
-from apportion.policies.api import Allocation, Option, OrderingPolicy
+from apportion.policies.api import Allocation, Option, OrderingPolicy, PolicyEntry
 
 
 def _by(value):
@@ -31,6 +31,10 @@ class SmallestFirst(OrderingPolicy):
 
     def rank_key(self, jobs, throughputs):
         return jobs.num_gpus.astype(float) if self.smallest_by == "gpus" else jobs.remaining_steps.astype(float)
+
+
+SMALLEST_AS_ENTRY = PolicyEntry("any-name", "apportion_demo_plugins:SmallestFirst", "smallest first, declared as an entry",
+                                options=SmallestFirst.options)
 
 
 class NeedsNewerApi(SmallestFirst):
