@@ -55,17 +55,26 @@ def with_privacy(settings: WorkloadSettings, blocks: str | None, policy: str, n:
     if timeout_s is not None and not timeout_s > 0:
         raise fail(f"--privacy-timeout-s must be positive, got {timeout_s}")
     if policy not in PRIVACY_POLICIES:
-        raise fail(f"--privacy-policy must be one of {', '.join(PRIVACY_POLICIES)}, got '{policy}'")
-    if policy == "dpf-n" and n is None:
+        from apportion.mechanism.privacy_policies import make_privacy_policy
+
+        try:
+            make_privacy_policy(policy, n, t_s)  # a plugin, or an error naming the known ones
+        except ValueError as exc:
+            if str(exc).startswith("unknown privacy policy"):
+                raise fail(f"--privacy-policy must be one of {', '.join(PRIVACY_POLICIES)}, got '{policy}' (or a "
+                           "plugin's name: docs/policies.md)") from None
+            raise fail(f"--privacy-policy: {exc}") from None
+    elif policy == "dpf-n" and n is None:
         raise fail("--privacy-policy dpf-n needs --privacy-n")
     if policy == "dpf-t" and t_s is None:
         raise fail("--privacy-policy dpf-t needs --privacy-t")
     if policy in ("rr", "pack") and (n is None) == (t_s is None):
         raise fail(f"--privacy-policy {policy} needs one of --privacy-n (unlock by claims) or --privacy-t (by time)")
-    try:
-        PrivacyPolicy(policy, n, t_s)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
+    if policy in PRIVACY_POLICIES:
+        try:
+            PrivacyPolicy(policy, n, t_s)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
     return replace(settings, blocks_path=blocks, privacy_policy=policy, privacy_n=n, privacy_t_s=t_s,
                    privacy_timeout_s=timeout_s)
 
@@ -90,9 +99,17 @@ def rented_setup(market: list[str], provisioning: list[str], checkpoint_gb: floa
     from apportion.policies.provisioning import PROVISIONING
     from apportion.sim.rented import RentalConfig
 
-    unknown = [p for p in provisioning if p not in PROVISIONING]
-    if unknown:
-        raise fail(f"--provisioning: unknown policy '{unknown[0]}' (known: {', '.join(PROVISIONING)})")
+    from apportion.policies.provisioning import make_provisioning
+
+    for spec in provisioning:
+        if spec not in PROVISIONING:
+            try:
+                make_provisioning(spec)  # a plugin: loaded now, so that a broken one is said before the replay
+            except ValueError as exc:
+                if str(exc).startswith("unknown provisioning policy"):
+                    raise fail(f"--provisioning: unknown policy '{spec}' (known: {', '.join(PROVISIONING)}, or a "
+                               "plugin's name: docs/policies.md)") from None
+                raise fail(f"--provisioning: {exc}") from None
     if not checkpoint_gb >= 0:
         raise fail(f"--checkpoint-gb must be >= 0, got {checkpoint_gb}")
     try:

@@ -47,7 +47,7 @@ def simulate(
     market: Optional[list[str]] = opt.Market,
     market_start: Optional[str] = opt.MarketStart,
     interruption_rates: Optional[str] = opt.InterruptionRates,
-    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md).", rich_help_panel="Rented cluster"),
+    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md), or a plugin (docs/policies.md).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
@@ -141,7 +141,7 @@ def compare(
     market: Optional[list[str]] = opt.Market,
     market_start: Optional[str] = opt.MarketStart,
     interruption_rates: Optional[str] = opt.InterruptionRates,
-    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} (compared in place of --policies).", rich_help_panel="Rented cluster"),
+    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} or plugins (compared in place of --policies).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
