@@ -128,7 +128,7 @@ class JobList:
             running = row[_RUN_S] + (max(0.0, now - accounted_at) if live and accounted_at else 0.0)
             parts.append(f'{head}, "runtime_s": {_number(round(running, 3))}, {tail}{_estimate_text(estimate)}'
                          + (_examples_text(store.job(row[0])) if row[_ELASTIC] else "") + "}")
-        return "[" + ", ".join(parts) + "]"
+        return "[" + ",\n".join(parts) + "]"  # a job a line: a client may join pages without parsing them
 
     def _fixed_text(self, row: tuple, spec: tuple, private: bool) -> tuple[str, str]:
         """A job's JSON but its running time and estimates: the text before them, and after."""
