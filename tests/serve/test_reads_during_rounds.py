@@ -101,3 +101,16 @@ def test_a_read_sees_what_was_committed_and_a_writer_sees_its_own_writes(tmp_pat
         other.join(timeout=PROMPT_S)  # nor does it wait for the transaction to end
         assert seen_inside == [True, False]  # another thread sees only what is committed
     assert store.job(job_id).name == "cnn"
+
+
+def test_status_sums_the_hangs_of_the_jobs_that_hung_only(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    for name in ("a", "b", "c"):
+        store.insert_job(spec=dict(JOB), name=name, user="ann", queue="", priority=1.0, kind="cnn", gpus=1,
+                         total_steps=100, submitted=0.0)
+    store.update_job(2, hangs=3)
+    plan = " ".join(row[-1] for row in store.rows("EXPLAIN QUERY PLAN SELECT COALESCE(SUM(hangs), 0) FROM jobs"
+                                                  " WHERE hangs > 0"))
+
+    assert store.total_hangs() == 3
+    assert "jobs_hung" in plan  # through the partial index: 50,000 waiting jobs cost /status nothing
