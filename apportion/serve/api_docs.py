@@ -106,8 +106,9 @@ ROUTES = {
         STORING, body="JobSpec", answer="Submitted", refused=SUBMIT_REFUSED),
     ("get", "/jobs"): RouteDoc(
         "jobs", "List the jobs",
-        "Every job, oldest first, with its status, reason, progress and estimates; a failed job's last log lines "
-        "only for its owner and admins.",
+        "A page of jobs, oldest first (at most 5,000; `limit` asks for fewer), with its status, reason, progress "
+        "and estimates; a failed job's last log lines only for its owner and admins. When more may follow, the "
+        "`X-Next-After-Id` header is the `after_id` that asks for the next page.",
         refused="A query parameter that does not fit, named in `field` (a `status` that is none of the statuses)."),
     ("get", "/jobs/{job_id}"): RouteDoc("jobs", "One job", "The job's fields, as in the list.", (404,)),
     ("post", "/jobs/{job_id}/cancel"): RouteDoc(
@@ -159,8 +160,9 @@ ROUTES = {
         "(by jobs that started) and left; its claims arrived and waiting, as `apportion blocks list`."),
     ("get", "/dashboard/state"): RouteDoc(
         "server", "The dashboard's view",
-        "What the page at / draws: slots, current jobs, the cluster over time, the privacy blocks. Readable "
-        "without a credential from this machine."),
+        "What the page at / draws: slots, the running jobs, the first 100 waiting and the last 50 ended (counts "
+        "for the rest: `waiting_not_shown`, `finished_not_shown`), the cluster over time, the privacy blocks. "
+        "Readable without a credential from this machine (the view of the round, made once a round)."),
     ("get", "/dashboard/jobs/{job_id}"): RouteDoc(
         "server", "The dashboard's view of one job",
         "Its fields, events, progress over time and, for its owner, its log.", (404,)),
