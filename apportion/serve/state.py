@@ -772,23 +772,45 @@ class StateStore:
 
         The rows are kept from one call to the next: only the jobs stored or changed since (every
         write to a job goes through ``insert_job`` or ``update_job``) are read again. The columns are
-        the kept rows' own: good until the next call."""
-        with self._lock:
-            changed, writes = self.written_since(self._round_read)
-            if self._round_rows is None:
-                kept = RoundRows(_ROUND_NAMES, self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live"))
-            else:
-                fresh = []
-                for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
-                    chunk = changed[first:first + 500]
-                    fresh.extend(row for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk)
-                                 if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE])
-                fresh.sort(key=lambda row: row[0])
-                # read inside a transaction, what it wrote may yet be rolled back: kept as it was, read again then
-                kept = self._round_rows.replace(changed, fresh, in_place=not self._depth)
-            if not self._depth:
-                self._round_rows, self._round_read = kept, writes
-            return kept.columns()
+        the kept rows' own: good until the next call.
+
+        Outside a write transaction the rows are read through a read connection, its snapshot taken
+        while no write is open: a long read holds no lock, so a submit's insert does not wait for it."""
+        if self._read_only or self._writer == threading.get_ident():
+            with self._lock:
+                changed, writes = self.written_since(self._round_read)
+                return self._round_columns(self._conn, changed, writes, inside=bool(self._depth))
+        conn = self._reader()
+        try:
+            with self._lock:  # no write is open: the snapshot holds every write counted in ``writes``
+                changed, writes = self.written_since(self._round_read)
+                conn.execute("BEGIN")
+                conn.execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
+            return self._round_columns(conn, changed, writes, inside=False)
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+            self._give_back(conn)
+
+    def _round_columns(self, conn: sqlite3.Connection, changed: list[int], writes: int, *,
+                       inside: bool) -> RoundColumns:
+        """round_table's columns, the rows of the jobs ``changed`` read again through ``conn``; ``inside``:
+        read inside a write transaction."""
+        if self._round_rows is None:
+            kept = RoundRows(_ROUND_NAMES, self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live", conn=conn))
+        else:
+            fresh = []
+            for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
+                chunk = changed[first:first + 500]
+                fresh.extend(row for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk,
+                                                                   conn=conn)
+                             if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE])
+            fresh.sort(key=lambda row: row[0])
+            # read inside a transaction, what it wrote may yet be rolled back: kept as it was, read again then
+            kept = self._round_rows.replace(changed, fresh, in_place=not inside)
+        if not inside:
+            self._round_rows, self._round_read = kept, writes
+        return kept.columns()
 
     def written_since(self, writes: int) -> tuple[list[int], int]:
         """(the jobs stored or changed since the ``writes``-th write to jobs, the count of writes now):
@@ -803,8 +825,8 @@ class StateStore:
         for job_id in job_ids:
             self._last_write[job_id] = self._writes
 
-    def _round_rows_where(self, where: str, params: list | tuple = ()) -> list[tuple]:
-        cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
+    def _round_rows_where(self, where: str, params: list | tuple = (), *, conn: sqlite3.Connection) -> list[tuple]:
+        cursor = conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
         cursor.row_factory = None
         return cursor.fetchall()
 
