@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from apportion.executors.fake import FakeExecutor  # noqa: E402
 from apportion.experiment import policy_from_spec  # noqa: E402
 from apportion.policies.las import Las  # noqa: E402
+from apportion.serve.budgets import BudgetRules, Limits  # noqa: E402
 from apportion.serve.scheduler import Scheduler, ServeConfig  # noqa: E402
 from apportion.serve.slots import Node, parse_slots  # noqa: E402
 from apportion.serve.state import StateStore  # noqa: E402
@@ -59,7 +60,9 @@ def run(policy_name: str, jobs: int, slots: str, rounds: int, round_s: float, as
         policy = (Las(thresholds_gpu_s=tuple(float(round_s * k) for k in range(2, 2000, 2)))
                   if policy_name == "las" and not as_served else policy_from_spec(policy_name))
         config = ServeConfig(state_dir=Path(tmp), round_s=round_s, grace_s=round_s, renew_wait_s=0.0,
-                             start_hold_s=None, node=node)  # each round starts all it places, in its tick
+                             start_hold_s=None, node=node,  # each round starts all it places, in its tick
+                             budgets=BudgetRules(Limits(submit_rate=1e9, submit_burst=10**9,
+                                                        max_active_jobs=10**9)))  # rounds, not budgets, measured
         scheduler = Scheduler(store, executor, parse_slots(slots), policy, config, clock=clock)
         start = time.perf_counter()
         for i in range(jobs):

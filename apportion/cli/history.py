@@ -69,18 +69,18 @@ def history(
 
 def _from_state_dir(state_dir: Path, filters, grouping: str | None, limit: int | None, now: float) -> dict:
     """The report from the state file itself, opened read-only (no lock, no write: a running server
-    goes on as before); every field shown, as to the operator who can read the file anyway."""
-    import sqlite3
-
+    goes on as before); every field shown, as to the operator who can read the file anyway. The
+    file is read as untrusted (serve/untrusted_state.py): a damaged or hostile one is one line."""
     from apportion.serve import usage
+    from apportion.serve.untrusted_state import DamagedState, read_accounting
 
     path = Path(state_dir) / "state.db"
     if not path.is_file():
         raise fail(f"--state-dir {state_dir}: no state file there (state.db): is it a server's --state-dir?")
     try:
-        columns = usage.read_columns(path)
-    except sqlite3.Error as exc:
-        raise fail(f"--state-dir {state_dir}: cannot read {path} as a state file ({exc})") from None
+        columns = read_accounting(path)
+    except DamagedState as exc:
+        raise fail(f"--state-dir {state_dir}: {exc}") from None
     table = usage.usage(*columns, filters, now)
     return usage.report(table, lambda user: True, grouping, limit)
 
@@ -138,29 +138,36 @@ def _print_groups(report: dict) -> None:
 
 
 def _print_csv(report: dict) -> None:
-    """The rows (or the groups), one line each, GPU-hours in a column per type; times in ISO 8601."""
+    """The rows (or the groups), one line each, GPU-hours in a column per type; times in ISO 8601;
+    control characters in text escaped."""
     import csv
     import sys
 
+    from apportion.cli.safe_text import printable
+
     total = report["total"]
     types = sorted(total["gpu_hours_by_type"])
-    out = csv.writer(sys.stdout, lineterminator="\n")
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+
+    def writerow(values: list) -> None:  # text cells' control characters escaped: none reach the terminal
+        writer.writerow([printable(v, lines=False) if isinstance(v, str) else v for v in values])
+
     if "groups" in report:
         key = report["by"]
-        out.writerow([key, "jobs", "gpu_hours", *(f"gpu_hours_{t}" for t in types), "mean_wait_s", "mean_run_s",
-                      "preemptions", "failures"])
+        writerow([key, "jobs", "gpu_hours", *(f"gpu_hours_{t}" for t in types), "mean_wait_s", "mean_run_s",
+                  "preemptions", "failures"])
         for g in report["groups"]:
-            out.writerow([g[key], g["jobs"], g["gpu_hours"], *(g["gpu_hours_by_type"].get(t, 0) for t in types),
-                          _blank(g["mean_wait_s"]), _blank(g["mean_run_s"]), g["preemptions"], g["failures"]])
+            writerow([g[key], g["jobs"], g["gpu_hours"], *(g["gpu_hours_by_type"].get(t, 0) for t in types),
+                      _blank(g["mean_wait_s"]), _blank(g["mean_run_s"]), g["preemptions"], g["failures"]])
         return
-    out.writerow(["id", "name", "user", "queue", "status", "exit_code", "reason", "gpu_types", "gpu_hours",
-                  *(f"gpu_hours_{t}" for t in types), "wait_s", "run_s", "attempts", "preemptions", "submitted",
-                  "started", "finished"])
+    writerow(["id", "name", "user", "queue", "status", "exit_code", "reason", "gpu_types", "gpu_hours",
+              *(f"gpu_hours_{t}" for t in types), "wait_s", "run_s", "attempts", "preemptions", "submitted",
+              "started", "finished"])
     for j in report["jobs"]:
-        out.writerow([j["id"], j["name"], j["user"], j["queue"], j["status"], _blank(j["exit_code"]), j["reason"],
-                      " ".join(j["gpu_types"]), j["gpu_hours_total"], *(j["gpu_hours"].get(t, 0) for t in types),
-                      _blank(j["wait_s"]), j["run_s"], j["attempts"], j["preemptions"], _iso(j["submitted"]),
-                      _iso(j["started"]), _iso(j["finished"])])
+        writerow([j["id"], j["name"], j["user"], j["queue"], j["status"], _blank(j["exit_code"]), j["reason"],
+                  " ".join(j["gpu_types"]), j["gpu_hours_total"], *(j["gpu_hours"].get(t, 0) for t in types),
+                  _blank(j["wait_s"]), j["run_s"], j["attempts"], j["preemptions"], _iso(j["submitted"]),
+                  _iso(j["started"]), _iso(j["finished"])])
 
 
 def _exit(job: dict) -> str:

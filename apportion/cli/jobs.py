@@ -14,6 +14,7 @@ import typer
 from apportion.cli import options as opt
 from apportion.cli.arrays import collapse_arrays
 from apportion.cli.output import console, errors, escape, fail, print_json, print_json_text, print_table
+from apportion.cli.safe_text import log_text, printable
 from apportion.stdio import stdout_to_stderr
 
 
@@ -163,7 +164,7 @@ def queue(
         if j["status"] == "failed" and j["last_lines"]:
             console.print(f"[red]job {cell(j['id'])} ({cell(j['name'])}) failed[/]; its last lines:", highlight=False)
             for line in j["last_lines"].splitlines()[-10:]:
-                console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+                console.print(f"  {printable(line)}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _privacy_blocks(client) -> None:
@@ -244,12 +245,12 @@ def cell(text: object, most: int = 64) -> str:
 
 def _text(text: object, most: int = 64) -> str:
     """A user's string as a table cell: its first line, at most ``most`` characters (a state file
-    written before names had bounds may hold a name of any length)."""
+    written before names had bounds may hold a name of any length), control characters escaped."""
     lines = str(text).splitlines()
     line = lines[0] if lines else ""
     if len(line) > most:
         line = line[: most - 3] + "..."
-    return line
+    return printable(line, lines=False)
 
 
 def cancel(
@@ -274,30 +275,44 @@ def logs(
     job_id: str = typer.Argument(..., metavar="JOB_ID", help="The job's id."),
     attempt: Optional[int] = typer.Option(None, "--attempt", help="Which attempt (default: the latest)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the job writes, across attempts, until it ends."),
+    raw: bool = typer.Option(False, "--raw", help="Print the output as the job wrote it, escape sequences included (default: control characters escaped, a carriage return as a new line)."),
     server: Optional[str] = opt.Server,
     token: Optional[str] = opt.Token,
     token_file: Optional[Path] = opt.TokenFile,
 ) -> None:
     """Print a job's output (stdout and stderr) of one attempt; then, on stderr, how much of its
-    step time the job waited for data, when it times its waits."""
+    step time the job waited for data, when it times its waits. Control characters in the output
+    are escaped (``\\x1b[...``), so a job cannot drive the terminal of whoever reads its log; --raw
+    prints it as written."""
     import sys
 
     from apportion.serve.client import ClientError
 
     client = client_for(server, token, token_file)
     shown = None  # the attempt whose output was printed last
+    held = ""  # a carriage return ending a chunk: a line break of its own, or half of one ending in the next
     try:
         for number, text in client.log_chunks(job_id, attempt, follow):
             if shown is not None and number != shown:
-                errors.print(f"--- attempt {number} ---", highlight=False)
+                if held:  # the last attempt's output ended in a carriage return: its line ends before the next
+                    sys.stdout.write("\n")
+                    held = ""
+                errors.print(f"--- attempt {printable(number, lines=False)} ---", highlight=False, markup=False)
             shown = number
+            if not raw:
+                text, held = held + text, ""
+                if text.endswith("\r"):
+                    text, held = text[:-1], "\r"
+                text = log_text(text)
             sys.stdout.write(text)
             sys.stdout.flush()
+        if held:
+            sys.stdout.write("\n")
         summary = stall_summary(client.job(job_id))
     except ClientError as exc:
         raise fail(str(exc)) from None
     if summary:
-        errors.print(f"--- {summary} ---", highlight=False, markup=False)
+        errors.print(f"--- {printable(summary, lines=False)} ---", highlight=False, markup=False)
 
 
 def stall_summary(job: dict) -> str:

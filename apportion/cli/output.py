@@ -2,7 +2,8 @@
 errors, and the check that an output directory can be written before any work is done.
 
 Text that comes from a user (a job's name, a file path, a server's answer) is printed with
-:func:`escape`, so that ``[blink]root[/blink]`` shows as typed instead of as rich markup.
+:func:`escape`, so that ``[blink]root[/blink]`` shows as typed instead of as rich markup and an
+escape sequence shows as ``\x1b[...`` instead of reaching the terminal (safe_text.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape as _escape_markup
 
+from apportion.cli.safe_text import has_unsafe, printable
 
 
 class _Console(Console):
@@ -33,8 +35,9 @@ HIGHLIGHTED_JSON = 100_000  # characters of JSON coloured on a terminal; longer 
 
 
 def escape(text: object) -> str:
-    """``text`` made safe to print with markup on: every ``[`` that would open a tag is escaped."""
-    return _escape_markup(str(text))
+    """``text`` made safe to print with markup on: every ``[`` that would open a tag is escaped, and
+    every control character but newline and tab (safe_text.py)."""
+    return _escape_markup(printable(text))
 
 
 def fail(message: str) -> typer.Exit:
@@ -46,19 +49,25 @@ def fail(message: str) -> typer.Exit:
 def print_json(data) -> None:
     """``data`` as JSON on stdout: the only thing a ``--json`` command writes there. A list is one item
     a line (the standard library's fast encoder: 50,000 jobs in a fraction of a second), anything else
-    indented; coloured on a terminal when short."""
+    indented. Characters a terminal would act on (C1 controls, bidi overrides) are written as
+    ``\\uXXXX`` escapes; coloured on a terminal when short."""
     if isinstance(data, list):
         text = "[\n" + ",\n".join(json.dumps(item, ensure_ascii=False) for item in data) + "\n]" if data else "[]"
     else:
-        text = json.dumps(data, indent=2, ensure_ascii=False)
+        text = json.dumps(data, indent=2, ensure_ascii=False)  # C0 controls escaped already
+    if has_unsafe(text):
+        text = json.dumps(data, indent=2, ensure_ascii=True)
     print_json_text(text)
 
 
 def print_json_text(text: str) -> None:
-    """JSON ``text`` on stdout as it is; coloured on a terminal when short (rich's colouring would take
-    minutes over 50,000 jobs)."""
+    """JSON ``text`` on stdout as it is (re-encoded with ``\\uXXXX`` escapes when it holds a character a
+    terminal would act on); coloured on a terminal when short (rich's colouring would take minutes
+    over 50,000 jobs)."""
+    if has_unsafe(text):
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=True)
     if console.is_terminal and len(text) <= HIGHLIGHTED_JSON:
-        console.print_json(text)
+        console.print_json(text, ensure_ascii=True)
         return
     console.file.write(text + "\n")
     console.file.flush()
@@ -74,8 +83,10 @@ def print_table(table, at_least: int = 0) -> None:
 
 
 def print_line(text: str, *, markup: bool = False) -> None:
-    """One line of text on stdout: wrapped by a terminal, never broken into a pipe or a file."""
-    console.print(text, highlight=False, markup=markup, soft_wrap=not console.is_terminal)
+    """One line of text on stdout: wrapped by a terminal, never broken into a pipe or a file;
+    without ``markup``, its control characters escaped (with it, the caller escapes: :func:`escape`)."""
+    console.print(text if markup else printable(text), highlight=False, markup=markup,
+                  soft_wrap=not console.is_terminal)
 
 
 def print_wrote(paths, as_json: bool) -> None:

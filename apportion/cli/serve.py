@@ -51,12 +51,12 @@ def serve(
     privacy_n: Optional[int] = typer.Option(None, "--privacy-n", hidden=True, help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Policy options"),
     privacy_t: Optional[float] = typer.Option(None, "--privacy-t", hidden=True, help="Unlock a block's budget over this many seconds from when it was added (dpf-t; rr and pack by time).", rich_help_panel="Policy options"),
     privacy_timeout_s: Optional[float] = typer.Option(None, "--privacy-timeout-s", hidden=True, help="Reject a privacy claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Policy options"),
-    max_active_jobs: int = typer.Option(DEFAULTS.max_active_jobs, "--max-active-jobs", help="Each user's queued and running jobs at most (an array's tasks each).", rich_help_panel="Budgets"),
-    max_stored_mb: float = typer.Option(DEFAULTS.max_stored_mb, "--max-stored-mb", help="MB of job specs (env, command, claims) each user's active jobs may store.", rich_help_panel="Budgets"),
-    max_demand_rows: int = typer.Option(DEFAULTS.max_demand_rows, "--max-demand-rows", help="Privacy blocks claimed, summed over each user's active jobs.", rich_help_panel="Budgets"),
-    max_after_edges: int = typer.Option(DEFAULTS.max_after_edges, "--max-after-edges", help="Jobs waited for (after), summed over each user's active jobs.", rich_help_panel="Budgets"),
-    submit_rate: float = typer.Option(DEFAULTS.submit_rate, "--submit-rate", help="Submits a second each user may send, once the burst is spent.", rich_help_panel="Budgets"),
-    submit_burst: int = typer.Option(DEFAULTS.submit_burst, "--submit-burst", help="Submits each user may send at once.", rich_help_panel="Budgets"),
+    max_active_jobs: int = typer.Option(DEFAULTS.max_active_jobs, "--max-active-jobs", show_default=False, help="A user's active jobs, an array's tasks each (50,000).", rich_help_panel="Budgets"),
+    max_stored_mb: float = typer.Option(DEFAULTS.max_stored_mb, "--max-stored-mb", show_default=False, help="MB of job specs a user's active jobs store (1,000).", rich_help_panel="Budgets"),
+    max_demand_rows: int = typer.Option(DEFAULTS.max_demand_rows, "--max-demand-rows", show_default=False, help="Privacy blocks claimed over a user's active jobs (1,000,000).", rich_help_panel="Budgets"),
+    max_after_edges: int = typer.Option(DEFAULTS.max_after_edges, "--max-after-edges", show_default=False, help="Jobs waited for over a user's active jobs (100,000).", rich_help_panel="Budgets"),
+    submit_rate: float = typer.Option(DEFAULTS.submit_rate, "--submit-rate", show_default=False, help="A user's submits a second past the burst (20; then 429).", rich_help_panel="Budgets"),
+    submit_burst: int = typer.Option(DEFAULTS.submit_burst, "--submit-burst", show_default=False, help="A user's submits at once (200).", rich_help_panel="Budgets"),
 ) -> None:
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
     settings, given = _settings(ctx, config)
@@ -131,7 +131,8 @@ def serve(
 
     def ready(scheduler) -> None:
         log(f"apportion serve on {scheduler.config.server_url}: slots {describe(scheduler.slots)}, policy "
-            f"{chosen_policy.name}, rounds of {round_s:g} s, state in {scheduler.config.state_dir}")
+            f"{chosen_policy.name}{_shared(settings, chosen_policy)}, rounds of {round_s:g} s, state in "
+            f"{scheduler.config.state_dir}")
         log(f"dashboard: {scheduler.config.server_url}/")
         cores = scheduler.cores.describe()
         if cores["node_cores"] and cores["split"] != "off":
@@ -346,3 +347,15 @@ def _user_weights(settings: ServeSettings) -> dict[str, float]:
     from apportion.policies.by_user import parse_user_weights
 
     return parse_user_weights(settings.user_weights) if settings.user_weights else {}
+
+
+def _shared(settings: ServeSettings, policy) -> str:
+    """How the users share the cluster, for the start's line: "" when they do not."""
+    from apportion.policies.by_user import how_shared
+
+    if not settings.share_by_user:
+        return ""
+    weights = f" (weights {settings.user_weights})" if settings.user_weights else ""
+    if how_shared(policy) == "unchanged":
+        return f" (not shared by user: {policy.name} divides the cluster its own way)"
+    return f" shared by user{weights}"

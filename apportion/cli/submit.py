@@ -97,7 +97,7 @@ def _wait_and_exit(client, job_id: str, timeout: float | None, quiet: bool, as_j
         print_json(job)
     elif not quiet:
         reason = f": {job['reason']}" if job["reason"] and job["status"] != "completed" else ""
-        console.print(f"job {escape(job['id'])} ({escape(job['name'])}) {job['status']}{escape(reason)}",
+        console.print(f"job {escape(job['id'])} ({escape(job['name'])}) {escape(job['status'])}{escape(reason)}",
                       highlight=False, soft_wrap=True)
     raise typer.Exit(code=0 if job["status"] == "completed" else 1)
 

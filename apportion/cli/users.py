@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from apportion.cli.help import HelpCommand, HelpGroup
-from apportion.cli.output import console, errors, fail, print_json
+from apportion.cli.output import console, errors, escape, fail, print_json
 
 app = typer.Typer(cls=HelpGroup, no_args_is_help=True, help="Who may use a server: add users (each with a credential), list, revoke.")
 
@@ -52,11 +52,11 @@ def add(
     finally:
         store.close()
     console.print(credential, highlight=False, soft_wrap=True)
-    errors.print(f"{name}{' (admin)' if admin else ''}: the credential above is shown only this once. They keep it in "
+    errors.print(f"{escape(name)}{' (admin)' if admin else ''}: the credential above is shown only this once. They keep it in "
                  "~/.config/apportion/token (chmod 600), a file for --token-file, or APPORTION_TOKEN.",
                  highlight=False, soft_wrap=True)
     if first:
-        errors.print(f"the server of {state_dir} now asks every caller for a credential", highlight=False)
+        errors.print(f"the server of {escape(state_dir)} now asks every caller for a credential", highlight=False)
 
 
 @app.command("list", cls=HelpCommand)
@@ -86,7 +86,7 @@ def list_users(
     width = max(len(u.name) for u in users)
     for u in users:
         state = f"revoked {day(u.revoked)}" if u.revoked is not None else "active"
-        console.print(f"{u.name:<{width}}  {'admin' if u.admin else 'user ':<5}  added {day(u.created)}  {state}",
+        console.print(f"{escape(f'{u.name:<{width}}')}  {'admin' if u.admin else 'user ':<5}  added {day(u.created)}  {state}",
                       highlight=False)
 
 
@@ -105,4 +105,4 @@ def revoke(
             raise fail(f"user {name!r} " + ("is revoked already" if known else "does not exist"))
     finally:
         store.close()
-    console.print(f"revoked the credential of {name}", highlight=False)
+    console.print(f"revoked the credential of {escape(name)}", highlight=False)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.rows import row_any
 from apportion.core.views import ClusterView, JobView, ThroughputView
+
+if TYPE_CHECKING:
+    from apportion.policies.by_user import UserTurns
 
 
 class Policy(Protocol):
@@ -56,8 +59,8 @@ class OrderingPolicy:
             raise ValueError(f"{self.name}: restart_cost_s must be >= 0, got {restart_cost_s}")
         self.agnostic = agnostic
         self.restart_cost_s = float(restart_cost_s)
-        # user -> weight: users take turns by weight before the rank decides (share_by_user); None: off
-        self.user_weights: Mapping[str, float] | None = None
+        # users take turns before the rank decides (policies/by_user.py's UserTurns); None: off
+        self.user_turns: UserTurns | None = None
 
     def rank_key(self, jobs: JobView, throughputs: ThroughputView) -> np.ndarray:
         """Smaller runs first."""
@@ -67,17 +70,13 @@ class OrderingPolicy:
         return float("inf")
 
     def order(self, jobs: JobView, throughputs: ThroughputView) -> np.ndarray:
-        """Positions of the jobs, first to run first: by rank, then by submit time (users' turns
-        interleaved by ``user_weights`` when set)."""
+        """Positions of the jobs, first to run first: by rank, then by submit time (users taking
+        turns first, with ``user_turns``)."""
         return self.by_user(np.lexsort((jobs.submit_time_s, self.rank_key(jobs, throughputs))), jobs)
 
     def by_user(self, order: np.ndarray, jobs: JobView) -> np.ndarray:
-        """``order`` as it stands, or with users taking turns by weight (``policies/by_user.py``)."""
-        if self.user_weights is None:
-            return order
-        from apportion.policies.by_user import interleave_users
-
-        return interleave_users(order, jobs, self.user_weights)
+        """``order`` as it stands, or with users taking turns (``policies/by_user.py``)."""
+        return order if self.user_turns is None else self.user_turns.order(order, jobs)
 
     def allocate(
         self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView

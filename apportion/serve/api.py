@@ -42,7 +42,8 @@ LOG_CHUNK = 256 * 1024
 # own /metrics, so FastAPI's spans, metrics and logs are off where it has them
 _NO_TELEMETRY = ({"telemetry": {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}}
                  if "telemetry" in inspect.signature(FastAPI).parameters else {})
-IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
+IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
+                   "schema": {"type": "string", "pattern": bodies.IDEMPOTENCY_KEY_PATTERN},
                    "description": "Send a submit again with the same key: the job stored the first time answers."}
 
 
@@ -110,7 +111,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
 
     @app.exception_handler(TooFast)
     def _too_fast(request, exc: TooFast):
-        return JSONResponse(status_code=429, content={"detail": str(exc)},
+        return JSONResponse(status_code=429, content={"detail": str(exc), "budget": "submit_rate"},
                             headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
 
     @app.exception_handler(NoSpace)

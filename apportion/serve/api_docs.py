@@ -1,8 +1,9 @@
 """The API described: ``/openapi.json`` (OpenAPI 3.1) and a Swagger UI page at ``/docs``.
 
-Each route gets a summary, a description and, where it takes a body, the schema of that body
-(``api_schema.py``: documentation only; the hand-written checks stay the API's); the document
-names the bearer credential. The page's Swagger UI comes from the ``fastapi-offline`` package,
+Each route gets a summary, a description, every status it can answer (what the server alone
+judges said in its 400) and, where it takes a body, the schema of that body (``api_schema.py``:
+documentation only; the hand-written checks stay the API's); the document names the bearer
+credential. ``tests/serve/test_api_contract.py`` holds a live server to it with schemathesis. The page's Swagger UI comes from the ``fastapi-offline`` package,
 served from here, so that it needs no network; without that package it is loaded from a CDN
 (jsDelivr). Either way the page runs only scripts from those places (its own start-up included),
 under a Content-Security-Policy as strict as the dashboard's.
@@ -21,6 +22,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, Response
 
 from apportion.serve.api_schema import PARAMETERS, SCHEMAS
+from apportion.serve.job_list import NEXT_PAGE, PAGE_MAX
 from apportion.serve.scheduler import NotFound
 
 CDN = "https://cdn.jsdelivr.net"
@@ -35,7 +37,8 @@ and, for a job's own attempts, the lease and progress calls (docs/serve-contract
 `apportion users add`, or the admin token); its attempts use their own `APPORTION_TOKEN`. A server without \
 credentials (loopback only) takes the `user` a request names. Press *Authorize* to try the calls with yours.
 
-**Errors** are JSON: `{"detail": one line}`, and for a field that does not fit (400) also `field` and `message`.
+**Errors** are JSON: `{"detail": one line}`, and for a field that does not fit (400) also `field` and `message`. \
+A method a path does not serve is a 405 whose `Allow` header names every method it does.
 
 From Python: `from apportion import Client` (docs/serve.md, "Python client")."""
 
@@ -95,6 +98,7 @@ class RouteDoc:
     answer: str | None = None
     refused: str | None = None
     answer_type: str = "application/json"
+    answer_headers: tuple[tuple[str, str], ...] = ()  # (name, what it says) of the headers its 200 may carry
 
 
 ROUTES = {
@@ -106,10 +110,11 @@ ROUTES = {
         STORING, body="JobSpec", answer="Submitted", refused=SUBMIT_REFUSED),
     ("get", "/jobs"): RouteDoc(
         "jobs", "List the jobs",
-        "A page of jobs, oldest first (at most 5,000; `limit` asks for fewer), with its status, reason, progress "
-        "and estimates; a failed job's last log lines only for its owner and admins. When more may follow, the "
-        "`X-Next-After-Id` header is the `after_id` that asks for the next page.",
-        refused="A query parameter that does not fit, named in `field` (a `status` that is none of the statuses)."),
+        f"A page of jobs (at most {PAGE_MAX:,}, or `limit`), oldest first, with their status, reason, progress and "
+        "estimates; a failed job's last log lines only for its owner and admins. `after_id` starts the page after "
+        f"that id; `{NEXT_PAGE}` says where the next one starts.",
+        refused="A query parameter that does not fit, named in `field` (a `status` that is none of the statuses).",
+        answer_headers=((NEXT_PAGE, "When more jobs may follow: the `after_id` of the next page."),)),
     ("get", "/jobs/{job_id}"): RouteDoc("jobs", "One job", "The job's fields, as in the list.", (404,)),
     ("post", "/jobs/{job_id}/cancel"): RouteDoc(
         "jobs", "Cancel a job",
@@ -228,10 +233,13 @@ def described(schema: dict) -> dict:
                 answer = _ref(doc.answer) if doc.answer else {"type": "string"}
                 operation["responses"]["200"] = {"description": "Done", "content": {doc.answer_type: {
                     "schema": answer}}}
+            if doc.answer_headers:
+                operation["responses"]["200"]["headers"] = {name: {"description": said, "schema": {
+                    "type": "string", "pattern": "^[0-9]+$"}} for name, said in doc.answer_headers}
             for code in sorted({*EVERY_ROUTE, *doc.errors}):
                 said = doc.refused if code == 400 and doc.refused else ERRORS[code]
-                operation["responses"][str(code)] = {"description": said, "content": {
-                    "application/json": {"schema": _ref("Error")}}, **({"headers": HEADERS[code]} if code in HEADERS else {})}
+                answer = {"description": said, "content": {"application/json": {"schema": _ref("Error")}}}
+                operation["responses"][str(code)] = {**answer, **({"headers": HEADERS[code]} if code in HEADERS else {})}
     return schema
 
 

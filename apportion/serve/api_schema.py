@@ -20,6 +20,7 @@ from apportion.serve.bounds import (
 from apportion.runtime.client import MAX_SKIPPED, MAX_SKIPPED_CHARS
 from apportion.runtime.stalls import FETCH, PREPROCESS, STALL
 from apportion.serve.bounds import MAX_BATCH, MAX_NOISE_SCALE, MAX_STEP_S, REFUSED_IN_LINE
+from apportion.serve.elastic_spec import LR_RULES, MAX_EXAMPLES
 from apportion.serve.jobspec import RESERVED_ENV, RESERVED_ENV_PREFIX
 from apportion.serve.privacy_spec import MAX_BLOCKS_ADDED, MAX_BUDGET, MAX_CLAIM_BLOCKS, MAX_ORDERS
 from apportion.serve.state import STATUSES
@@ -65,6 +66,35 @@ def _text(description: str, most: int = MAX_NAME, pattern: str = LINE) -> dict:
 def _whole(description: str, least: int = 1, most: int = MAX_STEPS) -> dict:
     return {"type": "integer", "minimum": least, "maximum": most, "description": description}
 
+
+ELASTIC = {
+    "type": "object",
+    "description": "An elastic job, sized by the scheduler each round (docs/serve.md, \"Elastic jobs\"). The server "
+                   "also refuses max_gpus under min_gpus, init_batch_size over batch_size, max_local_batch under "
+                   "min_local_batch, a batch_size too small to give max_gpus replicas min_local_batch each, and "
+                   "max_batch_size over batch_size without a target in examples.",
+    "required": ["max_gpus", "batch_size"],
+    "additionalProperties": False,
+    "dependentRequired": {"epochs": ["dataset_size"], "dataset_size": ["epochs"]},
+    "not": {"required": ["target_examples", "epochs"]},
+    "properties": {
+        "min_gpus": _whole("The fewest GPUs it runs on; default 1.", most=MAX_GPUS),
+        "max_gpus": _whole("The most GPUs it runs on.", most=MAX_GPUS),
+        "batch_size": _whole("Examples a step, over all its replicas.", most=MAX_BATCH),
+        "init_batch_size": _whole("The batch it starts at (M0); default batch_size.", most=MAX_BATCH),
+        "lr_rule": {"type": "string", "enum": list(LR_RULES),
+                    "description": "How its learning rate follows its batch; default sqrt."},
+        "min_local_batch": _whole("The fewest examples a replica takes; default 1.", most=MAX_BATCH),
+        "max_local_batch": _whole("The most examples a replica takes.", most=MAX_BATCH),
+        "model": _text("A built-in elastic kind (cifar10, bert, ...) whose step-time model is the prior.",
+                       pattern=NAMED),
+        "target_examples": _whole("Its target in examples, instead of total_steps.", most=MAX_EXAMPLES),
+        "epochs": _whole("With dataset_size: its target in examples.", most=MAX_EXAMPLES),
+        "dataset_size": _whole("With epochs: its target in examples.", most=MAX_EXAMPLES),
+        "max_batch_size": _whole("The largest batch the scheduler may choose (a target in examples needed).",
+                                 most=MAX_BATCH),
+    },
+}
 
 JOB_SPEC = {
     "type": "object",
@@ -115,8 +145,7 @@ JOB_SPEC = {
         "global_batch": _whole("Sequences per step; required with model."),
         "layout": {"description": "With model: tp=2 pp=1 mb=4, as text or a mapping; default the best layout.",
                    "anyOf": [{"type": "string", "maxLength": MAX_NAME, "pattern": LINE}, {"type": "object"}]},
-        "elastic": {"type": "object", "description": "An elastic job, sized by the scheduler each round: min_gpus, "
-                                                     "max_gpus, batch_size, ... (docs/serve.md)."},
+        "elastic": ELASTIC,
         "warm_start": {"type": "boolean", "description": "false: always start cold; default the server's setting."},
         "hung_after_s": {"type": "number", "minimum": MIN_HUNG_AFTER_S, "maximum": MAX_HUNG_AFTER_S,
                          "description": "Seconds of silence (no lease call, no progress report) before its attempt "
@@ -167,7 +196,8 @@ BLOCKS = {
                                  "description": "The δ its budget keeps (more than 0 with rdp_orders)."},
                        "rdp_orders": {"type": "array", "minItems": 1, "maxItems": MAX_ORDERS,
                                       "items": {"type": "number", "exclusiveMinimum": 1, "maximum": MAX_BUDGET},
-                                      "description": "Account in Rényi DP at these orders (every block the same)."}}}}},
+                                      "description": "Account in Rényi DP at these orders (every block the "
+                                                     "same)."}}}}},
 }
 
 SUBMITTED = {
@@ -235,7 +265,8 @@ ERROR = {
     "properties": {"detail": {"type": "string", "description": "What is wrong, in one line."},
                    "field": {"type": ["string", "null"], "description": "The field it is about, if any."},
                    "message": {"type": ["string", "null"], "description": "What is wrong with that field."},
-                   "budget": {"type": "string", "description": "409 over a quota: the budget it names."},
+                   "budget": {"type": "string", "description": "409 over a quota: the budget it names; 429 over"
+                                                                  " the user's submit rate: submit_rate."},
                    "held": {"type": "number", "description": "409 over a quota: what the user holds of it."},
                    "limit": {"type": "number", "description": "409 over a quota: its limit."},
                    "state_dir": {"type": "string", "description": "507: the state directory that is full."}},

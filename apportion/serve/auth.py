@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from apportion.serve.bounds import MAX_ATTEMPT, MAX_JOB_ID
 from apportion.serve.throttle import FailureLimiter
+from apportion.serve.trusted_file import trust_problem
 
 if TYPE_CHECKING:
     from apportion.serve.state import StateStore
@@ -144,17 +145,19 @@ def check_secret(secret: str | None, where: str) -> str:
 
 def read_secret_file(path: str | Path, where: str | None = None) -> str:
     """The credential in file ``path`` (surrounding whitespace dropped); ValueError (one line) when it
-    cannot be read, is empty, or other users may read it (it must be 0600 or narrower, as ssh asks of keys)."""
+    cannot be read, is empty, other users may read or change it (it must be 0600 or narrower, as ssh
+    asks of keys), or it is owned by anyone but this user or root (trusted_file.py)."""
     path = Path(path).expanduser()
     where = where or str(path)
     try:
         with open(path, encoding="utf-8") as handle:
-            mode = os.fstat(handle.fileno()).st_mode
-            text = handle.read()
+            info = os.fstat(handle.fileno())
+            problem = trust_problem(info, path, secret=True)
+            text = "" if problem else handle.read()
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"{where}: cannot read it: {getattr(err, 'strerror', None) or err}") from None
-    if mode & 0o044:
-        raise ValueError(f"{where}: other users may read it: chmod 600 {path}")
+    if problem:
+        raise ValueError(f"{where}: {problem}")
     return check_secret(text, where)
 
 

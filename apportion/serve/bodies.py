@@ -69,7 +69,8 @@ def idempotency_key(header: str | None) -> str | None:
     return header
 
 
-_KEY = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_IDEMPOTENCY_KEY}}}")
+IDEMPOTENCY_KEY_PATTERN = rf"^[A-Za-z0-9_.:-]{{1,{MAX_IDEMPOTENCY_KEY}}}$"  # as the API document says it
+_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN.strip("^$"))
 
 
 def blocks(body: object) -> list[BlockSpec]:

@@ -7,13 +7,14 @@ user) before it is stored:
 - **active jobs** (queued, running or preempted; an array counts its tasks);
 - **stored bytes**: the job specs as the state file keeps them (their env, command, claims);
 - **privacy demand rows**: the blocks each job claims, summed over the jobs;
-- **``after`` edges**: the jobs each job waits for, summed over the jobs;
+- **``after`` edges**: the jobs each job waits for, summed over the jobs (an array's once, as it is kept);
 - **submits per second**: a token bucket per user (``submit_burst`` at once, ``submit_rate`` a second).
 
 What each user holds is counted in the state file itself: each job's charge is a row of
-``budget_charges``, and ``budget_use`` keeps each user's totals, moved by SQLite triggers when a
-job is stored, leaves the active statuses (completed, failed, cancelled) or comes back, whichever
-code path changes it. A check is one primary-key lookup, never a scan of the user's jobs; the
+``budget_charges`` (an array's, one row for all its tasks), and ``budget_use`` keeps each user's
+totals: a submit adds its charge, and SQLite triggers count a job stored and move its charge when
+it leaves the active statuses (completed, failed, cancelled) or comes back, whichever code path
+changes it. A check is one primary-key lookup, never a scan of the user's jobs; the
 totals are counted again from the jobs once when the server starts (an older state file, or any
 drift, is set right then).
 
@@ -26,7 +27,6 @@ admins have the same limits as anyone unless that table gives them others.
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -42,58 +42,67 @@ MOST_BUCKETS = 10_000  # users' rate buckets kept; full ones (which say nothing)
 MOST_SHOWN = 100  # users an admin's status lists, those holding the most active jobs first
 
 _ACTIVE_SQL = "(" + ", ".join(f"'{s}'" for s in ACTIVE) + ")"
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS budget_charges (  -- what each job holds of its user's budgets (budgets.py)
-    job_id INTEGER PRIMARY KEY,
-    bytes INTEGER NOT NULL,             -- its spec as stored, and its privacy demand rows
+
+
+def _charged(job: str, column: str) -> str:
+    """SQL for what job ``job`` (``old`` or ``new`` in a trigger) is charged of ``column`` (bytes or demand
+    rows): its own row's, else its array's (one row an array, each task charged it), else nothing."""
+    return (f"COALESCE((SELECT {column} FROM budget_charges WHERE job_id = {job}.id),"
+            f" (SELECT {column} FROM budget_charges WHERE job_id = {job}.array_id), 0)")
+
+
+def _edges(job: str, tasks: int) -> str:
+    """SQL for the ``after`` edges that go (or come back) with job ``job``: its own; for an array's task,
+    its array's, once, when the array's active tasks have just become ``tasks`` (0: the last ended; 1:
+    the first came back). An array's ``after`` is kept once for all its tasks."""
+    return (f"CASE WHEN {job}.array_id IS NULL THEN COALESCE((SELECT after_edges FROM budget_charges WHERE job_id ="
+            f" {job}.id), 0) ELSE COALESCE((SELECT after_edges FROM budget_charges WHERE job_id = {job}.array_id"
+            f" AND tasks = {tasks}), COALESCE((SELECT after_edges FROM budget_charges WHERE job_id = {job}.id), 0),"
+            " 0) END")
+
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS budget_charges (  -- what each job (or each task of an array) holds of its user's budgets
+    job_id INTEGER PRIMARY KEY,         -- a job's id, or an array's: then each of its tasks holds its bytes and rows
+    bytes INTEGER NOT NULL,             -- its spec as stored (its share of its array's), its privacy demand rows
     demand_rows INTEGER NOT NULL,       -- the blocks it claims
-    after_edges INTEGER NOT NULL        -- the jobs it waits for
+    after_edges INTEGER NOT NULL,       -- the jobs it waits for; an array's: once for all its tasks
+    tasks INTEGER NOT NULL DEFAULT 0    -- an array's: its tasks still active (its edges are held while any is)
 );
-CREATE TABLE IF NOT EXISTS budget_use (  -- each user's active jobs and what they hold, kept by the triggers below
+CREATE TABLE IF NOT EXISTS budget_use (  -- each user's active jobs and what they hold (budgets.py)
     user TEXT PRIMARY KEY,
     active_jobs INTEGER NOT NULL DEFAULT 0,
     bytes INTEGER NOT NULL DEFAULT 0,
     demand_rows INTEGER NOT NULL DEFAULT 0,
     after_edges INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS budget_job_stored AFTER INSERT ON jobs WHEN new.status IN {_ACTIVE_SQL}
+"""
+_TRIGGERS = ("budget_job_charged", "budget_job_stored", "budget_job_ended", "budget_job_again", "budget_job_deleted")
+_RELEASE = f"""
+BEGIN
+    UPDATE budget_charges SET tasks = tasks - 1 WHERE job_id = old.array_id;
+    UPDATE budget_use SET active_jobs = active_jobs - 1, bytes = bytes - {_charged("old", "bytes")},
+        demand_rows = demand_rows - {_charged("old", "demand_rows")}, after_edges = after_edges - {_edges("old", 0)}
+    WHERE user = old.user;
+END;"""
+_SCHEMA = f"""
+CREATE TRIGGER budget_job_stored AFTER INSERT ON jobs WHEN new.status IN {_ACTIVE_SQL}
 BEGIN
     INSERT INTO budget_use (user, active_jobs) VALUES (new.user, 1)
     ON CONFLICT (user) DO UPDATE SET active_jobs = active_jobs + 1;
 END;
-CREATE TRIGGER IF NOT EXISTS budget_job_charged AFTER INSERT ON budget_charges
-BEGIN
-    UPDATE budget_use SET bytes = bytes + new.bytes, demand_rows = demand_rows + new.demand_rows,
-                          after_edges = after_edges + new.after_edges
-    WHERE user = (SELECT user FROM jobs WHERE id = new.job_id AND status IN {_ACTIVE_SQL});
-END;
-CREATE TRIGGER IF NOT EXISTS budget_job_ended AFTER UPDATE OF status ON jobs
-WHEN old.status IN {_ACTIVE_SQL} AND new.status NOT IN {_ACTIVE_SQL}
-BEGIN
-    UPDATE budget_use SET active_jobs = active_jobs - 1,
-        bytes = bytes - COALESCE((SELECT bytes FROM budget_charges WHERE job_id = old.id), 0),
-        demand_rows = demand_rows - COALESCE((SELECT demand_rows FROM budget_charges WHERE job_id = old.id), 0),
-        after_edges = after_edges - COALESCE((SELECT after_edges FROM budget_charges WHERE job_id = old.id), 0)
-    WHERE user = old.user;
-END;
-CREATE TRIGGER IF NOT EXISTS budget_job_again AFTER UPDATE OF status ON jobs
+CREATE TRIGGER budget_job_ended AFTER UPDATE OF status ON jobs
+WHEN old.status IN {_ACTIVE_SQL} AND new.status NOT IN {_ACTIVE_SQL}{_RELEASE}
+CREATE TRIGGER budget_job_again AFTER UPDATE OF status ON jobs
 WHEN old.status NOT IN {_ACTIVE_SQL} AND new.status IN {_ACTIVE_SQL}
 BEGIN
     INSERT INTO budget_use (user) VALUES (new.user) ON CONFLICT (user) DO NOTHING;
-    UPDATE budget_use SET active_jobs = active_jobs + 1,
-        bytes = bytes + COALESCE((SELECT bytes FROM budget_charges WHERE job_id = new.id), 0),
-        demand_rows = demand_rows + COALESCE((SELECT demand_rows FROM budget_charges WHERE job_id = new.id), 0),
-        after_edges = after_edges + COALESCE((SELECT after_edges FROM budget_charges WHERE job_id = new.id), 0)
+    UPDATE budget_charges SET tasks = tasks + 1 WHERE job_id = new.array_id;
+    UPDATE budget_use SET active_jobs = active_jobs + 1, bytes = bytes + {_charged("new", "bytes")},
+        demand_rows = demand_rows + {_charged("new", "demand_rows")}, after_edges = after_edges + {_edges("new", 1)}
     WHERE user = new.user;
 END;
-CREATE TRIGGER IF NOT EXISTS budget_job_deleted AFTER DELETE ON jobs WHEN old.status IN {_ACTIVE_SQL}
-BEGIN
-    UPDATE budget_use SET active_jobs = active_jobs - 1,
-        bytes = bytes - COALESCE((SELECT bytes FROM budget_charges WHERE job_id = old.id), 0),
-        demand_rows = demand_rows - COALESCE((SELECT demand_rows FROM budget_charges WHERE job_id = old.id), 0),
-        after_edges = after_edges - COALESCE((SELECT after_edges FROM budget_charges WHERE job_id = old.id), 0)
-    WHERE user = old.user;
-END;
+CREATE TRIGGER budget_job_deleted AFTER DELETE ON jobs WHEN old.status IN {_ACTIVE_SQL}{_RELEASE}
 """
 
 
@@ -117,8 +126,6 @@ class Limits:
     def to_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-
-BUDGET_KEYS = tuple(f.name for f in fields(Limits))
 
 
 @dataclass(frozen=True)
@@ -146,12 +153,13 @@ def rules_from_settings(settings) -> BudgetRules:
 
 @dataclass(frozen=True)
 class Charge:
-    """What one submit stores: ``jobs`` jobs (an array's tasks), each holding these amounts."""
+    """What one submit stores: ``jobs`` jobs (an array's tasks), each holding these bytes and demand rows,
+    and ``after_edges`` for them all (an array's ``after`` is kept once)."""
 
     jobs: int
     bytes_each: int
     demand_rows_each: int = 0
-    after_edges_each: int = 0
+    after_edges: int = 0
 
 
 @dataclass(frozen=True)
@@ -181,8 +189,8 @@ class TooFast(Exception):
 
 
 def charge_of(data: dict, tasks: int, blocks: int, after: int, array: bool = False) -> Charge:
-    """The charge of storing job spec ``data`` as ``tasks`` jobs, each claiming ``blocks`` privacy blocks
-    and waiting for ``after`` jobs. An array's spec is stored once (``arrays``), so its bytes are split
+    """The charge of storing job spec ``data`` as ``tasks`` jobs, each claiming ``blocks`` privacy blocks,
+    waiting for ``after`` jobs (an array's ``after`` is kept once). An array's spec is stored once (``arrays``), so its bytes are split
     among its tasks, each of which adds a small row of its own (TASK_ROW_BYTES)."""
     spec_bytes = len(json.dumps(data).encode())  # what the state file stores (json.dumps: ASCII, as stored)
     each = -(-spec_bytes // tasks) + TASK_ROW_BYTES if array else spec_bytes
@@ -231,8 +239,13 @@ class Budgets:
         self.store = store
         self.rules = rules or BudgetRules()
         self.rate = SubmitRate(self.rules, clock)
-        with store.transaction() as conn:
-            _run_script(conn, _SCHEMA)  # in the transaction: executescript would commit it
+        with store.transaction() as conn:  # the tables kept, the triggers as this version writes them
+            _run_script(conn, _TABLES)  # in the transaction: executescript would commit it
+            if "tasks" not in {row[1] for row in conn.execute("PRAGMA table_info(budget_charges)")}:
+                conn.execute("ALTER TABLE budget_charges ADD COLUMN tasks INTEGER NOT NULL DEFAULT 0")
+            for name in _TRIGGERS:
+                conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+            _run_script(conn, _SCHEMA)
             recount(conn)
 
     def take_submit(self, user: str) -> None:
@@ -240,8 +253,8 @@ class Budgets:
         self.rate.take(user)
 
     def check(self, user: str, charge: Charge) -> None:
-        """OverQuota unless ``user`` may store ``charge`` on top of what they hold (under the state lock,
-        with the insert that follows, so that two submits cannot both take the last of a budget)."""
+        """OverQuota unless ``user`` may store ``charge`` on top of what they hold (inside the write
+        transaction that stores it, so that two submits cannot both take the last of a budget)."""
         held = self.use(user)
         limits = self.rules.of(user)
         jobs = charge.jobs
@@ -249,8 +262,8 @@ class Budgets:
                 ("max_stored_mb", held.bytes, jobs * charge.bytes_each, "of stored jobs", _megabytes),
                 ("max_demand_rows", held.demand_rows, jobs * charge.demand_rows_each, "privacy demand rows "
                  "(blocks claimed, summed over jobs)", _count),
-                ("max_after_edges", held.after_edges, jobs * charge.after_edges_each, "after edges (jobs waited "
-                 "for, summed over jobs)", _count))
+                ("max_after_edges", held.after_edges, charge.after_edges, "after edges (jobs waited for, summed "
+                 "over jobs; an array's once)", _count))
         for key, have, adds, what, shown in asks:
             limit = getattr(limits, key) * (MB if key == "max_stored_mb" else 1)
             if adds and have + adds > limit:
@@ -258,14 +271,24 @@ class Budgets:
                                 f"{shown(limit)}; this submit would add {shown(adds)}: submit it when some have "
                                 "ended, or ask an admin for a larger budget", key, have, limit)
 
-    def record(self, job_ids: list[int], charge: Charge) -> None:
-        """Keep each of ``job_ids``' charge, inside the transaction that stores them (the triggers add it
-        to its user's totals)."""
+    def record(self, user: str, job_ids: list[int], charge: Charge, array_id: int | None = None) -> None:
+        """Keep the charge of ``user``'s new ``job_ids`` (the tasks of ``array_id``, if given: one row for
+        them all), and add it to their totals, inside the transaction that stores the jobs (which counted
+        them as active jobs already: the triggers above)."""
         with self.store.transaction() as conn:
-            conn.executemany("INSERT OR REPLACE INTO budget_charges (job_id, bytes, demand_rows, after_edges)"
-                             " VALUES (?, ?, ?, ?)",
-                             [(job_id, charge.bytes_each, charge.demand_rows_each, charge.after_edges_each)
-                              for job_id in job_ids])
+            if array_id is None:
+                conn.executemany("INSERT OR REPLACE INTO budget_charges (job_id, bytes, demand_rows, after_edges)"
+                                 " VALUES (?, ?, ?, ?)",
+                                 [(job_id, charge.bytes_each, charge.demand_rows_each, charge.after_edges)
+                                  for job_id in job_ids])
+            else:
+                conn.execute("INSERT OR REPLACE INTO budget_charges (job_id, bytes, demand_rows, after_edges, tasks)"
+                             " VALUES (?, ?, ?, ?, ?)", (array_id, charge.bytes_each, charge.demand_rows_each,
+                                                         charge.after_edges, len(job_ids)))
+            edges = charge.after_edges * (len(job_ids) if array_id is None else 1)
+            conn.execute("UPDATE budget_use SET bytes = bytes + ?, demand_rows = demand_rows + ?,"
+                         " after_edges = after_edges + ? WHERE user = ?",
+                         (len(job_ids) * charge.bytes_each, len(job_ids) * charge.demand_rows_each, edges, user))
 
     def use(self, user: str) -> Use:
         """What ``user`` holds now (one primary-key lookup)."""
@@ -306,16 +329,27 @@ def usage_dict(user: str, use: Use, limits: Limits) -> dict:
 
 def recount(conn) -> None:
     """Count every user's totals again from their active jobs: active jobs stored before budgets were
-    kept are charged their spec and ``after`` as stored."""
+    kept are charged their row's spec and ``after`` as stored; each array's active tasks are counted
+    again."""
     conn.execute(f"INSERT INTO budget_charges (job_id, bytes, demand_rows, after_edges)"
                  f" SELECT id, LENGTH(CAST(spec AS BLOB)), 0, CASE WHEN after = '' THEN 0"
                  f" ELSE LENGTH(after) - LENGTH(REPLACE(after, ',', '')) + 1 END"
-                 f" FROM jobs WHERE status IN {_ACTIVE_SQL} AND id NOT IN (SELECT job_id FROM budget_charges)")
+                 f" FROM jobs WHERE status IN {_ACTIVE_SQL} AND id NOT IN (SELECT job_id FROM budget_charges)"
+                 f" AND (array_id IS NULL OR array_id NOT IN (SELECT job_id FROM budget_charges))")
+    conn.execute(f"UPDATE budget_charges SET tasks = (SELECT COUNT(*) FROM jobs WHERE jobs.array_id ="
+                 f" budget_charges.job_id AND jobs.status IN {_ACTIVE_SQL}) WHERE tasks != 0 OR job_id IN"
+                 f" (SELECT array_id FROM jobs WHERE array_id IS NOT NULL AND status IN {_ACTIVE_SQL})")
     conn.execute("DELETE FROM budget_use")
     conn.execute(f"INSERT INTO budget_use (user, active_jobs, bytes, demand_rows, after_edges)"
-                 f" SELECT j.user, COUNT(*), COALESCE(SUM(c.bytes), 0), COALESCE(SUM(c.demand_rows), 0),"
-                 f" COALESCE(SUM(c.after_edges), 0) FROM jobs j LEFT JOIN budget_charges c ON c.job_id = j.id"
+                 f" SELECT j.user, COUNT(*), SUM(COALESCE(c.bytes, a.bytes, 0)),"
+                 f" SUM(COALESCE(c.demand_rows, a.demand_rows, 0)), SUM(COALESCE(c.after_edges, 0))"
+                 f" FROM jobs j LEFT JOIN budget_charges c ON c.job_id = j.id"
+                 f" LEFT JOIN budget_charges a ON a.job_id = j.array_id"
                  f" WHERE j.status IN {_ACTIVE_SQL} GROUP BY j.user")
+    # each array's edges once, to the user of its first task (an array's id is the one before it)
+    conn.execute("UPDATE budget_use SET after_edges = after_edges + COALESCE((SELECT SUM(a.after_edges) FROM"
+                 " budget_charges a JOIN jobs j ON j.id = a.job_id + 1 AND j.array_id = a.job_id WHERE a.tasks > 0"
+                 " AND j.user = budget_use.user), 0)")
 
 
 def _run_script(conn, script: str) -> None:

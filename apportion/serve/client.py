@@ -69,14 +69,27 @@ ACTIVE_SHOWN_S = 3600.0  # queue() shows jobs that ended this recently beside th
 class ClientError(Exception):
     """What went wrong, in one line (``str(err)``). ``field`` and ``message``: the job field a refusal
     names and what is wrong with it (``field`` None when it names none, ``message`` then the line);
-    ``status``: the server's HTTP status (None when no answer came, or nothing was sent)."""
+    ``status``: the server's HTTP status (None when no answer came, or nothing was sent); ``retry_after``:
+    the seconds a 429 for its user's submit rate asked the client to wait (its Retry-After), else None."""
 
     def __init__(self, text: str, field: str | None = None, message: str | None = None,
-                 status: int | None = None) -> None:
+                 status: int | None = None, retry_after: float | None = None) -> None:
         super().__init__(text)
         self.field = field
         self.message = message if message is not None else text
         self.status = status
+        self.retry_after = retry_after
+
+
+SUBMIT_WAIT_S = 60.0  # a submit answered 429 (its user's submit rate) is sent again after Retry-After, this long in all
+
+
+def _seconds(text: str | None) -> float | None:
+    """A Retry-After header's seconds (None: none, or a date, which this server never sends)."""
+    try:
+        return max(0.0, float(text)) if text is not None else None
+    except ValueError:
+        return None
 
 
 class Unreachable(ClientError):
@@ -167,7 +180,8 @@ class Client:
             detail = body.get("detail")
             if not isinstance(detail, str):
                 detail = f"HTTP {status} from {self.url}{path}" + (f": {detail}" if detail else "")
-            raise ClientError(detail, body.get("field"), body.get("message"), status)
+            raise ClientError(detail, body.get("field"), body.get("message"), status,
+                              _seconds(response.getheader("Retry-After")) if body.get("budget") == "submit_rate" else None)
         if answer is None and raw:
             raise ClientError(f"{self.url}{path} answered something that is not JSON (is it an apportion server?)",
                               status=status)
@@ -189,10 +203,19 @@ class Client:
         if self._claimed(user or spec.user):
             body["user"] = self._claimed(user or spec.user)
         key = {"Idempotency-Key": uuid.uuid4().hex}
-        try:
-            answer = self._call("POST", "/jobs", json_body=body, headers=key)
-        except Unreachable:
-            answer = self._call("POST", "/jobs", json_body=body, headers=key)
+        waited = 0.0
+        while True:
+            try:
+                try:
+                    answer = self._call("POST", "/jobs", json_body=body, headers=key)
+                except Unreachable:
+                    answer = self._call("POST", "/jobs", json_body=body, headers=key)
+                break
+            except ClientError as err:  # over the user's submit rate: wait as the server asks, a while at most
+                if err.retry_after is None or waited + err.retry_after > SUBMIT_WAIT_S:
+                    raise
+                time.sleep(err.retry_after)
+                waited += err.retry_after
         shown = {"id": answer["id"], "user": answer.get("user") or body.get("user")}
         return {**shown, "tasks": answer["tasks"]} if "tasks" in answer else shown
 

@@ -96,21 +96,17 @@ def task_spec(spec: dict, index: int) -> dict:
 
 
 def task_row_spec(task: dict) -> dict:
-    """What a task's own row keeps of its spec (task_spec's): what differs from task to task (its name
-    and checkpoint directory), its ``array`` text, and the spec's numbers and flags, which queries over
-    the jobs table read (``time_limit``, ``hung_after_s``, ``cpus``). Everything else (env, command,
-    claims) is the array's, stored once (``StateStore.insert_array``); ``composed_spec`` puts them back."""
-    return {key: value for key, value in task.items()
-            if key in _PER_TASK or value is None or isinstance(value, (bool, int, float))}
+    """What a task's own row keeps of its spec (task_spec's): only the spec's numbers and flags, which
+    queries over the jobs table read (``time_limit``, ``hung_after_s``, ``cpus``), a few bytes whatever
+    the request. Everything else (env, command, claims, its name and checkpoint directory, which its
+    index makes) comes from its array's spec, stored once (``StateStore.insert_array``): ``composed_spec``."""
+    return {key: value for key, value in task.items() if isinstance(value, (bool, int, float))}
 
 
-def composed_spec(array_spec: dict, row_spec: dict) -> dict:
-    """A task's whole spec from its array's (stored once) and what its own row keeps: task_spec's.
+def composed_spec(array_spec: dict, row_spec: dict, index: int) -> dict:
+    """Task ``index``'s whole spec from its array's (stored once) and what its own row keeps: task_spec's.
     The values the tasks share are the array's own objects, not copies: read them, never change them."""
-    return {**array_spec, **row_spec}
-
-
-_PER_TASK = ("name", "checkpoint_dir", "array")
+    return {**task_spec(array_spec, index), **row_spec}
 
 
 def most_running(text: str) -> int | None:

@@ -6,8 +6,11 @@ queue; a few sender threads POST them (notify_send.py), each try within ``timeou
 retrying a receiver that does not answer, answers 5xx, 408 or 429, after ``backoff_s``, then
 twice that. Neither waits on a round or a request beyond reading and marking a few rows, and
 a full queue only leaves jobs pending for the next poll. The outcome is an event on the job
-(``notify`` or ``notify-failed``, as the dashboard shows a job's events) and a line in the
-server's log; a job is never changed by its notification. A notification not finished when
+(``notify``: "delivered", or ``notify-failed``: "not delivered", as the dashboard shows a job's
+events) and a line in the server's log with the detail (what the receiver answered, or why it
+was not tried). The event never says what a receiver answered or why it could not be reached:
+the submitter chose the URL, and would otherwise learn which internal hosts and ports answer (a
+port scanner). A job is never changed by its notification. A notification not finished when
 the server stops is sent by the next one.
 """
 
@@ -26,6 +29,7 @@ from apportion.serve.records import JobRecord
 from apportion.serve.state import StateStore
 
 RETRIED_STATUSES = (408, 429)  # besides 5xx: the receiver asks to be tried again
+SAID_TO_SUBMITTER = {"notify": "delivered", "notify-failed": "not delivered (the server's log says why)"}
 
 
 def notification(row: JobRecord, server_url: str) -> dict:
@@ -88,8 +92,8 @@ class Notifier:
 
     def send_one(self, job_id: int, url: str, body: bytes,
                  stop: threading.Event | None = None) -> tuple[str, str] | None:
-        """POST one notification, retrying as the module says: (event, detail) for the job's events;
-        None when ``stop`` was set before it was done (it stays due, for the next server)."""
+        """POST one notification, retrying as the module says: (event, detail), the detail for the
+        server's log (the job's event says only SAID_TO_SUBMITTER[event]); None when ``stop`` was set before it was done (it stays due, for the next server)."""
         try:
             target = notify_target(url, f"job {job_id}")
         except InputError as err:  # stored by an apportion that checked less
@@ -152,10 +156,10 @@ class Notifier:
         """Write the outcomes not yet in the state file, each as its job's event; False when one was refused."""
         with self._guard:
             outcomes = dict(self._unrecorded)
-        for job_id, (event, detail) in outcomes.items():
+        for job_id, (event, _detail) in outcomes.items():
             try:
                 with self.lock:
-                    self.store.notified(job_id, self.clock(), event, detail)
+                    self.store.notified(job_id, self.clock(), event, SAID_TO_SUBMITTER[event])
             except Exception:  # a full state directory: kept, and written by a later poll
                 return False
             with self._guard:

@@ -2,17 +2,25 @@
 (``--notify-hosts``) for the addresses the server may connect to.
 
 The URL is chosen by whoever submits the job, so it is a request the server makes on their
-behalf (SSRF). By default the server refuses addresses no notification needs and an attacker
-wants: link-local (169.254.169.254, a cloud's metadata service), loopback (the server's own
-machine), multicast, unspecified and reserved ones. An operator's list replaces that rule: a
-host name (``hooks.example.com``, or ``*.example.com`` for its subdomains) allows that name
-wherever it resolves except link-local addresses, an address or network (``10.1.0.0/16``,
-``127.0.0.1``) allows those addresses, link-local ones included when named.
+behalf (SSRF). By default the server notifies public addresses only: it refuses loopback,
+link-local, private (10/8, 172.16/12, 192.168/16, fc00::/7), shared (100.64/10), multicast,
+reserved and documentation ranges, the clouds' metadata services (169.254.169.254,
+100.100.100.200, fd00:ec2::254, 192.0.0.192, ``metadata.google.internal`` and the other names
+in ``METADATA_NAMES``), local names (``localhost``, ``*.internal``, ...), and each of these
+inside an IPv6 form (IPv4-mapped, -compatible, NAT64, 6to4). An operator's list replaces that
+rule: a host name (``hooks.example.com``, or ``*.example.com`` for its subdomains) allows that
+name wherever it resolves except link-local and metadata addresses, an address or network
+(``10.1.0.0/16``, ``127.0.0.1``) allows those addresses, link-local ones included when named.
+
+A URL whose text alone is refused is refused at submit: numeric host forms that resolvers read
+as addresses (``2130706433``, ``0177.0.0.1``, ``127.1``, ``0x7f.1``), zone ids, characters no
+host name has, a user or password.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -21,6 +29,38 @@ from apportion.serve.bounds import MAX_URL
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
+    "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, Hetzner, Oracle (v1)
+    "169.254.170.2",  # AWS ECS task metadata
+    "100.100.100.200",  # Alibaba Cloud
+    "192.0.0.192",  # Oracle Cloud
+    "fd00:ec2::254",  # AWS over IPv6
+    "169.254.170.23", "fd00:ec2::23",  # AWS EKS Pod Identity (credentials)
+))
+METADATA_NAMES = frozenset((  # documented names of the clouds' metadata services
+    "metadata", "metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal",
+    "metadata.tencentyun.com", "metadata.platformequinix.com", "metadata.packet.net", "metadata.azure.com",
+))
+LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain", ".home.arpa", ".arpa")  # never public names
+# Refused by the default rule, each with what it is (checked after an IPv6 form is unwrapped to its IPv4 address)
+REFUSED_NETWORKS: tuple[tuple[Network, str], ...] = tuple((ipaddress.ip_network(net), what) for net, what in (
+    ("0.0.0.0/8", "an unspecified address"), ("127.0.0.0/8", "a loopback address"),
+    ("10.0.0.0/8", "a private address"), ("172.16.0.0/12", "a private address"), ("192.168.0.0/16", "a private address"),
+    ("100.64.0.0/10", "a shared (carrier-grade NAT) address"), ("169.254.0.0/16", "a link-local address"),
+    ("192.0.0.0/24", "an IETF protocol address"), ("192.0.2.0/24", "a documentation address"),
+    ("198.51.100.0/24", "a documentation address"), ("203.0.113.0/24", "a documentation address"),
+    ("198.18.0.0/15", "a benchmarking address"), ("224.0.0.0/4", "a multicast address"),
+    ("240.0.0.0/4", "a reserved address"),
+    ("::/128", "an unspecified address"), ("::1/128", "a loopback address"), ("100::/64", "a discard address"),
+    ("64:ff9b:1::/48", "a local NAT64 address"), ("2001::/32", "a Teredo address"),
+    ("2001:db8::/32", "a documentation address"), ("fc00::/7", "a private (unique local) address"),
+    ("fe80::/10", "a link-local address"), ("fec0::/10", "a site-local address"), ("ff00::/8", "a multicast address"),
+    ("::/8", "a reserved address"),
+))
+_HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
+_NUMBER_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")  # what resolvers (inet_aton) read as part of an address
+_DOTTED_QUAD = re.compile(r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}")
 
 
 @dataclass(frozen=True)
@@ -64,6 +104,9 @@ def notify_target(value: object, source: str, field: str = "notify") -> NotifyTa
         raise InputError(source, "must not carry a user or password (use a token in the path instead)", field=field)
     if port == 0:
         raise InputError(source, "names port 0", field=field)
+    host_problem = _host_problem(parts.hostname, bracketed="[" in parts.netloc)
+    if host_problem:
+        raise InputError(source, host_problem, field=field)
     scheme = parts.scheme.lower()
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     port = port if port is not None else 443 if scheme == "https" else 80
@@ -111,6 +154,8 @@ class NotifyHosts:
         address = _address(target.host)
         if address is not None:
             return self.address_refusal(target.host, address)
+        if self.names is None and self.networks is None:
+            return _name_refusal(target.host)
         if self.names is None:
             return None
         if self._name_allowed(target.host):
@@ -121,17 +166,15 @@ class NotifyHosts:
         """Why connecting to ``address`` (what ``host`` resolved to) is refused; None: allowed."""
         if self.off:
             return "this server sends no notifications"
-        address = _unmapped(address)
+        inner = _unwrapped(address)
         if self.networks is not None or self.names is not None:
-            if any(address in network for network in self.networks or ()):
+            if any(a in network for network in self.networks or () for a in {address, inner}):
                 return None
-            if self._name_allowed(host) and not address.is_link_local:
+            if self._name_allowed(host) and not inner.is_link_local and inner not in METADATA_ADDRESSES:
                 return None
             return f"{address} ({host}) is not among the hosts this server notifies (its --notify-hosts)"
-        if address.is_link_local or address.is_loopback or address.is_multicast or address.is_unspecified \
-                or address.is_reserved:
-            return f"{address} ({host}) is a link-local, loopback, multicast or reserved address"
-        return None
+        what = _refused_as(inner)
+        return None if what is None else f"{address} ({host}) is {what}: not notified (--notify-hosts opens it)"
 
     def _name_allowed(self, host: str) -> bool:
         for name in self.names or ():
@@ -149,7 +192,58 @@ def _address(host: str) -> Address | None:
         return None
 
 
-def _unmapped(address: Address) -> Address:
-    """An IPv4-mapped IPv6 address (::ffff:169.254.169.254) as the IPv4 address it is."""
-    mapped = getattr(address, "ipv4_mapped", None)
-    return mapped if mapped is not None else address
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _unwrapped(address: Address) -> Address:
+    """The IPv4 address an IPv6 form carries (mapped ::ffff:a.b.c.d, compatible ::a.b.c.d, NAT64
+    64:ff9b::a.b.c.d, 6to4 2002:AABB:CCDD::), which is where a connection to it may go; else ``address``."""
+    if address.version == 4:
+        return address
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in _NAT64 or (address in _COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def _refused_as(address: Address) -> str | None:
+    """What ``address`` (unwrapped) is when the default rule refuses it; None: a public address."""
+    if address in METADATA_ADDRESSES:
+        return "a cloud metadata service"
+    for network, what in REFUSED_NETWORKS:
+        if address.version == network.version and address in network:
+            return what
+    if address.is_link_local or address.is_loopback or address.is_multicast or address.is_unspecified \
+            or address.is_reserved or address.is_private or not address.is_global:
+        return "not a public address"
+    return None
+
+
+def _name_refusal(host: str) -> str | None:
+    """Why the default rule refuses host name ``host`` by its text (a metadata or local name)."""
+    name = host.rstrip(".")
+    if name in METADATA_NAMES:
+        return f"{name} is a cloud metadata service: not notified (--notify-hosts opens it)"
+    if name == "localhost" or name.endswith(LOCAL_SUFFIXES) or "." not in name:
+        return f"{name} is a local name, not a public one: not notified (--notify-hosts opens it)"
+    return None
+
+
+def _host_problem(host: str, bracketed: bool) -> str | None:
+    """What is wrong with a URL's host by its text: None for a DNS name, a dotted-quad IPv4
+    address or a bracketed IPv6 address; else the problem, naming the host."""
+    if bracketed:
+        if "%" in host:
+            return f"names a zone in its address ({host}): give an address without one"
+        return None if _address(host) is not None else f"has {host!r} in brackets, which is no IPv6 address"
+    if not _HOST_NAME.fullmatch(host):
+        return f"has host {host!r}: a host is a DNS name (letters, digits, '-', '.'), a.b.c.d or [IPv6]"
+    last = host.rstrip(".").rsplit(".", 1)[-1]
+    if _NUMBER_LABEL.fullmatch(last) and not _DOTTED_QUAD.fullmatch(host):
+        return (f"writes its host as a number ({host}), which resolvers read as an address: write an address as "
+                "four decimal parts, a.b.c.d")
+    return None

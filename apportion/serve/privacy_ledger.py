@@ -1,6 +1,6 @@
-"""The server's privacy-budget ledger, kept in the state file (tables ``privacy_blocks``,
-``privacy_claims``, ``privacy_demands``; docs/privacy.md): the blocks an admin added, each job's
-claim and where it stands, and what each claim takes of each block.
+"""The server's privacy-budget ledger, kept in the state file (tables ``privacy_blocks`` and
+``privacy_claims``; docs/privacy.md): the blocks an admin added with what jobs that started
+consumed of each, and each job's claim (one row a job: its blocks, its demand on each, where it stands).
 
 Each round builds the simulator's admission stage (``mechanism/privacy_budget.py``) from these
 rows for the jobs not started yet that claim budget, asks it, and writes back what it decided,
@@ -8,11 +8,14 @@ so both clocks grant by one implementation. A claim's life on the server: ``pend
 not asked yet: it waits for the jobs it runs after) → ``waiting`` → ``granted`` (its job enters
 rounds) → ``consumed`` at its job's first start; or ``rejected`` (its job fails). A granted
 claim whose job ends before it ever started is ``returned``; a pending or waiting one is
-``withdrawn``. What a block has given is summed from its claims' rows whenever it is asked.
+``withdrawn``. A claim's blocks are kept only while it is open: consumed, its demand is added to
+its blocks' ``consumed`` totals; settled any way, its blocks are dropped. A round reads one row per
+job that asks, whatever the number of blocks it names.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -79,6 +82,45 @@ class PrivacyLedger:
 
     def __init__(self, store: StateStore, policy: PrivacyPolicy, timeout_s: float | None = None) -> None:
         self.store, self.policy, self.timeout_s = store, policy, timeout_s
+        self._fold_demand_rows()
+
+    def _fold_demand_rows(self) -> None:
+        """A state file of an older apportion kept a row per claim, block and column (``privacy_demands``):
+        fold the open claims' rows into their claim's row, the consumed ones into their blocks' totals,
+        and drop the table, so that neither a round nor /blocks reads them again."""
+        if not self.store.rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'privacy_demands'"):
+            return
+        with self.store.transaction() as conn:
+            found = self._blocks()
+            if found is not None:
+                ids, blocks, _ = found
+                columns = blocks.budget.shape[1]
+                consumed = self._consumed(ids, blocks)
+                for block, col, amount in conn.execute(
+                        "SELECT d.block, d.col, SUM(d.amount) FROM privacy_claims c JOIN privacy_demands d USING"
+                        " (job_id) WHERE c.state = 'consumed' GROUP BY d.block, d.col").fetchall():
+                    place = int(np.searchsorted(ids, block))
+                    if place < len(ids) and ids[place] == block and col < columns:
+                        consumed[place, col] += amount
+                conn.executemany("UPDATE privacy_blocks SET consumed = ? WHERE id = ?",
+                                 [(_demand_text(consumed[b]), int(ids[b])) for b in np.flatnonzero(consumed.any(axis=1))])
+                rows = conn.execute(f"SELECT d.job_id, d.position, d.block, d.col, d.amount, d.held FROM privacy_claims c"
+                                    f" JOIN privacy_demands d USING (job_id) WHERE c.state IN {_OPEN_SQL}"
+                                    f" ORDER BY d.job_id, d.position, d.col").fetchall()
+                claims: dict[int, dict[int, list]] = {}
+                for job_id, position, block, col, amount, held in rows:
+                    entry = claims.setdefault(job_id, {}).setdefault(position, [block, np.zeros(columns),
+                                                                               np.zeros(columns)])
+                    if col < columns:
+                        entry[1][col], entry[2][col] = amount, held
+                for job_id, entries in claims.items():
+                    ordered = [entries[p] for p in sorted(entries)]
+                    portions = np.array([e[2] for e in ordered])
+                    conn.execute("UPDATE privacy_claims SET blocks = ?, demand = ?, held = ?, cells = ? WHERE job_id = ?",
+                                 (_block_bytes(np.array([e[0] for e in ordered])), _demand_text(ordered[0][1]),
+                                  portions.astype(_AMOUNT).tobytes() if portions.any() else None,
+                                  len(ordered) * columns, job_id))
+            conn.execute("DROP TABLE privacy_demands")
 
     # blocks --------------------------------------------------------------------------------
 
@@ -127,16 +169,17 @@ class PrivacyLedger:
             column = np.zeros(len(ids), dtype=np.int64)
         at = (np.arange(len(ids)), column)
         unlocked = self.policy.unlocked_fraction(blocks, arrived, now) * whole[at]
-        waiting = dict(self.store.rows(
-            "SELECT d.block, COUNT(DISTINCT d.job_id) FROM privacy_claims c JOIN privacy_demands d USING (job_id)"
-            " WHERE c.state IN ('pending', 'waiting') GROUP BY d.block"))
-        return [BlockBudget(str(blocks.name[b]), float(blocks.epsilon[b]), float(blocks.delta[b]),
-                            None if blocks.orders is None else tuple(blocks.orders.tolist()),
-                            float(blocks.arrival_s[b]), int(arrived[b]), int(waiting.get(int(ids[b]), 0)),
-                            float(unlocked[b]), float(granted[at][b]), float(consumed[at][b]),
-                            max(float(left[at][b]), 0.0),
-                            None if blocks.orders is None else float(blocks.orders[column[b]]))
-                for b in range(len(ids))]
+        waiting = np.zeros(len(ids), dtype=np.int64)  # undecided claims on each block
+        for (blob,) in self.store.rows("SELECT blocks FROM privacy_claims WHERE state IN ('pending', 'waiting')"
+                                       " AND state IN ('pending', 'waiting', 'granted')"):
+            waiting[np.searchsorted(ids, np.frombuffer(blob or b"", dtype=_BLOCK_ID))] += 1
+        orders = None if blocks.orders is None else tuple(blocks.orders.tolist())
+        at_order = [None] * len(ids) if blocks.orders is None else blocks.orders[column].tolist()
+        columns = zip(blocks.name.tolist(), blocks.epsilon.tolist(), blocks.delta.tolist(), blocks.arrival_s.tolist(),
+                      arrived.tolist(), waiting.tolist(), unlocked.tolist(), granted[at].tolist(),
+                      consumed[at].tolist(), np.maximum(left[at], 0.0).tolist(), at_order)
+        return [BlockBudget(str(name), epsilon, delta, orders, added, claims, undecided, free, given, used, rest, order)
+                for name, epsilon, delta, added, claims, undecided, free, given, used, rest, order in columns]
 
     # claims at submit ------------------------------------------------------------------------
 
@@ -184,56 +227,63 @@ class PrivacyLedger:
         return ids[chosen], demand
 
     def insert_claims(self, job_ids: list[int], claim: ClaimSpec, block_ids: np.ndarray, demand: np.ndarray) -> None:
-        """Record the claim of each of ``job_ids`` (each the same, as ``check_claim`` read it), pending;
-        inside the transaction that stores the jobs."""
+        """Record the claim of each of ``job_ids`` (each the same, as ``check_claim`` read it), pending:
+        one row a job, its blocks and demand in it; inside the transaction that stores the jobs."""
+        blocks, amounts = _block_bytes(block_ids), _demand_text(demand)
+        cells = len(block_ids) * len(demand)
         with self.store.transaction() as conn:
-            conn.executemany("INSERT INTO privacy_claims (job_id, state, weight) VALUES (?, 'pending', ?)",
-                             [(job_id, claim.weight) for job_id in job_ids])
-            conn.executemany("INSERT INTO privacy_demands (job_id, position, block, col, amount) VALUES (?, ?, ?, ?, ?)",
-                             [(job_id, position, int(block), col, float(amount))
-                              for job_id in job_ids for position, block in enumerate(block_ids.tolist())
-                              for col, amount in enumerate(demand.tolist())])
+            conn.executemany("INSERT INTO privacy_claims (job_id, state, weight, blocks, demand, cells)"
+                             " VALUES (?, 'pending', ?, ?, ?, ?)",
+                             [(job_id, claim.weight, blocks, amounts, cells) for job_id in job_ids])
+
+    def open_cells_of(self, user: str) -> int:
+        """How many demand cells (blocks × columns) the open claims of ``user``'s jobs hold: what they cost a round."""
+        return int(self.store.rows(f"SELECT COALESCE(SUM(c.cells), 0) FROM privacy_claims c JOIN jobs j ON"
+                                   f" j.id = c.job_id WHERE c.state IN {_OPEN_SQL} AND j.user = ?", (user,))[0][0])
 
     # rounds ----------------------------------------------------------------------------------
 
     def open_claims(self) -> np.ndarray:
-        """The jobs whose claim is pending, waiting or granted (their jobs not started), by id."""
-        rows = self.store.rows(f"SELECT job_id FROM privacy_claims WHERE state IN {_OPEN_SQL} ORDER BY job_id")
+        """The jobs whose claim is pending or waiting (not decided yet; their jobs not started), by id.
+        A granted claim has nothing left to ask: its job enters rounds without the stage."""
+        rows = self.store.rows("SELECT job_id FROM privacy_claims WHERE state IN ('pending', 'waiting')"
+                               " AND state IN ('pending', 'waiting', 'granted') ORDER BY job_id")  # the partial index
         return np.array([job_id for (job_id,) in rows], dtype=np.int64)
 
     def stage(self, job_ids: np.ndarray) -> tuple[PrivacyStage, _Snapshot]:
-        """The admission stage over the open claims of ``job_ids`` (claim ``k`` is ``job_ids[k]``'s),
-        starting from the ledger as the state file has it."""
+        """The admission stage over the undecided claims of ``job_ids`` (claim ``k`` is ``job_ids[k]``'s),
+        starting from the ledger as the state file has it: one row read a claim."""
         ids, blocks, arrived = self._blocks()
-        position = {int(block_id): b for b, block_id in enumerate(ids.tolist())}
         columns = blocks.budget.shape[1]
         rows = []
         for first in range(0, len(job_ids), 500):  # SQLite binds a few hundred parameters at most, safely
             chunk = job_ids[first:first + 500].tolist()
             rows += self.store.rows(
-                f"SELECT c.job_id, c.state, c.weight, c.arrived, d.position, d.block, d.col, d.amount, d.held"
-                f" FROM privacy_claims c JOIN privacy_demands d USING (job_id) WHERE c.job_id IN"
-                f" ({','.join('?' * len(chunk))}) ORDER BY c.job_id, d.position, d.col", chunk)
+                f"SELECT job_id, state, weight, arrived, blocks, demand, held FROM privacy_claims WHERE job_id IN"
+                f" ({','.join('?' * len(chunk))})", chunk)
         order = {int(job_id): k for k, job_id in enumerate(job_ids.tolist())}
-        state = np.zeros(len(job_ids), dtype=np.int8)
-        arrived_s = np.full(len(job_ids), np.nan)
-        weight = np.ones(len(job_ids))
-        entries: dict[tuple[int, int], int] = {}
-        for job_id, claim_state, w, at, place, block, _, _, _ in rows:
+        n = len(job_ids)
+        state = np.zeros(n, dtype=np.int8)
+        arrived_s = np.full(n, np.nan)
+        weight = np.ones(n)
+        block_of: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * n
+        demand_of = np.zeros((n, columns))
+        held_of: list[np.ndarray | None] = [None] * n
+        for job_id, claim_state, w, at, blob, amounts, portions in rows:
             k = order[job_id]
             state[k], weight[k] = _TO_STAGE[claim_state], w
             arrived_s[k] = math.nan if at is None else at
-            entries.setdefault((k, place), position[block])
-        keys = sorted(entries)
-        counts = np.bincount([k for k, _ in keys], minlength=len(job_ids))
-        start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        entry_of = {key: e for e, key in enumerate(keys)}
-        demand = np.zeros((len(keys), columns))
-        held = np.zeros((len(keys), columns))
-        for job_id, _, _, _, place, _, col, amount, portion in rows:
-            e = entry_of[(order[job_id], place)]
-            demand[e, col], held[e, col] = amount, portion
-        claims = Claims(start, np.array([entries[key] for key in keys], dtype=np.int64), demand, weight)
+            block_of[k] = np.frombuffer(blob or b"", dtype=_BLOCK_ID)
+            demand_of[k] = _demand_of(amounts, columns)
+            held_of[k] = None if portions is None else np.frombuffer(portions, dtype=_AMOUNT).reshape(-1, columns)
+        lengths = np.fromiter(map(len, block_of), dtype=np.int64, count=n)
+        start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        entry_blocks = np.concatenate(block_of).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+        demand = np.repeat(demand_of, lengths, axis=0)
+        held = np.zeros((int(start[-1]), columns))
+        for k in (k for k, portion in enumerate(held_of) if portion is not None and len(portion) == lengths[k]):
+            held[start[k]:start[k + 1]] = held_of[k]
+        claims = Claims(start, np.searchsorted(ids, entry_blocks), demand, weight)  # ids ascend: each block's place
         granted, consumed = self._taken(ids, blocks)
         rr = self.policy.name == "rr"
         ledger = Ledger(granted + consumed, arrived, state, arrived_s, held if rr else None)
@@ -259,6 +309,8 @@ class PrivacyLedger:
                 reason = stage.rejected_because.get(k, "")
                 conn.execute("UPDATE privacy_claims SET state = ?, arrived = ?, decided = ?, reason = ? WHERE job_id = ?",
                              (new, arrived, decided, reason, job_id))
+                if new == "rejected":  # settled: its blocks are no longer read
+                    conn.execute("UPDATE privacy_claims SET blocks = NULL, held = NULL WHERE job_id = ?", (job_id,))
                 if new == "granted":
                     blocks = names[stage.claims.block[stage.claims.start[k]:stage.claims.start[k + 1]]]
                     self.store.add_event(now, job_id, "privacy", f"budget granted on {', '.join(map(str, blocks))}")
@@ -267,11 +319,11 @@ class PrivacyLedger:
             conn.executemany("UPDATE privacy_blocks SET arrived_claims = ? WHERE id = ?",
                              [(int(stage.arrived_claims[b]), int(before.block_ids[b])) for b in moved_blocks.tolist()])
             if held_changed is not None and len(held_changed):
-                owner = stage.claims.owner
-                place = np.arange(len(owner)) - stage.claims.start[owner]
-                conn.executemany("UPDATE privacy_demands SET held = ? WHERE job_id = ? AND position = ? AND col = ?",
-                                 [(float(stage.accumulated[e, col]), int(before.job_ids[owner[e]]), int(place[e]), col)
-                                  for e in held_changed.tolist() for col in range(stage.accumulated.shape[1])])
+                start = stage.claims.start
+                conn.executemany("UPDATE privacy_claims SET held = ? WHERE job_id = ? AND state IN ('pending', 'waiting')",
+                                 [(np.ascontiguousarray(stage.accumulated[start[k]:start[k + 1]], dtype=_AMOUNT)
+                                   .tobytes(), int(before.job_ids[k]))
+                                  for k in np.unique(stage.claims.owner[held_changed]).tolist()])
 
     def settle(self, job_ids: list[int] | None = None) -> None:
         """Consume the granted claims whose jobs have started (at their first start); return those
@@ -285,6 +337,10 @@ class PrivacyLedger:
         started = f"c.state IN {_OPEN_SQL} AND c.state = 'granted' AND j.started IS NOT NULL{only}"
         ended = f"c.state IN {_OPEN_SQL} AND j.started IS NULL AND j.status IN {_ENDED_SQL}{only}"
         with self.store.transaction() as conn:
+            consuming = conn.execute(f"SELECT c.blocks, c.demand FROM privacy_claims c JOIN jobs j ON j.id = c.job_id"
+                                     f" WHERE {started}").fetchall()
+            if consuming:
+                self._add_consumed(conn, consuming)
             conn.execute(f"INSERT INTO events (time, job_id, event, detail) SELECT j.started, c.job_id, 'privacy',"
                          f" 'budget consumed: its first attempt started' FROM privacy_claims c JOIN jobs j ON"
                          f" j.id = c.job_id WHERE {started}")
@@ -292,11 +348,26 @@ class PrivacyLedger:
                          f" c.job_id, 'privacy', CASE c.state WHEN 'granted' THEN 'budget returned: it ended before"
                          f" it started' ELSE 'claim withdrawn: it ended before it was granted' END FROM privacy_claims"
                          f" c JOIN jobs j ON j.id = c.job_id WHERE {ended}")
-            conn.execute(f"UPDATE privacy_claims AS c SET state = 'consumed', settled = j.started FROM jobs j"
-                         f" WHERE j.id = c.job_id AND {started}")
+            conn.execute(f"UPDATE privacy_claims AS c SET state = 'consumed', settled = j.started, blocks = NULL,"
+                         f" held = NULL FROM jobs j WHERE j.id = c.job_id AND {started}")
             conn.execute(f"UPDATE privacy_claims AS c SET state = CASE c.state WHEN 'granted' THEN 'returned' ELSE"
-                         f" 'withdrawn' END, settled = COALESCE(j.finished, j.submitted) FROM jobs j"
-                         f" WHERE j.id = c.job_id AND {ended}")
+                         f" 'withdrawn' END, settled = COALESCE(j.finished, j.submitted), blocks = NULL, held = NULL"
+                         f" FROM jobs j WHERE j.id = c.job_id AND {ended}")
+
+    def _add_consumed(self, conn, claims: list[tuple[bytes, str]]) -> None:
+        """Add what ``claims`` ((blocks, demand) of each, consumed now) take of each block to the blocks' totals."""
+        found = self._blocks()
+        if found is None:
+            return
+        ids, blocks, _ = found
+        consumed = self._consumed(ids, blocks)
+        for blob, amounts in claims:
+            place = np.searchsorted(ids, np.frombuffer(blob or b"", dtype=_BLOCK_ID))
+            consumed[place] += _demand_of(amounts, consumed.shape[1])
+        touched = np.unique(np.concatenate([np.searchsorted(ids, np.frombuffer(blob or b"", dtype=_BLOCK_ID))
+                                            for blob, _ in claims]))
+        conn.executemany("UPDATE privacy_blocks SET consumed = ? WHERE id = ?",
+                         [(_demand_text(consumed[b]), int(ids[b])) for b in touched.tolist()])
 
     def claim_states(self, job_ids: list[int]) -> dict[int, str]:
         """The state of each of ``job_ids``' claims (jobs that claim nothing are left out)."""
@@ -319,15 +390,41 @@ class PrivacyLedger:
         return np.array(ids, dtype=np.int64), blocks, np.array(arrived, dtype=np.int64)
 
     def _taken(self, ids: np.ndarray, blocks: Blocks) -> tuple[np.ndarray, np.ndarray]:
-        """([B, A] granted to jobs not started yet, [B, A] consumed by jobs that started), summed from the claims."""
+        """([B, A] granted to jobs not started yet, [B, A] consumed by jobs that started): the granted
+        summed from the granted claims' rows, the consumed as the blocks keep it."""
         columns = blocks.budget.shape[1]
-        granted, consumed = np.zeros((len(ids), columns)), np.zeros((len(ids), columns))
-        position = {int(block_id): b for b, block_id in enumerate(ids.tolist())}
-        for state, block, col, amount in self.store.rows(
-                "SELECT c.state, d.block, d.col, SUM(d.amount) FROM privacy_claims c JOIN privacy_demands d"
-                " USING (job_id) WHERE c.state IN ('granted', 'consumed') GROUP BY c.state, d.block, d.col"):
-            (granted if state == "granted" else consumed)[position[block], col] = amount
-        return granted, consumed
+        granted = np.zeros((len(ids), columns))
+        for blob, amounts in self.store.rows("SELECT blocks, demand FROM privacy_claims WHERE state = 'granted'"
+                                             " AND state IN ('pending', 'waiting', 'granted') ORDER BY job_id"):
+            granted[np.searchsorted(ids, np.frombuffer(blob or b"", dtype=_BLOCK_ID))] += _demand_of(amounts, columns)
+        return granted, self._consumed(ids, blocks)
+
+    def _consumed(self, ids: np.ndarray, blocks: Blocks) -> np.ndarray:
+        """[B, A] what the jobs that started consumed of each block."""
+        columns = blocks.budget.shape[1]
+        consumed = np.zeros((len(ids), columns))
+        for b, (text,) in enumerate(self.store.rows("SELECT consumed FROM privacy_blocks ORDER BY id")):
+            if text:
+                consumed[b] = _demand_of(text, columns)
+        return consumed
+
+
+_BLOCK_ID = np.dtype("<i8")  # a claim's blocks: their privacy_blocks ids, in the claim's order
+_AMOUNT = np.dtype("<f8")  # round robin's portions held: [blocks, columns], row after row
+
+
+def _block_bytes(block_ids: np.ndarray) -> bytes:
+    return np.ascontiguousarray(block_ids, dtype=_BLOCK_ID).tobytes()
+
+
+def _demand_text(demand: np.ndarray) -> str:
+    """A demand (or a block's consumed total) in its columns, as text that reads back exactly."""
+    return json.dumps([float(x) for x in np.asarray(demand, dtype=np.float64).tolist()])
+
+
+def _demand_of(text: str | None, columns: int) -> np.ndarray:
+    values = np.asarray(json.loads(text) if text else [], dtype=np.float64)
+    return values if len(values) == columns else np.zeros(columns)
 
 
 def _orders_text(orders) -> str:

@@ -195,7 +195,8 @@ def job_record(row: Mapping[str, Any], array_spec: dict | None = None) -> JobRec
     value["notify_pending"] = bool(value["notify_pending"])
     value["spec"] = json.loads(value["spec"])
     if array_spec is not None:
-        value["spec"] = composed_spec(array_spec, value["spec"])
+        value["spec"] = composed_spec(array_spec, value["spec"], value["array_index"])
+        value["gpu_types"] = ",".join(value["spec"].get("gpu_types") or ())  # kept once, with the array's spec
     value["service_by_type"] = json.loads(value["service_by_type"] or "{}")
     value["shared_by_type"] = json.loads(value["shared_by_type"] or "{}")
     move = json.loads(value["move_to"]) if value["move_to"] else None

@@ -119,7 +119,7 @@ class Requests:
                 job_id, tasks = self.store.insert_array(spec=data, indices=array.indices, **common)
             if claim is not None:
                 self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
-            self.budgets.record(tasks, charge)
+            self.budgets.record(data["user"], tasks, charge, job_id if array is not None else None)
         self.state.dirty = True  # after the commit: a round that began before it clears it before reading the jobs
         if array is not None:
             self.log(f"array {job_id} submitted: {spec.name} by {data['user']}, {len(array)} tasks (jobs {tasks[0]}"
@@ -240,6 +240,9 @@ class Requests:
                 cancelled, live = self.store.cancel_active(job_id, array=array, by=user, now=now)
                 if cancelled:
                     self.state.privacy.settle(cancelled)  # a claim whose job never started goes back
+                    owners = {job_id} if array else {job_id, *(a for (a,) in self.store.job_columns(
+                        ("array_id",), "id = ? AND array_id IS NOT NULL", (job_id,)))}
+                    self.store.drop_after_edges(owners)
             if not cancelled:
                 if array:
                     raise Conflict(f"array {job_id} has no task left to cancel: its "

@@ -51,6 +51,27 @@ class RoundRows:
         target._typed = {}
         return target
 
+    def patch(self, ids: np.ndarray, columns: dict[str, list]) -> np.ndarray:
+        """Set the values ``columns`` (name -> a value a job) of the rows of jobs ``ids`` (ascending), in
+        place; [k] whether each job has a row here (those without are left alone)."""
+        n = len(self._ids)
+        place = np.minimum(np.searchsorted(self._ids, ids), max(n - 1, 0))
+        found = (self._ids[place] == ids) if n else np.zeros(len(ids), dtype=bool)
+        if not found.any():
+            return found
+        at = place[found]
+        for name, values in columns.items():
+            k = self.names.index(name)
+            picked = np.empty(int(found.sum()), dtype=object)
+            picked[:] = [v for v, keep in zip(values, found.tolist()) if keep]
+            self._rows[at, k] = picked
+            for (typed_name, dtype), column in self._typed.items():
+                if typed_name == name:
+                    column.flags.writeable = True
+                    column[at] = np.asarray(picked, dtype=dtype)
+                    column.flags.writeable = False
+        return found
+
     def columns(self) -> RoundColumns:
         """Name -> that column over the rows (a view)."""
         return RoundColumns(self)

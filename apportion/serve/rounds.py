@@ -32,10 +32,11 @@ from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.jobspec import check_stored
 from apportion.serve.slots import shares_by_type
-from apportion.serve.state import ACTIVE, parsed_spec
+from apportion.serve.state import ACTIVE, STATUSES, parsed_spec
 from apportion.serve.table_rows import TableRows
 
 _SERVICE_COLUMNS = ("service_by_type", "shared_by_type")
+_STATUS_TEXT = f"U{max(map(len, STATUSES))}"
 MAX_FAILED_PER_ROUND = 8  # jobs a round may fail for making the planner raise; past that it is not theirs
 ROUND_BOUNDS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 
@@ -92,7 +93,8 @@ class Rounds:
                                      [shares.get(t, (None, None))[0] for t in self.gpu_types],
                                      [shares.get(t, (None, None))[1] for t in self.gpu_types])
         self._checked_through = 0  # the jobs up to this id had their stored fields checked in this run
-        self._shape_of: dict[int, int] = {}  # job id -> the code of its shape: (kind, slots at its own size, allowed types)
+        # the code of each job's shape, (kind, slots at its own size, allowed types): (job ids ascending, codes)
+        self._shape_of = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self._shape_codes: dict[tuple, int] = {}  # shape -> its code
         self._unattributed: bytes | None = None  # the job set of the last failure no job could be blamed for
         self._rows = TableRows()  # the rows handled one by one, their service parsed once per change
@@ -134,7 +136,8 @@ class Rounds:
             for i, r in live.items():  # a move holds only for the round that decided it
                 if r["stop"] is not None and r["move_to"]:
                     _merge(changes, r, move_to="")
-            taking_part = np.logical_or.reduce([status == name for name in ACTIVE])
+            kept = table.typed("status", _STATUS_TEXT)  # as text kept between rounds: compared in C
+            taking_part = np.logical_or.reduce([kept == name for name in ACTIVE])
             taking_part[list(left_out)] = False
             rows = np.flatnonzero(taking_part).astype(np.int64)
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
@@ -158,6 +161,9 @@ class Rounds:
                     changes[job_id]["reason"] = with_note(changes[job_id]["reason"], note)
             with self.store.transaction():
                 self.store.update_jobs(changes)
+                if failed:  # what a failed job (or array) waited for is asked no more
+                    self.store.drop_after_edges(table["id"][i] if table["array_id"][i] is None else table["array_id"][i]
+                                                for i in failed)
                 for event in events:
                     self.store.add_event(*event)
                 self.store.set_meta("round", str(self.state.round + 1))
@@ -176,7 +182,8 @@ class Rounds:
     def _check_new(self, table: dict) -> dict[int, str]:
         """{row: why} for the jobs this run has not seen before whose stored fields a round cannot use
         (a server of an older version stored what submit now refuses); each job is checked once, in
-        the first round that commits after it arrived."""
+        the first round that commits after it arrived. An array's tasks were made from one spec: the
+        first new task of each array is checked for all of them."""
         ids = table["id"]
         if not len(ids) or ids[-1] <= self._checked_through:  # the table is in id order
             return {}
@@ -291,10 +298,11 @@ class Rounds:
         blocked = offline.copy()  # no promise to a job stands on these
         blocked[[position[s] for i in pinned_rows for s in live[i]["slot_list"] if s in position]] = True
         if blocked.all():  # every slot is held by an attempt still starting, or lost
-            for i in free_rows:
-                if i not in live:
-                    _merge(changes, self._rows.row(table, i), slots="", gpu_type=None, partner=None,
-                           reason="waiting for slots")
+            waiting = free_rows[~np.isin(free_rows, np.fromiter(live, dtype=np.int64, count=len(live)))]
+            moves = ((table["slots"][waiting] != "") | (table["reason"][waiting] != _QUEUED)
+                     | ~np.equal(table["gpu_type"][waiting], None) | ~np.equal(table["partner"][waiting], None))
+            for i in waiting[moves].tolist():  # only the rows whose fields change: thousands may wait
+                _merge(changes, self._rows.row(table, i), slots="", gpu_type=None, partner=None, reason=_QUEUED)
             return
         rows = np.concatenate([free_rows, pinned_rows]).astype(np.int64)
         rates = np.concatenate([free_rates, np.zeros((len(pinned_rows), free_rates.shape[1]))])
@@ -500,14 +508,22 @@ class Rounds:
         and {row: why} for the rows whose speeds cannot be estimated (their rates 0)."""
         sized = self._sizes_jobs
         ids = table["id"]
-        picked, picked_ids = rows.tolist(), ids[rows].tolist()
-        if len(self._shape_of) > 2 * len(ids) + 1000:  # forget the jobs that ended
-            self._shape_of = {job_id: self._shape_of[job_id] for job_id in ids.tolist() if job_id in self._shape_of}
-        for i, job_id in zip(picked, picked_ids):  # a job's shape never changes: found once per job
-            if job_id not in self._shape_of:
-                key = (table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i])
-                self._shape_of[job_id] = self._shape_codes.setdefault(key, len(self._shape_codes))
-        codes = np.fromiter(map(self._shape_of.__getitem__, picked_ids), dtype=np.int64, count=len(picked))
+        picked_ids = np.asarray(ids, dtype=np.int64)[rows]
+        known_ids, known_codes = self._shape_of
+        if len(known_ids) > 2 * len(ids) + 1000:  # forget the jobs that ended
+            keep = np.isin(known_ids, np.asarray(ids, dtype=np.int64))
+            known_ids, known_codes = known_ids[keep], known_codes[keep]
+        place = np.minimum(np.searchsorted(known_ids, picked_ids), max(len(known_ids) - 1, 0))
+        new = np.flatnonzero(known_ids[place] != picked_ids) if len(known_ids) else np.arange(len(rows))
+        if len(new):  # a job's shape never changes: found once per job
+            fresh = [self._shape_codes.setdefault((table["kind"][i], _own_size(table, i, sized), table["gpu_types"][i]),
+                                                  len(self._shape_codes)) for i in rows[new].tolist()]
+            known_ids = np.concatenate([known_ids, picked_ids[new]])
+            known_codes = np.concatenate([known_codes, np.array(fresh, dtype=np.int64)])
+            order = np.argsort(known_ids, kind="stable")
+            known_ids, known_codes = known_ids[order], known_codes[order]
+        self._shape_of = (known_ids, known_codes)
+        codes = known_codes[np.searchsorted(known_ids, picked_ids)] if len(rows) else np.zeros(0, dtype=np.int64)
         used, inverse = np.unique(codes, return_inverse=True)
         every = list(self._shape_codes)
         shapes = [every[code] for code in used.tolist()]

@@ -59,7 +59,7 @@ class ServeSettings:
     # each user's budgets (budgets.py; docs/serve.md's threat model says why these defaults)
     max_active_jobs: int = 50_000  # queued + running jobs, an array's tasks each
     max_stored_mb: float = 1000.0  # MB (10^6 bytes) of job specs as stored, of the active jobs
-    max_demand_rows: int = 200_000  # privacy blocks claimed, summed over the active jobs
+    max_demand_rows: int = 1_000_000  # privacy blocks claimed, summed over the active jobs
     max_after_edges: int = 100_000  # jobs waited for (after), summed over the active jobs
     submit_rate: float = 20.0  # submits a second, once the burst is spent
     submit_burst: int = 200  # submits at once

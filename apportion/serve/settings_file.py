@@ -13,8 +13,9 @@ user_weights: {alice: 2, bob: 1}   # or alice=2,bob=1, as the flag
 
 A key is a flag of ``apportion serve`` without its dashes, in snake_case (``round_s``, not
 ``round-s``, which is refused with "did you mean"). An unknown key is an error, as is a value of
-the wrong type; ``null`` leaves a setting at its default. A ``token`` (a secret) is refused
-unless only the file's owner may read and write the file. Every error is one InputError naming
+the wrong type; ``null`` leaves a setting at its default. The file is refused if another
+account may change it (group- or world-writable, or owned by anyone but the server's user or
+root), and a ``token`` (a secret) unless only the file's owner may read and write the file. Every error is one InputError naming
 the file, the line and the key.
 """
 
@@ -29,6 +30,7 @@ import yaml
 
 from apportion.core.errors import InputError
 from apportion.serve.settings import PATHS, SETTINGS, ServeSettings
+from apportion.serve.trusted_file import trust_problem
 from apportion.workloads.yaml_file import read_yaml
 
 if TYPE_CHECKING:
@@ -74,6 +76,7 @@ def policy_option_keys() -> dict[str, Option]:
 def load_settings_file(path: str | Path) -> SettingsFile:
     """Read and check a server config file; InputError naming the file, line and key on any problem."""
     source = str(path)
+    _check_trusted(Path(path))
     data, root = read_yaml(path, "server config")
     lines = _key_lines(root)
     if data is None:
@@ -242,11 +245,22 @@ def _absolute(text: str, base: Path) -> Path:
     return path if path.is_absolute() else base / path
 
 
+def _check_trusted(path: Path) -> None:
+    """Refuse a config file another account may change (it says which token, user map and state
+    directory the server trusts): group- or world-writable, or owned by anyone but us or root."""
+    try:
+        problem = trust_problem(path.stat(), path, secret=False)
+    except OSError:
+        return  # a missing or unreadable file: read_yaml says so
+    if problem:
+        raise InputError(str(path), problem)
+
+
 def _check_private(path: Path, where: SettingsFile) -> None:
     """Refuse a file holding a secret that other users may read or change."""
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise where.error("token", f"a secret in a file other users may read (mode {mode:o}): chmod 600 {path}, "
+    problem = trust_problem(path.stat(), path, secret=True)
+    if problem:
+        raise where.error("token", f"is a secret, but {problem}, "
                                    "or put the token in a file of its own and name it in token_file")
 
 

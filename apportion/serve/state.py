@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from apportion.serve.job_array import composed_spec, task_row_spec, task_spec
 from apportion.serve.private import private_dir, private_file, tighten
 from apportion.serve.records import (AttemptRecord, CredentialHash, DurationRecord, ElasticStepRecord, EventRecord,
@@ -44,7 +46,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     priority REAL NOT NULL,
     kind TEXT NOT NULL,
     gpus INTEGER NOT NULL,
-    gpu_types TEXT NOT NULL DEFAULT '', -- allowed types, comma-separated; '' = any
+    gpu_types TEXT NOT NULL DEFAULT '', -- allowed types, comma-separated; '' = any; ARRAY_TYPES: its array's
     total_steps INTEGER NOT NULL,
     spec TEXT NOT NULL,                 -- the JobSpec as JSON
     status TEXT NOT NULL,               -- one of STATUSES
@@ -191,7 +193,8 @@ CREATE TABLE IF NOT EXISTS privacy_blocks (  -- data blocks with a privacy budge
     delta REAL NOT NULL,
     orders TEXT NOT NULL DEFAULT '',    -- Rényi orders, space-separated; '' for ε-δ accounting
     added REAL NOT NULL,                -- its arrival: budget unlocks from here
-    arrived_claims INTEGER NOT NULL DEFAULT 0  -- claims that arrived for it (by N unlocks 1/N with each)
+    arrived_claims INTEGER NOT NULL DEFAULT 0, -- claims that arrived for it (by N unlocks 1/N with each)
+    consumed TEXT NOT NULL DEFAULT ''   -- what jobs that started consumed of it, a JSON list over its columns; '' none
 );
 CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, one row a job that claims
     job_id INTEGER PRIMARY KEY,
@@ -200,19 +203,18 @@ CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, 
     arrived REAL,                       -- first asked by a round (its job's `after` done): it counts from here
     decided REAL,                       -- granted or rejected
     settled REAL,                       -- consumed (its job's first start), returned or withdrawn (it ended unstarted)
-    reason TEXT NOT NULL DEFAULT ''     -- why it was rejected
+    reason TEXT NOT NULL DEFAULT '',    -- why it was rejected
+    blocks BLOB,                        -- while open: its blocks' privacy_blocks ids, int64 little-endian, in its order
+    demand TEXT NOT NULL DEFAULT '',    -- what it takes of each of them, a JSON list over the blocks' columns
+    held BLOB,                          -- rr, while it waits: the portions handed out, float64 [blocks, columns]
+    cells INTEGER NOT NULL DEFAULT 0    -- blocks × columns: what it costs a round while open
 );
 CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
-CREATE TABLE IF NOT EXISTS privacy_demands (  -- what each claim takes of each of its blocks, one row a column
-    job_id INTEGER NOT NULL,
-    position INTEGER NOT NULL,          -- the block's place in the claim
-    block INTEGER NOT NULL,             -- privacy_blocks.id
-    col INTEGER NOT NULL,               -- 0 ε, 1 δ; or the index of a Rényi order
-    amount REAL NOT NULL,
-    held REAL NOT NULL DEFAULT 0,       -- rr: the portion of it handed out so far, while the claim waits
-    PRIMARY KEY (job_id, position, col)
-);
-CREATE INDEX IF NOT EXISTS privacy_demands_block ON privacy_demands(block);
+CREATE TABLE IF NOT EXISTS after_edges (  -- what jobs not started yet wait for (`after`): an array's once, not a task's
+    owner INTEGER NOT NULL,             -- the waiting job's id, or its array's id for an array's tasks
+    target INTEGER NOT NULL,            -- a job (or array) id it waits to see completed
+    PRIMARY KEY (owner, target)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of CPU cores it ran with (core_speeds.py)
     job_id INTEGER NOT NULL,
     cores_per_gpu REAL NOT NULL,
@@ -224,7 +226,9 @@ CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of C
 CREATE TABLE IF NOT EXISTS arrays (  -- each job array's spec, stored once: its tasks' rows keep only their own part
     id INTEGER PRIMARY KEY,             -- the array's id, held by no job: the one its tasks name
     user TEXT NOT NULL,
-    spec TEXT NOT NULL                  -- the array's JobSpec as JSON: a task's is it with its row's spec over it
+    spec TEXT NOT NULL,                 -- the array's JobSpec as JSON: a task's is task_spec's of it, its row's over it
+    text TEXT,                          -- its `array` (0-15%4), read each round without the spec
+    gpu_types TEXT                      -- its tasks' allowed types, comma-separated, where their rows say ARRAY_TYPES
 );
 CREATE TABLE IF NOT EXISTS attempt_credentials (  -- each attempt's own credential, as a SHA-256 digest
     job_id INTEGER NOT NULL,
@@ -247,8 +251,12 @@ class StateStore:
         self.full_since: float | None = None  # a write found the state directory out of space then (space.py)
         self._round_rows: RoundRows | None = None  # the round table's rows, kept between rounds
         self._round_read = 0  # the writes the kept round rows have seen (``writes_since``)
+        self._round_patched: dict[int, int] = {}  # job id -> its write that the kept round rows were patched with
+        self._patches: list[tuple[int, tuple[str, ...], list[tuple]]] = []  # (write, names, rows): to patch at commit
         self._writes = 0  # writes to jobs so far, in this process
         self._last_write: dict[int, int] = {}  # job id -> the count of writes at its last one
+        self._write_log: list[tuple[int, ...]] = []  # the jobs of each write, write ``_log_from + 1`` first
+        self._log_from = 0
         # array id -> its parsed spec (None: no spec stored once), the most recently read first; an
         # array's spec never changes once stored, so each is parsed once while it is kept
         self._array_specs: OrderedDict[int, tuple[dict | None, int]] = OrderedDict()  # (spec, its JSON's length)
@@ -267,10 +275,10 @@ class StateStore:
                                          check_same_thread=False, isolation_level=None, timeout=30)
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("SELECT id FROM jobs LIMIT 1")  # not a state file: sqlite3.Error now
-            self._has_arrays = self._conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'arrays')").fetchone()[0]
+            arrays = {row[1] for row in self._conn.execute("PRAGMA table_info(arrays)")}
+            self._has_arrays, self._has_array_texts = bool(arrays), "text" in arrays  # an older file may lack them
             return
-        self._has_arrays = True
+        self._has_arrays = self._has_array_texts = True
         private_dir(self.path.parent)
         private_file(self.path)  # the jobs' specs (their env) and the credentials' hashes: owner-only
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
@@ -308,6 +316,25 @@ class StateStore:
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_live ON jobs(id) WHERE attempt_live")
             # the few jobs that ever hung: /status sums their hangs without reading the jobs that never did
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_hung ON jobs(hangs) WHERE hangs > 0")
+            if conn.execute("SELECT value FROM meta WHERE key = 'after_edges'").fetchone() is None:
+                # an older apportion kept `after` in every task's row: the jobs not started yet wait by edges now
+                conn.execute("INSERT OR IGNORE INTO after_edges (owner, target) SELECT COALESCE(j.array_id, j.id),"
+                             " CAST(e.value AS INTEGER) FROM jobs j, json_each('[' || j.after || ']') e WHERE"
+                             " j.after != '' AND j.started IS NULL AND j.status IN ('queued', 'running', 'preempted')")
+                conn.execute("INSERT INTO meta VALUES ('after_edges', '1')")
+            for table, columns in _ADDED_ELSEWHERE.items():  # privacy_ledger.py moves what older files kept
+                present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                for name, definition in columns.items():
+                    if name not in present:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
+        arrays = {row[1] for row in self._conn.execute("PRAGMA table_info(arrays)")}
+        if "text" not in arrays:  # an arrays table from before it kept the `array` text apart
+            with self.transaction() as conn:
+                conn.execute("ALTER TABLE arrays ADD COLUMN text TEXT")
+                conn.execute("UPDATE arrays SET text = COALESCE(json_extract(spec, '$.array'), '')")
+        if "gpu_types" not in arrays:  # and its tasks' types: their rows keep them, as they were
+            with self.transaction() as conn:
+                conn.execute("ALTER TABLE arrays ADD COLUMN gpu_types TEXT")
         if "reason_log" not in have:  # failed jobs' reasons ended with their log's last line: move it apart
             with self.transaction() as conn:
                 for job_id, reason in conn.execute("SELECT id, reason FROM jobs WHERE status = 'failed'").fetchall():
@@ -337,8 +364,8 @@ class StateStore:
                     continue
                 if not rows:
                     continue
-                conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)",
-                             (array_id, first["user"], json.dumps(shared)))
+                conn.execute("INSERT INTO arrays (id, user, spec, text) VALUES (?, ?, ?, ?)",
+                             (array_id, first["user"], json.dumps(shared), shared.get("array") or ""))
                 conn.executemany("UPDATE jobs SET spec = ? WHERE id = ?", rows)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('arrays_stored_once', '1')")
 
@@ -426,9 +453,12 @@ class StateStore:
                     yield self._conn
                     self._conn.execute("COMMIT")
                 except BaseException:
+                    self._patches = []  # what it wrote is read again (its writes counted)
                     if self._conn.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
                         self._conn.execute("ROLLBACK")
                     raise
+                else:
+                    self._patch_round_rows()
                 finally:
                     self._depth = 0
                     self._writer = None
@@ -472,6 +502,7 @@ class StateStore:
         """Store a new job; ``key``: (submitter, idempotency key, request digest), kept in the same transaction."""
         with self.transaction() as conn:
             job_id = self._insert(conn, None, spec, name, user, queue, priority, kind, gpus, total_steps, submitted)
+            self._add_after_edges(conn, job_id, spec.get("after"))
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], job_id, key[2]))
@@ -490,11 +521,15 @@ class StateStore:
                                 " COALESCE((SELECT MAX(id) FROM jobs), 0))").fetchone()[0]
             array_id = int(last) + 1
             ids = [array_id + 1 + k for k in range(len(indices))]
-            conn.execute("INSERT INTO arrays (id, user, spec) VALUES (?, ?, ?)", (array_id, user, json.dumps(spec)))
+            types = ",".join(spec.get("gpu_types") or ())
+            conn.execute("INSERT INTO arrays (id, user, spec, text, gpu_types) VALUES (?, ?, ?, ?, ?)",
+                         (array_id, user, json.dumps(spec), spec.get("array") or "", types))
             for job_id, index in zip(ids, indices):
                 task = task_spec(spec, index)
                 self._insert(conn, job_id, task, task["name"], user, queue, priority, kind, gpus, total_steps,
-                             submitted, (array_id, index), stored=task_row_spec(task))
+                             submitted, (array_id, index), stored=task_row_spec(task),
+                             types=ARRAY_TYPES if types else "")
+            self._add_after_edges(conn, array_id, spec.get("after"))  # once for its tasks
             if key is not None:
                 conn.execute("INSERT INTO submit_keys (user, key, job_id, body) VALUES (?, ?, ?, ?)",
                              (key[0], key[1], array_id, key[2]))
@@ -502,12 +537,14 @@ class StateStore:
 
     def _insert(self, conn: sqlite3.Connection, job_id: int | None, spec: dict, name: str, user: str, queue: str,
                 priority: float, kind: str, gpus: int, total_steps: int, submitted: float,
-                array: tuple[int, int] | None = None, stored: dict | None = None) -> int:
+                array: tuple[int, int] | None = None, stored: dict | None = None, types: str | None = None) -> int:
         """One job's row and its submit event (``job_id`` None: the next id); its id. ``stored``: the
-        part of ``spec`` its row keeps, where the rest is its array's (else all of it)."""
-        allowed = ",".join(spec.get("gpu_types") or ())
+        part of ``spec`` its row keeps, where the rest is its array's (else all of it); ``types``:
+        its ``gpu_types`` column where not its spec's (ARRAY_TYPES: its array's, kept once)."""
+        allowed = ",".join(spec.get("gpu_types") or ()) if types is None else types
         elastic = json.dumps(spec["elastic"], sort_keys=True) if spec.get("elastic") else ""
-        after = ",".join(str(i) for i in spec.get("after") or ())
+        # a task's `after` is its array's, kept once (after_edges); a job's is kept in its row too, for replays
+        after = ",".join(str(i) for i in spec.get("after") or ()) if array is None else ""
         array_id, array_index = array if array is not None else (None, None)
         cursor = conn.execute(
             "INSERT INTO jobs (id, name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
@@ -552,6 +589,39 @@ class StateStore:
                 self._array_spec_chars -= dropped
             return spec
 
+    @staticmethod
+    def _add_after_edges(conn: sqlite3.Connection, owner: int, after) -> None:
+        conn.executemany("INSERT OR IGNORE INTO after_edges (owner, target) VALUES (?, ?)",
+                         [(owner, int(target)) for target in after or ()])
+
+    def after_edges(self) -> list[tuple[int, int]]:
+        """(owner, target) of every ``after`` edge kept: owner a job's id, or an array's for its tasks."""
+        with self._read() as conn:
+            cursor = conn.execute("SELECT owner, target FROM after_edges")
+            cursor.row_factory = None
+            return cursor.fetchall()
+
+    def after_edges_of(self, user: str) -> int:
+        """How many ``after`` edges ``user``'s jobs and arrays not started yet hold (an array's count once)."""
+        with self._read() as conn:
+            return int(conn.execute(
+                "SELECT COUNT(*) FROM after_edges e WHERE (SELECT user FROM jobs WHERE id = e.owner OR id = e.owner + 1"
+                " AND array_id = e.owner ORDER BY id LIMIT 1) = ?", (user,)).fetchone()[0])
+
+    def drop_after_edges(self, owners) -> None:
+        """Forget the ``after`` edges of those of ``owners`` (job or array ids) with no job left that has
+        not started and is still active: nothing asks about them again."""
+        owners = sorted({int(owner) for owner in owners})
+        if not owners:
+            return
+        with self.transaction() as conn:
+            for first in range(0, len(owners), 500):
+                chunk = owners[first:first + 500]
+                conn.execute(
+                    f"DELETE FROM after_edges WHERE owner IN ({','.join('?' * len(chunk))}) AND NOT EXISTS (SELECT 1"
+                    f" FROM jobs WHERE (id = after_edges.owner OR array_id = after_edges.owner) AND started IS NULL"
+                    f" AND {_IS_ACTIVE})", chunk)
+
     def array_tasks(self, array_id: int) -> list[JobRecord]:
         """The tasks of array ``array_id``, by index (none: it is no array)."""
         with self._read() as conn:
@@ -573,10 +643,18 @@ class StateStore:
         return found
 
     def array_texts(self, array_ids: list[int]) -> dict[int, str]:
-        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from its first
-        task, whose id follows the array's (insert_array), so that each array costs one key lookup."""
+        """The ``array`` text (``0-15%4``) each of ``array_ids`` was submitted with: read from the
+        ``arrays`` table, or for an array whose tasks keep their whole specs, from its first task,
+        whose id follows the array's (insert_array): each array costs one key lookup."""
         found: dict[int, str] = {}
         with self._read() as conn:
+            for first in range(0, len(array_ids), 500):
+                chunk = array_ids[first:first + 500]
+                if self._has_array_texts:
+                    rows = conn.execute(f"SELECT id, text FROM arrays WHERE id IN ({','.join('?' * len(chunk))})"
+                                        " AND text IS NOT NULL", chunk).fetchall()
+                    found.update({int(array_id): text for array_id, text in rows})
+            array_ids = [i for i in array_ids if i not in found]
             for first in range(0, len(array_ids), 500):
                 chunk = [i + 1 for i in array_ids[first:first + 500]]
                 marks = ",".join("?" * len(chunk))
@@ -657,9 +735,35 @@ class StateStore:
                 by_fields.setdefault(tuple(fields), []).append((*fields.values(), job_id))
         stored = {names: job_column_rows(names, rows) for names, rows in by_fields.items()}
         with self.transaction() as conn:
+            clean = self._round_rows is not None and [
+                job_id for job_id in changes if self._last_write.get(job_id, 0) <= self._round_read
+                or self._round_patched.get(job_id) == self._last_write[job_id]]
             self._wrote(changes)
             for names, values in stored.items():
                 conn.executemany(f"UPDATE jobs SET {', '.join(f'{k} = ?' for k in names)} WHERE id = ?", values)
+            if clean:  # the kept round rows take these values at commit, not read again (a round writes thousands)
+                patchable = {job_id: self._writes for job_id in clean}
+                for names, values in stored.items():
+                    if all(name in _PATCHABLE for name in names):
+                        self._patches.append((self._writes, names, [v for v in values if v[-1] in patchable]))
+
+    def _patch_round_rows(self) -> None:
+        """Give the kept round rows the values committed by ``update_jobs`` (as the state file would read
+        them back), so that the next round reads those jobs again only if something else wrote them."""
+        patches, self._patches = self._patches, []
+        if self._round_rows is None:
+            return
+        for write, names, rows in patches:
+            if not rows:
+                continue
+            ids = np.fromiter((row[-1] for row in rows), dtype=np.int64, count=len(rows))
+            order = np.argsort(ids, kind="stable")
+            ids = ids[order]
+            columns = {name: [_as_read(name, rows[k][n]) for k in order.tolist()] for n, name in enumerate(names)}
+            found = self._round_rows.patch(ids, columns)
+            for job_id in ids[found].tolist():
+                if self._last_write.get(job_id) == write:
+                    self._round_patched[job_id] = write
 
     def job(self, job_id: int) -> JobRecord | None:
         with self._read() as conn:
@@ -732,7 +836,8 @@ class StateStore:
                     limit: int | None = None) -> list[tuple]:
         """These columns of the jobs ``where`` picks (SQL over the jobs table, with ``params``), by id,
         the first ``limit``: plain tuples, for lists of many jobs."""
-        sql = (f"SELECT {', '.join(columns)} FROM jobs" + (f" WHERE {where}" if where else "") + " ORDER BY id"
+        sql = (f"SELECT {', '.join(_COLUMN_SQL.get(c, c) for c in columns)} FROM jobs"
+               + (f" WHERE {where}" if where else "") + " ORDER BY id"
                + (" LIMIT ?" if limit is not None else ""))
         with self._read() as conn:
             cursor = conn.execute(sql, (*params, limit) if limit is not None else tuple(params))
@@ -746,21 +851,21 @@ class StateStore:
         with self._read() as conn:
             for first in range(0, len(ids), 500):  # SQLite binds a few hundred parameters at most, safely
                 chunk = ids[first:first + 500]
-                rows = conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id IN"
+                rows = conn.execute(f"SELECT id, spec, array_id, array_index FROM jobs WHERE id IN"
                                           f" ({','.join('?' * len(chunk))})", chunk).fetchall()
                 found.update(self._spec_texts(rows))
         return found
 
     def _spec_texts(self, rows: list[sqlite3.Row]) -> dict[int, str | dict]:
-        """(id, spec, array_id) rows as specs_of answers them."""
+        """(id, spec, array_id, array_index) rows as specs_of answers them."""
         found: dict[int, str | dict] = {}
-        for job_id, text, array_id in rows:
+        for job_id, text, array_id, index in rows:
             shared = None if array_id is None else self.array_spec(array_id)
             if shared is None:
                 found[int(job_id)] = text
                 continue
             try:
-                found[int(job_id)] = composed_spec(shared, json.loads(text))
+                found[int(job_id)] = composed_spec(shared, json.loads(text), index)
             except (ValueError, TypeError):  # a row damaged since: read as it is, to fail as such
                 found[int(job_id)] = text
         return found
@@ -778,12 +883,12 @@ class StateStore:
         while no write is open: a long read holds no lock, so a submit's insert does not wait for it."""
         if self._read_only or self._writer == threading.get_ident():
             with self._lock:
-                changed, writes = self.written_since(self._round_read)
+                changed, writes = self._changed_since_round()
                 return self._round_columns(self._conn, changed, writes, inside=bool(self._depth))
         conn = self._reader()
         try:
             with self._lock:  # no write is open: the snapshot holds every write counted in ``writes``
-                changed, writes = self.written_since(self._round_read)
+                changed, writes = self._changed_since_round()
                 conn.execute("BEGIN")
                 conn.execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
             return self._round_columns(conn, changed, writes, inside=False)
@@ -791,6 +896,13 @@ class StateStore:
             if conn.in_transaction:
                 conn.execute("COMMIT")
             self._give_back(conn)
+
+    def _changed_since_round(self) -> tuple[list[int], int]:
+        """(the jobs written since the kept round rows were read, but those the round's own writes patched
+        into them, the count of writes now); under the lock."""
+        changed, writes = self.written_since(self._round_read)
+        patched = self._round_patched
+        return [job_id for job_id in changed if patched.pop(job_id, None) != self._last_write[job_id]], writes
 
     def _round_columns(self, conn: sqlite3.Connection, changed: list[int], writes: int, *,
                        inside: bool) -> RoundColumns:
@@ -818,12 +930,21 @@ class StateStore:
         ``_insert`` (a job or an array's task), ``update_job``, ``update_jobs`` or ``notified``; one rolled
         back counts too."""
         with self._lock:
+            if writes >= self._log_from:  # the writes since, from the log: what changed, not every job written
+                found = dict.fromkeys(job_id for batch in self._write_log[writes - self._log_from:] for job_id in batch)
+                return list(found), self._writes
             return [job_id for job_id, at in self._last_write.items() if at > writes], self._writes
 
     def _wrote(self, job_ids) -> None:
         self._writes += 1
-        for job_id in job_ids:
+        batch = tuple(job_ids)
+        for job_id in batch:
             self._last_write[job_id] = self._writes
+        self._write_log.append(batch)
+        if len(self._write_log) > 4 * len(self._last_write) + 10_000:  # the oldest half: readers that far behind scan
+            half = len(self._write_log) // 2
+            del self._write_log[:half]
+            self._log_from += half
 
     def _round_rows_where(self, where: str, params: list | tuple = (), *, conn: sqlite3.Connection) -> list[tuple]:
         cursor = conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
@@ -833,7 +954,7 @@ class StateStore:
     def specs_after(self, job_id: int) -> dict[int, str | dict]:
         """The stored spec of every active job with an id above ``job_id``, as ``specs_of`` gives it."""
         with self._read() as conn:
-            rows = conn.execute(f"SELECT id, spec, array_id FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
+            rows = conn.execute(f"SELECT id, spec, array_id, array_index FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
                                 " ORDER BY id", (job_id,)).fetchall()
         return self._spec_texts(rows)
 
@@ -1233,13 +1354,47 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "array_id": "INTEGER", "array_index": "INTEGER",
                   "data_stall": "REAL", "fetch_stall": "REAL", "preprocess_stall": "REAL",
                   "cpus": "REAL", "memory_gb": "REAL"}
+_ADDED_ELSEWHERE = {  # table -> its columns added since, for the tables other modules keep
+    "privacy_blocks": {"consumed": "TEXT NOT NULL DEFAULT ''"},
+    "privacy_claims": {"blocks": "BLOB", "demand": "TEXT NOT NULL DEFAULT ''", "held": "BLOB",
+                       "cells": "INTEGER NOT NULL DEFAULT 0"},
+}
+# the round columns whose values update_jobs can give the kept round rows as SQLite reads them back: not
+# status or live (they decide whether a row is kept at all); name -> how SQLite stores a value there
+_PATCHABLE = {
+    "reason": str, "slots": str, "gpu_type": str, "partner": int, "lease_end": float, "stop": str, "move_to": str,
+    "batch_size": int, "run_s": float, "service_gpu_s": float, "service_by_type": str, "shared_by_type": str,
+    "accounted_at": float, "steps_done": int, "attempt": int,
+}
+
+
+def _as_read(name: str, value):
+    """``value``, stored in round column ``name``, as SQLite returns it (REAL gives floats, INTEGER ints)."""
+    if value is None:
+        return None
+    kind = _PATCHABLE[name]
+    if kind is float:
+        return float(value)
+    if kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if kind is int and isinstance(value, bool):
+        return int(value)
+    return value
+
+
 _ROUND_STATUS, _ROUND_LIVE = _ROUND_NAMES.index("status"), _ROUND_NAMES.index("live")
 ACCOUNTING_JOB_COLUMNS = {  # name -> the value an older file that lacks it gets
     "id": 0, "name": "", "user": "", "queue": "", "status": "", "reason": "", "reason_log": "", "exit_code": None,
     "submitted": 0.0, "started": None, "finished": None, "attempt": 0, "preemptions": 0, "retries": 0, "hangs": 0,
 }
 ACCOUNTING_ATTEMPT_COLUMNS = {"job_id": 0, "attempt": 0, "gpu_type": None, "slots": "", "started": 0.0, "ended": None}
-_ROUND_COLUMNS = ", ".join("attempt_live AS live" if name == "live" else name for name in _ROUND_NAMES)
+ARRAY_TYPES = ","  # a task's gpu_types column when its array's are kept once (arrays.gpu_types): no type's name
+# the columns read as other than themselves: a task's allowed types from its array (a reader that missed this
+# would see ARRAY_TYPES, types no slot has, and place the task nowhere: never on a type it may not use)
+_COLUMN_SQL = {"gpu_types": f"CASE WHEN jobs.gpu_types = '{ARRAY_TYPES}' THEN COALESCE((SELECT arrays.gpu_types FROM"
+                            f" arrays WHERE arrays.id = jobs.array_id), jobs.gpu_types) ELSE jobs.gpu_types END AS gpu_types",
+               "live": "attempt_live AS live"}
+_ROUND_COLUMNS = ", ".join(_COLUMN_SQL.get(name, name) for name in _ROUND_NAMES)
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import threading
 import time
 
 from abuse_server import Server, peak_rss_mb, rss_mb, row
@@ -32,6 +33,28 @@ def settle(server: Server, seconds: float) -> None:
         time.sleep(0.5)
 
 
+def cancels_at_once(server: Server, array_id: str, clients: int = 4, each: int = 3) -> tuple[list[float], list[int]]:
+    """``clients`` threads each sending another user's cancel ``each`` times, while the owner polls
+    ``GET /status``: the owner's latencies (seconds) and the cancels' statuses."""
+    statuses: list[int] = []
+    done = threading.Event()
+
+    def cancel() -> None:
+        for _ in range(each):
+            statuses.append(server.request("POST", f"/jobs/{array_id}/cancel", {}, user="bob", timeout=600).status)
+
+    threads = [threading.Thread(target=cancel) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    waiter = threading.Thread(target=lambda: ([t.join() for t in threads], done.set()))
+    waiter.start()
+    owner: list[float] = []
+    while not done.is_set() or not owner:
+        owner.append(server.request("GET", "/status", user="alice", timeout=600).seconds)
+    waiter.join()
+    return owner, statuses
+
+
 def run(args) -> list[dict]:
     tasks = int(os.environ.get("ABUSE_ARRAY_TASKS", "250"))
     body = array_body(tasks)
@@ -47,6 +70,7 @@ def run(args) -> list[dict]:
         peak = peak_rss_mb(server.pid)
         foreign = [server.request("POST", f"/jobs/{array_id}/cancel", {}, user="bob", timeout=600) for _ in range(5)]
         codes = sorted({a.status for a in foreign})
+        owner, together = cancels_at_once(server, array_id)
         own = server.request("POST", f"/jobs/{array_id}/cancel", {}, user="alice", timeout=1800)
         settle(server, 5.0)
         after, peak_after = rss_mb(server.pid), peak_rss_mb(server.pid)
@@ -60,6 +84,8 @@ def run(args) -> list[dict]:
             row(NAME, "another user's cancel: median of 5", round(statistics.median(a.seconds for a in foreign), 3),
                 0.1, "s"),
             row(NAME, "another user's cancel: slowest of 5", round(max(a.seconds for a in foreign), 3), 0.1, "s"),
+            row(NAME, f"owner's slowest /status during 4 at once ({sorted(set(together))})",
+                round(max(owner), 3), None, "s"),
             row(NAME, f"owner's cancel ({own.status}: {own.body[:40].decode(errors='replace')})",
                 round(own.seconds, 2), None, "s"),
             row(NAME, "server memory after the cancel", round(after), 200, "MB"),

@@ -46,7 +46,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_the_defaults_are_a_labs_and_the_flags_set_every_users_budgets(tmp_path, started):
     assert serve(tmp_path).exit_code == 0
-    assert started[0].budgets.default == Limits(max_active_jobs=50_000, max_stored_mb=1000.0, max_demand_rows=200_000,
+    assert started[0].budgets.default == Limits(max_active_jobs=50_000, max_stored_mb=1000.0, max_demand_rows=1_000_000,
                                                 max_after_edges=100_000, submit_rate=20.0, submit_burst=200)
 
     result = serve(tmp_path, "--max-active-jobs", "10", "--max-stored-mb", "5.5", "--max-demand-rows", "7",
@@ -108,3 +108,12 @@ def test_what_is_printed_reads_back_to_the_same_budgets(tmp_path):
     read = load_settings_file(write(tmp_path, settings_yaml(settings)))
 
     assert replace(DEFAULTS, **read.values) == settings
+
+
+def test_the_budget_settings_are_the_limits_each_user_has():
+    from dataclasses import fields
+
+    from apportion.serve.settings import BUDGETS
+
+    assert BUDGETS == tuple(f.name for f in fields(Limits))
+    assert Limits() == Limits.from_settings(DEFAULTS)

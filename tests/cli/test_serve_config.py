@@ -152,7 +152,7 @@ def test_a_token_in_a_file_others_may_read_is_refused(tmp_path, started):
 
     assert result.exit_code == 2 and not started
     assert " ".join(result.output.split()).startswith(
-        f"error: {config}:2: field 'token': a secret in a file other users may read (mode 644): chmod 600 {config}")
+        f"error: {config}:2: field 'token': is a secret, but other users may read it (mode 644): chmod 600 {config}")
 
     config.chmod(0o600)
     result = serve("--config", str(config), "--state-dir", str(tmp_path / "state"))
@@ -219,3 +219,20 @@ def test_docs_show_the_example_file_as_it_is():
     root = Path(__file__).resolve().parents[2]
 
     assert (root / "examples" / "server.yaml").read_text() in (root / "docs" / "serve.md").read_text()
+
+
+@pytest.mark.parametrize("mode, owner, says", [
+    (0o664, None, "other users may change it (mode 664): chmod go-w"),
+    (0o646, None, "other users may change it (mode 646): chmod go-w"),
+    (0o644, 65534, "it is owned by another user (uid 65534), who could change it: chown"),
+])
+def test_a_config_file_another_account_may_change_is_refused_with_the_fix(tmp_path, started, mode, owner, says):
+    if owner is not None and os.geteuid() != 0:
+        pytest.skip("giving a file to another account takes root")
+    config = write(tmp_path / "server.yaml", "slots: cpu:1\nstate_dir: state\n", mode=mode)
+    if owner is not None:
+        os.chown(config, owner, -1)
+    result = serve("--config", str(config))
+
+    assert result.exit_code == 2 and not started
+    assert " ".join(result.output.split()).startswith(f"error: {config}: {says}")

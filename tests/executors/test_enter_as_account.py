@@ -160,3 +160,70 @@ def test_a_command_the_account_may_not_run_names_the_path_and_fails_at_once(plac
     assert wait_exit(executor).code == 126
     assert executor.log_path(1, 1).read_text().splitlines()[-1] == (
         f"apportion: cannot start python3: {private}/python3: Permission denied (as uid {NOBODY.pw_uid})")
+
+
+def test_a_mapped_job_whose_script_its_account_may_not_read_fails_at_once_not_retried(place):
+    from apportion.policies.las import Las
+    from apportion.serve.runas import RunAs
+    from apportion.serve.scheduler import Scheduler, ServeConfig
+    from apportion.serve.slots import parse_slots
+    from apportion.serve.state import StateStore
+
+    (place / "open" / "train.py").write_text("print('trained')\n")
+    os.chmod(place / "open" / "train.py", 0o600)  # root's alone
+    state = place / "state"
+    state.mkdir()
+    config = ServeConfig(state_dir=state, round_s=1.0, max_retries=3, run_as=RunAs("mapped", {"alice": "nobody"}))
+    scheduler = Scheduler(StateStore(state / "state.db"), LocalExecutor(state), parse_slots("cpu:1"), Las(), config)
+    scheduler.submit({"name": "j", "command": "python3 train.py", "total_steps": 10,
+                      "workdir": str(place / "open")}, "alice")
+    deadline = time.time() + 30
+    while scheduler.store.job(1).status not in ("failed", "completed"):
+        assert time.time() < deadline, scheduler.store.job(1).reason
+        scheduler.tick()
+        time.sleep(0.05)
+    row = scheduler.store.job(1)
+    assert (row.status, row.retries, row.attempt) == ("failed", 0, 1)
+    assert row.reason == "its command is not executable (exit 126) on attempt 1, not retried"
+    assert row.reason_log == f"apportion: cannot start: cannot read train.py: [Errno 13] Permission denied (as uid " \
+                             f"{NOBODY.pw_uid})"
+
+
+def test_whether_a_job_starts_warm_is_decided_on_what_its_account_sees(place, monkeypatch):
+    """Warm or cold is in the start event: decided as root, it would tell whether a script is there
+    in a directory the account may not read. So the pool's checks run as the account."""
+    executor = LocalExecutor(place / "state", spares=1)
+    taken = object()
+    monkeypatch.setattr(executor._pool, "_first_alive", lambda spares: taken)  # as if a spare were waiting
+    hidden = place / "private" / "work"
+    (hidden / "train.py").write_text("pass\n")
+    there, missing = ([sys.executable, str(hidden / name)] for name in ("train.py", "nothing.py"))
+    env, work = dict(executor._pool.env), str(place / "open")
+    try:
+        assert executor._pool.take(there, env, work) is taken  # as root (no account): an oracle
+        assert executor._pool.take(missing, env, work) is None
+        assert executor._pool.take(there, env, work, AS_NOBODY) is None  # as nobody: the same answer for both
+        assert executor._pool.take(missing, env, work, AS_NOBODY) is None
+    finally:
+        executor.close()
+
+
+def test_a_mapped_job_with_no_workdir_runs_in_its_job_directory_which_it_may_enter_not_list(place):
+    from apportion.policies.las import Las
+    from apportion.serve.runas import RunAs
+    from apportion.serve.scheduler import Scheduler, ServeConfig
+    from apportion.serve.slots import parse_slots
+    from apportion.serve.state import StateStore
+
+    state = place / "state"
+    state.mkdir()
+    config = ServeConfig(state_dir=state, round_s=1.0, run_as=RunAs("mapped", {"alice": "nobody"}))
+    scheduler = Scheduler(StateStore(state / "state.db"), LocalExecutor(state), parse_slots("cpu:1"), Las(), config)
+    scheduler.submit({"name": "j", "command": "pwd; id -u", "total_steps": 10}, "alice")
+    deadline = time.time() + 30
+    while scheduler.store.job(1).status not in ("failed", "completed"):
+        assert time.time() < deadline, scheduler.store.job(1).reason
+        scheduler.tick()
+        time.sleep(0.05)
+    assert scheduler.store.job(1).status == "completed", scheduler.store.job(1).reason
+    assert scheduler.executor.tail(1, 1).splitlines()[-2:] == [str(state / "jobs" / "1"), str(NOBODY.pw_uid)]

@@ -65,7 +65,7 @@ def test_a_spare_is_handed_no_environment_in_its_record(tmp_path, monkeypatch):
         handed.append(record)
         raise OSError("gone")
 
-    monkeypatch.setattr(executor._pool, "take", lambda command, env, workdir: waiting)
+    monkeypatch.setattr(executor._pool, "take", lambda command, env, workdir, run_as=None: waiting)
     monkeypatch.setattr(executor._pool, "hand", hand)
     monkeypatch.setattr(executor._pool, "refill", lambda: None)
     env = {**os.environ, **JOB_ONLY}

@@ -3,12 +3,14 @@
 Every expected number below is worked out by hand in its comment.
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies import make_policy
-from apportion.policies.by_user import ByUser, parse_user_weights, share_by_user, water_fill
+from apportion.policies.by_user import ByUser, parse_user_weights, share_by_user, users_of, water_fill
 
 ORDERING = ["fifo", "las", "srtf", "qssf"]
 LP = ["max-min-fairness", "finish-time-fairness", "max-throughput", "min-makespan", "max-min-fairness:space-sharing"]
@@ -153,3 +155,30 @@ def test_a_policy_that_has_solved_already_is_still_shared(spec):
     allocation = share_by_user(used).allocate(jobs, gpus(4), rates(7))
     assert allocation.share[6].sum() == pytest.approx(1.0, abs=1e-6)
     assert gpus_held(allocation, jobs, "A") == pytest.approx(3.0, abs=1e-6)
+
+
+def test_users_whose_jobs_each_take_the_cluster_take_turns():
+    # 4 GPUs; A's jobs take 4 GPUs each, B's one each. Each user's first job has turn 0: A's came
+    # first, so it runs; B's jobs do not fit beside it. Once it ends (100 s later), A's next job and
+    # B's first tie at turn 0 again, and B, who held nothing, goes first: its jobs take the GPUs.
+    policy = share_by_user(make_policy("fifo"))
+    jobs = view(["A", "A", "B", "B"])
+    jobs.num_gpus[:2] = 4
+    first = policy.allocate(jobs, gpus(4), rates(4))
+    assert first.share[:, 0].tolist() == [1, 0, 0, 0]
+    later = replace(jobs.subset(np.arange(1, 4)), now_s=jobs.now_s + 100.0)
+    second = policy.allocate(later, gpus(4), rates(3))
+    assert second.share[:, 0].tolist() == [0, 1, 1]
+
+
+def test_users_are_told_apart_wherever_their_jobs_sit():
+    names, user_of = users_of(view(["b", "a", "b", "b", "c", "a"]))
+    assert names.tolist() == ["a", "b", "c"] and user_of.tolist() == [1, 0, 1, 1, 2, 0]
+
+
+def test_many_users_each_get_their_first_job_in():
+    # 20 users with two jobs each, all of the first user's first; 20 GPUs: every user's first job
+    users = [f"u{i:02d}" for i in range(20) for _ in range(2)]
+    jobs = view(users)
+    allocation = share_by_user(make_policy("fifo")).allocate(jobs, gpus(20), rates(40))
+    assert allocation.share[0::2, 0].tolist() == [1] * 20 and allocation.share[1::2, 0].sum() == 0

@@ -126,18 +126,25 @@ def test_stored_bytes_are_charged_by_the_spec_as_stored(tmp_path):
     assert cluster.submit(array="0-2", env={"V": "x" * 5000}).status_code == 409  # a second copy does not fit
 
 
-def test_after_edges_count_each_job_waited_for_by_each_task(tmp_path):
-    cluster = Cluster(tmp_path, max_after_edges=4)
+def test_after_edges_count_the_jobs_waited_for_and_an_arrays_once_until_its_last_task_ends(tmp_path):
+    cluster = Cluster(tmp_path, max_after_edges=5)
     first = [int(cluster.submit().json()["id"]) for _ in range(2)]
     assert cluster.submit(after=first).status_code == 200  # 2 edges
+    array_id = int(cluster.submit(array="0-2", after=first).json()["id"])  # 2 edges, kept once for its 3 tasks
 
-    refused = cluster.submit(array="0-1", after=first)  # 2 tasks × 2 edges
+    refused = cluster.submit(after=first)
 
     assert refused.status_code == 409
-    assert refused.json()["detail"].startswith("alice holds 2 after edges (jobs waited for, summed over jobs), the "
-                                               "limit (--max-after-edges) is 4; this submit would add 4")
-    assert cluster.submit(after=first[:1], array="0-1").status_code == 200
+    assert refused.json()["detail"].startswith("alice holds 4 after edges (jobs waited for, summed over jobs; an "
+                                               "array's once), the limit (--max-after-edges) is 5; this submit "
+                                               "would add 2")
+    assert cluster.call("POST", f"/jobs/{array_id + 1}/cancel", json={}).status_code == 200
+    assert cluster.budget()["after_edges"] == 4  # two of its tasks still wait
+    cluster.restart()
     assert cluster.budget()["after_edges"] == 4
+    assert cluster.call("POST", f"/jobs/{array_id}/cancel", json={}).status_code == 200
+    assert cluster.budget()["after_edges"] == 2
+    assert cluster.submit(after=first).status_code == 200
 
 
 def test_privacy_demand_rows_count_the_blocks_each_job_claims(tmp_path):
@@ -217,7 +224,7 @@ def test_status_shows_a_user_their_own_budget_and_an_admin_everyones(tmp_path):
     assert [b["user"] for b in mine] == ["bob"]
     assert mine[0] | {"stored_mb": 0} == {
         "user": "bob", "active_jobs": 1, "max_active_jobs": 50_000, "stored_mb": 0, "max_stored_mb": 1000.0,
-        "demand_rows": 0, "max_demand_rows": 200_000, "after_edges": 0, "max_after_edges": 100_000,
+        "demand_rows": 0, "max_demand_rows": 1_000_000, "after_edges": 0, "max_after_edges": 100_000,
         "submit_rate": 20.0, "submit_burst": 200}
     assert [(b["user"], b["active_jobs"]) for b in everyone] == [("alice", 3), ("bob", 1), ("ops", 0)]  # and theirs
 
@@ -254,3 +261,56 @@ def test_use_follows_jobs_as_they_run_and_end_and_is_counted_again_at_a_restart(
 
     again = cluster.budget()
     assert again["active_jobs"] == 2 and again["stored_mb"] > 0
+
+
+def test_apportion_status_ends_with_the_callers_budget(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import apportion.cli.jobs as jobs_cli
+    from apportion.cli import app
+
+    cluster = Cluster(tmp_path, max_active_jobs=10)
+    cluster.submit("bob", array="0-2")
+
+    class Answers:
+        def status(self):
+            return cluster.call("GET", "/status", "bob").json()
+
+    monkeypatch.setattr(jobs_cli, "client_for", lambda *args: Answers())
+    shown = CliRunner().invoke(app, ["status"])
+
+    assert shown.exit_code == 0, shown.output
+    assert ("budget of bob: 3 of 10 active jobs, 0.0 of 1,000 MB stored, 0 of 1,000,000 demand rows, 0 of 100,000 "
+            "after edges; 20 submits/s (200 at once)") in " ".join(shown.output.split())
+
+
+def test_an_arrays_tasks_give_back_their_share_one_by_one_and_a_restart_counts_the_same(tmp_path):
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.submit(array="0-3", after=[], env={"V": "x" * 4000}).json()["id"])
+    held = cluster.budget()
+    assert held["active_jobs"] == 4
+
+    assert cluster.call("POST", f"/jobs/{array_id + 2}/cancel", json={}).status_code == 200  # one task
+
+    after_one = cluster.budget()
+    assert after_one["active_jobs"] == 3
+    assert after_one["stored_mb"] == round(held["stored_mb"] * 3 / 4, 6)
+    cluster.restart()
+    assert cluster.budget() == after_one
+    assert cluster.call("POST", f"/jobs/{array_id}/cancel", json={}).status_code == 200
+    assert (cluster.budget()["active_jobs"], cluster.budget()["stored_mb"]) == (0, 0.0)
+
+
+def test_a_state_file_kept_by_an_earlier_budgets_table_is_brought_up_to_date(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    with store.transaction() as conn:  # the table as the first version of budgets kept it, and one old trigger
+        conn.execute("CREATE TABLE budget_charges (job_id INTEGER PRIMARY KEY, bytes INTEGER NOT NULL,"
+                     " demand_rows INTEGER NOT NULL, after_edges INTEGER NOT NULL)")
+        conn.execute("CREATE TRIGGER budget_job_charged AFTER INSERT ON budget_charges BEGIN SELECT 1; END")
+    store.close()
+
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.submit(array="0-1", after=[]).json()["id"])
+
+    assert cluster.budget()["active_jobs"] == 2
+    assert cluster.scheduler.store.rows("SELECT tasks FROM budget_charges WHERE job_id = ?", (array_id,)) == [(2,)]

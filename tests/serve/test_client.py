@@ -159,3 +159,32 @@ def test_without_a_credential_the_job_is_the_os_user_s(client):
     assert job["user"] == default_user() == client.job(job["id"])["user"]
     client.cancel(job["id"])  # as the same user
     assert client.wait(job["id"], timeout=10, poll_s=0.05)["status"] == "cancelled"
+
+
+def test_a_submit_over_its_users_rate_waits_as_the_server_asks_then_gives_up(server, client, monkeypatch):
+    import apportion.serve.client as client_module
+    from apportion.serve.budgets import BudgetRules, Limits, SubmitRate
+
+    server.scheduler.requests.budgets.rate = SubmitRate(BudgetRules(Limits(submit_rate=2.0, submit_burst=1)))
+    job = {"name": "x", "command": "python x.py", "total_steps": 10, "user": "ann"}
+    client.submit(job)
+
+    second = client.submit(job)  # answered 429 with Retry-After: 1, then stored
+
+    assert server.store.job(int(second["id"])).user == "ann"
+    monkeypatch.setattr(client_module, "SUBMIT_WAIT_S", 0.5)  # less than the wait the server asks
+    with pytest.raises(ClientError) as refused:
+        client.submit(job)
+    assert refused.value.status == 429 and refused.value.retry_after == 1.0
+    assert "ann submits faster than their budget allows" in str(refused.value)
+
+
+def test_a_429_for_wrong_credentials_is_not_waited_out_as_a_submit_rate(tmp_path):
+    guarded = LiveServer(tmp_path / "guarded", users=("ann",)).start()
+    try:
+        for _ in range(25):  # past the limit of wrong credentials from one address
+            with Client(guarded.url, token="u1." + "0" * 64) as wrong, pytest.raises(ClientError) as refused:
+                wrong.submit({"name": "x", "command": "python x.py", "total_steps": 10})
+    finally:
+        guarded.stop()
+    assert refused.value.status == 429 and refused.value.retry_after is None  # None: submit() raises at once

@@ -159,3 +159,85 @@ def test_an_older_state_file_with_a_damaged_task_still_opens_and_leaves_that_arr
 
     assert opened.array_spec(array_id) is None
     assert opened.rows("SELECT spec FROM jobs WHERE id = ?", (tasks[1],)) == [("not json",)]
+
+
+def test_rounds_starts_and_lists_parse_an_arrays_spec_once_not_once_a_task(tmp_path, monkeypatch):
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.post("/jobs", **big_array(array="0-19")).json()["id"])
+    loads, big = json.loads, []
+
+    def counted(text, *args, **kwargs):
+        if isinstance(text, str) and len(text) > 100_000:  # an array's spec, not a task's own row
+            big.append(len(text))
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counted)
+    for _ in range(3):
+        cluster.tick()
+    assert len(cluster.jobs()) == 20
+    for task in range(array_id + 1, array_id + 21):
+        assert cluster.scheduler.store.job(task).spec["env"]["V0"] == BIG_VALUE
+
+    assert len(big) == 1
+
+
+def test_a_small_request_of_many_tasks_costs_a_small_row_a_task_whatever_its_array_text(tmp_path):
+    cluster = Cluster(tmp_path)
+    indices = ",".join(str(1_000_000 + 3 * k) for k in range(2000))  # 16 KB of `array`, 2,000 tasks
+    body = {"name": "n" * 200, "command": "train", "total_steps": 100, "array": indices}
+    before = state_bytes(tmp_path)
+
+    answer = cluster.post("/jobs", **body)
+
+    assert answer.status_code == 200, answer.text
+    grown, sent = state_bytes(tmp_path) - before, len(json.dumps(body))
+    assert grown < 3 * sent + 2000 * 1024, f"2,000 tasks of a {sent:,}-byte request grew the state by {grown:,} bytes"
+    assert cluster.jobs()[-1]["name"] == "n" * 200 + "[1005997]"
+
+
+def test_an_arrays_table_without_its_text_column_gains_it_on_open(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    common = dict(user="ann", queue="default", priority=1.0, kind="k", gpus=1, total_steps=100, submitted=1.0)
+    array_id, _ = store.insert_array(spec=big_array(array="0-3%2"), indices=(0, 1, 2, 3), **common)
+    store.close()
+    older = sqlite3.connect(tmp_path / "state.db")
+    older.executescript("CREATE TABLE kept AS SELECT id, user, spec FROM arrays; DROP TABLE arrays;"
+                        " ALTER TABLE kept RENAME TO arrays;")  # as the arrays table was first made
+    older.commit()
+    older.close()
+    reader = StateStore(tmp_path / "state.db", read_only=True)
+    assert reader.array_texts([array_id]) == {array_id: ""}  # read as it is: the tasks' rows no longer say
+    reader.close()
+
+    assert StateStore(tmp_path / "state.db").array_texts([array_id]) == {array_id: "0-3%2"}
+
+
+def test_an_arrays_gpu_types_are_kept_once_and_still_decide_where_its_tasks_run(tmp_path):
+    cluster = Cluster(tmp_path, slots="cpu:2,k80:2")
+    long_names = [f"t{k:02d}" + "x" * 250 for k in range(63)]  # 16 KB of gpu_types: the most they may be
+    body = {"name": "g", "command": "train", "total_steps": 100, "array": "0-1999", "gpu_types": ["k80", *long_names]}
+    before = state_bytes(tmp_path)
+
+    array_id = int(cluster.post("/jobs", **body).json()["id"])
+    grown, sent = state_bytes(tmp_path) - before, len(json.dumps(body))
+    on_cpu = int(cluster.post("/jobs", name="c", command="train", total_steps=100, array="0-1",
+                              gpu_types=["cpu"]).json()["id"])
+    cluster.tick()
+
+    assert grown < 3 * sent + 2000 * 1024, f"2,000 tasks of a {sent:,}-byte request grew the state by {grown:,} bytes"
+    store = cluster.scheduler.store
+    assert [store.job(array_id + k).gpu_type for k in (1, 2, 3)] == ["k80", "k80", None]
+    assert [store.job(on_cpu + k).gpu_type for k in (1, 2)] == ["cpu", "cpu"]
+    assert store.job(array_id + 3).allowed == ("k80", *long_names)
+    assert cluster.jobs()[0]["gpu_types"] == ["k80", *long_names]
+
+
+def test_a_tasks_time_limit_is_read_from_its_own_row_by_the_watchdogs_query(tmp_path):
+    cluster = Cluster(tmp_path)
+    array_id = int(cluster.post("/jobs", **big_array(array="0-1", time_limit=5)).json()["id"])
+    cluster.tick()
+    store = cluster.scheduler.store
+    assert [store.job(array_id + k).attempt_live for k in (1, 2)] == [True, True]
+
+    later = cluster.clock.now + 60
+    assert store.overdue_attempts(later, 0.0, None) == [array_id + 1, array_id + 2]

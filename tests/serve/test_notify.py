@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -78,9 +79,13 @@ def make(tmp_path, hosts: str | None = "127.0.0.1", **notifier):
                          server_url="http://apportion.example:8642")
     scheduler = Scheduler(StateStore(tmp_path / "state.db"), FakeExecutor(tmp_path), parse_slots("cpu:2"), Las(),
                           config)
-    options = {"timeout_s": 0.5, "tries": 3, "backoff_s": 0.05, "poll_s": 0.02, **notifier}
+    log: list[str] = []  # the server's log: the notifications' detail
+    options = {"timeout_s": 0.5, "tries": 3, "backoff_s": 0.05, "poll_s": 0.02, "log": log.append, **notifier}
     sender = Notifier(scheduler.store, scheduler.lock, rule, config.server_url, **options)
-    return scheduler, TestClient(create_app(scheduler)), sender
+    return scheduler, TestClient(create_app(scheduler)), sender, log
+
+
+NOT_DELIVERED = "not delivered (the server's log says why)"  # all a job's events say of a failure
 
 
 def job(name: str, notify: str) -> dict:
@@ -101,7 +106,7 @@ def wait_for(predicate, what: str, timeout: float = 10.0):
 
 
 def test_completed_and_failed_jobs_are_posted_once_with_their_summary(tmp_path, receiver, stop):
-    scheduler, client, sender = make(tmp_path)
+    scheduler, client, sender, log = make(tmp_path)
     sender.start(stop)
     done = client.post("/jobs", json=job("done", f"{receiver.url}/ok")).json()["id"]
     crashed = client.post("/jobs", json=job("crashed", f"{receiver.url}/ok")).json()["id"]
@@ -124,14 +129,14 @@ def test_completed_and_failed_jobs_are_posted_once_with_their_summary(tmp_path, 
     assert bodies[done]["submitted"] <= bodies[done]["started"] <= bodies[done]["finished"]
     headers = next(h for _, h, _ in receiver.posts)
     assert headers["Content-Type"] == "application/json" and headers["Host"] == receiver.url.removeprefix("http://")
-    wait_for(lambda: ("notify", f"{receiver.url.removeprefix('http://')} answered 200") in events(client, done),
-             "the job's notify event")
+    wait_for(lambda: ("notify", "delivered") in events(client, done), "the job's notify event")
+    assert f"job {done} notification: {receiver.url.removeprefix('http://')} answered 200" in log
     time.sleep(0.2)
     assert len(receiver.posts) == 2  # once each
 
 
 def test_a_cancelled_job_is_notified_when_its_attempt_has_exited(tmp_path, receiver, stop):
-    scheduler, client, sender = make(tmp_path)
+    scheduler, client, sender, log = make(tmp_path)
     sender.start(stop)
     job_id = client.post("/jobs", json=job("stopped", f"{receiver.url}/ok")).json()["id"]
     scheduler.tick()
@@ -143,22 +148,22 @@ def test_a_cancelled_job_is_notified_when_its_attempt_has_exited(tmp_path, recei
 
 
 def test_a_receiver_answering_500_is_retried_then_given_up_and_the_job_is_unaffected(tmp_path, receiver, stop):
-    scheduler, client, sender = make(tmp_path)
+    scheduler, client, sender, log = make(tmp_path)
     sender.start(stop)
     job_id = client.post("/jobs", json=job("j", f"{receiver.url}/broken")).json()["id"]
     scheduler.tick()
     scheduler.executor.finish(1, 0)
     scheduler.tick()
     host = receiver.url.removeprefix("http://")
-    wait_for(lambda: ("notify-failed", f"{host} answered 500; gave up after 3 tries") in events(client, job_id),
-             "the notify-failed event")
+    wait_for(lambda: ("notify-failed", NOT_DELIVERED) in events(client, job_id), "the notify-failed event")
+    assert f"job {job_id} notification failed: {host} answered 500; gave up after 3 tries" in log
     assert len(receiver.to("/broken")) == 3
     shown = client.get(f"/jobs/{job_id}").json()
     assert shown["status"] == "completed" and shown["reason"] == ""
 
 
 def test_a_receiver_that_does_not_answer_in_time_is_given_up_after_its_tries(tmp_path, receiver, stop):
-    scheduler, client, sender = make(tmp_path, tries=2)
+    scheduler, client, sender, log = make(tmp_path, tries=2)
     sender.start(stop)
     job_id = client.post("/jobs", json=job("j", f"{receiver.url}/slow")).json()["id"]
     scheduler.tick()
@@ -166,42 +171,70 @@ def test_a_receiver_that_does_not_answer_in_time_is_given_up_after_its_tries(tmp
     scheduler.tick()
     host = receiver.url.removeprefix("http://")
     wait_for(lambda: any(e == "notify-failed" for e, _ in events(client, job_id)), "the notify-failed event")
-    assert events(client, job_id)[-1] == (
-        "notify-failed", f"no answer from {host} within 0.5 s; gave up after 2 tries")
+    assert events(client, job_id)[-1] == ("notify-failed", NOT_DELIVERED)
+    assert log[-1] == f"job {job_id} notification failed: no answer from {host} within 0.5 s; gave up after 2 tries"
     assert len(receiver.to("/slow")) == 2
     assert client.get(f"/jobs/{job_id}").json()["status"] == "completed"
 
 
 def test_a_redirect_is_not_followed(tmp_path, receiver, stop):
-    scheduler, client, sender = make(tmp_path)
+    scheduler, client, sender, log = make(tmp_path)
     sender.start(stop)
     job_id = client.post("/jobs", json=job("j", f"{receiver.url}/moved")).json()["id"]
     scheduler.tick()
     scheduler.executor.finish(1, 0)
     scheduler.tick()
     wait_for(lambda: any(e == "notify-failed" for e, _ in events(client, job_id)), "the notify-failed event")
-    assert events(client, job_id)[-1][1].endswith("answered 302 (redirects are not followed); not retried")
+    assert log[-1].endswith("answered 302 (redirects are not followed); not retried")
     assert receiver.to("/ok") == [] and len(receiver.to("/moved")) == 1
 
 
-def test_a_name_that_resolves_to_a_refused_address_is_not_posted(tmp_path, receiver, stop):
-    scheduler, client, sender = make(tmp_path, hosts=None)  # the default rule: no loopback
+def test_a_name_that_resolves_to_a_refused_address_is_not_posted_and_its_event_says_only_not_delivered(
+        tmp_path, receiver, stop, monkeypatch):
+    scheduler, client, sender, log = make(tmp_path, hosts=None)  # the default rule: no loopback
+    port = int(receiver.url.rsplit(":", 1)[1])
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *args, **kw: real(
+        "127.0.0.1" if host == "hooks.example.com" else host, *args, **kw))  # a name pointed at loopback
     sender.start(stop)
-    port = receiver.url.rsplit(":", 1)[1]
-    job_id = client.post("/jobs", json=job("j", f"http://localhost:{port}/ok")).json()["id"]  # a name: taken at submit
+    job_id = client.post("/jobs", json=job("j", f"http://hooks.example.com:{port}/ok")).json()["id"]  # taken: a name
     scheduler.tick()
     scheduler.executor.finish(1, 0)
     scheduler.tick()
     wait_for(lambda: any(e == "notify-failed" for e, _ in events(client, job_id)), "the notify-failed event")
-    assert "is a link-local, loopback, multicast or reserved address" in events(client, job_id)[-1][1]
+    assert events(client, job_id)[-1] == ("notify-failed", NOT_DELIVERED)
+    assert "127.0.0.1 (hooks.example.com) is a loopback address" in log[-1]
     assert receiver.posts == []
 
 
 @pytest.mark.parametrize("url, hosts, message", [
     ("ftp://hooks.example.com/x", None, "must be an http:// or https:// URL, got scheme 'ftp'"),
-    ("http://169.254.169.254/latest/meta-data/", None,
-     "169.254.169.254 (169.254.169.254) is a link-local, loopback, multicast or reserved address"),
-    ("http://[::ffff:169.254.169.254]/", None, "is a link-local, loopback, multicast or reserved address"),
+    ("http://169.254.169.254/latest/meta-data/", None, "169.254.169.254 (169.254.169.254) is a cloud metadata service"),
+    ("http://[::ffff:169.254.169.254]/", None, "is a cloud metadata service"),
+    ("http://100.100.100.200/latest/meta-data/", None, "is a cloud metadata service"),  # Alibaba
+    ("http://[fd00:ec2::254]/latest/meta-data/", None, "is a cloud metadata service"),  # AWS over IPv6
+    ("http://192.0.0.192/opc/v2/instance/", None, "is a cloud metadata service"),  # Oracle
+    ("http://metadata.google.internal/computeMetadata/v1/", None, "metadata.google.internal is a cloud metadata service"),
+    ("http://10.1.2.3/", None, "10.1.2.3 (10.1.2.3) is a private address"),
+    ("http://172.20.0.1/", None, "is a private address"),
+    ("http://192.168.1.1/", None, "is a private address"),
+    ("http://[fc00::1]/", None, "is a private (unique local) address"),
+    ("http://100.64.0.1/", None, "is a shared (carrier-grade NAT) address"),
+    ("http://[::ffff:10.0.0.1]/", None, "is a private address"),  # IPv4-mapped
+    ("http://[64:ff9b::7f00:1]/", None, "is a loopback address"),  # NAT64 of 127.0.0.1
+    ("http://[2002:a9fe:a9fe::]/", None, "is a cloud metadata service"),  # 6to4 of 169.254.169.254
+    ("http://localhost:8642/", None, "localhost is a local name, not a public one"),
+    ("http://db.internal/", None, "db.internal is a local name"),
+    ("http://2130706433/", None, "writes its host as a number (2130706433)"),  # 127.0.0.1 in decimal
+    ("http://0177.0.0.1/", None, "writes its host as a number (0177.0.0.1)"),  # in octal
+    ("http://127.1/", None, "writes its host as a number (127.1)"),  # a short dotted form
+    ("http://0x7f.1/", None, "writes its host as a number (0x7f.1)"),  # hex
+    ("http://0x7f000001/", None, "writes its host as a number"),
+    ("http://1.2.3.4./", None, "writes its host as a number"),
+    ("http://[fe80::1%25eth0]/", None, "names a zone in its address"),
+    ("http://hooks.example.com%2e127.0.0.1/", None, "a host is a DNS name"),
+    ("http://127.0.0.1\\@hooks.example.com/", None, "must not carry a user or password"),
+    ("http://hooks.example.com@127.0.0.1/", "hooks.example.com", "must not carry a user or password"),
     ("http://user:secret@hooks.example.com/", None, "must not carry a user or password"),
     ("http:///nohost", None, "names no host"),
     ("http://hooks.example.com/a b", None, "must be a URL of printable ASCII without spaces"),
@@ -210,7 +243,7 @@ def test_a_name_that_resolves_to_a_refused_address_is_not_posted(tmp_path, recei
     ("https://hooks.example.com/", "none", "this server sends no notifications"),
 ])
 def test_a_notify_url_the_server_will_not_call_is_a_400_naming_the_field(tmp_path, url, hosts, message):
-    _, client, _ = make(tmp_path, hosts=hosts)
+    _, client, _, _ = make(tmp_path, hosts=hosts)
     answer = client.post("/jobs", json=job("j", url))
     assert answer.status_code == 400
     assert answer.json()["field"] == "notify" and message in answer.json()["message"]
@@ -229,6 +262,24 @@ def test_the_operators_list_allows_names_patterns_and_networks():
     assert rule.address_refusal("metadata", ip_address("169.254.1.1")) is None  # named as an address: allowed
     with pytest.raises(Exception, match="'bad/host' is not a host name"):
         NotifyHosts.parse("bad/host")
+
+
+def test_private_and_metadata_addresses_are_refused_by_default_and_allowed_when_the_operator_names_them(tmp_path):
+    from ipaddress import ip_address
+
+    default = NotifyHosts.parse(None)
+    for refused in ("10.1.2.3", "100.100.100.200", "fd00:ec2::254", "192.0.0.192", "169.254.169.254", "::ffff:127.0.0.1"):
+        assert default.address_refusal("hooks.example.com", ip_address(refused)) is not None, refused
+    for public in ("203.0.114.7", "8.8.8.8", "2001:4860::8888"):
+        assert default.address_refusal("hooks.example.com", ip_address(public)) is None, public
+
+    opened = NotifyHosts.parse("10.0.0.0/8, 100.100.100.200, fd00:ec2::/32, metadata.google.internal")
+    for allowed in ("10.1.2.3", "100.100.100.200", "fd00:ec2::254", "::ffff:10.1.2.3"):
+        assert opened.address_refusal("x", ip_address(allowed)) is None, allowed
+    assert opened.address_refusal("metadata.google.internal", ip_address("169.254.169.254")) is not None  # by name: never
+    _, client, _, _ = make(tmp_path, hosts="10.0.0.0/8, metadata.google.internal")
+    for url in ("http://10.1.2.3:8080/hook", "http://metadata.google.internal/hook"):
+        assert client.post("/jobs", json=job("j", url)).status_code == 200, url
 
 
 def test_apportion_serve_notifies_with_its_notify_hosts_and_is_scraped(tmp_path, receiver):
@@ -266,7 +317,7 @@ def test_serve_refuses_a_notify_hosts_entry_that_is_no_host_before_starting(tmp_
 
 def test_a_notification_the_state_file_cannot_record_yet_is_recorded_later_never_sent_twice(tmp_path, receiver, stop,
                                                                                           monkeypatch):
-    scheduler, client, sender = make(tmp_path)
+    scheduler, client, sender, log = make(tmp_path)
     job_id = client.post("/jobs", json=job("j", f"{receiver.url}/ok")).json()["id"]
     scheduler.tick()
     scheduler.executor.finish(1, 0)

@@ -19,8 +19,8 @@ from apportion.serve.slots import parse_slots
 from apportion.serve.state import StateStore
 
 JOB = {"name": "cnn", "command": "python train.py", "total_steps": 100}
-HELD_S = 3.0  # how long the "round" holds on; every call below must answer well within it
-PROMPT_S = 1.0
+HELD_S = 5.0  # how long the "round" holds on; every call below must answer well within it
+PROMPT_S = 2.0
 READS = ("/status", "/jobs", "/jobs/1", "/jobs/1/logs", "/jobs?status=queued&limit=5", "/dashboard/state",
          "/dashboard/jobs/1", "/metrics", "/blocks", "/history")
 

@@ -100,7 +100,7 @@ def test_the_credential_comes_from_a_file_the_environment_or_the_users_config(cl
     os.chmod(config / "apportion" / "token", 0o644)
     loose = cli("status", "--server", server.url, XDG_CONFIG_HOME=str(config))
     assert loose.exit_code == 2
-    assert loose.output.strip() == (f"error: {config}/apportion/token: other users may read it: chmod 600 "
+    assert loose.output.strip() == (f"error: {config}/apportion/token: other users may read it (mode 644): chmod 600 "
                                     f"{config}/apportion/token")
     with_flag = cli("queue", "--server", server.url, "--token", credential, XDG_CONFIG_HOME=str(tmp_path))
     assert with_flag.exit_code == 0 and "warning: --token is visible to every user of this machine" in with_flag.output

@@ -135,3 +135,64 @@ def test_an_after_naming_no_job_or_another_users_job_is_a_400_naming_after(tmp_p
                             ).json()["after"] == [bobs]
     assert users.submit("ops", after=[bobs]).status_code == 200  # an admin names anyone's
     assert users.submit("alice", after=["one"]).json()["field"] == "after[0]"
+
+
+def edges(scheduler):
+    return sorted(scheduler.store.after_edges())
+
+
+def test_an_arrays_after_is_kept_once_for_all_its_tasks_and_asked_once_a_round(tmp_path, monkeypatch):
+    from apportion.serve import admission
+
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1")
+    first = [scheduler.submit(job(f"prep{k}"), "ann") for k in range(3)]
+    array_id = scheduler.submit(job("sweep", array="0-49", after=first), "ann")
+    lone = scheduler.submit(job("lone", after=first[:1]), "ann")
+    assert edges(scheduler) == sorted([(array_id, j) for j in first] + [(lone, first[0])])  # 4 edges, not 151
+    assert {r.after for r in scheduler.store.array_tasks(array_id)} == {""}  # no copy in each task's row
+    asked = []
+    spy = admission.AfterStage()
+    monkeypatch.setattr(admission, "AFTER", type("Spy", (), {"admit": lambda self, jobs, ctx: (
+        asked.append(sorted(jobs.key.tolist())), spy.admit(jobs, ctx))[1]})())
+    scheduler.tick()
+    assert asked[0] == sorted([array_id, lone])  # one question for the array, one for the job
+    tasks = scheduler.store.array_tasks(array_id)
+    assert {t.reason for t in tasks} == {f"waiting for job {first[0]} to complete (and 2 more)"}
+    assert job_row(scheduler, lone).reason == f"waiting for job {first[0]} to complete"
+
+
+def test_cancelling_an_array_or_a_job_that_waits_drops_its_after_edges(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1")
+    prep = scheduler.submit(job("prep"), "ann")
+    array_id = scheduler.submit(job("sweep", array="0-9", after=[prep]), "ann")
+    lone = scheduler.submit(job("lone", after=[prep]), "ann")
+    scheduler.tick()
+    assert edges(scheduler) == [(array_id, prep), (lone, prep)]
+    scheduler.cancel(array_id, "ann")
+    assert edges(scheduler) == [(lone, prep)]
+    scheduler.cancel(lone, "ann")
+    assert edges(scheduler) == []
+
+
+def test_the_after_edges_of_jobs_that_started_or_failed_are_dropped_by_the_round(tmp_path):
+    scheduler, executor, clock = make(tmp_path)
+    prep = scheduler.submit(job("prep"), "ann")
+    train = scheduler.submit(job("train", after=[prep]), "ann")
+    doomed = scheduler.submit(job("doomed", after=[prep]), "ann")
+    scheduler.tick()
+    scheduler.cancel(prep, "ann")  # doomed and train fail: what they waited for was cancelled
+    clock.now += 0.5
+    scheduler.tick()
+    clock.now += 0.5
+    scheduler.tick()
+    assert job_row(scheduler, train).status == job_row(scheduler, doomed).status == "failed"
+    assert edges(scheduler) == []
+
+
+def test_a_users_after_edges_are_counted_once_per_array(tmp_path):
+    scheduler, executor, clock = make(tmp_path, slots="cpu:1")
+    first = [scheduler.submit(job(f"prep{k}"), "ann") for k in range(2)]
+    scheduler.submit(job("sweep", array="0-99", after=first), "ann")
+    scheduler.submit(job("lone", after=first[:1]), "ann")
+    scheduler.submit(job("other"), "bob")
+    assert scheduler.store.after_edges_of("ann") == 3 and scheduler.store.after_edges_of("bob") == 0

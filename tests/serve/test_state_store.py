@@ -293,3 +293,28 @@ def test_the_round_table_kept_between_rounds_reads_as_the_file_does(tmp_path):
     assert kept["id"] == (first, third, fourth)  # the completed one is no longer active
     assert kept["steps_done"] == (3, 0, 0) and kept["live"] == (1, 0, 0) and kept["priority"] == (1.0, 1.0, 1.0)
     assert kept == {name: tuple(column) for name, column in StateStore(tmp_path / "state.db").round_table().items()}
+
+
+def test_a_rounds_own_writes_reach_the_kept_round_rows_without_reading_those_jobs_again(tmp_path, monkeypatch):
+    store = StateStore(tmp_path / "state.db")
+    ids = [add(store, f"j{k}") for k in range(20)]
+    typed = store.round_table().typed("lease_end", float)  # a numeric column converted once and kept
+    assert all(v != v for v in typed)  # NaN: no lease yet
+    read = []
+    original = store._round_rows_where
+    monkeypatch.setattr(store, "_round_rows_where", lambda where, params=(), **how: read.append(list(params)) or
+                        original(where, params, **how))
+    store.update_jobs({job_id: {"reason": "waiting for slots", "lease_end": 200} for job_id in ids[:15]}
+                      | {ids[15]: {"status": "completed", "finished": 150.0}})  # leaves the round: read again
+    with pytest.raises(RuntimeError), store.transaction():  # rolled back: read again, as the file has it
+        store.update_jobs({ids[16]: {"reason": "never kept"}})
+        raise RuntimeError("abandoned")
+
+    table = store.round_table()
+
+    assert read == [[ids[15], ids[16]]]  # not the 15 the round wrote
+    assert list(table["reason"][:15]) == ["waiting for slots"] * 15 and table["reason"][15] == "waiting for its first round"
+    assert list(table.typed("lease_end", float)[:15]) == [200.0] * 15 and type(table["lease_end"][0]) is float
+    assert tuple(table["id"]) == tuple(ids[:15] + ids[16:])
+    kept = {name: tuple(column) for name, column in table.items()}
+    assert kept == {name: tuple(column) for name, column in StateStore(tmp_path / "state.db").round_table().items()}

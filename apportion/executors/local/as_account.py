@@ -83,8 +83,9 @@ def answer_as(identity: Identity | None, work: Callable[[], str], timeout_s: flo
     return b"".join(chunks).decode("utf-8", "surrogateescape")
 
 
-def cannot_enter(directory: str) -> str:
-    """Why this process cannot work in ``directory`` (reach it, enter and list it); "" when it can.
+def cannot_enter(directory: str, read: bool = True) -> str:
+    """Why this process cannot work in ``directory`` (reach it, enter it and, with ``read``, list it);
+    "" when it can.
 
     ``os.stat``'s answer, not ``os.path.isdir``'s: a directory on the way this process may not
     pass is "cannot reach", never "no such directory"."""
@@ -96,7 +97,9 @@ def cannot_enter(directory: str) -> str:
         return f"cannot reach {directory}: {err.strerror}"
     if not stat.S_ISDIR(found.st_mode):
         return f"not a directory: {directory}"
-    return "" if os.access(directory, os.R_OK | os.X_OK) else f"cannot enter and read {directory}"
+    if read:
+        return "" if os.access(directory, os.R_OK | os.X_OK) else f"cannot enter and read {directory}"
+    return "" if os.access(directory, os.X_OK) else f"cannot enter {directory}"
 
 
 def cannot_read(path: str, shown: str | None = None) -> tuple[str, str]:

@@ -211,7 +211,8 @@ class LocalExecutor:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.exit_path(job_id, attempt).unlink(missing_ok=True)
         self.pid_path(job_id, attempt).unlink(missing_ok=True)
-        spare = None if cold or self._pool is None else self._pool.take(command, env, workdir or str(directory))
+        spare = None if cold or self._pool is None else self._pool.take(
+            command, env, workdir or str(directory), run_as.argument() if run_as is not None else None)
         if spare is not None and isinstance(command, str):  # a plain `python …` line: no shell needed
             command = warm_start.python_command(command)
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)

@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from apportion.executors.local import warm_start
+from apportion.executors.local import as_account, warm_start
 from apportion.executors.local.procfs import process_start, stat_fields, still_runs
 from apportion.executors.local.wrapper_command import MARKER, options_start
 
@@ -322,12 +322,25 @@ class SparePool:
             if spare_id not in live:
                 (spares_dir(self.state_dir) / name).unlink(missing_ok=True)
 
-    def take(self, command: str | list[str], env: dict[str, str], workdir: str | None) -> Spare | None:
+    def take(self, command: str | list[str], env: dict[str, str], workdir: str | None,
+             run_as: str | None = None) -> Spare | None:
         """A waiting spare for this command (None: it cannot start warm, or none is waiting).
 
         One done importing first; then one being forked, if it is ready within ``FORK_WAIT_S``;
-        then one still importing (the job waits for the rest of its imports, as it would cold)."""
-        if self.count == 0 or warm_start.refusal(command, env, self.env, self.python, workdir) is not None:
+        then one still importing (the job waits for the rest of its imports, as it would cold).
+        ``run_as`` (``UID:GID:GROUPS``): the job's files are looked at as that account, never as root,
+        whose answer (warm, or cold: the start event says which) would tell what lies where it may not look."""
+        if self.count == 0:
+            return None
+        if run_as:
+            try:
+                refused = as_account.answer_as(as_account.Identity.parse(run_as), lambda: warm_start.refusal(
+                    command, env, self.env, self.python, workdir) or "") or None
+            except ValueError as err:
+                refused = str(err)
+        else:
+            refused = warm_start.refusal(command, env, self.env, self.python, workdir)
+        if refused is not None:
             return None
         deadline = time.monotonic() + FORK_WAIT_S
         while True:

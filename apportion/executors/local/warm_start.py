@@ -212,17 +212,17 @@ def shadowed(path0: str) -> str | None:
     return None
 
 
-def _shadowed_as(path0: str, run_as: str | None) -> str | None:
-    """:func:`shadowed`, listing ``path0`` as the job's account (``--run-as``): never as root, whose
-    listing would name files in a directory the account may not list."""
+def _as(run_as: str | None, check) -> str | None:
+    """``check()``'s refusal, looked for as the job's account (``--run-as``): never as root, whose
+    answer would tell of files in a directory the account may not look at."""
     if not run_as:
-        return shadowed(path0)
+        return check()
     from apportion.executors.local.as_account import Identity, answer_as
 
     try:
-        return answer_as(Identity.parse(run_as), lambda: shadowed(path0) or "") or None
+        return answer_as(Identity.parse(run_as), lambda: check() or "") or None
     except ValueError as err:
-        return f"cannot look at {path0} as the job's account: {err}"
+        return f"cannot look at the job's files as its account: {err}"
 
 
 class CannotStart(OSError):
@@ -236,14 +236,14 @@ class Launch:
     def __init__(self, command: list[str], env: dict[str, str], spare_env: dict[str, str], workdir: str | None,
                  run_as: str | None = None) -> None:
         self.command, self.env, self.workdir = command, env, workdir
-        self.refusal = refusal(command, env, spare_env, sys.executable, workdir)
+        self.refusal = _as(run_as, lambda: refusal(command, env, spare_env, sys.executable, workdir))
         if self.refusal:
             return
         self.kind, self.name, self.args = target(python_command(command))
         base = os.path.abspath(workdir or ".")
         self.path0 = base if self.kind == "module" else os.path.dirname(os.path.realpath(os.path.join(base, self.name)))
         self.threads, why = thread_settings(env, spare_env)
-        self.refusal = why or _shadowed_as(self.path0, run_as) or unfit()  # last: the checks above start no threads
+        self.refusal = why or _as(run_as, lambda: shadowed(self.path0)) or unfit()  # last: the checks above start no threads
 
     def fork(self, run_as: str | None) -> int:
         """Fork the job's process; in the child, become it and never return."""

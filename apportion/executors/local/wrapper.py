@@ -39,7 +39,9 @@ The job's environment is not this process's: the executor writes it to an owner-
 get it, from their start (``Popen(env=...)``: after the switch to ``--run-as``'s account, at the
 exec; a warm fork: after that switch, before any of the job's code). The wrapper itself runs in
 the server's environment, so nothing a job file sets (``LD_PRELOAD``, ``PYTHONPATH``, ...) ever
-runs with the wrapper's rights, which are root's under ``--run-as mapped``.
+runs with the wrapper's rights, which are root's under ``--run-as mapped``. Nor does the wrapper
+look at the job's files as root: its ``workdir`` and script are checked by a child dropped to the
+account (as_account.py), and the job's process enters the ``workdir`` only once it is the account.
 
 With ``--parent PID`` (the Ray executor's replica, which has no process group of its own to
 stop the job with) the attempt dies with that process: when it ends, SIGKILL goes to the
@@ -233,9 +235,9 @@ def unstartable(command: list[str], options: dict[str, str]) -> tuple[int, str] 
 
     def look() -> str:
         if workdir is not None:
-            why = as_account.cannot_enter(workdir)
+            why = as_account.cannot_enter(workdir, read=False)  # the job's own directory is 0711: enter, not list
             if why:
-                return f"126 cannot enter the workdir: {why}"
+                return f"{127 if why.startswith('no such') else 126} cannot enter the workdir: {why}"
         if script is not None:
             how, why = as_account.cannot_read(os.path.join(workdir, script) if workdir else script, script)
             if how:
