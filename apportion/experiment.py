@@ -6,6 +6,7 @@ Shared by the command line and the benchmarks, so both replay exactly the same t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from apportion.core.cluster import Cluster
@@ -134,17 +135,27 @@ def with_list_prices(cluster: Cluster) -> Cluster:
 SYNTHETIC_MARKET = "synthetic"
 
 
-def load_market(source: str, throughputs: ThroughputTable, seed: int = 0, days: float | None = None) -> Market:
-    """The market in file ``source`` (AWS's spot price history JSON or the CSV format), or the seeded
-    synthetic one for ``synthetic`` (over ``days``, 60 by default); InputError for a GPU type no
-    throughput covers."""
+def load_market(source: str | Sequence[str], throughputs: ThroughputTable, seed: int = 0, days: float | None = None,
+                start: str | None = None, interruption_rates: str | None = None) -> Market:
+    """The market in ``source``: files or directories (AWS's spot price history JSON or the CSV format,
+    merged; ``start`` its time 0, ``interruption_rates`` a file of AWS's rates for its preemptions), or
+    the seeded synthetic one for ``synthetic`` (over ``days``, 60 by default); InputError for a GPU
+    type no throughput covers."""
+    from apportion.workloads.interruption_rates import read_interruption_rates
     from apportion.workloads.market_files import read_market
     from apportion.workloads.synthetic_market import MarketModel, synthetic_market
 
-    if source == SYNTHETIC_MARKET:
+    sources = [source] if isinstance(source, str) else list(source)
+    if SYNTHETIC_MARKET in sources:
+        if len(sources) > 1:
+            raise InputError("--market", "synthetic is a market of its own: give it alone, or only files")
+        for name, given in (("--market-start", start), ("--interruption-rates", interruption_rates)):
+            if given is not None:
+                raise InputError(name, "applies to a market read from files, not to the synthetic one")
         market = synthetic_market(MarketModel(seed=seed) if days is None else MarketModel(days=days, seed=seed))
     else:
-        market = read_market(source, seed)
+        rates = None if interruption_rates is None else read_interruption_rates(interruption_rates)
+        market = read_market(sources, seed, start, rates)
     unknown = sorted(set(market.gpu_type.tolist()) - set(throughputs.gpu_types))
     if unknown:
         raise InputError(source, f"GPU type '{unknown[0]}' has no throughputs (known: "

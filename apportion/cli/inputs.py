@@ -80,8 +80,11 @@ def sim_config(round_s: float, restart_cost_s: float, learn_models: bool = False
     return SimConfig(round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models)
 
 
-def rented_setup(market: str, provisioning: list[str], checkpoint_gb: float, inputs: Inputs, seed: int):
-    """The market and the rental's settings for ``--market``, the provisioning policies checked first."""
+def rented_setup(market: list[str], provisioning: list[str], checkpoint_gb: float, inputs: Inputs, seed: int,
+                 start: str | None = None, interruption_rates: str | None = None):
+    """The market and the rental's settings for ``--market`` (given once or more), the provisioning policies
+    checked first; what the user should know about how the market was read is said on stderr."""
+    from apportion.cli.output import errors, escape
     from apportion.core.errors import InputError
     from apportion.experiment import load_market
     from apportion.policies.provisioning import PROVISIONING
@@ -93,9 +96,26 @@ def rented_setup(market: str, provisioning: list[str], checkpoint_gb: float, inp
     if not checkpoint_gb >= 0:
         raise fail(f"--checkpoint-gb must be >= 0, got {checkpoint_gb}")
     try:
-        return load_market(market, inputs.throughputs, seed), RentalConfig(checkpoint_gb=checkpoint_gb)
+        loaded = load_market(market, inputs.throughputs, seed, start=start, interruption_rates=interruption_rates)
     except (InputError, OSError) as exc:
         raise fail(str(exc)) from None
+    for note in loaded.notes:
+        errors.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    return loaded, RentalConfig(checkpoint_gb=checkpoint_gb)
+
+
+def rented_options(market: list[str] | None, start: str | None, interruption_rates: str | None) -> None:
+    """Refuse --market-start and --interruption-rates without --market."""
+    for flag, value in (("--market-start", start), ("--interruption-rates", interruption_rates)):
+        if value is not None and not market:
+            raise fail(f"{flag} applies with --market FILE only")
+
+
+def preemptions_line(result) -> str | None:
+    """Where a rented run's spot preemptions came from, said under its results."""
+    if result.rented is None:
+        return None
+    return f"spot preemptions: {result.rented.market.preemptions_from}"
 
 
 def load_queues(path: Optional[str]) -> Optional[QueueConfig]:

@@ -235,7 +235,9 @@ PrivacyT = typer.Option(None, "--privacy-t", help="Unlock a block's budget over 
 PrivacyTimeout = typer.Option(None, "--privacy-timeout-s", help="Reject a claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Privacy budget")
 # apportion.policies.provisioning.PROVISIONING's names, spelled here so that --help loads no policy package
 PROVISIONING_NAMES = ("static", "cheapest-now", "cheapest-now:daily", "spot-fallback", "deadline-aware")
-Market = typer.Option(None, "--market", help="Rent the cluster from a market: a file (AWS's describe-spot-price-history JSON, or the CSV of docs/cloud.md) or 'synthetic' (seeded by --seed). Each job rents its own instances; --cluster and the GPU policy do not apply.", rich_help_panel="Rented cluster")
+Market = typer.Option(None, "--market", metavar="<path>", help="Rent the cluster from a market: files (AWS's describe-spot-price-history JSON, or the CSV of docs/cloud.md) or directories of them, repeat the flag for more, all merged; or 'synthetic' (seeded by --seed). Each job rents its own instances; --cluster and the GPU policy do not apply.", rich_help_panel="Rented cluster")
+MarketStart = typer.Option(None, "--market-start", help="With --market FILE: the market's time 0, an ISO 8601 time or the files' seconds (default: the latest of the series' first prices, where every series has one).", rich_help_panel="Rented cluster")
+InterruptionRates = typer.Option(None, "--interruption-rates", help="With --market FILE: spot types' interruptions a month, as AWS's Spot Instance Advisor publishes them (its JSON, or a CSV instance_type,region,interruption of buckets <5%..>20%); default: the synthetic market's rule.", rich_help_panel="Rented cluster")
 CheckpointGb = typer.Option(10.0, "--checkpoint-gb", help="With --market: what a job's move to another region transfers (1 Gbit/s) and pays egress for.", rich_help_panel="Rented cluster")
 Out = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.", rich_help_panel="Output")
 

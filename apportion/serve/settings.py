@@ -48,7 +48,7 @@ class ServeSettings:
     executor: str = "local"
     ray_address: str | None = None
     cluster: Path | None = None  # executor ray: the cluster file
-    market: str | None = None  # rent the Ray cluster's nodes from this market: a file, or "synthetic"; None: owned
+    market: tuple[str, ...] | None = None  # rent the Ray cluster's nodes from this market: files or directories, merged, or ("synthetic",); None: owned
     provisioning: str = "static"  # with market: which instances to rent (policies/provisioning)
     warm_start: bool = True
     notify_hosts: str | None = None  # where jobs' notify: URLs may point (serve/notify_hosts.py); None: the default rule
@@ -172,8 +172,10 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
         raise SettingError("provisioning", f"must be one of {', '.join(PROVISIONING)}, got {s.provisioning!r}")
     if s.provisioning != DEFAULTS.provisioning and s.market is None:
         raise SettingError("provisioning", f"needs {other('provisioning', 'market', 'FILE')} (or synthetic)")
-    if s.market is not None and not s.market.strip():
-        raise SettingError("market", "must be a market file or synthetic, got nothing")
+    if s.market is not None and (not s.market or not all(isinstance(m, str) and m.strip() for m in s.market)):
+        raise SettingError("market", "must be market files or directories, or synthetic, got nothing")
+    if s.market is not None and "synthetic" in s.market and len(s.market) > 1:
+        raise SettingError("market", "synthetic is a market of its own: give it alone, or only files")
     if s.market is not None and s.executor != "ray":
         raise SettingError("market", f"needs {other('market', 'executor', 'ray')}: rented instances join a Ray"
                                      " cluster as its nodes (docs/cloud.md)")

@@ -152,6 +152,11 @@ def _setting_value(key: str, value: object, base: Path, where: SettingsFile) -> 
         return float(value)
     if key in _NUMBER_OR_TEXT and _is_number(value):
         return str(value)
+    if key == "market":  # one file or directory, or a list of them (merged), as the repeated flag
+        names = value if isinstance(value, list) else [value]
+        if not names or not all(isinstance(name, str) for name in names):
+            raise where.error(key, f"must be a market file, a list of them, or synthetic, got {_shown(value)}")
+        return tuple(names)
     if key == "user_weights" and isinstance(value, dict):  # alice: 2, as the flag's alice=2
         return ",".join(f"{user}={weight}" for user, weight in value.items())
     if not isinstance(value, str):

@@ -253,6 +253,8 @@ class StateStore:
         self._round_read = 0  # the writes the kept round rows have seen (``writes_since``)
         self._round_patched: dict[int, int] = {}  # job id -> its write that the kept round rows were patched with
         self._patches: list[tuple[int, tuple[str, ...], list[tuple]]] = []  # (write, names, rows): to patch at commit
+        self._pending_rows: list[tuple[int, tuple]] = []  # (write, round row) of each job stored in this transaction
+        self._inserted: dict[int, tuple[int, tuple]] = {}  # job id -> (its write, its round row), stored since read
         self._writes = 0  # writes to jobs so far, in this process
         self._last_write: dict[int, int] = {}  # job id -> the count of writes at its last one
         self._write_log: list[tuple[int, ...]] = []  # the jobs of each write, write ``_log_from + 1`` first
@@ -263,6 +265,7 @@ class StateStore:
         self._array_spec_chars = 0  # the JSON characters of the specs kept: bounded by ARRAY_SPEC_CACHE_CHARS
         self._array_specs_lock = threading.Lock()
         self._writer: int | None = None  # the thread inside a write transaction, which reads what it wrote
+        self._round_reader: sqlite3.Connection | None = None  # the connection round_table reads through, meanwhile
         self._readers: list[sqlite3.Connection] = []  # read connections not in use (READERS_KEPT at most)
         self._readers_lock = threading.Lock()
         self._local = threading.local()  # a thread's snapshot (``snapshot``), while it reads in one
@@ -453,12 +456,15 @@ class StateStore:
                     yield self._conn
                     self._conn.execute("COMMIT")
                 except BaseException:
-                    self._patches = []  # what it wrote is read again (its writes counted)
+                    self._patches, self._pending_rows = [], []  # what it wrote is read again (its writes counted)
                     if self._conn.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
                         self._conn.execute("ROLLBACK")
                     raise
                 else:
                     self._patch_round_rows()
+                    for write, row in self._pending_rows:  # the jobs it stored, as the next round would read them
+                        self._inserted[row[0]] = (write, row)
+                    self._pending_rows = []
                 finally:
                     self._depth = 0
                     self._writer = None
@@ -557,6 +563,10 @@ class StateStore:
         )
         job_id = int(cursor.lastrowid)
         self._wrote((job_id,))
+        self._pending_rows.append((self._writes, _inserted_round_row(
+            id=job_id, name=name, user=user, queue=queue, priority=priority, kind=kind, gpus=gpus, gpu_types=allowed,
+            total_steps=total_steps, submitted=submitted, elastic=elastic, after=after, array_id=array_id,
+            cpus=spec.get("cpus"), memory_gb=spec.get("memory_gb"))))
         self.add_event(submitted, job_id, "submit", f"{name} by {user}")
         return job_id
 
@@ -883,39 +893,49 @@ class StateStore:
         while no write is open: a long read holds no lock, so a submit's insert does not wait for it."""
         if self._read_only or self._writer == threading.get_ident():
             with self._lock:
-                changed, writes = self._changed_since_round()
-                return self._round_columns(self._conn, changed, writes, inside=bool(self._depth))
+                inside = bool(self._depth)
+                return self._round_columns(*self._changed_since_round(inside), inside=inside)
         conn = self._reader()
         try:
             with self._lock:  # no write is open: the snapshot holds every write counted in ``writes``
-                changed, writes = self._changed_since_round()
+                changed = self._changed_since_round(False)
                 conn.execute("BEGIN")
                 conn.execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
-            return self._round_columns(conn, changed, writes, inside=False)
+            self._round_reader = conn  # (only the round's thread reads the round rows)
+            return self._round_columns(*changed, inside=False)
         finally:
+            self._round_reader = None
             if conn.in_transaction:
                 conn.execute("COMMIT")
             self._give_back(conn)
 
-    def _changed_since_round(self) -> tuple[list[int], int]:
-        """(the jobs written since the kept round rows were read, but those the round's own writes patched
-        into them, the count of writes now); under the lock."""
+    def _changed_since_round(self, inside: bool) -> tuple[list[int], list[tuple], list[int], int]:
+        """Under the lock: (the jobs written since the kept round rows were read, but those the round's
+        own writes patched into them; of those, the rows of the jobs stored and not written since,
+        taken as they were stored; the ids of the others, to read again; the count of writes now)."""
         changed, writes = self.written_since(self._round_read)
         patched = self._round_patched
-        return [job_id for job_id in changed if patched.pop(job_id, None) != self._last_write[job_id]], writes
+        changed = [job_id for job_id in changed if patched.pop(job_id, None) != self._last_write[job_id]]
+        inserted = self._inserted
+        stored = [inserted[job_id][1] for job_id in changed
+                  if job_id in inserted and inserted[job_id][0] == self._last_write[job_id]]
+        unread = [job_id for job_id in changed
+                  if job_id not in inserted or inserted[job_id][0] != self._last_write[job_id]]
+        if not inside:
+            self._inserted = {}
+        return changed, stored, unread, writes
 
-    def _round_columns(self, conn: sqlite3.Connection, changed: list[int], writes: int, *,
+    def _round_columns(self, changed: list[int], stored: list[tuple], unread: list[int], writes: int, *,
                        inside: bool) -> RoundColumns:
-        """round_table's columns, the rows of the jobs ``changed`` read again through ``conn``; ``inside``:
-        read inside a write transaction."""
+        """round_table's columns: the kept rows with the ``stored`` rows and those of ``unread`` read
+        again in place of ``changed``; ``inside``: read inside a write transaction."""
         if self._round_rows is None:
-            kept = RoundRows(_ROUND_NAMES, self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live", conn=conn))
+            kept = RoundRows(_ROUND_NAMES, self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live"))
         else:
-            fresh = []
-            for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
-                chunk = changed[first:first + 500]
-                fresh.extend(row for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk,
-                                                                   conn=conn)
+            fresh = list(stored)
+            for first in range(0, len(unread), 500):  # SQLite binds a few hundred parameters at most, safely
+                chunk = unread[first:first + 500]
+                fresh.extend(row for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk)
                              if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE])
             fresh.sort(key=lambda row: row[0])
             # read inside a transaction, what it wrote may yet be rolled back: kept as it was, read again then
@@ -946,17 +966,11 @@ class StateStore:
             del self._write_log[:half]
             self._log_from += half
 
-    def _round_rows_where(self, where: str, params: list | tuple = (), *, conn: sqlite3.Connection) -> list[tuple]:
-        cursor = conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
+    def _round_rows_where(self, where: str, params: list | tuple = ()) -> list[tuple]:
+        """The round columns of the jobs ``where`` picks, through the connection the round reads with."""
+        cursor = (self._round_reader or self._conn).execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
         cursor.row_factory = None
         return cursor.fetchall()
-
-    def specs_after(self, job_id: int) -> dict[int, str | dict]:
-        """The stored spec of every active job with an id above ``job_id``, as ``specs_of`` gives it."""
-        with self._read() as conn:
-            rows = conn.execute(f"SELECT id, spec, array_id, array_index FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
-                                " ORDER BY id", (job_id,)).fetchall()
-        return self._spec_texts(rows)
 
     def owners_and_statuses(self, ids: list[int]) -> dict[int, tuple[str, str]]:
         """(user, status) of each job of ``ids`` that exists."""
@@ -1365,6 +1379,29 @@ _PATCHABLE = {
     "reason": str, "slots": str, "gpu_type": str, "partner": int, "lease_end": float, "stop": str, "move_to": str,
     "batch_size": int, "run_s": float, "service_gpu_s": float, "service_by_type": str, "shared_by_type": str,
     "accounted_at": float, "steps_done": int, "attempt": int,
+}
+
+
+def _inserted_round_row(**stored) -> tuple:
+    """The round-table row of a job just stored with these values (the rest its columns' defaults), as
+    SQLite reads it back: REAL columns give floats, INTEGER ones ints."""
+    real = {"priority", "submitted", "cpus", "memory_gb"}
+    values = {**_INSERT_DEFAULTS, **stored}
+    for name in real:
+        if values[name] is not None:
+            values[name] = float(values[name])
+    for name in ("gpus", "total_steps", "array_id"):
+        value = values[name]
+        if isinstance(value, float) and value.is_integer() or isinstance(value, bool):
+            values[name] = int(value)
+    return tuple(values[name] for name in _ROUND_NAMES)
+
+
+_INSERT_DEFAULTS = {  # a new job's round columns: what _insert stores, or the column's default
+    "status": "queued", "reason": "waiting for its first round", "steps_done": 0, "started": None, "live": 0,
+    "pid": None, "stop": None, "slots": "", "gpu_type": None, "lease_end": None, "run_s": 0.0, "service_gpu_s": 0.0,
+    "service_by_type": "{}", "accounted_at": None, "attempt": 0, "attempt_started": None, "contact_at": None,
+    "partner": None, "shared_by_type": "{}", "move_to": "", "batch_size": None, "batch_log": "",
 }
 
 
