@@ -51,12 +51,25 @@ def fail(message: str) -> typer.Exit:
 
 
 def print_json(data) -> None:
-    """``data`` as JSON on stdout: the only thing a ``--json`` command writes there. Characters a
-    terminal would act on (C1 controls, bidi overrides) are written as ``\\uXXXX`` escapes. Coloured
-    on a terminal when it is short; otherwise written as it is (rich would take minutes over 50,000 jobs)."""
-    text = json.dumps(data, indent=2, ensure_ascii=False)  # C0 controls escaped already
+    """``data`` as JSON on stdout: the only thing a ``--json`` command writes there. A list is one item
+    a line (the standard library's fast encoder: 50,000 jobs in a fraction of a second), anything else
+    indented. Characters a terminal would act on (C1 controls, bidi overrides) are written as
+    ``\\uXXXX`` escapes; coloured on a terminal when short."""
+    if isinstance(data, list):
+        text = "[\n" + ",\n".join(json.dumps(item, ensure_ascii=False) for item in data) + "\n]" if data else "[]"
+    else:
+        text = json.dumps(data, indent=2, ensure_ascii=False)  # C0 controls escaped already
     if has_unsafe(text):
         text = json.dumps(data, indent=2, ensure_ascii=True)
+    print_json_text(text)
+
+
+def print_json_text(text: str) -> None:
+    """JSON ``text`` on stdout as it is (re-encoded with ``\\uXXXX`` escapes when it holds a character a
+    terminal would act on); coloured on a terminal when short (rich's colouring would take minutes
+    over 50,000 jobs)."""
+    if has_unsafe(text):
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=True)
     if console.is_terminal and len(text) <= HIGHLIGHTED_JSON:
         console.print_json(text, ensure_ascii=True)
         return
