@@ -185,3 +185,18 @@ def test_importing_apportion_loads_none_of_the_api_and_compare_stays_the_functio
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
 
     assert done.stdout.split() == ["True", "True", "apportion.api", "run_policies"]
+
+
+def test_the_readme_s_python_example_prints_what_the_readme_shows():
+    import doctest
+    import re
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(>>> import apportion\n.*?)```", readme, re.S).group(1)
+    test = doctest.DocTestParser().get_doctest(block, {}, "README.md", "README.md", 0)
+    assert len(test.examples) >= 4
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    report = []
+    runner.run(test, out=report.append)
+
+    assert runner.failures == 0, "".join(report)
