@@ -1,4 +1,4 @@
-"""How long `apportion status` and `apportion queue` take against a live server.
+"""How long `apportion status` and `apportion queue` take against a live server, and `import apportion`.
 
 Starts a server on a free port in a temporary state directory, then times each command
 REPEATS times (wall clock, the whole process) next to a bare `python -c pass` in the same
@@ -59,6 +59,7 @@ def main() -> None:
                     time.sleep(0.2)
             commands = {
                 "python -c pass": [sys.executable, "-c", "pass"],
+                "import apportion": [sys.executable, "-c", "import apportion"],
                 "apportion status": [sys.executable, "-m", "apportion.cli", "status"],
                 "apportion queue": [sys.executable, "-m", "apportion.cli", "queue"],
             }

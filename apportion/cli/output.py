@@ -15,7 +15,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape as _escape_markup
 
-from apportion.arguments import out_dir_problem  # noqa: F401  (the commands' check of --out)
 from apportion.cli.safe_text import has_unsafe, printable
 
 
@@ -92,3 +91,9 @@ def progress_bar(as_json: bool = False, what: str = "jobs ended", virtual_time: 
     return ProgressLines(what, virtual_time)
 
 
+def out_dir_problem(path: Path) -> str | None:
+    """Why files cannot be written into directory ``path``, or None when they can (``apportion.arguments``'s
+    check, imported only when a command has an ``--out`` to check)."""
+    from apportion.arguments import out_dir_problem as problem
+
+    return problem(path)
