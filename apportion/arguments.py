@@ -212,7 +212,9 @@ def names(value: str | Sequence[str], name: str, separator: str = ",") -> list[s
 
 
 def numbers(value: str | Iterable[float], name: str, kind: type) -> list:
-    """Numbers given as ``4,8,12`` text or as a list."""
+    """Numbers given as ``4,8,12`` text, as a list or as one number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value]
     try:
         values = [kind(v) for v in (value.split(",") if isinstance(value, str) else value)
                   if not isinstance(v, str) or v.strip()]

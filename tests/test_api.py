@@ -116,7 +116,7 @@ def test_jupyter_shows_the_interactive_report_inline(run, comparison):
 
 
 def test_jupyter_shows_a_sweep_as_its_table_and_plot():
-    shown = apportion.sweep(policies="fifo", rates=[4], seeds="0", jobs=10, workers=1)._repr_html_()
+    shown = apportion.sweep(policies="fifo", rates=4, seeds="0", jobs=10, workers=1)._repr_html_()
 
     assert "<table>" in shown and "<td>fifo</td>" in shown
     assert 'src="data:image/png;base64,' in shown
