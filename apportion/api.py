@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from apportion.arguments import check_out, names, replay_arguments, run, run_sweep, sweep_arguments
+from apportion.arguments import check_out, market_sources, names, replay_arguments, run, run_sweep, sweep_arguments
 from apportion.results import Comparison, Run, Sweep
 from apportion.workloads.defaults import DEFAULT_CLUSTER, DEFAULT_RATE_PER_HOUR
 
@@ -52,7 +52,9 @@ def simulate(
     received_since: str | None = None,
     share_by_user: bool = False,
     user_weights: str | None = None,
-    market: str | Path | None = None,
+    market: str | Path | Sequence[str | Path] | None = None,
+    market_start: str | None = None,
+    interruption_rates: str | Path | None = None,
     provisioning: str = "static",
     checkpoint_gb: float = 10.0,
     **policy_options,
@@ -60,7 +62,8 @@ def simulate(
     """Replay a workload on a cluster under one policy (``apportion simulate``).
 
     With no arguments: a seeded synthetic workload on a small heterogeneous cluster. With
-    ``market``: on instances each job rents from it, as ``provisioning`` chooses them.
+    ``market`` (a file, a directory, several of them merged, or ``"synthetic"``): on instances each
+    job rents from it, as ``provisioning`` chooses them.
     """
     check_out(out)
     replay = replay_arguments(
@@ -69,9 +72,10 @@ def simulate(
         round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
         blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
         privacy_timeout_s=privacy_timeout_s, received_since=received_since, share_by_user=share_by_user,
-        user_weights=user_weights, market=market, provisioning=[provisioning], checkpoint_gb=checkpoint_gb,
+        user_weights=user_weights, market=market, market_start=market_start, interruption_rates=interruption_rates,
+        provisioning=[provisioning], checkpoint_gb=checkpoint_gb,
     )
-    result, = run(replay, [policy if market is None else provisioning], record_holdings=True)
+    result, = run(replay, [policy if replay.market is None else provisioning], record_holdings=True)
     outcome = Run(result, replay.inputs.workload_name)
     if out is not None:
         outcome.write(out)
@@ -101,7 +105,9 @@ def compare(
     privacy_t: float | None = None,
     privacy_timeout_s: float | None = None,
     workers: int = 0,
-    market: str | Path | None = None,
+    market: str | Path | Sequence[str | Path] | None = None,
+    market_start: str | None = None,
+    interruption_rates: str | Path | None = None,
     provisioning: str | Sequence[str] = DEFAULT_PROVISIONING,
     checkpoint_gb: float = 10.0,
     **policy_options,
@@ -110,16 +116,17 @@ def compare(
     provisioning policies. ``workers``: processes, by default one a policy up to the CPU count
     (1: one after another, in this process)."""
     specs = names(policies, "policies")
-    rented_specs = names(provisioning, "provisioning") if market is not None else []
+    rented_specs = names(provisioning, "provisioning") if market_sources(market) else []
     check_out(out)
     replay = replay_arguments(
         specs, policy_options, workload=workload, cluster=cluster, jobs=jobs, rate=rate, seed=seed, shape=shape,
         start_s=start_s, end_s=end_s, throughputs=throughputs, reference_gpu_type=reference_gpu_type,
         round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
         blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
-        privacy_timeout_s=privacy_timeout_s, market=market, provisioning=rented_specs, checkpoint_gb=checkpoint_gb,
+        privacy_timeout_s=privacy_timeout_s, market=market, market_start=market_start,
+        interruption_rates=interruption_rates, provisioning=rented_specs, checkpoint_gb=checkpoint_gb,
     )
-    results = run(replay, rented_specs if market is not None else specs, workers=workers, record_holdings=True)
+    results = run(replay, rented_specs if replay.market is not None else specs, workers=workers, record_holdings=True)
     outcome = Comparison(results, replay.inputs.workload_name)
     if out is not None:
         outcome.write(out)

@@ -120,19 +120,27 @@ def with_privacy(settings: WorkloadSettings, blocks: str | None, privacy_policy:
     if privacy_timeout_s is not None and not privacy_timeout_s > 0:
         raise ArgumentError(f"{{privacy_timeout_s}} must be positive, got {_shown(privacy_timeout_s)}")
     if privacy_policy not in PRIVACY_POLICIES:
-        raise ArgumentError(f"{{privacy_policy}} must be one of {', '.join(PRIVACY_POLICIES)}, "
-                            f"got '{_shown(privacy_policy)}'")
-    if privacy_policy == "dpf-n" and privacy_n is None:
+        from apportion.mechanism.privacy_policies import make_privacy_policy
+
+        try:
+            make_privacy_policy(privacy_policy, privacy_n, privacy_t)  # a plugin, or an error naming the known ones
+        except ValueError as exc:
+            if str(exc).startswith("unknown privacy policy"):
+                raise ArgumentError(f"{{privacy_policy}} must be one of {', '.join(PRIVACY_POLICIES)}, got "
+                                    f"'{_shown(privacy_policy)}' (or a plugin's name: docs/policies.md)") from None
+            raise ArgumentError(f"{{privacy_policy}}: {_shown(exc)}") from None
+    elif privacy_policy == "dpf-n" and privacy_n is None:
         raise ArgumentError("{privacy_policy} dpf-n needs {privacy_n}")
     if privacy_policy == "dpf-t" and privacy_t is None:
         raise ArgumentError("{privacy_policy} dpf-t needs {privacy_t}")
     if privacy_policy in ("rr", "pack") and (privacy_n is None) == (privacy_t is None):
         raise ArgumentError(f"{{privacy_policy}} {privacy_policy} needs one of {{privacy_n}} (unlock by claims) "
                             "or {privacy_t} (by time)")
-    try:
-        PrivacyPolicy(privacy_policy, privacy_n, privacy_t)
-    except ValueError as exc:
-        raise ArgumentError.plain(str(exc)) from None
+    if privacy_policy in PRIVACY_POLICIES:
+        try:
+            PrivacyPolicy(privacy_policy, privacy_n, privacy_t)
+        except ValueError as exc:
+            raise ArgumentError.plain(str(exc)) from None
     return replace(settings, blocks_path=str(blocks), privacy_policy=privacy_policy, privacy_n=privacy_n,
                    privacy_t_s=privacy_t, privacy_timeout_s=privacy_timeout_s)
 
@@ -302,21 +310,43 @@ def prepare_replay(specs: list[str], options: dict, settings: WorkloadSettings, 
     return Replay(inputs, config, options)
 
 
-def on_market(replay: Replay, market: str, provisioning: list[str], checkpoint_gb: float, seed: int) -> Replay:
-    """``replay`` on instances rented from ``market``, the provisioning policies checked first."""
+def market_sources(market: str | os.PathLike | Sequence[str | os.PathLike] | None) -> list[str]:
+    """``market`` as a list of sources: one file, directory or ``synthetic``, or several (none: no market)."""
+    if market is None:
+        return []
+    return [str(market)] if isinstance(market, (str, os.PathLike)) else [str(m) for m in market]
+
+
+def check_market_options(market: list[str], market_start: str | None, interruption_rates: str | None) -> None:
+    """Refuse ``market_start`` and ``interruption_rates`` without a market."""
+    for name, value in (("market_start", market_start), ("interruption_rates", interruption_rates)):
+        if value is not None and not market:
+            raise ArgumentError(f"{{{name}}} applies with {{market}} FILE only")
+
+
+def on_market(replay: Replay, market: list[str], provisioning: list[str], checkpoint_gb: float, seed: int,
+              market_start: str | None = None, interruption_rates: str | None = None) -> Replay:
+    """``replay`` on instances rented from ``market`` (files merged, or ``synthetic``), the provisioning
+    policies (built-ins or plugins) checked first."""
     from apportion.core.errors import InputError
     from apportion.experiment import load_market
-    from apportion.policies.provisioning import PROVISIONING
+    from apportion.policies.provisioning import PROVISIONING, make_provisioning
     from apportion.sim.rented import RentalConfig
 
-    unknown = [p for p in provisioning if p not in PROVISIONING]
-    if unknown:
-        raise ArgumentError(f"{{provisioning}}: unknown policy '{_shown(unknown[0])}' "
-                            f"(known: {', '.join(PROVISIONING)})")
+    for spec in provisioning:
+        if spec not in PROVISIONING:
+            try:
+                make_provisioning(spec)  # a plugin: loaded now, so that a broken one is said before the replay
+            except ValueError as exc:
+                if str(exc).startswith("unknown provisioning policy"):
+                    raise ArgumentError(f"{{provisioning}}: unknown policy '{_shown(spec)}' (known: "
+                                        f"{', '.join(PROVISIONING)}, or a plugin's name: docs/policies.md)") from None
+                raise ArgumentError(f"{{provisioning}}: {_shown(exc)}") from None
     if not checkpoint_gb >= 0:
         raise ArgumentError(f"{{checkpoint_gb}} must be >= 0, got {_shown(checkpoint_gb)}")
     try:
-        loaded = load_market(str(market), replay.inputs.throughputs, seed)
+        loaded = load_market(market, replay.inputs.throughputs, seed, start=market_start,
+                             interruption_rates=None if interruption_rates is None else str(interruption_rates))
     except (InputError, OSError) as exc:
         raise ArgumentError.plain(str(exc)) from None
     return replace(replay, market=loaded, rental=RentalConfig(checkpoint_gb=checkpoint_gb))
@@ -325,10 +355,12 @@ def on_market(replay: Replay, market: str, provisioning: list[str], checkpoint_g
 def replay_arguments(specs: list[str], policy_options: dict, *, workload, cluster, jobs, rate, seed, shape, start_s,
                      end_s, throughputs, reference_gpu_type, round_s, restart_cost_s, learn_models, cpu_split, blocks,
                      privacy_policy, privacy_n, privacy_t, privacy_timeout_s, received_since=None,
-                     share_by_user=False, user_weights=None, market=None, provisioning: Sequence[str] = (),
-                     checkpoint_gb: float = 10.0) -> Replay:
+                     share_by_user=False, user_weights=None, market=None, market_start=None,
+                     interruption_rates=None, provisioning: Sequence[str] = (), checkpoint_gb: float = 10.0) -> Replay:
     """simulate's and compare's arguments (``policy_options`` as given, by name) checked, in the
     command line's order, and the inputs loaded: what ``run`` replays."""
+    market = market_sources(market)
+    check_market_options(market, market_start, interruption_rates)
     check_cpu_split(cpu_split)
     config = sim_config(round_s, restart_cost_s, learn_models, cpu_split, received_since, share_by_user, user_weights)
     options = read_policy_options(policy_options)
@@ -336,7 +368,9 @@ def replay_arguments(specs: list[str], policy_options: dict, *, workload, cluste
                                               reference_gpu_type, shape),
                             blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s)
     replay = prepare_replay(specs, options, settings, config)
-    return replay if market is None else on_market(replay, market, list(provisioning), checkpoint_gb, seed)
+    if not market:
+        return replay
+    return on_market(replay, market, list(provisioning), checkpoint_gb, seed, market_start, interruption_rates)
 
 
 def run(replay: Replay, specs: Sequence[str], *, workers: int = 1, progress=None, record_holdings: bool = False):

@@ -40,3 +40,19 @@ def load_queues(path: Optional[str]) -> Optional[QueueConfig]:
     from apportion.arguments import load_queues as read
 
     return checked(read, path)
+
+
+def market_notes(replay) -> None:
+    """What the user should know about how a rented replay's market was read, on stderr."""
+    from apportion.cli.output import errors, escape
+
+    if replay.market is not None:
+        for note in replay.market.notes:
+            errors.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+
+
+def preemptions_line(result) -> str | None:
+    """Where a rented run's spot preemptions came from, said under its results."""
+    if result.rented is None:
+        return None
+    return f"spot preemptions: {result.rented.market.preemptions_from}"

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import as_flags
+from apportion.cli.inputs import as_flags, market_notes, preemptions_line
 from apportion.cli.output import console, escape, print_json, print_line, print_table, print_wrote, progress_bar
 from apportion.stdio import stdout_to_stderr
 
@@ -39,8 +39,10 @@ def simulate(
     received_since: Optional[str] = typer.Option(None, "--received-since", help="Where the received share the round ranks jobs by counts from: allocation (its last change, Gavel's rule; the default) or arrival (each job's).", rich_help_panel="Mechanism"),
     share_by_user: bool = typer.Option(False, "--share-by-user", help="Divide the cluster among the workload's users first (each active user an equal share, or by --user-weights), then run the policy per user, as apportion serve does by default.", rich_help_panel="Mechanism"),
     user_weights: Optional[str] = typer.Option(None, "--user-weights", help="With --share-by-user: USER=WEIGHT,.. each user's share, relative (alice=2,bob=1; others 1).", rich_help_panel="Mechanism"),
-    market: Optional[str] = opt.Market,
-    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md).", rich_help_panel="Rented cluster"),
+    market: Optional[list[str]] = opt.Market,
+    market_start: Optional[str] = opt.MarketStart,
+    interruption_rates: Optional[str] = opt.InterruptionRates,
+    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md), or a plugin (docs/policies.md).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
@@ -60,8 +62,10 @@ def simulate(
             learn_models=learn_models, cpu_split=cpu_split, blocks=blocks, privacy_policy=privacy_policy,
             privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s,
             received_since=received_since, share_by_user=share_by_user, user_weights=user_weights, market=market,
-            provisioning=[provisioning], checkpoint_gb=checkpoint_gb,
+            market_start=market_start, interruption_rates=interruption_rates, provisioning=[provisioning],
+            checkpoint_gb=checkpoint_gb,
         )
+        market_notes(replay)
         rented = replay.market is not None
         inputs = replay.inputs
         with progress_bar(as_json) as bar:
@@ -82,6 +86,8 @@ def simulate(
         print_table(summary_table([result.summary]))
         for line in unschedulable_lines(result):
             print_line(line)
+        if preemptions_line(result):
+            print_line(preemptions_line(result))
     if out is not None:
         from apportion.report.outputs import write_run
 
@@ -114,8 +120,10 @@ def compare(
     privacy_t: Optional[float] = opt.PrivacyT,
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
     workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
-    market: Optional[str] = opt.Market,
-    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} (compared in place of --policies).", rich_help_panel="Rented cluster"),
+    market: Optional[list[str]] = opt.Market,
+    market_start: Optional[str] = opt.MarketStart,
+    interruption_rates: Optional[str] = opt.InterruptionRates,
+    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} or plugins (compared in place of --policies).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
@@ -126,7 +134,7 @@ def compare(
 
     with as_flags(), stdout_to_stderr():
         specs = names(policies, "policies")
-        rented_specs = names(provisioning, "provisioning") if market is not None else []
+        rented_specs = names(provisioning, "provisioning") if market else []
         check_out(out)
         replay = replay_arguments(
             specs, opt.given_policy_options(ctx), workload=workload, cluster=cluster, jobs=jobs, rate=rate,
@@ -134,8 +142,10 @@ def compare(
             reference_gpu_type=reference_gpu_type, round_s=round_s, restart_cost_s=restart_cost_s,
             learn_models=learn_models, cpu_split=cpu_split, blocks=blocks, privacy_policy=privacy_policy,
             privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s, market=market,
-            provisioning=rented_specs, checkpoint_gb=checkpoint_gb,
+            market_start=market_start, interruption_rates=interruption_rates, provisioning=rented_specs,
+            checkpoint_gb=checkpoint_gb,
         )
+        market_notes(replay)
         rented = replay.market is not None
         inputs = replay.inputs
         shown = rented_specs if rented else specs
@@ -158,6 +168,8 @@ def compare(
         for result in results:
             for line in unschedulable_lines(result):
                 print_line(line)
+        if preemptions_line(results[0]):
+            print_line(preemptions_line(results[0]))
     if out is not None:
         from apportion.report.outputs import write_comparison
 
