@@ -200,3 +200,12 @@ def test_the_readme_s_python_example_prints_what_the_readme_shows():
     runner.run(test, out=report.append)
 
     assert runner.failures == 0, "".join(report)
+
+
+def test_a_plugin_policy_file_and_its_option_run_as_on_the_command_line():
+    spec = f"{REPO / 'examples' / 'policies' / 'throughput_floor.py'}:ThroughputFloor"
+    run = apportion.simulate(policy=spec, jobs=15, floor=0.25)
+
+    assert figures(run.result.summary) == figures(cli_json("simulate", "-p", spec, "--jobs", "15", "--floor", "0.25"))
+    with pytest.raises(apportion.ArgumentError, match="no_such.py"):
+        apportion.simulate(policy="no_such.py:Policy", jobs=5)
