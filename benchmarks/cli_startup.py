@@ -1,5 +1,5 @@
-"""How long `apportion status` and `apportion queue` take against a live server, and `apportion --help`
-and `apportion simulate --help` (which looks for installed policy plugins: the one that pays for discovery).
+"""How long `apportion status` and `apportion queue` take against a live server, `import apportion`, and
+`apportion --help` and `apportion simulate --help` (which looks for installed policy plugins: the one that pays for discovery).
 
 Starts a server on a free port in a temporary state directory, then times each command
 REPEATS times (wall clock, the whole process) next to a bare `python -c pass` in the same
@@ -60,6 +60,7 @@ def main() -> None:
                     time.sleep(0.2)
             commands = {
                 "python -c pass": [sys.executable, "-c", "pass"],
+                "import apportion": [sys.executable, "-c", "import apportion"],
                 "apportion status": [sys.executable, "-m", "apportion.cli", "status"],
                 "apportion queue": [sys.executable, "-m", "apportion.cli", "queue"],
                 "apportion --help": [sys.executable, "-m", "apportion.cli", "--help"],

@@ -24,13 +24,16 @@ ALLOWED = {
     "serve": {"core", "executors", "mechanism", "policies", "workloads", "runtime"},
     "report": {"sim"},
     "experiment": {"core", "perf", "policies", "sim", "workloads"},
+    "arguments": {"core", "mechanism", "policies", "sim", "workloads", "experiment", "compare", "sweep"},
     "compare": {"experiment", "sim"},
     "sweep": {"experiment", "sim", "executors"},
     "fidelity": {"core", "mechanism", "perf", "policies", "sim", "workloads", "serve", "experiment"},
     "cli": {"core", "perf", "policies", "sim", "workloads", "serve", "report", "experiment", "compare", "sweep",
-            "stdio", "mechanism", "solve", "runtime", "fidelity", "plugins"},
+            "stdio", "mechanism", "solve", "runtime", "fidelity", "plugins", "arguments"},
     "__main__": {"cli"},
-    "__init__": {"serve"},  # `from apportion import Client`, imported when first asked for
+    "results": {"sim", "report", "sweep"},
+    "api": {"arguments", "results", "report", "sweep", "workloads"},
+    "__init__": {"serve", "api", "arguments"},  # `from apportion import Client`, `simulate`, ...: imported when first asked for
 }
 
 

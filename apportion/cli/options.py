@@ -134,24 +134,19 @@ def given_policy_options(ctx: typer.Context) -> dict[str, Any]:
 
 def read_policy_options(given: dict[str, Any]) -> dict[str, Any]:
     """Policy options as given (by option name) with the files they name read, for ``make_policy``."""
-    readers = _file_readers()
-    return {name: readers[name](value) if name in readers else value for name, value in given.items()}
+    from apportion.arguments import read_policy_options as read
+    from apportion.cli.inputs import checked
+
+    return checked(read, given)
 
 
 def record_policy_options(given: dict[str, Any]) -> dict[str, Any]:
     """Policy options as given, as JSON, a file by its absolute path."""
-    readers = _file_readers()
-    return {name: str(Path(value).resolve()) if name in readers else value for name, value in given.items()}
-
-
-def _file_readers() -> dict:
-    """Option name -> how the command line reads the file it names, for the options of a type read from a file."""
-    from apportion.cli.inputs import load_queues
     from apportion.core.queues import QueueConfig
     from apportion.policies.registry import declared_options
 
-    read = {QueueConfig: load_queues}
-    return {o.name: read[o.type] for o in declared_options() if o.type in read}
+    files = {o.name for o in declared_options() if o.type is QueueConfig}
+    return {name: str(Path(value).resolve()) if name in files else value for name, value in given.items()}
 
 
 def _registry_params(own_flags: set[str]) -> list:

@@ -9,7 +9,6 @@ escape sequence shows as ``\x1b[...`` instead of reaching the terminal (safe_tex
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import typer
@@ -110,20 +109,8 @@ def progress_bar(as_json: bool = False, what: str = "jobs ended", virtual_time: 
 
 
 def out_dir_problem(path: Path) -> str | None:
-    """Why files cannot be written into directory ``path`` (it is a file, or it cannot be created
-    or written), or None when they can. Checked before a long run, creating nothing."""
-    path = Path(path).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            return f"{path} exists and is not a directory"
-        if not os.access(path, os.W_OK | os.X_OK):
-            return f"{path} is not writable"
-        return None
-    parent = path.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"cannot create {path}: {parent} is not a directory"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"cannot create {path}: {parent} is not writable"
-    return None
+    """Why files cannot be written into directory ``path``, or None when they can (``apportion.arguments``'s
+    check, imported only when a command has an ``--out`` to check)."""
+    from apportion.arguments import out_dir_problem as problem
+
+    return problem(path)
