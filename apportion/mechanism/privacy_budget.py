@@ -54,17 +54,30 @@ class Ledger:
     state: np.ndarray  # [n] each claim's ClaimState
     arrived_s: np.ndarray  # [n] when each arrived (NaN: not yet)
     accumulated: np.ndarray | None = None  # [m, A] round robin's portions held by each claim entry; None: none
+    lost: np.ndarray | None = None  # [B, A] round robin's portions lost with rejected claims; None: none
+    retired: np.ndarray | None = None  # [B] round robin's blocks that release no more budget; None: none
+
+
+REJECTED_PORTIONS = ("lost", "returned")  # what becomes of a rejected round-robin claim's portions
 
 
 class PrivacyStage:
-    """Admission by privacy budget: hold a job until its claim is granted, fail it when rejected."""
+    """Admission by privacy budget: hold a job until its claim is granted, fail it when rejected.
+
+    Under round robin a block *retires* once all its budget is unlocked and handed out (under N,
+    when a claim for it arrives after that; under T, at the next ask): the claims still short of
+    their portion of it are rejected, and so is every later claim on it, at its arrival, as
+    PrivateKube does. ``rejected_portions``: what a rejected round-robin claim held is ``lost``
+    (PrivateKube's) or ``returned`` to its blocks for the others."""
 
     name = "privacy"
 
     def __init__(self, blocks: Blocks, claims: Claims, policy: PrivacyPolicy, timeout_s: float | None = None,
-                 ledger: Ledger | None = None) -> None:
+                 ledger: Ledger | None = None, rejected_portions: str = "lost") -> None:
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"the privacy timeout must be more than 0 seconds, got {timeout_s}")
+        if rejected_portions not in REJECTED_PORTIONS:
+            raise ValueError(f"rejected_portions must be one of {', '.join(REJECTED_PORTIONS)}, got '{rejected_portions}'")
         if policy.name == "rr" and blocks.rdp:
             raise ValueError("privacy policy rr shares ε and δ: it takes blocks under ε-δ accounting, not Rényi")
         self.blocks, self.claims, self.policy, self.timeout_s = blocks, claims, policy, timeout_s
@@ -77,6 +90,10 @@ class PrivacyStage:
         self.decided_s = np.full(n, np.nan)
         self.rejected_because: dict[int, str] = {}
         self.accumulated = np.zeros(claims.demand.shape) if policy.name == "rr" else None
+        self.rejected_portions = rejected_portions
+        self.lost = np.zeros((num_blocks, columns))  # [B, A] portions lost with rejected claims (rr)
+        self.retired = np.zeros(num_blocks, dtype=bool)  # [B] blocks that release no more budget (rr)
+        self._spent = np.zeros(num_blocks, dtype=bool)  # [B] all unlocked and handed out at the last ask (rr)
         self._asks = claims.asks
         self._shares = dominant_share(claims, self.budget, blocks.rdp)  # [n] DPF's order, fixed with the budget
         self._history: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -88,6 +105,10 @@ class PrivacyStage:
             self.arrived_s = np.array(ledger.arrived_s, dtype=np.float64)
             if self.accumulated is not None and ledger.accumulated is not None:
                 self.accumulated = np.array(ledger.accumulated, dtype=np.float64)
+            if ledger.lost is not None:
+                self.lost = np.array(ledger.lost, dtype=np.float64).reshape(num_blocks, columns)
+            if ledger.retired is not None:
+                self.retired = np.array(ledger.retired, dtype=bool)
 
     # the stage ---------------------------------------------------------------------------
 
@@ -102,7 +123,10 @@ class PrivacyStage:
             return Verdict.admit_all(n)
         now = context.now_s
         asking = claim[asks]
-        self._arrive(asking[self.state[asking] == _UNSEEN], now)
+        arrived = self._arrive(asking[self.state[asking] == _UNSEEN], now)
+        if self.accumulated is not None:
+            self._retire_blocks(arrived, now)
+            self._reject_on_retired(asking[self.state[asking] == _WAITING], now)
         waiting = asking[self.state[asking] == _WAITING]
         if len(waiting):
             self._reject_hopeless(waiting, now)
@@ -157,10 +181,12 @@ class PrivacyStage:
 
     # the ledger ------------------------------------------------------------------------------
 
-    def _arrive(self, new: np.ndarray, now: float) -> None:
-        """Register the new claims whose blocks all exist; count them toward their blocks' unlocking."""
+    def _arrive(self, new: np.ndarray, now: float) -> np.ndarray:
+        """Register the new claims whose blocks all exist; count them toward their blocks' unlocking.
+        Returns [B] bool: the blocks a claim arrived for."""
+        touched = np.zeros(len(self.blocks), dtype=bool)
         if not len(new):
-            return
+            return touched
         entries = self.claims.entries(new)
         late = self.blocks.arrival_s[self.claims.block[entries]] > now
         owner_local = np.repeat(np.arange(len(new)), self.claims.start[new + 1] - self.claims.start[new])
@@ -168,14 +194,41 @@ class PrivacyStage:
         blocked[owner_local[late]] = True
         ready = new[~blocked]
         if not len(ready):
-            return
+            return touched
         self.state[ready] = _WAITING
         self.arrived_s[ready] = now
-        np.add.at(self.arrived_claims, self.claims.block[self.claims.entries(ready)], 1)
+        ready_blocks = self.claims.block[self.claims.entries(ready)]
+        np.add.at(self.arrived_claims, ready_blocks, 1)
+        touched[ready_blocks] = True
+        return touched
+
+    def _retire_blocks(self, arrived_for: np.ndarray, now: float) -> None:
+        """Round robin: retire the blocks whose budget was all unlocked and handed out at the last
+        ask (unlocked by N: once a claim arrives for one after that, as PrivateKube's block stops at
+        its next arrival; by T: at once)."""
+        dying = self._spent & ~self.retired
+        if self.policy.unlocks_by == "claims":
+            dying &= arrived_for
+        self.retired |= dying
+
+    def _reject_on_retired(self, waiting: np.ndarray, now: float) -> None:
+        """Round robin: reject the waiting claims still short of their portion of a retired block."""
+        if not len(waiting) or not self.retired.any():
+            return
+        claims = self.claims
+        entries = claims.entries(waiting)
+        short = np.any(self.accumulated[entries] < claims.demand[entries] - 1e-12, axis=1)
+        on_retired = short & self.retired[claims.block[entries]]
+        if not on_retired.any():
+            return
+        owner = np.repeat(waiting, claims.start[waiting + 1] - claims.start[waiting])
+        for claim, block in dict(zip(owner[on_retired].tolist()[::-1], claims.block[entries][on_retired].tolist()[::-1])).items():
+            self._reject(claim, now, f"privacy claim cannot be granted: block {self.blocks.name[block]} retired "
+                                     "(its budget is all unlocked and handed out)")
 
     def _reject_hopeless(self, waiting: np.ndarray, now: float) -> None:
         """Reject the claims that what their blocks have left can never hold, and those that waited too long."""
-        left = self.budget - self.consumed
+        left = self.budget - self.consumed - self.lost
         hopeless = waiting[~fits(left, self.claims, waiting, self.blocks.rdp)]
         for claim in hopeless.tolist():
             self._reject(claim, now, f"privacy claim cannot be granted: {self._short_block(claim, left)} "
@@ -189,13 +242,18 @@ class PrivacyStage:
         self.state[claim] = _REJECTED
         self.decided_s[claim] = now
         self.rejected_because[claim] = why
+        if self.accumulated is not None:
+            lo, hi = self.claims.start[claim], self.claims.start[claim + 1]
+            if self.rejected_portions == "lost":
+                np.add.at(self.lost, self.claims.block[lo:hi], self.accumulated[lo:hi])
+            self.accumulated[lo:hi] = 0.0
 
     def _grant(self, waiting: np.ndarray, now: float) -> None:
         unlocked = self.policy.unlocked_fraction(self.blocks, self.arrived_claims, now)
         self._unlocked = unlocked
         room = unlocked[:, None] * self.budget - self.consumed
         if self.accumulated is not None:
-            granted = self._share_round_robin(waiting, room)
+            granted = self._share_round_robin(waiting, room - self.lost)
         else:
             order = self.policy.order(waiting, self.claims, self._shares, room, self.arrived_s, self.blocks.rdp)
             granted = self._grant_in_order(order, room)
@@ -268,6 +326,12 @@ class PrivacyStage:
         complete = np.logical_and.reduceat(np.all(have >= want - 1e-12, axis=1), np.cumsum(lengths) - lengths)
         have[np.repeat(complete, lengths)] = 0.0  # granted: now consumed, not held
         acc[entries] = have
+        # a block all unlocked whose budget is all handed out releases no more: it retires at the next ask
+        entries_left = ~np.repeat(complete, lengths)
+        held = np.bincount(block[entries_left], weights=have[entries_left, 0], minlength=len(room))
+        taken = np.bincount(block[~entries_left], weights=want[~entries_left, 0], minlength=len(room))
+        pool = room[:, 0] - held - taken
+        self._spent = (self._unlocked >= 1.0) & (pool <= 1e-8 * self.budget[:, 0])
         return waiting[complete]
 
     def _record(self, now: float, unlocked: np.ndarray) -> None:
