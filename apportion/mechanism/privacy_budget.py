@@ -68,7 +68,9 @@ class PrivacyStage:
     when a claim for it arrives after that; under T, at the next ask): the claims still short of
     their portion of it are rejected, and so is every later claim on it, at its arrival, as
     PrivateKube does. ``rejected_portions``: what a rejected round-robin claim held is ``lost``
-    (PrivateKube's) or ``returned`` to its blocks for the others."""
+    (PrivateKube's: then a claim is rejected only when a block it is short of retires, or at the
+    timeout, and holds its portions until then even when it can no longer fit) or ``returned`` to
+    its blocks for the others (and a claim that can no longer fit is rejected at once)."""
 
     name = "privacy"
 
@@ -91,6 +93,9 @@ class PrivacyStage:
         self.rejected_because: dict[int, str] = {}
         self.accumulated = np.zeros(claims.demand.shape) if policy.name == "rr" else None
         self.rejected_portions = rejected_portions
+        # PrivateKube's round robin rejects only when a block retires (or at the timeout): a claim that
+        # can no longer fit still takes its portions until then, and they are lost with it
+        self._reject_early = not (policy.name == "rr" and rejected_portions == "lost")
         self.lost = np.zeros((num_blocks, columns))  # [B, A] portions lost with rejected claims (rr)
         self.retired = np.zeros(num_blocks, dtype=bool)  # [B] blocks that release no more budget (rr)
         self._spent = np.zeros(num_blocks, dtype=bool)  # [B] all unlocked and handed out at the last ask (rr)
@@ -229,7 +234,7 @@ class PrivacyStage:
     def _reject_hopeless(self, waiting: np.ndarray, now: float) -> None:
         """Reject the claims that what their blocks have left can never hold, and those that waited too long."""
         left = self.budget - self.consumed - self.lost
-        hopeless = waiting[~fits(left, self.claims, waiting, self.blocks.rdp)]
+        hopeless = waiting[~fits(left, self.claims, waiting, self.blocks.rdp)] if self._reject_early else waiting[:0]
         for claim in hopeless.tolist():
             self._reject(claim, now, f"privacy claim cannot be granted: {self._short_block(claim, left)} "
                                      "has not enough budget left")
