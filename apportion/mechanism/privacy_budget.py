@@ -59,6 +59,7 @@ class Ledger:
 
 
 REJECTED_PORTIONS = ("lost", "returned")  # what becomes of a rejected round-robin claim's portions
+DECIDE_AT = ("arrival", "round")  # a replay asks the claims at each arrival, or once per GPU round
 
 
 class PrivacyStage:
@@ -70,14 +71,18 @@ class PrivacyStage:
     PrivateKube does. ``rejected_portions``: what a rejected round-robin claim held is ``lost``
     (PrivateKube's: then a claim is rejected only when a block it is short of retires, or at the
     timeout, and holds its portions until then even when it can no longer fit) or ``returned`` to
-    its blocks for the others (and a claim that can no longer fit is rejected at once)."""
+    its blocks for the others (and a claim that can no longer fit is rejected at once).
+    ``decide``: when a replay asks the waiting claims (the simulator's, ``sim/admission.py``): at
+    each claim's arrival, as PrivateKube, or once per GPU round with the round's arrivals as one batch."""
 
     name = "privacy"
 
     def __init__(self, blocks: Blocks, claims: Claims, policy: PrivacyPolicy, timeout_s: float | None = None,
-                 ledger: Ledger | None = None, rejected_portions: str = "lost") -> None:
+                 ledger: Ledger | None = None, rejected_portions: str = "lost", decide: str = "arrival") -> None:
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"the privacy timeout must be more than 0 seconds, got {timeout_s}")
+        if decide not in DECIDE_AT:
+            raise ValueError(f"decide must be one of {', '.join(DECIDE_AT)}, got '{decide}'")
         if rejected_portions not in REJECTED_PORTIONS:
             raise ValueError(f"rejected_portions must be one of {', '.join(REJECTED_PORTIONS)}, got '{rejected_portions}'")
         if policy.name == "rr" and blocks.rdp:
@@ -92,7 +97,7 @@ class PrivacyStage:
         self.decided_s = np.full(n, np.nan)
         self.rejected_because: dict[int, str] = {}
         self.accumulated = np.zeros(claims.demand.shape) if policy.name == "rr" else None
-        self.rejected_portions = rejected_portions
+        self.rejected_portions, self.decide = rejected_portions, decide
         # PrivateKube's round robin rejects only when a block retires (or at the timeout): a claim that
         # can no longer fit still takes its portions until then, and they are lost with it
         self._reject_early = not (policy.name == "rr" and rejected_portions == "lost")
@@ -128,7 +133,8 @@ class PrivacyStage:
             return Verdict.admit_all(n)
         now = context.now_s
         asking = claim[asks]
-        arrived = self._arrive(asking[self.state[asking] == _UNSEEN], now)
+        new = asks & (self.state[np.maximum(claim, 0)] == _UNSEEN)
+        arrived = self._arrive(claim[new], now, None if jobs.arrived_s is None else jobs.arrived_s[new])
         if self.accumulated is not None:
             self._retire_blocks(arrived, now)
             self._reject_on_retired(asking[self.state[asking] == _WAITING], now)
@@ -186,9 +192,10 @@ class PrivacyStage:
 
     # the ledger ------------------------------------------------------------------------------
 
-    def _arrive(self, new: np.ndarray, now: float) -> np.ndarray:
+    def _arrive(self, new: np.ndarray, now: float, arrived_s: np.ndarray | None = None) -> np.ndarray:
         """Register the new claims whose blocks all exist; count them toward their blocks' unlocking.
-        Returns [B] bool: the blocks a claim arrived for."""
+        A claim arrives when its job did (``arrived_s``; None: now) or its last block did, whichever
+        is later. Returns [B] bool: the blocks a claim arrived for."""
         touched = np.zeros(len(self.blocks), dtype=bool)
         if not len(new):
             return touched
@@ -201,7 +208,13 @@ class PrivacyStage:
         if not len(ready):
             return touched
         self.state[ready] = _WAITING
-        self.arrived_s[ready] = now
+        if arrived_s is None:
+            self.arrived_s[ready] = now
+        else:
+            lengths = self.claims.start[ready + 1] - self.claims.start[ready]
+            last_block = np.maximum.reduceat(self.blocks.arrival_s[self.claims.block[self.claims.entries(ready)]],
+                                             np.cumsum(lengths) - lengths)
+            self.arrived_s[ready] = np.minimum(np.maximum(arrived_s[~blocked], last_block), now)
         ready_blocks = self.claims.block[self.claims.entries(ready)]
         np.add.at(self.arrived_claims, ready_blocks, 1)
         touched[ready_blocks] = True
