@@ -104,6 +104,11 @@ class PrivacyStage:
         self.lost = np.zeros((num_blocks, columns))  # [B, A] portions lost with rejected claims (rr)
         self.retired = np.zeros(num_blocks, dtype=bool)  # [B] blocks that release no more budget (rr)
         self._spent = np.zeros(num_blocks, dtype=bool)  # [B] all unlocked and handed out at the last ask (rr)
+        self._held = np.zeros((num_blocks, columns))  # [B, A] round robin's portions held by waiting claims
+        self._fresh = np.zeros(n, dtype=bool)  # [n] arrived since last shared (rr: may complete with nothing given)
+        self._owner = claims.owner  # [m] the claim of each entry
+        by_block = np.argsort(claims.block, kind="stable")  # the entries block by block, and where each block's start
+        self._entries_by_block = (by_block, np.searchsorted(claims.block[by_block], np.arange(num_blocks + 1)))
         self._asks = claims.asks
         self._shares = dominant_share(claims, self.budget, blocks.rdp)  # [n] DPF's order, fixed with the budget
         self._history: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -119,6 +124,11 @@ class PrivacyStage:
                 self.lost = np.array(ledger.lost, dtype=np.float64).reshape(num_blocks, columns)
             if ledger.retired is not None:
                 self.retired = np.array(ledger.retired, dtype=bool)
+            if self.accumulated is not None:
+                holding = self.state[self._owner] == _WAITING
+                for column in range(columns):
+                    self._held[:, column] = np.bincount(claims.block[holding], weights=self.accumulated[holding, column],
+                                                        minlength=num_blocks)
 
     # the stage ---------------------------------------------------------------------------
 
@@ -208,6 +218,7 @@ class PrivacyStage:
         if not len(ready):
             return touched
         self.state[ready] = _WAITING
+        self._fresh[ready] = True
         if arrived_s is None:
             self.arrived_s[ready] = now
         else:
@@ -234,15 +245,17 @@ class PrivacyStage:
         if not len(waiting) or not self.retired.any():
             return
         claims = self.claims
-        entries = claims.entries(waiting)
-        short = np.any(self.accumulated[entries] < claims.demand[entries] - 1e-12, axis=1)
-        on_retired = short & self.retired[claims.block[entries]]
-        if not on_retired.any():
-            return
-        owner = np.repeat(waiting, claims.start[waiting + 1] - claims.start[waiting])
-        for claim, block in dict(zip(owner[on_retired].tolist()[::-1], claims.block[entries][on_retired].tolist()[::-1])).items():
-            self._reject(claim, now, f"privacy claim cannot be granted: block {self.blocks.name[block]} retired "
-                                     "(its budget is all unlocked and handed out)")
+        asked = np.zeros(len(claims), dtype=bool)
+        asked[waiting] = True
+        on_retired = self.retired[claims.block] & asked[self._owner]
+        entries = np.flatnonzero(on_retired)
+        entries = entries[np.any(self.accumulated[entries] < claims.demand[entries] - 1e-12, axis=1)]
+        first = {}
+        for entry, claim in zip(entries.tolist(), self._owner[entries].tolist()):
+            first.setdefault(claim, entry)
+        for claim, entry in first.items():
+            self._reject(claim, now, f"privacy claim cannot be granted: block {self.blocks.name[claims.block[entry]]} "
+                                     "retired (its budget is all unlocked and handed out)")
 
     def _reject_hopeless(self, waiting: np.ndarray, now: float) -> None:
         """Reject the claims that what their blocks have left can never hold, and those that waited too long."""
@@ -262,6 +275,7 @@ class PrivacyStage:
         self.rejected_because[claim] = why
         if self.accumulated is not None:
             lo, hi = self.claims.start[claim], self.claims.start[claim + 1]
+            np.subtract.at(self._held, self.claims.block[lo:hi], self.accumulated[lo:hi])
             if self.rejected_portions == "lost":
                 np.add.at(self.lost, self.claims.block[lo:hi], self.accumulated[lo:hi])
             self.accumulated[lo:hi] = 0.0
@@ -326,31 +340,55 @@ class PrivacyStage:
 
     def _share_round_robin(self, waiting: np.ndarray, room: np.ndarray) -> np.ndarray:
         """Round robin: each block's unlocked budget not yet handed out is shared equally among the
-        waiting claims that still need some of it; a claim is granted once it holds all it asked."""
-        claims, acc = self.claims, self.accumulated
-        entries = claims.entries(waiting)
-        block = claims.block[entries]
-        have, want = acc[entries], claims.demand[entries]
-        need = np.maximum(want - have, 0.0)
+        waiting claims that still need some of it; a claim is granted once it holds all it asked.
+
+        Incremental: what the waiting claims hold is kept per block (``_held``), so an ask shares
+        out only the blocks with budget to hand out, among the entries still short on them (one
+        pass of array operations over the entries, no work per waiting claim)."""
+        claims, acc, owner = self.claims, self.accumulated, self._owner
+        asked = np.zeros(len(claims), dtype=bool)
+        asked[waiting] = True
+        pool = np.maximum(room - self._held, 0.0)
+        touched = []
+        by_block, block_start = self._entries_by_block
         for column in range(room.shape[1]):
-            if not need[:, column].any():
+            giving = np.flatnonzero(pool[:, column] > 0)
+            if not len(giving):
                 continue
-            held = np.bincount(block, weights=have[:, column], minlength=len(room))
-            pool = np.maximum(room[:, column] - held, 0.0)
-            sharing = np.flatnonzero((pool[block] > 0) & (need[:, column] > 0))
-            if len(sharing):
-                have[sharing, column] += water_fill(need[sharing, column], block[sharing], pool)
-        lengths = claims.start[waiting + 1] - claims.start[waiting]
-        complete = np.logical_and.reduceat(np.all(have >= want - 1e-12, axis=1), np.cumsum(lengths) - lengths)
-        have[np.repeat(complete, lengths)] = 0.0  # granted: now consumed, not held
-        acc[entries] = have
+            lo, hi = block_start[giving], block_start[giving + 1]
+            lengths = hi - lo
+            idx = by_block[np.repeat(lo - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))]
+            idx = idx[asked[owner[idx]]]
+            idx = idx[acc[idx, column] < claims.demand[idx, column]]
+            if not len(idx):
+                continue
+            block = claims.block[idx]
+            given = water_fill(claims.demand[idx, column] - acc[idx, column], block, pool[:, column])
+            acc[idx, column] += given
+            self._held[:, column] += np.bincount(block, weights=given, minlength=len(room))
+            touched.append(owner[idx])
+        fresh = waiting[self._fresh[waiting]]
+        self._fresh[waiting] = False
+        candidates = np.unique(np.concatenate(touched + [fresh]))
+        granted = candidates[:0]
+        if len(candidates):
+            entries = claims.entries(candidates)
+            lengths = claims.start[candidates + 1] - claims.start[candidates]
+            full = np.all(acc[entries] >= claims.demand[entries] - 1e-12, axis=1)
+            complete = np.logical_and.reduceat(full, np.cumsum(lengths) - lengths) if len(entries) else full
+            granted = candidates[complete]
+        taken = np.zeros(len(room))
+        if len(granted):
+            entries = claims.entries(granted)
+            block = claims.block[entries]
+            for column in range(room.shape[1]):
+                self._held[:, column] -= np.bincount(block, weights=acc[entries, column], minlength=len(room))
+            taken = np.bincount(block, weights=claims.demand[entries, 0], minlength=len(room))
+            acc[entries] = 0.0  # granted: now consumed, not held
         # a block all unlocked whose budget is all handed out releases no more: it retires at the next ask
-        entries_left = ~np.repeat(complete, lengths)
-        held = np.bincount(block[entries_left], weights=have[entries_left, 0], minlength=len(room))
-        taken = np.bincount(block[~entries_left], weights=want[~entries_left, 0], minlength=len(room))
-        pool = room[:, 0] - held - taken
-        self._spent = (self._unlocked >= 1.0) & (pool <= 1e-8 * self.budget[:, 0])
-        return waiting[complete]
+        left = room[:, 0] - self._held[:, 0] - taken
+        self._spent = (self._unlocked >= 1.0) & (left <= 1e-8 * self.budget[:, 0])
+        return granted
 
     def _record(self, now: float, unlocked: np.ndarray) -> None:
         budget = self.budget
