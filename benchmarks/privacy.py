@@ -95,7 +95,8 @@ def policy_of(name: str, n: int, t_s: float) -> PrivacyPolicy:
 def replay(blocks: Blocks, claims: Claims, arrival: np.ndarray, policy: PrivacyPolicy, shape: dict,
            rejected_portions: str = "lost") -> dict:
     """Ask the claims at each arrival (and, unlocking by time, at each tick) until the duration."""
-    stage = PrivacyStage(blocks, claims, policy, shape["timeout_s"], rejected_portions=rejected_portions)
+    stage = PrivacyStage(blocks, claims, policy, shape["timeout_s"], rejected_portions=rejected_portions,
+                         retire_blocks=True)
     times = arrival
     if policy.unlocks_by == "time":
         ticks = np.arange(0.0, shape["duration_s"], shape["every_s"] / 2)

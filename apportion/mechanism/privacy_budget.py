@@ -56,6 +56,7 @@ class Ledger:
     accumulated: np.ndarray | None = None  # [m, A] round robin's portions held by each claim entry; None: none
     lost: np.ndarray | None = None  # [B, A] round robin's portions lost with rejected claims; None: none
     retired: np.ndarray | None = None  # [B] round robin's blocks that release no more budget; None: none
+    spent: np.ndarray | None = None  # [B] round robin's blocks all unlocked and handed out at the last ask; None: none
 
 
 REJECTED_PORTIONS = ("lost", "returned")  # what becomes of a rejected round-robin claim's portions
@@ -65,10 +66,11 @@ DECIDE_AT = ("arrival", "round")  # a replay asks the claims at each arrival, or
 class PrivacyStage:
     """Admission by privacy budget: hold a job until its claim is granted, fail it when rejected.
 
-    Under round robin a block *retires* once all its budget is unlocked and handed out (under N,
-    when a claim for it arrives after that; under T, at the next ask): the claims still short of
-    their portion of it are rejected, and so is every later claim on it, at its arrival, as
-    PrivateKube does. ``rejected_portions``: what a rejected round-robin claim held is ``lost``
+    ``retire_blocks`` (round robin; the simulator's default, PrivacySetup): a block *retires* once
+    all its budget is unlocked and handed out (under N, when a claim for it arrives after that;
+    under T, at the next ask): the claims still short of their portion of it are rejected, and so
+    is every later claim on it, at its arrival, as PrivateKube does (a stage rebuilt from a
+    ``Ledger`` carries ``retired``, ``spent`` and ``lost`` in it). ``rejected_portions``: what a rejected round-robin claim held is ``lost``
     (PrivateKube's: then a claim is rejected only when a block it is short of retires, or at the
     timeout, and holds its portions until then even when it can no longer fit) or ``returned`` to
     its blocks for the others (and a claim that can no longer fit is rejected at once).
@@ -78,7 +80,8 @@ class PrivacyStage:
     name = "privacy"
 
     def __init__(self, blocks: Blocks, claims: Claims, policy: PrivacyPolicy, timeout_s: float | None = None,
-                 ledger: Ledger | None = None, rejected_portions: str = "lost", decide: str = "arrival") -> None:
+                 ledger: Ledger | None = None, rejected_portions: str = "returned", decide: str = "arrival",
+                 retire_blocks: bool = False) -> None:
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"the privacy timeout must be more than 0 seconds, got {timeout_s}")
         if decide not in DECIDE_AT:
@@ -97,7 +100,7 @@ class PrivacyStage:
         self.decided_s = np.full(n, np.nan)
         self.rejected_because: dict[int, str] = {}
         self.accumulated = np.zeros(claims.demand.shape) if policy.name == "rr" else None
-        self.rejected_portions, self.decide = rejected_portions, decide
+        self.rejected_portions, self.decide, self.retire_blocks = rejected_portions, decide, retire_blocks
         # PrivateKube's round robin rejects only when a block retires (or at the timeout): a claim that
         # can no longer fit still takes its portions until then, and they are lost with it
         self._reject_early = not (policy.name == "rr" and rejected_portions == "lost")
@@ -124,6 +127,8 @@ class PrivacyStage:
                 self.lost = np.array(ledger.lost, dtype=np.float64).reshape(num_blocks, columns)
             if ledger.retired is not None:
                 self.retired = np.array(ledger.retired, dtype=bool)
+            if ledger.spent is not None:
+                self._spent = np.array(ledger.spent, dtype=bool)
             if self.accumulated is not None:
                 holding = self.state[self._owner] == _WAITING
                 for column in range(columns):
@@ -145,7 +150,7 @@ class PrivacyStage:
         asking = claim[asks]
         new = asks & (self.state[np.maximum(claim, 0)] == _UNSEEN)
         arrived = self._arrive(claim[new], now, None if jobs.arrived_s is None else jobs.arrived_s[new])
-        if self.accumulated is not None:
+        if self.accumulated is not None and self.retire_blocks:
             self._retire_blocks(arrived, now)
             self._reject_on_retired(asking[self.state[asking] == _WAITING], now)
         waiting = asking[self.state[asking] == _WAITING]
