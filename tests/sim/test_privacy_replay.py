@@ -73,3 +73,23 @@ def test_a_claim_that_waits_for_ever_leaves_its_job_unfinished():
     assert result.summary["privacy_waiting"] == 1
     assert result.summary["unfinished"] == 1
 
+
+
+def test_claims_are_decided_at_their_arrival_not_batched_per_round():
+    """N = 1, so a block is all unlocked at the first claim. A (0.6) arrives at 10 and is granted
+    at once; B (0.5) at 20 can then never fit. Batched at the round at 360 (``decide="round"``),
+    DPF would take the smaller B first and reject A: the round changed the decision."""
+    table = jobs([10.0, 20.0], [100.0] * 2)
+    at_arrival = replay(table, [0.6, 0.5], "dpf-n", n=1)
+    assert at_arrival.privacy.words.tolist() == ["granted", "rejected"]
+    assert at_arrival.first_start_s[0] == 360.0  # the job still waits for the GPU round
+    per_round = replay(table, [0.6, 0.5], "dpf-n", n=1, decide="round")
+    assert per_round.privacy.words.tolist() == ["rejected", "granted"]
+
+
+def test_a_claims_delay_counts_from_its_jobs_arrival():
+    """Decided once per round, A (arriving at 10) is granted at the round at 360: it waited 350 s,
+    not 0. Decided at arrival, it is granted at 10: 0 s."""
+    per_round = replay(jobs([10.0], [100.0]), [0.5], "fcfs", decide="round")
+    assert per_round.privacy.delay_s.tolist() == [350.0]
+    assert replay(jobs([10.0], [100.0]), [0.5], "fcfs").privacy.delay_s.tolist() == [0.0]
