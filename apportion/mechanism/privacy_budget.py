@@ -56,7 +56,6 @@ class Ledger:
     accumulated: np.ndarray | None = None  # [m, A] round robin's portions held by each claim entry; None: none
     lost: np.ndarray | None = None  # [B, A] round robin's portions lost with rejected claims; None: none
     retired: np.ndarray | None = None  # [B] round robin's blocks that release no more budget; None: none
-    spent: np.ndarray | None = None  # [B] round robin's blocks all unlocked and handed out at the last ask; None: none
 
 
 REJECTED_PORTIONS = ("lost", "returned")  # what becomes of a rejected round-robin claim's portions
@@ -70,7 +69,7 @@ class PrivacyStage:
     all its budget is unlocked and handed out (under N, when a claim for it arrives after that;
     under T, at the next ask): the claims still short of their portion of it are rejected, and so
     is every later claim on it, at its arrival, as PrivateKube does (a stage rebuilt from a
-    ``Ledger`` carries ``retired``, ``spent`` and ``lost`` in it). ``rejected_portions``: what a rejected round-robin claim held is ``lost``
+    ``Ledger`` carries ``retired`` and ``lost`` in it). ``rejected_portions``: what a rejected round-robin claim held is ``lost``
     (PrivateKube's: then a claim is rejected only when a block it is short of retires, or at the
     timeout, and holds its portions until then even when it can no longer fit) or ``returned`` to
     its blocks for the others (and a claim that can no longer fit is rejected at once).
@@ -106,7 +105,6 @@ class PrivacyStage:
         self._reject_early = not (policy.name == "rr" and rejected_portions == "lost")
         self.lost = np.zeros((num_blocks, columns))  # [B, A] portions lost with rejected claims (rr)
         self.retired = np.zeros(num_blocks, dtype=bool)  # [B] blocks that release no more budget (rr)
-        self._spent = np.zeros(num_blocks, dtype=bool)  # [B] all unlocked and handed out at the last ask (rr)
         self._held = np.zeros((num_blocks, columns))  # [B, A] round robin's portions held by waiting claims
         self._fresh = np.zeros(n, dtype=bool)  # [n] arrived since last shared (rr: may complete with nothing given)
         self._owner = claims.owner  # [m] the claim of each entry
@@ -127,8 +125,6 @@ class PrivacyStage:
                 self.lost = np.array(ledger.lost, dtype=np.float64).reshape(num_blocks, columns)
             if ledger.retired is not None:
                 self.retired = np.array(ledger.retired, dtype=bool)
-            if ledger.spent is not None:
-                self._spent = np.array(ledger.spent, dtype=bool)
             if self.accumulated is not None:
                 holding = self.state[self._owner] == _WAITING
                 for column in range(columns):
@@ -149,9 +145,10 @@ class PrivacyStage:
         now = context.now_s
         asking = claim[asks]
         new = asks & (self.state[np.maximum(claim, 0)] == _UNSEEN)
+        arrived_before = self.arrived_claims.copy()
         arrived = self._arrive(claim[new], now, None if jobs.arrived_s is None else jobs.arrived_s[new])
         if self.accumulated is not None and self.retire_blocks:
-            self._retire_blocks(arrived, now)
+            self._retire_blocks(arrived, arrived_before, now)
             self._reject_on_retired(asking[self.state[asking] == _WAITING], now)
         waiting = asking[self.state[asking] == _WAITING]
         if len(waiting):
@@ -236,13 +233,16 @@ class PrivacyStage:
         touched[ready_blocks] = True
         return touched
 
-    def _retire_blocks(self, arrived_for: np.ndarray, now: float) -> None:
-        """Round robin: retire the blocks whose budget was all unlocked and handed out at the last
-        ask (unlocked by N: once a claim arrives for one after that, as PrivateKube's block stops at
-        its next arrival; by T: at once)."""
-        dying = self._spent & ~self.retired
+    def _retire_blocks(self, arrived_for: np.ndarray, arrived_before: np.ndarray, now: float) -> None:
+        """Round robin: retire the blocks all unlocked whose budget is all handed out (granted, held
+        by waiting claims or lost), as PrivateKube's block stops: unlocked by N, when a claim arrives
+        for one already all unlocked (``arrived_before``: the claims it had); by T, at once."""
+        pool = (self.budget - self.consumed - self.lost - self._held)[:, 0]
+        dying = pool <= 1e-8 * self.budget[:, 0]
         if self.policy.unlocks_by == "claims":
-            dying &= arrived_for
+            dying &= arrived_for & (arrived_before >= self.policy.n)
+        else:
+            dying &= self.policy.unlocked_fraction(self.blocks, self.arrived_claims, now) >= 1.0
         self.retired |= dying
 
     def _reject_on_retired(self, waiting: np.ndarray, now: float) -> None:
@@ -382,17 +382,12 @@ class PrivacyStage:
             full = np.all(acc[entries] >= claims.demand[entries] - 1e-12, axis=1)
             complete = np.logical_and.reduceat(full, np.cumsum(lengths) - lengths) if len(entries) else full
             granted = candidates[complete]
-        taken = np.zeros(len(room))
         if len(granted):
             entries = claims.entries(granted)
             block = claims.block[entries]
             for column in range(room.shape[1]):
                 self._held[:, column] -= np.bincount(block, weights=acc[entries, column], minlength=len(room))
-            taken = np.bincount(block, weights=claims.demand[entries, 0], minlength=len(room))
             acc[entries] = 0.0  # granted: now consumed, not held
-        # a block all unlocked whose budget is all handed out releases no more: it retires at the next ask
-        left = room[:, 0] - self._held[:, 0] - taken
-        self._spent = (self._unlocked >= 1.0) & (left <= 1e-8 * self.budget[:, 0])
         return granted
 
     def _record(self, now: float, unlocked: np.ndarray) -> None:
