@@ -108,8 +108,7 @@ class PrivacyStage:
         self._held = np.zeros((num_blocks, columns))  # [B, A] round robin's portions held by waiting claims
         self._fresh = np.zeros(n, dtype=bool)  # [n] arrived since last shared (rr: may complete with nothing given)
         self._owner = claims.owner  # [m] the claim of each entry
-        by_block = np.argsort(claims.block, kind="stable")  # the entries block by block, and where each block's start
-        self._entries_by_block = (by_block, np.searchsorted(claims.block[by_block], np.arange(num_blocks + 1)))
+        self._open_entries = np.zeros(0, dtype=np.int64)  # round robin: entries of waiting claims still short
         self._asks = claims.asks
         self._shares = dominant_share(claims, self.budget, blocks.rdp)  # [n] DPF's order, fixed with the budget
         self._history: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -127,6 +126,8 @@ class PrivacyStage:
                 self.retired = np.array(ledger.retired, dtype=bool)
             if self.accumulated is not None:
                 holding = self.state[self._owner] == _WAITING
+                self._open_entries = np.flatnonzero(
+                    holding & np.any(self.accumulated < claims.demand - 1e-12, axis=1))
                 for column in range(columns):
                     self._held[:, column] = np.bincount(claims.block[holding], weights=self.accumulated[holding, column],
                                                         minlength=num_blocks)
@@ -221,6 +222,8 @@ class PrivacyStage:
             return touched
         self.state[ready] = _WAITING
         self._fresh[ready] = True
+        if self.accumulated is not None:
+            self._open_entries = np.concatenate([self._open_entries, self.claims.entries(ready)])
         if arrived_s is None:
             self.arrived_s[ready] = now
         else:
@@ -252,8 +255,8 @@ class PrivacyStage:
         claims = self.claims
         asked = np.zeros(len(claims), dtype=bool)
         asked[waiting] = True
-        on_retired = self.retired[claims.block] & asked[self._owner]
-        entries = np.flatnonzero(on_retired)
+        entries = np.sort(self._open_entries)
+        entries = entries[self.retired[claims.block[entries]] & asked[self._owner[entries]]]
         entries = entries[np.any(self.accumulated[entries] < claims.demand[entries] - 1e-12, axis=1)]
         first = {}
         for entry, claim in zip(entries.tolist(), self._owner[entries].tolist()):
@@ -348,23 +351,18 @@ class PrivacyStage:
         waiting claims that still need some of it; a claim is granted once it holds all it asked.
 
         Incremental: what the waiting claims hold is kept per block (``_held``), so an ask shares
-        out only the blocks with budget to hand out, among the entries still short on them (one
-        pass of array operations over the entries, no work per waiting claim)."""
+        out only the blocks with budget to hand out, among the entries of waiting claims still short
+        (``_open_entries``), with array operations over those alone."""
         claims, acc, owner = self.claims, self.accumulated, self._owner
         asked = np.zeros(len(claims), dtype=bool)
         asked[waiting] = True
         pool = np.maximum(room - self._held, 0.0)
         touched = []
-        by_block, block_start = self._entries_by_block
+        open_ = self._open_entries
+        open_ = open_[(self.state[owner[open_]] == _WAITING) & asked[owner[open_]]]
+        open_block = claims.block[open_]
         for column in range(room.shape[1]):
-            giving = np.flatnonzero(pool[:, column] > 0)
-            if not len(giving):
-                continue
-            lo, hi = block_start[giving], block_start[giving + 1]
-            lengths = hi - lo
-            idx = by_block[np.repeat(lo - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))]
-            idx = idx[asked[owner[idx]]]
-            idx = idx[acc[idx, column] < claims.demand[idx, column]]
+            idx = open_[(pool[open_block, column] > 0) & (acc[open_, column] < claims.demand[open_, column])]
             if not len(idx):
                 continue
             block = claims.block[idx]
@@ -388,6 +386,11 @@ class PrivacyStage:
             for column in range(room.shape[1]):
                 self._held[:, column] -= np.bincount(block, weights=acc[entries, column], minlength=len(room))
             acc[entries] = 0.0  # granted: now consumed, not held
+        open_ = self._open_entries
+        self._open_entries = open_[(self.state[owner[open_]] == _WAITING)
+                                   & np.any(acc[open_] < claims.demand[open_] - 1e-12, axis=1)]
+        if len(granted):
+            self._open_entries = self._open_entries[~np.isin(owner[self._open_entries], granted)]
         return granted
 
     def _record(self, now: float, unlocked: np.ndarray) -> None:
