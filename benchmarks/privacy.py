@@ -10,7 +10,8 @@ a task a second on average for 236 s, a 300 s timeout. "multi": 12 blocks at the
 more every 10 s, a task every 0.078125 s on average for 300 s, no timeout. Each block: ε 1. N is
 swept over 50, 100, 200 and T = N × the mean arrival interval. Claims are asked at each arrival
 and, for the policies that unlock by time, at each tick of PrivateKube's clock (half the mean
-arrival interval), as its scheduler is woken.
+arrival interval), as its scheduler is woken, and budget unlocked by T unlocks in the steps of
+that clock (``PrivacyPolicy.tick_s``; ``--continuous``: evenly).
 
 Prints one JSON line per workload, N and policy: claims granted by apportion and by PrivateKube
 (``pk_granted``), and each replay's wall time.
@@ -85,11 +86,13 @@ def workload(shape: dict, seed: int) -> tuple[Blocks, Claims, np.ndarray]:
     return blocks, Claims(start, block, demand, np.ones(count)), arrival
 
 
-def policy_of(name: str, n: int, t_s: float) -> PrivacyPolicy:
+def policy_of(name: str, n: int, t_s: float, tick_s: float | None = None) -> PrivacyPolicy:
+    """The policy by the benchmark's name; unlocking by T, in PrivateKube's steps of ``tick_s``."""
     if name == "fcfs":
         return PrivacyPolicy("fcfs")
     family, by = name.split("-")
-    return PrivacyPolicy(name if family == "dpf" else "rr", n=n if by == "n" else None, t_s=t_s if by == "t" else None)
+    return PrivacyPolicy(name if family == "dpf" else "rr", n=n if by == "n" else None,
+                         t_s=t_s if by == "t" else None, tick_s=tick_s if by == "t" else None)
 
 
 def replay(blocks: Blocks, claims: Claims, arrival: np.ndarray, policy: PrivacyPolicy, shape: dict,
@@ -158,6 +161,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rejected-portions", choices=("lost", "returned"), default="lost",
                         help="round robin: what a rejected claim held (PrivateKube: lost)")
+    parser.add_argument("--continuous", action="store_true",
+                        help="unlock by T continuously, not in PrivateKube's steps of half the arrival interval")
     parser.add_argument("--privatekube", help="a checkout of columbia/PrivateKube: run its simulator beside")
     parser.add_argument("--privatekube-python", default=sys.executable)
     parser.add_argument("--privatekube-path", help="PYTHONPATH entries for its simpy and desmod forks")
@@ -175,7 +180,9 @@ def main() -> None:
                 for policy in policies:
                     if policy == "fcfs" and n != int(args.n.split(",")[0]):
                         continue  # no N or T
-                    result = replay(blocks, claims, arrival, policy_of(policy, n, t_s), shape, args.rejected_portions)
+                    tick_s = None if args.continuous else shape["every_s"] / 2
+                    result = replay(blocks, claims, arrival, policy_of(policy, n, t_s, tick_s), shape,
+                                    args.rejected_portions)
                     row = {"workload": name, "policy": policy, "N": n, "T_s": t_s, "claims": len(claims),
                            "blocks": len(blocks), **result}
                     if args.privatekube:

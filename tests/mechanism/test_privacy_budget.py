@@ -218,3 +218,11 @@ def test_round_robin_rejects_a_claim_at_its_arrival_on_a_retired_block():
         ask(stage, asking, now)
     verdict = ask(stage, [3], now=3.0)
     assert verdict.fail.tolist() == [True]
+
+
+def test_unlocking_by_t_in_steps_of_a_tick_as_privatekubes_clock():
+    """T = 10 s in steps of 5 s: a step at the block's arrival, then one a tick, 10 / 5 + 1 = 3 in all."""
+    policy = PrivacyPolicy("dpf-t", t_s=10.0, tick_s=5.0)
+    fractions = [policy.unlocked_fraction(one_block(arrival_s=2.0), np.zeros(1), now)[0]
+                 for now in (1.0, 2.0, 6.9, 7.0, 12.0, 30.0)]
+    assert fractions == pytest.approx([0.0, 1 / 3, 1 / 3, 2 / 3, 1.0, 1.0])
