@@ -40,7 +40,7 @@ def check_cpu_split(cpu_split: str) -> None:
 
 
 def with_privacy(settings: WorkloadSettings, blocks: str | None, policy: str, n: int | None, t_s: float | None,
-                 timeout_s: float | None) -> WorkloadSettings:
+                 timeout_s: float | None, decide: str = "arrival", rejected_portions: str = "lost") -> WorkloadSettings:
     """``settings`` with the privacy-budget options, checked (``--blocks`` and the flags that go with it)."""
     from dataclasses import replace
 
@@ -54,6 +54,10 @@ def with_privacy(settings: WorkloadSettings, blocks: str | None, policy: str, n:
         return settings
     if timeout_s is not None and not timeout_s > 0:
         raise fail(f"--privacy-timeout-s must be positive, got {timeout_s}")
+    if decide not in ("arrival", "round"):
+        raise fail(f"--privacy-decide must be one of arrival, round, got '{decide}'")
+    if rejected_portions not in ("lost", "returned"):
+        raise fail(f"--privacy-rejected-portions must be one of lost, returned, got '{rejected_portions}'")
     if policy not in PRIVACY_POLICIES:
         raise fail(f"--privacy-policy must be one of {', '.join(PRIVACY_POLICIES)}, got '{policy}'")
     if policy == "dpf-n" and n is None:
@@ -67,7 +71,7 @@ def with_privacy(settings: WorkloadSettings, blocks: str | None, policy: str, n:
     except ValueError as exc:
         raise fail(str(exc)) from None
     return replace(settings, blocks_path=blocks, privacy_policy=policy, privacy_n=n, privacy_t_s=t_s,
-                   privacy_timeout_s=timeout_s)
+                   privacy_timeout_s=timeout_s, privacy_decide=decide, privacy_rejected_portions=rejected_portions)
 
 
 def sim_config(round_s: float, restart_cost_s: float, learn_models: bool = False) -> SimConfig:

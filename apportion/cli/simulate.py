@@ -39,6 +39,8 @@ def simulate(
     privacy_n: Optional[int] = opt.PrivacyN,
     privacy_t: Optional[float] = opt.PrivacyT,
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
+    privacy_decide: str = opt.PrivacyDecide,
+    privacy_rejected_portions: str = opt.PrivacyRejectedPortions,
     received_since: Optional[str] = typer.Option(None, "--received-since", help="Where the received share the round ranks jobs by counts from: allocation (its last change, Gavel's rule; the default) or arrival (each job's).", rich_help_panel="Mechanism"),
     share_by_user: bool = typer.Option(False, "--share-by-user", help="Divide the cluster among the workload's users first (each active user an equal share, or by --user-weights), then run the policy per user, as apportion serve does by default.", rich_help_panel="Mechanism"),
     user_weights: Optional[str] = typer.Option(None, "--user-weights", help="With --share-by-user: USER=WEIGHT,.. each user's share, relative (alice=2,bob=1; others 1).", rich_help_panel="Mechanism"),
@@ -65,7 +67,8 @@ def simulate(
             [policy], opt.policy_options(ctx),
             with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
                                            reference_gpu_type, shape),
-                         blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
+                         blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s,
+                         privacy_decide, privacy_rejected_portions),
             round_s, restart_cost_s, learn_models,
         )
         config = replace(config, cpu_split=cpu_split)
@@ -129,6 +132,8 @@ def compare(
     privacy_n: Optional[int] = opt.PrivacyN,
     privacy_t: Optional[float] = opt.PrivacyT,
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
+    privacy_decide: str = opt.PrivacyDecide,
+    privacy_rejected_portions: str = opt.PrivacyRejectedPortions,
     workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
     market: Optional[str] = opt.Market,
     provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} (compared in place of --policies).", rich_help_panel="Rented cluster"),
@@ -154,7 +159,8 @@ def compare(
             specs, opt.policy_options(ctx),
             with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
                                            reference_gpu_type, shape),
-                         blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
+                         blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s,
+                         privacy_decide, privacy_rejected_portions),
             round_s, restart_cost_s, learn_models,
         )
         rented = None if market is None else rented_setup(market, rented_specs, checkpoint_gb, inputs, seed)

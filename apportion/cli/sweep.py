@@ -36,6 +36,8 @@ def sweep(
     privacy_n: Optional[int] = opt.PrivacyN,
     privacy_t: Optional[float] = opt.PrivacyT,
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
+    privacy_decide: str = opt.PrivacyDecide,
+    privacy_rejected_portions: str = opt.PrivacyRejectedPortions,
     workers: int = typer.Option(0, "--workers", help="Local processes (default: one a CPU).", rich_help_panel="Running"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run each replay as a Ray task on this cluster instead (auto: the one started on this machine); every node needs apportion and the input files (docs/ray.md).", rich_help_panel="Running"),
     out: Optional[Path] = opt.Out,
@@ -69,7 +71,8 @@ def sweep(
         def settings_on(each: str):
             return with_privacy(workload_settings(workload, each, jobs, loads[0], seed_list[0], None, None, throughputs,
                                                   reference_gpu_type, shape),
-                                blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s)
+                                blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s,
+                                privacy_decide, privacy_rejected_portions)
 
         base = settings_on(cluster_list[0])
         policy_options = opt.policy_options(ctx)
