@@ -67,8 +67,9 @@ class PrivacyStage:
 
     ``retire_blocks`` (round robin; the simulator's default, PrivacySetup): a block *retires* once
     all its budget is unlocked and handed out (under N, when a claim for it arrives after that;
-    under T, at the next ask): the claims still short of their portion of it are rejected, and so
-    is every later claim on it, at its arrival, as PrivateKube does (a stage rebuilt from a
+    under T, once the ask that handed out the last of it is over): the claims still short of their
+    portion of it are rejected (after the other blocks shared that ask's budget, their portions
+    then lost too), and so is every later claim on it, at its arrival, as PrivateKube does (a stage rebuilt from a
     ``Ledger`` carries ``retired`` and ``lost`` in it). ``rejected_portions``: what a rejected round-robin claim held is ``lost``
     (PrivateKube's: then a claim is rejected only when a block it is short of retires, or at the
     timeout, and holds its portions until then even when it can no longer fit) or ``returned`` to
@@ -148,9 +149,10 @@ class PrivacyStage:
         new = asks & (self.state[np.maximum(claim, 0)] == _UNSEEN)
         arrived_before = self.arrived_claims.copy()
         arrived = self._arrive(claim[new], now, None if jobs.arrived_s is None else jobs.arrived_s[new])
-        if self.accumulated is not None and self.retire_blocks:
-            self._retire_blocks(arrived, arrived_before, now)
+        retiring = self.accumulated is not None and self.retire_blocks
+        if retiring:  # claims on blocks retired before are rejected first, with no share of this ask's budget
             self._reject_on_retired(asking[self.state[asking] == _WAITING], now)
+            dying = self._dying_on_arrival(arrived, arrived_before)
         waiting = asking[self.state[asking] == _WAITING]
         if len(waiting):
             self._reject_hopeless(waiting, now)
@@ -159,6 +161,9 @@ class PrivacyStage:
                 self._grant(waiting, now)
                 # what was just granted may leave others no hope: say so now, not at a later ask
                 self._reject_hopeless(waiting[self.state[waiting] == _WAITING], now)
+        if retiring:  # as PrivateKube, a block retires after the others shared this ask's budget
+            self.retired |= dying | self._spent_by_time(now)
+            self._reject_on_retired(asking[self.state[asking] == _WAITING], now)
 
         state = np.full(n, _GRANTED, dtype=np.int8)
         state[asks] = self.state[asking]
@@ -236,17 +241,26 @@ class PrivacyStage:
         touched[ready_blocks] = True
         return touched
 
-    def _retire_blocks(self, arrived_for: np.ndarray, arrived_before: np.ndarray, now: float) -> None:
-        """Round robin: retire the blocks all unlocked whose budget is all handed out (granted, held
-        by waiting claims or lost), as PrivateKube's block stops: unlocked by N, when a claim arrives
-        for one already all unlocked (``arrived_before``: the claims it had); by T, at once."""
-        pool = (self.budget - self.consumed - self.lost - self._held)[:, 0]
-        dying = pool <= 1e-8 * self.budget[:, 0]
-        if self.policy.unlocks_by == "claims":
-            dying &= arrived_for & (arrived_before >= self.policy.n)
-        else:
-            dying &= self.policy.unlocked_fraction(self.blocks, self.arrived_claims, now) >= 1.0
-        self.retired |= dying
+    def _left_to_hand_out(self) -> np.ndarray:
+        """[B] ε of each block neither granted, held in portions by waiting claims, nor lost."""
+        return (self.budget - self.consumed - self.lost - self._held)[:, 0]
+
+    def _dying_on_arrival(self, arrived_for: np.ndarray, arrived_before: np.ndarray) -> np.ndarray:
+        """Round robin unlocking by N: [B] the blocks that retire at this ask, as PrivateKube's block
+        stops: a claim arrived for one already all unlocked (``arrived_before``: the claims it had
+        before) with all its budget handed out."""
+        if self.policy.unlocks_by != "claims":
+            return np.zeros(len(self.blocks), dtype=bool)
+        empty = self._left_to_hand_out() <= 1e-8 * self.budget[:, 0]
+        return empty & arrived_for & (arrived_before >= self.policy.n)
+
+    def _spent_by_time(self, now: float) -> np.ndarray:
+        """Round robin unlocking by T: [B] the blocks all unlocked with all their budget handed out
+        once this ask shared it: they retire at once, as PrivateKube's block at its last tick."""
+        if self.policy.unlocks_by != "time":
+            return np.zeros(len(self.blocks), dtype=bool)
+        empty = self._left_to_hand_out() <= 1e-8 * self.budget[:, 0]
+        return empty & (self.policy.unlocked_fraction(self.blocks, self.arrived_claims, now) >= 1.0)
 
     def _reject_on_retired(self, waiting: np.ndarray, now: float) -> None:
         """Round robin: reject the waiting claims still short of their portion of a retired block."""
