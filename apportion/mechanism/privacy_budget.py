@@ -67,15 +67,16 @@ class PrivacyStage:
 
     ``retire_blocks`` (round robin; the simulator's default, PrivacySetup): a block *retires* once
     all its budget is unlocked and handed out (under N, when a claim for it arrives after that;
-    under T, once the ask that handed out the last of it is over): the claims still short of their
-    portion of it are rejected (after the other blocks shared that ask's budget, their portions
-    then lost too), and so is every later claim on it, at its arrival, as PrivateKube does (a stage rebuilt from a
-    ``Ledger`` carries ``retired`` and ``lost`` in it). ``rejected_portions``: what a rejected round-robin claim held is ``lost``
-    (PrivateKube's: then a claim is rejected only when a block it is short of retires, or at the
-    timeout, and holds its portions until then even when it can no longer fit) or ``returned`` to
-    its blocks for the others (and a claim that can no longer fit is rejected at once).
-    ``decide``: when a replay asks the waiting claims (the simulator's, ``sim/admission.py``): at
-    each claim's arrival, as PrivateKube, or once per GPU round with the round's arrivals as one batch."""
+    under T, once the ask that handed out the last of it is over): the claims still short of
+    their portion of it are rejected (after the other blocks shared that ask's budget, their
+    portions then lost too), and so is every later claim on it, at its arrival, as PrivateKube
+    does (a stage rebuilt from a ``Ledger`` carries ``retired`` and ``lost`` in it).
+    ``rejected_portions``: what a rejected round-robin claim held is ``lost`` (PrivateKube's:
+    then a claim is rejected only when a block it is short of retires, or at the timeout, and
+    holds its portions until then even when it can no longer fit) or ``returned`` to its blocks
+    for the others (and a claim that can no longer fit is rejected at once). ``decide``: when a
+    replay asks the waiting claims (the simulator's, ``sim/admission.py``): at each claim's
+    arrival, as PrivateKube, or once per GPU round with the round's arrivals as one batch."""
 
     name = "privacy"
 
