@@ -6,6 +6,7 @@ Shared by the command line and the benchmarks, so both replay exactly the same t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from apportion.core.cluster import Cluster
@@ -22,6 +23,7 @@ from apportion.workloads.catalog import builtin_throughputs
 from apportion.workloads.cluster_file import load_cluster
 from apportion.workloads.defaults import DEFAULT_CLUSTER, DEFAULT_RATE_PER_HOUR, DEFAULT_SYNTHETIC_JOBS
 from apportion.workloads.gavel_throughputs import read_gavel_throughputs
+from apportion.workloads.plugin_readers import plugin_reader, read_with_plugin
 from apportion.workloads.synthetic import generate_workload
 from apportion.workloads.trace_csv import read_workload_with_models
 
@@ -73,15 +75,19 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
             " add one with --throughputs)",
         )
     if settings.path:
-        jobs, throughputs = read_workload_with_models(
-            settings.path,
-            throughputs=throughputs,
-            reference_gpu_type=settings.reference_gpu_type,
-            seed=settings.seed,
-            max_jobs=settings.jobs,
-            start_s=settings.start_s,
-            end_s=settings.end_s,
-        )
+        def read(path: str, table: ThroughputTable = throughputs) -> tuple[JobTable, ThroughputTable]:
+            return read_workload_with_models(
+                path,
+                throughputs=table,
+                reference_gpu_type=settings.reference_gpu_type,
+                seed=settings.seed,
+                max_jobs=settings.jobs,
+                start_s=settings.start_s,
+                end_s=settings.end_s,
+            )
+
+        plugin = plugin_reader(settings.path)  # READER:PATH, a reader from outside apportion
+        jobs, throughputs = read(settings.path) if plugin is None else read_with_plugin(*plugin, read)
         name = settings.path
     else:
         count = settings.jobs if settings.jobs is not None else DEFAULT_SYNTHETIC_JOBS
@@ -137,17 +143,27 @@ def with_list_prices(cluster: Cluster) -> Cluster:
 SYNTHETIC_MARKET = "synthetic"
 
 
-def load_market(source: str, throughputs: ThroughputTable, seed: int = 0, days: float | None = None) -> Market:
-    """The market in file ``source`` (AWS's spot price history JSON or the CSV format), or the seeded
-    synthetic one for ``synthetic`` (over ``days``, 60 by default); InputError for a GPU type no
-    throughput covers."""
+def load_market(source: str | Sequence[str], throughputs: ThroughputTable, seed: int = 0, days: float | None = None,
+                start: str | None = None, interruption_rates: str | None = None) -> Market:
+    """The market in ``source``: files or directories (AWS's spot price history JSON or the CSV format,
+    merged; ``start`` its time 0, ``interruption_rates`` a file of AWS's rates for its preemptions), or
+    the seeded synthetic one for ``synthetic`` (over ``days``, 60 by default); InputError for a GPU
+    type no throughput covers."""
+    from apportion.workloads.interruption_rates import read_interruption_rates
     from apportion.workloads.market_files import read_market
     from apportion.workloads.synthetic_market import MarketModel, synthetic_market
 
-    if source == SYNTHETIC_MARKET:
+    sources = [source] if isinstance(source, str) else list(source)
+    if SYNTHETIC_MARKET in sources:
+        if len(sources) > 1:
+            raise InputError("--market", "synthetic is a market of its own: give it alone, or only files")
+        for name, given in (("--market-start", start), ("--interruption-rates", interruption_rates)):
+            if given is not None:
+                raise InputError(name, "applies to a market read from files, not to the synthetic one")
         market = synthetic_market(MarketModel(seed=seed) if days is None else MarketModel(days=days, seed=seed))
     else:
-        market = read_market(source, seed)
+        rates = None if interruption_rates is None else read_interruption_rates(interruption_rates)
+        market = read_market(sources, seed, start, rates)
     unknown = sorted(set(market.gpu_type.tolist()) - set(throughputs.gpu_types))
     if unknown:
         raise InputError(source, f"GPU type '{unknown[0]}' has no throughputs (known: "

@@ -10,7 +10,8 @@ Prints one JSON line per provisioning policy: dollars (and static's dollars over
 JCT, deadlines missed (all, and those on-demand alone could meet), spot preemptions, and the
 replay's wall and CPU time.
 
-    python benchmarks/cloud_market.py [--jobs 500] [--days 30] [--seed 0] [--market synthetic|FILE]
+    python benchmarks/cloud_market.py [--jobs 500] [--days 30] [--seed 0] [--market synthetic|FILE|DIR ...]
+                                      [--market-start TIME] [--interruption-rates FILE]
                                       [--preemptions-per-hour R]  (a synthetic market with more preemptions)
 """
 
@@ -50,7 +51,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--days", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--market", default="synthetic")
+    parser.add_argument("--market", nargs="+", default=["synthetic"],
+                        help="synthetic, or AWS price files or directories of them (e.g. training_on_a_dime's logs/aws/cost)")
+    parser.add_argument("--market-start", default=None, help="the market's time 0 (default: where every series has a price)")
+    parser.add_argument("--interruption-rates", default=None, help="AWS's interruption rates for spot preemptions")
     parser.add_argument("--preemptions-per-hour", type=float, default=None,
                         help="the synthetic market's preemption rate at a spot type's own level (default: the model's)")
     parser.add_argument("--slack-low", type=float, default=1.1)
@@ -64,7 +68,8 @@ def main() -> None:
     settings = WorkloadSettings(jobs=args.jobs, rate_per_hour=args.jobs / (args.days * 24), seed=args.seed)
     inputs = load_inputs(settings)
     if args.preemptions_per_hour is None:
-        market = load_market(args.market, inputs.throughputs, args.seed)
+        market = load_market(args.market, inputs.throughputs, args.seed, start=args.market_start,
+                             interruption_rates=args.interruption_rates)
     else:
         market = synthetic_market(MarketModel(preemptions_per_hour=args.preemptions_per_hour, seed=args.seed))
     config = SimConfig(round_s=args.round_s, restart_cost_s=args.restart_cost_s)
@@ -77,6 +82,10 @@ def main() -> None:
     inputs = replace(inputs, jobs=replace(jobs, deadline_s=deadline))
     meetable = first_round_s + alone_s <= deadline
 
+    spot = market.market == 1
+    print(json.dumps({"market": market.source, "days": round(float(market.times_s[-1]) / 86400, 1),
+                      "spot_types": int(spot.sum()), "on_demand_types": int((~spot).sum()),
+                      "spot_preemptions_from": market.preemptions_from, "notes": list(market.notes)}), flush=True)
     static_dollars = None
     for policy in args.policies.split(","):
         wall, cpu = time.perf_counter(), time.process_time()

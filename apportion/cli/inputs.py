@@ -59,17 +59,26 @@ def with_privacy(settings: WorkloadSettings, blocks: str | None, policy: str, n:
     if rejected_portions not in ("lost", "returned"):
         raise fail(f"--privacy-rejected-portions must be one of lost, returned, got '{rejected_portions}'")
     if policy not in PRIVACY_POLICIES:
-        raise fail(f"--privacy-policy must be one of {', '.join(PRIVACY_POLICIES)}, got '{policy}'")
-    if policy == "dpf-n" and n is None:
+        from apportion.mechanism.privacy_policies import make_privacy_policy
+
+        try:
+            make_privacy_policy(policy, n, t_s)  # a plugin, or an error naming the known ones
+        except ValueError as exc:
+            if str(exc).startswith("unknown privacy policy"):
+                raise fail(f"--privacy-policy must be one of {', '.join(PRIVACY_POLICIES)}, got '{policy}' (or a "
+                           "plugin's name: docs/policies.md)") from None
+            raise fail(f"--privacy-policy: {exc}") from None
+    elif policy == "dpf-n" and n is None:
         raise fail("--privacy-policy dpf-n needs --privacy-n")
     if policy == "dpf-t" and t_s is None:
         raise fail("--privacy-policy dpf-t needs --privacy-t")
     if policy in ("rr", "pack") and (n is None) == (t_s is None):
         raise fail(f"--privacy-policy {policy} needs one of --privacy-n (unlock by claims) or --privacy-t (by time)")
-    try:
-        PrivacyPolicy(policy, n, t_s)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
+    if policy in PRIVACY_POLICIES:
+        try:
+            PrivacyPolicy(policy, n, t_s)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
     return replace(settings, blocks_path=blocks, privacy_policy=policy, privacy_n=n, privacy_t_s=t_s,
                    privacy_timeout_s=timeout_s, privacy_decide=decide, privacy_rejected_portions=rejected_portions)
 
@@ -84,22 +93,50 @@ def sim_config(round_s: float, restart_cost_s: float, learn_models: bool = False
     return SimConfig(round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models)
 
 
-def rented_setup(market: str, provisioning: list[str], checkpoint_gb: float, inputs: Inputs, seed: int):
-    """The market and the rental's settings for ``--market``, the provisioning policies checked first."""
+def rented_setup(market: list[str], provisioning: list[str], checkpoint_gb: float, inputs: Inputs, seed: int,
+                 start: str | None = None, interruption_rates: str | None = None):
+    """The market and the rental's settings for ``--market`` (given once or more), the provisioning policies
+    checked first; what the user should know about how the market was read is said on stderr."""
+    from apportion.cli.output import errors, escape
     from apportion.core.errors import InputError
     from apportion.experiment import load_market
     from apportion.policies.provisioning import PROVISIONING
     from apportion.sim.rented import RentalConfig
 
-    unknown = [p for p in provisioning if p not in PROVISIONING]
-    if unknown:
-        raise fail(f"--provisioning: unknown policy '{unknown[0]}' (known: {', '.join(PROVISIONING)})")
+    from apportion.policies.provisioning import make_provisioning
+
+    for spec in provisioning:
+        if spec not in PROVISIONING:
+            try:
+                make_provisioning(spec)  # a plugin: loaded now, so that a broken one is said before the replay
+            except ValueError as exc:
+                if str(exc).startswith("unknown provisioning policy"):
+                    raise fail(f"--provisioning: unknown policy '{spec}' (known: {', '.join(PROVISIONING)}, or a "
+                               "plugin's name: docs/policies.md)") from None
+                raise fail(f"--provisioning: {exc}") from None
     if not checkpoint_gb >= 0:
         raise fail(f"--checkpoint-gb must be >= 0, got {checkpoint_gb}")
     try:
-        return load_market(market, inputs.throughputs, seed), RentalConfig(checkpoint_gb=checkpoint_gb)
+        loaded = load_market(market, inputs.throughputs, seed, start=start, interruption_rates=interruption_rates)
     except (InputError, OSError) as exc:
         raise fail(str(exc)) from None
+    for note in loaded.notes:
+        errors.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    return loaded, RentalConfig(checkpoint_gb=checkpoint_gb)
+
+
+def rented_options(market: list[str] | None, start: str | None, interruption_rates: str | None) -> None:
+    """Refuse --market-start and --interruption-rates without --market."""
+    for flag, value in (("--market-start", start), ("--interruption-rates", interruption_rates)):
+        if value is not None and not market:
+            raise fail(f"{flag} applies with --market FILE only")
+
+
+def preemptions_line(result) -> str | None:
+    """Where a rented run's spot preemptions came from, said under its results."""
+    if result.rented is None:
+        return None
+    return f"spot preemptions: {result.rented.market.preemptions_from}"
 
 
 def load_queues(path: Optional[str]) -> Optional[QueueConfig]:

@@ -37,6 +37,12 @@ class PolicyCommand(HelpCommand):
 
     _policy_params: list | None = None
 
+    def parse_args(self, ctx, args):
+        from apportion.cli.plugin_names import load_policy_plugins
+
+        load_policy_plugins(list(args))  # before the flags are built: the plugins named bring their options
+        return super().parse_args(ctx, args)
+
     def get_params(self, ctx):
         if self._policy_params is None:
             self._policy_params = _registry_params({o for p in self.params for o in (*p.opts, *p.secondary_opts)})
@@ -213,7 +219,7 @@ def round_option(default_s: float, help: str = "Round length in seconds.", panel
 
 
 # the workload, the cluster and the mechanism of a replay (simulate, compare)
-Workload = typer.Option(None, "--workload", "-w", help="Philly-style CSV (.csv or .csv.gz); default: a seeded synthetic workload.", rich_help_panel="Inputs")
+Workload = typer.Option(None, "--workload", "-w", help="Philly-style CSV (.csv or .csv.gz), or READER:PATH for a plugin's reader (docs/policies.md); default: a seeded synthetic workload.", rich_help_panel="Inputs")
 Cluster = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="YAML file, or TYPE:GPUS[:GPUS_PER_NODE],... (4 GPUs a node by default).", rich_help_panel="Cluster")
 Jobs = typer.Option(None, "--jobs", "-n", help="Synthetic: how many jobs (default 400). CSV: keep the first N.", rich_help_panel="Inputs")
 Rate = typer.Option(DEFAULT_RATE_PER_HOUR, "--rate", help="Synthetic: Poisson arrivals, jobs per hour.", rich_help_panel="Inputs")
@@ -229,7 +235,7 @@ CpuSplit = typer.Option("proportional", "--cpu-split", help="How each node's CPU
 LearnModels = typer.Option(False, "--learn-models", help="Elastic jobs: a policy that sizes them sees each job's step-time model learnt from the steps it has made, and gives it at most twice the most GPUs it has run on (Pollux's way); default: their true models.", rich_help_panel="Mechanism")
 # privacy budget (docs/privacy.md)
 Blocks = typer.Option(None, "--blocks", help="Privacy blocks CSV (block,arrival_s,epsilon,delta[,rdp_orders]); the workload's privacy_* columns claim them.", rich_help_panel="Privacy budget")
-PrivacyPolicyName = typer.Option("dpf-n", "--privacy-policy", help="How claims are granted: fcfs, rr, dpf-n, dpf-t or pack.", rich_help_panel="Privacy budget")
+PrivacyPolicyName = typer.Option("dpf-n", "--privacy-policy", help="How claims are granted: fcfs, rr, dpf-n, dpf-t, pack, or a plugin (docs/policies.md).", rich_help_panel="Privacy budget")
 PrivacyN = typer.Option(None, "--privacy-n", help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Privacy budget")
 PrivacyT = typer.Option(None, "--privacy-t", help="Unlock a block's budget over this many seconds from its arrival (dpf-t; rr and pack by time).", rich_help_panel="Privacy budget")
 PrivacyTimeout = typer.Option(None, "--privacy-timeout-s", help="Reject a claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Privacy budget")
@@ -237,7 +243,9 @@ PrivacyDecide = typer.Option("arrival", "--privacy-decide", help="When a replay 
 PrivacyRejectedPortions = typer.Option("lost", "--privacy-rejected-portions", help="Round robin: what a rejected claim held: lost (PrivateKube's; the default) or returned to its blocks.", rich_help_panel="Privacy budget")
 # apportion.policies.provisioning.PROVISIONING's names, spelled here so that --help loads no policy package
 PROVISIONING_NAMES = ("static", "cheapest-now", "cheapest-now:daily", "spot-fallback", "deadline-aware")
-Market = typer.Option(None, "--market", help="Rent the cluster from a market: a file (AWS's describe-spot-price-history JSON, or the CSV of docs/cloud.md) or 'synthetic' (seeded by --seed). Each job rents its own instances; --cluster and the GPU policy do not apply.", rich_help_panel="Rented cluster")
+Market = typer.Option(None, "--market", metavar="<path>", help="Rent the cluster from a market: files (AWS's describe-spot-price-history JSON, or the CSV of docs/cloud.md) or directories of them, repeat the flag for more, all merged; or 'synthetic' (seeded by --seed). Each job rents its own instances; --cluster and the GPU policy do not apply.", rich_help_panel="Rented cluster")
+MarketStart = typer.Option(None, "--market-start", help="With --market FILE: the market's time 0, an ISO 8601 time or the files' seconds (default: the latest of the series' first prices, where every series has one).", rich_help_panel="Rented cluster")
+InterruptionRates = typer.Option(None, "--interruption-rates", help="With --market FILE: spot types' interruptions a month, as AWS's Spot Instance Advisor publishes them (its JSON, or a CSV instance_type,region,interruption of buckets <5%..>20%); default: the synthetic market's rule.", rich_help_panel="Rented cluster")
 CheckpointGb = typer.Option(10.0, "--checkpoint-gb", help="With --market: what a job's move to another region transfers (1 Gbit/s) and pays egress for.", rich_help_panel="Rented cluster")
 Out = typer.Option(None, "--out", "-o", help="Write summary, per-job CSV, timeline and plots to this directory.", rich_help_panel="Output")
 

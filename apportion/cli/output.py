@@ -21,7 +21,11 @@ from apportion.cli.safe_text import has_unsafe, printable
 
 class _Console(Console):
     """A console that wraps text for a terminal only: into a pipe or a file each line stays whole
-    (rich would break it at 80 columns, a pipe having no width)."""
+    (rich would break it at 80 columns, a pipe having no width), and that shows ``:x:`` as typed, not
+    as an emoji (a plugin's ``file.py:X``, a user's text)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, emoji=False, **kwargs)
 
     def print(self, *objects, soft_wrap: bool | None = None, **options) -> None:
         super().print(*objects, soft_wrap=(not self.is_terminal) if soft_wrap is None else soft_wrap, **options)
@@ -64,9 +68,9 @@ def print_table(table, at_least: int = 0) -> None:
     """A rich table on stdout: fitted to a terminal (or ``at_least`` wide); into a pipe or a file
     at its full width, so that no cell is cut to '…' (a pipe has no width; rich assumes 80)."""
     if console.is_terminal:
-        (console if console.width >= at_least else Console(width=at_least)).print(table)
+        (console if console.width >= at_least else Console(width=at_least, emoji=False)).print(table)
     else:
-        Console(file=console.file, width=WIDEST, color_system=None).print(table)
+        Console(file=console.file, width=WIDEST, color_system=None, emoji=False).print(table)
 
 
 def print_line(text: str, *, markup: bool = False) -> None:

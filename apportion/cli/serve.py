@@ -34,20 +34,20 @@ def serve(
     policy: str = typer.Option(DEFAULTS.policy, "--policy", "-p", help=f"One of: {opt.POLICY_NAMES}; NAME:agnostic, NAME:space-sharing.", rich_help_panel="Policy options"),
     round_s: float = opt.round_option(DEFAULTS.round_s, "Round length in seconds.", panel="Policy options"),
     received_since: str = typer.Option(DEFAULTS.received_since, "--received-since", help="Received share counted from: allocation (Gavel's) or arrival.", rich_help_panel="Policy options"),
-    share_by_user: bool = typer.Option(DEFAULTS.share_by_user, "--share-by-user/--no-share-by-user", help="Divide the cluster among users first (each active user an equal share, or by --user-weights), then run the policy per user.", rich_help_panel="Policy options"),
-    user_weights: Optional[str] = typer.Option(None, "--user-weights", help="USER=WEIGHT,..: each user's share of the cluster, relative (alice=2,bob=1; others 1).", rich_help_panel="Policy options"),
+    share_by_user: bool = typer.Option(DEFAULTS.share_by_user, "--share-by-user/--no-share-by-user", show_default=False, help="Share the slots by user first (default).", rich_help_panel="Jobs"),
+    user_weights: Optional[str] = typer.Option(None, "--user-weights", help="Users' shares: alice=2,bob=1 (others 1).", rich_help_panel="Jobs"),
     max_retries: int = typer.Option(DEFAULTS.max_retries, "--max-retries", help="Crashes retried from a checkpoint before a job fails.", rich_help_panel="Jobs"),
     hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
     grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="auto (the default: <= 5% overhead), auto:SECONDS, off, or SECONDS.", rich_help_panel="Jobs"),
-    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine) or ray (a Ray cluster: docs/ray.md).", rich_help_panel="Executor"),
+    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local, ray (docs/ray.md) or a plugin (docs/policies.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (types' Ray resources, shared dir).", rich_help_panel="Executor"),
-    market: Optional[str] = typer.Option(None, "--market", help="Rent the nodes from a market: FILE or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
+    market: Optional[list[str]] = typer.Option(None, "--market", metavar="<path>", help="Rent the nodes from a market: FILE, DIR (repeatable) or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
     provisioning: str = typer.Option(DEFAULTS.provisioning, "--provisioning", help="With --market: what to rent (as simulate's).", rich_help_panel="Executor"),
     notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks notify: URLs may reach (none: off).", rich_help_panel="Security"),
     warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
-    privacy_policy: str = typer.Option(DEFAULTS.privacy_policy, "--privacy-policy", show_default=False, help="Privacy: fcfs (default), rr, dpf-n, dpf-t, pack.", rich_help_panel="Policy options"),
+    privacy_policy: str = typer.Option(DEFAULTS.privacy_policy, "--privacy-policy", show_default=False, help="Privacy: fcfs (default), rr, dpf-n, dpf-t, pack, or a plugin.", rich_help_panel="Policy options"),
     privacy_n: Optional[int] = typer.Option(None, "--privacy-n", hidden=True, help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Policy options"),
     privacy_t: Optional[float] = typer.Option(None, "--privacy-t", hidden=True, help="Unlock a block's budget over this many seconds from when it was added (dpf-t; rr and pack by time).", rich_help_panel="Policy options"),
     privacy_timeout_s: Optional[float] = typer.Option(None, "--privacy-timeout-s", hidden=True, help="Reject a privacy claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Policy options"),
@@ -140,7 +140,7 @@ def serve(
         if backend is not None:
             log(f"on Ray: slots per node {backend.describe()}; checkpoints and logs in {backend.shared_dir}")
         if provisioner is not None:
-            log(f"rented: at most {describe(scheduler.slots)}, instances from {settings.market} as"
+            log(f"rented: at most {describe(scheduler.slots)}, instances from {', '.join(settings.market)} as"
                 f" {settings.provisioning} chooses them, asked of Ray's autoscaler")
             if is_loopback(host) and backend.remote_nodes:
                 log(f"note: --host {host} is reachable from this machine only: jobs on the {backend.remote_nodes}"
@@ -155,11 +155,22 @@ def serve(
 
     if no_gpus:
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
+    executor = backend.executor if backend is not None else _plugin_executor(settings.executor, state_dir, offered)
     try:
-        run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None,
+        run_server(options, offered, chosen_policy, log, ready, executor,
                    sock=sock, **({"provisioner": provisioner} if provisioner is not None else {}))
     except ServerError as exc:
         raise fail(str(exc)) from None
+
+
+def _plugin_executor(name: str, state_dir: Path, slots: list):
+    """None for the local executor (the server builds it), else the plugin ``name`` built for ``slots``."""
+    from apportion.serve.executor_plugin import plugin_executor
+
+    try:
+        return plugin_executor(name, state_dir, slots)
+    except ValueError as exc:
+        raise fail(f"--executor: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -199,6 +210,8 @@ def _settings(ctx: typer.Context, config: Optional[Path]):
         policy_options = {**file.policy_options, **policy_options}
     given = _Origins(file, frozenset(flags))
     values["state_dir"] = Path(values["state_dir"]).expanduser()
+    if values["market"] is not None:  # the repeated flag (typer: () when not given): every file read
+        values["market"] = tuple(values["market"]) or None
     try:
         settings = check_settings(ServeSettings(**values, policy_options=policy_options),
                                   in_file=[key for key in SETTINGS if given.in_file(key)])
@@ -281,14 +294,16 @@ def _provisioner(settings: ServeSettings, given: _Origins, backend, offered: lis
     from apportion.workloads.synthetic_market import synthetic_market
 
     try:
-        market = synthetic_market() if settings.market == "synthetic" else read_market(settings.market)
+        market = synthetic_market() if settings.market == ("synthetic",) else read_market(list(settings.market))
     except (InputError, OSError) as exc:
         raise fail(given.blame("market", str(exc), f"--market: {exc}")) from None
+    for note in market.notes:  # where the market starts, what was left out before it
+        errors.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     types = tuple(dict.fromkeys(s.gpu_type for s in offered))
     if not set(market.gpu_type.tolist()) & set(types):
         message = (f"offers no instance of the slots' GPU types ({', '.join(types)}); it has"
                    f" {', '.join(sorted(set(market.gpu_type.tolist())))}")
-        raise fail(given.blame("market", message, f"--market {settings.market} {message}"))
+        raise fail(given.blame("market", message, f"--market {' '.join(settings.market)} {message}"))
     most = {t: sum(s.gpu_type == t for s in offered) for t in types}
     return RayAutoscalerProvisioner(backend.executor, market, make_provisioning(settings.provisioning), types, most,
                                     settings.round_s)

@@ -9,7 +9,9 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import check_cpu_split, prepare_replay, rented_setup, with_privacy, workload_settings
+from apportion.cli.inputs import (
+    check_cpu_split, preemptions_line, prepare_replay, rented_options, rented_setup, with_privacy, workload_settings,
+)
 from apportion.cli.output import (
     console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
 )
@@ -44,8 +46,10 @@ def simulate(
     received_since: Optional[str] = typer.Option(None, "--received-since", help="Where the received share the round ranks jobs by counts from: allocation (its last change, Gavel's rule; the default) or arrival (each job's).", rich_help_panel="Mechanism"),
     share_by_user: bool = typer.Option(False, "--share-by-user", help="Divide the cluster among the workload's users first (each active user an equal share, or by --user-weights), then run the policy per user, as apportion serve does by default.", rich_help_panel="Mechanism"),
     user_weights: Optional[str] = typer.Option(None, "--user-weights", help="With --share-by-user: USER=WEIGHT,.. each user's share, relative (alice=2,bob=1; others 1).", rich_help_panel="Mechanism"),
-    market: Optional[str] = opt.Market,
-    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md).", rich_help_panel="Rented cluster"),
+    market: Optional[list[str]] = opt.Market,
+    market_start: Optional[str] = opt.MarketStart,
+    interruption_rates: Optional[str] = opt.InterruptionRates,
+    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md), or a plugin (docs/policies.md).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
@@ -58,6 +62,7 @@ def simulate(
     from apportion.mechanism.received import RECEIVED_SINCE
 
     _check_out(out)
+    rented_options(market, market_start, interruption_rates)
     check_cpu_split(cpu_split)
     if received_since is not None and received_since not in RECEIVED_SINCE:
         raise fail(f"--received-since must be one of {', '.join(RECEIVED_SINCE)}, got '{received_since}'")
@@ -76,7 +81,8 @@ def simulate(
             config = replace(config, received_since=received_since)
         if share_by_user:
             config = replace(config, share_by_user=True, user_weights=weights)
-        rented = None if market is None else rented_setup(market, [provisioning], checkpoint_gb, inputs, seed)
+        rented = None if not market else rented_setup(market, [provisioning], checkpoint_gb, inputs, seed, market_start,
+                                                      interruption_rates)
         with progress_bar(as_json) as bar:
             task = bar.add_task(policy if rented is None else provisioning, total=len(inputs.jobs), day=0.0)
 
@@ -101,6 +107,8 @@ def simulate(
         print_table(summary_table([result.summary]))
         for line in unschedulable_lines(result):
             print_line(line)
+        if preemptions_line(result):
+            print_line(preemptions_line(result))
     if out is not None:
         from apportion.report.outputs import write_run
 
@@ -135,8 +143,10 @@ def compare(
     privacy_decide: str = opt.PrivacyDecide,
     privacy_rejected_portions: str = opt.PrivacyRejectedPortions,
     workers: int = typer.Option(0, "--workers", help="Parallel processes (default: one per policy, at most the CPU count).", rich_help_panel="Output"),
-    market: Optional[str] = opt.Market,
-    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} (compared in place of --policies).", rich_help_panel="Rented cluster"),
+    market: Optional[list[str]] = opt.Market,
+    market_start: Optional[str] = opt.MarketStart,
+    interruption_rates: Optional[str] = opt.InterruptionRates,
+    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} or plugins (compared in place of --policies).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
@@ -150,9 +160,10 @@ def compare(
     if not specs:
         raise fail("--policies is empty")
     rented_specs = [p.strip() for p in provisioning.split(",") if p.strip()]
-    if market is not None and not rented_specs:
+    if market and not rented_specs:
         raise fail("--provisioning is empty")
     _check_out(out)
+    rented_options(market, market_start, interruption_rates)
     check_cpu_split(cpu_split)
     with stdout_to_stderr():
         inputs, config, options = prepare_replay(
@@ -163,7 +174,8 @@ def compare(
                          privacy_decide, privacy_rejected_portions),
             round_s, restart_cost_s, learn_models,
         )
-        rented = None if market is None else rented_setup(market, rented_specs, checkpoint_gb, inputs, seed)
+        rented = None if not market else rented_setup(market, rented_specs, checkpoint_gb, inputs, seed, market_start,
+                                                      interruption_rates)
         shown = specs if rented is None else rented_specs
         config = replace(config, cpu_split=cpu_split)
         with progress_bar(as_json) as bar:
@@ -194,6 +206,8 @@ def compare(
         for result in results:
             for line in unschedulable_lines(result):
                 print_line(line)
+        if preemptions_line(results[0]):
+            print_line(preemptions_line(results[0]))
     if out is not None:
         from apportion.report.outputs import write_comparison
 

@@ -33,6 +33,8 @@ class Market:
     egress_usd_per_gb: np.ndarray | None = None  # [K] leaving the type's cloud; None: free
     inter_region_usd_per_gb: np.ndarray | None = None  # [K] to another region of the same cloud; None: free
     source: str = "market"
+    preemptions_from: str = "given"  # where the preemptions come from, said beside results (a file's, a model's)
+    notes: tuple[str, ...] = ()  # what a user should know about how the market was read (where it starts, …)
     _cumulative: np.ndarray = field(init=False, repr=False)  # [K, S] dollars per instance from 0 to times_s[s]
     _preempt_key: np.ndarray = field(init=False, repr=False)  # [E] sorted type * span + time
     _price_or_0: np.ndarray = field(init=False, repr=False)  # [K, S] price_per_hour, 0 where not offered

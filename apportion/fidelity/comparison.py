@@ -225,7 +225,9 @@ def _workload(run: ServedRun, done: list[JobRecord], measured: Measured,
             speeds[k, t, s] = rate if rate else np.nan
     first_submit = min(j.submitted for j in run.jobs)
     position = {int(j.id): p for p, j in enumerate(done)}  # a completed job's `after` jobs all completed
-    after = [[position[int(i)] for i in (j.after or "").split(",") if i and int(i) in position] for j in done]
+    # an array's tasks keep their `after` in its spec, not in their rows (state.py: after_edges)
+    after = [[position[int(i)] for i in ((j.after or "").split(",") if j.after else (j.spec or {}).get("after") or ())
+              if i and int(i) in position] for j in done]
     jobs = JobTable.build(
         job_id=[str(j.id) for j in done], submit_time_s=[j.submitted - first_submit for j in done],
         kind_names=labels, num_gpus=[j.gpus for j in done], total_steps=[j.total_steps for j in done],

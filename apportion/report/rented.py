@@ -24,7 +24,8 @@ def rented_section(results: Sequence[SimResult]) -> str:
     preempted = list(dict.fromkeys(label for r in rented for label in r.rented.preemptions_by_type()))
     lines = ['<section>', '  <h2>Rented instances</h2>',
              f'  <p class="note">Dollars by market and by instance type (cloud/region/instance/market), from '
-             f'{html.escape(rented[0].rented.market.source)}.</p>',
+             f'{html.escape(rented[0].rented.market.source)}. Spot preemptions: '
+             f'{html.escape(rented[0].rented.market.preemptions_from)}.</p>',
              f'  <table class="summary"><thead><tr><th>dollars</th>{head}</tr></thead><tbody>']
     for label, values in rows:
         cells = "".join(f"<td>{'—' if v is None else f'${v:,.2f}'}</td>" for v in values)

@@ -22,6 +22,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, Response
 
 from apportion.serve.api_schema import PARAMETERS, SCHEMAS
+from apportion.serve.job_list import NEXT_PAGE, PAGE_MAX
 from apportion.serve.scheduler import NotFound
 
 CDN = "https://cdn.jsdelivr.net"
@@ -97,6 +98,7 @@ class RouteDoc:
     answer: str | None = None
     refused: str | None = None
     answer_type: str = "application/json"
+    answer_headers: tuple[tuple[str, str], ...] = ()  # (name, what it says) of the headers its 200 may carry
 
 
 ROUTES = {
@@ -108,9 +110,11 @@ ROUTES = {
         STORING, body="JobSpec", answer="Submitted", refused=SUBMIT_REFUSED),
     ("get", "/jobs"): RouteDoc(
         "jobs", "List the jobs",
-        "Every job, oldest first, with its status, reason, progress and estimates; a failed job's last log lines "
-        "only for its owner and admins.",
-        refused="A query parameter that does not fit, named in `field` (a `status` that is none of the statuses)."),
+        f"A page of jobs (at most {PAGE_MAX:,}, or `limit`), oldest first, with their status, reason, progress and "
+        "estimates; a failed job's last log lines only for its owner and admins. `after_id` starts the page after "
+        f"that id; `{NEXT_PAGE}` says where the next one starts.",
+        refused="A query parameter that does not fit, named in `field` (a `status` that is none of the statuses).",
+        answer_headers=((NEXT_PAGE, "When more jobs may follow: the `after_id` of the next page."),)),
     ("get", "/jobs/{job_id}"): RouteDoc("jobs", "One job", "The job's fields, as in the list.", (404,)),
     ("post", "/jobs/{job_id}/cancel"): RouteDoc(
         "jobs", "Cancel a job",
@@ -228,6 +232,9 @@ def described(schema: dict) -> dict:
                 answer = _ref(doc.answer) if doc.answer else {"type": "string"}
                 operation["responses"]["200"] = {"description": "Done", "content": {doc.answer_type: {
                     "schema": answer}}}
+            if doc.answer_headers:
+                operation["responses"]["200"]["headers"] = {name: {"description": said, "schema": {
+                    "type": "string", "pattern": "^[0-9]+$"}} for name, said in doc.answer_headers}
             for code in sorted({*EVERY_ROUTE, *doc.errors}):
                 said = doc.refused if code == 400 and doc.refused else ERRORS[code]
                 answer = {"description": said, "content": {"application/json": {"schema": _ref("Error")}}}

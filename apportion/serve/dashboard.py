@@ -208,7 +208,7 @@ def _viewer(who: Identity | None, credentials: bool) -> dict:
 
 def _job_id(text: str) -> int:
     """A job id from a path; NotFound for anything that cannot be one."""
-    number = int(text) if text.isdigit() and len(text) <= 19 else 0
+    number = int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else 0  # "²" is a digit to isdigit
     if not 1 <= number <= MAX_JOB_ID:
         raise NotFound(f"no job {clip(text)}")
     return number

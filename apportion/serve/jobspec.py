@@ -418,7 +418,7 @@ def _after(value: object, source: str) -> tuple[int, ...] | None:
     ids: list[int] = []
     for i, item in enumerate(items):
         where = f"after[{i}]" if isinstance(value, list) else "after"
-        if isinstance(item, str) and item.strip().isdigit():
+        if isinstance(item, str) and item.strip().isascii() and item.strip().isdigit():  # not "²" nor "١٢"
             item = int(item.strip())
         job_id = check_int(item, where, source, least=1, most=MAX_JOB_ID)
         if job_id not in ids:

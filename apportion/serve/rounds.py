@@ -182,35 +182,35 @@ class Rounds:
     def _check_new(self, table: dict) -> dict[int, str]:
         """{row: why} for the jobs this run has not seen before whose stored fields a round cannot use
         (a server of an older version stored what submit now refuses); each job is checked once, in
-        the first round that commits after it arrived. An array's tasks were made from one spec: the
-        first new task of each array is checked for all of them."""
+        the first round that commits after it arrived. The tasks of an array whose spec is stored once
+        differ only in name and checkpoint_dir, checked at submit: its first new task is checked for
+        all of them, and the others' specs are not read (an older file's tasks, whole specs each, are
+        checked one by one)."""
         ids = table["id"]
         if not len(ids) or ids[-1] <= self._checked_through:  # the table is in id order
             return {}
-        specs = self.store.specs_after(self._checked_through)
-        problems: dict[int, str] = {}
-        arrays: dict[object, str | None] = {}  # an array stored once -> its tasks' verdict: its spec checked once
-        for i in range(bisect.bisect_right(ids, self._checked_through), len(ids)):
-            if ids[i] not in specs:  # no longer active
+        new = np.arange(bisect.bisect_right(ids, self._checked_through), len(ids))
+        arrays = np.array([-1 if a is None else a for a in table["array_id"][new]], dtype=np.int64)
+        found, first = np.unique(arrays, return_index=True)
+        once = {int(a) for a in found[found >= 0].tolist() if self.store.array_spec(int(a)) is not None}
+        alone = (arrays < 0) | ~np.isin(arrays, np.fromiter(once, dtype=np.int64, count=len(once)))
+        picked = new[np.union1d(np.flatnonzero(alone), first[np.isin(found, list(once))])]
+        specs = self.store.specs_of(ids[picked].tolist())
+        why: dict[int, str] = {}  # a job's id, or an array stored once as -its id -> why
+        for i in picked.tolist():
+            if ids[i] not in specs:  # no longer there
                 continue
-            spec = specs[ids[i]]
-            # tasks put together from one array spec differ only in name and checkpoint_dir, checked at submit
-            shared = table["array_id"][i] if isinstance(spec, dict) else None
-            if shared is not None and shared in arrays:
-                problem = arrays[shared]
-            else:
-                problem = None
-                try:
-                    check_stored(parsed_spec(spec), f"job {ids[i]}")
-                except InputError as err:
-                    problem = f"field '{err.field}': {err.message}" if err.field else err.message
-                except Exception as err:  # a spec that cannot even be read
-                    problem = f"its stored fields cannot be read: {_error(err)}"
-                if shared is not None:
-                    arrays[shared] = problem
-            if problem is not None:
-                problems[i] = problem
-        return problems
+            key = -int(table["array_id"][i]) if table["array_id"][i] in once else int(ids[i])
+            try:
+                check_stored(parsed_spec(specs[ids[i]]), f"job {ids[i]}")
+            except InputError as err:
+                why[key] = f"field '{err.field}': {err.message}" if err.field else err.message
+            except Exception as err:  # a spec that cannot even be read
+                why[key] = f"its stored fields cannot be read: {_error(err)}"
+        if not why:
+            return {}
+        keys = np.where(alone, np.asarray(ids, dtype=np.int64)[new], -arrays)
+        return {int(i): why[int(key)] for i, key in zip(new.tolist(), keys.tolist()) if int(key) in why}
 
     def _fail(self, row: dict, why: str, now: float, changes: dict[int, dict], events: list[tuple]) -> int | None:
         """Fail job ``row`` for ``why`` (the round goes on without it); its id when it has an attempt to stop."""

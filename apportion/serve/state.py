@@ -253,6 +253,8 @@ class StateStore:
         self._round_read = 0  # the writes the kept round rows have seen (``writes_since``)
         self._round_patched: dict[int, int] = {}  # job id -> its write that the kept round rows were patched with
         self._patches: list[tuple[int, tuple[str, ...], list[tuple]]] = []  # (write, names, rows): to patch at commit
+        self._pending_rows: list[tuple[int, tuple]] = []  # (write, round row) of each job stored in this transaction
+        self._inserted: dict[int, tuple[int, tuple]] = {}  # job id -> (its write, its round row), stored since read
         self._writes = 0  # writes to jobs so far, in this process
         self._last_write: dict[int, int] = {}  # job id -> the count of writes at its last one
         self._write_log: list[tuple[int, ...]] = []  # the jobs of each write, write ``_log_from + 1`` first
@@ -451,12 +453,15 @@ class StateStore:
                     yield self._conn
                     self._conn.execute("COMMIT")
                 except BaseException:
-                    self._patches = []  # what it wrote is read again (its writes counted)
+                    self._patches, self._pending_rows = [], []  # what it wrote is read again (its writes counted)
                     if self._conn.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
                         self._conn.execute("ROLLBACK")
                     raise
                 else:
                     self._patch_round_rows()
+                    for write, row in self._pending_rows:  # the jobs it stored, as the next round would read them
+                        self._inserted[row[0]] = (write, row)
+                    self._pending_rows = []
                 finally:
                     self._depth = 0
                     self._writer = None
@@ -555,6 +560,10 @@ class StateStore:
         )
         job_id = int(cursor.lastrowid)
         self._wrote((job_id,))
+        self._pending_rows.append((self._writes, _inserted_round_row(
+            id=job_id, name=name, user=user, queue=queue, priority=priority, kind=kind, gpus=gpus, gpu_types=allowed,
+            total_steps=total_steps, submitted=submitted, elastic=elastic, after=after, array_id=array_id,
+            cpus=spec.get("cpus"), memory_gb=spec.get("memory_gb"))))
         self.add_event(submitted, job_id, "submit", f"{name} by {user}")
         return job_id
 
@@ -882,10 +891,19 @@ class StateStore:
             changed = [job_id for job_id in changed if patched.pop(job_id, None) != self._last_write[job_id]]
             if self._round_rows is None:
                 kept = RoundRows(_ROUND_NAMES, self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live"))
+                if not self._depth:
+                    self._inserted = {}
             else:
-                fresh = []
-                for first in range(0, len(changed), 500):  # SQLite binds a few hundred parameters at most, safely
-                    chunk = changed[first:first + 500]
+                # a job stored and not written since is taken as it was stored, not read back
+                inserted = self._inserted
+                fresh = [inserted[job_id][1] for job_id in changed
+                         if job_id in inserted and inserted[job_id][0] == self._last_write[job_id]]
+                unread = [job_id for job_id in changed
+                          if job_id not in inserted or inserted[job_id][0] != self._last_write[job_id]]
+                if not self._depth:
+                    self._inserted = {}
+                for first in range(0, len(unread), 500):  # SQLite binds a few hundred parameters at most, safely
+                    chunk = unread[first:first + 500]
                     fresh.extend(row for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk)
                                  if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE])
                 fresh.sort(key=lambda row: row[0])
@@ -921,13 +939,6 @@ class StateStore:
         cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
         cursor.row_factory = None
         return cursor.fetchall()
-
-    def specs_after(self, job_id: int) -> dict[int, str | dict]:
-        """The stored spec of every active job with an id above ``job_id``, as ``specs_of`` gives it."""
-        with self._read() as conn:
-            rows = conn.execute(f"SELECT id, spec, array_id, array_index FROM jobs WHERE id > ? AND {_IS_ACTIVE}"
-                                " ORDER BY id", (job_id,)).fetchall()
-        return self._spec_texts(rows)
 
     def owners_and_statuses(self, ids: list[int]) -> dict[int, tuple[str, str]]:
         """(user, status) of each job of ``ids`` that exists."""
@@ -1336,6 +1347,29 @@ _PATCHABLE = {
     "reason": str, "slots": str, "gpu_type": str, "partner": int, "lease_end": float, "stop": str, "move_to": str,
     "batch_size": int, "run_s": float, "service_gpu_s": float, "service_by_type": str, "shared_by_type": str,
     "accounted_at": float, "steps_done": int, "attempt": int,
+}
+
+
+def _inserted_round_row(**stored) -> tuple:
+    """The round-table row of a job just stored with these values (the rest its columns' defaults), as
+    SQLite reads it back: REAL columns give floats, INTEGER ones ints."""
+    real = {"priority", "submitted", "cpus", "memory_gb"}
+    values = {**_INSERT_DEFAULTS, **stored}
+    for name in real:
+        if values[name] is not None:
+            values[name] = float(values[name])
+    for name in ("gpus", "total_steps", "array_id"):
+        value = values[name]
+        if isinstance(value, float) and value.is_integer() or isinstance(value, bool):
+            values[name] = int(value)
+    return tuple(values[name] for name in _ROUND_NAMES)
+
+
+_INSERT_DEFAULTS = {  # a new job's round columns: what _insert stores, or the column's default
+    "status": "queued", "reason": "waiting for its first round", "steps_done": 0, "started": None, "live": 0,
+    "pid": None, "stop": None, "slots": "", "gpu_type": None, "lease_end": None, "run_s": 0.0, "service_gpu_s": 0.0,
+    "service_by_type": "{}", "accounted_at": None, "attempt": 0, "attempt_started": None, "contact_at": None,
+    "partner": None, "shared_by_type": "{}", "move_to": "", "batch_size": None, "batch_log": "",
 }
 
 

@@ -47,6 +47,7 @@ class RentedOutcome:
             "dollars_by_type": self.by_type(),
             "spot_preemptions": int(self.spot_preemptions.sum()),
             "spot_preemptions_by_type": self.preemptions_by_type(),
+            "spot_preemptions_from": self.market.preemptions_from,
             "checkpoint_transfers": self.checkpoint_transfers,
             "out_of_budget": int(self.out_of_budget.sum()),
             "rented_gpu_hours": self.held_gpu_s / 3600.0,

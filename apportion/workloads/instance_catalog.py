@@ -3,7 +3,8 @@
 Prices are approximate on-demand list prices in dollars per instance-hour in each cloud's
 cheapest US region (AWS us-east-1, Azure East US, GCP us-central1; GCP's as the VM plus its
 attached GPUs), as the clouds' price pages gave them in 2023. Other regions cost
-``REGIONS``'s factor times these. Egress: each cloud's first internet tier and its price between
+``REGIONS``'s factor times these (the synthetic market's regions; ``AWS_REGION_FACTORS`` for
+the regions of AWS's price files). Egress: each cloud's first internet tier and its price between
 its own regions, per GB, from the same pages. They are for replays that need a plausible market,
 not quotes.
 """
@@ -54,6 +55,23 @@ REGIONS = {
     "aws": {"us-east-1": 1.0, "us-west-2": 1.0, "eu-west-1": 1.08},
     "azure": {"eastus": 1.0, "westeurope": 1.1},
     "gcp": {"us-central1": 1.0, "europe-west4": 1.05},
+}
+
+# AWS regions a spot price history may come from -> the on-demand price factor over us-east-1, approximate:
+# p3.2xlarge's Linux on-demand price there over us-east-1's where it is sold, else g4dn.xlarge's (2023 pages).
+# A region missing here is refused by the reader (its on-demand price unknown), not priced as us-east-1.
+AWS_REGION_FACTORS = {
+    "us-east-1": 1.0, "us-east-2": 1.0, "us-west-1": 1.2, "us-west-2": 1.0, "ca-central-1": 1.1,
+    "sa-east-1": 1.7, "eu-west-1": 1.08, "eu-west-2": 1.17, "eu-west-3": 1.17, "eu-central-1": 1.25,
+    "eu-north-1": 1.06, "eu-south-1": 1.19, "ap-northeast-1": 1.37, "ap-northeast-2": 1.38,
+    "ap-northeast-3": 1.37, "ap-southeast-1": 1.38, "ap-southeast-2": 1.38, "ap-south-1": 1.1,
+    "ap-east-1": 1.5, "me-south-1": 1.24, "af-south-1": 1.35,
+}
+# (instance, region) -> on-demand $/h where the region's factor is far off: P2 costs 1.47x in Frankfurt,
+# P3 1.25x (AWS caps a spot price at the on-demand one, and eu-central-1's P2 spot prices reach these).
+AWS_ON_DEMAND = {
+    ("p2.xlarge", "eu-central-1"): 1.326, ("p2.8xlarge", "eu-central-1"): 10.608,
+    ("p2.16xlarge", "eu-central-1"): 21.216,
 }
 
 EGRESS_USD_PER_GB = {"aws": 0.09, "azure": 0.087, "gcp": 0.12}  # to the internet (another cloud)

@@ -65,6 +65,8 @@ def synthetic_market(model: MarketModel = MarketModel()) -> Market:
         egress_usd_per_gb=egress_of(cloud, EGRESS_USD_PER_GB),
         inter_region_usd_per_gb=egress_of(cloud, INTER_REGION_USD_PER_GB),
         source=f"synthetic market (seed {model.seed}, {model.days:g} days)",
+        preemptions_from=f"drawn by the synthetic market's rule ({model.preemptions_per_hour:.3g} an hour per spot "
+                         f"type at its usual price, × (price / usual)^{model.price_exponent:g})",
     )
 
 

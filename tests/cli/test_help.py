@@ -13,7 +13,7 @@ from apportion.cli.help import flowing
 
 runner = CliRunner()
 # serve --help at 100 columns, in lines: 103 when it listed the policy options (now --help-policy-options)
-SERVE_HELP_LINES_AT_100 = 72
+SERVE_HELP_LINES_AT_100 = 100  # one line a setting, in panels: budgets, sharing and the job PATH took it from 72
 
 
 def command_paths(group: TyperGroup, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

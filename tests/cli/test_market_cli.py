@@ -63,3 +63,56 @@ def test_the_command_line_offers_every_provisioning_policy():
     from apportion.policies.provisioning import PROVISIONING
 
     assert PROVISIONING_NAMES == tuple(PROVISIONING)
+
+
+SPOT = ('{"SpotPriceHistory": [{"AvailabilityZone": "%s", "InstanceType": "p3.2xlarge", '
+        '"ProductDescription": "Linux/UNIX", "SpotPrice": "%s", "Timestamp": "%s"}]}')
+
+
+def test_market_files_are_all_read_when_market_is_repeated_or_a_directory(tmp_path):
+    """Real histories come one file per region and type: every one given is read, none silently dropped."""
+    _, trace = files(tmp_path)
+    (tmp_path / "spot").mkdir()
+    (tmp_path / "spot" / "east.json").write_text(SPOT % ("us-east-1a", "1.2", "2024-01-01T00:00:00Z"))
+    (tmp_path / "west.json").write_text(SPOT % ("us-west-2a", "0.9", "2024-01-01T00:00:00Z"))
+    result = runner.invoke(app, ["simulate", "-w", trace, "--market", str(tmp_path / "spot"), "--market",
+                                 str(tmp_path / "west.json"), "--provisioning", "cheapest-now", "--round-s", "3600",
+                                 "--restart-cost-s", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["market"].startswith("2 files") and summary["completed"] == 1
+    assert list(summary["dollars_by_type"]) == ["aws/us-west-2/p3.2xlarge (us-west-2a)/spot"]  # the cheaper file's
+    assert summary["dollars"] == 1.8
+
+
+def test_a_stale_first_price_is_said_and_market_start_moves_the_start(tmp_path):
+    _, trace = files(tmp_path)
+    (tmp_path / "old.json").write_text(SPOT % ("us-east-1a", "1.2", "2023-10-25T00:00:00Z"))
+    (tmp_path / "new.json").write_text(SPOT % ("us-west-2a", "0.9", "2024-01-01T00:00:00Z"))
+    given = ["simulate", "-w", trace, "--market", str(tmp_path / "old.json"), "--market", str(tmp_path / "new.json")]
+    result = runner.invoke(app, given + ["--json"])
+    assert result.exit_code == 0, result.output
+    assert "note:" in result.stderr and "starts at 2024-01-01T00:00:00Z" in result.stderr and "68.0 days" in result.stderr
+    result = runner.invoke(app, given + ["--market-start", "2023-12-01T00:00:00Z", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "1 series have no price at the start 2023-12-01T00:00:00Z" in result.stderr
+    result = runner.invoke(app, given + ["--market-start", "yesterday"])
+    assert result.exit_code == 2 and "--market-start: not an ISO 8601 time or seconds: 'yesterday'" in result.output
+    result = runner.invoke(app, ["simulate", "-w", trace, "--market-start", "2024-01-01"])
+    assert result.exit_code == 2 and "--market-start applies with --market FILE only" in result.output
+
+
+def test_the_results_say_where_spot_preemptions_come_from(tmp_path):
+    _, trace = files(tmp_path)
+    (tmp_path / "spot.json").write_text(SPOT % ("us-east-1a", "0.9", "2024-01-01T00:00:00Z"))
+    (tmp_path / "rates.csv").write_text("instance_type,interruption\np3.2xlarge,5-10%\n")
+    given = ["compare", "-w", trace, "--market", str(tmp_path / "spot.json"), "--provisioning", "static,cheapest-now"]
+    result = runner.invoke(app, given)
+    assert result.exit_code == 0, result.output
+    assert "spot preemptions: drawn by the synthetic market's rule" in " ".join(result.stdout.split())
+    result = runner.invoke(app, given + ["--interruption-rates", str(tmp_path / "rates.csv"), "--json"])
+    assert result.exit_code == 0, result.output
+    summaries = json.loads(result.stdout)["policies"]
+    assert all("rates.csv's interruption rates" in s["spot_preemptions_from"] for s in summaries)
+    result = runner.invoke(app, ["compare", "--market", "synthetic", "--interruption-rates", str(tmp_path / "rates.csv")])
+    assert result.exit_code == 2 and "--interruption-rates: applies to a market read from files" in result.output

@@ -236,3 +236,24 @@ def test_a_config_file_another_account_may_change_is_refused_with_the_fix(tmp_pa
 
     assert result.exit_code == 2 and not started
     assert " ".join(result.output.split()).startswith(f"error: {config}: {says}")
+
+
+def test_a_repeated_market_flag_rents_from_every_file_given(tmp_path):
+    """Real price histories come one file per region and type: `serve --market A --market B` reads both
+    (the last no longer silently wins), as the settings file's list does."""
+    from types import SimpleNamespace
+
+    from apportion.cli.serve import _Origins, _provisioner
+    from apportion.serve.settings import ServeSettings
+
+    spot = ('{"SpotPriceHistory": [{"AvailabilityZone": "%s", "InstanceType": "p3.2xlarge", '
+            '"ProductDescription": "Linux/UNIX", "SpotPrice": "0.9", "Timestamp": "2024-01-01T00:00:00Z"}]}')
+    east, west = write(tmp_path / "east.json", spot % "us-east-1a"), write(tmp_path / "west.json", spot % "us-west-2a")
+    result = serve("--executor", "ray", "--market", str(east), "--market", str(west), "--print-config")
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout)["market"] == [str(east), str(west)]
+    settings = ServeSettings(executor="ray", market=(str(east), str(west)))
+    provisioner = _provisioner(settings, _Origins(None, frozenset()), SimpleNamespace(executor=None),
+                               [SimpleNamespace(gpu_type="v100")])
+    assert {"aws/us-east-1/p3.2xlarge (us-east-1a)/spot", "aws/us-west-2/p3.2xlarge (us-west-2a)/spot"} <= set(
+        provisioner.market.labels)

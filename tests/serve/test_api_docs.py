@@ -158,3 +158,17 @@ def test_a_body_one_past_the_documents_bound_is_refused_and_one_at_it_is_not(cli
     over = lease(most + 1)
     assert over.status_code == 400 and over.json()["field"] == "skipped_checkpoints"
     assert lease(most).status_code == 404  # past the body's checks: there is no job 1
+
+
+def test_the_header_that_pages_the_job_list_is_documented(client):
+    document = client.get("/openapi.json").json()
+    headers = document["paths"]["/jobs"]["get"]["responses"]["200"]["headers"]
+    assert list(headers) == ["X-Next-After-Id"]
+
+
+def test_a_digit_that_is_not_ascii_is_no_job_id_whatever_isdigit_says(client):
+    """"²".isdigit() is True and int("²") fails: such an id is a 404 (path) or a 400 (after), never a 500."""
+    admin = {"Authorization": "Bearer admin-token-" + "x" * 32}
+    assert client.get("/dashboard/jobs/²", headers=admin).status_code == 404
+    waits = client.post("/jobs", json={"name": "x", "command": "x", "total_steps": 1, "after": ["²"]}, headers=admin)
+    assert waits.status_code == 400 and waits.json()["field"] == "after[0]"

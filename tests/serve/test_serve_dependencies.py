@@ -150,6 +150,7 @@ def test_an_arrays_after_is_kept_once_for_all_its_tasks_and_asked_once_a_round(t
     lone = scheduler.submit(job("lone", after=first[:1]), "ann")
     assert edges(scheduler) == sorted([(array_id, j) for j in first] + [(lone, first[0])])  # 4 edges, not 151
     assert {r.after for r in scheduler.store.array_tasks(array_id)} == {""}  # no copy in each task's row
+    assert [int(i) for i in scheduler.store.array_tasks(array_id)[7].spec["after"]] == first  # its array's spec
     asked = []
     spy = admission.AfterStage()
     monkeypatch.setattr(admission, "AFTER", type("Spy", (), {"admit": lambda self, jobs, ctx: (

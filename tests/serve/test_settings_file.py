@@ -77,10 +77,10 @@ def test_what_is_printed_reads_back_to_the_same_settings(tmp_path):
                                                 "types in --cluster FILE (docs/ray.md)"),
     ({"token": "a", "token_file": Path("t")}, (), "--token cannot be combined with --token-file: give one"),
     ({"checkpoint_every": "sometimes"}, (), "--checkpoint-every expected auto, auto:SECONDS, off or SECONDS"),
-    ({"market": "synthetic"}, (), "--market needs --executor ray: rented instances join a Ray cluster as its nodes"),
-    ({"market": "synthetic"}, ("market",), "--market needs executor: ray"),
+    ({"market": ("synthetic",)}, (), "--market needs --executor ray: rented instances join a Ray cluster as its nodes"),
+    ({"market": ("synthetic",)}, ("market",), "--market needs executor: ray"),
     ({"provisioning": "spot-fallback"}, (), "--provisioning needs --market FILE (or synthetic)"),
-    ({"executor": "ray", "market": "synthetic", "provisioning": "cheapest"}, (),
+    ({"executor": "ray", "market": ("synthetic",), "provisioning": "cheapest"}, (),
      "--provisioning must be one of static, cheapest-now, cheapest-now:daily, spot-fallback, deadline-aware"),
 ])
 def test_check_settings_names_other_settings_as_their_origin_spells_them(changes, in_file, message):
@@ -118,3 +118,15 @@ def test_the_provisioning_names_are_the_provisioning_policies():
     from apportion.serve.settings import PROVISIONING
 
     assert PROVISIONING == tuple(POLICIES)
+
+
+def test_market_is_one_file_or_a_list_of_them_and_synthetic_stands_alone(tmp_path):
+    """Real price histories come one file per region and type: the file's market key takes a list."""
+    config = tmp_path / "server.yaml"
+    config.write_text("executor: ray\nmarket:\n  - spot/us-east-1.json\n  - spot/us-west-2.json\n")
+    assert load_settings_file(config).values["market"] == ("spot/us-east-1.json", "spot/us-west-2.json")
+    config.write_text("market: 7\n")
+    with pytest.raises(InputError, match="server.yaml:1: field 'market': must be a market file, a list of them"):
+        load_settings_file(config)
+    with pytest.raises(SettingError, match="--market synthetic is a market of its own"):
+        check_settings(replace(ServeSettings(), executor="ray", market=("synthetic", "a.json")))

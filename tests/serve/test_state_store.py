@@ -318,3 +318,28 @@ def test_a_rounds_own_writes_reach_the_kept_round_rows_without_reading_those_job
     assert tuple(table["id"]) == tuple(ids[:15] + ids[16:])
     kept = {name: tuple(column) for name, column in table.items()}
     assert kept == {name: tuple(column) for name, column in StateStore(tmp_path / "state.db").round_table().items()}
+
+
+def test_jobs_stored_after_a_round_reach_the_kept_round_rows_as_the_file_reads_them(tmp_path, monkeypatch):
+    store = StateStore(tmp_path / "state.db")
+    add(store, "first")
+    store.round_table()
+    read = []
+    original = store._round_rows_where
+    monkeypatch.setattr(store, "_round_rows_where", lambda where, params=(): read.append(list(params)) or
+                        original(where, params))
+    single = store.insert_job(spec={"name": "x", "command": "x", "total_steps": 10, "cpus": 2, "after": [1]},
+                              name="x", user="ann", queue="q", priority=2, kind="k", gpus=1, total_steps=10,
+                              submitted=100)
+    array_id, tasks = store.insert_array(spec={"name": "s", "command": "x", "total_steps": 10, "array": "0-2"},
+                                         indices=(0, 1, 2), user="ann", queue="q", priority=1.0, kind="k", gpus=1,
+                                         total_steps=10, submitted=101.5)
+    store.update_job(tasks[1], priority=5.0)  # written after it was stored: read back
+
+    table = store.round_table()
+
+    assert read == [[tasks[1]]]
+    kept = {name: tuple((type(v), v) for v in column) for name, column in table.items()}
+    assert kept == {name: tuple((type(v), v) for v in column)
+                    for name, column in StateStore(tmp_path / "state.db").round_table().items()}
+    assert tuple(table["id"]) == (1, single, *tasks)
