@@ -93,3 +93,15 @@ def test_a_claims_delay_counts_from_its_jobs_arrival():
     per_round = replay(jobs([10.0], [100.0]), [0.5], "fcfs", decide="round")
     assert per_round.privacy.delay_s.tolist() == [350.0]
     assert replay(jobs([10.0], [100.0]), [0.5], "fcfs").privacy.delay_s.tolist() == [0.0]
+
+
+def test_a_claim_of_a_job_run_after_another_arrives_when_that_one_completed():
+    """B (submitted at 10) runs after A (0 to 100 s): it is asked again at the next round, at 360,
+    and its claim arrives then and is granted at once: a delay of 0, not the 350 s it waited for A."""
+    from apportion.core.dependencies import Dependencies
+
+    table = JobTable.build(job_id=["A", "B"], submit_time_s=[0.0, 10.0], kind_names=["a"] * 2, num_gpus=[1] * 2,
+                           total_steps=[100.0, 100.0], kinds=("a",), after=Dependencies.of_lists([[], [0]]))
+    result = replay(table, [None, 0.5], "fcfs")
+    assert result.first_start_s.tolist() == [0.0, 360.0]
+    assert result.privacy.delay_s.tolist()[1] == 0.0
