@@ -27,6 +27,7 @@ branch osdi21_artifact, on PYTHONPATH; ``--privatekube-path`` adds them).
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
 import subprocess
@@ -95,11 +96,63 @@ def policy_of(name: str, n: int, t_s: float, tick_s: float | None = None) -> Pri
                          t_s=t_s if by == "t" else None, tick_s=tick_s if by == "t" else None)
 
 
+class HeapOrderStage(PrivacyStage):
+    """DPF as PrivateKube's simulator runs it, down to the order it goes through its waiting
+    claims (``--heap-order``): the array of a ``heapq.heapify``'d list of (share, place in its
+    queue), not sorted; only the new claims when no budget unlocked since the last ask; claims
+    that can never fit stay queued until their oldest block (under N, or their newest) is all
+    unlocked and has too little left. Demonstrates where the one claim of difference comes from."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._reject_early = False
+        self._last_unlocked = np.zeros(len(self.blocks))
+
+    def _grant(self, waiting: np.ndarray, now: float) -> None:
+        claims = self.claims
+        unlocked = self.policy.unlocked_fraction(self.blocks, self.arrived_claims, now)
+        increment = bool(np.any(unlocked > self._last_unlocked + 1e-15))
+        self._last_unlocked = self._unlocked = unlocked
+        queue = waiting[np.lexsort((waiting, self.arrived_s[waiting]))]
+        considered = queue if increment else queue[self._fresh[queue]]
+        self._fresh[waiting] = False
+        heap = list(zip(self._shares[considered].tolist(), range(len(considered))))
+        heapq.heapify(heap)
+        order = considered[np.array([place for _, place in heap], dtype=np.int64)]
+        room = unlocked[:, None] * self.budget - self.consumed
+        granted = self._grant_in_order(order, room) if len(order) else order
+        if len(granted):
+            self.state[granted] = ClaimState.GRANTED
+            self.decided_s[granted] = now
+            entries = claims.entries(granted)
+            np.add.at(self.consumed, claims.block[entries], claims.demand[entries])
+        if increment:
+            self._reject_on_spent_blocks(queue[self.state[queue] == ClaimState.WAITING], unlocked, now)
+        self._record(now, unlocked)
+
+    def _reject_on_spent_blocks(self, waiting: np.ndarray, unlocked: np.ndarray, now: float) -> None:
+        if not len(waiting):
+            return
+        claims = self.claims
+        left = (unlocked[:, None] * self.budget - self.consumed)[:, 0]
+        lengths = claims.start[waiting + 1] - claims.start[waiting]
+        first = np.cumsum(lengths) - lengths
+        block = claims.block[claims.entries(waiting)]
+        oldest, newest = np.minimum.reduceat(block, first), np.maximum.reduceat(block, first)
+        epsilon = claims.demand[claims.start[waiting], 0]
+        retired = unlocked >= 1.0
+        reject = retired[oldest] & (left[oldest] < epsilon)
+        if self.policy.unlocks_by == "claims":
+            reject |= ~retired[oldest] & (newest != oldest) & retired[newest] & (left[newest] < epsilon)
+        for claim in waiting[reject].tolist():
+            self._reject(claim, now, "privacy claim cannot be granted: its block is all unlocked and too little is left")
+
+
 def replay(blocks: Blocks, claims: Claims, arrival: np.ndarray, policy: PrivacyPolicy, shape: dict,
-           rejected_portions: str = "lost") -> dict:
+           rejected_portions: str = "lost", heap_order: bool = False) -> dict:
     """Ask the claims at each arrival (and, unlocking by time, at each tick) until the duration."""
-    stage = PrivacyStage(blocks, claims, policy, shape["timeout_s"], rejected_portions=rejected_portions,
-                         retire_blocks=True)
+    kind = HeapOrderStage if heap_order and policy.name.startswith("dpf") else PrivacyStage
+    stage = kind(blocks, claims, policy, shape["timeout_s"], rejected_portions=rejected_portions, retire_blocks=True)
     times = arrival
     if policy.unlocks_by == "time":
         ticks = np.arange(0.0, shape["duration_s"], shape["every_s"] / 2)
@@ -163,6 +216,8 @@ def main() -> None:
                         help="round robin: what a rejected claim held (PrivateKube: lost)")
     parser.add_argument("--continuous", action="store_true",
                         help="unlock by T continuously, not in PrivateKube's steps of half the arrival interval")
+    parser.add_argument("--heap-order", action="store_true",
+                        help="DPF in PrivateKube's order: a heapified list's array, not sorted (HeapOrderStage)")
     parser.add_argument("--privatekube", help="a checkout of columbia/PrivateKube: run its simulator beside")
     parser.add_argument("--privatekube-python", default=sys.executable)
     parser.add_argument("--privatekube-path", help="PYTHONPATH entries for its simpy and desmod forks")
@@ -182,7 +237,7 @@ def main() -> None:
                         continue  # no N or T
                     tick_s = None if args.continuous else shape["every_s"] / 2
                     result = replay(blocks, claims, arrival, policy_of(policy, n, t_s, tick_s), shape,
-                                    args.rejected_portions)
+                                    args.rejected_portions, args.heap_order)
                     row = {"workload": name, "policy": policy, "N": n, "T_s": t_s, "claims": len(claims),
                            "blocks": len(blocks), **result}
                     if args.privatekube:
