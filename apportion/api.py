@@ -49,6 +49,8 @@ def simulate(
     privacy_n: int | None = None,
     privacy_t: float | None = None,
     privacy_timeout_s: float | None = None,
+    privacy_decide: str = "arrival",
+    privacy_rejected_portions: str = "lost",
     received_since: str | None = None,
     share_by_user: bool = False,
     user_weights: str | None = None,
@@ -71,7 +73,8 @@ def simulate(
         start_s=start_s, end_s=end_s, throughputs=throughputs, reference_gpu_type=reference_gpu_type,
         round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
         blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
-        privacy_timeout_s=privacy_timeout_s, received_since=received_since, share_by_user=share_by_user,
+        privacy_timeout_s=privacy_timeout_s, privacy_decide=privacy_decide,
+        privacy_rejected_portions=privacy_rejected_portions, received_since=received_since, share_by_user=share_by_user,
         user_weights=user_weights, market=market, market_start=market_start, interruption_rates=interruption_rates,
         provisioning=[provisioning], checkpoint_gb=checkpoint_gb,
     )
@@ -104,6 +107,8 @@ def compare(
     privacy_n: int | None = None,
     privacy_t: float | None = None,
     privacy_timeout_s: float | None = None,
+    privacy_decide: str = "arrival",
+    privacy_rejected_portions: str = "lost",
     workers: int = 0,
     market: str | Path | Sequence[str | Path] | None = None,
     market_start: str | None = None,
@@ -123,7 +128,8 @@ def compare(
         start_s=start_s, end_s=end_s, throughputs=throughputs, reference_gpu_type=reference_gpu_type,
         round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
         blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
-        privacy_timeout_s=privacy_timeout_s, market=market, market_start=market_start,
+        privacy_timeout_s=privacy_timeout_s, privacy_decide=privacy_decide,
+        privacy_rejected_portions=privacy_rejected_portions, market=market, market_start=market_start,
         interruption_rates=interruption_rates, provisioning=rented_specs, checkpoint_gb=checkpoint_gb,
     )
     results = run(replay, rented_specs if replay.market is not None else specs, workers=workers, record_holdings=True)
@@ -153,6 +159,8 @@ def sweep(
     privacy_n: int | None = None,
     privacy_t: float | None = None,
     privacy_timeout_s: float | None = None,
+    privacy_decide: str = "arrival",
+    privacy_rejected_portions: str = "lost",
     workers: int = 0,
     ray_address: str | None = None,
     out: str | Path | None = None,
@@ -167,7 +175,8 @@ def sweep(
         policies, policy_options, rates=rates, seeds=seeds, clusters=clusters, workload=workload, cluster=cluster,
         jobs=jobs, shape=shape, throughputs=throughputs, reference_gpu_type=reference_gpu_type, round_s=round_s,
         restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split, blocks=blocks,
-        privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s,
+        privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s, privacy_decide=privacy_decide,
+        privacy_rejected_portions=privacy_rejected_portions,
         workers=workers, ray_address=ray_address, out=out,
     )
     rows = run_sweep(plan, workers=workers, ray_address=ray_address)

@@ -107,7 +107,8 @@ def check_cpu_split(cpu_split: str) -> None:
 
 
 def with_privacy(settings: WorkloadSettings, blocks: str | None, privacy_policy: str, privacy_n: int | None,
-                 privacy_t: float | None, privacy_timeout_s: float | None) -> WorkloadSettings:
+                 privacy_t: float | None, privacy_timeout_s: float | None, privacy_decide: str = "arrival",
+                 privacy_rejected_portions: str = "lost") -> WorkloadSettings:
     """``settings`` with the privacy-budget arguments, checked (``blocks`` and those that go with it)."""
     from apportion.mechanism.privacy_policies import PRIVACY_POLICIES, PrivacyPolicy
 
@@ -119,6 +120,11 @@ def with_privacy(settings: WorkloadSettings, blocks: str | None, privacy_policy:
         return settings
     if privacy_timeout_s is not None and not privacy_timeout_s > 0:
         raise ArgumentError(f"{{privacy_timeout_s}} must be positive, got {_shown(privacy_timeout_s)}")
+    if privacy_decide not in ("arrival", "round"):
+        raise ArgumentError(f"{{privacy_decide}} must be one of arrival, round, got '{_shown(privacy_decide)}'")
+    if privacy_rejected_portions not in ("lost", "returned"):
+        raise ArgumentError(f"{{privacy_rejected_portions}} must be one of lost, returned, got "
+                            f"'{_shown(privacy_rejected_portions)}'")
     if privacy_policy not in PRIVACY_POLICIES:
         from apportion.mechanism.privacy_policies import make_privacy_policy
 
@@ -142,7 +148,8 @@ def with_privacy(settings: WorkloadSettings, blocks: str | None, privacy_policy:
         except ValueError as exc:
             raise ArgumentError.plain(str(exc)) from None
     return replace(settings, blocks_path=str(blocks), privacy_policy=privacy_policy, privacy_n=privacy_n,
-                   privacy_t_s=privacy_t, privacy_timeout_s=privacy_timeout_s)
+                   privacy_t_s=privacy_t, privacy_timeout_s=privacy_timeout_s, privacy_decide=privacy_decide,
+                   privacy_rejected_portions=privacy_rejected_portions)
 
 
 def sim_config(round_s: float, restart_cost_s: float, learn_models: bool = False, cpu_split: str = "proportional",
@@ -354,7 +361,8 @@ def on_market(replay: Replay, market: list[str], provisioning: list[str], checkp
 
 def replay_arguments(specs: list[str], policy_options: dict, *, workload, cluster, jobs, rate, seed, shape, start_s,
                      end_s, throughputs, reference_gpu_type, round_s, restart_cost_s, learn_models, cpu_split, blocks,
-                     privacy_policy, privacy_n, privacy_t, privacy_timeout_s, received_since=None,
+                     privacy_policy, privacy_n, privacy_t, privacy_timeout_s, privacy_decide="arrival",
+                     privacy_rejected_portions="lost", received_since=None,
                      share_by_user=False, user_weights=None, market=None, market_start=None,
                      interruption_rates=None, provisioning: Sequence[str] = (), checkpoint_gb: float = 10.0) -> Replay:
     """simulate's and compare's arguments (``policy_options`` as given, by name) checked, in the
@@ -366,7 +374,8 @@ def replay_arguments(specs: list[str], policy_options: dict, *, workload, cluste
     options = read_policy_options(policy_options)
     settings = with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
                                               reference_gpu_type, shape),
-                            blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s)
+                            blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s, privacy_decide,
+                            privacy_rejected_portions)
     replay = prepare_replay(specs, options, settings, config)
     if not market:
         return replay
@@ -412,7 +421,8 @@ class SweepGrid:
 
 def sweep_arguments(policies, policy_options: dict, *, rates, seeds, clusters, workload, cluster, jobs, shape,
                     throughputs, reference_gpu_type, round_s, restart_cost_s, learn_models, cpu_split, blocks,
-                    privacy_policy, privacy_n, privacy_t, privacy_timeout_s, workers, ray_address, out) -> SweepGrid:
+                    privacy_policy, privacy_n, privacy_t, privacy_timeout_s, workers, ray_address, out,
+                    privacy_decide="arrival", privacy_rejected_portions="lost") -> SweepGrid:
     """sweep's arguments checked, in the command line's order; every cluster and policy is checked
     (its inputs loaded) before any replay starts."""
     from apportion.sweep import grid
@@ -435,7 +445,8 @@ def sweep_arguments(policies, policy_options: dict, *, rates, seeds, clusters, w
     def settings_on(each: str) -> WorkloadSettings:
         return with_privacy(workload_settings(workload, each, jobs, loads[0], seed_values[0], None, None, throughputs,
                                               reference_gpu_type, shape),
-                            blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s)
+                            blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s, privacy_decide,
+                            privacy_rejected_portions)
 
     for each in cluster_list:
         prepare_replay(specs, options, settings_on(each), config)

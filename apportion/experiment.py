@@ -57,6 +57,8 @@ class WorkloadSettings:
     privacy_n: int | None = None  # unlock a block over this many claims
     privacy_t_s: float | None = None  # unlock a block over this many seconds
     privacy_timeout_s: float | None = None  # reject a claim not granted within this long
+    privacy_decide: str = "arrival"  # ask claims at each arrival, or once per GPU round ("round")
+    privacy_rejected_portions: str = "lost"  # round robin: a rejected claim's portions "lost" or "returned"
 
 
 def load_inputs(settings: WorkloadSettings) -> Inputs:
@@ -119,7 +121,8 @@ def _privacy(settings: WorkloadSettings, jobs: JobTable) -> PrivacySetup | None:
         raise InputError(settings.path, "elastic jobs cannot claim privacy budget (yet)")
     blocks = read_blocks(settings.blocks_path)
     setup = PrivacySetup(blocks, read_claims(settings.path, jobs, blocks), settings.privacy_policy,
-                         settings.privacy_n, settings.privacy_t_s, settings.privacy_timeout_s)
+                         settings.privacy_n, settings.privacy_t_s, settings.privacy_timeout_s,
+                         settings.privacy_decide, settings.privacy_rejected_portions)
     setup.stage()  # a policy that cannot take these blocks says so now
     return setup
 

@@ -234,6 +234,8 @@ PrivacyPolicyName = typer.Option("dpf-n", "--privacy-policy", help="How claims a
 PrivacyN = typer.Option(None, "--privacy-n", help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Privacy budget")
 PrivacyT = typer.Option(None, "--privacy-t", help="Unlock a block's budget over this many seconds from its arrival (dpf-t; rr and pack by time).", rich_help_panel="Privacy budget")
 PrivacyTimeout = typer.Option(None, "--privacy-timeout-s", help="Reject a claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Privacy budget")
+PrivacyDecide = typer.Option("arrival", "--privacy-decide", help="When a replay decides privacy claims: arrival (each claim when it arrives, as PrivateKube; the default) or round (the claims arrived within a GPU round as one batch at its end).", rich_help_panel="Privacy budget")
+PrivacyRejectedPortions = typer.Option("lost", "--privacy-rejected-portions", help="Round robin: what a rejected claim held: lost (PrivateKube's; the default) or returned to its blocks.", rich_help_panel="Privacy budget")
 # apportion.policies.provisioning.PROVISIONING's names, spelled here so that --help loads no policy package
 PROVISIONING_NAMES = ("static", "cheapest-now", "cheapest-now:daily", "spot-fallback", "deadline-aware")
 Market = typer.Option(None, "--market", metavar="<path>", help="Rent the cluster from a market: files (AWS's describe-spot-price-history JSON, or the CSV of docs/cloud.md) or directories of them, repeat the flag for more, all merged; or 'synthetic' (seeded by --seed). Each job rents its own instances; --cluster and the GPU policy do not apply.", rich_help_panel="Rented cluster")

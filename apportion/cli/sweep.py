@@ -35,6 +35,8 @@ def sweep(
     privacy_n: Optional[int] = opt.PrivacyN,
     privacy_t: Optional[float] = opt.PrivacyT,
     privacy_timeout_s: Optional[float] = opt.PrivacyTimeout,
+    privacy_decide: str = opt.PrivacyDecide,
+    privacy_rejected_portions: str = opt.PrivacyRejectedPortions,
     workers: int = typer.Option(0, "--workers", help="Local processes (default: one a CPU).", rich_help_panel="Running"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Run each replay as a Ray task on this cluster instead (auto: the one started on this machine); every node needs apportion and the input files (docs/ray.md).", rich_help_panel="Running"),
     out: Optional[Path] = opt.Out,
@@ -51,7 +53,8 @@ def sweep(
             cluster=cluster, jobs=jobs, shape=shape, throughputs=throughputs, reference_gpu_type=reference_gpu_type,
             round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
             blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
-            privacy_timeout_s=privacy_timeout_s, workers=workers, ray_address=ray_address, out=out,
+            privacy_timeout_s=privacy_timeout_s, privacy_decide=privacy_decide,
+            privacy_rejected_portions=privacy_rejected_portions, workers=workers, ray_address=ray_address, out=out,
         )
         cells = plan.cells
         with progress_bar(as_json, what="replays done", virtual_time=False) as bar:

@@ -55,6 +55,7 @@ class Applicants:
     array_room: np.ndarray | None = None
     array_most: np.ndarray | None = None
     claim: np.ndarray | None = None  # [n] each one's privacy claim (mechanism/privacy_budget.py), -1: none; None: none
+    arrived_s: np.ndarray | None = None  # [n] when each arrived (its claim's delay counts from it); None: now
 
     def __len__(self) -> int:
         return len(self.key)
@@ -64,7 +65,8 @@ class Applicants:
         arrays = (None, None, None) if self.array is None else (
             self.array[rows], self.array_room[rows], self.array_most[rows])
         return Applicants(self.key[rows], None if self.after is None else self.after.subset(rows), *arrays,
-                          None if self.claim is None else self.claim[rows])
+                          None if self.claim is None else self.claim[rows],
+                          None if self.arrived_s is None else self.arrived_s[rows])
 
 
 @dataclass(frozen=True)

@@ -54,17 +54,41 @@ class Ledger:
     state: np.ndarray  # [n] each claim's ClaimState
     arrived_s: np.ndarray  # [n] when each arrived (NaN: not yet)
     accumulated: np.ndarray | None = None  # [m, A] round robin's portions held by each claim entry; None: none
+    lost: np.ndarray | None = None  # [B, A] round robin's portions lost with rejected claims; None: none
+    retired: np.ndarray | None = None  # [B] round robin's blocks that release no more budget; None: none
+
+
+REJECTED_PORTIONS = ("lost", "returned")  # what becomes of a rejected round-robin claim's portions
+DECIDE_AT = ("arrival", "round")  # a replay asks the claims at each arrival, or once per GPU round
 
 
 class PrivacyStage:
-    """Admission by privacy budget: hold a job until its claim is granted, fail it when rejected."""
+    """Admission by privacy budget: hold a job until its claim is granted, fail it when rejected.
+
+    ``retire_blocks`` (round robin; the simulator's default, PrivacySetup): a block *retires* once
+    all its budget is unlocked and handed out (under N, when a claim for it arrives after that;
+    under T, once the ask that handed out the last of it is over): the claims still short of
+    their portion of it are rejected (after the other blocks shared that ask's budget, their
+    portions then lost too), and so is every later claim on it, at its arrival, as PrivateKube
+    does (a stage rebuilt from a ``Ledger`` carries ``retired`` and ``lost`` in it).
+    ``rejected_portions``: what a rejected round-robin claim held is ``lost`` (PrivateKube's:
+    then a claim is rejected only when a block it is short of retires, or at the timeout, and
+    holds its portions until then even when it can no longer fit) or ``returned`` to its blocks
+    for the others (and a claim that can no longer fit is rejected at once). ``decide``: when a
+    replay asks the waiting claims (the simulator's, ``sim/admission.py``): at each claim's
+    arrival, as PrivateKube, or once per GPU round with the round's arrivals as one batch."""
 
     name = "privacy"
 
     def __init__(self, blocks: Blocks, claims: Claims, policy: PrivacyPolicy, timeout_s: float | None = None,
-                 ledger: Ledger | None = None) -> None:
+                 ledger: Ledger | None = None, rejected_portions: str = "returned", decide: str = "arrival",
+                 retire_blocks: bool = False) -> None:
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"the privacy timeout must be more than 0 seconds, got {timeout_s}")
+        if decide not in DECIDE_AT:
+            raise ValueError(f"decide must be one of {', '.join(DECIDE_AT)}, got '{decide}'")
+        if rejected_portions not in REJECTED_PORTIONS:
+            raise ValueError(f"rejected_portions must be one of {', '.join(REJECTED_PORTIONS)}, got '{rejected_portions}'")
         if policy.name == "rr" and blocks.rdp:
             raise ValueError("privacy policy rr shares ε and δ: it takes blocks under ε-δ accounting, not Rényi")
         self.blocks, self.claims, self.policy, self.timeout_s = blocks, claims, policy, timeout_s
@@ -77,6 +101,16 @@ class PrivacyStage:
         self.decided_s = np.full(n, np.nan)
         self.rejected_because: dict[int, str] = {}
         self.accumulated = np.zeros(claims.demand.shape) if policy.name == "rr" else None
+        self.rejected_portions, self.decide, self.retire_blocks = rejected_portions, decide, retire_blocks
+        # PrivateKube's round robin rejects only when a block retires (or at the timeout): a claim that
+        # can no longer fit still takes its portions until then, and they are lost with it
+        self._reject_early = not (policy.name == "rr" and rejected_portions == "lost")
+        self.lost = np.zeros((num_blocks, columns))  # [B, A] portions lost with rejected claims (rr)
+        self.retired = np.zeros(num_blocks, dtype=bool)  # [B] blocks that release no more budget (rr)
+        self._held = np.zeros((num_blocks, columns))  # [B, A] round robin's portions held by waiting claims
+        self._fresh = np.zeros(n, dtype=bool)  # [n] arrived since last shared (rr: may complete with nothing given)
+        self._owner = claims.owner  # [m] the claim of each entry
+        self._open_entries = np.zeros(0, dtype=np.int64)  # round robin: entries of waiting claims still short
         self._asks = claims.asks
         self._shares = dominant_share(claims, self.budget, blocks.rdp)  # [n] DPF's order, fixed with the budget
         self._history: list[tuple[float, np.ndarray, np.ndarray]] = []
@@ -88,6 +122,17 @@ class PrivacyStage:
             self.arrived_s = np.array(ledger.arrived_s, dtype=np.float64)
             if self.accumulated is not None and ledger.accumulated is not None:
                 self.accumulated = np.array(ledger.accumulated, dtype=np.float64)
+            if ledger.lost is not None:
+                self.lost = np.array(ledger.lost, dtype=np.float64).reshape(num_blocks, columns)
+            if ledger.retired is not None:
+                self.retired = np.array(ledger.retired, dtype=bool)
+            if self.accumulated is not None:
+                holding = self.state[self._owner] == _WAITING
+                self._open_entries = np.flatnonzero(
+                    holding & np.any(self.accumulated < claims.demand - 1e-12, axis=1))
+                for column in range(columns):
+                    self._held[:, column] = np.bincount(claims.block[holding], weights=self.accumulated[holding, column],
+                                                        minlength=num_blocks)
 
     # the stage ---------------------------------------------------------------------------
 
@@ -102,7 +147,13 @@ class PrivacyStage:
             return Verdict.admit_all(n)
         now = context.now_s
         asking = claim[asks]
-        self._arrive(asking[self.state[asking] == _UNSEEN], now)
+        new = asks & (self.state[np.maximum(claim, 0)] == _UNSEEN)
+        arrived_before = self.arrived_claims.copy()
+        arrived = self._arrive(claim[new], now, None if jobs.arrived_s is None else jobs.arrived_s[new])
+        retiring = self.accumulated is not None and self.retire_blocks
+        if retiring:  # claims on blocks retired before are rejected first, with no share of this ask's budget
+            self._reject_on_retired(asking[self.state[asking] == _WAITING], now)
+            dying = self._dying_on_arrival(arrived, arrived_before)
         waiting = asking[self.state[asking] == _WAITING]
         if len(waiting):
             self._reject_hopeless(waiting, now)
@@ -111,6 +162,9 @@ class PrivacyStage:
                 self._grant(waiting, now)
                 # what was just granted may leave others no hope: say so now, not at a later ask
                 self._reject_hopeless(waiting[self.state[waiting] == _WAITING], now)
+        if retiring:  # as PrivateKube, a block retires after the others shared this ask's budget
+            self.retired |= dying | self._spent_by_time(now)
+            self._reject_on_retired(asking[self.state[asking] == _WAITING], now)
 
         state = np.full(n, _GRANTED, dtype=np.int8)
         state[asks] = self.state[asking]
@@ -157,10 +211,13 @@ class PrivacyStage:
 
     # the ledger ------------------------------------------------------------------------------
 
-    def _arrive(self, new: np.ndarray, now: float) -> None:
-        """Register the new claims whose blocks all exist; count them toward their blocks' unlocking."""
+    def _arrive(self, new: np.ndarray, now: float, arrived_s: np.ndarray | None = None) -> np.ndarray:
+        """Register the new claims whose blocks all exist; count them toward their blocks' unlocking.
+        A claim arrives when its job did (``arrived_s``; None: now) or its last block did, whichever
+        is later. Returns [B] bool: the blocks a claim arrived for."""
+        touched = np.zeros(len(self.blocks), dtype=bool)
         if not len(new):
-            return
+            return touched
         entries = self.claims.entries(new)
         late = self.blocks.arrival_s[self.claims.block[entries]] > now
         owner_local = np.repeat(np.arange(len(new)), self.claims.start[new + 1] - self.claims.start[new])
@@ -168,15 +225,65 @@ class PrivacyStage:
         blocked[owner_local[late]] = True
         ready = new[~blocked]
         if not len(ready):
-            return
+            return touched
         self.state[ready] = _WAITING
-        self.arrived_s[ready] = now
-        np.add.at(self.arrived_claims, self.claims.block[self.claims.entries(ready)], 1)
+        self._fresh[ready] = True
+        if self.accumulated is not None:
+            self._open_entries = np.concatenate([self._open_entries, self.claims.entries(ready)])
+        if arrived_s is None:
+            self.arrived_s[ready] = now
+        else:
+            lengths = self.claims.start[ready + 1] - self.claims.start[ready]
+            last_block = np.maximum.reduceat(self.blocks.arrival_s[self.claims.block[self.claims.entries(ready)]],
+                                             np.cumsum(lengths) - lengths)
+            self.arrived_s[ready] = np.minimum(np.maximum(arrived_s[~blocked], last_block), now)
+        ready_blocks = self.claims.block[self.claims.entries(ready)]
+        np.add.at(self.arrived_claims, ready_blocks, 1)
+        touched[ready_blocks] = True
+        return touched
+
+    def _left_to_hand_out(self) -> np.ndarray:
+        """[B] ε of each block neither granted, held in portions by waiting claims, nor lost."""
+        return (self.budget - self.consumed - self.lost - self._held)[:, 0]
+
+    def _dying_on_arrival(self, arrived_for: np.ndarray, arrived_before: np.ndarray) -> np.ndarray:
+        """Round robin unlocking by N: [B] the blocks that retire at this ask, as PrivateKube's block
+        stops: a claim arrived for one already all unlocked (``arrived_before``: the claims it had
+        before) with all its budget handed out."""
+        if self.policy.unlocks_by != "claims":
+            return np.zeros(len(self.blocks), dtype=bool)
+        empty = self._left_to_hand_out() <= 1e-8 * self.budget[:, 0]
+        return empty & arrived_for & (arrived_before >= self.policy.n)
+
+    def _spent_by_time(self, now: float) -> np.ndarray:
+        """Round robin unlocking by T: [B] the blocks all unlocked with all their budget handed out
+        once this ask shared it: they retire at once, as PrivateKube's block at its last tick."""
+        if self.policy.unlocks_by != "time":
+            return np.zeros(len(self.blocks), dtype=bool)
+        empty = self._left_to_hand_out() <= 1e-8 * self.budget[:, 0]
+        return empty & (self.policy.unlocked_fraction(self.blocks, self.arrived_claims, now) >= 1.0)
+
+    def _reject_on_retired(self, waiting: np.ndarray, now: float) -> None:
+        """Round robin: reject the waiting claims still short of their portion of a retired block."""
+        if not len(waiting) or not self.retired.any():
+            return
+        claims = self.claims
+        asked = np.zeros(len(claims), dtype=bool)
+        asked[waiting] = True
+        entries = np.sort(self._open_entries)
+        entries = entries[self.retired[claims.block[entries]] & asked[self._owner[entries]]]
+        entries = entries[np.any(self.accumulated[entries] < claims.demand[entries] - 1e-12, axis=1)]
+        first = {}
+        for entry, claim in zip(entries.tolist(), self._owner[entries].tolist()):
+            first.setdefault(claim, entry)
+        for claim, entry in first.items():
+            self._reject(claim, now, f"privacy claim cannot be granted: block {self.blocks.name[claims.block[entry]]} "
+                                     "retired (its budget is all unlocked and handed out)")
 
     def _reject_hopeless(self, waiting: np.ndarray, now: float) -> None:
         """Reject the claims that what their blocks have left can never hold, and those that waited too long."""
-        left = self.budget - self.consumed
-        hopeless = waiting[~fits(left, self.claims, waiting, self.blocks.rdp)]
+        left = self.budget - self.consumed - self.lost
+        hopeless = waiting[~fits(left, self.claims, waiting, self.blocks.rdp)] if self._reject_early else waiting[:0]
         for claim in hopeless.tolist():
             self._reject(claim, now, f"privacy claim cannot be granted: {self._short_block(claim, left)} "
                                      "has not enough budget left")
@@ -189,13 +296,19 @@ class PrivacyStage:
         self.state[claim] = _REJECTED
         self.decided_s[claim] = now
         self.rejected_because[claim] = why
+        if self.accumulated is not None:
+            lo, hi = self.claims.start[claim], self.claims.start[claim + 1]
+            np.subtract.at(self._held, self.claims.block[lo:hi], self.accumulated[lo:hi])
+            if self.rejected_portions == "lost":
+                np.add.at(self.lost, self.claims.block[lo:hi], self.accumulated[lo:hi])
+            self.accumulated[lo:hi] = 0.0
 
     def _grant(self, waiting: np.ndarray, now: float) -> None:
         unlocked = self.policy.unlocked_fraction(self.blocks, self.arrived_claims, now)
         self._unlocked = unlocked
         room = unlocked[:, None] * self.budget - self.consumed
         if self.accumulated is not None:
-            granted = self._share_round_robin(waiting, room)
+            granted = self._share_round_robin(waiting, room - self.lost)
         else:
             order = self.policy.order(waiting, self.claims, self._shares, room, self.arrived_s, self.blocks.rdp)
             granted = self._grant_in_order(order, room)
@@ -250,25 +363,50 @@ class PrivacyStage:
 
     def _share_round_robin(self, waiting: np.ndarray, room: np.ndarray) -> np.ndarray:
         """Round robin: each block's unlocked budget not yet handed out is shared equally among the
-        waiting claims that still need some of it; a claim is granted once it holds all it asked."""
-        claims, acc = self.claims, self.accumulated
-        entries = claims.entries(waiting)
-        block = claims.block[entries]
-        have, want = acc[entries], claims.demand[entries]
-        need = np.maximum(want - have, 0.0)
+        waiting claims that still need some of it; a claim is granted once it holds all it asked.
+
+        Incremental: what the waiting claims hold is kept per block (``_held``), so an ask shares
+        out only the blocks with budget to hand out, among the entries of waiting claims still short
+        (``_open_entries``), with array operations over those alone."""
+        claims, acc, owner = self.claims, self.accumulated, self._owner
+        asked = np.zeros(len(claims), dtype=bool)
+        asked[waiting] = True
+        pool = np.maximum(room - self._held, 0.0)
+        touched = []
+        open_ = self._open_entries
+        open_ = open_[(self.state[owner[open_]] == _WAITING) & asked[owner[open_]]]
+        open_block = claims.block[open_]
         for column in range(room.shape[1]):
-            if not need[:, column].any():
+            idx = open_[(pool[open_block, column] > 0) & (acc[open_, column] < claims.demand[open_, column])]
+            if not len(idx):
                 continue
-            held = np.bincount(block, weights=have[:, column], minlength=len(room))
-            pool = np.maximum(room[:, column] - held, 0.0)
-            sharing = np.flatnonzero((pool[block] > 0) & (need[:, column] > 0))
-            if len(sharing):
-                have[sharing, column] += water_fill(need[sharing, column], block[sharing], pool)
-        lengths = claims.start[waiting + 1] - claims.start[waiting]
-        complete = np.logical_and.reduceat(np.all(have >= want - 1e-12, axis=1), np.cumsum(lengths) - lengths)
-        have[np.repeat(complete, lengths)] = 0.0  # granted: now consumed, not held
-        acc[entries] = have
-        return waiting[complete]
+            block = claims.block[idx]
+            given = water_fill(claims.demand[idx, column] - acc[idx, column], block, pool[:, column])
+            acc[idx, column] += given
+            self._held[:, column] += np.bincount(block, weights=given, minlength=len(room))
+            touched.append(owner[idx])
+        fresh = waiting[self._fresh[waiting]]
+        self._fresh[waiting] = False
+        candidates = np.unique(np.concatenate(touched + [fresh]))
+        granted = candidates[:0]
+        if len(candidates):
+            entries = claims.entries(candidates)
+            lengths = claims.start[candidates + 1] - claims.start[candidates]
+            full = np.all(acc[entries] >= claims.demand[entries] - 1e-12, axis=1)
+            complete = np.logical_and.reduceat(full, np.cumsum(lengths) - lengths) if len(entries) else full
+            granted = candidates[complete]
+        if len(granted):
+            entries = claims.entries(granted)
+            block = claims.block[entries]
+            for column in range(room.shape[1]):
+                self._held[:, column] -= np.bincount(block, weights=acc[entries, column], minlength=len(room))
+            acc[entries] = 0.0  # granted: now consumed, not held
+        open_ = self._open_entries
+        self._open_entries = open_[(self.state[owner[open_]] == _WAITING)
+                                   & np.any(acc[open_] < claims.demand[open_] - 1e-12, axis=1)]
+        if len(granted):
+            self._open_entries = self._open_entries[~np.isin(owner[self._open_entries], granted)]
+        return granted
 
     def _record(self, now: float, unlocked: np.ndarray) -> None:
         budget = self.budget

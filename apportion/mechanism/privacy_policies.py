@@ -32,6 +32,7 @@ class PrivacyPolicy:
     name: str
     n: int | None = None
     t_s: float | None = None
+    tick_s: float | None = None  # unlocking by T in steps this long, as PrivateKube's clock; None: continuously
 
     def __post_init__(self) -> None:
         if type(self) is not PrivacyPolicy:  # a plugin's subclass: its own rules (make_privacy_policy)
@@ -40,6 +41,8 @@ class PrivacyPolicy:
             raise ValueError(f"unknown privacy policy '{self.name}' (known: {', '.join(PRIVACY_POLICIES)})")
         if self.n is not None and self.n < 1:
             raise ValueError(f"privacy policy {self.name}: N must be at least 1, got {self.n}")
+        if self.tick_s is not None and not self.tick_s > 0:
+            raise ValueError(f"privacy policy {self.name}: the unlocking step must be more than 0 seconds, got {self.tick_s}")
         if self.t_s is not None and not self.t_s > 0:
             raise ValueError(f"privacy policy {self.name}: T must be more than 0 seconds, got {self.t_s}")
         if self.name == "dpf-n" and self.n is None:
@@ -65,7 +68,12 @@ class PrivacyPolicy:
             return here.astype(np.float64)
         if self.unlocks_by == "claims":
             return np.where(here, np.minimum(arrived_claims / self.n, 1.0), 0.0)
-        return np.clip((now_s - blocks.arrival_s) / self.t_s, 0.0, 1.0)
+        age = now_s - blocks.arrival_s
+        if self.tick_s is None:
+            return np.clip(age / self.t_s, 0.0, 1.0)
+        # PrivateKube's steps: one step at the block's arrival, then one a tick, T / tick + 1 of them
+        steps = np.floor(age / self.tick_s + 1e-9) + 1
+        return np.where(age >= 0, np.minimum(steps / (np.floor(self.t_s / self.tick_s + 1e-9) + 1), 1.0), 0.0)
 
     def order(self, waiting: np.ndarray, claims: Claims, shares: np.ndarray, room: np.ndarray,
               arrived_s: np.ndarray, rdp: bool) -> np.ndarray:

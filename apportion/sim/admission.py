@@ -54,20 +54,45 @@ class HeldJobs:
     def sift(self, replay: Replay, arriving: np.ndarray, reasons: np.ndarray) -> np.ndarray:
         """The rows of ``arriving`` (JobTable rows, schedulable, in submit order) and of the jobs
         held so far that enter the round now, in submit order. The others stay held, or end
-        unschedulable with their reason written into ``reasons``."""
-        recheck = len(self.held) and (replay.ended != self._ended_seen or (
-            self.privacy is not None and (len(arriving) or replay.now >= self._privacy_due)))
+        unschedulable with their reason written into ``reasons``. With privacy claims decided at
+        arrival (the stage's ``decide``), the held claims and the arrivals are asked at each
+        arrival's own time, one arrival time after another, as PrivateKube's scheduler is woken
+        (a job run after others is asked now: whether it may go is known as of now only)."""
+        if self.privacy is None or self.privacy.decide != "arrival" or not len(arriving):
+            return self._sift_at(replay, replay.now, arriving, reasons)
+        after = self.jobs.after
+        # a job run after others is let in by what they became by now: it is asked now, not at its submit time
+        later = np.zeros(len(arriving), dtype=bool) if after is None else np.diff(after.start)[arriving] > 0
+        alone = arriving[~later]
+        submit = self.jobs.submit_time_s[alone]
+        admitted = []
+        for group in np.split(np.arange(len(alone)), np.flatnonzero(np.diff(submit)) + 1):
+            if len(group):
+                admitted.append(self._sift_at(replay, min(float(submit[group[0]]), replay.now), alone[group],
+                                              reasons, recheck_all=True))
+        if later.any() or (len(self.held) and (replay.ended != self._ended_seen or replay.now >= self._privacy_due)):
+            admitted.append(self._sift_at(replay, replay.now, arriving[later], reasons))
+        return np.sort(np.concatenate(admitted)) if admitted else arriving[:0]
+
+    def _sift_at(self, replay: Replay, now: float, arriving: np.ndarray, reasons: np.ndarray,
+                 recheck_all: bool = False) -> np.ndarray:
+        """``sift`` asking at ``now``; ``recheck_all``: ask the held jobs too, whatever changed."""
+        recheck = len(self.held) and (recheck_all or replay.ended != self._ended_seen or (
+            self.privacy is not None and (len(arriving) or now >= self._privacy_due)))
         if not recheck and not len(arriving):
             return arriving
         asking = np.concatenate([self.held, arriving]) if recheck else arriving
         still_held = [] if recheck else [self.held]
         admitted = []
-        context = AdmissionContext(replay.now, lambda keys: _OUTCOME_OF_STATUS[replay.status[keys]],
+        context = AdmissionContext(now, lambda keys: _OUTCOME_OF_STATUS[replay.status[keys]],
                                    lambda key: f"job {self.jobs.job_id[key]}")
         while len(asking):
             after = None if self.jobs.after is None else self.jobs.after.subset(asking)
             claim = None if self.privacy is None else asking
-            verdict = self.admission.admit(Applicants(asking, after, claim=claim), context)
+            arrived = None if self.privacy is None else self.jobs.submit_time_s[asking]
+            if arrived is not None and after is not None:  # a job run after others asks from when it is let in: now
+                arrived = np.where(np.diff(after.start) > 0, now, arrived)
+            verdict = self.admission.admit(Applicants(asking, after, claim=claim, arrived_s=arrived), context)
             admitted.append(asking[verdict.admitted])
             failed = np.flatnonzero(verdict.fail)
             if not len(failed):
@@ -81,7 +106,7 @@ class HeldJobs:
         self.held = np.sort(np.concatenate(still_held)) if still_held else np.zeros(0, dtype=np.int64)
         self._ended_seen = replay.ended
         if self.privacy is not None:
-            self._privacy_due = self.privacy.next_change_s(replay.now)
+            self._privacy_due = self.privacy.next_change_s(now)
         if len(admitted) == 1:
             return admitted[0]
         return np.sort(np.concatenate(admitted)) if admitted else np.zeros(0, dtype=np.int64)

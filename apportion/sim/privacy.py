@@ -18,7 +18,12 @@ class PrivacySetup:
     n: int | None = None  # unlock a block over this many claims
     t_s: float | None = None  # unlock a block over this many seconds
     timeout_s: float | None = None  # reject a claim not granted within this long
+    decide: str = "arrival"  # ask the claims at each arrival (PrivateKube's) or once per GPU round ("round")
+    rejected_portions: str = "lost"  # round robin: a rejected claim's portions "lost" (PrivateKube's) or "returned"
+    # round robin always retires a block all unlocked and handed out, as PrivateKube (PrivacyStage)
 
     def stage(self) -> PrivacyStage:
         """A fresh stage (its ledger empty); ValueError when the policy cannot take these blocks."""
-        return PrivacyStage(self.blocks, self.claims, make_privacy_policy(self.policy, self.n, self.t_s), self.timeout_s)
+        return PrivacyStage(self.blocks, self.claims, make_privacy_policy(self.policy, self.n, self.t_s),
+                            self.timeout_s, rejected_portions=self.rejected_portions, decide=self.decide,
+                            retire_blocks=True)

@@ -60,6 +60,10 @@ def test_compare_runs_every_policy_on_the_same_claims(files):
     (["--privacy-policy", "pack"], "pack needs one of --privacy-n"),
     (["--privacy-policy", "drf"], "--privacy-policy must be one of fcfs, rr, dpf-n, dpf-t, pack, got 'drf'"),
     (["--privacy-policy", "dpf-t", "--privacy-t", "60", "--privacy-timeout-s", "0"], "--privacy-timeout-s must be"),
+    (["--privacy-policy", "fcfs", "--privacy-decide", "often"],
+     "--privacy-decide must be one of arrival, round, got 'often'"),
+    (["--privacy-policy", "rr", "--privacy-n", "3", "--privacy-rejected-portions", "kept"],
+     "--privacy-rejected-portions must be one of lost, returned, got 'kept'"),
 ])
 def test_bad_privacy_flags_are_named(files, flags, words):
     blocks, trace = files
@@ -81,3 +85,4 @@ def test_a_bad_block_file_names_its_line_and_field(files, tmp_path):
     result = runner.invoke(app, ["simulate", "-w", str(trace), "--blocks", str(blocks), "--privacy-n", "2"])
     assert result.exit_code == 2
     assert "bad.csv:2: field 'epsilon'" in result.output
+

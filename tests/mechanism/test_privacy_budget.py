@@ -171,3 +171,58 @@ def test_a_stage_started_from_a_ledger_goes_on_where_the_earlier_one_stopped():
     second = PrivacyStage(one_block(), claims, PrivacyPolicy("dpf-n", n=2), ledger=ledger)
     assert ask(second, [1], now=1.0).admitted.tolist() == [True]
     assert second.consumed[0, 0] == pytest.approx(0.9) and second.arrived_claims.tolist() == [2]
+
+
+def rr_retiring(claims, portions):
+    return PrivacyStage(one_block(), claims_of(claims), PrivacyPolicy("rr", n=2), rejected_portions=portions,
+                        retire_blocks=True)
+
+
+def test_round_robin_retires_a_block_all_handed_out_and_loses_a_rejected_claims_portions():
+    """N = 2, ε 1. A (0.6) arrives: half unlocked, A holds 0.5. B (0.6) arrives: all unlocked, the
+    0.5 left is shared max-min: A needs 0.1 (granted), B takes the other 0.4 and the block has
+    nothing left to hand out. C (0.1) arrives for it: the block retires, B (short of it) and C
+    are rejected, and B's 0.4 is lost, as PrivateKube does."""
+    stage = rr_retiring([{0: 0.6}, {0: 0.6}, {0: 0.1}], "lost")
+    assert ask(stage, [0], now=0.0).hold.tolist() == [True]
+    assert stage.accumulated[0, 0] == pytest.approx(0.5)
+    verdict = ask(stage, [0, 1], now=1.0)
+    assert verdict.admitted.tolist() == [True, False]
+    assert stage.accumulated[1, 0] == pytest.approx(0.4)  # B still waits: PrivateKube rejects only at retirement
+    verdict = ask(stage, [1, 2], now=2.0)
+    assert verdict.fail.tolist() == [True, True]
+    assert verdict.reasons[1] == ("privacy claim cannot be granted: block b0 retired "
+                                  "(its budget is all unlocked and handed out)")
+    assert stage.retired.tolist() == [True]
+    assert stage.lost[0, 0] == pytest.approx(0.4)
+    assert stage.consumed[0, 0] == pytest.approx(0.6)
+
+
+def test_round_robin_with_portions_returned_rejects_a_claim_that_cannot_fit_and_gives_its_portions_back():
+    """As above with ``returned``: B cannot fit in the 0.4 left once A is granted, so it is rejected
+    at once and its 0.4 goes back; the block is not all handed out, and C (0.1) is granted."""
+    stage = rr_retiring([{0: 0.6}, {0: 0.6}, {0: 0.1}], "returned")
+    ask(stage, [0], now=0.0)
+    verdict = ask(stage, [0, 1], now=1.0)
+    assert verdict.admitted.tolist() == [True, False] and verdict.fail.tolist() == [False, True]
+    verdict = ask(stage, [2], now=2.0)
+    assert verdict.admitted.tolist() == [True]
+    assert stage.retired.tolist() == [False] and stage.lost[0, 0] == 0.0
+    assert stage.consumed[0, 0] == pytest.approx(0.7)
+
+
+def test_round_robin_rejects_a_claim_at_its_arrival_on_a_retired_block():
+    """Once the block retired, a later claim on it is rejected when it arrives, however small."""
+    stage = rr_retiring([{0: 0.6}, {0: 0.6}, {0: 0.1}, {0: 0.01}], "lost")
+    for now, asking in ((0.0, [0]), (1.0, [0, 1]), (2.0, [1, 2])):
+        ask(stage, asking, now)
+    verdict = ask(stage, [3], now=3.0)
+    assert verdict.fail.tolist() == [True]
+
+
+def test_unlocking_by_t_in_steps_of_a_tick_as_privatekubes_clock():
+    """T = 10 s in steps of 5 s: a step at the block's arrival, then one a tick, 10 / 5 + 1 = 3 in all."""
+    policy = PrivacyPolicy("dpf-t", t_s=10.0, tick_s=5.0)
+    fractions = [policy.unlocked_fraction(one_block(arrival_s=2.0), np.zeros(1), now)[0]
+                 for now in (1.0, 2.0, 6.9, 7.0, 12.0, 30.0)]
+    assert fractions == pytest.approx([0.0, 1 / 3, 1 / 3, 2 / 3, 1.0, 1.0])

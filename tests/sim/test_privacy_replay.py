@@ -73,3 +73,35 @@ def test_a_claim_that_waits_for_ever_leaves_its_job_unfinished():
     assert result.summary["privacy_waiting"] == 1
     assert result.summary["unfinished"] == 1
 
+
+
+def test_claims_are_decided_at_their_arrival_not_batched_per_round():
+    """N = 1, so a block is all unlocked at the first claim. A (0.6) arrives at 10 and is granted
+    at once; B (0.5) at 20 can then never fit. Batched at the round at 360 (``decide="round"``),
+    DPF would take the smaller B first and reject A: the round changed the decision."""
+    table = jobs([10.0, 20.0], [100.0] * 2)
+    at_arrival = replay(table, [0.6, 0.5], "dpf-n", n=1)
+    assert at_arrival.privacy.words.tolist() == ["granted", "rejected"]
+    assert at_arrival.first_start_s[0] == 360.0  # the job still waits for the GPU round
+    per_round = replay(table, [0.6, 0.5], "dpf-n", n=1, decide="round")
+    assert per_round.privacy.words.tolist() == ["rejected", "granted"]
+
+
+def test_a_claims_delay_counts_from_its_jobs_arrival():
+    """Decided once per round, A (arriving at 10) is granted at the round at 360: it waited 350 s,
+    not 0. Decided at arrival, it is granted at 10: 0 s."""
+    per_round = replay(jobs([10.0], [100.0]), [0.5], "fcfs", decide="round")
+    assert per_round.privacy.delay_s.tolist() == [350.0]
+    assert replay(jobs([10.0], [100.0]), [0.5], "fcfs").privacy.delay_s.tolist() == [0.0]
+
+
+def test_a_claim_of_a_job_run_after_another_arrives_when_that_one_completed():
+    """B (submitted at 10) runs after A (0 to 100 s): it is asked again at the next round, at 360,
+    and its claim arrives then and is granted at once: a delay of 0, not the 350 s it waited for A."""
+    from apportion.core.dependencies import Dependencies
+
+    table = JobTable.build(job_id=["A", "B"], submit_time_s=[0.0, 10.0], kind_names=["a"] * 2, num_gpus=[1] * 2,
+                           total_steps=[100.0, 100.0], kinds=("a",), after=Dependencies.of_lists([[], [0]]))
+    result = replay(table, [None, 0.5], "fcfs")
+    assert result.first_start_s.tolist() == [0.0, 360.0]
+    assert result.privacy.delay_s.tolist()[1] == 0.0
