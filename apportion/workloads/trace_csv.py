@@ -217,7 +217,9 @@ def read_trace_rows(path: str | Path, trace_format: str | None = None) -> Common
     if trace_format == "philly-log" or (trace_format is None and text.lstrip()[:1] in ("[", "{")):
         from apportion.workloads.philly_job_log import read_philly_job_log
 
-        return read_philly_job_log(source, text)
+        rows = read_philly_job_log(source, text)
+        rows.trace_format = "philly-log"
+        return rows
 
     gc_was_on = gc.isenabled()
     gc.disable()  # the collector would walk every new row list; ~30% of the parse time
@@ -234,7 +236,9 @@ def read_trace_rows(path: str | Path, trace_format: str | None = None) -> Common
     if kind == "pai":
         from apportion.workloads.pai_trace import read_pai_tables
 
-        return read_pai_tables(source, records)
+        rows = read_pai_tables(source, records)
+        rows.trace_format = "pai"
+        return rows
     for name in header:
         if header.count(name) > 1:
             raise InputError(source, "column appears twice in the header", line=1, field=name)
@@ -266,16 +270,19 @@ def read_trace_rows(path: str | Path, trace_format: str | None = None) -> Common
             if name not in columns:
                 raise InputError(source, "missing required column of the Philly extract", line=1, field=name)
         converted, order = from_philly_source(columns, lines, source)
-        return CommonRows(converted, order, SOURCE_NAMES)
+        return CommonRows(converted, order, SOURCE_NAMES, trace_format=kind)
     if kind == "helios":
         from apportion.workloads.helios_trace import from_helios
 
-        return from_helios(columns, lines, source)
-    if kind == "alibaba-2023":
+        rows = from_helios(columns, lines, source)
+    elif kind == "alibaba-2023":
         from apportion.workloads.alibaba_gpu_2023 import from_pod_list
 
-        return from_pod_list(columns, lines, source)
-    return CommonRows(columns, lines)
+        rows = from_pod_list(columns, lines, source)
+    else:
+        return CommonRows(columns, lines)
+    rows.trace_format = kind
+    return rows
 
 
 def _read_columns(source: str, trace_format: str | None = None) -> tuple[dict[str, np.ndarray], np.ndarray,

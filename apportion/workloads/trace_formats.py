@@ -35,6 +35,7 @@ class CommonRows:
     renamed: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    trace_format: str = "apportion"  # which of FORMATS the file was read as
 
 
 def check_format(name: str | None, source: str) -> None:
