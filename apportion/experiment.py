@@ -56,6 +56,7 @@ class WorkloadSettings:
     privacy_n: int | None = None  # unlock a block over this many claims
     privacy_t_s: float | None = None  # unlock a block over this many seconds
     privacy_timeout_s: float | None = None  # reject a claim not granted within this long
+    trace_format: str | None = None  # how to read path (workloads/trace_formats.py); None: told by its content
 
 
 def load_inputs(settings: WorkloadSettings) -> Inputs:
@@ -80,6 +81,7 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
             max_jobs=settings.jobs,
             start_s=settings.start_s,
             end_s=settings.end_s,
+            trace_format=settings.trace_format,
         )
         name = settings.path
     else:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs, reference,
-                      shape: str = "philly") -> WorkloadSettings:
+                      shape: str = "philly", trace_format: str | None = None) -> WorkloadSettings:
     from apportion.experiment import WorkloadSettings
     from apportion.workloads.synthetic import SHAPES
 
@@ -25,9 +25,12 @@ def workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throu
         raise fail(f"--shape must be one of {', '.join(SHAPES)}, got '{shape}'")
     if workload and shape != "philly":
         raise fail("--shape applies to the synthetic workload only, not to --workload")
+    if trace_format is not None and not workload:
+        raise fail("--trace-format applies with --workload FILE only")
     return WorkloadSettings(
         path=workload, jobs=jobs, rate_per_hour=rate, seed=seed, start_s=start_s, end_s=end_s,
         reference_gpu_type=reference, cluster=cluster, throughputs_path=throughputs, shape=shape,
+        trace_format=trace_format,
     )
 
 

@@ -21,6 +21,7 @@ from apportion.stdio import stdout_to_stderr
 def simulate(
     ctx: typer.Context,
     workload: Optional[str] = opt.Workload,
+    trace_format: Optional[str] = opt.TraceFormat,
     cluster: str = opt.Cluster,
     policy: str = typer.Option("max-min-fairness", "--policy", "-p", help=f"One of: {opt.POLICY_NAMES} (NAME:agnostic for the heterogeneity-agnostic variant, NAME:space-sharing to share GPUs).", rich_help_panel="Policy options"),
     out: Optional[Path] = opt.Out,
@@ -69,7 +70,7 @@ def simulate(
         inputs, config, options = prepare_replay(
             [policy], opt.policy_options(ctx),
             with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                           reference_gpu_type, shape),
+                                           reference_gpu_type, shape, trace_format),
                          blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
             round_s, restart_cost_s, learn_models,
         )
@@ -118,6 +119,7 @@ def compare(
     ctx: typer.Context,
     policies: str = typer.Option("fifo,las,max-min-fairness", "--policies", help=f"Comma-separated, of: {opt.POLICY_NAMES} (NAME:agnostic and NAME:space-sharing for the variants).", rich_help_panel="Policy options"),
     workload: Optional[str] = opt.Workload,
+    trace_format: Optional[str] = opt.TraceFormat,
     cluster: str = opt.Cluster,
     out: Optional[Path] = opt.Out,
     jobs: Optional[int] = opt.Jobs,
@@ -164,7 +166,7 @@ def compare(
         inputs, config, options = prepare_replay(
             specs, opt.policy_options(ctx),
             with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                           reference_gpu_type, shape),
+                                           reference_gpu_type, shape, trace_format),
                          blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
             round_s, restart_cost_s, learn_models,
         )

@@ -22,6 +22,7 @@ def sweep(
     seeds: str = typer.Option("0-4", "--seeds", help="Seeds of each point: a range (0-9) or a list (1,5,7).", rich_help_panel="Grid"),
     clusters: Optional[str] = typer.Option(None, "--clusters", help="Clusters to sweep over, separated by ';' (each a YAML file or TYPE:GPUS,...); default: --cluster.", rich_help_panel="Grid"),
     workload: Optional[str] = opt.Workload,
+    trace_format: Optional[str] = opt.TraceFormat,
     cluster: str = opt.Cluster,
     jobs: Optional[int] = opt.Jobs,
     shape: str = opt.Shape,
@@ -68,7 +69,7 @@ def sweep(
     with stdout_to_stderr():
         def settings_on(each: str):
             return with_privacy(workload_settings(workload, each, jobs, loads[0], seed_list[0], None, None, throughputs,
-                                                  reference_gpu_type, shape),
+                                                  reference_gpu_type, shape, trace_format),
                                 blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s)
 
         base = settings_on(cluster_list[0])

@@ -67,3 +67,16 @@ def test_bad_input_is_one_line_naming_file_line_and_field(tmp_path):
     assert result.exit_code == 2 and "unknown trace format 'slurm'" in result.output
     result = info(tmp_path, TRACE, "--cluster", "v100:lots")
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_simulate_reads_a_public_trace_as_it_ships_or_as_the_format_named(tmp_path):
+    path = tmp_path / "cluster_log.csv"
+    path.write_text(HELIOS)
+    result = runner.invoke(app, ["simulate", "--workload", str(path), "--policy", "fifo", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["completed"] == 3  # the GPU jobs that ran
+    result = runner.invoke(app, ["simulate", "--workload", str(path), "--trace-format", "alibaba-2023"])
+    assert result.exit_code == 2
+    assert "cluster_log.csv:1: field 'name': missing required column of an openb_pod_list file" in result.output
+    result = runner.invoke(app, ["simulate", "--trace-format", "helios"])
+    assert result.exit_code == 2 and "--trace-format applies with --workload FILE only" in result.output
