@@ -108,7 +108,7 @@ def _time(seconds: float) -> str:
 
 
 def _spark(counts: list[int], width: int = 60) -> str:
-    """Counts as a line of block characters, at most ``width`` wide (bins merged to fit)."""
+    """Counts as a line of block characters, at most ``width`` wide (bins merged to fit); a blank where none."""
     import numpy as np
 
     values = np.asarray(counts, dtype=float)
@@ -116,4 +116,5 @@ def _spark(counts: list[int], width: int = 60) -> str:
         edges = np.linspace(0, len(values), width + 1).astype(int)
         values = np.add.reduceat(values, edges[:-1])
     top = values.max() or 1.0
-    return "".join(" ▁▂▃▄▅▆▇█"[int(round(v / top * 8))] for v in values)
+    levels = np.where(values > 0, np.maximum(1, np.round(values / top * 8)), 0).astype(int)  # none: a blank
+    return "".join(" ▁▂▃▄▅▆▇█"[level] for level in levels.tolist())
