@@ -25,13 +25,7 @@ RENAMED = {"job_id": "jobid", "submit_time_s": "submitted_time", "duration_s": "
 
 def read_philly_job_log(source: str, text: str) -> CommonRows:
     """The jobs of a ``cluster_job_log`` in the common schema; each job's line is where its entry starts."""
-    try:
-        entries = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(source, f"not JSON: {err.msg}", line=err.lineno) from None
-    if not isinstance(entries, list):
-        raise InputError(source, "a Philly cluster_job_log is a JSON list of jobs", line=1)
-    starts = _entry_lines(text, len(entries))
+    entries, starts = _entries(source, text)
     ids, submitted, gpus, ran, users, queues, statuses = [], [], [], [], [], [], []
     left_out = {"jobs with no attempt that started and ended": 0, "jobs that held no GPU": 0}
     for i, job in enumerate(entries):
@@ -45,7 +39,9 @@ def read_philly_job_log(source: str, text: str) -> CommonRows:
         for attempt in attempts:
             if not isinstance(attempt, dict):
                 raise InputError(source, "each attempt must be an object", line=line, field="attempts")
-            held = sum(len(node.get("gpus") or []) for node in attempt.get("detail") or [] if isinstance(node, dict))
+            detail = attempt.get("detail")
+            held = sum(len(node["gpus"]) for node in (detail if isinstance(detail, list) else [])
+                       if isinstance(node, dict) and isinstance(node.get("gpus"), list))
             most = max(most, held)
             begin, end = attempt.get("start_time"), attempt.get("end_time")
             if _is_time(begin) and _is_time(end):
@@ -91,17 +87,35 @@ def _seconds(source: str, line: int, field: str, begin: str, end: str) -> float:
     return float(span)
 
 
-def _entry_lines(text: str, count: int) -> np.ndarray:
-    """The line on which each top-level entry of a JSON list starts (found by a raw decode, entry by entry)."""
+def _entries(source: str, text: str) -> tuple[list, np.ndarray]:
+    """The top-level entries of a JSON list, decoded one by one, and the line each starts on."""
     decoder = json.JSONDecoder()
-    newlines = np.flatnonzero(np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8) == 10)
-    offsets = np.empty(count, dtype=np.int64)
-    at = text.index("[") + 1
-    for i in range(count):
-        while text[at] in " \t\r\n,":
+    entries, lines = [], []
+    line, seen = 1, 0
+
+    def skip(at: int) -> int:
+        while at < len(text) and text[at] in " \t\r\n":
             at += 1
-        offsets[i] = at
-        _, at = decoder.raw_decode(text, at)
-    # character offsets equal byte offsets only for ASCII text; the lines are then exact
-    return np.searchsorted(newlines, offsets) + 1 if text.isascii() else np.searchsorted(
-        np.flatnonzero(np.array([c == "\n" for c in text])), offsets) + 1
+        return at
+
+    at = skip(0)
+    if not text.startswith("[", at):
+        raise InputError(source, "a Philly cluster_job_log is a JSON list of jobs", line=1)
+    at = skip(at + 1)
+    try:
+        while not text.startswith("]", at):
+            line += text.count("\n", seen, at)
+            seen = at
+            lines.append(line)
+            entry, at = decoder.raw_decode(text, at)
+            entries.append(entry)
+            at = skip(at)
+            if text.startswith(",", at):
+                at = skip(at + 1)
+            elif not text.startswith("]", at):
+                raise json.JSONDecodeError("expected ',' or ']' after a job", text, at)
+    except json.JSONDecodeError as err:
+        raise InputError(source, f"not JSON: {err.msg}", line=err.lineno) from None
+    except RecursionError:
+        raise InputError(source, "not JSON a job log has: nested too deeply", line=line) from None
+    return entries, np.array(lines, dtype=np.int64)

@@ -8,6 +8,7 @@ import numpy as np
 
 from apportion.core.cluster import Cluster
 from apportion.core.errors import InputError
+from apportion.core.limits import MAX_DURATION_S, MAX_GPUS, MAX_SUBMIT_TIME_S, describe_seconds
 from apportion.workloads.trace_formats import CommonRows, numbers_of, refuse_where
 
 GPU_BUCKETS = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, None))
@@ -32,9 +33,12 @@ def summarize(rows: CommonRows, source: str, cluster: Cluster | None = None) -> 
             raise InputError(source, "missing required column", line=1, field=name)
     submit, duration, gpus = number("submit_time_s"), number("duration_s"), number("num_gpus")
     for name, values, bad, what in (
-            ("submit_time_s", submit, np.isnan(submit) | (submit < 0), "must be a number >= 0"),
-            ("duration_s", duration, np.isnan(duration) | (duration <= 0), "must be a number > 0"),
-            ("num_gpus", gpus, np.isnan(gpus) | (gpus < 1) | (gpus != np.floor(gpus)), "must be a whole number >= 1")):
+            ("submit_time_s", submit, ~((submit >= 0) & (submit <= MAX_SUBMIT_TIME_S)),
+             f"must be from 0 to {describe_seconds(MAX_SUBMIT_TIME_S)}"),
+            ("duration_s", duration, ~((duration > 0) & (duration <= MAX_DURATION_S)),
+             f"must be > 0 and at most {describe_seconds(MAX_DURATION_S)}"),
+            ("num_gpus", gpus, ~((gpus >= 1) & (gpus <= MAX_GPUS)) | (gpus != np.floor(gpus)),
+             f"must be a whole number from 1 to {MAX_GPUS:,}")):
         refuse_where(bad, columns[name], lines, source, rows.renamed.get(name, name), f"{what}, got '{{value}}'")
 
     start = float(submit.min())

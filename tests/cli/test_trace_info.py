@@ -61,7 +61,9 @@ def test_people_get_tables_and_a_warning_for_jobs_the_cluster_cannot_hold(tmp_pa
 def test_bad_input_is_one_line_naming_file_line_and_field(tmp_path):
     result = info(tmp_path, TRACE.replace("b,1800,7200", "b,1800,-5"))
     assert result.exit_code == 2
-    assert "trace.csv:3: field 'duration_s': must be a number > 0, got '-5'" in result.output
+    assert "trace.csv:3: field 'duration_s': must be > 0 and at most 315,576,000 s (10 years), got '-5'" in result.output
+    result = info(tmp_path, TRACE.replace("d,7200,", "d,1e300,"), "--json")  # no bin per week of 1e300 s
+    assert result.exit_code == 2 and "trace.csv:5: field 'submit_time_s': must be from 0 to 3,155,760,000 s (100 years)" in result.output
     assert "Traceback" not in result.output
     result = info(tmp_path, TRACE, "--trace-format", "slurm")
     assert result.exit_code == 2 and "unknown trace format 'slurm'" in result.output

@@ -198,3 +198,17 @@ def test_a_named_format_reads_the_file_as_that_format_and_an_unknown_one_is_refu
                                                    "an openb_pod_list file")
     assert "unknown trace format 'slurm' (known: apportion, philly, philly-log, helios, pai, alibaba-2023)" in \
         error_of(path, "slurm")
+
+
+def test_a_job_log_that_is_not_a_list_of_jobs_is_one_error_not_a_traceback(tmp_path):
+    path = tmp_path / "cluster_job_log"
+    for text, expected in (("[" * 100000, "cluster_job_log:1: not JSON a job log has: nested too deeply"),
+                           ('[{"jobid": 1}\n{"jobid": 2}]', "cluster_job_log:2: not JSON: expected ',' or ']'"),
+                           ('{"jobid": 1}', "cluster_job_log:1: a Philly cluster_job_log is a JSON list of jobs"),
+                           ('[{"attempts": "x"}]', "cluster_job_log:1: field 'attempts': must be a list")):
+        path.write_text(text)
+        assert expected in error_of(path)
+    odd = [dict(PHILLY_LOG[0], attempts=[dict(PHILLY_LOG[0]["attempts"][0], detail=[{"gpus": 3}, "m1"])]),
+           PHILLY_LOG[0]]
+    path.write_text(json.dumps(odd))
+    assert list(read_trace_rows(path).columns["num_gpus"]) == ["8"]  # an unreadable detail holds no GPU
