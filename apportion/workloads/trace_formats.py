@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from apportion.core.errors import InputError
+from apportion.core.limits import MAX_GPUS
 
 # the name --trace-format takes -> what it is
 FORMATS = {
@@ -110,6 +111,11 @@ def common_rows(source: str, kept: np.ndarray, lines: np.ndarray, job_id: np.nda
     if len(rows) == 0:
         left = "; ".join(f"{count} {why}" for why, count in skipped.items() if count) or "no rows"
         raise InputError(source, f"no GPU jobs to read ({left})")
+    too_many = np.flatnonzero(~(num_gpus[rows] <= MAX_GPUS))
+    if len(too_many):
+        row = rows[too_many[0]]
+        raise InputError(source, f"{num_gpus[row]:g} GPUs is more than {MAX_GPUS:,}", line=int(lines[row]),
+                         field=renamed.get("num_gpus", "num_gpus"))
     order = rows[np.argsort(submit_s[rows], kind="stable")]
     submit = submit_s[order] - submit_s[order].min()
     columns = {

@@ -212,3 +212,10 @@ def test_a_job_log_that_is_not_a_list_of_jobs_is_one_error_not_a_traceback(tmp_p
            PHILLY_LOG[0]]
     path.write_text(json.dumps(odd))
     assert list(read_trace_rows(path).columns["num_gpus"]) == ["8"]  # an unreadable detail holds no GPU
+
+
+def test_more_gpus_than_a_job_may_ask_for_is_named_not_wrapped_around(tmp_path):
+    (tmp_path / "pai_job_table.csv").write_text(PAI_JOBS)
+    (tmp_path / "pai_task_table.csv").write_text(PAI_TASKS.replace("800.0,20.0,100.0", "800.0,20.0,1e300"))
+    assert error_of(tmp_path / "pai_job_table.csv").endswith(
+        "pai_task_table.csv:2: field 'plan_gpu': 4e+298 GPUs is more than 1,048,576")
