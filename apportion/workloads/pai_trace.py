@@ -25,7 +25,7 @@ import numpy as np
 
 from apportion.core.errors import InputError
 from apportion.workloads.text_file import read_text
-from apportion.workloads.trace_formats import CommonRows, common_rows, numbers_of, refuse_where
+from apportion.workloads.trace_formats import CommonRows, common_rows, numbers_of, refuse_where, without_gc
 
 JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu", "plan_mem",
@@ -35,6 +35,11 @@ STATUSES = {"Terminated": "completed", "Failed": "failed", "Running": "running",
 
 def read_pai_tables(source: str, records: list[list[str]]) -> CommonRows:
     """The GPU jobs of the PAI trace whose job or task table is ``source`` (already split into ``records``)."""
+    with without_gc():
+        return _read(source, records)
+
+
+def _read(source: str, records: list[list[str]]) -> CommonRows:
     width = next((len(r) for r in records if r), 0)
     if width == len(TASK_COLUMNS):
         task_source, task_records = source, records
@@ -72,15 +77,18 @@ def _records(source: str) -> list[list[str]]:
 def _columns(source: str, records: list[list[str]], names: tuple[str, ...]) -> tuple[dict[str, np.ndarray],
                                                                                      np.ndarray]:
     """Named columns of a headerless table (blank lines dropped) and each row's line in its file."""
-    kept = [i for i, r in enumerate(records) if r]
-    for i in kept:
-        if len(records[i]) != len(names):
-            raise InputError(source, f"has {len(records[i])} fields, a PAI {'task' if len(names) == 10 else 'job'} "
-                                     f"table has {len(names)} ({','.join(names)})", line=i + 1)
-    if not kept:
+    widths = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
+    kept = np.flatnonzero(widths > 0)  # csv yields [] for a blank line
+    if len(kept) == 0:
         raise InputError(source, "no rows")
-    values = list(zip(*(records[i] for i in kept)))
-    return {name: np.array(values[k], dtype=object) for k, name in enumerate(names)}, np.array(kept) + 1
+    wrong = np.flatnonzero(widths[kept] != len(names))
+    if len(wrong):
+        row = int(kept[wrong[0]])
+        raise InputError(source, f"has {widths[row]} fields, a PAI {'task' if len(names) == 10 else 'job'} "
+                                 f"table has {len(names)} ({','.join(names)})", line=row + 1)
+    rows = records if len(kept) == len(records) else [records[i] for i in kept.tolist()]
+    values = list(zip(*rows))
+    return {name: np.array(values[k], dtype=object) for k, name in enumerate(names)}, kept + 1
 
 
 def _jobs(task_source: str, tasks: dict[str, np.ndarray], lines: np.ndarray, job_source: str | None,

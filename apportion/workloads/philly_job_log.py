@@ -16,7 +16,7 @@ import json
 import numpy as np
 
 from apportion.core.errors import InputError
-from apportion.workloads.trace_formats import CommonRows, common_rows, seconds_of_times
+from apportion.workloads.trace_formats import CommonRows, common_rows, seconds_of_times, without_gc
 
 STATUSES = {"Pass": "completed", "Killed": "killed", "Failed": "failed"}
 RENAMED = {"job_id": "jobid", "submit_time_s": "submitted_time", "duration_s": "attempts", "num_gpus": "attempts",
@@ -25,6 +25,11 @@ RENAMED = {"job_id": "jobid", "submit_time_s": "submitted_time", "duration_s": "
 
 def read_philly_job_log(source: str, text: str) -> CommonRows:
     """The jobs of a ``cluster_job_log`` in the common schema; each job's line is where its entry starts."""
+    with without_gc():
+        return _read(source, text)
+
+
+def _read(source: str, text: str) -> CommonRows:
     entries, starts = _entries(source, text)
     ids, submitted, gpus, ran, users, queues, statuses = [], [], [], [], [], [], []
     left_out = {"jobs with no attempt that started and ended": 0, "jobs that held no GPU": 0}

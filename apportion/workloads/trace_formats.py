@@ -8,7 +8,10 @@ row and what it left out (CPU-only jobs, jobs that never ran) counted by reason.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
@@ -131,8 +134,8 @@ def common_rows(source: str, kept: np.ndarray, lines: np.ndarray, job_id: np.nda
 
 
 def _text(values: np.ndarray) -> np.ndarray:
-    """Numbers as the strings the CSV reader parses back exactly (repr of each float; empty for NaN)."""
-    out = np.array([repr(v) for v in values.tolist()], dtype=object)
+    """Numbers as the strings the CSV reader parses back exactly (shortest round-trip digits; empty for NaN)."""
+    out = values.astype(np.float64).astype(str).astype(object)  # numpy's shortest round-trip digits
     out[np.isnan(values)] = ""
     return out
 
@@ -143,3 +146,16 @@ def refuse_where(bad: np.ndarray, text: np.ndarray, lines: np.ndarray, source: s
     if len(rows):
         raise InputError(source, message.replace("{value}", str(text[rows[0]])), line=int(lines[rows[0]]),
                          field=field)
+
+
+@contextmanager
+def without_gc() -> Iterator[None]:
+    """The cyclic collector off while millions of small rows are built (it would walk each new
+    list again and again: most of the time a large file takes), and back as it was after."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
