@@ -219,3 +219,15 @@ def test_more_gpus_than_a_job_may_ask_for_is_named_not_wrapped_around(tmp_path):
     (tmp_path / "pai_task_table.csv").write_text(PAI_TASKS.replace("800.0,20.0,100.0", "800.0,20.0,1e300"))
     assert error_of(tmp_path / "pai_job_table.csv").endswith(
         "pai_task_table.csv:2: field 'plan_gpu': 4e+298 GPUs is more than 1,048,576")
+
+
+def test_a_table_still_in_its_tar_archive_says_to_extract_it(tmp_path):
+    import tarfile
+
+    table = tmp_path / "pai_job_table.csv"
+    table.write_text(PAI_JOBS)
+    archive = tmp_path / "pai_job_table.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(table, arcname="pai_job_table.csv")
+    assert error_of(archive).endswith("pai_job_table.tar.gz: a tar archive, not a data file: extract it first "
+                                      "(tar -xzf pai_job_table.tar.gz)")
