@@ -23,6 +23,7 @@ from apportion.workloads.catalog import builtin_throughputs
 from apportion.workloads.cluster_file import load_cluster
 from apportion.workloads.defaults import DEFAULT_CLUSTER, DEFAULT_RATE_PER_HOUR, DEFAULT_SYNTHETIC_JOBS
 from apportion.workloads.gavel_throughputs import read_gavel_throughputs
+from apportion.workloads.plugin_readers import plugin_reader, read_with_plugin
 from apportion.workloads.synthetic import generate_workload
 from apportion.workloads.trace_csv import read_workload_with_models
 
@@ -73,16 +74,20 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
             " add one with --throughputs)",
         )
     if settings.path:
-        jobs, throughputs = read_workload_with_models(
-            settings.path,
-            throughputs=throughputs,
-            reference_gpu_type=settings.reference_gpu_type,
-            seed=settings.seed,
-            max_jobs=settings.jobs,
-            start_s=settings.start_s,
-            end_s=settings.end_s,
-            trace_format=settings.trace_format,
-        )
+        def read(path: str, table: ThroughputTable = throughputs) -> tuple[JobTable, ThroughputTable]:
+            return read_workload_with_models(
+                path,
+                throughputs=table,
+                reference_gpu_type=settings.reference_gpu_type,
+                seed=settings.seed,
+                max_jobs=settings.jobs,
+                start_s=settings.start_s,
+                end_s=settings.end_s,
+                trace_format=settings.trace_format,
+            )
+
+        plugin = plugin_reader(settings.path)  # READER:PATH, a reader from outside apportion
+        jobs, throughputs = read(settings.path) if plugin is None else read_with_plugin(*plugin, read)
         name = settings.path
     else:
         count = settings.jobs if settings.jobs is not None else DEFAULT_SYNTHETIC_JOBS

@@ -1,4 +1,5 @@
-"""How long `apportion status` and `apportion queue` take against a live server.
+"""How long `apportion status` and `apportion queue` take against a live server, `import apportion`, and
+`apportion --help` and `apportion simulate --help` (which looks for installed policy plugins: the one that pays for discovery).
 
 Starts a server on a free port in a temporary state directory, then times each command
 REPEATS times (wall clock, the whole process) next to a bare `python -c pass` in the same
@@ -59,8 +60,11 @@ def main() -> None:
                     time.sleep(0.2)
             commands = {
                 "python -c pass": [sys.executable, "-c", "pass"],
+                "import apportion": [sys.executable, "-c", "import apportion"],
                 "apportion status": [sys.executable, "-m", "apportion.cli", "status"],
                 "apportion queue": [sys.executable, "-m", "apportion.cli", "queue"],
+                "apportion --help": [sys.executable, "-m", "apportion.cli", "--help"],
+                "apportion simulate --help": [sys.executable, "-m", "apportion.cli", "simulate", "--help"],
             }
             times: dict[str, list[float]] = {name: [] for name in commands}
             for _ in range(args.repeats):  # interleaved, so that load on the machine hits all alike

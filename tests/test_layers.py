@@ -11,25 +11,29 @@ PACKAGE = Path(__file__).resolve().parents[1] / "apportion"
 # each part of the package, and the parts it may import (docs/architecture.md, "Layers")
 ALLOWED = {
     "stdio": set(),
+    "plugins": set(),
     "core": set(),
     "runtime": set(),
-    "executors": set(),
+    "executors": {"plugins"},
     "perf": {"core"},
     "solve": {"core", "stdio"},
-    "workloads": {"core", "perf"},
-    "policies": {"core", "solve"},
-    "mechanism": {"core"},
+    "workloads": {"core", "perf", "plugins"},
+    "policies": {"core", "solve", "plugins"},
+    "mechanism": {"core", "plugins"},
     "sim": {"core", "mechanism", "policies"},
     "serve": {"core", "executors", "mechanism", "policies", "workloads", "runtime"},
     "report": {"sim"},
     "experiment": {"core", "perf", "policies", "sim", "workloads"},
+    "arguments": {"core", "mechanism", "policies", "sim", "workloads", "experiment", "compare", "sweep"},
     "compare": {"experiment", "sim"},
     "sweep": {"experiment", "sim", "executors"},
     "fidelity": {"core", "mechanism", "perf", "policies", "sim", "workloads", "serve", "experiment"},
     "cli": {"core", "perf", "policies", "sim", "workloads", "serve", "report", "experiment", "compare", "sweep",
-            "stdio", "mechanism", "solve", "runtime", "fidelity"},
+            "stdio", "mechanism", "solve", "runtime", "fidelity", "plugins", "arguments"},
     "__main__": {"cli"},
-    "__init__": {"serve"},  # `from apportion import Client`, imported when first asked for
+    "results": {"sim", "report", "sweep"},
+    "api": {"arguments", "results", "report", "sweep", "workloads"},
+    "__init__": {"serve", "api", "arguments"},  # `from apportion import Client`, `simulate`, ...: imported when first asked for
 }
 
 

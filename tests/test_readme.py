@@ -104,7 +104,8 @@ def run(example: Example) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     with tempfile.TemporaryDirectory() as directory:
-        done = subprocess.run([sys.executable, "-m", "apportion", *shlex.split(example.command)[1:]], cwd=directory,
+        where = REPO if "examples/" in example.command else directory  # the repository's example files, by path
+        done = subprocess.run([sys.executable, "-m", "apportion", *shlex.split(example.command)[1:]], cwd=where,
                               env=env, capture_output=True, text=True, timeout=300)
     return done.stdout if done.returncode == 0 else done.stderr
 

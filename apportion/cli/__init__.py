@@ -1,6 +1,7 @@
 """The ``apportion`` command: parse, call the library, print. Nothing else lives here.
 
-One module a group of commands: ``simulate`` (simulate, compare, kinds), ``sweep``, ``plan``, ``profile``, ``serve``,
+One module a group of commands: ``simulate`` (simulate, compare, kinds), ``policies`` (every policy, plugins
+included; ``plugin_names`` loads the plugins a command line names before it is parsed), ``sweep``, ``plan``, ``profile``, ``serve``,
 ``replay`` (a served run against its simulation), ``submit`` (submit, wait) and ``jobs`` (queue, cancel, logs, status),
 the server's clients, ``history`` (its jobs' accounting), ``users`` (its credentials) and ``blocks``
 (its privacy blocks); ``trace`` (what a trace holds);
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import typer
 
-from apportion.cli import blocks, history, jobs, plan, profile, replay, serve, simulate, submit, sweep, trace, users
+from apportion.cli import (blocks, history, jobs, plan, policies, profile, replay, serve, simulate, submit, sweep,
+                           trace, users)
 from apportion.cli.help import HelpCommand, HelpGroup
 from apportion.cli.options import BriefPolicyCommand, PolicyCommand
 from apportion.cli.submit_flags import SubmitCommand
@@ -29,6 +31,7 @@ app.command(cls=PolicyCommand)(simulate.simulate)
 app.command(cls=PolicyCommand)(simulate.compare)
 app.command(cls=PolicyCommand)(sweep.sweep)
 app.command(cls=HelpCommand)(simulate.kinds)
+app.command(cls=HelpCommand)(policies.policies)
 app.command(cls=HelpCommand)(plan.plan)
 app.command(cls=HelpCommand)(profile.profile)
 app.command(cls=BriefPolicyCommand)(serve.serve)

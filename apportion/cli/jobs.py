@@ -13,7 +13,7 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.arrays import collapse_arrays
-from apportion.cli.output import console, errors, escape, fail, print_json, print_table
+from apportion.cli.output import console, errors, escape, fail, print_json, print_json_text, print_table
 from apportion.cli.safe_text import log_text, printable
 from apportion.stdio import stdout_to_stderr
 
@@ -114,15 +114,20 @@ def queue(
     client = client_for(server, token, token_file)
     now = _time.time()
     more_waiting = 0
-    if array is not None:  # the server picks the array's tasks (an id that cannot be one has none)
-        named = array.strip()
-        jobs = call(lambda: client.jobs(array=named)) if named.isascii() and named.isdigit() and len(named) < 19 else []
+    named = array.strip() if array is not None else None
+    if named is not None and not (named.isascii() and named.isdigit() and len(named) < 19):
+        jobs = []  # an id that cannot be an array's has no tasks
+    elif as_json:  # the server's JSON as it came, every page (not parsed: 50,000 jobs in well under a second)
+        ended_after = None if show_all else now - ACTIVE_SHOWN_S
+        text = call(lambda: client.jobs_text(ended_after=ended_after, array=named))
+        print_json_text(text)
+        return
+    elif named is not None:  # the server picks the array's tasks
+        jobs = call(lambda: client.jobs(array=named))
         if not show_all:
             jobs = recent(jobs, now)
     elif show_all:
         jobs = call(client.jobs)
-    elif as_json:  # every active job: the list stays complete
-        jobs = call(client.queue)
     else:  # what a screen shows: the running and the recently ended, the first waiting, and a count of the rest
         shown = call(lambda: client.jobs(status="running,completed,failed,cancelled",
                                           ended_after=now - ACTIVE_SHOWN_S))

@@ -37,6 +37,12 @@ class PolicyCommand(HelpCommand):
 
     _policy_params: list | None = None
 
+    def parse_args(self, ctx, args):
+        from apportion.cli.plugin_names import load_policy_plugins
+
+        load_policy_plugins(list(args))  # before the flags are built: the plugins named bring their options
+        return super().parse_args(ctx, args)
+
     def get_params(self, ctx):
         if self._policy_params is None:
             self._policy_params = _registry_params({o for p in self.params for o in (*p.opts, *p.secondary_opts)})
@@ -128,24 +134,19 @@ def given_policy_options(ctx: typer.Context) -> dict[str, Any]:
 
 def read_policy_options(given: dict[str, Any]) -> dict[str, Any]:
     """Policy options as given (by option name) with the files they name read, for ``make_policy``."""
-    readers = _file_readers()
-    return {name: readers[name](value) if name in readers else value for name, value in given.items()}
+    from apportion.arguments import read_policy_options as read
+    from apportion.cli.inputs import checked
+
+    return checked(read, given)
 
 
 def record_policy_options(given: dict[str, Any]) -> dict[str, Any]:
     """Policy options as given, as JSON, a file by its absolute path."""
-    readers = _file_readers()
-    return {name: str(Path(value).resolve()) if name in readers else value for name, value in given.items()}
-
-
-def _file_readers() -> dict:
-    """Option name -> how the command line reads the file it names, for the options of a type read from a file."""
-    from apportion.cli.inputs import load_queues
     from apportion.core.queues import QueueConfig
     from apportion.policies.registry import declared_options
 
-    read = {QueueConfig: load_queues}
-    return {o.name: read[o.type] for o in declared_options() if o.type in read}
+    files = {o.name for o in declared_options() if o.type is QueueConfig}
+    return {name: str(Path(value).resolve()) if name in files else value for name, value in given.items()}
 
 
 def _registry_params(own_flags: set[str]) -> list:
@@ -213,7 +214,7 @@ def round_option(default_s: float, help: str = "Round length in seconds.", panel
 
 
 # the workload, the cluster and the mechanism of a replay (simulate, compare)
-Workload = typer.Option(None, "--workload", "-w", help="A trace (.csv, .csv.gz): apportion's CSV, or a public trace as it ships, told by its content (Philly's extract or cluster_job_log, Helios, Alibaba PAI 2020 or 2023; docs/workloads.md); default: a seeded synthetic workload.", rich_help_panel="Inputs")
+Workload = typer.Option(None, "--workload", "-w", help="A trace (.csv, .csv.gz): apportion's CSV, or a public trace as it ships, told by its content (Philly's extract or cluster_job_log, Helios, Alibaba PAI 2020 or 2023; docs/workloads.md); or READER:PATH for a plugin's reader (docs/policies.md); default: a seeded synthetic workload.", rich_help_panel="Inputs")
 TraceFormat = typer.Option(None, "--trace-format", metavar="NAME", help="Read --workload as this format instead of telling it by its content: apportion, philly, philly-log, helios, pai, alibaba-2023.", rich_help_panel="Inputs")
 Cluster = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="YAML file, or TYPE:GPUS[:GPUS_PER_NODE],... (4 GPUs a node by default).", rich_help_panel="Cluster")
 Jobs = typer.Option(None, "--jobs", "-n", help="Synthetic: how many jobs (default 400). CSV: keep the first N.", rich_help_panel="Inputs")
@@ -230,7 +231,7 @@ CpuSplit = typer.Option("proportional", "--cpu-split", help="How each node's CPU
 LearnModels = typer.Option(False, "--learn-models", help="Elastic jobs: a policy that sizes them sees each job's step-time model learnt from the steps it has made, and gives it at most twice the most GPUs it has run on (Pollux's way); default: their true models.", rich_help_panel="Mechanism")
 # privacy budget (docs/privacy.md)
 Blocks = typer.Option(None, "--blocks", help="Privacy blocks CSV (block,arrival_s,epsilon,delta[,rdp_orders]); the workload's privacy_* columns claim them.", rich_help_panel="Privacy budget")
-PrivacyPolicyName = typer.Option("dpf-n", "--privacy-policy", help="How claims are granted: fcfs, rr, dpf-n, dpf-t or pack.", rich_help_panel="Privacy budget")
+PrivacyPolicyName = typer.Option("dpf-n", "--privacy-policy", help="How claims are granted: fcfs, rr, dpf-n, dpf-t, pack, or a plugin (docs/policies.md).", rich_help_panel="Privacy budget")
 PrivacyN = typer.Option(None, "--privacy-n", help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Privacy budget")
 PrivacyT = typer.Option(None, "--privacy-t", help="Unlock a block's budget over this many seconds from its arrival (dpf-t; rr and pack by time).", rich_help_panel="Privacy budget")
 PrivacyTimeout = typer.Option(None, "--privacy-timeout-s", help="Reject a claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Privacy budget")

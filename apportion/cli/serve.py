@@ -40,14 +40,14 @@ def serve(
     hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
     grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="auto (the default: <= 5% overhead), auto:SECONDS, off, or SECONDS.", rich_help_panel="Jobs"),
-    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local (this machine) or ray (a Ray cluster: docs/ray.md).", rich_help_panel="Executor"),
+    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local, ray (docs/ray.md) or a plugin (docs/policies.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (types' Ray resources, shared dir).", rich_help_panel="Executor"),
     market: Optional[list[str]] = typer.Option(None, "--market", metavar="<path>", help="Rent the nodes from a market: FILE, DIR (repeatable) or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
     provisioning: str = typer.Option(DEFAULTS.provisioning, "--provisioning", help="With --market: what to rent (as simulate's).", rich_help_panel="Executor"),
     notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks notify: URLs may reach (none: off).", rich_help_panel="Security"),
     warm_start: bool = typer.Option(DEFAULTS.warm_start, "--warm-start/--no-warm-start", help="Fork Python jobs from a wrapper with torch imported (local executor).", rich_help_panel="Jobs"),
-    privacy_policy: str = typer.Option(DEFAULTS.privacy_policy, "--privacy-policy", show_default=False, help="Privacy: fcfs (default), rr, dpf-n, dpf-t, pack.", rich_help_panel="Policy options"),
+    privacy_policy: str = typer.Option(DEFAULTS.privacy_policy, "--privacy-policy", show_default=False, help="Privacy: fcfs (default), rr, dpf-n, dpf-t, pack, or a plugin.", rich_help_panel="Policy options"),
     privacy_n: Optional[int] = typer.Option(None, "--privacy-n", hidden=True, help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Policy options"),
     privacy_t: Optional[float] = typer.Option(None, "--privacy-t", hidden=True, help="Unlock a block's budget over this many seconds from when it was added (dpf-t; rr and pack by time).", rich_help_panel="Policy options"),
     privacy_timeout_s: Optional[float] = typer.Option(None, "--privacy-timeout-s", hidden=True, help="Reject a privacy claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Policy options"),
@@ -155,11 +155,22 @@ def serve(
 
     if no_gpus:
         errors.print("no GPUs found: offering 1 CPU slot (--slots cpu:N for more)", highlight=False)
+    executor = backend.executor if backend is not None else _plugin_executor(settings.executor, state_dir, offered)
     try:
-        run_server(options, offered, chosen_policy, log, ready, backend.executor if backend is not None else None,
+        run_server(options, offered, chosen_policy, log, ready, executor,
                    sock=sock, **({"provisioner": provisioner} if provisioner is not None else {}))
     except ServerError as exc:
         raise fail(str(exc)) from None
+
+
+def _plugin_executor(name: str, state_dir: Path, slots: list):
+    """None for the local executor (the server builds it), else the plugin ``name`` built for ``slots``."""
+    from apportion.serve.executor_plugin import plugin_executor
+
+    try:
+        return plugin_executor(name, state_dir, slots)
+    except ValueError as exc:
+        raise fail(f"--executor: {exc}") from None
 
 
 @dataclass(frozen=True)

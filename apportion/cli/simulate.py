@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import (
-    check_cpu_split, preemptions_line, prepare_replay, rented_options, rented_setup, with_privacy, workload_settings,
-)
-from apportion.cli.output import (
-    console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
-)
+from apportion.cli.inputs import as_flags, market_notes, preemptions_line
+from apportion.cli.output import console, escape, print_json, print_line, print_table, print_wrote, progress_bar
 from apportion.stdio import stdout_to_stderr
 
 
@@ -48,7 +43,7 @@ def simulate(
     market: Optional[list[str]] = opt.Market,
     market_start: Optional[str] = opt.MarketStart,
     interruption_rates: Optional[str] = opt.InterruptionRates,
-    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md).", rich_help_panel="Rented cluster"),
+    provisioning: str = typer.Option("static", "--provisioning", help=f"With --market, which instances each job rents: one of {', '.join(opt.PROVISIONING_NAMES)} (docs/cloud.md), or a plugin (docs/policies.md).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summary", "Output"),
 ) -> None:
@@ -57,44 +52,31 @@ def simulate(
     With no options: a seeded synthetic workload on a small heterogeneous cluster. With --market:
     on instances each job rents from a market, as --provisioning chooses them (docs/cloud.md).
     """
-    from apportion.experiment import run_policy, run_rented
-    from apportion.mechanism.received import RECEIVED_SINCE
+    from apportion.arguments import check_out, replay_arguments, run
 
-    _check_out(out)
-    rented_options(market, market_start, interruption_rates)
-    check_cpu_split(cpu_split)
-    if received_since is not None and received_since not in RECEIVED_SINCE:
-        raise fail(f"--received-since must be one of {', '.join(RECEIVED_SINCE)}, got '{received_since}'")
-    weights = _user_weights(share_by_user, user_weights)
-    with stdout_to_stderr():
-        inputs, config, options = prepare_replay(
-            [policy], opt.policy_options(ctx),
-            with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                           reference_gpu_type, shape, trace_format),
-                         blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
-            round_s, restart_cost_s, learn_models,
+    with as_flags(), stdout_to_stderr():
+        check_out(out)
+        replay = replay_arguments(
+            [policy], opt.given_policy_options(ctx), workload=workload, cluster=cluster, jobs=jobs, rate=rate,
+            seed=seed, shape=shape, start_s=start_s, end_s=end_s, throughputs=throughputs,
+            reference_gpu_type=reference_gpu_type, round_s=round_s, restart_cost_s=restart_cost_s,
+            learn_models=learn_models, cpu_split=cpu_split, blocks=blocks, privacy_policy=privacy_policy,
+            privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s, trace_format=trace_format,
+            received_since=received_since, share_by_user=share_by_user, user_weights=user_weights, market=market,
+            market_start=market_start, interruption_rates=interruption_rates, provisioning=[provisioning],
+            checkpoint_gb=checkpoint_gb,
         )
-        config = replace(config, cpu_split=cpu_split)
-        if received_since is not None:
-            config = replace(config, received_since=received_since)
-        if share_by_user:
-            config = replace(config, share_by_user=True, user_weights=weights)
-        rented = None if not market else rented_setup(market, [provisioning], checkpoint_gb, inputs, seed, market_start,
-                                                      interruption_rates)
+        market_notes(replay)
+        rented = replay.market is not None
+        inputs = replay.inputs
         with progress_bar(as_json) as bar:
-            task = bar.add_task(policy if rented is None else provisioning, total=len(inputs.jobs), day=0.0)
+            task = bar.add_task(provisioning if rented else policy, total=len(inputs.jobs), day=0.0)
 
-            def report(ended: int, total: int, now_s: float) -> None:
+            def report(spec: str, ended: int, total: int, now_s: float) -> None:
                 bar.update(task, completed=ended, day=now_s / 86400)
 
-            try:
-                if rented is None:
-                    result = run_policy(inputs, policy, config, progress=report, record_holdings=out is not None,
-                                        **options)
-                else:
-                    result = run_rented(inputs, *rented[:1], provisioning, config, rented[1], progress=report)
-            except ValueError as exc:  # a policy that cannot work on these inputs, e.g. min-cost without prices
-                raise fail(str(exc)) from None
+            result, = run(replay, [provisioning if rented else policy], progress=report,
+                          record_holdings=out is not None)
     if as_json:
         print_json(result.summary)
     else:
@@ -143,53 +125,39 @@ def compare(
     market: Optional[list[str]] = opt.Market,
     market_start: Optional[str] = opt.MarketStart,
     interruption_rates: Optional[str] = opt.InterruptionRates,
-    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} (compared in place of --policies).", rich_help_panel="Rented cluster"),
+    provisioning: str = typer.Option(",".join(opt.PROVISIONING_NAMES), "--provisioning", help=f"With --market, comma-separated, of: {', '.join(opt.PROVISIONING_NAMES)} or plugins (compared in place of --policies).", rich_help_panel="Rented cluster"),
     checkpoint_gb: float = opt.CheckpointGb,
     as_json: bool = opt.json_option("the summaries", "Output"),
 ) -> None:
     """Run several policies on the same workload and print them side by side.
 
     With --market: the provisioning policies, each job renting its instances from the market."""
-    from apportion.compare import run_policies
-    from apportion.experiment import run_rented
+    from apportion.arguments import check_out, names, replay_arguments, run
 
-    specs = [p.strip() for p in policies.split(",") if p.strip()]
-    if not specs:
-        raise fail("--policies is empty")
-    rented_specs = [p.strip() for p in provisioning.split(",") if p.strip()]
-    if market and not rented_specs:
-        raise fail("--provisioning is empty")
-    _check_out(out)
-    rented_options(market, market_start, interruption_rates)
-    check_cpu_split(cpu_split)
-    with stdout_to_stderr():
-        inputs, config, options = prepare_replay(
-            specs, opt.policy_options(ctx),
-            with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                           reference_gpu_type, shape, trace_format),
-                         blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s),
-            round_s, restart_cost_s, learn_models,
+    with as_flags(), stdout_to_stderr():
+        specs = names(policies, "policies")
+        rented_specs = names(provisioning, "provisioning") if market else []
+        check_out(out)
+        replay = replay_arguments(
+            specs, opt.given_policy_options(ctx), workload=workload, cluster=cluster, jobs=jobs, rate=rate,
+            seed=seed, shape=shape, start_s=start_s, end_s=end_s, throughputs=throughputs,
+            reference_gpu_type=reference_gpu_type, round_s=round_s, restart_cost_s=restart_cost_s,
+            learn_models=learn_models, cpu_split=cpu_split, blocks=blocks, privacy_policy=privacy_policy,
+            privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s, trace_format=trace_format,
+            market=market, market_start=market_start, interruption_rates=interruption_rates, provisioning=rented_specs,
+            checkpoint_gb=checkpoint_gb,
         )
-        rented = None if not market else rented_setup(market, rented_specs, checkpoint_gb, inputs, seed, market_start,
-                                                      interruption_rates)
-        shown = specs if rented is None else rented_specs
-        config = replace(config, cpu_split=cpu_split)
+        market_notes(replay)
+        rented = replay.market is not None
+        inputs = replay.inputs
+        shown = rented_specs if rented else specs
         with progress_bar(as_json) as bar:
             tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in shown}
 
             def report(spec: str, ended: int, total: int, now_s: float) -> None:
                 bar.update(tasks[spec], completed=ended, day=now_s / 86400)
 
-            try:
-                if rented is None:
-                    results = run_policies(inputs, specs, config, workers=workers, progress=report,
-                                           record_holdings=out is not None, **options)
-                else:  # a rented replay takes seconds: one after another, in this process
-                    results = [run_rented(inputs, rented[0], spec, config, rented[1],
-                                          progress=lambda ended, total, now_s, spec=spec: report(spec, ended, total, now_s))
-                               for spec in rented_specs]
-            except ValueError as exc:
-                raise fail(str(exc)) from None
+            results = run(replay, shown, workers=workers, progress=report, record_holdings=out is not None)
     summaries = [r.summary for r in results]
     if as_json:
         print_json({"policies": summaries})
@@ -228,24 +196,3 @@ def kinds() -> None:
         view.add_row(escape(kind), *(f"{v:.2f}" if v == v else "—" for v in table.steps_per_s[k, :, 0]))
     print_table(view)
     console.print("k80/p100/v100: Gavel's measurements; t4/a100/h100: roofline prediction (docs/throughputs.md).")
-
-
-def _check_out(out: Optional[Path]) -> None:
-    """Refuse an ``--out`` that cannot be written before the replay, not after it."""
-    problem = None if out is None else out_dir_problem(out)
-    if problem is not None:
-        raise fail(f"--out: {problem}")
-
-
-def _user_weights(share_by_user: bool, text: str | None) -> tuple[tuple[str, float], ...]:
-    """--user-weights as (user, weight) pairs; a one-line error when it is malformed or given alone."""
-    if text is None:
-        return ()
-    if not share_by_user:
-        raise fail("--user-weights needs --share-by-user")
-    from apportion.policies.by_user import parse_user_weights
-
-    try:
-        return tuple(parse_user_weights(text).items())
-    except ValueError as exc:
-        raise fail(f"--user-weights: {exc}") from None

@@ -34,6 +34,8 @@ class PrivacyPolicy:
     t_s: float | None = None
 
     def __post_init__(self) -> None:
+        if type(self) is not PrivacyPolicy:  # a plugin's subclass: its own rules (make_privacy_policy)
+            return
         if self.name not in PRIVACY_POLICIES:
             raise ValueError(f"unknown privacy policy '{self.name}' (known: {', '.join(PRIVACY_POLICIES)})")
         if self.n is not None and self.n < 1:
@@ -50,7 +52,7 @@ class PrivacyPolicy:
     @property
     def unlocks_by(self) -> str:
         """"all" at arrival, by "claims" (N) or by "time" (T)."""
-        if self.name == "fcfs":
+        if self.name == "fcfs" or (self.n is None and self.t_s is None):  # a plugin given neither: as fcfs
             return "all"
         if self.name == "dpf-n" or (self.name != "dpf-t" and self.n is not None):
             return "claims"
@@ -135,3 +137,37 @@ def water_fill(need: np.ndarray, group: np.ndarray, pool: np.ndarray) -> np.ndar
     level = (pool[g] - spent[g]) / left
     given[order] = np.where(full, x, np.maximum(level, 0.0))
     return given
+
+
+def make_privacy_policy(name: str, n: int | None = None, t_s: float | None = None) -> PrivacyPolicy:
+    """The privacy policy ``name`` with its N or T: a built-in, or a plugin (an entry point of
+    ``apportion.privacy`` or ``path/file.py:Name``) naming a ``PrivacyPolicy`` subclass, built with
+    ``(name, n, t_s)``, that overrides ``order`` (and ``unlocked_fraction``, ``unlocks_by`` if it
+    unlocks budget otherwise). ValueError naming the known ones when nobody declares ``name``."""
+    if name in PRIVACY_POLICIES:
+        return PrivacyPolicy(name, n, t_s)
+    from apportion.plugins import PluginError, from_entry_point, from_file, is_file_spec
+
+    plugin = from_file("privacy", name) if is_file_spec(name) else from_entry_point("privacy", name)
+    if plugin is None:
+        raise ValueError(f"unknown privacy policy '{name}' (known: {', '.join(PRIVACY_POLICIES)})")
+    where = f"privacy plugin {plugin.name} ({plugin.source})"
+    if not (isinstance(plugin.value, type) and issubclass(plugin.value, PrivacyPolicy)):
+        raise PluginError(f"{where}: is not a subclass of apportion.mechanism.privacy_policies.PrivacyPolicy")
+    try:
+        policy = plugin.value(name, n, t_s)
+    except Exception as exc:  # noqa: BLE001 - the plugin's own code
+        raise PluginError(f"{where}: building it failed: {type(exc).__name__}: {exc}") from None
+    order = policy.order
+
+    def checked_order(waiting, *args):
+        try:
+            chosen = np.asarray(order(waiting, *args), dtype=np.int64)
+        except Exception as exc:  # noqa: BLE001 - named, never a traceback from the round
+            raise PluginError(f"{where}: order() raised {type(exc).__name__}: {exc}") from None
+        if chosen.ndim != 1 or len(np.unique(chosen)) != len(chosen) or not np.isin(chosen, waiting).all():
+            raise PluginError(f"{where}: order() returned claims that are not the waiting ones, each once")
+        return chosen
+
+    object.__setattr__(policy, "order", checked_order)
+    return policy

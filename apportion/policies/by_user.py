@@ -190,11 +190,11 @@ def user_shares(jobs: JobView, steps_per_s: np.ndarray, capacity: np.ndarray,
 def how_shared(policy) -> str:
     """How :class:`ByUser` shares ``policy``'s cluster among users: "turns" (an ordering policy),
     "split" (an LP policy: a part of the cluster per user) or "unchanged" (the others)."""
-    from apportion.policies.registry import ENTRIES
+    from apportion.policies.registry import ENTRIES, base_name
 
     if isinstance(policy, OrderingPolicy):
         return "turns"
-    entry = ENTRIES.get(str(getattr(policy, "name", "")).split(":")[0])
+    entry = ENTRIES.get(base_name(str(getattr(policy, "name", ""))))  # a plugin file's path.py:Name whole
     return "split" if entry is not None and entry.is_lp else "unchanged"
 
 

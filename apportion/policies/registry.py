@@ -18,7 +18,10 @@ Adding a policy
    registered policy) pick it up from there.
 3. Add one test of what the policy promises, in ``tests/policies/``.
 
-Code outside apportion may instead ``register(PolicyEntry(...))`` with the class itself.
+Code outside apportion may instead ``register(PolicyEntry(...))`` with the class itself, or be a
+plugin (``apportion.plugins``): a name that is no registered policy's is looked up, when first asked
+for, as a file spec (``path/to/file.py:Name``) or an entry point of the ``apportion.policies`` group
+(``policies/plugin_policies.py``), and registered under that name.
 
 Options on the command line
 ---------------------------
@@ -90,6 +93,7 @@ class PolicyEntry:
     summary: str
     is_lp: bool = False
     options: tuple[Option, ...] = ()
+    source: str = "built-in"  # or a plugin's: "entry point of PACKAGE VERSION", "file PATH"
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -268,10 +272,30 @@ def policy_names() -> tuple[str, ...]:
 
 def policy_info(name: str) -> PolicyEntry:
     """The entry of the policy ``name`` (variants in a spec are ignored); ValueError if unknown."""
-    base = name.strip().split(":")[0].strip()
-    if base not in _ENTRIES:
-        raise ValueError(_unknown("policy", base, _ENTRIES, name.strip()))
+    base = base_name(name)
+    _find(base, name)
     return _ENTRIES[base]
+
+
+def base_name(spec: str) -> str:
+    """The policy's name in ``spec``: before its variants (a plugin file's ``path.py:Name`` whole)."""
+    from apportion.plugins import is_file_spec, split_file_spec
+
+    spec = spec.strip()
+    if ".py:" in spec and is_file_spec(spec):
+        return split_file_spec(spec)[0]
+    return spec.split(":")[0].strip()
+
+
+def _find(name: str, spec: str) -> None:
+    """Make sure ``name`` is registered: a plugin (file spec, entry point) is loaded and registered
+    now; ValueError naming the known policies when nobody declares it, PluginError when it is broken."""
+    if name in _ENTRIES:
+        return
+    from apportion.policies.plugin_policies import load
+
+    if load(name) is None:
+        raise ValueError(_unknown("policy", name, _ENTRIES, spec.strip()))
 
 
 def _unknown(what: str, name: str, known, spec: str = "") -> str:
@@ -303,8 +327,10 @@ def option_takers(option_name: str) -> tuple[str, ...]:
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, bool]]:
-    """``max-min-fairness:agnostic`` → ("max-min-fairness", {"agnostic": True}); variants combine."""
-    name, *variants = [part.strip() for part in spec.strip().split(":")]
+    """``max-min-fairness:agnostic`` → ("max-min-fairness", {"agnostic": True}); variants combine
+    (a plugin file's ``path.py:Name:agnostic`` → ("path.py:Name", {"agnostic": True}))."""
+    name = base_name(spec)
+    variants = [part.strip() for part in spec.strip()[len(name):].split(":")[1:]]
     known = variant_names()
     options = {}
     for variant in variants:
@@ -320,9 +346,8 @@ def make_policy(spec: str, **options: Any) -> Policy:
     An option left at its default is not asked for; a ``shared`` option is ignored by a policy
     that does not take it. ValueError, one line, for anything that does not apply.
     """
+    _find(base_name(spec), spec)
     name, variant_options = parse_spec(spec)
-    if name not in _ENTRIES:
-        raise ValueError(_unknown("policy", name, _ENTRIES, spec.strip()))
     entry = _ENTRIES[name]
     given = _check_options(entry, {**options, **variant_options})
     partitions = given.pop("partitions", 1)
@@ -405,6 +430,7 @@ def _check_options(entry: PolicyEntry, options: dict[str, Any]) -> dict[str, Any
 __all__ = [
     "AGNOSTIC",
     "ENTRIES",
+    "base_name",
     "LP_NAMES",
     "LP_OPTIONS",
     "Option",

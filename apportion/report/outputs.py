@@ -82,41 +82,47 @@ def _extras(results: Sequence[SimResult]) -> tuple[bool, bool, bool]:
             bool(results) and all(r.rented is not None for r in results))
 
 
-def job_columns(result: SimResult, privacy: bool | None = None, stall: bool | None = None,
-                rented: bool | None = None) -> list[list[str]]:
-    """The jobs.csv columns, in ``job_header`` order, as lists of cell text (``privacy``, ``stall``, ``rented``:
+def job_values(result: SimResult, privacy: bool | None = None, stall: bool | None = None,
+               rented: bool | None = None) -> dict[str, np.ndarray]:
+    """jobs.csv's columns, in ``job_header`` order, as arrays of values (NaN where a time is unknown):
+    what ``job_columns`` writes and what a notebook's DataFrame holds (``privacy``, ``stall``, ``rented``:
     with the claims' columns, the data stall's, the dollars'; None: when the replay has them)."""
     jobs = result.jobs
     start = result.first_start_s
-    return [
-        _text(jobs.job_id),
-        _text(np.asarray(jobs.kinds, dtype=object)[jobs.kind]),
-        _integers(jobs.num_gpus),
-        _decimals(jobs.submit_time_s),
-        _decimals(start),
-        _decimals(result.finish_s),
-        _decimals(result.jct_s),
-        _decimals(start - jobs.submit_time_s),
-        _text(gpu_type_labels(result.time_on_type, result.cluster.gpu_types)),
-        _integers(result.preemptions),
-        _integers(result.moves),
-        _decimals(result.steps_done),
-        _decimals(jobs.total_steps),
-        _STATUS_NAMES[result.status].tolist(),
-        _decimals(np.full(len(jobs), np.nan) if jobs.deadline_s is None else jobs.deadline_s),
-        _text(result.reasons),
-        *(_privacy_columns(result) if (result.privacy is not None if privacy is None else privacy) else []),
-        *([_decimals(result.data_stall, 6)] if (result.data_stall is not None if stall is None else stall) else []),
-        *(_rented_columns(result) if (result.rented is not None if rented is None else rented) else []),
-    ]
+    values = {
+        "job_id": np.asarray(jobs.job_id),
+        "kind": np.asarray(jobs.kinds, dtype=object)[jobs.kind],
+        "num_gpus": np.asarray(jobs.num_gpus),
+        "submit_s": jobs.submit_time_s,
+        "start_s": start,
+        "finish_s": result.finish_s,
+        "jct_s": result.jct_s,
+        "queueing_s": start - jobs.submit_time_s,
+        "gpu_types": gpu_type_labels(result.time_on_type, result.cluster.gpu_types),
+        "preemptions": np.asarray(result.preemptions),
+        "moves": np.asarray(result.moves),
+        "steps_done": result.steps_done,
+        "total_steps": jobs.total_steps,
+        "status": _STATUS_NAMES[result.status],
+        "deadline_s": np.full(len(jobs), np.nan) if jobs.deadline_s is None else jobs.deadline_s,
+        "unschedulable_reason": np.asarray(result.reasons, dtype=object),
+    }
+    if result.privacy is not None if privacy is None else privacy:
+        values["privacy_claim"] = np.asarray(result.privacy.words, dtype=object)
+        values["privacy_delay_s"] = result.privacy.delay_s
+    if result.data_stall is not None if stall is None else stall:
+        values["data_stall"] = result.data_stall
+    if result.rented is not None if rented is None else rented:
+        values["dollars"] = result.rented.spent_usd
+        values["out_of_budget"] = np.asarray(result.rented.out_of_budget, dtype=bool)
+    return values
 
 
-def _rented_columns(result: SimResult) -> list[list[str]]:
-    return [_decimals(result.rented.spent_usd), _text(np.where(result.rented.out_of_budget, "yes", "").astype(object))]
-
-
-def _privacy_columns(result: SimResult) -> list[list[str]]:
-    return [_text(result.privacy.words), _decimals(result.privacy.delay_s)]
+def job_columns(result: SimResult, privacy: bool | None = None, stall: bool | None = None,
+                rented: bool | None = None) -> list[list[str]]:
+    """The jobs.csv columns, in ``job_header`` order, as lists of cell text (arguments as for ``job_values``)."""
+    return [_JOB_CELLS.get(name, _decimals)(values)
+            for name, values in job_values(result, privacy, stall, rented).items()]
 
 
 def comparison_job_columns(results: Sequence[SimResult]) -> list[list[str]]:
@@ -128,16 +134,27 @@ def comparison_job_columns(results: Sequence[SimResult]) -> list[list[str]]:
     return [policy] + [[cell for columns in each for cell in columns[c]] for c in range(width)]
 
 
+def timeline_values(result: SimResult) -> dict[str, np.ndarray]:
+    """timeline.csv's columns, in TIMELINE_COLUMNS order, as arrays of values."""
+    timeline = result.timeline
+    return {
+        "time_s": timeline[:, 0],
+        "busy_gpus": timeline[:, 1].astype(np.int64),
+        "utilization": timeline[:, 1] / max(result.cluster.num_gpus, 1),
+        "running_jobs": timeline[:, 2].astype(np.int64),
+        "queued_jobs": timeline[:, 3].astype(np.int64),
+    }
+
+
 def timeline_columns(result: SimResult) -> list[list[str]]:
     """The timeline.csv columns, in TIMELINE_COLUMNS order, as lists of cell text."""
-    timeline = result.timeline
-    gpus = max(result.cluster.num_gpus, 1)
+    values = timeline_values(result)
     return [
-        _decimals(timeline[:, 0]),
-        _integers(timeline[:, 1]),
-        _decimals(timeline[:, 1] / gpus, 6),
-        _integers(timeline[:, 2]),
-        _integers(timeline[:, 3]),
+        _decimals(values["time_s"]),
+        _integers(values["busy_gpus"]),
+        _decimals(values["utilization"], 6),
+        _integers(values["running_jobs"]),
+        _integers(values["queued_jobs"]),
     ]
 
 
@@ -200,3 +217,15 @@ def _write_json(path: Path, document: dict) -> Path:
 def _save(figure, path: Path) -> Path:
     figure.savefig(path, dpi=figure.dpi)
     return path
+
+
+def _yes(values: np.ndarray) -> list[str]:
+    return _text(np.where(values, "yes", "").astype(object))
+
+
+# how jobs.csv writes each column of job_values (the rest: decimals, 3 places)
+_JOB_CELLS = {
+    "job_id": _text, "kind": _text, "num_gpus": _integers, "gpu_types": _text, "preemptions": _integers,
+    "moves": _integers, "status": np.ndarray.tolist, "unschedulable_reason": _text, "privacy_claim": _text,
+    "data_stall": lambda values: _decimals(values, 6), "out_of_budget": _yes,
+}

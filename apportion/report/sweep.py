@@ -7,6 +7,7 @@ Rows are ``apportion.sweep``'s plain dicts: a cell's coordinates and metrics
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Sequence
@@ -48,21 +49,40 @@ def _interval(metric: str, estimate: dict) -> str:
     return f"{mean} ± {half}"
 
 
+TABLE_TITLE = "mean over the seeds ± 95% confidence interval"
+
+
+def sweep_rows(summary: Sequence[dict], metrics: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """The table's header and its rows as text: policy (cluster, when several), load, seeds, then each
+    metric's mean ± the half-width of its 95% interval."""
+    clusters = len({s["cluster"] for s in summary}) > 1
+    header = ["policy", *(["cluster"] if clusters else []), "jobs/h", "seeds", *(LABELS.get(m, m) for m in metrics)]
+    rows = [[s["policy"], *([s["cluster"]] if clusters else []), f"{s['rate_per_hour']:g}", str(s["seeds"]),
+             *(_interval(m, s[m]) for m in metrics)] for s in summary]
+    return header, rows
+
+
 def sweep_table(summary: Sequence[dict], metrics: Sequence[str]) -> Table:
     """One row per policy, cluster and load: each metric's mean ± the half-width of its 95% interval."""
-    clusters = len({s["cluster"] for s in summary}) > 1
-    table = Table(title="mean over the seeds ± 95% confidence interval", title_justify="left")
-    table.add_column("policy", style="bold")
-    if clusters:
-        table.add_column("cluster")
-    table.add_column("jobs/h", justify="right")
-    table.add_column("seeds", justify="right")
-    for metric in metrics:
-        table.add_column(LABELS.get(metric, metric), justify="right")
-    for s in summary:
-        table.add_row(escape(s["policy"]), *([escape(s["cluster"])] if clusters else []), f"{s['rate_per_hour']:g}",
-                      str(s["seeds"]), *(_interval(m, s[m]) for m in metrics))
+    header, rows = sweep_rows(summary, metrics)
+    table = Table(title=TABLE_TITLE, title_justify="left")
+    for i, name in enumerate(header):
+        if i == 0:
+            table.add_column(name, style="bold")
+        else:
+            table.add_column(name, justify="left" if name == "cluster" else "right")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
     return table
+
+
+def sweep_html(summary: Sequence[dict], metrics: Sequence[str]) -> str:
+    """The same table as HTML (a notebook shows it inline)."""
+    header, rows = sweep_rows(summary, metrics)
+    cells = "".join(f"<th>{html.escape(name)}</th>" for name in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    return (f"<table><caption>{html.escape(TABLE_TITLE)}</caption><thead><tr>{cells}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
 
 
 def sweep_figure(summary: Sequence[dict], metrics: Sequence[str] = PLOTTED) -> Figure:

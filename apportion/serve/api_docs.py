@@ -165,8 +165,9 @@ ROUTES = {
         "(by jobs that started) and left; its claims arrived and waiting, as `apportion blocks list`."),
     ("get", "/dashboard/state"): RouteDoc(
         "server", "The dashboard's view",
-        "What the page at / draws: slots, current jobs, the cluster over time, the privacy blocks. Readable "
-        "without a credential from this machine."),
+        "What the page at / draws: slots, the running jobs, the first 100 waiting and the last 50 ended (counts "
+        "for the rest: `waiting_not_shown`, `finished_not_shown`), the cluster over time, the privacy blocks. "
+        "Readable without a credential from this machine (the view of the round, made once a round)."),
     ("get", "/dashboard/jobs/{job_id}"): RouteDoc(
         "server", "The dashboard's view of one job",
         "Its fields, events, progress over time and, for its owner, its log.", (404,)),

@@ -148,8 +148,9 @@ class Client:
         return self._answer(method, path, json_body, params, headers)[0]
 
     def _answer(self, method: str, path: str, json_body=None, params: dict | None = None,
-                headers: dict | None = None) -> tuple[object, object]:
-        """(the answer's JSON, its headers); ClientError for a refusal, Unreachable when none came."""
+                headers: dict | None = None, parse: bool = True) -> tuple[object, object]:
+        """(the answer's JSON, its headers); ClientError for a refusal, Unreachable when none came.
+        ``parse`` False: a success's body as the bytes it came in (not parsed)."""
         connection = self._connect()
         target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
         headers = {**self._headers, **(headers or {})}
@@ -168,6 +169,8 @@ class Client:
                 f"cannot reach the apportion server at {self.url} ({reason}); start one with `apportion serve`,"
                 " or point --server / APPORTION_SERVER at it"
             ) from None
+        if not parse and status < 400:
+            return raw, got
         try:
             answer = json.loads(raw) if raw else None
         except ValueError:
@@ -229,18 +232,37 @@ class Client:
         """Every job, by id; or those of these statuses (comma-separated), of this user, of job ``array``,
         that ended after ``ended_after`` (Unix time; active jobs always), the first ``limit``. The server
         sends a page at a time: this asks for each in turn."""
+        jobs: list[dict] = []
+        for page in self._pages(status, user, limit, ended_after, array):
+            jobs.extend(json.loads(page))
+        return jobs[:limit] if limit is not None else jobs
+
+    def jobs_text(self, status: str | None = None, user: str | None = None, ended_after: float | None = None,
+                  array: int | str | None = None) -> str:
+        """:meth:`jobs` as the JSON text the server sent (one job a line), its pages put together
+        without parsing them: what ``apportion queue --json`` prints."""
+        inner = [text for text in (page.decode().strip()[1:-1].strip() for page in
+                                   self._pages(status, user, None, ended_after, array)) if text]
+        return "[\n" + ",\n".join(inner) + "\n]" if inner else "[]"
+
+    def _pages(self, status, user, limit, ended_after, array) -> Iterator[bytes]:
+        """Each page of ``GET /jobs`` (a JSON list, as bytes) until the last, or until ``limit`` jobs."""
         chosen = {"status": status, "user": user, "ended_after": ended_after, "array": array}
         params = {k: v for k, v in chosen.items() if v is not None}
-        jobs: list[dict] = []
+        seen = 0
         while True:
-            left = None if limit is None else limit - len(jobs)
-            page, headers = self._answer("GET", "/jobs", params={**params, **({"limit": left} if left else {})})
-            if not isinstance(page, list):
+            left = None if limit is None else limit - seen
+            page, headers = self._answer("GET", "/jobs", params={**params, **({"limit": left} if left else {})},
+                                         parse=False)
+            if not page.strip().startswith(b"["):
                 raise ClientError(f"{self.url}/jobs answered something that is not a list of jobs")
-            jobs.extend(page)
+            yield page
             following = headers.get(NEXT_PAGE)
-            if not following or not page or (limit is not None and len(jobs) >= limit):
-                return jobs[:limit] if limit is not None else jobs
+            if not following:
+                return
+            seen += len(json.loads(page)) if limit is not None else 0
+            if limit is not None and seen >= limit:
+                return
             params["after_id"] = following
 
     def queue(self, everything: bool = False) -> list[dict]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from apportion.executors.base import Executor
-from apportion.mechanism.privacy_policies import PrivacyPolicy
+from apportion.mechanism.privacy_policies import make_privacy_policy
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.policies.base import Policy
 from apportion.serve.budgets import BudgetRules
@@ -115,7 +115,7 @@ class SchedulerState:
             "share_by_user": config.share_by_user, "user_weights": dict(config.user_weights),
         })
         # the privacy-budget ledger in the state file (ValueError for a privacy policy without its N or T)
-        self.privacy = PrivacyLedger(store, PrivacyPolicy(config.privacy_policy, config.privacy_n, config.privacy_t_s),
+        self.privacy = PrivacyLedger(store, make_privacy_policy(config.privacy_policy, config.privacy_n, config.privacy_t_s),
                                      config.privacy_timeout_s)
         self.durations = None  # the finished jobs' durations and their predictor (durations.DurationHistory)
         self.elastic = None  # elastic jobs' noise scales and step-time models (elastic.ElasticModels)

@@ -17,12 +17,14 @@ on would look local.
 from __future__ import annotations
 
 import gzip
+import json
 import threading
 from functools import lru_cache
 from importlib import resources
 from typing import Optional
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import HTMLResponse, Response
 
 from apportion.serve.auth import Authenticator, Identity, Unauthorized
@@ -83,8 +85,8 @@ def add_dashboard(app: FastAPI, scheduler: Scheduler, authenticator: Authenticat
 
     anonymous = AnonymousState(scheduler, history)
 
-    @app.get("/dashboard/state")
-    def state(who: Identity | None = Depends(reader)) -> dict:
+    @app.get("/dashboard/state", response_model=None)
+    def state(who: Identity | None = Depends(reader)) -> dict | Response:
         if who is None:  # a reader on this machine without a credential: the view of this round, made once
             return anonymous.view()
         return state_view(scheduler, history, who, authenticator.required)
@@ -100,15 +102,18 @@ class AnonymousState:
 
     def __init__(self, scheduler: Scheduler, history: History) -> None:
         self.scheduler, self.history = scheduler, history
-        self._made: tuple[int, dict] | None = None  # (the round it was made in, the view)
+        self._made: tuple[int, bytes] | None = None  # (the round it was made in, the view as JSON)
         self._lock = threading.Lock()  # pollers that come together wait for one view, not each make their own
 
-    def view(self) -> dict:
+    def view(self) -> Response:
+        """The view as JSON, encoded once a round too."""
         with self._lock:
             round_now = self.scheduler.round
             if self._made is None or self._made[0] != round_now:
-                self._made = (round_now, state_view(self.scheduler, self.history, None, True))
-            return self._made[1]
+                view = jsonable_encoder(state_view(self.scheduler, self.history, None, True))
+                text = json.dumps(view, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+                self._made = (round_now, text)
+            return Response(self._made[1], media_type="application/json")
 
 
 def state_view(scheduler: Scheduler, history: History, who: Identity | None, credentials: bool) -> dict:

@@ -30,8 +30,8 @@ SHOWN_COLUMNS = ("id", "name", "user", "queue", "priority", "kind", "status", "r
                  "exit_code", "lease_end", "last_lines", "elastic", "array_id", "array_index", "data_stall",
                  "fetch_stall", "preprocess_stall")
 _AT = {name: k for k, name in enumerate(SHOWN_COLUMNS)}
-_USER, _LIVE, _ACCOUNTED_AT, _RUN_S, _ELASTIC = (_AT[name] for name in ("user", "attempt_live", "accounted_at",
-                                                                        "run_s", "elastic"))
+_USER, _LIVE, _ACCOUNTED_AT, _RUN_S, _ELASTIC, _ARRAY_ID = (
+    _AT[name] for name in ("user", "attempt_live", "accounted_at", "run_s", "elastic", "array_id"))
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ class JobList:
 
     def _json(self, rows: list[tuple], now: float, may_see) -> str:
         store = self.scheduler.store
-        specs = self._spec_fields([row[0] for row in rows])
+        specs = self._spec_fields(rows)
         estimates = self._estimates(rows, now)
         texts = self._texts
         if len(texts) + len(rows) > TEXTS_KEPT:  # the older half goes
@@ -128,7 +128,7 @@ class JobList:
             running = row[_RUN_S] + (max(0.0, now - accounted_at) if live and accounted_at else 0.0)
             parts.append(f'{head}, "runtime_s": {_number(round(running, 3))}, {tail}{_estimate_text(estimate)}'
                          + (_examples_text(store.job(row[0])) if row[_ELASTIC] else "") + "}")
-        return "[" + ", ".join(parts) + "]"
+        return "[" + ",\n".join(parts) + "]"  # a job a line: a client may join pages without parsing them
 
     def _fixed_text(self, row: tuple, spec: tuple, private: bool) -> tuple[str, str]:
         """A job's JSON but its running time and estimates: the text before them, and after."""
@@ -155,19 +155,27 @@ class JobList:
         }
         return json.dumps(head)[:-1], json.dumps(tail)[1:-1]
 
-    def _spec_fields(self, ids: list[int]) -> list[tuple]:
-        """What each job's spec shows, parsed the first time a job is listed."""
-        missing = [job_id for job_id in ids if job_id not in self._specs]
+    def _spec_fields(self, rows: list[tuple]) -> list[tuple]:
+        """What each job's spec shows, parsed the first time a job is listed; for an array's tasks,
+        which all show their array's, once per array (kept under the key ``-array id``)."""
+        keys = [-row[_ARRAY_ID] if row[_ARRAY_ID] is not None else row[0] for row in rows]
+        missing: dict[int, int] = {}  # key -> a job to read it from
+        for key, row in zip(keys, rows):
+            if key not in self._specs and key not in missing:
+                missing[key] = row[0]
         if missing:
-            for job_id, text in self.scheduler.store.specs_of(missing).items():
+            texts = self.scheduler.store.specs_of(list(missing.values()))
+            for key, job_id in missing.items():
+                if job_id not in texts:
+                    continue
                 try:
-                    spec = parsed_spec(text)
+                    spec = parsed_spec(texts[job_id])
                 except ValueError:
                     spec = {}
                 spec = spec if isinstance(spec, dict) else {}
-                self._specs[job_id] = (spec.get("gpu_types"), spec.get("hung_after_s"), spec.get("time_limit"),
-                                       [str(i) for i in spec.get("after") or ()], spec.get("command"))
-        return [self._specs.get(job_id, _NO_SPEC) for job_id in ids]
+                self._specs[key] = (spec.get("gpu_types"), spec.get("hung_after_s"), spec.get("time_limit"),
+                                    [str(i) for i in spec.get("after") or ()], spec.get("command"))
+        return [self._specs.get(key, _NO_SPEC) for key in keys]
 
     def _estimates(self, rows: list[tuple], now: float) -> list[dict]:
         """Each job's estimated finish (``DurationHistory.estimate``'s fields), the active ones predicted

@@ -167,9 +167,9 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
     if s.token is not None and s.token_file is not None:
         raise SettingError("token", f"cannot be combined with {other('token', 'token_file')}: give one")
     if s.executor not in EXECUTORS:
-        raise SettingError("executor", f"must be local or ray, got {s.executor!r}")
+        _check_plugin("executor", s.executor, "local or ray")
     if s.provisioning not in PROVISIONING:
-        raise SettingError("provisioning", f"must be one of {', '.join(PROVISIONING)}, got {s.provisioning!r}")
+        _check_plugin("provisioning", s.provisioning, "one of " + ", ".join(PROVISIONING))
     if s.provisioning != DEFAULTS.provisioning and s.market is None:
         raise SettingError("provisioning", f"needs {other('provisioning', 'market', 'FILE')} (or synthetic)")
     if s.market is not None and (not s.market or not all(isinstance(m, str) and m.strip() for m in s.market)):
@@ -179,7 +179,7 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
     if s.market is not None and s.executor != "ray":
         raise SettingError("market", f"needs {other('market', 'executor', 'ray')}: rented instances join a Ray"
                                      " cluster as its nodes (docs/cloud.md)")
-    if s.executor == "local":
+    if s.executor != "ray":  # local, or a plugin's executor on the slots --slots gives
         for key in ("ray_address", "cluster"):
             if getattr(s, key) is not None:
                 raise SettingError(key, f"needs {other(key, 'executor', 'ray')}")
@@ -191,6 +191,23 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
             raise SettingError("run_as", "mapped: on Ray, jobs run as the OS user of the Ray workers; it needs "
                                          f"{other('run_as', 'executor', 'local')}")
     return replace(settings, checkpoint_every=checkpoint_every)
+
+
+def _check_plugin(key: str, name: str, known: str) -> None:
+    """A setting that names no built-in: a plugin's (apportion.plugins), loaded now; its error, or the known names."""
+    try:
+        if key == "executor":
+            from apportion.executors.plugin_executors import find_executor
+
+            find_executor(name)
+        else:
+            from apportion.policies.provisioning import make_provisioning
+
+            make_provisioning(name)
+    except ValueError as exc:
+        if str(exc).startswith("unknown "):
+            raise SettingError(key, f"must be {known}, got {name!r} (or a plugin's name: docs/policies.md)") from None
+        raise SettingError(key, str(exc), joiner=": ") from None
 
 
 def _check_budget(key: str, value: float) -> None:
@@ -212,16 +229,22 @@ def _check_budget(key: str, value: float) -> None:
 
 def _check_privacy(s: ServeSettings) -> None:
     """The privacy policy with its N or T (mechanism/privacy_policies.py's rules), and the timeout."""
-    from apportion.mechanism.privacy_policies import PRIVACY_POLICIES, PrivacyPolicy
+    from apportion.mechanism.privacy_policies import PRIVACY_POLICIES, make_privacy_policy
 
     if s.privacy_policy not in PRIVACY_POLICIES:
-        raise SettingError("privacy_policy", f"must be one of {', '.join(PRIVACY_POLICIES)}, got {s.privacy_policy!r}")
+        try:  # a plugin's name, or its file spec (apportion.plugins)
+            make_privacy_policy(s.privacy_policy, s.privacy_n, s.privacy_t)
+        except ValueError as exc:
+            if not str(exc).startswith("unknown privacy policy"):
+                raise SettingError("privacy_policy", str(exc), joiner=": ") from None
+            raise SettingError("privacy_policy", f"must be one of {', '.join(PRIVACY_POLICIES)} or a plugin's "
+                                                 f"name, got {s.privacy_policy!r}") from None
     if s.privacy_t is not None and not (s.privacy_t > 0 and math.isfinite(s.privacy_t)):
         raise SettingError("privacy_t", f"must be a positive number of seconds, got {s.privacy_t:g}")
     if s.privacy_timeout_s is not None and not (s.privacy_timeout_s > 0 and math.isfinite(s.privacy_timeout_s)):
         raise SettingError("privacy_timeout_s", f"must be a positive number of seconds, got {s.privacy_timeout_s:g}")
     try:
-        PrivacyPolicy(s.privacy_policy, s.privacy_n, s.privacy_t)
+        make_privacy_policy(s.privacy_policy, s.privacy_n, s.privacy_t)
     except ValueError as exc:
         key = "privacy_n" if s.privacy_n is not None and "N must" in str(exc) else "privacy_policy"
         raise SettingError(key, str(exc), joiner=": ") from None

@@ -73,6 +73,20 @@ def policy_option_keys() -> dict[str, Option]:
             for option in declared_options() if option.command_line}
 
 
+def _load_plugin_policy(policy: Any, where: SettingsFile) -> None:
+    """A ``policy:`` that names a plugin (apportion.plugins) is loaded before the keys are checked, so
+    that its options are keys of the file as the built-ins' are; a broken one is named at its line."""
+    from apportion.policies.registry import ENTRIES, base_name, policy_info
+
+    if not isinstance(policy, str) or base_name(policy) in ENTRIES:
+        return
+    try:
+        policy_info(policy)
+    except ValueError as exc:
+        if not str(exc).startswith("unknown policy"):  # an unknown name is said where the policy is checked
+            raise where.error("policy", str(exc)) from None
+
+
 def load_settings_file(path: str | Path) -> SettingsFile:
     """Read and check a server config file; InputError naming the file, line and key on any problem."""
     source = str(path)
@@ -85,10 +99,11 @@ def load_settings_file(path: str | Path) -> SettingsFile:
         raise InputError(source, "a server config file must be a mapping of settings (round_s: 60, slots: cpu:2, …)",
                          line=1)
     base = Path(path).resolve().parent
-    options = policy_option_keys()
     values: dict[str, Any] = {}
     policy_options: dict[str, Any] = {}
     where = SettingsFile(source, {}, {}, lines, {})  # for errors, before the values are known
+    _load_plugin_policy(data.get("policy"), where)
+    options = policy_option_keys()
     for key, value in data.items():
         if not isinstance(key, str) or (key not in SETTINGS and key not in options and key != "user_budgets"):
             raise where.error(str(key), _unknown(str(key), [*SETTINGS, "user_budgets", *options]))

@@ -265,6 +265,7 @@ class StateStore:
         self._array_spec_chars = 0  # the JSON characters of the specs kept: bounded by ARRAY_SPEC_CACHE_CHARS
         self._array_specs_lock = threading.Lock()
         self._writer: int | None = None  # the thread inside a write transaction, which reads what it wrote
+        self._round_reader: sqlite3.Connection | None = None  # the connection round_table reads through, meanwhile
         self._readers: list[sqlite3.Connection] = []  # read connections not in use (READERS_KEPT at most)
         self._readers_lock = threading.Lock()
         self._local = threading.local()  # a thread's snapshot (``snapshot``), while it reads in one
@@ -316,6 +317,8 @@ class StateStore:
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_promised ON jobs(slots) WHERE slots != ''")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_to_start ON jobs(id) WHERE slots != '' AND NOT attempt_live")
             conn.execute("CREATE INDEX IF NOT EXISTS jobs_live ON jobs(id) WHERE attempt_live")
+            # the few jobs that ever hung: /status sums their hangs without reading the jobs that never did
+            conn.execute("CREATE INDEX IF NOT EXISTS jobs_hung ON jobs(hangs) WHERE hangs > 0")
             if conn.execute("SELECT value FROM meta WHERE key = 'after_edges'").fetchone() is None:
                 # an older apportion kept `after` in every task's row: the jobs not started yet wait by edges now
                 conn.execute("INSERT OR IGNORE INTO after_edges (owner, target) SELECT COALESCE(j.array_id, j.id),"
@@ -810,7 +813,7 @@ class StateStore:
     def total_hangs(self) -> int:
         """Attempts declared hung, over every job."""
         with self._read() as conn:
-            return int(conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs").fetchone()[0])
+            return int(conn.execute("SELECT COALESCE(SUM(hangs), 0) FROM jobs WHERE hangs > 0").fetchone()[0])
 
     def pending_start_slots(self) -> list[tuple[int, str, int | None, str]]:
         """(id, slots, partner, reason), by id, of the active jobs promised slots by a round and not
@@ -884,34 +887,62 @@ class StateStore:
 
         The rows are kept from one call to the next: only the jobs stored or changed since (every
         write to a job goes through ``insert_job`` or ``update_job``) are read again. The columns are
-        the kept rows' own: good until the next call."""
-        with self._lock:
-            changed, writes = self.written_since(self._round_read)
-            patched = self._round_patched
-            changed = [job_id for job_id in changed if patched.pop(job_id, None) != self._last_write[job_id]]
-            if self._round_rows is None:
-                kept = RoundRows(_ROUND_NAMES, self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live"))
-                if not self._depth:
-                    self._inserted = {}
-            else:
-                # a job stored and not written since is taken as it was stored, not read back
-                inserted = self._inserted
-                fresh = [inserted[job_id][1] for job_id in changed
-                         if job_id in inserted and inserted[job_id][0] == self._last_write[job_id]]
-                unread = [job_id for job_id in changed
-                          if job_id not in inserted or inserted[job_id][0] != self._last_write[job_id]]
-                if not self._depth:
-                    self._inserted = {}
-                for first in range(0, len(unread), 500):  # SQLite binds a few hundred parameters at most, safely
-                    chunk = unread[first:first + 500]
-                    fresh.extend(row for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk)
-                                 if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE])
-                fresh.sort(key=lambda row: row[0])
-                # read inside a transaction, what it wrote may yet be rolled back: kept as it was, read again then
-                kept = self._round_rows.replace(changed, fresh, in_place=not self._depth)
-            if not self._depth:
-                self._round_rows, self._round_read = kept, writes
-            return kept.columns()
+        the kept rows' own: good until the next call.
+
+        Outside a write transaction the rows are read through a read connection, its snapshot taken
+        while no write is open: a long read holds no lock, so a submit's insert does not wait for it."""
+        if self._read_only or self._writer == threading.get_ident():
+            with self._lock:
+                inside = bool(self._depth)
+                return self._round_columns(*self._changed_since_round(inside), inside=inside)
+        conn = self._reader()
+        try:
+            with self._lock:  # no write is open: the snapshot holds every write counted in ``writes``
+                changed = self._changed_since_round(False)
+                conn.execute("BEGIN")
+                conn.execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
+            self._round_reader = conn  # (only the round's thread reads the round rows)
+            return self._round_columns(*changed, inside=False)
+        finally:
+            self._round_reader = None
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+            self._give_back(conn)
+
+    def _changed_since_round(self, inside: bool) -> tuple[list[int], list[tuple], list[int], int]:
+        """Under the lock: (the jobs written since the kept round rows were read, but those the round's
+        own writes patched into them; of those, the rows of the jobs stored and not written since,
+        taken as they were stored; the ids of the others, to read again; the count of writes now)."""
+        changed, writes = self.written_since(self._round_read)
+        patched = self._round_patched
+        changed = [job_id for job_id in changed if patched.pop(job_id, None) != self._last_write[job_id]]
+        inserted = self._inserted
+        stored = [inserted[job_id][1] for job_id in changed
+                  if job_id in inserted and inserted[job_id][0] == self._last_write[job_id]]
+        unread = [job_id for job_id in changed
+                  if job_id not in inserted or inserted[job_id][0] != self._last_write[job_id]]
+        if not inside:
+            self._inserted = {}
+        return changed, stored, unread, writes
+
+    def _round_columns(self, changed: list[int], stored: list[tuple], unread: list[int], writes: int, *,
+                       inside: bool) -> RoundColumns:
+        """round_table's columns: the kept rows with the ``stored`` rows and those of ``unread`` read
+        again in place of ``changed``; ``inside``: read inside a write transaction."""
+        if self._round_rows is None:
+            kept = RoundRows(_ROUND_NAMES, self._round_rows_where(f"{_IS_ACTIVE} OR attempt_live"))
+        else:
+            fresh = list(stored)
+            for first in range(0, len(unread), 500):  # SQLite binds a few hundred parameters at most, safely
+                chunk = unread[first:first + 500]
+                fresh.extend(row for row in self._round_rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk)
+                             if row[_ROUND_STATUS] in ACTIVE or row[_ROUND_LIVE])
+            fresh.sort(key=lambda row: row[0])
+            # read inside a transaction, what it wrote may yet be rolled back: kept as it was, read again then
+            kept = self._round_rows.replace(changed, fresh, in_place=not inside)
+        if not inside:
+            self._round_rows, self._round_read = kept, writes
+        return kept.columns()
 
     def written_since(self, writes: int) -> tuple[list[int], int]:
         """(the jobs stored or changed since the ``writes``-th write to jobs, the count of writes now):
@@ -936,7 +967,8 @@ class StateStore:
             self._log_from += half
 
     def _round_rows_where(self, where: str, params: list | tuple = ()) -> list[tuple]:
-        cursor = self._conn.execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
+        """The round columns of the jobs ``where`` picks, through the connection the round reads with."""
+        cursor = (self._round_reader or self._conn).execute(f"SELECT {_ROUND_COLUMNS} FROM jobs WHERE {where} ORDER BY id", params)
         cursor.row_factory = None
         return cursor.fetchall()
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from apportion.core.privacy import Blocks, Claims
 from apportion.mechanism.privacy_budget import PrivacyStage
-from apportion.mechanism.privacy_policies import PrivacyPolicy
+from apportion.mechanism.privacy_policies import make_privacy_policy
 
 
 @dataclass(frozen=True)
@@ -21,4 +21,4 @@ class PrivacySetup:
 
     def stage(self) -> PrivacyStage:
         """A fresh stage (its ledger empty); ValueError when the policy cannot take these blocks."""
-        return PrivacyStage(self.blocks, self.claims, PrivacyPolicy(self.policy, self.n, self.t_s), self.timeout_s)
+        return PrivacyStage(self.blocks, self.claims, make_privacy_policy(self.policy, self.n, self.t_s), self.timeout_s)

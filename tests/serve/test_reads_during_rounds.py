@@ -101,3 +101,57 @@ def test_a_read_sees_what_was_committed_and_a_writer_sees_its_own_writes(tmp_pat
         other.join(timeout=PROMPT_S)  # nor does it wait for the transaction to end
         assert seen_inside == [True, False]  # another thread sees only what is committed
     assert store.job(job_id).name == "cnn"
+
+
+def test_status_sums_the_hangs_of_the_jobs_that_hung_only(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    for name in ("a", "b", "c"):
+        store.insert_job(spec=dict(JOB), name=name, user="ann", queue="", priority=1.0, kind="cnn", gpus=1,
+                         total_steps=100, submitted=0.0)
+    store.update_job(2, hangs=3)
+    plan = " ".join(row[-1] for row in store.rows("EXPLAIN QUERY PLAN SELECT COALESCE(SUM(hangs), 0) FROM jobs"
+                                                  " WHERE hangs > 0"))
+
+    assert store.total_hangs() == 3
+    assert "jobs_hung" in plan  # through the partial index: 50,000 waiting jobs cost /status nothing
+
+
+def test_a_submit_is_stored_while_a_round_reads_the_jobs_and_the_next_round_sees_it(tmp_path, monkeypatch):
+    store = StateStore(tmp_path / "state.db")
+
+    def insert(name):
+        return store.insert_job(spec=dict(JOB), name=name, user="ann", queue="", priority=1.0, kind="cnn", gpus=1,
+                                total_steps=100, submitted=0.0)
+
+    first = insert("first")
+    store.round_table()
+    insert("second")  # read again by the next round
+    read = StateStore._round_rows_where
+
+    def slow_read(self, *args, **kwargs):  # a round reading tens of thousands of rows
+        time.sleep(HELD_S)
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(StateStore, "_round_rows_where", slow_read)
+    tables = []
+    with held_by(lambda: tables.append(store.round_table())):
+        started = time.perf_counter()
+        third = insert("third")
+        took = time.perf_counter() - started
+    monkeypatch.setattr(StateStore, "_round_rows_where", read)
+
+    assert took < PROMPT_S  # the insert did not wait for the round's read
+    assert list(tables[0]["id"]) == [first, first + 1]
+    assert list(store.round_table()["id"]) == [first, first + 1, third]
+
+
+@contextmanager
+def held_by(work):
+    """``work()`` running in another thread (started a moment before the block, joined after it)."""
+    thread = threading.Thread(target=work)
+    thread.start()
+    time.sleep(0.3)
+    try:
+        yield
+    finally:
+        thread.join()

@@ -34,9 +34,12 @@ class ProvisioningPolicy(Protocol):
 def checked_choice(policy: ProvisioningPolicy, view: RentalView) -> np.ndarray:
     """[a] the type ``policy`` chooses for each of ``view``'s jobs (-1: none); ValueError when it answers
     for another number of jobs or names a type that does not exist or that the job cannot use."""
-    choice = np.asarray(policy.choose(view), dtype=np.int64)
+    try:
+        choice = np.asarray(policy.choose(view), dtype=np.int64)
+    except Exception as exc:  # noqa: BLE001 - a plugin's own code: named, never a traceback from the round
+        raise ValueError(f"provisioning policy '{policy.name}': choose() raised {type(exc).__name__}: {exc}") from None
     jobs, types = view.usable.shape
-    if len(choice) != jobs or np.any(choice >= types) or np.any(choice < -1):
+    if choice.ndim != 1 or len(choice) != jobs or np.any(choice >= types) or np.any(choice < -1):
         raise ValueError(f"provisioning policy '{policy.name}' chose an instance type that does not exist")
     chosen = choice >= 0
     if not view.usable[np.flatnonzero(chosen), choice[chosen]].all():
@@ -56,8 +59,29 @@ def make_provisioning(spec: str) -> ProvisioningPolicy:
         "spot-fallback": SpotFallback, "deadline-aware": DeadlineAware,
     }
     if spec not in builders:
-        raise ValueError(f"unknown provisioning policy '{spec}' (known: {', '.join(PROVISIONING)})")
+        return _plugin(spec)
     policy = builders[spec]()
+    policy.name = spec
+    return policy
+
+
+def _plugin(spec: str) -> ProvisioningPolicy:
+    """A provisioning policy from outside apportion: an entry point of ``apportion.provisioning`` or a
+    file spec, naming a class (or factory) built with no arguments that has ``choose(view)``."""
+    from apportion.plugins import PluginError, from_entry_point, from_file, is_file_spec
+
+    plugin = from_file("provisioning", spec) if is_file_spec(spec) else from_entry_point("provisioning", spec)
+    if plugin is None:
+        raise ValueError(f"unknown provisioning policy '{spec}' (known: {', '.join(PROVISIONING)})")
+    where = f"provisioning plugin {plugin.name} ({plugin.source})"
+    if not callable(plugin.value):
+        raise PluginError(f"{where}: is a {type(plugin.value).__name__}, not a provisioning policy class")
+    try:
+        policy = plugin.value()
+    except Exception as exc:  # noqa: BLE001 - the plugin's own code
+        raise PluginError(f"{where}: building it failed: {type(exc).__name__}: {exc}") from None
+    if not callable(getattr(policy, "choose", None)):
+        raise PluginError(f"{where}: {type(policy).__name__} has no choose(view)")
     policy.name = spec
     return policy
 
