@@ -1,12 +1,13 @@
 """``apportion.simulate``, ``compare`` and ``sweep``: the commands, from Python (a notebook).
 
-Each takes its command's arguments, by the same names (the flag's, in snake_case) and with the
-same defaults, and the policy options as keywords (``agnostic=True``, ``queues="queues.yaml"``);
-a list may be given where the command takes comma-separated text. The arguments go through
-``apportion.arguments``, as the command line's do, so a bad one is an ``ArgumentError`` with the
-command's message, naming the argument by its keyword. ``out`` writes the files the command
-writes. The results (``apportion.results``) hold the replays, give their jobs, timeline and
-summary as pandas DataFrames, and show report.html inline in Jupyter::
+Each takes its command's arguments, by the same names (the flag's, in snake_case: ``trace_format``
+reads ``workload`` as ``--trace-format`` does) and with the same defaults, and the policy options as
+keywords (``agnostic=True``, ``queues="queues.yaml"``); a list may be given where the command
+takes comma-separated text. The arguments go through ``apportion.arguments``, as the command
+line's do, so a bad one is an ``ArgumentError`` with the command's message, naming the argument
+by its keyword. ``out`` writes the files the command writes. The results (``apportion.results``)
+hold the replays, give their jobs, timeline and summary as pandas DataFrames, and show
+report.html inline in Jupyter::
 
     import apportion
     run = apportion.simulate(jobs=100)
@@ -59,6 +60,7 @@ def simulate(
     interruption_rates: str | Path | None = None,
     provisioning: str = "static",
     checkpoint_gb: float = 10.0,
+    trace_format: str | None = None,
     **policy_options,
 ) -> Run:
     """Replay a workload on a cluster under one policy (``apportion simulate``).
@@ -73,7 +75,7 @@ def simulate(
         start_s=start_s, end_s=end_s, throughputs=throughputs, reference_gpu_type=reference_gpu_type,
         round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
         blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
-        privacy_timeout_s=privacy_timeout_s, privacy_decide=privacy_decide,
+        privacy_timeout_s=privacy_timeout_s, trace_format=trace_format, privacy_decide=privacy_decide,
         privacy_rejected_portions=privacy_rejected_portions, received_since=received_since, share_by_user=share_by_user,
         user_weights=user_weights, market=market, market_start=market_start, interruption_rates=interruption_rates,
         provisioning=[provisioning], checkpoint_gb=checkpoint_gb,
@@ -115,6 +117,7 @@ def compare(
     interruption_rates: str | Path | None = None,
     provisioning: str | Sequence[str] = DEFAULT_PROVISIONING,
     checkpoint_gb: float = 10.0,
+    trace_format: str | None = None,
     **policy_options,
 ) -> Comparison:
     """Run several policies on the same workload (``apportion compare``); with ``market``, the
@@ -128,7 +131,7 @@ def compare(
         start_s=start_s, end_s=end_s, throughputs=throughputs, reference_gpu_type=reference_gpu_type,
         round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
         blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
-        privacy_timeout_s=privacy_timeout_s, privacy_decide=privacy_decide,
+        privacy_timeout_s=privacy_timeout_s, trace_format=trace_format, privacy_decide=privacy_decide,
         privacy_rejected_portions=privacy_rejected_portions, market=market, market_start=market_start,
         interruption_rates=interruption_rates, provisioning=rented_specs, checkpoint_gb=checkpoint_gb,
     )
@@ -164,6 +167,7 @@ def sweep(
     workers: int = 0,
     ray_address: str | None = None,
     out: str | Path | None = None,
+    trace_format: str | None = None,
     **policy_options,
 ) -> Sweep:
     """Replay each policy over a grid of loads (``rates``, synthetic workload: 4,8,12 jobs/h by
@@ -175,8 +179,8 @@ def sweep(
         policies, policy_options, rates=rates, seeds=seeds, clusters=clusters, workload=workload, cluster=cluster,
         jobs=jobs, shape=shape, throughputs=throughputs, reference_gpu_type=reference_gpu_type, round_s=round_s,
         restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split, blocks=blocks,
-        privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s, privacy_decide=privacy_decide,
-        privacy_rejected_portions=privacy_rejected_portions,
+        privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s,
+        privacy_decide=privacy_decide, privacy_rejected_portions=privacy_rejected_portions, trace_format=trace_format,
         workers=workers, ray_address=ray_address, out=out,
     )
     rows = run_sweep(plan, workers=workers, ray_address=ray_address)

@@ -78,8 +78,9 @@ def _got(value: object) -> str:
 
 def workload_settings(workload: str | None, cluster: str, jobs: int | None, rate: float, seed: int,
                       start_s: float | None, end_s: float | None, throughputs: str | None, reference_gpu_type: str,
-                      shape: str = "philly") -> WorkloadSettings:
-    """Where the jobs, the cluster and the speeds come from."""
+                      shape: str = "philly", trace_format: str | None = None) -> WorkloadSettings:
+    """Where the jobs, the cluster and the speeds come from; ``trace_format`` how to read the workload
+    file (one of ``workloads.trace_formats.FORMATS``; None: told by its content)."""
     from apportion.experiment import WorkloadSettings
     from apportion.workloads.synthetic import SHAPES
 
@@ -91,10 +92,18 @@ def workload_settings(workload: str | None, cluster: str, jobs: int | None, rate
         raise ArgumentError(f"{{shape}} must be one of {', '.join(SHAPES)}, got '{_shown(shape)}'")
     if workload and shape != "philly":
         raise ArgumentError("{shape} applies to the synthetic workload only, not to {workload}")
+    if trace_format is not None:
+        from apportion.workloads.trace_formats import FORMATS
+
+        if not workload:
+            raise ArgumentError("{trace_format} applies with {workload} FILE only")
+        if trace_format not in FORMATS:
+            raise ArgumentError(f"{{trace_format}}: unknown trace format '{_shown(trace_format)}' "
+                                f"(known: {', '.join(FORMATS)})")
     return WorkloadSettings(
         path=None if workload is None else str(workload), jobs=jobs, rate_per_hour=rate, seed=seed, start_s=start_s,
         end_s=end_s, reference_gpu_type=reference_gpu_type, cluster=str(cluster),
-        throughputs_path=None if throughputs is None else str(throughputs), shape=shape,
+        throughputs_path=None if throughputs is None else str(throughputs), shape=shape, trace_format=trace_format,
     )
 
 
@@ -362,7 +371,8 @@ def on_market(replay: Replay, market: list[str], provisioning: list[str], checkp
 def replay_arguments(specs: list[str], policy_options: dict, *, workload, cluster, jobs, rate, seed, shape, start_s,
                      end_s, throughputs, reference_gpu_type, round_s, restart_cost_s, learn_models, cpu_split, blocks,
                      privacy_policy, privacy_n, privacy_t, privacy_timeout_s, privacy_decide="arrival",
-                     privacy_rejected_portions="lost", received_since=None,
+                     privacy_rejected_portions="lost", trace_format=None,
+                     received_since=None,
                      share_by_user=False, user_weights=None, market=None, market_start=None,
                      interruption_rates=None, provisioning: Sequence[str] = (), checkpoint_gb: float = 10.0) -> Replay:
     """simulate's and compare's arguments (``policy_options`` as given, by name) checked, in the
@@ -373,7 +383,7 @@ def replay_arguments(specs: list[str], policy_options: dict, *, workload, cluste
     config = sim_config(round_s, restart_cost_s, learn_models, cpu_split, received_since, share_by_user, user_weights)
     options = read_policy_options(policy_options)
     settings = with_privacy(workload_settings(workload, cluster, jobs, rate, seed, start_s, end_s, throughputs,
-                                              reference_gpu_type, shape),
+                                              reference_gpu_type, shape, trace_format),
                             blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s, privacy_decide,
                             privacy_rejected_portions)
     replay = prepare_replay(specs, options, settings, config)
@@ -422,7 +432,7 @@ class SweepGrid:
 def sweep_arguments(policies, policy_options: dict, *, rates, seeds, clusters, workload, cluster, jobs, shape,
                     throughputs, reference_gpu_type, round_s, restart_cost_s, learn_models, cpu_split, blocks,
                     privacy_policy, privacy_n, privacy_t, privacy_timeout_s, workers, ray_address, out,
-                    privacy_decide="arrival", privacy_rejected_portions="lost") -> SweepGrid:
+                    privacy_decide="arrival", privacy_rejected_portions="lost", trace_format=None) -> SweepGrid:
     """sweep's arguments checked, in the command line's order; every cluster and policy is checked
     (its inputs loaded) before any replay starts."""
     from apportion.sweep import grid
@@ -444,7 +454,7 @@ def sweep_arguments(policies, policy_options: dict, *, rates, seeds, clusters, w
 
     def settings_on(each: str) -> WorkloadSettings:
         return with_privacy(workload_settings(workload, each, jobs, loads[0], seed_values[0], None, None, throughputs,
-                                              reference_gpu_type, shape),
+                                              reference_gpu_type, shape, trace_format),
                             blocks, privacy_policy, privacy_n, privacy_t, privacy_timeout_s, privacy_decide,
                             privacy_rejected_portions)
 

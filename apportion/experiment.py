@@ -59,6 +59,7 @@ class WorkloadSettings:
     privacy_timeout_s: float | None = None  # reject a claim not granted within this long
     privacy_decide: str = "arrival"  # ask claims at each arrival, or once per GPU round ("round")
     privacy_rejected_portions: str = "lost"  # round robin: a rejected claim's portions "lost" or "returned"
+    trace_format: str | None = None  # how to read path (workloads/trace_formats.py); None: told by its content
 
 
 def load_inputs(settings: WorkloadSettings) -> Inputs:
@@ -84,6 +85,7 @@ def load_inputs(settings: WorkloadSettings) -> Inputs:
                 max_jobs=settings.jobs,
                 start_s=settings.start_s,
                 end_s=settings.end_s,
+                trace_format=settings.trace_format,
             )
 
         plugin = plugin_reader(settings.path)  # READER:PATH, a reader from outside apportion

@@ -209,3 +209,20 @@ def test_a_plugin_policy_file_and_its_option_run_as_on_the_command_line():
     assert figures(run.result.summary) == figures(cli_json("simulate", "-p", spec, "--jobs", "15", "--floor", "0.25"))
     with pytest.raises(apportion.ArgumentError, match="no_such.py"):
         apportion.simulate(policy="no_such.py:Policy", jobs=5)
+
+
+def test_trace_format_reads_a_public_trace_from_python_as_on_the_command_line(tmp_path):
+    from tests.workloads.test_public_traces import HELIOS
+
+    path = tmp_path / "cluster_log.csv"
+    path.write_text(HELIOS)
+    assert apportion.simulate(workload=path, policy="fifo").result.summary["completed"] == 3  # told by its content
+    assert apportion.simulate(workload=path, policy="fifo", trace_format="helios").result.summary["completed"] == 3
+    with pytest.raises(apportion.ArgumentError, match="missing required column of an openb_pod_list file"):
+        apportion.simulate(workload=path, trace_format="alibaba-2023")
+    with pytest.raises(apportion.ArgumentError, match="^trace_format applies with workload FILE only$"):
+        apportion.simulate(trace_format="helios")
+    with pytest.raises(apportion.ArgumentError, match="^trace_format: unknown trace format 'slurm'"):
+        apportion.sweep(workload=path, trace_format="slurm")
+    result = CliRunner().invoke(app, ["compare", "--workload", str(path), "--trace-format", "slurm"])
+    assert result.exit_code == 2 and "--trace-format: unknown trace format 'slurm'" in result.output

@@ -4,7 +4,7 @@ One module a group of commands: ``simulate`` (simulate, compare, kinds), ``polic
 included; ``plugin_names`` loads the plugins a command line names before it is parsed), ``sweep``, ``plan``, ``profile``, ``serve``,
 ``replay`` (a served run against its simulation), ``submit`` (submit, wait) and ``jobs`` (queue, cancel, logs, status),
 the server's clients, ``history`` (its jobs' accounting), ``users`` (its credentials) and ``blocks``
-(its privacy blocks);
+(its privacy blocks); ``trace`` (what a trace holds);
 ``options`` holds the options several of them share, ``help`` how their ``--help`` reads.
 Each command imports what it needs when it runs, so that ``apportion queue`` or ``--help``
 never pay for the solvers, the simulator or matplotlib.
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import typer
 
-from apportion.cli import blocks, history, jobs, plan, policies, profile, replay, serve, simulate, submit, sweep, users
+from apportion.cli import (blocks, history, jobs, plan, policies, profile, replay, serve, simulate, submit, sweep,
+                           trace, users)
 from apportion.cli.help import HelpCommand, HelpGroup
 from apportion.cli.options import BriefPolicyCommand, PolicyCommand
 from apportion.cli.submit_flags import SubmitCommand
@@ -44,6 +45,7 @@ app.command(cls=HelpCommand)(submit.wait)
 app.command(cls=HelpCommand)(history.history)
 app.add_typer(users.app, name="users")
 app.add_typer(blocks.app, name="blocks")
+app.add_typer(trace.app, name="trace")
 
 
 def main(prog_name: str | None = None) -> None:  # pragma: no cover - console entry point

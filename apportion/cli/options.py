@@ -214,7 +214,8 @@ def round_option(default_s: float, help: str = "Round length in seconds.", panel
 
 
 # the workload, the cluster and the mechanism of a replay (simulate, compare)
-Workload = typer.Option(None, "--workload", "-w", help="Philly-style CSV (.csv or .csv.gz), or READER:PATH for a plugin's reader (docs/policies.md); default: a seeded synthetic workload.", rich_help_panel="Inputs")
+Workload = typer.Option(None, "--workload", "-w", help="A trace (.csv, .csv.gz): apportion's CSV, or a public trace as it ships, told by its content (Philly's extract or cluster_job_log, Helios, Alibaba PAI 2020 or 2023; docs/workloads.md); or READER:PATH for a plugin's reader (docs/policies.md); default: a seeded synthetic workload.", rich_help_panel="Inputs")
+TraceFormat = typer.Option(None, "--trace-format", metavar="NAME", help="Read --workload as this format instead of telling it by its content: apportion, philly, philly-log, helios, pai, alibaba-2023.", rich_help_panel="Inputs")
 Cluster = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="YAML file, or TYPE:GPUS[:GPUS_PER_NODE],... (4 GPUs a node by default).", rich_help_panel="Cluster")
 Jobs = typer.Option(None, "--jobs", "-n", help="Synthetic: how many jobs (default 400). CSV: keep the first N.", rich_help_panel="Inputs")
 Rate = typer.Option(DEFAULT_RATE_PER_HOUR, "--rate", help="Synthetic: Poisson arrivals, jobs per hour.", rich_help_panel="Inputs")

@@ -21,6 +21,7 @@ def sweep(
     seeds: str = typer.Option("0-4", "--seeds", help="Seeds of each point: a range (0-9) or a list (1,5,7).", rich_help_panel="Grid"),
     clusters: Optional[str] = typer.Option(None, "--clusters", help="Clusters to sweep over, separated by ';' (each a YAML file or TYPE:GPUS,...); default: --cluster.", rich_help_panel="Grid"),
     workload: Optional[str] = opt.Workload,
+    trace_format: Optional[str] = opt.TraceFormat,
     cluster: str = opt.Cluster,
     jobs: Optional[int] = opt.Jobs,
     shape: str = opt.Shape,
@@ -53,7 +54,7 @@ def sweep(
             cluster=cluster, jobs=jobs, shape=shape, throughputs=throughputs, reference_gpu_type=reference_gpu_type,
             round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
             blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
-            privacy_timeout_s=privacy_timeout_s, privacy_decide=privacy_decide,
+            privacy_timeout_s=privacy_timeout_s, trace_format=trace_format, privacy_decide=privacy_decide,
             privacy_rejected_portions=privacy_rejected_portions, workers=workers, ray_address=ray_address, out=out,
         )
         cells = plan.cells

@@ -23,6 +23,8 @@ def read_text(source: str) -> str:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as err:
             raise InputError(source, f"not a readable gzip file ({err})") from None
+    if raw[257:262] == b"ustar":  # the PAI 2020 tables ship as .tar.gz
+        raise InputError(source, f"a tar archive, not a data file: extract it first (tar -xzf {Path(source).name})")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:

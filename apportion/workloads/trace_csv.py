@@ -26,7 +26,8 @@ from apportion.workloads.conversion import check_reference_type, draw_kinds, ste
 from apportion.workloads.cpu_speed_column import curves_of_column
 from apportion.workloads.dependencies import after_of_column
 from apportion.workloads.model_jobs import MODEL_COLUMNS, model_jobs_of_columns, model_kind_names, with_model_kinds
-from apportion.workloads.philly_source import SOURCE_NAMES, from_philly_source, is_philly_source
+from apportion.workloads.philly_source import SOURCE_COLUMNS, SOURCE_NAMES, from_philly_source
+from apportion.workloads.trace_formats import CommonRows, check_format, format_of_header
 from apportion.workloads.text_file import read_text
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
@@ -47,6 +48,7 @@ def read_workload_csv(
     max_jobs: int | None = None,
     start_s: float | None = None,
     end_s: float | None = None,
+    trace_format: str | None = None,
 ) -> JobTable:
     """Jobs of the trace at ``path``, sorted by submit time, kinds indexing ``throughputs.kinds``.
 
@@ -63,12 +65,13 @@ def read_workload_csv(
     (``workloads/cpu_speed_column.py``). ``after`` (optional) lists the ids of the jobs a job must see
     completed before it starts (``workloads/dependencies.py``). ``start_s``/``end_s`` keep jobs submitted in
     [start_s, end_s) and shift them so the first kept job is at 0; then ``max_jobs`` keeps the
-    first N by submit time; a dependency on a job cut out is dropped. Bad input raises
-    InputError naming the file, line and column.
+    first N by submit time; a dependency on a job cut out is dropped. A public trace (Helios, Alibaba
+    PAI 2020 or 2023, Philly's job log or extract) is read as it ships, told by its content or named
+    by ``trace_format`` (``read_trace_rows``). Bad input raises InputError naming the file, line and column.
     """
     source = str(path)
     _check_settings(source, throughputs, reference_gpu_type, max_jobs, start_s, end_s)
-    columns, lines, renamed = _read_columns(source)
+    columns, lines, renamed = _read_columns(source, trace_format)
     with _named_as_in_the_file(renamed):
         return _jobs(source, columns, lines, throughputs, throughputs, reference_gpu_type, seed, max_jobs, start_s,
                      end_s)
@@ -83,6 +86,7 @@ def read_workload_with_models(
     max_jobs: int | None = None,
     start_s: float | None = None,
     end_s: float | None = None,
+    trace_format: str | None = None,
 ) -> tuple[JobTable, ThroughputTable]:
     """As :func:`read_workload_csv`, and a row that names a ``model`` (with ``global_batch`` and
     ``layout``) instead of a ``kind`` gets a kind of its own, added to the throughputs with its
@@ -90,7 +94,7 @@ def read_workload_with_models(
     Rows with neither draw among ``throughputs``' own kinds."""
     source = str(path)
     _check_settings(source, throughputs, reference_gpu_type, max_jobs, start_s, end_s)
-    columns, lines, renamed = _read_columns(source)
+    columns, lines, renamed = _read_columns(source, trace_format)
     with _named_as_in_the_file(renamed):
         extended = with_model_kinds(throughputs, model_jobs_of_columns(columns, lines, source))
         own = len(throughputs.kinds)
@@ -203,10 +207,19 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
     )
 
 
-def _read_columns(source: str) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, str]]:
-    """Header name -> column of strings (blank lines dropped), each row's 1-based file line, and the
-    file's own name of each column read under another (the Philly trace's public copy: philly_source.py)."""
+def read_trace_rows(path: str | Path, trace_format: str | None = None) -> CommonRows:
+    """The rows of a trace file in the common schema, whichever public trace it is (told by its
+    content, or named by ``trace_format``: one of ``trace_formats.FORMATS``), as strings, with each
+    row's line in its file and the jobs left out; the values are checked when parsed."""
+    source = str(path)
+    check_format(trace_format, source)
     text = read_text(source)
+    if trace_format == "philly-log" or (trace_format is None and text.lstrip()[:1] in ("[", "{")):
+        from apportion.workloads.philly_job_log import read_philly_job_log
+
+        rows = read_philly_job_log(source, text)
+        rows.trace_format = "philly-log"
+        return rows
 
     gc_was_on = gc.isenabled()
     gc.disable()  # the collector would walk every new row list; ~30% of the parse time
@@ -219,12 +232,18 @@ def _read_columns(source: str) -> tuple[dict[str, np.ndarray], np.ndarray, dict[
     if not records or not any(records[0]):
         raise InputError(source, f"empty file; expected a header row with {expected}", line=1)
     header = [name.strip() for name in records[0]]
+    kind = trace_format or format_of_header(header)
+    if kind == "pai":
+        from apportion.workloads.pai_trace import read_pai_tables
+
+        rows = read_pai_tables(source, records)
+        rows.trace_format = "pai"
+        return rows
     for name in header:
         if header.count(name) > 1:
             raise InputError(source, "column appears twice in the header", line=1, field=name)
-    philly = is_philly_source(header)
-    elastic = any(name in header for name in ELASTIC_COLUMNS)
-    for name in ELASTIC_REQUIRED_COLUMNS if elastic else (() if philly else REQUIRED_COLUMNS):
+    elastic = kind == "apportion" and any(name in header for name in ELASTIC_COLUMNS)
+    for name in ELASTIC_REQUIRED_COLUMNS if elastic else (REQUIRED_COLUMNS if kind == "apportion" else ()):
         if name not in header:
             raise InputError(
                 source, f"missing required column (header has: {', '.join(header)})", line=1, field=name
@@ -246,9 +265,32 @@ def _read_columns(source: str) -> tuple[dict[str, np.ndarray], np.ndarray, dict[
         body = [body[i] for i in kept.tolist()]
     values = list(zip(*body))
     columns = {name: np.array(values[i], dtype=object) for i, name in enumerate(header)}
-    if philly:
-        return (*from_philly_source(columns, lines, source), SOURCE_NAMES)
-    return columns, lines, {}
+    if kind == "philly":
+        for name in SOURCE_COLUMNS:
+            if name not in columns:
+                raise InputError(source, "missing required column of the Philly extract", line=1, field=name)
+        converted, order = from_philly_source(columns, lines, source)
+        return CommonRows(converted, order, SOURCE_NAMES, trace_format=kind)
+    if kind == "helios":
+        from apportion.workloads.helios_trace import from_helios
+
+        rows = from_helios(columns, lines, source)
+    elif kind == "alibaba-2023":
+        from apportion.workloads.alibaba_gpu_2023 import from_pod_list
+
+        rows = from_pod_list(columns, lines, source)
+    else:
+        return CommonRows(columns, lines)
+    rows.trace_format = kind
+    return rows
+
+
+def _read_columns(source: str, trace_format: str | None = None) -> tuple[dict[str, np.ndarray], np.ndarray,
+                                                                          dict[str, str]]:
+    """Header name -> column of strings (blank lines dropped), each row's 1-based file line, and the
+    file's own name of each column read under another (a public trace: trace_formats.py)."""
+    rows = read_trace_rows(source, trace_format)
+    return rows.columns, rows.lines, rows.renamed
 
 
 def _parse_columns(
