@@ -128,13 +128,17 @@ def many_jobs(running: int, waiting: int) -> list[dict]:
 def serve_rows(monkeypatch, rows: list[dict]) -> None:
     """The client answers as a server holding ``rows`` would (status, limit; nothing ended)."""
 
-    def jobs(self, status=None, user=None, limit=None, ended_after=None):
+    def jobs(self, status=None, user=None, limit=None, ended_after=None, array=None):
         chosen = [j for j in rows if status is None or j["status"] in status.split(",")]
         return chosen[:limit] if limit else chosen
+
+    def jobs_text(self, status=None, user=None, ended_after=None, array=None):  # queue --json: the pages as sent
+        return json.dumps(jobs(self, status, user, None, ended_after, array))
 
     counts = {s: sum(j["status"] == s for j in rows) for s in ("queued", "running", "preempted", "completed",
                                                                  "failed", "cancelled")}
     monkeypatch.setattr(Client, "jobs", jobs)
+    monkeypatch.setattr(Client, "jobs_text", jobs_text)
     monkeypatch.setattr(Client, "status", lambda self: {"counts": counts})
 
 

@@ -56,8 +56,8 @@ CASES = {
     "status": (("status", "--json", "--server", "http://127.0.0.1:9"),
                "from apportion.serve.client import Client as target", "status", "{'policy': 'las'}"),
     "queue": (("queue", "--json", "--server", "http://127.0.0.1:9"),
-              "from apportion.serve.client import Client as target", "jobs",
-              "[{'id': '1', 'status': 'running', 'finished': None}]"),
+              "from apportion.serve.client import Client as target", "jobs_text",
+              """'[{"id": "1", "status": "running", "finished": null}]'"""),
 }
 
 

@@ -54,7 +54,8 @@ def test_queue_escapes_names_users_reasons_and_last_lines(monkeypatch):
 
 
 def test_queue_json_writes_c1_controls_and_bidi_overrides_as_json_escapes(monkeypatch):
-    monkeypatch.setattr(Client, "queue", lambda self: [job_row(name=HOSTILE)])
+    monkeypatch.setattr(Client, "jobs_text", lambda self, **chosen: json.dumps([job_row(name=HOSTILE)],
+                                                                              ensure_ascii=False))
     result = run("queue", "--json")
     assert result.exit_code == 0, result.output
     assert_safe(result.stdout)
