@@ -13,12 +13,16 @@ as it trains, and the simulator knows the true one at each point of its progress
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
 
 from apportion.core.elastic import ElasticKinds
+from apportion.core.goodput import compute_time_s, step_time_s
 from apportion.core.goodput_fit import StepObservations, default_prior, fit_step_params
+
+REFIT_TOLERANCE = 1e-3  # a new configuration timed within 0.1% (log) by the model fitted so far is not refitted
 
 
 class LearntModels:
@@ -38,11 +42,17 @@ class LearntModels:
             noise_scale=true_kinds.noise_scale[kind])
         self.largest_gpus = np.zeros(len(kind), dtype=np.int64)  # the most GPUs each job has run on
         self.fits = 0
+        self._fits_of: dict[tuple[int, int], int] = {}  # (row, type): times that model was fitted
         self._seen: dict[tuple[int, int], dict[tuple[int, int, float], tuple[float, float]]] = {}
 
     def max_gpus(self, rows: np.ndarray, min_gpus: np.ndarray, max_gpus: np.ndarray) -> np.ndarray:
         """[rows] the most GPUs each job may be given: twice the most it has run on, within its limits."""
         return np.clip(2 * self.largest_gpus[rows], min_gpus, max_gpus)
+
+    def fits_of(self, rows: np.ndarray, gpu_type: np.ndarray) -> np.ndarray:
+        """[rows] how many times each job's model on its type has been fitted."""
+        return np.array([self._fits_of.get((int(r), int(t)), 0) for r, t in zip(rows.tolist(), gpu_type.tolist())],
+                        dtype=np.int64)
 
     def observations(self, row: int, gpu_type: int) -> StepObservations | None:
         """What job ``row`` has been seen to do on type ``gpu_type`` (None: it never ran there)."""
@@ -62,14 +72,30 @@ class LearntModels:
         refit = set()
         for j, row in enumerate(rows.tolist()):
             key = (int(nodes[j]), int(gpus[j]), float(local_batch[j]))
-            seen = self._seen.setdefault((row, int(gpu_type[j])), {})
+            t = int(gpu_type[j])
+            seen = self._seen.setdefault((row, t), {})
             if key not in seen:
+                predicted_already = bool(seen) and self._predicts(self.kinds.step_params[row, t], key,
+                                                                  step_time_s[j], sync_time_s[j])
                 seen[key] = (float(step_time_s[j]), float(sync_time_s[j]))
-                refit.add((row, int(gpu_type[j])))
+                if not predicted_already:
+                    refit.add((row, t))
         if not refit:
             return
         params = self.kinds.step_params.copy()
         for row, t in sorted(refit):
             params[row, t] = fit_step_params(self.observations(row, t)).params
+            self._fits_of[row, t] = self._fits_of.get((row, t), 0) + 1
         self.fits += len(refit)
         self.kinds = replace(self.kinds, step_params=params)  # a new object: policies cache tables by identity
+
+    @staticmethod
+    def _predicts(params: np.ndarray, key: tuple[int, int, float], step: float, sync: float) -> bool:
+        """Whether a fitted model already times a new configuration's step and compute within
+        ``REFIT_TOLERANCE``: a refit would find the same model, so it is not made."""
+        nodes, gpus, local = key
+        step_p = float(step_time_s(params, nodes, gpus, local))
+        compute_p = float(compute_time_s(params, local))
+        compute = max(step - sync, 1e-12)
+        return (abs(math.log(step_p / step)) <= REFIT_TOLERANCE
+                and abs(math.log(compute_p / compute)) <= REFIT_TOLERANCE)
