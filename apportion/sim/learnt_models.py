@@ -22,7 +22,7 @@ from apportion.core.elastic import ElasticKinds
 from apportion.core.goodput import compute_time_s, step_time_s
 from apportion.core.goodput_fit import StepObservations, default_prior, fit_step_params
 
-REFIT_TOLERANCE = 1e-3  # a new configuration timed within 0.1% (log) by the model fitted so far is not refitted
+REFIT_TOLERANCE = 1e-2  # a new configuration timed within 1% (log) by the model fitted so far is not refitted
 
 
 class LearntModels:
