@@ -20,7 +20,7 @@ cluster, every replay ≤ 10 s. Replays run one after another in this process, s
 wall times are not shared with each other.
 
 With ``--learn-models`` the policies that size jobs (optimus, goodput) are given each job's
-model learnt from the steps it has made, its GPUs capped at twice the most it has run on
+model learnt from the steps it has made, its GPUs capped at four times the most it has run on
 (``SimConfig.learn_models``, as Pollux learns them); las reads no model and is unchanged.
 
     python benchmarks/goodput.py                 # seeds 0-3

@@ -13,8 +13,9 @@ Speeds change as training goes on, so rounds are never skipped while a job runs;
 running, the clock jumps to the next arrival.
 
 A policy is given each job's true model, or with ``SimConfig.learn_models`` the one learnt
-from the steps the job has made so far, its GPUs capped at twice the most it has run on
-(``apportion.sim.learnt_models``, as Pollux learns them); the job always runs at its true model.
+from the steps the job has made so far, its GPUs capped at four times the most it has run on
+(``apportion.sim.learnt_models``, as Pollux learns them; Pollux's cap is twice), and the job sets
+its batch by what its first steps teach it (``_learn_batch``); it always runs at its true model.
 """
 
 from __future__ import annotations
