@@ -20,12 +20,23 @@ cluster, every replay ≤ 10 s. Replays run one after another in this process, s
 wall times are not shared with each other.
 
 With ``--learn-models`` the policies that size jobs (optimus, goodput) are given each job's
-model learnt from the steps it has made, its GPUs capped at twice the most it has run on
+model learnt from the steps it has made, its GPUs capped at four times the most it has run on
 (``SimConfig.learn_models``, as Pollux learns them); las reads no model and is unchanged.
 
     python benchmarks/goodput.py                 # seeds 0-3
     python benchmarks/goodput.py --seeds 0,1,2,3,4,5,6,7
     python benchmarks/goodput.py --learn-models
+
+``--pollux PATH`` (a checkout of petuum/adaptdl's ``osdi21-artifact`` branch, or its
+``simulator/`` directory) replays Pollux's own eight simulator workloads instead
+(``simulator/workloads/workload-N.csv``; apportion.workloads.elastic_pollux) on Pollux's cluster,
+16 nodes × 4 T4s, 60 s rounds and 30 s restarts, under ``goodput`` with the true models and
+with ``--learn-models``, and sets each beside the average JCT Pollux's artifact publishes for it
+(``simulator/results-jobload/pollux-1.0/summary.json``, ``avgs``). One line a workload, then
+the targets: learnt ≤ 1.00 × Pollux's on each, every replay ≤ 10 s (CPU seconds, which other
+work on the machine does not inflate; wall seconds given too).
+
+    python benchmarks/goodput.py --pollux /path/to/adaptdl
 """
 
 from __future__ import annotations
@@ -104,12 +115,53 @@ def run(cluster_text: str, spec: str, seeds: list[int], config: SimConfig = CONF
     return line
 
 
+def pollux_comparison(checkout: Path) -> None:
+    """Pollux's eight workloads under goodput, true and learnt models, beside Pollux's published JCTs."""
+    from apportion.workloads.elastic_pollux import read_pollux_workload
+
+    simulator = checkout / "simulator" if (checkout / "simulator").is_dir() else checkout
+    files = sorted((simulator / "workloads").glob("workload-*.csv"), key=lambda f: int(f.stem.split("-")[1]))
+    summary = simulator / "results-jobload" / "pollux-1.0" / "summary.json"
+    if not files or not summary.is_file():
+        raise SystemExit(f"{simulator}: no workloads/workload-N.csv or results-jobload/pollux-1.0/summary.json "
+                         "(a checkout of petuum/adaptdl's osdi21-artifact branch?)")
+    published = json.loads(summary.read_text())["avgs"]
+    cluster = parse_cluster_shorthand(ONE_TYPE)
+    ratios, within_time = [], True
+    for path in files:
+        jobs = read_pollux_workload(path)
+        line = {"workload": path.stem, "jobs": len(jobs), "pollux_avg_jct_s": round(float(published[path.stem]), 1)}
+        for label, config in (("true", CONFIG), ("learnt", replace(CONFIG, learn_models=True))):
+            policy = make_policy("goodput", restart_cost_s=config.restart_cost_s)
+            started, cpu = time.perf_counter(), time.process_time()
+            result = simulate(jobs, cluster, None, policy, config)
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            if result.summary["completed"] != len(jobs):
+                raise SystemExit(f"{path.stem} ({label}): {result.summary['completed']} of {len(jobs)} jobs completed")
+            jct = result.summary["avg_jct_s"]
+            line[f"avg_jct_s_{label}"] = round(jct, 1)
+            line[f"{label}_over_pollux"] = round(jct / line["pollux_avg_jct_s"], 3)
+            line[f"sim_cpu_s_{label}"], line[f"sim_wall_s_{label}"] = round(cpu, 2), round(wall, 2)
+            within_time &= cpu <= TARGET_WALL_S
+        ratios.append(line["learnt_over_pollux"])
+        print(json.dumps(line), flush=True)
+    targets = {"learnt_over_pollux_mean": round(float(np.mean(ratios)), 3), "learnt_over_pollux_max": max(ratios),
+               "learnt_at_most_pollux_on_each": max(ratios) <= 1.0, "every_replay_within_10_cpu_s": within_time}
+    print(json.dumps({"targets": targets}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2,3", help="comma-separated workload seeds")
     parser.add_argument("--learn-models", action="store_true",
                         help="policies that size jobs see models learnt from each job's steps (Pollux's way)")
+    parser.add_argument("--pollux", type=Path, metavar="PATH",
+                        help="a checkout of petuum/adaptdl (osdi21-artifact): replay its eight workloads beside "
+                             "Pollux's published average JCTs")
     args = parser.parse_args()
+    if args.pollux is not None:
+        pollux_comparison(args.pollux)
+        return
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     config = replace(CONFIG, learn_models=args.learn_models)
     lines = {}

@@ -113,7 +113,45 @@ def fit_step_params(observations: StepObservations, prior: np.ndarray | None = N
                   0.1 * params[3] / max(params[2], _FLOOR), 0.1 * params[5] / max(params[4], _FLOOR)]]
         return np.concatenate([np.ravel(p) for p in parts])
 
-    solution = least_squares(residuals, start[free], bounds=(lower[free], upper[free]), method="trf",
+    nodes, gpus, local = obs.nodes, obs.gpus, obs.local_batch
+    across = (nodes > 1) & (gpus > 1)
+    within = (nodes <= 1) & (gpus > 1)
+    extra = np.maximum(gpus - 2.0, 0.0)
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        """The residuals' derivatives (analytic: a numerical one costs eight evaluations a step)."""
+        params = full(x)
+        gamma = params[-1]
+        compute = compute_time_s(params, local)
+        sync = np.where(across, params[2] + params[3] * extra, np.where(within, params[4] + params[5] * extra, 0.0))
+        synced = sync > 0
+        safe_sync = np.where(synced, sync, 1.0)
+        c_g = compute**gamma
+        s_g = np.where(synced, safe_sync**gamma, 0.0)
+        total = c_g + s_g
+        d_compute = c_g / compute / total  # ∂ log step / ∂ compute
+        d_sync = np.where(synced, s_g / safe_sync, 0.0) / total
+        d_gamma = (-np.log(total) / gamma + (c_g * np.log(compute) + np.where(synced, s_g * np.log(safe_sync), 0.0))
+                   / total) / gamma
+        m = len(obs)
+        jac = np.zeros((2 * m + 3, NUM_PARAMS))
+        jac[:m, 0], jac[:m, 1] = scale / compute, scale * local / compute
+        jac[m:2 * m, 0], jac[m:2 * m, 1] = scale * d_compute, scale * d_compute * local
+        jac[m:2 * m, 2], jac[m:2 * m, 3] = scale * d_sync * across, scale * d_sync * across * extra
+        jac[m:2 * m, 4], jac[m:2 * m, 5] = scale * d_sync * within, scale * d_sync * within * extra
+        jac[m:2 * m, 6] = scale * d_gamma
+        jac[2 * m, 6] = np.sqrt(1e-3)
+        if params[2] > _FLOOR:
+            jac[2 * m + 1, 2], jac[2 * m + 1, 3] = -0.1 * params[3] / params[2] ** 2, 0.1 / params[2]
+        else:
+            jac[2 * m + 1, 3] = 0.1 / _FLOOR
+        if params[4] > _FLOOR:
+            jac[2 * m + 2, 4], jac[2 * m + 2, 5] = -0.1 * params[5] / params[4] ** 2, 0.1 / params[4]
+        else:
+            jac[2 * m + 2, 5] = 0.1 / _FLOOR
+        return jac[:, free]
+
+    solution = least_squares(residuals, start[free], jac=jacobian, bounds=(lower[free], upper[free]), method="trf",
                              x_scale="jac", max_nfev=2000)
     params = full(solution.x)
     if prior is None and not np.any(obs.nodes > 1):

@@ -13,8 +13,9 @@ Speeds change as training goes on, so rounds are never skipped while a job runs;
 running, the clock jumps to the next arrival.
 
 A policy is given each job's true model, or with ``SimConfig.learn_models`` the one learnt
-from the steps the job has made so far, its GPUs capped at twice the most it has run on
-(``apportion.sim.learnt_models``, as Pollux learns them); the job always runs at its true model.
+from the steps the job has made so far, its GPUs capped at four times the most it has run on
+(``apportion.sim.learnt_models``, as Pollux learns them; Pollux's cap is twice), and the job sets
+its batch by what its first steps teach it (``_learn_batch``); it always runs at its true model.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from apportion.core.cluster import Cluster
 from apportion.core.elastic import ElasticView, goodput_table
-from apportion.core.goodput import goodput_at, split_batch, step_time_s, sync_time_s
+from apportion.core.goodput import best_batch, compute_time_s, goodput_at, split_batch, step_time_s
 from apportion.core.jobs import JobTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
@@ -37,6 +38,8 @@ from apportion.sim.learnt_models import LearntModels
 from apportion.sim.result import SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
 from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator, planned_policy
+
+AGENT_PASSES = 3  # with learnt models: how often a job may reset its batch in one round as it learns
 
 
 class ElasticSimulator(Simulator):
@@ -150,6 +153,8 @@ class ElasticSimulator(Simulator):
         batch = (jobs.elastic.batch_size[run_rows] if decision.allocation.batch_size is None
                  else decision.allocation.batch_size[running])
         nodes = self._nodes_spanned(decision.owner, len(active))[running]
+        if self.learnt is not None:  # the job measures its first steps and sets its batch by what it learnt
+            batch = self._learn_batch(run_rows, run_type, nodes, gpus, batch, self._noise_now[running])
         kind = jobs.kind[run_rows]
         rate = goodput_at(self.kinds.step_params[kind, run_type], nodes, gpus, batch,
                           self._noise_now[running], self.kinds.limits(kind))
@@ -171,9 +176,6 @@ class ElasticSimulator(Simulator):
         progress_s = np.maximum(held_s - run_delay, 0.0)
         replay.steps_done[run_rows] = np.where(finishing, jobs.total_steps[run_rows],
                                                replay.steps_done[run_rows] + rate * progress_s)
-        if self.learnt is not None:
-            stepped = progress_s > 0
-            self._observe(run_rows[stepped], run_type[stepped], nodes[stepped], gpus[stepped], batch[stepped])
         gpu_s, alone_s, _ = held_service(held_s, gpus, True)  # an elastic job never shares its GPUs
         replay.attained_gpu_s[run_rows] += gpu_s
         replay.time_on_type[run_rows, run_type] += held_s
@@ -192,14 +194,45 @@ class ElasticSimulator(Simulator):
         replay.now = end
         return True
 
+    def _learn_batch(self, rows: np.ndarray, gpu_type: np.ndarray, nodes: np.ndarray, gpus: np.ndarray,
+                     batch: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """[rows] the batch each running job trains at this round, learning as it goes (Pollux's agent).
+
+        A job's first steps at the batch the policy chose are observed; where that refits its model,
+        the job takes the best batch for its GPUs under the new model (its agent chooses its batch,
+        as AdaptDL's does, from what it has measured), whose first steps are observed in turn, at
+        most ``AGENT_PASSES`` times. The steps measured take a negligible part of the round."""
+        batch = np.asarray(batch, dtype=np.float64).copy()
+        todo = np.arange(len(rows))
+        for _ in range(AGENT_PASSES):
+            before = self.learnt.fits_of(rows[todo], gpu_type[todo])
+            self._observe(rows[todo], gpu_type[todo], nodes[todo], gpus[todo], batch[todo])
+            todo = todo[self.learnt.fits_of(rows[todo], gpu_type[todo]) != before]
+            if not len(todo):
+                break
+            params = self.learnt.kinds.step_params[rows[todo], gpu_type[todo]]
+            _, best = best_batch(params, nodes[todo], gpus[todo], noise[todo], self.kinds.limits(self.jobs.kind[rows[todo]]))
+            moved = (best > 0) & (best != batch[todo])
+            batch[todo[moved]] = best[moved]
+            todo = todo[moved]
+            if not len(todo):
+                break
+        return batch
+
     def _observe(self, rows: np.ndarray, gpu_type: np.ndarray, nodes: np.ndarray, gpus: np.ndarray,
                  batch: np.ndarray) -> None:
-        """Tell the learnt models the step each job made this round, as its true model times it."""
+        """Tell the learnt models the step each job made this round, as its true model times it.
+
+        The sync time observed is what a job measures: the part of its step spent waiting for the
+        all-reduce after its own compute (step − compute), not the all-reduce's whole length, most of
+        which overlaps the backward pass when γ > 1. So step − sync is the micro-batch's compute
+        time, as an accumulation step measures it (AdaptDL profiles both the same way)."""
         kind = self.jobs.kind[rows]
         params = self.kinds.step_params[kind, gpu_type]
         local, _ = split_batch(batch, gpus, self.kinds.limits(kind))
-        self.learnt.observe(rows, gpu_type, nodes, gpus, local, step_time_s(params, nodes, gpus, local),
-                            sync_time_s(params, nodes, gpus))
+        step = step_time_s(params, nodes, gpus, local)
+        waited = np.maximum(step - compute_time_s(params, local), 0.0)
+        self.learnt.observe(rows, gpu_type, nodes, gpus, local, step, waited)
 
     def _nodes_spanned(self, owner: np.ndarray, count: int) -> np.ndarray:
         """[count] nodes each active job's GPUs lie on this round (0 for a job with none)."""
