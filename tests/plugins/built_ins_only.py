@@ -1,4 +1,5 @@
-"""Each test starts with the built-in policies only: the plugins a test registered go with it."""
+"""The fixture each plugin test module uses: it starts with the built-in policies only, and the plugins a
+test registered go with it. (Not a conftest.py: tests elsewhere import the top conftest by name.)"""
 
 from __future__ import annotations
 
