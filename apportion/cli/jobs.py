@@ -155,11 +155,10 @@ def queue(
     if more_waiting:
         console.print(f"… and {more_waiting:,} more waiting (--all)", highlight=False)
     _privacy_blocks(client)
-    for j in jobs:
-        if j["status"] == "failed" and j["last_lines"]:
-            console.print(f"[red]job {cell(j['id'])} ({cell(j['name'])}) failed[/]; its last lines:", highlight=False)
-            for line in j["last_lines"].splitlines()[-10:]:
-                console.print(f"  {printable(line)}", highlight=False, markup=False, soft_wrap=True)
+    failed = [_text(j["id"]) for j in jobs if j["status"] == "failed" and j.get("last_lines")]
+    if failed:  # each failure's reason is in its row; its log is one command away, never reprinted here
+        console.print(escape(f"failed: {', '.join(failed)}; the log of one: apportion logs {failed[0]}"),
+                      highlight=False, soft_wrap=True)
 
 
 def _privacy_blocks(client) -> None:

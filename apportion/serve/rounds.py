@@ -143,6 +143,7 @@ class Rounds:
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
             rows = _without(rows, failed)
             rows = admit_round(self.store, table, rows, now, changes, failed, self.state.privacy)  # held: with why
+            rows = _past_backoff(table, rows, self.state.retry_at, now)  # a crash's retry waits (its reason says so)
             rates, unrated = self._rates(table, rows)
             failed.update(unrated)
             rows, rates = _without(rows, unrated, rates)
@@ -569,6 +570,14 @@ def _without(rows: np.ndarray, gone: dict[int, str], rates: np.ndarray | None = 
     """``rows`` (and their ``rates``) without the rows in ``gone``."""
     keep = ~np.isin(rows, np.fromiter(gone, dtype=np.int64, count=len(gone))) if gone else np.ones(len(rows), dtype=bool)
     return rows[keep] if rates is None else (rows[keep], rates[keep])
+
+
+def _past_backoff(table: dict, rows: np.ndarray, retry_at: dict[int, float], now: float) -> np.ndarray:
+    """``rows`` less the jobs still waiting out a crash's backoff (``retry_at``: job id -> when it ends)."""
+    waiting = [job for job, at in retry_at.items() if at > now] if len(rows) else []
+    if not waiting:
+        return rows
+    return rows[~np.isin(np.asarray(table["id"], dtype=np.int64)[rows], waiting)]
 
 
 def _merge_all(changes: dict[int, dict], events: list[tuple], placed: tuple[dict, list]) -> None:

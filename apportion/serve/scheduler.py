@@ -203,6 +203,7 @@ class Scheduler:
             self.lifecycle.escalate(now)
             self.watchdog.check(now)
             self.rental.poll(now)
+            self._end_backoffs(now)
             if regular_round_due(now, self.round_end, self.state.plan_ahead_s):
                 self.plan(now, max(now, self.round_end))
             elif (self.state.dirty and early_round_due(now, self.rounds.last_round_at, self.config.fill_gap_s)
@@ -225,6 +226,14 @@ class Scheduler:
     @property
     def next_plan_at(self) -> float:
         return self.state.next_plan_at
+
+    def _end_backoffs(self, now: float) -> None:
+        """A crashed job whose retry's backoff has ended may be placed: a round to fill idle slots is due."""
+        ended = [job for job, at in self.state.retry_at.items() if at <= now]
+        for job in ended:
+            del self.state.retry_at[job]
+        if ended:
+            self.state.dirty = True
 
     def _idle_and_waiting(self) -> bool:
         self.state.dirty = False
