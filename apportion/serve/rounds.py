@@ -27,6 +27,7 @@ from apportion.policies.base import wants_predictions
 from apportion.serve.accounting import service_since
 from apportion.serve.admission import admit_round
 from apportion.serve.context import SchedulerState, ServeConfig, with_note
+from apportion.serve.offline import offline_slots
 from apportion.serve.core_split import floor_per_gpu
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
@@ -264,21 +265,7 @@ class Rounds:
     def _missing_slots(self, live: dict[int, dict]) -> set[str]:
         """Slots that cannot run now (a Ray node is gone, an instance not rented): for each one missing,
         a free slot of its type, highest first, is left out of the round."""
-        capacity = self.state.online()
-        if capacity is None:
-            return set()
-        held = {s for r in live.values() for s in r["slot_list"]}
-        missing = set()
-        for gpu_type in self.gpu_types:
-            mine = [s.id for s in self.slots if s.gpu_type == gpu_type]
-            excess = len(mine) - capacity.get(gpu_type, 0)
-            for slot in reversed(mine):
-                if excess <= 0:
-                    break
-                if slot not in held:
-                    missing.add(slot)
-                    excess -= 1
-        return missing
+        return offline_slots(self.slots, self.state.online(), (s for r in live.values() for s in r["slot_list"]))
 
     def _starting(self, row: dict, now: float) -> bool:
         """An attempt that has not asked for a lease yet, and not for too long."""
