@@ -409,6 +409,8 @@ class Job:
         if self.checkpointer is not None and self.cadence.enabled:
             if self._pending_step is not None and not self.checkpointer.writing:
                 self._collect_write()  # a background write has ended: note its step and its cost
+                if self._leads:  # the server hears a step no older than the checkpoint a loss resumes from
+                    self._report_in_background()
             if (
                 self._pending_step is None
                 and self.step > 0

@@ -318,7 +318,8 @@ class AttemptLifecycle:
                 self.store.update_job(
                     row.id, status="preempted", preemptions=row.preemptions + 1,
                     reason=self._noted(row, f"waiting to resume {resume.words}"), **released)
-                self.log(f"job {row.id} preempted at step {row.steps_done} ({what}); it resumes {resume.words}")
+                self.log(f"job {row.id} preempted at step {max(row.steps_done, resume.step)} ({what});"
+                         f" it resumes {resume.words}")
         elif code in EXIT_CANNOT_START and not ended.lost:  # a retry would fail the same way
             self._crashed(row, code, now, released, saved, cannot_start=True)
         else:
@@ -375,7 +376,7 @@ class AttemptLifecycle:
             self.store.update_job(row.id, status="queued", retries=retries, last_lines=lines,
                                   reason=self._noted(row, f"{what}; {retry}"), **released)
             self.store.add_event(now, row.id, "retry", retry)
-            self.log(f"job {row.id} crashed ({what}) at step {row.steps_done}; {retry}")
+            self.log(f"job {row.id} crashed ({what}) at step {max(row.steps_done, resume.step)}; {retry}")
 
 
 def retry_delay_s(retry: int, backoff_s: float) -> float:

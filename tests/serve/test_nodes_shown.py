@@ -77,3 +77,23 @@ def test_the_dashboard_shows_a_gone_nodes_slots_offline(tmp_path):
     slots = state_view(scheduler, History(), None, False)["slots"]
     assert [(s["id"], s["jobs"], s["offline"], s["node"]) for s in slots] == [
         ("v100:0", ["1"], False, "10.0.0.5/node0"), ("v100:1", [], True, None), ("v100:2", [], True, None)]
+
+
+def test_a_lost_jobs_progress_and_log_give_the_step_it_resumes_from_not_its_last_report(tmp_path):
+    from apportion.runtime import Checkpointer
+
+    lines: list[str] = []
+    clock, executor = Clock(), NodesExecutor(tmp_path)
+    config = ServeConfig(state_dir=tmp_path, round_s=10.0, grace_s=5.0, fill_gap_s=0.0, renew_wait_s=0.0)
+    scheduler = Scheduler(StateStore(tmp_path / "state.db"), executor, V100_SLOTS[:1], Fifo(), config, clock=clock,
+                          log=lines.append)
+    scheduler.submit(job("lost"), "ann")
+    scheduler.tick()
+    scheduler.lease(1, 1, 29)  # its last report
+    Checkpointer(tmp_path / "jobs" / "1" / "checkpoints").save({"w": 1}, 51)  # written after it
+    executor.lose(1, "its Ray node died")
+    for ended in executor.poll():
+        scheduler.lifecycle.on_exit(ended, clock.now)
+
+    assert scheduler.store.job(1).steps_done == 51
+    assert "job 1 crashed (lost: its Ray node died) at step 51; retry 1 from step 51 (its last checkpoint)" in lines
