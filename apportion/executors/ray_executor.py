@@ -351,7 +351,8 @@ class RayExecutor:
             silent = sorted(set(range(len(tracked.actors))) - set(verdict.answers))
             return f"its Ray node stopped answering (rank {', '.join(map(str, silent))}, {self.verdict_s:g} s)"
         alive = {n["NodeID"] for n in self.nodes() if n.get("Alive")}
-        dead = sorted({a["node_id"] for a in verdict.answers.values()} - alive)
+        dead = sorted({a["node_id"] for a in verdict.answers.values()
+                       if a["node_id"] not in alive or a.get("raylet") is False})  # its replica saw its raylet go
         return f"its Ray node {dead[0][:8]} died" if dead else ""
 
     def nodes_of(self, job_id: int) -> tuple[str, ...] | None:

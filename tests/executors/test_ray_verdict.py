@@ -106,3 +106,11 @@ def test_a_crash_with_every_rank_answering_from_a_live_node_is_the_jobs_crash(tm
     executor = executor_with(tmp_path, [Actor(A), Actor(B)], [crashed, running], alive={A, B})
 
     assert executor.poll() == [Exit(7, 1, 3)]
+
+
+def test_a_rank_whose_replica_saw_its_raylet_go_is_on_a_lost_node_before_ray_says_so(tmp_path):
+    crashed, running = Ref({"code": 1}), Ref(ready=False)
+    executor = executor_with(tmp_path, [Actor(A), Actor(B)], [crashed, running], alive={A, B})
+    executor._tracked[7].actors[1].where = Remote(lambda: Ref({"node_id": B, "ip": "10.0.0.2", "raylet": False}))
+
+    assert executor.poll() == [Exit(7, 1, None, f"its Ray node {B[:8]} died")]
