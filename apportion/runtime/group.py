@@ -2,8 +2,8 @@
 
 Only rank 0 talks to the server (lease, progress) and writes checkpoints; every rank restores
 the same one. Between two steps the ranks agree on what to do next, the most urgent verdict
-winning (one int64 all-reduced with MAX on a gloo group of their own, so it works whatever
-backend the training uses): go on, stop after a checkpoint (the lease was not renewed, or a
+winning (two int64s, the verdict and a checkpoint flag, all-reduced with MAX on a gloo group
+of their own, so it works whatever backend the training uses): go on, stop after a checkpoint (the lease was not renewed, or a
 rank got SIGTERM), or stop at once (rank 0's attempt is stale). Without that agreement one
 rank would leave while the others wait for it in their next all-reduce.
 
