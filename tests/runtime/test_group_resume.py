@@ -23,8 +23,8 @@ JOB = Path(__file__).resolve().parent / "ddp_random_job.py"
 STEPS = 60
 
 
-def run_pair(directory: Path, name: str, checkpoints: Path, stop_after_s: float | None = None) -> tuple[list[int], str]:
-    """Both ranks of ddp_random_job.py; SIGTERM to both ``stop_after_s`` after their first step. (exit codes, rank 0's output)"""
+def start_pair(directory: Path, name: str, checkpoints: Path) -> list[tuple[subprocess.Popen, Path]]:
+    """Both ranks of ddp_random_job.py, as the Ray executor starts them (torchrun's variables), output in files."""
     port = free_port()
     pair = []
     for rank in (0, 1):
@@ -36,6 +36,11 @@ def run_pair(directory: Path, name: str, checkpoints: Path, stop_after_s: float 
         with open(out, "wb") as handle:
             pair.append((subprocess.Popen([sys.executable, str(JOB), str(STEPS)], env=env, stdout=handle,
                                           stderr=subprocess.STDOUT), out))
+    return pair
+
+
+def finish(pair, stop_after_s: float | None = None) -> tuple[list[int], str]:
+    """SIGTERM to both ranks ``stop_after_s`` after they start stepping (None: let them end); (exit codes, output)."""
     if stop_after_s is not None:
         deadline = time.time() + 60
         while "rank 1 of 2" not in pair[1][1].read_text() and time.time() < deadline:
@@ -48,19 +53,19 @@ def run_pair(directory: Path, name: str, checkpoints: Path, stop_after_s: float 
 
 
 def test_a_ddp_job_preempted_twice_ends_with_the_weights_of_an_uninterrupted_run(tmp_path):
-    codes, whole = run_pair(tmp_path, "whole", tmp_path / "whole")
-    assert codes == [0, 0], whole
-    expected = re.findall(r"final_weights=.*", whole)
-    assert len(expected) == 1, whole
-
+    whole_run = start_pair(tmp_path, "whole", tmp_path / "whole")  # beside the first attempt
     stops = []
     for attempt in (1, 2):
-        codes, said = run_pair(tmp_path, f"attempt{attempt}", tmp_path / "stopped", stop_after_s=0.4)
+        codes, said = finish(start_pair(tmp_path, f"attempt{attempt}", tmp_path / "stopped"), stop_after_s=0.4)
         assert codes == [75, 75], said
         stops.append(int(re.search(r"preempted at step (\d+)", said).group(1)))
         if attempt == 2:
             assert "rank 1: its own random generators restored" in said
-    codes, said = run_pair(tmp_path, "attempt3", tmp_path / "stopped")
+    codes, said = finish(start_pair(tmp_path, "attempt3", tmp_path / "stopped"))
     assert codes == [0, 0], said
+    whole_codes, whole = finish(whole_run)
+    assert whole_codes == [0, 0], whole
+    expected = re.findall(r"final_weights=.*", whole)
+    assert len(expected) == 1, whole
     assert 0 < stops[0] < stops[1] < STEPS, stops
     assert re.findall(r"final_weights=.*", said) == expected
