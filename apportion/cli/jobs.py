@@ -160,11 +160,10 @@ def queue(
     if more_waiting:
         console.print(f"… and {more_waiting:,} more waiting (--all)", highlight=False)
     _privacy_blocks(client)
-    for j in jobs:
-        if j["status"] == "failed" and j["last_lines"]:
-            console.print(f"[red]job {cell(j['id'])} ({cell(j['name'])}) failed[/]; its last lines:", highlight=False)
-            for line in j["last_lines"].splitlines()[-10:]:
-                console.print(f"  {printable(line)}", highlight=False, markup=False, soft_wrap=True)
+    failed = [_text(j["id"]) for j in jobs if j["status"] == "failed" and j.get("last_lines")]
+    if failed:  # each failure's reason is in its row; its log is one command away, never reprinted here
+        console.print(escape(f"failed: {', '.join(failed)}; the log of one: apportion logs {failed[0]}"),
+                      highlight=False, soft_wrap=True)
 
 
 def _privacy_blocks(client) -> None:
@@ -194,8 +193,15 @@ def _job_cells(j: dict, now: float) -> list[str]:
         done = min(j["examples_done"], j["target_examples"])
         progress = f"{_count(done)}/{_count(j['target_examples'])} ex ({100 * done / j['target_examples']:.0f}%)"
     return [_text(j["id"]), _text(j["name"]), _text(j["user"]), _text(j["queue"] or "-"), f"{j['priority']:g}", status,
-            str(j["gpus"]), _text(j["alloc"] or "-"), _submitted(j["submitted"], now), span(j["runtime_s"]), progress,
+            str(j["gpus"]), _text(_alloc(j)), _submitted(j["submitted"], now), span(j["runtime_s"]), progress,
             stall_cell(j.get("data_stall")), _finish_at(j, now)]
+
+
+def _alloc(j: dict) -> str:
+    """A job's slots, and the nodes its ranks run on where the server knows them (Ray):
+    ``v100:0,v100:1 on 10.0.0.5/3f2a9c1b,10.0.0.6/77d0e412``; ``-`` for none."""
+    nodes = j.get("nodes")  # a server from before nodes were shown has none
+    return (j["alloc"] or "-") + (f" on {','.join(map(str, nodes))}" if nodes else "")
 
 
 def stall_cell(share: Optional[float]) -> str:
@@ -221,13 +227,23 @@ def _rich_table(rows: list[list[str]], statuses: list[str]):
 
 
 def _slots_per_type(slots: list[dict]) -> str:
-    """``k80: 250 (219 busy), v100: 250 (250 busy)``: the slots of each type, in the server's order."""
+    """``k80: 250 (219 busy), v100: 250 (248 busy, 2 offline)``: the slots of each type, in the server's order."""
     total: dict[str, int] = {}
     busy: dict[str, int] = {}
+    offline: dict[str, int] = {}
     for slot in slots:
         total[slot["gpu_type"]] = total.get(slot["gpu_type"], 0) + 1
         busy[slot["gpu_type"]] = busy.get(slot["gpu_type"], 0) + bool(slot["job"])
-    return ", ".join(f"{t}: {n:,} ({busy[t]:,} busy)" for t, n in total.items())
+        offline[slot["gpu_type"]] = offline.get(slot["gpu_type"], 0) + bool(slot.get("offline"))
+    return ", ".join(f"{t}: {n:,} ({busy[t]:,} busy" + (f", {offline[t]:,} offline)" if offline[t] else ")")
+                     for t, n in total.items())
+
+
+def _slot_holder(slot: dict) -> str:
+    """``job 3 on 10.0.0.5/3f2a9c1b``, ``job 3``, ``offline`` (its node is gone) or ``idle``."""
+    if slot["job"]:
+        return f"job {slot['job']}" + (f" on {slot['node']}" if slot.get("node") else "")
+    return "offline" if slot.get("offline") else "idle"
 
 
 def _count(n: int) -> str:
@@ -351,7 +367,7 @@ def status(
         console.print(f"[bold red]out of space[/] since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(full['since']))}"
                       f" ({free}): submissions and cancels are refused until there is space", highlight=False)
     if list_slots or len(info["slots"]) <= SLOTS_LISTED:
-        slots = ", ".join(f"{s['id']}({s['gpu_type']})={'job ' + s['job'] if s['job'] else 'idle'}" for s in info["slots"])
+        slots = ", ".join(f"{s['id']}({s['gpu_type']})={_slot_holder(s)}" for s in info["slots"])
     else:
         slots = _slots_per_type(info["slots"]) + " (--slots names each)"
     console.print(f"slots: {escape(slots)}", highlight=False)

@@ -9,9 +9,12 @@ address, then every replica starts the job's process on its node. Nothing here b
 placement, rendezvous and launch happen as Ray schedules them, and ``poll`` collects the
 replicas' ends.
 
-- An attempt ends when all its replicas have ended (exit 0 or 75 from each), or at once when
-  one crashes (its code) or dies with its node (``Exit.lost``); what is left of it is killed,
-  and its placement group removed.
+- An attempt ends when all its replicas have ended (exit 0 or 75 from each), or when one dies
+  with its node (``Exit.lost``), or when one crashes and Ray has given its verdict on every
+  rank's node (``_NodeVerdict``): a rank whose node died (or whose actor does not answer within
+  ``verdict_s``) makes the attempt lost, whatever the other ranks did first (they exit 1 on the
+  broken collective before Ray reports the dead node); otherwise it crashed (its code). What is
+  left of it is killed, and its placement group removed.
 - An attempt whose placement group Ray has not placed ``place_wait_s`` after its start (the cores
   or memory it asks are held by other jobs' bundles) is withdrawn: its ``Exit`` says so
   (``unplaced``), and the server puts the job back to wait for a round, counting no retry.
@@ -48,6 +51,7 @@ PREFIX = "apportion."
 PREEMPTED = 75
 RAY_CALL_S = 10.0  # the longest the replicas' answers (info, at a restart) may take before they count as gone
 PLACE_WAIT_S = 60.0  # an attempt whose placement group Ray has not placed this long after its start is withdrawn
+VERDICT_S = 5.0  # after a rank crashes, the longest its attempt waits for every rank's node to answer
 
 
 def default_namespace(state_dir: str | Path) -> str:
@@ -80,16 +84,31 @@ class _Attempt:
     placed: bool = False  # Ray placed its group (known once asked: at its deadline, or when a replica ended)
     started: float = 0.0  # time.monotonic() at its start
     waiting: str = ""  # what it waits for while not placed: "waiting for Ray to place 4 CPU cores beside its slots"
+    wheres: list = field(default_factory=list)  # ObjectRef of replica r's where() at its start (its node)
+    nodes: tuple[str, ...] = ()  # each rank's node, once known: "10.0.0.5/3f2a9c1b"
+    verdict: _NodeVerdict | None = None  # a rank crashed: each rank's node asked whether it is there
+
+
+@dataclass
+class _NodeVerdict:
+    """A rank crashed: every rank's actor is asked where it is (``where()``). An answer names a node Ray
+    still counts alive; an error, a dead node, or no answer by ``deadline`` (time.monotonic()) means
+    the rank's node is lost, and so is the attempt."""
+
+    pings: dict  # ObjectRef of replica r's where() -> r
+    deadline: float
+    answers: dict = field(default_factory=dict)  # rank -> {"node_id", "ip"}
 
 
 class RayExecutor:
     """The ``Executor`` on a Ray cluster. ``types`` says how each GPU type's slots are asked of Ray."""
 
     def __init__(self, state_dir: str | Path, *, address: str | None = None, types: Sequence[SlotResource] = (),
-                 namespace: str | None = None, place_wait_s: float = PLACE_WAIT_S) -> None:
+                 namespace: str | None = None, place_wait_s: float = PLACE_WAIT_S, verdict_s: float = VERDICT_S) -> None:
         self.state_dir = Path(os.path.realpath(state_dir))
         self.address = address
         self.place_wait_s = place_wait_s
+        self.verdict_s = verdict_s
         self.types = {t.gpu_type: t for t in types}
         self.namespace = namespace or default_namespace(self.state_dir)
         self._ray = None
@@ -242,7 +261,7 @@ class RayExecutor:
             raise OSError(f"Ray refused the attempt: {err}") from None
         handle = Attempt(job_id, attempt, None, None, tuple(slots))
         self._tracked[job_id] = _Attempt(handle, actors, group, waits, started=time.monotonic(),
-                                         waiting=_waiting(kind, world, cpus, memory_gb))
+                                         waiting=_waiting(kind, world, cpus, memory_gb), wheres=wheres)
         return handle
 
     def _name(self, job_id: int, attempt: int) -> str:
@@ -299,12 +318,60 @@ class RayExecutor:
             for job_id, tracked in list(self._tracked.items()):
                 codes = tracked.codes
                 done = len(codes) == len(tracked.actors)
-                crashed = tracked.lost or any(c not in (0, PREEMPTED) for c in codes.values())
-                if done or crashed:
+                crashed = any(c not in (0, PREEMPTED) for c in codes.values())
+                if crashed and not tracked.lost and tracked.signalled != signal.SIGKILL:
+                    verdict = self._node_verdict(ray, tracked)  # None: not yet
+                    if verdict is None:
+                        continue
+                    tracked.lost = verdict
+                if tracked.lost or done or crashed:
                     self._end(job_id, None if tracked.lost else _combined(codes), tracked.lost)
             self._withdraw_unplaced(ray)
         ended, self._ended = self._ended, []
         return ended
+
+    def _node_verdict(self, ray, tracked: _Attempt) -> str | None:
+        """A rank of ``tracked`` crashed: "" when every rank's node is there (a crash), why one is lost
+        (the attempt is lost, not crashed), or None while some rank has not answered and ``verdict_s``
+        has not passed since the crash was seen."""
+        if tracked.verdict is None:
+            tracked.verdict = _NodeVerdict({a.where.remote(): rank for rank, a in enumerate(tracked.actors)},
+                                           time.monotonic() + self.verdict_s)
+        verdict = tracked.verdict
+        waiting = [ref for ref, rank in verdict.pings.items() if rank not in verdict.answers]
+        ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0) if waiting else ([], [])
+        for ref in ready:
+            try:
+                verdict.answers[verdict.pings[ref]] = ray.get(ref)
+            except ray.exceptions.RayError as err:
+                return _lost(err)
+        if len(verdict.answers) < len(tracked.actors):
+            if time.monotonic() < verdict.deadline:
+                return None
+            silent = sorted(set(range(len(tracked.actors))) - set(verdict.answers))
+            return f"its Ray node stopped answering (rank {', '.join(map(str, silent))}, {self.verdict_s:g} s)"
+        alive = {n["NodeID"] for n in self.nodes() if n.get("Alive")}
+        dead = sorted({a["node_id"] for a in verdict.answers.values()
+                       if a["node_id"] not in alive or a.get("raylet") is False})  # its replica saw its raylet go
+        return f"its Ray node {dead[0][:8]} died" if dead else ""
+
+    def nodes_of(self, job_id: int) -> tuple[str, ...] | None:
+        """The node of each rank of the job's attempt (rank r holds its r-th slot), ``IP/NODE-ID``
+        shortened; None while not known (not placed yet, adopted, or not this executor's)."""
+        tracked = self._tracked.get(job_id)
+        if tracked is None or not tracked.wheres:
+            return None
+        if not tracked.nodes:
+            ray = self.connect()
+            ready, _ = ray.wait(tracked.wheres, num_returns=len(tracked.wheres), timeout=0)
+            if len(ready) < len(tracked.wheres):
+                return None
+            try:
+                tracked.nodes = tuple(node_label(ray.get(ref)) for ref in tracked.wheres)
+            except ray.exceptions.RayError:
+                tracked.wheres = []
+                return None
+        return tracked.nodes
 
     def _withdraw_unplaced(self, ray) -> None:
         """End the attempts whose groups Ray has not placed ``place_wait_s`` after their start: each is
@@ -455,6 +522,12 @@ def _combined(codes: dict[int, int | None]) -> int | None:
         if codes[rank] not in (0, PREEMPTED):
             return codes[rank]
     return PREEMPTED if PREEMPTED in codes.values() else 0
+
+
+def node_label(where: dict) -> str:
+    """A Ray node as `status` and `queue` name it: ``10.0.0.5/3f2a9c1b`` (its IP, its id's first 8 digits:
+    nodes on one machine share an IP)."""
+    return f"{where['ip']}/{where['node_id'][:8]}"
 
 
 def _lost(err: Exception) -> str:

@@ -88,7 +88,8 @@ class Replica:
         self.launched = threading.Event()  # launch() ran (or the replica was cancelled before)
         self.ended = threading.Event()  # the process ended (or never started)
         self.lock = threading.Lock()
-        threading.Thread(target=self._watch_node, args=(os.getppid(),), name="apportion-node-watch",
+        self.raylet = os.getppid()
+        threading.Thread(target=self._watch_node, args=(self.raylet,), name="apportion-node-watch",
                          daemon=True).start()
 
     def _watch_node(self, raylet: int) -> None:
@@ -104,10 +105,12 @@ class Replica:
         os._exit(1)
 
     def where(self) -> dict:
-        """This replica's node: ``{"node_id", "ip"}``."""
+        """This replica's node: ``{"node_id", "ip", "raylet"}`` (``raylet``: its node's raylet is still there,
+        as this replica sees it before Ray has noticed)."""
         import ray
 
-        return {"node_id": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address()}
+        return {"node_id": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address(),
+                "raylet": os.getppid() == self.raylet}
 
     def rendezvous(self) -> dict:
         """Rank 0: the address and a free port of its node, for torch.distributed's ``env://``."""

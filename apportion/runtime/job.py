@@ -47,10 +47,12 @@ from apportion.runtime.checkpoint import Checkpointer
 from apportion.runtime.client import LeaseClient, ServerError, StaleAttempt
 from apportion.runtime.env import JobEnv
 from apportion.runtime.group import GO, STALE, STOP, Group
+from apportion.runtime.rng import rng_state, set_rng_state
 from apportion.runtime.stalls import DataStall, StallMeter, use
 
 T = TypeVar("T")
 
+RANKS_KEY = "__apportion_ranks__"  # a group's checkpoint: every rank's own state ({"rng", "state"}), in rank order
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL: stopped after a complete checkpoint, resume me
 QUICK_LEASE_S = 0.5  # how long a lease call with much of its lease left waits for an absent server
 # A stale attempt stops without writing; its last complete checkpoint is untouched, so
@@ -210,6 +212,9 @@ class Job:
         self._last_report = time.monotonic()
         self._old_handler = None
         self._group: Group | None = None  # the job's other processes, when it has some
+        self._rank_state_fn: Callable[[], Any] | None = None  # steps(rank_state=...): this rank's own state
+        self._ranks: list | None = None  # rank 0: every rank's own state, gathered for the checkpoint being written
+        self._restored_own: dict | None = None  # this rank's own state in the checkpoint restored
         self._measured: dict[str, float] = {}  # what an elastic job measured, sent with its progress reports
         if handle_sigterm and (self.client is not None or self.checkpointer is not None):
             self._install_sigterm()
@@ -272,6 +277,9 @@ class Job:
                 self._log(f"attempt {self.attempt}: no checkpoint could be loaded; starting from step 0")
             return default
         step, state, path = found
+        if isinstance(state, dict) and RANKS_KEY in state:  # every rank's own state (a group's checkpoint)
+            state = dict(state)
+            self._restored_own = _own_of(state.pop(RANKS_KEY))
         self.step = self._saved_step = step
         self.resumed = True
         self.restored_from = path
@@ -288,6 +296,9 @@ class Job:
         if not self._writes:
             return None
         self._collect_write()
+        if self._ranks is not None and isinstance(state, dict):  # each rank's own random state and rank_state
+            state = {**state, RANKS_KEY: self._ranks}
+        self._ranks = None
         self.checkpointer.snapshot(state, self.step)
         self._pending_step = self.step
         self._last_checkpoint_at = time.monotonic()
@@ -299,12 +310,17 @@ class Job:
         return path
 
     # --- the loop ----------------------------------------------------------------------
-    def steps(self, state_fn: Callable[[], Any]) -> Iterator[int]:
-        """Yield the step numbers still to run; ``state_fn()`` gives the state to checkpoint."""
+    def steps(self, state_fn: Callable[[], Any], rank_state: Callable[[], Any] | None = None) -> Iterator[int]:
+        """Yield the step numbers still to run; ``state_fn()`` gives the state to checkpoint. In a group,
+        ``rank_state()`` gives what is each rank's own (its data order: ``sampler.state()``), saved
+        with rank 0's checkpoint for every rank beside its random generators; ``job.rank_state``
+        hands it back to the same rank on resume."""
+        self._rank_state_fn = rank_state
         if not self._started_steps:
             self._started_steps = True
             use(self._stalls)
             self._join_group()
+            self._own_random_state()
             self._before_first_step()
         clock, stalls = self._clock, self._stalls
         while self.step < self.total_steps:
@@ -361,6 +377,22 @@ class Job:
             self._log(f"attempt {self.attempt}: rank {self._group.rank} of {self._group.size}: {role}")
 
     @property
+    def rank_state(self) -> Any:
+        """This rank's own ``rank_state()`` as the checkpoint restored holds it (a group's); None without one."""
+        return None if self._restored_own is None else self._restored_own.get("state")
+
+    def _own_random_state(self) -> None:
+        """In a group resumed from a checkpoint that holds every rank's random generators, this rank takes
+        its own back before its first step (after the script's restore: rank 0's would be wrong here)."""
+        if self._group is not None and self._restored_own is not None and "rng" in self._restored_own:
+            set_rng_state(self._restored_own["rng"])
+            self._log(f"attempt {self.attempt}: rank {self._group.rank}: its own random generators restored")
+
+    def _own_state(self) -> dict:
+        """What this rank hands rank 0 for a checkpoint: its random generators, its ``rank_state()``."""
+        return {"rng": rng_state(), "state": self._rank_state_fn() if self._rank_state_fn is not None else None}
+
+    @property
     def _leads(self) -> bool:
         """Talks to the server: a job alone, or rank 0 of a group."""
         return self.client is not None and (self._group is None or self._group.leads)
@@ -397,25 +429,34 @@ class Job:
                 verdict, reason = (STALE, "") if self._stale is not None else (STOP, "lease not renewed")
             if time.monotonic() - self._last_report >= self.report_every_s:
                 self._report_in_background()
-        agreed = self._group.agree(verdict)
+        agreed, save = self._group.agree_on(verdict, self._writes and self._checkpoint_due())
         if agreed == STALE:
             self._exit_stale(self._stale or StaleAttempt("rank 0's attempt is stale"))
+        if (agreed == STOP or save) and self.checkpointer is not None:  # every rank hands rank 0 its own state
+            self._ranks = self._group.gather(self._own_state())
         if agreed == STOP:
             self._preempt(state_fn, reason or "another rank is stopping")
-        if self._writes:
-            self._periodic_checkpoint(state_fn)
+        if save and self._writes:
+            self.checkpoint(state_fn(), wait=False)
 
     def _periodic_checkpoint(self, state_fn: Callable[[], Any]) -> None:
-        if self.checkpointer is not None and self.cadence.enabled:
-            if self._pending_step is not None and not self.checkpointer.writing:
-                self._collect_write()  # a background write has ended: note its step and its cost
-            if (
-                self._pending_step is None
-                and self.step > 0
-                and self._saved_step != self.step
-                and self.cadence.due(time.monotonic() - self._last_checkpoint_at)
-            ):
-                self.checkpoint(state_fn(), wait=False)
+        if self._checkpoint_due():
+            self.checkpoint(state_fn(), wait=False)
+
+    def _checkpoint_due(self) -> bool:
+        """Is a periodic checkpoint due now (a background write that ended is collected first)?"""
+        if self.checkpointer is None or not self.cadence.enabled:
+            return False
+        if self._pending_step is not None and not self.checkpointer.writing:
+            self._collect_write()  # a background write has ended: note its step and its cost
+            if self._leads:  # the server hears a step no older than the checkpoint a loss resumes from
+                self._report_in_background()
+        return (
+            self._pending_step is None
+            and self.step > 0
+            and self._saved_step != self.step
+            and self.cadence.due(time.monotonic() - self._last_checkpoint_at)
+        )
 
     # --- lease -------------------------------------------------------------------------
     def _lease_due(self, now: float) -> bool:
@@ -584,3 +625,12 @@ class Job:
         if self._old_handler is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._old_handler)
             self._old_handler = None
+
+
+def _own_of(ranks: object) -> dict | None:
+    """This process's entry of a group checkpoint's ``ranks`` (by ``RANK``), when the group has the same size."""
+    rank, world = os.environ.get("RANK", ""), os.environ.get("WORLD_SIZE", "")
+    if not (isinstance(ranks, list) and rank.isdigit() and world.isdigit() and int(world) == len(ranks)):
+        return None
+    own = ranks[int(rank)]
+    return own if isinstance(own, dict) else None

@@ -40,6 +40,7 @@ MAX_BATCH = 2**31  # examples in an elastic job's batch
 MAX_NOISE_SCALE = 1e15  # a reported gradient noise scale, in examples
 MAX_STEP_S = 1e6  # a reported time of one step or of its synchronisation, in seconds
 MIN_HUNG_AFTER_S = 10.0  # a job's hung_after_s: less and a lease call slowed by a busy server would look hung
+MAX_RETRY_BACKOFF_S = 3600.0  # a crash's first retry waits at most an hour (--retry-backoff-s)
 MAX_HUNG_AFTER_S = 7 * 86400.0  # a week of silence: beyond it a job could hold its slots doing nothing for good
 MAX_TIME_LIMIT_S = 366 * 86400.0  # a job's time_limit: a year of running time
 # characters of the largest valid job: its environment, command, paths, GPU types and a few dozen names

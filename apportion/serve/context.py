@@ -31,6 +31,8 @@ class ServeConfig:
     max_retries: int = 3  # crashes (and hangs) retried from the last checkpoint before a job is failed
     # an attempt silent this long (no lease call, no progress report) is hung: stopped and retried; None: never
     hung_after_s: float | None = 900.0
+    # a crash's k-th retry waits retry_backoff_s × 2^(k-1), at most RETRY_BACKOFF_CAP_S (lifecycle.retry_delay_s); 0: at once
+    retry_backoff_s: float = 0.0
     token: str | None = None  # the server's admin token (auth.py); never given to jobs
     run_as: RunAs = field(default_factory=RunAs)  # which OS account jobs run as (runas.py)
     default_steps_per_s: float = 1.0  # a kind never measured on a type
@@ -108,6 +110,7 @@ class SchedulerState:
         self.round_end = 0.0  # the current round ends (and the next one starts) here
         self.dirty = True  # a job arrived or ended since the last round: idle slots may be fillable
         self.notes: dict[int, str] = {}  # job id -> a warning its reason carries (lifecycle.check_resumed)
+        self.retry_at: dict[int, float] = {}  # job id -> when its crash's backoff ends: no round places it before
         store.set_run_settings({  # what `apportion replay` simulates this run with
             "policy": getattr(policy, "name", type(policy).__name__), "policy_options": config.policy_options,
             "round_s": config.round_s, "plan_ahead_s": self.plan_ahead_s, "fill_gap_s": config.fill_gap_s,

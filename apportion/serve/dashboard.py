@@ -137,7 +137,9 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
         "gpu_types": [{"name": t, "slots": scheduler.capacity[t],
                        "busy": sum(1 for s in scheduler.slots if s.gpu_type == t and on_slot.get(s.id))}
                       for t in scheduler.gpu_types],
-        "slots": [{"id": s.id, "gpu_type": s.gpu_type, "jobs": on_slot.get(s.id, [])} for s in scheduler.slots],
+        # each slot's jobs, and whether its node is gone (offline) or where it runs (node), as `status` says
+        "slots": [{"id": s["id"], "gpu_type": s["gpu_type"], "jobs": on_slot.get(s["id"], []),
+                   "offline": s.get("offline", False), "node": s.get("node")} for s in status["slots"]],
         "jobs": [_job(scheduler, r, now, who) for r in rows],
         "finished_not_shown": max(0, sum(counts[s] for s in ("completed", "failed", "cancelled"))
                                   - sum(r.status not in ACTIVE for r in rows)),

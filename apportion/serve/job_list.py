@@ -18,6 +18,7 @@ import numpy as np
 
 from apportion.core.durations import gpu_seconds, remaining_gpu_s
 from apportion.serve.elastic_batch import examples_info
+from apportion.serve.offline import job_nodes
 from apportion.serve.state import ACTIVE, STATUSES, parsed_spec
 
 PAGE_MAX = 5_000  # jobs in one page of GET /jobs: a few MB of JSON, a few hundred ms to build at most
@@ -126,7 +127,9 @@ class JobList:
             head, tail = cached
             live, accounted_at = row[_LIVE], row[_ACCOUNTED_AT]
             running = row[_RUN_S] + (max(0.0, now - accounted_at) if live and accounted_at else 0.0)
-            parts.append(f'{head}, "runtime_s": {_number(round(running, 3))}, {tail}{_estimate_text(estimate)}'
+            nodes = job_nodes(self.scheduler.executor, row[0], live)  # where its ranks run now (Ray), else null
+            parts.append(f'{head}, "runtime_s": {_number(round(running, 3))}, "nodes": {json.dumps(nodes)}, '
+                         f'{tail}{_estimate_text(estimate)}'
                          + (_examples_text(store.job(row[0])) if row[_ELASTIC] else "") + "}")
         return "[" + ",\n".join(parts) + "]"  # a job a line: a client may join pages without parsing them
 

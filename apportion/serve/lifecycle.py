@@ -41,6 +41,7 @@ from apportion.serve.watchdog import silence
 EXIT_PREEMPTED = 75
 EXIT_CANNOT_START = {126: "not executable", 127: "not found"}  # as a shell says it; the wrapper too
 WATCHED = ("hung", "time_limit")  # stops the watchdog ordered (watchdog.py): SIGTERM already sent
+RETRY_BACKOFF_CAP_S = 600.0  # the longest wait between a crash and its retry (unless the backoff itself is longer)
 START_AT_ONCE = 4  # attempts a tick starts however long they take (ServeConfig.start_hold_s)
 
 
@@ -317,7 +318,8 @@ class AttemptLifecycle:
                 self.store.update_job(
                     row.id, status="preempted", preemptions=row.preemptions + 1,
                     reason=self._noted(row, f"waiting to resume {resume.words}"), **released)
-                self.log(f"job {row.id} preempted at step {row.steps_done} ({what}); it resumes {resume.words}")
+                self.log(f"job {row.id} preempted at step {max(row.steps_done, resume.step)} ({what});"
+                         f" it resumes {resume.words}")
         elif code in EXIT_CANNOT_START and not ended.lost:  # a retry would fail the same way
             self._crashed(row, code, now, released, saved, cannot_start=True)
         else:
@@ -362,15 +364,28 @@ class AttemptLifecycle:
             self.store.add_event(now, row.id, "fail", what)
             self.log(f"job {row.id} failed: {what}" + (f": {last}" if last else ""))
         else:
+            delay = 0.0 if lost else retry_delay_s(retries, self.config.retry_backoff_s)  # a lost node: at once
+            wait = f" in {delay:.0f} s" if delay else ""
             retry = (f"retry {retries} {resume.words}" if lost else
-                     f"retry {retries} of {self.config.max_retries} {resume.words}")
-            if last_lines is None and not lost and row.stop is None and not row.partner and row.slots:
+                     f"retry {retries} of {self.config.max_retries}{wait} {resume.words}")
+            if delay:  # no round places it before then (rounds.py); the tick asks for one when it ends
+                self.state.retry_at[row.id] = now + delay
+            elif last_lines is None and not lost and row.stop is None and not row.partner and row.slots:
                 # the round gave it these slots and nobody else has them: it restarts on them at once
                 released.update(slots=row.slots, gpu_type=row.gpu_type)
             self.store.update_job(row.id, status="queued", retries=retries, last_lines=lines,
                                   reason=self._noted(row, f"{what}; {retry}"), **released)
             self.store.add_event(now, row.id, "retry", retry)
-            self.log(f"job {row.id} crashed ({what}) at step {row.steps_done}; {retry}")
+            self.log(f"job {row.id} crashed ({what}) at step {max(row.steps_done, resume.step)}; {retry}")
+
+
+def retry_delay_s(retry: int, backoff_s: float) -> float:
+    """How long a crashed job waits before its ``retry``-th retry: ``backoff_s`` × 2^(retry-1), at most
+    RETRY_BACKOFF_CAP_S (or ``backoff_s`` where that is more); 0 when ``backoff_s`` is 0. A command that
+    fails at once does not burn its retries in seconds."""
+    if backoff_s <= 0 or retry < 1:
+        return 0.0
+    return min(backoff_s * 2.0 ** min(retry - 1, 30), max(backoff_s, RETRY_BACKOFF_CAP_S))
 
 
 def short_of_steps(row: JobRecord) -> bool:

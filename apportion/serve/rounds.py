@@ -27,6 +27,7 @@ from apportion.policies.base import wants_predictions
 from apportion.serve.accounting import service_since
 from apportion.serve.admission import admit_round
 from apportion.serve.context import SchedulerState, ServeConfig, with_note
+from apportion.serve.offline import offline_slots
 from apportion.serve.core_split import floor_per_gpu
 from apportion.serve.elastic_batch import examples_work
 from apportion.serve.estimates import ThroughputEstimates
@@ -143,6 +144,7 @@ class Rounds:
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
             rows = _without(rows, failed)
             rows = admit_round(self.store, table, rows, now, changes, failed, self.state.privacy)  # held: with why
+            rows = _past_backoff(table, rows, self.state.retry_at, now)  # a crash's retry waits (its reason says so)
             rates, unrated = self._rates(table, rows)
             failed.update(unrated)
             rows, rates = _without(rows, unrated, rates)
@@ -263,21 +265,7 @@ class Rounds:
     def _missing_slots(self, live: dict[int, dict]) -> set[str]:
         """Slots that cannot run now (a Ray node is gone, an instance not rented): for each one missing,
         a free slot of its type, highest first, is left out of the round."""
-        capacity = self.state.online()
-        if capacity is None:
-            return set()
-        held = {s for r in live.values() for s in r["slot_list"]}
-        missing = set()
-        for gpu_type in self.gpu_types:
-            mine = [s.id for s in self.slots if s.gpu_type == gpu_type]
-            excess = len(mine) - capacity.get(gpu_type, 0)
-            for slot in reversed(mine):
-                if excess <= 0:
-                    break
-                if slot not in held:
-                    missing.add(slot)
-                    excess -= 1
-        return missing
+        return offline_slots(self.slots, self.state.online(), (s for r in live.values() for s in r["slot_list"]))
 
     def _starting(self, row: dict, now: float) -> bool:
         """An attempt that has not asked for a lease yet, and not for too long."""
@@ -569,6 +557,14 @@ def _without(rows: np.ndarray, gone: dict[int, str], rates: np.ndarray | None = 
     """``rows`` (and their ``rates``) without the rows in ``gone``."""
     keep = ~np.isin(rows, np.fromiter(gone, dtype=np.int64, count=len(gone))) if gone else np.ones(len(rows), dtype=bool)
     return rows[keep] if rates is None else (rows[keep], rates[keep])
+
+
+def _past_backoff(table: dict, rows: np.ndarray, retry_at: dict[int, float], now: float) -> np.ndarray:
+    """``rows`` less the jobs still waiting out a crash's backoff (``retry_at``: job id -> when it ends)."""
+    waiting = [job for job, at in retry_at.items() if at > now] if len(rows) else []
+    if not waiting:
+        return rows
+    return rows[~np.isin(np.asarray(table["id"], dtype=np.int64)[rows], waiting)]
 
 
 def _merge_all(changes: dict[int, dict], events: list[tuple], placed: tuple[dict, list]) -> None:

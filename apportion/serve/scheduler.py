@@ -55,6 +55,7 @@ from apportion.serve.elastic import ElasticModels
 from apportion.serve.elastic_batch import examples_info
 from apportion.serve.estimates import ThroughputEstimates
 from apportion.serve.lifecycle import EXIT_PREEMPTED, AttemptLifecycle
+from apportion.serve.offline import job_nodes, offline_slots, slot_nodes
 from apportion.serve.policy_check import check_policy
 from apportion.serve.privacy_spec import BlockSpec
 from apportion.serve.provisioner import Provisioner
@@ -203,6 +204,7 @@ class Scheduler:
             self.lifecycle.escalate(now)
             self.watchdog.check(now)
             self.rental.poll(now)
+            self._end_backoffs(now)
             if regular_round_due(now, self.round_end, self.state.plan_ahead_s):
                 self.plan(now, max(now, self.round_end))
             elif (self.state.dirty and early_round_due(now, self.rounds.last_round_at, self.config.fill_gap_s)
@@ -225,6 +227,14 @@ class Scheduler:
     @property
     def next_plan_at(self) -> float:
         return self.state.next_plan_at
+
+    def _end_backoffs(self, now: float) -> None:
+        """A crashed job whose retry's backoff has ended may be placed: a round to fill idle slots is due."""
+        ended = [job for job, at in self.state.retry_at.items() if at <= now]
+        for job in ended:
+            del self.state.retry_at[job]
+        if ended:
+            self.state.dirty = True
 
     def _idle_and_waiting(self) -> bool:
         self.state.dirty = False
@@ -259,6 +269,7 @@ class Scheduler:
             "id": str(row.id), "name": row.name, "user": row.user, "queue": row.queue,
             "priority": row.priority, "kind": row.kind, "status": row.status, "reason": reason,
             "gpus": row.gpus, "gpu_types": spec.get("gpu_types"), "alloc": row.slots,
+            "nodes": job_nodes(self.executor, row.id, row.attempt_live),
             "submitted": row.submitted, "started": row.started, "finished": row.finished,
             "runtime_s": round(running, 3), "steps_done": row.steps_done, "total_steps": row.total_steps,
             "preemptions": row.preemptions, "attempts": row.attempt, "retries": row.retries,
@@ -279,9 +290,11 @@ class Scheduler:
         (``next_round_in_s``: until the next regular round is decided)."""
         now = self.clock()
         with self.store.snapshot():  # read as committed: a round under way delays no status
-            holders = {s: str(job_id) for job_id, slots in self.store.job_columns(("id", "slots"), "attempt_live")
-                       for s in slots.split(",") if s}
+            held = {job_id: tuple(s for s in slots.split(",") if s)
+                    for job_id, slots in self.store.job_columns(("id", "slots"), "attempt_live")}
             counts, hangs, asked = self.store.counts(), self.store.total_hangs(), self.store.asked_on_slots()
+        holders = {s: str(job_id) for job_id, slots in held.items() for s in slots}
+        offline, nodes = self._where(held)
         history = sorted(self.stats.history_ms)
         return {
             "server": self.config.server_url,
@@ -289,7 +302,8 @@ class Scheduler:
             "round": self.state.round,
             "round_s": self.config.round_s,
             "next_round_in_s": round(max(0.0, self.state.next_plan_at - now), 3),  # decided then: never > round_s
-            "slots": [{"id": s.id, "gpu_type": s.gpu_type, "job": holders.get(s.id)} for s in self.slots],
+            "slots": [{"id": s.id, "gpu_type": s.gpu_type, "job": holders.get(s.id), "offline": s.id in offline,
+                       "node": nodes.get(s.id)} for s in self.slots],
             "counts": counts,
             "hangs": hangs,
             "round_ms": {
@@ -304,6 +318,15 @@ class Scheduler:
             "cores": self.cores.describe(),
             "node": self._node_status(*asked),
         }
+
+    def _where(self, held: dict[int, tuple[str, ...]]) -> tuple[set[str], dict[str, str]]:
+        """The slots offline now (a Ray node gone) and the node each held slot runs on (Ray; offline.py)."""
+        try:
+            online = self.state.online()
+        except (OSError, RuntimeError):  # the executor cannot be asked now: none shown offline
+            online = None
+        return offline_slots(self.slots, online, (s for slots in held.values() for s in slots)), \
+            slot_nodes(self.executor, held)
 
     def _node_status(self, cpus: float, memory_gb: float) -> dict:
         """The node's cores and memory (0: not known here) and ``cpus`` and ``memory_gb``, how much of them

@@ -43,6 +43,7 @@ class ServerOptions:
     grace_s: float = 30.0
     max_retries: int = 3
     hung_after_s: float | None = 900.0  # an attempt silent this long is stopped and retried (None: never)
+    retry_backoff_s: float = 0.0  # a crash's retry waits this × 2^(k-1), capped (lifecycle.retry_delay_s)
     prices: dict[str, float] | None = None  # $ per GPU-hour of each slot type
     checkpoint_every: str | None = None  # jobs' periodic checkpoints unless their file says; None: auto
     shared_dir: Path | None = None  # jobs' default checkpoint directories live here, if not in state_dir (Ray)
@@ -169,6 +170,7 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
     config = ServeConfig(
         state_dir=state_dir, server_url=server_url(options.job_host or options.host, port), round_s=options.round_s,
         grace_s=options.grace_s, max_retries=options.max_retries, hung_after_s=options.hung_after_s,
+        retry_backoff_s=options.retry_backoff_s,
         token=options.token, run_as=options.run_as,
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}), received_since=options.received_since,

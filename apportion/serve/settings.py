@@ -43,6 +43,7 @@ class ServeSettings:
     user_weights: str | None = None  # USER=WEIGHT,…: a user's share of the cluster, relative (a user not named: 1)
     max_retries: int = 3
     hung_after_s: float = 900.0  # 0: never
+    retry_backoff_s: float = 10.0  # a crash's retry waits this × 2^(k-1) (lifecycle.retry_delay_s); 0: at once
     grace_s: float = 30.0
     checkpoint_every: str | None = None  # auto, auto:SECONDS, off or SECONDS; None: auto
     executor: str = "local"
@@ -96,7 +97,7 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
     """``settings`` checked (``checkpoint_every`` in its normal form); SettingError naming the first
     one out of range. A message names another setting as its flag, or as its key when the setting
     at fault came from a file (its keys ``in_file``)."""
-    from apportion.serve.bounds import MAX_HUNG_AFTER_S, MIN_HUNG_AFTER_S
+    from apportion.serve.bounds import MAX_HUNG_AFTER_S, MAX_RETRY_BACKOFF_S, MIN_HUNG_AFTER_S
 
     def other(blamed: str, key: str, value: str = "") -> str:
         if blamed in in_file:
@@ -123,6 +124,9 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
         raise SettingError("cpu_split", f"must be one of {', '.join(CPU_SPLITS)}, got {s.cpu_split!r}")
     if s.max_retries < 0:
         raise SettingError("max_retries", f"must be >= 0, got {s.max_retries}")
+    if not 0 <= s.retry_backoff_s <= MAX_RETRY_BACKOFF_S:
+        raise SettingError("retry_backoff_s", f"must be from 0 (retry at once) to {MAX_RETRY_BACKOFF_S:g} seconds, "
+                                              f"got {s.retry_backoff_s:g}")
     if s.hung_after_s != 0 and not MIN_HUNG_AFTER_S <= s.hung_after_s <= MAX_HUNG_AFTER_S:
         raise SettingError("hung_after_s", f"must be 0 (never) or from {MIN_HUNG_AFTER_S:g} to "
                                            f"{MAX_HUNG_AFTER_S:g} seconds, got {s.hung_after_s:g}")

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 _INTS = frozenset({"port", "max_retries", "privacy_n", "max_active_jobs", "max_demand_rows", "max_after_edges",
                    "submit_burst"})
-_NUMBERS = frozenset({"round_s", "hung_after_s", "grace_s", "privacy_t", "privacy_timeout_s", "max_stored_mb",
+_NUMBERS = frozenset({"round_s", "hung_after_s", "retry_backoff_s", "grace_s", "privacy_t", "privacy_timeout_s", "max_stored_mb",
                       "submit_rate"})
 _UNITS = {"max_stored_mb": "a number of MB", "submit_rate": "a number of submits a second"}  # else seconds
 _BOOLS = frozenset({"warm_start", "share_by_user"})

@@ -31,7 +31,7 @@ def job_row(**fields) -> dict:
 
 def test_queue_prints_names_and_users_as_typed_and_cuts_a_huge_one(monkeypatch):
     rows = [job_row(name=MARKUP, user="[red]mallory"), job_row(id="2", user="u" * 10_000_000, status="failed",
-                                                                  last_lines="[bold]Traceback")]
+                                                                  reason="[bold]Traceback", last_lines="[bold]x")]
     monkeypatch.setattr(Client, "jobs", lambda self: rows)
     result = run("queue", "--all")
     assert result.exit_code == 0, result.output

@@ -286,3 +286,17 @@ def test_a_restore_that_passes_over_a_corrupt_checkpoint_says_so_at_its_first_le
     assert first["steps_done"] == 5
     assert first["skipped_checkpoints"][0].startswith("step-00000009.pt: checksum mismatch")
     assert all("skipped_checkpoints" not in call for call in later)  # said once
+
+
+def test_each_periodic_checkpoint_is_followed_by_a_progress_report_at_least_at_its_step(tmp_path, monkeypatch):
+    """What the server shows never lags the checkpoint a lost attempt would resume from."""
+    far = time.time() + 3600
+    with FakeLeaseServer(on_lease=lambda body: {"renew": True, "lease_end": far}) as server:
+        for name, value in server.job_env(total_steps=60, checkpoint_dir=str(tmp_path), lease_end=far).items():
+            monkeypatch.setenv(name, value)
+        job = Job.from_env(report_every_s=3600.0, checkpoint_every_s=0.02)  # no report on the clock
+        run(job, {}, sleep_s=0.005)
+        reported = [c["steps_done"] for c in server.progress_calls()][:-1]  # the final report left out
+    saved = [int(name.split("-")[1].split(".")[0]) for name in checkpoint_files(tmp_path)]
+    assert saved and reported and max(reported) >= min(saved), (reported, saved)  # the older kept one, collected
+    assert len(reported) >= 2

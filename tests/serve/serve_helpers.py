@@ -22,6 +22,11 @@ CONTRACT_JOB = Path(__file__).resolve().parent / "contract_job.py"
 AS_ROOT = ("--run-as", "server-user") if os.geteuid() == 0 else ()
 
 
+def NO_BACKOFF(args) -> tuple[str, ...]:
+    """A crash retried at once, unless the test says otherwise or names a config file: tests crash on purpose."""
+    return () if "--retry-backoff-s" in args or "--config" in args else ("--retry-backoff-s", "0")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -48,7 +53,7 @@ class Server:
 
     def start(self, timeout: float = 30.0) -> Server:
         command = [sys.executable, "-m", "apportion.cli", "serve", "--state-dir", str(self.state_dir),
-                   "--port", str(self.port), *AS_ROOT, *self.args]
+                   "--port", str(self.port), *AS_ROOT, *NO_BACKOFF(self.args), *self.args]
         with open(self.output, "ab") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=job_env(),
                                             cwd=str(REPO), start_new_session=True)

@@ -99,7 +99,7 @@ def test_status(tmp_path):
     scheduler.tick()
     status = client.get("/status").json()
     assert status["policy"] == "las" and status["round"] == 1
-    assert status["slots"] == [{"id": "cpu:0", "gpu_type": "cpu", "job": "1"}]
+    assert status["slots"] == [{"id": "cpu:0", "gpu_type": "cpu", "job": "1", "offline": False, "node": None}]
     assert status["counts"]["running"] == 1
 
 

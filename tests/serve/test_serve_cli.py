@@ -118,7 +118,10 @@ def test_a_job_that_keeps_crashing_fails_with_its_last_lines(server, tmp_path):
     assert "boom at step 3" in row["reason"] and "exit 3" in row["reason"]
     assert row["last_lines"].splitlines()[-1] == "boom at step 3"
     table = cli("queue", "--server", server.url).output
-    assert f"job {job_id} (doomed) failed; its last lines:" in table and "boom at step 3" in table
+    row_line = next(line for line in table.splitlines() if line.lstrip().startswith(f"{job_id} "))
+    assert "failed(exit 3 on attempt 2, after 1 retry: boom at step 3)" in row_line  # its reason, in its row
+    assert table.count("boom at step 3") == 1 and "Traceback" not in table  # the log is one command away
+    assert f"failed: {job_id}; the log of one: apportion logs {job_id}" in table
     assert cli("logs", job_id, "--server", server.url).output.rstrip().endswith("boom at step 3")
 
 

@@ -188,3 +188,23 @@ def test_a_sweep_on_ray_gives_the_replays_of_a_local_one(cluster):
     strip = lambda rows: [{k: v for k, v in r.items() if k != "sim_wall_s"} for r in rows]  # noqa: E731
     assert strip(on_ray) == strip(here)
     assert not ray.is_initialized()  # the sweep left the cluster it joined
+
+
+def test_a_node_lost_under_some_ranks_of_a_gang_is_a_lost_node_not_a_crash(cluster, server):
+    """The rank on the live node exits 1 on the broken collective (gloo) before Ray reports the dead
+    node; the executor waits for its verdict on every rank's node: the attempt is lost, no retry counted."""
+    ray_cluster, _, _, _ = cluster
+    for _ in range(2):  # two v100 nodes, whatever the tests before left
+        ray_cluster.add_node(num_cpus=0, num_gpus=1, resources={"accelerator_type:V100": 1})
+    job_id = submit(server, "gang", DDP_JOB, 300, 2, "v100", STEP_S=0.03)
+    checkpoints = shared(cluster) / "jobs" / job_id / "checkpoints"
+    wait_for(lambda: checkpoints.exists() and any(checkpoints.glob("step-*.pt")), 90, "a checkpoint", server)
+    second = node_of(cluster, job_id, 1, 1)
+    assert second is not None and second != node_of(cluster, job_id, 1, 0)  # PACK: one rank a node
+    ray_cluster.remove_node(next(n for n in ray_cluster.worker_nodes if n.node_id == second), allow_graceful=False)
+    done = wait_for(lambda: finished(server, job_id), 120, "the gang to finish after its node died", server)[0]
+
+    assert done["status"] == "completed" and done["attempts"] >= 2, done
+    assert re.search(rf"job {job_id} crashed \(lost: its Ray node", server.log()), server.log()[-3000:]
+    assert not re.search(rf"job {job_id} crashed \(exit", server.log())  # never counted as the job's crash
+    assert re.search(rf"retry 1 from step \d+", server.log())  # no "of 3": not counted towards --max-retries

@@ -142,9 +142,11 @@
           jobs.append(el("button", { type: "button", class: "chip", dataset: { job: id }, style: { background: jobColor(id) },
             title: `job ${id}: ${names.get(id) || ""}` }, `${id} ${names.get(id) || ""}`));
         }
-        if (!slot.jobs.length) jobs.append("idle");
-        slots.append(el("div", { class: slot.jobs.length ? "slot" : "slot idle", dataset: { slot: slot.id } },
-          el("div", { class: "slot-id" }, slot.id + (slot.jobs.length > 1 ? " · shared" : "")), jobs));
+        if (!slot.jobs.length) jobs.append(slot.offline ? "offline" : "idle");
+        const shown = slot.id + (slot.jobs.length > 1 ? " · shared" : "") + (slot.node ? ` · ${slot.node}` : "");
+        slots.append(el("div", { class: slot.jobs.length ? "slot" : slot.offline ? "slot idle offline" : "slot idle",
+          dataset: { slot: slot.id }, title: slot.offline ? "its node is gone: no job is placed here" : "" },
+          el("div", { class: "slot-id" }, shown), jobs));
       }
       box.append(el("div", { class: "gpu-type", dataset: { gpuType: type.name } },
         el("h3", {}, type.name, el("span", { class: "busy" }, `${type.busy}/${type.slots} busy`)), slots));
