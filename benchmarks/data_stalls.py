@@ -128,8 +128,8 @@ def read_synergy_jobs(path: Path) -> tuple[JobTable, ThroughputTable]:
 def run_original(args: argparse.Namespace, policy: str, mode: str, record: Path) -> dict:
     """Synergy's simulator on its own workload, its jobs written to ``record``: its one JSON line."""
     harness = Path(__file__).with_name("synergy_original.py")
-    command = [args.synergy_python, str(harness), args.synergy, policy, mode, "--jobs-per-hour", str(args.jobs_per_hour),
-               "--split", args.split, "--seed", str(args.seed), "--measure", args.measure, "--record", str(record)]
+    command = [args.synergy_python, str(harness), args.synergy, policy, mode,
+               "--jobs-per-hour", str(args.jobs_per_hour), "--split", args.split, "--seed", str(args.seed), "--measure", args.measure, "--record", str(record)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"Synergy's simulator failed ({' '.join(command)}):\n{done.stderr[-2000:]}")
@@ -161,7 +161,8 @@ def synergy_comparison(args: argparse.Namespace) -> None:
             ours_h = float(np.mean(replay.jct_s[measured])) / 3600
             theirs_h = original["avg_jct_s"] / 3600
             print(json.dumps({
-                "policy": policy, "mode": mode, "apportion": f"{SYNERGY_POLICIES[policy]} --cpu-split {SYNERGY_MODES[mode]}",
+                "policy": policy, "mode": mode,
+                "apportion": f"{SYNERGY_POLICIES[policy]} --cpu-split {SYNERGY_MODES[mode]}",
                 "jobs": len(jobs), "measured": int(measured.sum()), "synergy_measured": original["measured"],
                 "avg_jct_h": round(ours_h, 3), "synergy_avg_jct_h": round(theirs_h, 3),
                 "ratio": round(ours_h / theirs_h, 4), "wall_s": round(wall_s, 2), "synergy_wall_s": original["wall_s"],

@@ -172,7 +172,8 @@ _BUILT_IN = (
                                                    "submission order, an earlier job that now fits preempting later "
                                                    "ones (default: a started job runs to the end)", False,
                                                    variant=True),)),
-    PolicyEntry("srtf", "apportion.policies.srtf:Srtf", "shortest remaining time, at each job's fastest speed",
+    PolicyEntry("srtf", "apportion.policies.srtf:Srtf",
+                "shortest remaining time, at each job's fastest speed (at its share of CPU cores where they limit it)",
                 options=ORDERING_OPTIONS + (DURATIONS,)),
     PolicyEntry("las", "apportion.policies.las:Las", "Tiresias' least attained service, in discrete queues",
                 options=ORDERING_OPTIONS + (Option("thresholds_gpu_s", tuple, "queue thresholds in GPU-seconds "
