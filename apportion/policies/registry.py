@@ -172,13 +172,20 @@ DURATIONS = Option("durations", str, "what remaining durations the policy knows:
 
 _BUILT_IN = (
     PolicyEntry("fifo", "apportion.policies.fifo:Fifo", "non-preemptive, in submission order",
-                options=ORDERING_OPTIONS),
-    PolicyEntry("srtf", "apportion.policies.srtf:Srtf", "shortest remaining time, at each job's fastest speed",
+                options=ORDERING_OPTIONS + (Option("preemptive", bool, "Synergy's FIFO: each round decided afresh in "
+                                                   "submission order, an earlier job that now fits preempting later "
+                                                   "ones (default: a started job runs to the end)", False,
+                                                   variant=True),)),
+    PolicyEntry("srtf", "apportion.policies.srtf:Srtf",
+                "shortest remaining time, at each job's fastest speed (at its share of CPU cores where they limit it)",
                 options=ORDERING_OPTIONS + (DURATIONS,)),
     PolicyEntry("las", "apportion.policies.las:Las", "Tiresias' least attained service, in discrete queues",
                 options=ORDERING_OPTIONS + (Option("thresholds_gpu_s", tuple, "queue thresholds in GPU-seconds "
                                           "(default 3600,36000)", flag="--las-thresholds", metavar="S,S,…",
-                                          check=_positive_numbers),)),
+                                          check=_positive_numbers),
+                                   Option("continuous", bool, "Synergy's LAS: ranked by attained GPU-seconds "
+                                          "themselves, re-ranked as they grow (default: Tiresias' queues)", False,
+                                          variant=True, excludes=("thresholds_gpu_s",)))),
     PolicyEntry("qssf", "apportion.policies.qssf:Qssf", "Helios' quasi-shortest-service-first: the least predicted "
                 "remaining GPU time first, preemptive", options=ORDERING_OPTIONS + (DURATIONS,)),
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",

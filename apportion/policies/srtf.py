@@ -1,4 +1,5 @@
-"""Shortest remaining time first: remaining steps at the job's fastest runnable speed.
+"""Shortest remaining time first: remaining steps at the job's fastest runnable speed, as the round
+sees it (where CPU cores limit a job, the speed its share of them gives: sim/simulator.py).
 
 ``durations="oracle"`` (the default) ranks by the true remaining steps; ``"predicted"`` by
 what the history of finished jobs predicts is left (apportion.policies.durations).

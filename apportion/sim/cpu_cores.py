@@ -55,6 +55,21 @@ class CoreDivision:
         asked = np.zeros(len(jobs)) if jobs.cpus is None else jobs.cpus / jobs.num_gpus
         return cls(rule, jobs.cpu_curves, asked, cluster.node_cpus, cluster.node_gpus, cluster.gpu_node)
 
+    def speed_at_share(self, node_type: np.ndarray, types: int) -> np.ndarray:
+        """[n, T] the fraction of its best speed each job trains at on each of ``types`` GPU types with
+        the proportional share of the type's nodes (``node_type`` [N]; the smallest share where they
+        differ), or the cores it asks where it asks more and the rule gives them: what the policy ranks it
+        by. Exact under ``proportional``; under ``aware`` the least it gets (it never trains slower)."""
+        share = np.full(types, np.inf)
+        np.minimum.at(share, node_type, self.node_cores / self.node_gpus)
+        share = np.where(np.isfinite(share), share, 0.0)
+        n = len(self.curves)
+        cores = np.broadcast_to(share[None, :], (n, types))
+        if self.rule != "proportional":
+            cores = np.maximum(cores, self.asked_per_gpu[:, None])
+        rows = np.repeat(np.arange(n), types)
+        return relative_speed(self.curves, rows, cores.ravel()).reshape(n, types)
+
     def speed(self, gpu_job: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """[m] the fraction of its best speed each of the JobTable ``rows`` [m] trains at, holding the
         GPUs ``gpu_job`` [G] gives it (a JobTable row per GPU, -1 idle); 1 where it holds none."""

@@ -190,6 +190,9 @@ class Simulator:
         fits = ((rates > 0) & (jobs.num_gpus[:, None] <= cluster.capacity[None, :])
                 & fits_on_nodes(cluster, jobs.num_gpus, jobs.cpus, jobs.memory_gib))
         self.rates = np.where(fits, rates, 0.0)
+        # the policy ranks and divides by the speed each job gets under the CPU split, not its best
+        self.planned_rates = self.rates if self.cores is None else \
+            self.rates * self.cores.speed_at_share(cluster.node_type, len(cluster.gpu_types))
         replay = Replay.empty(len(jobs), cluster)
         if self.cores is not None:
             replay.trained_gpu_s, replay.stalled_gpu_s = np.zeros(len(jobs)), np.zeros(len(jobs))
@@ -327,7 +330,7 @@ class Simulator:
             held = was_running(holder, partner, len(active))
             pinned = held & (replay.wait_left[active] <= 0) & (replay.delay_left[active] > 0)
         # np.take gathers rows several times faster than fancy indexing
-        return RoundState(view, self.rates.take(active, axis=0), replay.time_alone_on_type.take(active, axis=0),
+        return RoundState(view, self.planned_rates.take(active, axis=0), replay.time_alone_on_type.take(active, axis=0),
                           holder, partner, together=replay.together, pinned=pinned)
 
     def _hand_over(self, replay: Replay, stopping: np.ndarray, fresh: np.ndarray, held_by: np.ndarray,

@@ -177,6 +177,7 @@ def model_jobs_of_columns(columns: dict[str, np.ndarray], lines: np.ndarray, sou
         line = int(lines[row])
         if kind[row] != "":
             raise InputError(source, "a row names either a job kind or a model, not both", line=line, field="model")
+        check_model_name(model[row], source, line)
         try:
             global_batch = int(batch[row])
             if global_batch < 1:
@@ -201,6 +202,17 @@ def model_jobs_of_columns(columns: dict[str, np.ndarray], lines: np.ndarray, sou
             gpus = 1  # the row's own check reports it
         jobs.setdefault(job, set()).add(max(1, gpus))
     return jobs
+
+
+def check_model_name(name: str, source: str, line: int) -> None:
+    """InputError naming the line and the ``model`` field when ``name`` is not a preset of the perf
+    model, before anything else about the row (its batch, its layout) is asked."""
+    from apportion.perf.transformer import get_preset
+
+    try:
+        get_preset(name.strip())
+    except ValueError as err:
+        raise InputError(source, str(err), line=line, field="model") from None
 
 
 def model_job_of_kind(kind: str) -> ModelJob | None:

@@ -392,6 +392,7 @@ def _parse_columns(
         kind = codes[inverse.reshape(-1)] if len(names) else kind
         fail(kind == -2, "kind", "unknown job kind '{value}' (known: " + ", ".join(throughputs.kinds) + ")")
     if "model" in columns:
+        model_jobs_of_columns(columns, lines, source)  # a bad model, batch or layout named before its kind
         names = model_kind_names(columns)
         index = {k: i for i, k in enumerate(throughputs.kinds)}
         named = names != ""

@@ -86,3 +86,19 @@ def test_curves_need_nodes_with_cores_and_a_known_split():
         replay(two_jobs(), "aware", cluster=Cluster((NodeGroup("v100", 2, 2),)))
     with pytest.raises(ValueError, match="one of proportional, aware, greedy, got 'even'"):
         replay(two_jobs(), "even")
+
+
+ONE_GPU_THREE_CORES = Cluster((NodeGroup("v100", 1, 1, cpus_per_node=3),))
+
+
+@pytest.mark.parametrize("split", ["proportional", "aware"])
+def test_srtf_ranks_a_job_by_the_time_it_takes_at_the_cores_it_gets(split):
+    # One GPU with 3 cores. The sensitive job has 3000 steps: 3000 s at full speed, but 3 cores give
+    # it 0.75 step/s, so 4000 s; the insensitive one has 3600 steps, 3600 s. Ranked at full speed
+    # the sensitive job would run first (3000 < 3600): finishes 4000 and 7600, average 5800 s. At
+    # the speed it gets it is the longer one: 3600 and 7600, average 5600 s.
+    workload = dataclasses.replace(two_jobs(), total_steps=np.array([3000.0, 3600.0]))
+    result = simulate(workload, ONE_GPU_THREE_CORES, ONE_STEP_A_SECOND, make_policy("srtf"),
+                      SimConfig(cpu_split=split))
+    assert result.finish_s.tolist() == [7600.0, 3600.0]
+    assert result.summary["avg_jct_s"] == 5600.0

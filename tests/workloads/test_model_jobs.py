@@ -87,6 +87,15 @@ def test_a_bad_model_row_names_its_line_and_field(tmp_path, row, field, message)
     assert err.value.line == 3 and err.value.field == field
 
 
+@pytest.mark.parametrize("read", [read_workload_with_models, read_workload_csv])
+def test_a_model_that_is_not_a_preset_is_named_before_its_missing_batch(tmp_path, read):
+    path = trace(tmp_path, "1,0,3600,1,,resnet18,,\n")
+
+    with pytest.raises(InputError, match="unknown model preset 'resnet18'") as err:
+        read(path, throughputs=builtin_throughputs())
+    assert err.value.line == 2 and err.value.field == "model"
+
+
 def test_the_plain_reader_points_model_rows_to_the_one_that_predicts_them(tmp_path):
     with pytest.raises(InputError, match="read_workload_with_models"):
         read_workload_csv(trace(tmp_path, GPT_ROW), throughputs=builtin_throughputs())
