@@ -289,8 +289,8 @@ class Rounds:
             waiting = free_rows[~np.isin(free_rows, np.fromiter(live, dtype=np.int64, count=len(live)))]
             moves = ((table["slots"][waiting] != "") | (table["reason"][waiting] != _QUEUED)
                      | ~np.equal(table["gpu_type"][waiting], None) | ~np.equal(table["partner"][waiting], None))
-            for i in waiting[moves].tolist():  # only the rows whose fields change: thousands may wait
-                _merge(changes, self._rows.row(table, i), slots="", gpu_type=None, partner=None, reason=_QUEUED)
+            for row in self._rows.rows(table, waiting[moves]):  # only the rows whose fields change, read at once
+                _merge(changes, row, slots="", gpu_type=None, partner=None, reason=_QUEUED)
             return
         rows = np.concatenate([free_rows, pinned_rows]).astype(np.int64)
         rates = np.concatenate([free_rates, np.zeros((len(pinned_rows), free_rates.shape[1]))])

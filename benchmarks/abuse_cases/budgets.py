@@ -4,6 +4,7 @@ meet 429s past the burst; a third user's one submit, sent during that burst, mus
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter
@@ -74,8 +75,9 @@ def run(args) -> list[dict]:
         codes, seconds, retry = burst(server, "bob", BURST, THREADS)
         beside.join()
         carols = carol["answer"]
-    print(f"budgets: alice's first refusal: {first_refusal or '(none)'}")
-    print(f"budgets: bob's burst: {dict(codes)} in {seconds:.1f} s; Retry-After seen: {sorted(set(retry))[:5]}")
+    print(f"budgets: alice's first refusal: {first_refusal or '(none)'}", file=sys.stderr)
+    print(f"budgets: bob's burst: {dict(codes)} in {seconds:.1f} s; Retry-After seen: {sorted(set(retry))[:5]}",
+          file=sys.stderr)
     return [row(NAME, f"single submits accepted at {CAP:,} active jobs (of {SINGLES})", singles[200], 0, "jobs"),
             row(NAME, "their refusals answered 409", singles[409], SINGLES, "answers", meets="equal"),
             row(NAME, f"429s in a burst of {BURST} submits ({THREADS} threads, {seconds:.1f} s)", codes[429],
