@@ -127,8 +127,9 @@ class JobList:
             head, tail = cached
             live, accounted_at = row[_LIVE], row[_ACCOUNTED_AT]
             running = row[_RUN_S] + (max(0.0, now - accounted_at) if live and accounted_at else 0.0)
-            nodes = job_nodes(self.scheduler.executor, row[0], live)  # where its ranks run now (Ray), else null
-            parts.append(f'{head}, "runtime_s": {_number(round(running, 3))}, "nodes": {json.dumps(nodes)}, '
+            nodes = job_nodes(self.scheduler.executor, row[0], live) if live else None  # where its ranks run (Ray)
+            parts.append(f'{head}, "runtime_s": {_number(round(running, 3))}, '
+                         f'"nodes": {"null" if nodes is None else json.dumps(nodes)}, '
                          f'{tail}{_estimate_text(estimate)}'
                          + (_examples_text(store.job(row[0])) if row[_ELASTIC] else "") + "}")
         return "[" + ",\n".join(parts) + "]"  # a job a line: a client may join pages without parsing them
