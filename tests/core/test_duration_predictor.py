@@ -91,6 +91,23 @@ def test_what_is_left_is_the_prediction_less_what_is_done_until_the_job_outlives
     assert left[0] < left[1] < left[2]
 
 
+def test_a_job_that_outlives_a_confident_prediction_has_as_much_again_to_go():
+    """Predicted 70 GPU-s with log sd 0.18, it has done 3,600. The lognormal alone says the median
+    of its tail beyond 3,600 is barely past it (ln(3600/70) / 0.18 = 21.9 sds out): about 20 s
+    left, so it would outrank every new 70 GPU-s job. Past its prediction it is believed to have
+    at least as much again as it did: 3,600 left, behind a new 70 GPU-s job."""
+    assert remaining_gpu_s([70.0], [0.18], [3600.0])[0] == pytest.approx(3600.0)
+    assert remaining_gpu_s([70.0], [0.18], [3600.0])[0] > remaining_gpu_s([70.0], [0.18], [0.0])[0]
+    # a little past it (100 done), as much again: 100, where the lognormal said
+    # 70 × e**(0.18 × z) - 100 with S(z) = S(ln(100/70)/0.18 = 1.98) / 2: z = 2.26, 5.2 left
+    assert remaining_gpu_s([70.0], [0.18], [100.0])[0] == pytest.approx(100.0)
+    # short of it, unchanged: 35 done of 70 leaves 35 (the lognormal's tail beyond 35 is almost all of it)
+    assert remaining_gpu_s([70.0], [0.18], [35.0])[0] == pytest.approx(35.0, rel=1e-3)
+    # an unsure prediction's own tail can say more than as much again: predicted 100 (log sd 2),
+    # 200 done: S(ln 2 / 2 = 0.347) = 0.364, half of it 0.182 at z = 0.907: 100 × e**1.814 - 200 = 413
+    assert remaining_gpu_s([100.0], [2.0], [200.0])[0] == pytest.approx(100 * math.exp(2 * 0.9069) - 200, rel=1e-3)
+
+
 def test_a_predictor_asked_between_lessons_predicts_as_one_told_everything_at_once():
     """A group's sorted recent jobs are kept up to date from one question to the next (a few
     jobs in and out, or many, or more than it keeps); the answer is the same as from scratch."""

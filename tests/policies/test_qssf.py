@@ -69,10 +69,21 @@ def test_a_newcomer_with_less_service_left_preempts_a_running_job():
 
 
 def test_a_job_that_outlives_its_prediction_falls_behind_a_fresh_one():
-    """F was predicted at 100 GPU-s (log sd 1) but has done 1600: half of a lognormal's tail beyond
-    1600 lies past 100 × e**2.99 = 1990, so it is believed to have 390 left, more than G's whole
+    """F was predicted at 100 GPU-s (log sd 1) but has done 1600: past its prediction it is believed
+    to have as much again to go (1600; the lognormal's own tail says 390), more than G's whole
     prediction of 300: G goes first."""
     jobs = view([1, 1], [100.0, 300.0], steps_done=[1600.0, 0.0], running_type=[0, -1], log_sd=1.0)
+
+    share = Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [0, 1]
+
+
+def test_a_job_far_past_a_confident_prediction_no_longer_outranks_new_jobs_like_it():
+    """H was predicted at 70 GPU-s (log sd 0.18) and has done 3,600; I, just arrived, is predicted
+    at 70 too. The lognormal alone would leave H about 20 s and run it first; past its prediction
+    it has 3,600 to go: I goes first."""
+    jobs = view([1, 1], [70.0, 70.0], steps_done=[3600.0, 0.0], running_type=[0, -1], log_sd=0.18)
 
     share = Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share
 
