@@ -166,9 +166,12 @@ DURATIONS = Option("durations", str, "what remaining durations the policy knows:
                    "finish-time-fairness's default) or predicted (from the history of finished jobs; qssf's default)",
                    metavar="predicted|oracle", shared=True, check=_one_of("predicted", "oracle"))
 
+HEAD_OF_LINE = Option("head_of_line", bool, "a strict queue, as Helios's: no waiting job starts behind one that "
+                      "cannot start yet", False, variant=True)
+
 _BUILT_IN = (
     PolicyEntry("fifo", "apportion.policies.fifo:Fifo", "non-preemptive, in submission order",
-                options=ORDERING_OPTIONS),
+                options=ORDERING_OPTIONS + (HEAD_OF_LINE,)),
     PolicyEntry("srtf", "apportion.policies.srtf:Srtf", "shortest remaining time, at each job's fastest speed",
                 options=ORDERING_OPTIONS + (DURATIONS,)),
     PolicyEntry("las", "apportion.policies.las:Las", "Tiresias' least attained service, in discrete queues",
@@ -176,7 +179,9 @@ _BUILT_IN = (
                                           "(default 3600,36000)", flag="--las-thresholds", metavar="S,S,…",
                                           check=_positive_numbers),)),
     PolicyEntry("qssf", "apportion.policies.qssf:Qssf", "Helios' quasi-shortest-service-first: the least predicted "
-                "remaining GPU time first, preemptive", options=ORDERING_OPTIONS + (DURATIONS,)),
+                "remaining GPU time first, preemptive", options=ORDERING_OPTIONS + (DURATIONS, HEAD_OF_LINE, Option(
+                    "non_preemptive", bool, "a started job runs to its end (Helios's QSSF); only waiting jobs are "
+                    "ranked", False, variant=True))),
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
                 "Gavel's max-min fairness over normalised throughput", is_lp=True,
                 options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "

@@ -90,6 +90,31 @@ def test_a_job_far_past_a_confident_prediction_no_longer_outranks_new_jobs_like_
     assert share[:, 0].tolist() == [0, 1]
 
 
+def test_helios_non_preemptive_qssf_lets_a_running_job_finish():
+    """The case above (D runs, 5000 predicted, 1000 done; E arrives predicted at 500), under
+    Helios's QSSF, which never preempts: D keeps the GPU, E waits, and nothing is to be revisited."""
+    jobs = view([1, 1], [5000.0, 500.0], steps_done=[1000.0, 0.0], running_type=[0, -1])
+    policy = make_policy("qssf:non-preemptive")
+
+    share = policy.allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [1, 0]
+    assert policy.next_change_s(jobs, np.array([True, False])) == float("inf")
+
+
+def test_helios_qssf_is_a_strict_queue_in_predicted_order():
+    """4 GPUs; R runs on 2. Waiting: X wants 4 GPUs for 100 GPU-s, Y 1 GPU for 500. By predicted
+    service X is first but does not fit in the 2 free GPUs: the non-preemptive qssf starts Y beside
+    it, Helios's (non-preemptive, head of line) keeps Y waiting behind X."""
+    jobs = view([2, 4, 1], [9000.0, 100.0, 500.0], steps_done=[10.0, 0.0, 0.0], running_type=[0, -1, -1])
+
+    fills = make_policy("qssf:non-preemptive").allocate(jobs, gpus(4), one_step_a_second(jobs)).share
+    helios = make_policy("qssf:non-preemptive:head-of-line").allocate(jobs, gpus(4), one_step_a_second(jobs)).share
+
+    assert fills[:, 0].tolist() == [1, 0, 1]
+    assert helios[:, 0].tolist() == [1, 0, 0]
+
+
 def test_the_oracle_ranks_by_the_true_remaining_steps_not_the_prediction():
     """True work: A 200 steps × 2 GPUs = 400 GPU-s, B 900, C 600: A and C fit (3 GPUs), B waits;
     the predictions (which would put B before A) are not looked at."""
