@@ -323,14 +323,16 @@ def remaining_gpu_s(predicted_gpu_s: np.ndarray, log_sd: np.ndarray, done_gpu_s:
     """The GPU-seconds still to go of jobs whose GPU time is predicted lognormal around
     ``predicted_gpu_s`` (log standard deviation ``log_sd``), given each has done ``done_gpu_s``.
 
-    Up to its prediction, the median of the lognormal's tail beyond what it did, less what it
-    did: well short of it, about the prediction minus what it did. Once it has done more than
-    its prediction, the prediction was wrong, and a lognormal as sure as the prediction was
-    would still believe it all but done (70 GPU-s predicted with log sd 0.18, 3,600 done: 20 s
-    left). So past it a job is believed to have at least as much again to go as it has done,
-    the median of a Pareto tail of index 1 (what least-attained-service assumes of every job),
-    or the lognormal's tail median if that says more: the longer it outlives its prediction,
-    the further back it goes.
+    Short of its prediction, the median of the lognormal's tail beyond what it did, less what it
+    did: well short of it, about the prediction minus what it did. A job that reaches its
+    prediction unfinished shows the prediction wrong, and a lognormal as sure as the prediction
+    was would still believe it all but done (70 GPU-s predicted with log sd 0.18, 3,600 done:
+    20 s left). So from there on it is believed to have at least as much again to go as it did
+    (least-attained-service's belief about every job: the median of a Pareto tail of index 1),
+    rounded up to its prediction times a power of two: the prediction × 2**(k + 1) once it has
+    done the prediction × 2**k. What it is believed to have left changes only at those points,
+    where the ordering policies revisit it, and jobs between the same two keep their order
+    instead of taking turns.
     """
     predicted = np.maximum(predicted_gpu_s, 1e-9)
     done = np.maximum(done_gpu_s, 0.0)
@@ -346,7 +348,9 @@ def remaining_gpu_s(predicted_gpu_s: np.ndarray, log_sd: np.ndarray, done_gpu_s:
         # the total t whose tail probability is half the tail beyond what is done: S(t) = S(done) / 2
         z_total = -ndtri_exp(log_ndtr(-z_done) - math.log(2.0))
         tail = total * np.exp(sd * z_total) - done
-        left[started] = np.where(done > total, np.maximum(tail, done), tail)
+        with np.errstate(divide="ignore"):
+            doublings = np.floor(np.log2(done / total) + 1e-12)
+        left[started] = np.where(done >= total, total * np.exp2(doublings + 1.0), tail)
     return np.maximum(left, 0.0)
 
 

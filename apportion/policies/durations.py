@@ -21,6 +21,10 @@ from apportion.policies.base import DEFAULT_RESTART_COST_S, OrderingPolicy, allo
 
 DURATIONS = ("oracle", "predicted")
 CHECKPOINT_FACTOR = 2.0  # past its prediction, a job's rank is revisited each time its GPU time doubles
+# predicted: a waiting job goes ahead of a running one only when it is believed to need less than
+# a quarter of what the running one has left (predictions are rough: on Philly a median error of a
+# factor 1.4, and often far more; a preemption costs a restart, and a wide job a long wait for room)
+PREEMPT_MARGIN = 4.0
 LOOK_AHEAD = 4  # checkpoints looked at beyond what a job did, at each allocation
 
 
@@ -100,6 +104,8 @@ class DurationOrdering(OrderingPolicy):
         rank = self._rank(jobs, fastest)
         if self.non_preemptive:
             rank[jobs.running_type >= 0] = -np.inf
+        elif self.durations == "predicted":
+            rank[jobs.running_type >= 0] /= PREEMPT_MARGIN
         order = self.by_user(np.lexsort((jobs.submit_time_s, rank)), jobs)
         share = allocate_in_order(
             order, jobs.num_gpus, throughputs.steps_per_s, cluster.capacity,
@@ -148,7 +154,7 @@ class DurationOrdering(OrderingPolicy):
         checkpoint = predicted[rows, None] * CHECKPOINT_FACTOR ** (passed[:, None] + np.arange(LOOK_AHEAD))
         left = remaining_gpu_s(np.repeat(predicted[rows], LOOK_AHEAD), np.repeat(log_sd[rows], LOOK_AHEAD),
                                checkpoint.ravel()).reshape(checkpoint.shape)
-        behind = self.key_of(left, gpus[rows, None]) > first_waiting
+        behind = self.key_of(left, gpus[rows, None]) / PREEMPT_MARGIN > first_waiting
         behind[:, -1] = True  # none within sight: look again from the last one
         revisit[rows] = checkpoint[np.arange(len(rows)), np.argmax(behind, axis=1)]
         return revisit
