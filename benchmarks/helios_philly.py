@@ -39,8 +39,11 @@ TRACE_START = datetime.datetime(2017, 9, 4, 10, 30, 41)  # the trace's first sub
 SERVICE = Path("framework") / "QSSF Service"
 
 
-def write_inputs(service: Path, trace: Path, vcs: list[str] | None, gpus: int | None) -> dict[str, int]:
-    """Helios's Philly inputs from the shared trace: its cluster log and VC sizes (nodes); the VCs kept."""
+def write_inputs(service: Path, trace: Path, vcs: list[str] | None, gpus: int | None,
+                 gpus_per_node: int = 8) -> dict[str, int]:
+    """Helios's Philly inputs from the shared trace: its cluster log and VC sizes (nodes of 8 GPUs);
+    the VCs kept. ``gpus_per_node`` below 8 squeezes each VC to its nodes × that many GPUs (as
+    whole 8-GPU nodes: Helios's placer knows no other)."""
     sizes = {}
     with open(service / "data" / "philly_vc.csv") as f:
         for row in csv.DictReader(f):
@@ -50,6 +53,11 @@ def write_inputs(service: Path, trace: Path, vcs: list[str] | None, gpus: int | 
         if unknown:
             sys.exit(f"--vcs: {unknown[0]} is not a VC of Helios's data/philly_vc.csv ({', '.join(sizes)})")
         sizes = {vc: sizes[vc] for vc in vcs}
+    if gpus_per_node != 8:
+        total = {vc: nodes * gpus_per_node for vc, nodes in sizes.items()}
+        if any(t % 8 for t in total.values()):
+            sys.exit("--gpus-per-node: a VC's squeezed GPUs must be whole 8-GPU nodes")
+        sizes = {vc: t // 8 for vc, t in total.items()}
     if gpus:
         if gpus % 8:
             sys.exit("--gpus must be a multiple of 8 (Helios's nodes have 8 GPUs)")
@@ -90,9 +98,12 @@ def main() -> None:
     parser.add_argument("--policies", default="fifo,srtf,qssf", help="Helios's policies to run (fifo, sjf, srtf, qssf)")
     parser.add_argument("--vcs", default=None, help="only these VCs (comma separated)")
     parser.add_argument("--gpus", type=int, default=None, help="every VC this many GPUs instead of Helios's sizes")
+    parser.add_argument("--gpus-per-node", type=int, default=8,
+                        help="each VC's GPUs are its nodes × this (Helios's nodes have 8; 1: squeezed)")
     args = parser.parse_args()
     service = Path(args.helios).resolve() / SERVICE
-    sizes = write_inputs(service, Path(args.trace).resolve(), args.vcs.split(",") if args.vcs else None, args.gpus)
+    sizes = write_inputs(service, Path(args.trace).resolve(), args.vcs.split(",") if args.vcs else None, args.gpus,
+                         args.gpus_per_node)
     os.chdir(service)
     sys.path.insert(0, str(service))
     make_estimates(service)
