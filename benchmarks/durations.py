@@ -22,6 +22,18 @@ also counts their own differences).
     python benchmarks/durations.py                 # about 5 minutes of CPU
     python benchmarks/durations.py --jobs 20000    # the trace's first 20,000 jobs only
     python benchmarks/durations.py --timing-only   # the synthetic timing case alone (1 minute)
+
+The whole trace on that cluster is extreme overload (fifo averages about 50 times the oracle's
+JCT), where any order that lets short jobs by comes close to the oracle. ``--per-vc`` replays
+Philly as Helios does instead: each virtual cluster alone on its nodes × 8 GPUs (Helios's
+data/philly_vc.csv; ``--gpus-per-node 1`` squeezes it so that jobs queue), the jobs submitted in
+Oct–Nov 2017, the predictor first told the VC's jobs of September that finished by Oct 1; fifo,
+las, qssf, srtf on the true durations and Helios's forms (fifo:head-of-line,
+qssf:non-preemptive:head-of-line); ``--helios PATH --helios-python PY`` runs Helios's own
+simulator on the same jobs beside (benchmarks/helios_philly.py; PY needs pandas):
+
+    python benchmarks/durations.py --per-vc [--gpus-per-node 1] [--vcs 11cb48,...] \
+        [--helios /tmp/HeliosArtifact --helios-python /tmp/helios-venv/bin/python]
 """
 
 from __future__ import annotations
