@@ -22,14 +22,31 @@ also counts their own differences).
     python benchmarks/durations.py                 # about 5 minutes of CPU
     python benchmarks/durations.py --jobs 20000    # the trace's first 20,000 jobs only
     python benchmarks/durations.py --timing-only   # the synthetic timing case alone (1 minute)
+
+The whole trace on that cluster is extreme overload (fifo averages about 50 times the oracle's
+JCT), where any order that lets short jobs by comes close to the oracle. ``--per-vc`` replays
+Philly as Helios does instead: each virtual cluster alone on its nodes × 8 GPUs (Helios's
+data/philly_vc.csv; ``--gpus-per-node 1`` squeezes it so that jobs queue), the jobs submitted in
+Oct–Nov 2017, the predictor first told the VC's jobs of September that finished by Oct 1; fifo,
+las, qssf, srtf on the true durations and Helios's forms (fifo:head-of-line,
+qssf:non-preemptive:head-of-line); ``--helios PATH --helios-python PY`` runs Helios's own
+simulator on the same jobs beside (benchmarks/helios_philly.py; PY needs pandas):
+
+    python benchmarks/durations.py --per-vc [--gpus-per-node 1] [--vcs 11cb48,...] \
+        [--helios /tmp/HeliosArtifact --helios-python /tmp/helios-venv/bin/python]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
+import gzip
 import json
 import math
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -148,6 +165,103 @@ def offline(jobs, finish_s: np.ndarray, truth: np.ndarray, predictor: DurationPr
     return predicted, log_sd
 
 
+# Philly one virtual cluster at a time, as Helios simulates it (HeliosArtifact's framework/QSSF Service:
+# data/philly_vc.csv's nodes × 8 GPUs, jobs submitted 2017-10-01 00:00 … 2017-11-30 23:59)
+HELIOS_VC_NODES = {"6214e9": 64, "7f04ca": 32, "11cb48": 16, "b436b2": 64, "ee9e8c": 64, "e13805": 16,
+                   "6c71a0": 32, "2869ce": 16, "ed69ec": 8, "103959": 8, "0e4a51": 32}
+TRACE_START = datetime.datetime(2017, 9, 4, 10, 30, 41)  # the shared trace's first submission (its README)
+REPLAY_FROM = datetime.datetime(2017, 10, 1)
+REPLAY_TO = datetime.datetime(2017, 11, 30, 23, 59)
+HISTORY_FROM = datetime.datetime(2017, 9, 1)  # a month's history before: jobs finished by the replay's start
+VC_RUNS = (  # (label, policy spec, durations)
+    ("fifo", "fifo", None),
+    ("fifo (Helios: head of line)", "fifo:head-of-line", None),
+    ("las", "las", None),
+    ("qssf", "qssf", "predicted"),
+    ("qssf (Helios: non-preemptive, head of line)", "qssf:non-preemptive:head-of-line", "predicted"),
+    ("srtf (oracle)", "srtf", "oracle"),
+)
+LOADED = 1.25  # a VC is loaded when fifo's average JCT is at least this many times the oracle's
+
+
+def vc_workloads(trace: Path, folder: Path, vcs: list[str]) -> dict[str, tuple[Path, dict]]:
+    """Per VC, a trace file of its jobs submitted in the replay window (times from its start), and
+    its history: the jobs submitted in the month before that finished by the replay's start
+    (``gpus``, ``gpu_s`` in finish order)."""
+    offset = (REPLAY_FROM - TRACE_START).total_seconds()
+    last = (REPLAY_TO - TRACE_START).total_seconds()
+    first = (HISTORY_FROM - TRACE_START).total_seconds()
+    rows = {vc: [] for vc in vcs}
+    history = {vc: [] for vc in vcs}
+    with gzip.open(trace, "rt") as f:
+        for row in csv.DictReader(f):
+            vc = row["queue"]
+            if vc not in rows:
+                continue
+            submit, duration, gpus = float(row["submit_time_s"]), float(row["duration_s"]), int(row["num_gpus"])
+            if offset <= submit <= last:
+                rows[vc].append((row["job_id"], submit - offset, row["duration_s"], gpus, vc))
+            elif first <= submit < offset and submit + duration <= offset:
+                history[vc].append((submit + duration, gpus, duration * gpus))
+    out = {}
+    for vc in vcs:
+        path = folder / f"philly-{vc}.csv"
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["job_id", "submit_time_s", "duration_s", "num_gpus", "queue"])
+            writer.writerows(rows[vc])
+        done = sorted(history[vc])
+        out[vc] = (path, {"gpus": np.array([h[1] for h in done], dtype=np.int64),
+                          "gpu_s": np.array([h[2] for h in done])})
+    return out
+
+
+def taught(vc: str, history: dict) -> DurationPredictor:
+    """A predictor told about the VC's history, oldest finish first."""
+    predictor = DurationPredictor()
+    n = len(history["gpus"])
+    if n:
+        groups = predictor.groups(user=None, name=None, queue=np.full(n, vc, dtype=object),
+                                  num_gpus=history["gpus"], submit_time_s=np.zeros(n))
+        predictor.observe(groups, history["gpu_s"])
+    return predictor
+
+
+def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 8) -> dict:
+    """Each VC replayed under fifo, las, qssf and srtf on the true durations, apportion's forms and
+    Helios's, on the VC's own cluster (Helios's nodes × ``gpus_per_node``): average JCT, and the share of
+    the oracle's gain over fifo (and over las) that each qssf takes."""
+    out = {}
+    with tempfile.TemporaryDirectory() as folder:
+        workloads = vc_workloads(trace, Path(folder), vcs)
+        for vc in vcs:
+            path, history = workloads[vc]
+            size = HELIOS_VC_NODES[vc] * gpus_per_node
+            inputs = load_inputs(WorkloadSettings(path=str(path), cluster=f"v100:{size}"))
+            jct = {}
+            for label, spec, durations in VC_RUNS:
+                options = {"restart_cost_s": config.restart_cost_s}
+                if durations is not None:
+                    options["durations"] = durations
+                simulator = Simulator(inputs.jobs, inputs.cluster, inputs.throughputs,
+                                      policy_from_spec(spec, **options), config,
+                                      predictor=taught(vc, history) if durations == "predicted" else None)
+                jct[label] = round(simulator.run().summary["avg_jct_s"], 1)
+                print(f"{vc} ({size} GPUs), {label}: avg JCT {jct[label]:,.0f} s", file=sys.stderr, flush=True)
+            fifo, las, oracle = jct["fifo"], jct["las"], jct["srtf (oracle)"]
+            share = {label: {"of_gain_over_fifo": _share(fifo, jct[label], oracle),
+                             "of_gain_over_las": _share(las, jct[label], oracle)}
+                     for label in jct if label.startswith("qssf")}
+            out[vc] = {"gpus": size, "jobs": len(inputs.jobs), "history_jobs": len(history["gpus"]),
+                       "loaded": bool(fifo >= LOADED * oracle), "avg_jct_s": jct, "qssf_share": share}
+    return out
+
+
+def _share(baseline: float, policy: float, oracle: float) -> float:
+    """(baseline - policy) / (baseline - oracle): 1 is the oracle's JCT, 0 the baseline's, < 0 worse."""
+    return round((baseline - policy) / (baseline - oracle), 3) if baseline != oracle else math.nan
+
+
 def timing_case(jobs: int, config: SimConfig) -> dict:
     """``jobs`` synthetic jobs with random users and names, replayed under qssf on predicted
     durations, on the true ones (the same policy with nothing to predict) and under las: the
@@ -178,19 +292,58 @@ def timing_case(jobs: int, config: SimConfig) -> dict:
     }
 
 
+def helios_figures(helios: str, python: str, trace: Path, vcs: list[str], gpus_per_node: int) -> dict:
+    """Helios's own simulator on the same VCs and jobs (benchmarks/helios_philly.py, run by
+    ``python``, which needs pandas): per VC, its fifo, srtf and qssf average JCT."""
+    command = [python, str(Path(__file__).with_name("helios_philly.py")), helios, "--trace", str(trace),
+               "--policies", "fifo,srtf,qssf", "--vcs", ",".join(vcs)]
+    if gpus_per_node != 8:
+        command += ["--gpus-per-node", str(gpus_per_node)]
+    done = subprocess.run(command, stdout=subprocess.PIPE, check=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def vc_main(args, config: SimConfig) -> None:
+    """The per-VC case alone, with Helios's simulator's figures beside where asked."""
+    vcs = args.vcs.split(",") if args.vcs else list(HELIOS_VC_NODES)
+    unknown = sorted(set(vcs) - set(HELIOS_VC_NODES))
+    if unknown:
+        sys.exit(f"--vcs: '{unknown[0]}' is not one of Helios's Philly VCs ({', '.join(HELIOS_VC_NODES)})")
+    out = {"trace": str(args.trace), "gpus_per_node": args.gpus_per_node,
+           "window": f"submitted {REPLAY_FROM} .. {REPLAY_TO}, history from {HISTORY_FROM}",
+           "per_vc": per_vc(args.trace, vcs, config, args.gpus_per_node)}
+    if args.helios:
+        helios = helios_figures(args.helios, args.helios_python, args.trace, vcs, args.gpus_per_node)
+        for vc, figures in helios.items():
+            jct = figures["avg_jct_s"]
+            figures["qssf_share_of_gain_over_fifo"] = _share(jct["fifo"], jct["qssf"], jct["srtf"])
+        out["helios"] = helios
+    print(json.dumps(out))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trace", type=Path, default=PHILLY, help="the Philly trace (philly_pollux_jobs.csv.gz)")
     parser.add_argument("--jobs", type=int, default=None, help="the trace's first N jobs only")
     parser.add_argument("--timing-jobs", type=int, default=100_000, help="synthetic jobs for the timing case (0: skip)")
     parser.add_argument("--timing-only", action="store_true", help="the timing case alone (no trace needed)")
+    parser.add_argument("--per-vc", action="store_true", help="Philly one virtual cluster at a time, as Helios does")
+    parser.add_argument("--vcs", default=None, help="--per-vc: only these VCs (comma separated)")
+    parser.add_argument("--gpus-per-node", type=int, default=8,
+                        help="--per-vc: each VC's GPUs are Helios's nodes × this (8: Helios's; 1: squeezed, loaded)")
+    parser.add_argument("--helios", default=None, help="--per-vc: a HeliosArtifact checkout, to run its simulator beside")
+    parser.add_argument("--helios-python", default="python3", help="a Python with pandas, for --helios")
     args = parser.parse_args()
     config = SimConfig()
     if args.timing_only:
         print(json.dumps({"timing": timing_case(args.timing_jobs, config)}))
         return
-    if not PHILLY.exists():
-        sys.exit(f"the Philly trace is not at {PHILLY}: nothing to measure (it is in ../shared/traces/)")
-    inputs = load_inputs(WorkloadSettings(path=str(PHILLY), cluster=PHILLY_CLUSTER, jobs=args.jobs))
+    if not args.trace.exists():
+        sys.exit(f"the Philly trace is not at {args.trace}: nothing to measure (it is in ../shared/traces/; --trace)")
+    if args.per_vc:
+        vc_main(args, config)
+        return
+    inputs = load_inputs(WorkloadSettings(path=str(args.trace), cluster=PHILLY_CLUSTER, jobs=args.jobs))
 
     avg_jct, cpu, qssf_sim, qssf_result = {}, {}, None, None
     for label, spec, durations in RUNS:
@@ -221,6 +374,7 @@ def main() -> None:
         **{k: in_replay[k] for k in ("median_abs_log_error", "rank_correlation", "within_predicted_iqr")},
         "predicted_jobs": in_replay["jobs"],
         "avg_jct_s": avg_jct,
+        "fifo_over_oracle": round(fifo / oracle, 1),  # how loaded: at 50x, any order beats fifo by far
         "share_of_oracle_gain": round((fifo - qssf) / (fifo - oracle), 3) if fifo != oracle else math.nan,
         "share_of_oracle_gain_over_las": round((las - qssf) / (las - oracle), 3) if las != oracle else math.nan,
         "replay_cpu_s": cpu,

@@ -320,13 +320,19 @@ def gpu_seconds(steps: np.ndarray, num_gpus: np.ndarray, fastest_steps_per_s: np
 
 
 def remaining_gpu_s(predicted_gpu_s: np.ndarray, log_sd: np.ndarray, done_gpu_s: np.ndarray) -> np.ndarray:
-    """The median GPU-seconds still to go of jobs whose GPU time is lognormal around
+    """The GPU-seconds still to go of jobs whose GPU time is predicted lognormal around
     ``predicted_gpu_s`` (log standard deviation ``log_sd``), given each has done ``done_gpu_s``.
 
-    Well short of its prediction, a job has about the prediction minus what it did left; past
-    it, the median of the distribution's tail beyond what it did, which grows as it runs on:
-    a job that outlives its prediction is taken to be a long one, as least-attained-service
-    would, instead of being put first for ever.
+    Short of its prediction, the median of the lognormal's tail beyond what it did, less what it
+    did: well short of it, about the prediction minus what it did. A job that reaches its
+    prediction unfinished shows the prediction wrong, and a lognormal as sure as the prediction
+    was would still believe it all but done (70 GPU-s predicted with log sd 0.18, 3,600 done:
+    20 s left). So from there on it is believed to have at least as much again to go as it did
+    (least-attained-service's belief about every job: the median of a Pareto tail of index 1),
+    rounded up to its prediction times a power of two: the prediction × 2**(k + 1) once it has
+    done the prediction × 2**k. What it is believed to have left changes only at those points,
+    where the ordering policies revisit it, and jobs between the same two keep their order
+    instead of taking turns.
     """
     predicted = np.maximum(predicted_gpu_s, 1e-9)
     done = np.maximum(done_gpu_s, 0.0)
@@ -341,7 +347,10 @@ def remaining_gpu_s(predicted_gpu_s: np.ndarray, log_sd: np.ndarray, done_gpu_s:
         z_done = np.log(done / total) / sd
         # the total t whose tail probability is half the tail beyond what is done: S(t) = S(done) / 2
         z_total = -ndtri_exp(log_ndtr(-z_done) - math.log(2.0))
-        left[started] = total * np.exp(sd * z_total) - done
+        tail = total * np.exp(sd * z_total) - done
+        with np.errstate(divide="ignore"):
+            doublings = np.floor(np.log2(done / total) + 1e-12)
+        left[started] = np.where(done >= total, total * np.exp2(doublings + 1.0), tail)
     return np.maximum(left, 0.0)
 
 

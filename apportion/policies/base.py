@@ -100,6 +100,22 @@ class OrderingPolicy:
         return Allocation(jobs.index, share)
 
 
+def head_of_line(order: np.ndarray, share: np.ndarray, jobs: JobView, steps_per_s: np.ndarray,
+                 capacity: np.ndarray) -> np.ndarray:
+    """``share`` with no waiting job started behind the first waiting job (in ``order``) that got
+    no GPUs: a strict queue, as Helios's FIFO and QSSF are, where a smaller job further down may
+    not take GPUs the first one cannot use yet. A job no GPU type could ever hold (too large, or
+    runs nowhere) does not hold the line."""
+    waiting = order[jobs.running_type[order] < 0]
+    if not len(waiting):
+        return share
+    could = ((steps_per_s[waiting] > 0) & (jobs.num_gpus[waiting, None] <= capacity[None, :])).any(axis=1)
+    blocked = could & ~row_any(share[waiting] > 0)
+    if blocked.any():
+        share[waiting[int(np.argmax(blocked)):]] = 0.0
+    return share
+
+
 def allocate_in_order(
     order: np.ndarray,
     num_gpus: np.ndarray,

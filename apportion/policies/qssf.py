@@ -7,6 +7,11 @@ goes ahead of a running one) and gang-aware: a job gets all its GPUs at once, in
 and smaller jobs further down fill what a large one leaves. With ``durations="predicted"``
 (the default) what is left comes from the history of finished jobs
 (apportion.policies.durations); ``"oracle"`` uses the true remaining steps.
+
+Helios's own QSSF is not preemptive and is a strict queue: ``non_preemptive``
+(``qssf:non-preemptive``) lets a started job run to its end, ranking only the waiting jobs by
+their predicted service; ``head_of_line`` (``qssf:head-of-line``) starts no waiting job behind one
+that cannot start yet. Both together (``qssf:non-preemptive:head-of-line``) are Helios's form.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from apportion.policies.durations import DurationOrdering
 class Qssf(DurationOrdering):
     name = "qssf"
 
-    def __init__(self, *, durations: str = "predicted", agnostic: bool = False,
-                 restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
+    def __init__(self, *, durations: str = "predicted", non_preemptive: bool = False, head_of_line: bool = False,
+                 agnostic: bool = False, restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
         super().__init__(durations=durations, agnostic=agnostic, restart_cost_s=restart_cost_s)
+        self.non_preemptive = bool(non_preemptive)
+        self.head_of_line = bool(head_of_line)
 
     def key_of(self, left_gpu_s: np.ndarray, num_gpus: np.ndarray) -> np.ndarray:
         return left_gpu_s

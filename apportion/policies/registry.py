@@ -170,12 +170,15 @@ DURATIONS = Option("durations", str, "what remaining durations the policy knows:
                    "finish-time-fairness's default) or predicted (from the history of finished jobs; qssf's default)",
                    metavar="predicted|oracle", shared=True, check=_one_of("predicted", "oracle"))
 
+HEAD_OF_LINE = Option("head_of_line", bool, "a strict queue, as Helios's: no waiting job starts behind one that "
+                      "cannot start yet", False, variant=True)
+
 _BUILT_IN = (
     PolicyEntry("fifo", "apportion.policies.fifo:Fifo", "non-preemptive, in submission order",
                 options=ORDERING_OPTIONS + (Option("preemptive", bool, "Synergy's FIFO: each round decided afresh in "
                                                    "submission order, an earlier job that now fits preempting later "
                                                    "ones (default: a started job runs to the end)", False,
-                                                   variant=True),)),
+                                                   variant=True), HEAD_OF_LINE)),
     PolicyEntry("srtf", "apportion.policies.srtf:Srtf",
                 "shortest remaining time, at each job's fastest speed (at its share of CPU cores where they limit it)",
                 options=ORDERING_OPTIONS + (DURATIONS,)),
@@ -187,7 +190,9 @@ _BUILT_IN = (
                                           "themselves, re-ranked as they grow (default: Tiresias' queues)", False,
                                           variant=True, excludes=("thresholds_gpu_s",)))),
     PolicyEntry("qssf", "apportion.policies.qssf:Qssf", "Helios' quasi-shortest-service-first: the least predicted "
-                "remaining GPU time first, preemptive", options=ORDERING_OPTIONS + (DURATIONS,)),
+                "remaining GPU time first, preemptive", options=ORDERING_OPTIONS + (DURATIONS, HEAD_OF_LINE, Option(
+                    "non_preemptive", bool, "a started job runs to its end (Helios's QSSF); only waiting jobs are "
+                    "ranked", False, variant=True))),
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
                 "Gavel's max-min fairness over normalised throughput", is_lp=True,
                 options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "

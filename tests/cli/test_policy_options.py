@@ -82,7 +82,7 @@ def test_a_registered_policys_options_are_on_every_commands_help(oldest, command
 def test_serve_help_names_the_policy_options_and_leaves_their_help_to_its_own_flag(oldest):
     help = help_text("serve", "--help")
 
-    assert "--help-policy-options Show the policy options and exit: --agnostic, --preemptive, --durations," in help
+    assert "--help-policy-options Show the policy options and exit: --agnostic, --preemptive, --head-of-line," in help
     assert "--patience-s, --strict." in help
     assert "seconds a newcomer waits" not in help and "--water-filling raise" not in help
 

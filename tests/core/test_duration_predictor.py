@@ -79,16 +79,31 @@ def test_an_unknown_feature_is_refused():
         DurationPredictor((("team",),))
 
 
-def test_what_is_left_is_the_prediction_less_what_is_done_until_the_job_outlives_it():
+def test_what_is_left_is_the_prediction_less_what_is_done_until_the_job_reaches_it():
     # nothing done: all of it; far short of it (sd 0.1): about the difference
     assert remaining_gpu_s([1000.0], [0.1], [0.0]).tolist() == [1000.0]
     assert remaining_gpu_s([1000.0], [0.1], [200.0])[0] == pytest.approx(800.0, rel=1e-6)
-    # at its prediction, with log sd 1: half of the tail beyond the median lies past
-    # e**0.6745 × the median, so 1000 × (e**0.6745 - 1) = 963 are left
-    assert remaining_gpu_s([1000.0], [1.0], [1000.0])[0] == pytest.approx(1000 * (math.exp(0.67449) - 1), rel=1e-4)
+    # close to it, with log sd 1 (900 done): half of the lognormal's tail beyond 900 lies past
+    # 1000 × e**z with S(z) = S(ln 0.9) / 2 = 0.5420 / 2: z = 0.6099, so 1000 × e**0.6099 - 900 = 940
+    assert remaining_gpu_s([1000.0], [1.0], [900.0])[0] == pytest.approx(1000 * math.exp(0.60986) - 900, rel=1e-4)
     # past it, the longer it ran the more it is believed to have left
     left = remaining_gpu_s([1000.0] * 3, [1.0] * 3, [1000.0, 4000.0, 16000.0])
     assert left[0] < left[1] < left[2]
+
+
+def test_a_job_that_outlives_a_confident_prediction_has_as_much_again_to_go():
+    """Predicted 70 GPU-s with log sd 0.18, it has done 3,600. The lognormal alone says the median
+    of its tail beyond 3,600 is barely past it (ln(3600/70) / 0.18 = 21.9 sds out): about 20 s
+    left, so it would outrank every new 70 GPU-s job. Past its prediction it is believed to have
+    at least as much again to go as it did, rounded up to 70 × a power of two: it has done
+    70 × 51.4, between 70 × 32 and 70 × 64, so 70 × 64 = 4,480 are left, behind a new 70 GPU-s job."""
+    assert remaining_gpu_s([70.0], [0.18], [3600.0])[0] == pytest.approx(4480.0)
+    # at its prediction, unfinished: 70 × 2 left; a little past it (100 done), the same
+    assert remaining_gpu_s([70.0, 70.0], [0.18, 0.18], [70.0, 100.0]).tolist() == pytest.approx([140.0, 140.0])
+    # at twice it, 70 × 4 (the next doubling): what is left changes only at the doublings
+    assert remaining_gpu_s([70.0, 70.0], [0.18, 0.18], [140.0, 279.0]).tolist() == pytest.approx([280.0, 280.0])
+    # short of it, the lognormal: 35 done of 70 leaves 35 (its tail beyond 35 is almost all of it)
+    assert remaining_gpu_s([70.0], [0.18], [35.0])[0] == pytest.approx(35.0, rel=1e-3)
 
 
 def test_a_predictor_asked_between_lessons_predicts_as_one_told_everything_at_once():

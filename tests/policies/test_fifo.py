@@ -188,3 +188,29 @@ def test_fifo_returns_rows_for_the_view_jobs():
 
     assert allocation.job_index.tolist() == [7, 9]
     assert allocation.is_integral()
+
+
+def test_head_of_line_fifo_starts_no_job_behind_one_that_waits():
+    """4 GPUs; A (submitted first) runs on 2; B (second) wants 4, C (third) wants 1. apportion's
+    fifo starts C on a free GPU while B waits; Helios's (``fifo:head-of-line``) keeps C behind B."""
+    from apportion.policies import make_policy
+
+    jobs = view([0.0, 1.0, 2.0], [2, 4, 1], running_type=[0, -1, -1])
+    speeds = ThroughputView(np.ones((3, 1)))
+
+    backfills = make_policy("fifo").allocate(jobs, cluster(4), speeds).share
+    strict = make_policy("fifo:head-of-line").allocate(jobs, cluster(4), speeds).share
+
+    assert backfills[:, 0].tolist() == [1, 0, 1]
+    assert strict[:, 0].tolist() == [1, 0, 0]
+
+
+def test_a_job_too_large_for_the_cluster_does_not_hold_the_line():
+    """4 GPUs; B wants 8 (it can never run here), C wants 1: C starts even in a strict queue."""
+    from apportion.policies import make_policy
+
+    jobs = view([0.0, 1.0], [8, 1])
+
+    share = make_policy("fifo:head-of-line").allocate(jobs, cluster(4), ThroughputView(np.ones((2, 1)))).share
+
+    assert share[:, 0].tolist() == [0, 1]

@@ -69,14 +69,61 @@ def test_a_newcomer_with_less_service_left_preempts_a_running_job():
 
 
 def test_a_job_that_outlives_its_prediction_falls_behind_a_fresh_one():
-    """F was predicted at 100 GPU-s (log sd 1) but has done 1600: half of a lognormal's tail beyond
-    1600 lies past 100 × e**2.99 = 1990, so it is believed to have 390 left, more than G's whole
-    prediction of 300: G goes first."""
+    """F was predicted at 100 GPU-s (log sd 1) but has done 1600 (100 × 16): past its prediction
+    it is believed to have 100 × 32 = 3200 to go, more than 4 × G's whole prediction of 300 (a
+    running job keeps its GPUs against a newcomer believed to need no less than a quarter of
+    what it has left): G goes first."""
     jobs = view([1, 1], [100.0, 300.0], steps_done=[1600.0, 0.0], running_type=[0, -1], log_sd=1.0)
 
     share = Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share
 
     assert share[:, 0].tolist() == [0, 1]
+
+
+def test_a_running_job_keeps_its_gpus_against_a_newcomer_not_much_shorter():
+    """D runs, 5000 predicted, 3000 done: about 2000 left. E arrives predicted at 600, more than a
+    quarter of 2000: D keeps the GPU. At 400 (less than a quarter) E would take it."""
+    keeps = view([1, 1], [5000.0, 600.0], steps_done=[3000.0, 0.0], running_type=[0, -1])
+    loses = view([1, 1], [5000.0, 400.0], steps_done=[3000.0, 0.0], running_type=[0, -1])
+
+    assert Qssf().allocate(keeps, gpus(1), one_step_a_second(keeps)).share[:, 0].tolist() == [1, 0]
+    assert Qssf().allocate(loses, gpus(1), one_step_a_second(loses)).share[:, 0].tolist() == [0, 1]
+
+
+def test_a_job_far_past_a_confident_prediction_no_longer_outranks_new_jobs_like_it():
+    """H was predicted at 70 GPU-s (log sd 0.18) and has done 3,600; I, just arrived, is predicted
+    at 70 too. The lognormal alone would leave H about 20 s and run it first; past its prediction
+    it has 3,600 to go: I goes first."""
+    jobs = view([1, 1], [70.0, 70.0], steps_done=[3600.0, 0.0], running_type=[0, -1], log_sd=0.18)
+
+    share = Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [0, 1]
+
+
+def test_helios_non_preemptive_qssf_lets_a_running_job_finish():
+    """The case above (D runs, 5000 predicted, 1000 done; E arrives predicted at 500), under
+    Helios's QSSF, which never preempts: D keeps the GPU, E waits, and nothing is to be revisited."""
+    jobs = view([1, 1], [5000.0, 500.0], steps_done=[1000.0, 0.0], running_type=[0, -1])
+    policy = make_policy("qssf:non-preemptive")
+
+    share = policy.allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [1, 0]
+    assert policy.next_change_s(jobs, np.array([True, False])) == float("inf")
+
+
+def test_helios_qssf_is_a_strict_queue_in_predicted_order():
+    """4 GPUs; R runs on 2. Waiting: X wants 4 GPUs for 100 GPU-s, Y 1 GPU for 500. By predicted
+    service X is first but does not fit in the 2 free GPUs: the non-preemptive qssf starts Y beside
+    it, Helios's (non-preemptive, head of line) keeps Y waiting behind X."""
+    jobs = view([2, 4, 1], [9000.0, 100.0, 500.0], steps_done=[10.0, 0.0, 0.0], running_type=[0, -1, -1])
+
+    fills = make_policy("qssf:non-preemptive").allocate(jobs, gpus(4), one_step_a_second(jobs)).share
+    helios = make_policy("qssf:non-preemptive:head-of-line").allocate(jobs, gpus(4), one_step_a_second(jobs)).share
+
+    assert fills[:, 0].tolist() == [1, 0, 1]
+    assert helios[:, 0].tolist() == [1, 0, 0]
 
 
 def test_the_oracle_ranks_by_the_true_remaining_steps_not_the_prediction():
@@ -90,16 +137,16 @@ def test_the_oracle_ranks_by_the_true_remaining_steps_not_the_prediction():
 
 
 def test_past_its_prediction_a_running_job_is_ranked_again_when_it_would_fall_behind():
-    """Job 0 (1 GPU, predicted 1000, log sd 1) runs and job 1 (predicted 1100) waits. Job 0 stays
-    ahead until its prediction, and at it: 1000 × (e**0.6745 - 1) = 963 left. At twice it (2000 done)
-    half the tail lies past 1000 × e**1.165 = 3205: 1205 left, behind job 1. So the next change is when
-    job 0 has done 2000 GPU-s, 2000 s from now."""
-    jobs = view([1, 1], [1000.0, 1100.0], log_sd=1.0)
+    """Job 0 (1 GPU, predicted 1000, log sd 1) runs and job 1 (predicted 300) waits: 300 is not
+    under a quarter of job 0's 1000, so job 0 keeps running. At its prediction, unfinished, it is
+    believed to have 2000 left, a quarter of which (500) is behind job 1's 300. So the next change
+    is when job 0 has done 1000 GPU-s, 1000 s from now."""
+    jobs = view([1, 1], [1000.0, 300.0], steps_done=[10.0, 0.0], running_type=[0, -1], log_sd=1.0)
     policy = Qssf()
     share = policy.allocate(jobs, gpus(1), one_step_a_second(jobs)).share
     assert share[:, 0].tolist() == [1, 0]
 
-    assert policy.next_change_s(jobs, np.array([True, False])) == pytest.approx(2000.0)
+    assert policy.next_change_s(jobs, np.array([True, False])) == pytest.approx(990.0)
 
 
 def test_the_durations_option_is_checked_and_named():
