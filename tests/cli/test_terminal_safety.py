@@ -46,11 +46,11 @@ def test_control_characters_are_shown_as_escapes():
 def test_queue_escapes_names_users_reasons_and_last_lines(monkeypatch):
     rows = [job_row(name=HOSTILE, user=f"ann{CLEAR}", reason=f"why{TITLE}"),
             job_row(id="2", status="failed", reason=f"exit 1{CSI}", last_lines=f"Traceback{CLEAR}\nboom{RTL}")]
-    monkeypatch.setattr(Client, "jobs", lambda self: rows)
+    monkeypatch.setattr(Client, "jobs", lambda self, **chosen: rows)
     result = run("queue", "--all")
     assert result.exit_code == 0, result.output
     assert_safe(result.output)
-    assert "cnn\\x1b]0;pwned\\x07" in result.stdout and "Traceback\\x1b[2J" in result.stdout
+    assert "cnn\\x1b]0;pwned\\x07" in result.stdout and "exit 1\\x9b31m" in result.stdout
 
 
 def test_queue_json_writes_c1_controls_and_bidi_overrides_as_json_escapes(monkeypatch):

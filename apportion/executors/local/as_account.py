@@ -68,7 +68,7 @@ def answer_as(identity: Identity | None, work: Callable[[], str], timeout_s: flo
     try:
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+            if left <= 0 or not readable(read_end, left):
                 os.kill(pid, signal.SIGKILL)
                 raise ValueError(f"no answer within {timeout_s:g} s")
             chunk = os.read(read_end, 65536)
@@ -81,6 +81,14 @@ def answer_as(identity: Identity | None, work: Callable[[], str], timeout_s: flo
     if os.waitstatus_to_exitcode(status) != 0:
         raise ValueError("its check failed")
     return b"".join(chunks).decode("utf-8", "surrogateescape")
+
+
+def readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` has something to read (or its end) within ``timeout_s``: poll, which, unlike
+    select, takes descriptors above 1023, as a busy server's are."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(max(0, int(timeout_s * 1000))))
 
 
 def cannot_enter(directory: str, read: bool = True) -> str:
