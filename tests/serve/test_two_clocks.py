@@ -67,7 +67,7 @@ def policy(spec: str, **options):
     """A fresh policy for ``spec``: las with thresholds a few rounds apart (so jobs move between
     queues in the replay), hierarchical over the workload's two queues, any other as registered."""
     name = spec.split(":")[0]
-    if name == "las":
+    if name == "las" and "continuous" not in spec.split(":")[1:]:  # Synergy's form has no thresholds
         return make_policy(spec, thresholds_gpu_s=(300.0, 1200.0), **options)
     if name == "hierarchical":
         queues = queue_config_from_mapping({"queues": [
