@@ -59,3 +59,18 @@ def page(browser):
     tab = new_page(browser)
     yield tab
     tab.context.close()
+
+
+@pytest.fixture(autouse=True)
+def built_in_policies_only():
+    """Each test starts with the built-in policies only: a plugin a test registered (from a file or a
+    package) goes with it, so no other test's "known:" list depends on the order tests ran in."""
+    yield
+    import sys
+
+    from apportion.policies import registry
+
+    for name, entry in list(registry.ENTRIES.items()):
+        if entry.source != "built-in":
+            registry.unregister(name)
+    sys.modules.pop("apportion_demo_plugins", None)

@@ -11,7 +11,6 @@ from plugin_install import install
 from typer.testing import CliRunner
 
 from apportion.cli import app
-from built_ins_only import built_ins_only  # noqa: F401 (an autouse fixture)
 
 runner = CliRunner()
 DEMO = "apportion_demo_plugins"

@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from apportion.cli import app
 from apportion.policies import make_policy
 from apportion.policies.api import POLICY_API_VERSION
-from built_ins_only import built_ins_only  # noqa: F401 (an autouse fixture)
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
