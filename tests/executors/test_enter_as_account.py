@@ -20,6 +20,7 @@ import pytest
 
 from apportion.executors.local import LocalExecutor
 from apportion.executors.local.as_account import Identity, answer_as, cannot_enter, cannot_read
+from ended import wait_exit
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="running a job as another account needs root")
 
@@ -44,16 +45,6 @@ def place():
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def wait_exit(executor: LocalExecutor, timeout: float = 30.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        ended = executor.poll()
-        if ended:
-            return ended[0]
-        time.sleep(0.05)
-    raise AssertionError("no attempt ended in time")
 
 
 def test_a_path_is_looked_at_as_the_account_with_stats_answer(place):

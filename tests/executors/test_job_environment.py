@@ -19,6 +19,7 @@ import pytest
 
 from apportion.executors.local import LocalExecutor
 from apportion.executors.local.wrapper import read_env_file, write_env_file
+from ended import wait_exit
 
 JOB_ONLY = {"JOB_ONLY_SETTING": "set-by-the-job-file", "APPORTION_TOKEN": "a1.secret", "PYTHONSTARTUP": "/nowhere/startup.py"}
 
@@ -30,16 +31,6 @@ print(json.dumps({"own": {k: os.environ.get(k) for k in sys.argv[1].split(",")},
                   "wrapper": sorted(e.split("=", 1)[0] for e in wrapper if "=" in e),
                   "env_file_left": os.path.exists(sys.argv[2])}))
 """
-
-
-def wait_exit(executor: LocalExecutor, timeout: float = 60.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        ended = executor.poll()
-        if ended:
-            return ended[0]
-        time.sleep(0.05)
-    raise AssertionError("no attempt ended in time")
 
 
 def test_the_wrapper_runs_in_the_servers_environment_and_only_the_job_in_its_own(tmp_path):

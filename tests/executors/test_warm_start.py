@@ -18,6 +18,7 @@ import pytest
 from apportion.executors.local import LocalExecutor, warm_start
 from apportion.executors.local.procfs import group_members, stat_fields
 from apportion.executors.local.spare_pool import live_spares
+from ended import wait_exit
 
 pytest.importorskip("torch", reason="a spare wrapper imports torch")
 
@@ -50,16 +51,6 @@ BOOM_LINE = PROBE.splitlines().index('    raise ValueError("boom")') + 1
 def job_env(**extra) -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "APPORTION_JOB_ID": "1", "OMP_NUM_THREADS": "1",
             "MY_SETTING": "x", "CUDA_VISIBLE_DEVICES": "", **extra}
-
-
-def wait_exit(executor, timeout: float = 120.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        ended = executor.poll()
-        if ended:
-            return ended[0]
-        time.sleep(0.05)
-    raise AssertionError("no attempt ended in time")
 
 
 @pytest.fixture(scope="module")
