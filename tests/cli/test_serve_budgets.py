@@ -4,44 +4,14 @@ server is a stand-in that keeps what it was given (tests/serve/test_budgets.py c
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-import apportion.serve.server
-from apportion.cli import app
 from apportion.serve.budgets import Limits
 from apportion.serve.settings import DEFAULTS, replace
 from apportion.serve.settings_file import load_settings_file, settings_yaml
 
-runner = CliRunner()
-AS_ROOT = ("--run-as", "server-user") if os.geteuid() == 0 else ()
-
-
-@pytest.fixture
-def started(monkeypatch):
-    calls = []
-
-    def serve(options, slots, policy, log, ready=None, executor=None, sock=None):
-        calls.append(options)
-        if sock is not None:
-            sock.close()
-
-    monkeypatch.setattr(apportion.serve.server, "serve", serve)
-    return calls
-
-
-def serve(tmp_path: Path, *args: str):
-    return runner.invoke(app, ["serve", "--port", "0", "--slots", "cpu:1", "--state-dir", str(tmp_path / "state"),
-                               *AS_ROOT, *args])
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "server.yaml"
-    path.write_text(text)
-    return path
+from serve_stand_in import config_file as write, serve, started  # noqa: F401 (a fixture)
 
 
 def test_the_defaults_are_a_labs_and_the_flags_set_every_users_budgets(tmp_path, started):

@@ -4,42 +4,7 @@ config file, and a bad one is named. The server is replaced by a stand-in that k
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
-from typer.testing import CliRunner
-
-import apportion.serve.server
-from apportion.cli import app
-
-runner = CliRunner()
-AS_ROOT = ("--run-as", "server-user") if os.geteuid() == 0 else ()  # a root server refuses to run jobs as root
-
-
-@pytest.fixture
-def started(monkeypatch):
-    """The options `apportion serve` started the server with."""
-    calls = []
-
-    def serve(options, slots, policy, log, ready=None, executor=None, sock=None):
-        calls.append(options)
-        if sock is not None:
-            sock.close()
-
-    monkeypatch.setattr(apportion.serve.server, "serve", serve)
-    return calls
-
-
-def serve(tmp_path: Path, *args: str):
-    return runner.invoke(app, ["serve", "--port", "0", "--slots", "cpu:1", "--state-dir", str(tmp_path / "state"),
-                               *AS_ROOT, *args])
-
-
-def config(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "server.yaml"
-    path.write_text(text)
-    return path
+from serve_stand_in import config_file as config, serve, started  # noqa: F401 (a fixture)
 
 
 def test_the_server_shares_by_user_by_default_and_a_flag_turns_it_off(tmp_path, started):
