@@ -102,12 +102,19 @@ def lookup(name: str, user: str) -> Account:
 
 
 def load_user_map(path: str | Path) -> dict[str, str]:
-    """``{apportion user: OS account}`` from a YAML or JSON mapping; ValueError naming the file."""
+    """``{apportion user: OS account}`` from a YAML or JSON mapping; ValueError naming the file,
+    also when another account may change it (it decides which account runs whose jobs)."""
+    from apportion.serve.trusted_file import trust_problem
+
     path = Path(path).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"--user-map {path}: {err.strerror or err}") from None
+        with open(path, encoding="utf-8") as handle:
+            problem = trust_problem(os.fstat(handle.fileno()), path, secret=False)
+            text = "" if problem else handle.read()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"--user-map {path}: {getattr(err, 'strerror', None) or err}") from None
+    if problem:
+        raise ValueError(f"--user-map {path}: {problem}")
     if path.suffix == ".json":
         try:
             data = json.loads(text, object_pairs_hook=_no_duplicates)

@@ -66,3 +66,25 @@ def test_a_server_with_a_foreign_owned_token_file_does_not_start(tmp_path):
     assert result.exit_code == 2
     assert "it is owned by another user (uid 65534), who could change it: chown root" in result.output
     assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("mode, owner, says", [
+    (0o666, None, "other users may change it (mode 666): chmod go-w"),
+    (0o644, 65534, "it is owned by another user (uid 65534), who could change it: chown"),
+])
+def test_a_user_map_another_account_may_change_is_refused_with_the_fix(tmp_path, mode, owner, says):
+    from apportion.serve.runas import load_user_map
+
+    if owner is not None and os.geteuid() != 0:
+        pytest.skip("giving a file to another account takes root")
+    path = tmp_path / "users.yaml"
+    path.write_text("alice: alice\n")
+    path.chmod(mode)
+    if owner is not None:
+        os.chown(path, owner, -1)
+    with pytest.raises(ValueError) as caught:
+        load_user_map(path)
+    assert str(caught.value).startswith(f"--user-map {path}: {says}")
+    path.chmod(0o644)
+    os.chown(path, os.geteuid(), -1)
+    assert load_user_map(path) == {"alice": "alice"}
