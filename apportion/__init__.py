@@ -9,7 +9,7 @@ names, from Python (docs/python.md). Each is imported when first asked for, so t
 import sys
 import types
 
-__version__ = "0.1.0"
+from apportion.core.version import VERSION as __version__
 
 _CLIENT = ("Client", "ClientError", "WaitTimedOut")  # from apportion.serve.client
 _API = ("simulate", "compare", "sweep")  # from apportion.api

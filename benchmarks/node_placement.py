@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from serve_overhead import run  # noqa: E402
 
-from apportion.serve.slots import Node  # noqa: E402
+from apportion.serve.base.slots import Node  # noqa: E402
 
 SLOTS = "k80:250,p100:250,v100:250,a100:250"
 NODE = Node(tuple(range(2000)), 8192.0)

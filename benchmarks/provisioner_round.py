@@ -18,8 +18,8 @@ import time
 import numpy as np
 
 from apportion.policies.provisioning import PROVISIONING, make_provisioning
-from apportion.serve.provisioner import Demand
-from apportion.serve.provisioner_fake import FakeProvisioner
+from apportion.serve.resources.rental.provisioner import Demand
+from apportion.serve.resources.rental.fake import FakeProvisioner
 from apportion.workloads.synthetic_market import synthetic_market
 
 TYPES = ("a100", "h100", "k80", "t4", "v100")

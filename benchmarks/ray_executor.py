@@ -49,9 +49,9 @@ from apportion.executors.local import LocalExecutor  # noqa: E402
 from apportion.executors.ray_executor import RayExecutor  # noqa: E402
 from apportion.executors.ray_nodes import declared  # noqa: E402
 from apportion.policies.fifo import Fifo  # noqa: E402
-from apportion.serve.scheduler import Scheduler, ServeConfig  # noqa: E402
-from apportion.serve.slots import Slot  # noqa: E402
-from apportion.serve.state import StateStore  # noqa: E402
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig  # noqa: E402
+from apportion.serve.base.slots import Slot  # noqa: E402
+from apportion.serve.store.state import StateStore  # noqa: E402
 
 TIMED_JOB = REPO / "benchmarks" / "timed_job.py"
 SLOT_RESOURCE = "bench_slot"  # the Ray server's one slot

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from apportion.executors.fake import FakeExecutor  # noqa: E402
 from apportion.experiment import policy_from_spec  # noqa: E402
 from apportion.policies.las import Las  # noqa: E402
-from apportion.serve.budgets import BudgetRules, Limits  # noqa: E402
-from apportion.serve.scheduler import Scheduler, ServeConfig  # noqa: E402
-from apportion.serve.slots import Node, parse_slots  # noqa: E402
-from apportion.serve.state import StateStore  # noqa: E402
+from apportion.serve.accounts.budgets import BudgetRules, Limits  # noqa: E402
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig  # noqa: E402
+from apportion.serve.base.slots import Node, parse_slots  # noqa: E402
+from apportion.serve.store.state import StateStore  # noqa: E402
 
 KINDS = ("resnet18", "resnet50", "transformer", "lm", "recommendation")
 

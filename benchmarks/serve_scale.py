@@ -67,11 +67,11 @@ def serve_here(state_dir: str, port: int, slots: str) -> None:
     """The server process: `apportion serve`'s assembly over the fake executor."""
     from apportion.executors.fake import FakeExecutor
     from apportion.experiment import policy_from_spec
-    from apportion.serve.server import ServerOptions, serve
-    from apportion.serve.slots import parse_slots
+    from apportion.serve.app.server import ServerOptions, serve
+    from apportion.serve.base.slots import parse_slots
 
     try:  # a server with per-user budgets: lifted here, so that thousands of submits a second are stored
-        from apportion.serve.budgets import BudgetRules, Limits
+        from apportion.serve.accounts.budgets import BudgetRules, Limits
 
         lifted = {"budgets": BudgetRules(Limits(max_active_jobs=10**9, max_stored_mb=1e9, submit_rate=1e9,
                                                 submit_burst=10**9))}

@@ -33,7 +33,7 @@ ALLOWED = {
     "__main__": {"cli"},
     "results": {"sim", "report", "sweep"},
     "api": {"arguments", "results", "report", "sweep", "workloads"},
-    "__init__": {"serve", "api", "arguments"},  # `from apportion import Client`, `simulate`, ...: imported when first asked for
+    "__init__": {"core", "serve", "api", "arguments"},  # `from apportion import Client`, `simulate`, ...: imported when first asked for
 }
 
 
@@ -86,3 +86,91 @@ def test_the_architecture_doc_gives_each_part_the_imports_the_code_is_held_to():
     differ = {part: (sorted(imports), sorted(ALLOWED[part])) for part, imports in documented.items()
               if imports != {"everything above"} and imports != ALLOWED[part]}
     assert not differ, f"docs/architecture.md says (doc, test): {differ}"
+
+
+# serve/'s rooms, lowest first: each may import only the rooms its package docstring names ("May import:")
+SERVE = PACKAGE / "serve"
+SERVE_ROOMS = ("base", "jobs", "store", "notify", "accounts", "estimates", "resources", "attempts", "round",
+               "scheduler", "views", "http", "app")
+SERVE_TOP = {"__init__": set(), "client": {"accounts", "jobs"}}  # the client: what the CLI imports
+
+
+def serve_rooms_allowed() -> dict[str, set[str]]:
+    """Each room's "May import:" line, from its ``__init__.py``."""
+    allowed = {}
+    for room in SERVE_ROOMS:
+        text = ast.get_docstring(ast.parse((SERVE / room / "__init__.py").read_text())) or ""
+        found = re.search(r"May import: ([^.]*)\.", text)
+        assert found, f"serve/{room}/__init__.py's docstring says what the room may import ('May import: ...')"
+        names = found.group(1).strip()
+        allowed[room] = set() if names == "nothing else in serve" else {n.strip() for n in names.split(",")}
+    return allowed | SERVE_TOP
+
+
+def room_of(path: Path) -> str:
+    parts = path.relative_to(SERVE).parts
+    return parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
+
+
+def serve_imports(path: Path) -> set[str]:
+    """The serve modules a file imports, as dotted names under apportion.serve."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("apportion.serve."):
+            found.add(node.module.removeprefix("apportion.serve."))
+        elif isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("apportion.serve.") for a in node.names if a.name.startswith("apportion.serve."))
+    return found
+
+
+def test_every_serve_module_lives_in_a_room():
+    loose = [p.name for p in SERVE.glob("*.py") if p.stem not in SERVE_TOP]
+    assert not loose, f"serve/{loose} sit outside the rooms: give each a room (docs/architecture.md, 'serve/ in rooms')"
+    rooms = {p.name for p in SERVE.iterdir() if (p / "__init__.py").exists()}
+    assert rooms == set(SERVE_ROOMS), f"rooms on disk {sorted(rooms)} differ from SERVE_ROOMS"
+
+
+def test_serve_rooms_import_only_the_rooms_below_them():
+    allowed = serve_rooms_allowed()
+    for room, names in allowed.items():
+        if room in SERVE_ROOMS:
+            above = {r for r in names if r not in SERVE_ROOMS[:SERVE_ROOMS.index(room)]}
+            assert not above, f"serve/{room} may import {sorted(above)}, which are not below it"
+    wrong = []
+    for path in sorted(SERVE.rglob("*.py")):
+        room = room_of(path)
+        for module in serve_imports(path):
+            target = module.split(".")[0]
+            if target != room and target not in allowed[room]:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)} imports apportion.serve.{module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_circles_among_serve_modules():
+    modules = {".".join(p.relative_to(SERVE).with_suffix("").parts): p for p in SERVE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for module in serve_imports(path):
+            while module and module not in modules:
+                module = module.rpartition(".")[0]
+            if module and module != name and not module.endswith("__init__") and module in modules \
+                    and modules[module].name != "__init__.py":
+                targets.add(module)
+        graph[name] = targets
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in graph.get(start, ()):
+            if nxt == goal or (nxt not in seen and not seen.add(nxt) and reaches(nxt, goal, seen)):
+                return True
+        return False
+
+    circular = sorted(name for name in graph if reaches(name, name, set()))
+    assert not circular, f"serve modules on a circle of imports: {circular}"
+
+
+def test_the_version_is_the_one_pyproject_gives():
+    import tomllib
+
+    from apportion.core.version import VERSION
+    assert VERSION == tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["version"]

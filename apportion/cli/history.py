@@ -34,7 +34,7 @@ def history(
     the time it held them), wait (first start − submit), run time, attempts, preemptions and how
     each ended; a total line. --by totals per user, GPU type or queue."""
     from apportion.core.errors import InputError
-    from apportion.serve import usage
+    from apportion.serve.store import usage
 
     if as_json and as_csv:
         raise fail("--json and --csv: choose one")
@@ -70,9 +70,9 @@ def history(
 def _from_state_dir(state_dir: Path, filters, grouping: str | None, limit: int | None, now: float) -> dict:
     """The report from the state file itself, opened read-only (no lock, no write: a running server
     goes on as before); every field shown, as to the operator who can read the file anyway. The
-    file is read as untrusted (serve/untrusted_state.py): a damaged or hostile one is one line."""
-    from apportion.serve import usage
-    from apportion.serve.untrusted_state import DamagedState, read_accounting
+    file is read as untrusted (serve/store/untrusted_state.py): a damaged or hostile one is one line."""
+    from apportion.serve.store import usage
+    from apportion.serve.store.untrusted_state import DamagedState, read_accounting
 
     path = Path(state_dir) / "state.db"
     if not path.is_file():

@@ -34,7 +34,7 @@ def client_for(server: Optional[str], token: Optional[str], token_file: Optional
 
 def claimed_user(client, user: Optional[str]) -> Optional[str]:
     """The user a request names: ``--user``, else (with no credential, whose user the server knows) the OS user."""
-    from apportion.serve.jobspec import default_user
+    from apportion.serve.jobs.jobspec import default_user
 
     return user or (None if client.token else default_user())
 

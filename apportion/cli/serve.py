@@ -10,11 +10,11 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.output import console, errors, escape, fail
-from apportion.serve.settings import DEFAULTS
+from apportion.serve.app.settings import DEFAULTS
 
 if TYPE_CHECKING:
-    from apportion.serve.settings import ServeSettings
-    from apportion.serve.settings_file import SettingsFile
+    from apportion.serve.app.settings import ServeSettings
+    from apportion.serve.app.settings_file import SettingsFile
 
 
 def serve(
@@ -62,7 +62,7 @@ def serve(
     """Run the scheduler: start, preempt and resume the jobs submitted to it, on this machine or a Ray cluster."""
     settings, given = _settings(ctx, config)
     if print_config:
-        from apportion.serve.settings_file import settings_yaml
+        from apportion.serve.app.settings_file import settings_yaml
 
         _check_policy_options(settings, given)
         _check_slots(settings, given)
@@ -75,13 +75,14 @@ def serve(
 
     from apportion.core.errors import InputError
     from apportion.experiment import policy_from_spec
-    from apportion.serve.budgets import rules_from_settings
+    from apportion.serve.accounts.budgets import rules_from_settings
     from apportion.perf.accelerators import list_prices
-    from apportion.serve.scheduler import check_policy
-    from apportion.serve.notify_hosts import NotifyHosts
-    from apportion.serve.server import ServerError, ServerOptions, is_loopback
-    from apportion.serve.server import serve as run_server
-    from apportion.serve.slots import Node, describe, detect_gpus, parse_node, parse_slots
+    from apportion.serve.scheduler.scheduler import check_policy
+    from apportion.serve.jobs.notify_hosts import NotifyHosts
+    from apportion.serve.app.server import ServerError, ServerOptions
+    from apportion.serve.base.loopback import is_loopback
+    from apportion.serve.app.server import serve as run_server
+    from apportion.serve.base.slots import Node, describe, detect_gpus, parse_node, parse_slots
 
     backend = None
     if settings.executor == "ray":
@@ -167,7 +168,7 @@ def serve(
 
 def _plugin_executor(name: str, state_dir: Path, slots: list):
     """None for the local executor (the server builds it), else the plugin ``name`` built for ``slots``."""
-    from apportion.serve.executor_plugin import plugin_executor
+    from apportion.serve.app.executor_plugin import plugin_executor
 
     try:
         return plugin_executor(name, state_dir, slots)
@@ -195,8 +196,8 @@ def _settings(ctx: typer.Context, config: Optional[Path]):
     """The settings in effect, checked: the command line's flags over the config file's keys over
     the defaults; and where each came from. One-line errors naming the flag, or the file's line."""
     from apportion.core.errors import InputError
-    from apportion.serve.settings import SETTINGS, ServeSettings, SettingError, check_settings
-    from apportion.serve.settings_file import load_settings_file
+    from apportion.serve.app.settings import SETTINGS, ServeSettings, SettingError, check_settings
+    from apportion.serve.app.settings_file import load_settings_file
 
     try:
         file = load_settings_file(config) if config is not None else None
@@ -225,7 +226,7 @@ def _settings(ctx: typer.Context, config: Optional[Path]):
 def _check_slots(settings: ServeSettings, given: _Origins) -> None:
     """The slots' spelling checked, without looking for this machine's GPUs."""
     from apportion.core.errors import InputError
-    from apportion.serve.slots import parse_slots
+    from apportion.serve.base.slots import parse_slots
 
     if settings.slots is not None:
         try:
@@ -249,7 +250,7 @@ def _check_policy_options(settings: ServeSettings, given: _Origins) -> dict:
 
 def _blame_policy(message: str, settings: ServeSettings, given: _Origins) -> str:
     """A policy's error at the line of the key it is about, when that key came from the config file."""
-    from apportion.serve.settings_file import policy_option_keys
+    from apportion.serve.app.settings_file import policy_option_keys
 
     if given.file is None:
         return message
@@ -261,7 +262,7 @@ def _blame_policy(message: str, settings: ServeSettings, given: _Origins) -> str
 
 def _take_port(host: str, port: int):
     """A socket listening on ``host:port``; a one-line error when the port is taken."""
-    from apportion.serve.startup import ServerError, listen
+    from apportion.serve.app.startup import ServerError, listen
 
     try:
         return listen(host, port)
@@ -273,7 +274,7 @@ def _ray_backend(state_dir: Path, address: Optional[str], cluster: Optional[Path
                  rented: bool = False):
     """The Ray cluster's slots and executor (one-line errors)."""
     from apportion.core.errors import InputError
-    from apportion.serve.on_ray import RayUnavailable, ray_backend
+    from apportion.serve.app.on_ray import RayUnavailable, ray_backend
     from apportion.workloads.cluster_file import load_ray_settings
 
     try:
@@ -291,7 +292,7 @@ def _provisioner(settings: ServeSettings, given: _Origins, backend, offered: lis
     slots ``offered`` (the most of each type); one-line errors naming the market's file and line."""
     from apportion.core.errors import InputError
     from apportion.policies.provisioning import make_provisioning
-    from apportion.serve.on_ray import RayAutoscalerProvisioner
+    from apportion.serve.app.on_ray import RayAutoscalerProvisioner
     from apportion.workloads.market_files import read_market
     from apportion.workloads.synthetic_market import synthetic_market
 
@@ -325,8 +326,8 @@ def _credentials(settings: ServeSettings, given: _Origins):
     errors at the flag, or at the config file's line."""
     import os
 
-    from apportion.serve.auth import check_secret, read_secret_file
-    from apportion.serve.runas import choose, load_user_map
+    from apportion.serve.accounts.auth import check_secret, read_secret_file
+    from apportion.serve.accounts.runas import choose, load_user_map
 
     token, token_file = settings.token, settings.token_file
     try:

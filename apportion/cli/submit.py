@@ -119,7 +119,7 @@ def _fields(ctx: typer.Context) -> dict:
 def _spec(job_file: Path | None, fields: dict):
     """The checked job: the file with the flags' fields over it, or the flags' fields alone."""
     from apportion.core.errors import InputError
-    from apportion.serve.jobspec import load_job_file, spec_from_fields
+    from apportion.serve.jobs.jobspec import load_job_file, spec_from_fields
 
     if job_file is None:
         missing = [what for what, field in (("--steps N", "total_steps"), ("the command after --", "command"))
@@ -143,7 +143,7 @@ def _spec(job_file: Path | None, fields: dict):
 def _refusal(field: str, message: str, job_file: Path | None, fields: dict) -> str:
     """The server's refusal of ``field``, told as the flag that gave it, or at the job file's line."""
     from apportion.core.errors import InputError
-    from apportion.serve.jobspec import field_line
+    from apportion.serve.jobs.jobspec import field_line
 
     if flag_of(field) and field.split(".")[0].split("[")[0] in fields:
         return f"{flag_of(field)}: {message}"

@@ -1,7 +1,7 @@
 """The job fields ``apportion submit`` takes as flags: one table from flag to job-file field.
 
 Each flag's text is turned into the value a job file would hold (a number, a list, a mapping)
-and nothing more: the job file's own checks (``serve/jobspec.py``) judge it, and an error they
+and nothing more: the job file's own checks (``serve/jobs/jobspec.py``) judge it, and an error they
 raise about a field a flag gave is told as that flag's (``--gpus: must be ...``). A new field is
 one row of :data:`FLAGS`.
 """

@@ -20,7 +20,7 @@ StateDir = typer.Option(Path("~/.apportion/server"), "--state-dir", help="The se
 
 
 def _store(state_dir: Path, create: bool = False):
-    from apportion.serve.state import StateStore
+    from apportion.serve.store.state import StateStore
 
     path = state_dir.expanduser() / "state.db"
     if not create and not path.exists():
@@ -41,7 +41,7 @@ def add(
     """
     import time
 
-    from apportion.serve.auth import add_user
+    from apportion.serve.accounts.auth import add_user
 
     store = _store(state_dir, create=True)
     try:

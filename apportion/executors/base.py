@@ -49,7 +49,7 @@ class Executor(Protocol):
         ``--run-as mapped``) must not run with it, nor hand it to anything before the switch to
         ``run_as``'s account (it holds the job file's ``LD_PRELOAD``, ``PYTHONPATH`` ...).
 
-        ``run_as`` (an ``apportion.serve.runas.Account``; passed only when set): run the job's
+        ``run_as`` (an ``apportion.serve.accounts.runas.Account``; passed only when set): run the job's
         command as that OS account instead of the server's. ``replicas`` (passed only for an
         elastic job, one a slot): run the command that many times as torch.distributed's
         replicas (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,

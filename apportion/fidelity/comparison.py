@@ -32,7 +32,7 @@ from apportion.mechanism.node_per_type import node_per_type
 from apportion.mechanism.round_state import MIN_WEIGHT
 from apportion.perf.accelerators import list_prices
 from apportion.policies.base import DEFAULT_RESTART_COST_S
-from apportion.serve.records import JobRecord
+from apportion.serve.jobs.records import JobRecord
 from apportion.sim import SimConfig, SimResult, simulate
 from apportion.sim.costs import AttemptCosts
 from apportion.sim.simulator import ProgressCallback

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from apportion.serve.records import AttemptRecord, JobRecord
+from apportion.serve.jobs.records import AttemptRecord, JobRecord
 from apportion.sim.costs import AttemptCosts, MachineSlowness
 
 COSTS = ("start_s", "restart_s", "stop_lead_s", "stop_s", "finish_s")

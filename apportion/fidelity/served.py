@@ -14,8 +14,8 @@ from pathlib import Path
 from apportion.core.errors import InputError
 from apportion.mechanism.received import check_received_since
 from apportion.policies.by_user import check_user_weights
-from apportion.serve.records import AttemptRecord, JobRecord
-from apportion.serve.state import ACTIVE, StateStore
+from apportion.serve.jobs.records import AttemptRecord, JobRecord
+from apportion.serve.store.state import ACTIVE, StateStore
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ Options on the command line
 ---------------------------
 Every option declared here is a flag of ``apportion simulate``, ``compare``, ``sweep`` and
 ``serve`` (``cli.options.PolicyCommand``), listed under "Policy options" in their ``--help``
-(``serve --help-policy-options``), and a key of a server config file (``serve/settings_file.py``):
+(``serve --help-policy-options``), and a key of a server config file (``serve/app/settings_file.py``):
 spelled ``cli_flag``, with its ``help`` (after the names of the policies that take it, or its
 ``applies_to``, unless every policy does), its ``metavar`` and its default. A ``bool`` is a
 bare flag (``--goodput-exact``; ``--x/--no-x`` if its default is True); an ``int``, ``float``

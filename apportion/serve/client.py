@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode, urlsplit
 
-from apportion.serve.auth import check_secret, read_secret_file
+from apportion.serve.accounts.auth import check_secret, read_secret_file
 
 if TYPE_CHECKING:  # the job-file reader (and YAML) load only when a job is submitted
-    from apportion.serve.jobspec import JobSpec
+    from apportion.serve.jobs.jobspec import JobSpec
 
 DEFAULT_SERVER = "http://127.0.0.1:8642"
 NEXT_PAGE = "X-Next-After-Id"  # GET /jobs's header naming where the next page starts (job_list.NEXT_PAGE)
@@ -223,7 +223,7 @@ class Client:
         """The user a request names: ``user``, else (with no credential, whose user the server knows) the OS user."""
         if user or self.token:
             return user
-        from apportion.serve.jobspec import default_user
+        from apportion.serve.jobs.jobspec import default_user
 
         return default_user()
 
@@ -368,7 +368,7 @@ def job_spec(spec: dict | str | Path | JobSpec) -> JobSpec:
     """``spec`` as a checked :class:`JobSpec`: a ClientError naming the field (and the file's line)
     of anything that does not fit."""
     from apportion.core.errors import InputError
-    from apportion.serve.jobspec import JobSpec, load_job_file, spec_from_fields
+    from apportion.serve.jobs.jobspec import JobSpec, load_job_file, spec_from_fields
 
     try:
         if isinstance(spec, JobSpec):

@@ -2,7 +2,7 @@
 
 With ``SimConfig.learn_models`` a policy is not given each job's true model: it is given, per
 job and GPU type, the model fitted to the steps the job has made there (``fit_step_params``
-with no prior, as ``serve/elastic.py`` fits a job that names no built-in kind), and before any
+with no prior, as ``serve/estimates/elastic.py`` fits a job that names no built-in kind), and before any
 step there Pollux's starting point (``default_prior``, the server's too). Each configuration a
 job runs at (GPU type, nodes, GPUs, micro-batch) is one observation, of the step time and sync
 time its true model gives; the simulator's steps are exact, so a configuration is fitted once,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import apportion.serve.server
+import apportion.serve.app.server
 from apportion.cli import app
 
 runner = CliRunner()
@@ -26,7 +26,7 @@ def started(monkeypatch):
         if sock is not None:
             sock.close()
 
-    monkeypatch.setattr(apportion.serve.server, "serve", serve)
+    monkeypatch.setattr(apportion.serve.app.server, "serve", serve)
     return calls
 
 

@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from apportion.cli import app
-from apportion.serve.state import StateStore
+from apportion.serve.store.state import StateStore
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_000_000.0

@@ -1,7 +1,7 @@
 """`apportion history --state-dir` on a damaged or hostile state file: every value it reads is
 checked, and anything wrong is one line naming the file, the table, the row and the field, never
 a traceback; a view (a recursive one never ends) is refused, every query has a time limit, and
-what a job's name holds never reaches the terminal raw (apportion/serve/untrusted_state.py)."""
+what a job's name holds never reaches the terminal raw (apportion/serve/store/untrusted_state.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from apportion.cli import app
-from apportion.serve.state import StateStore
-from apportion.serve.untrusted_state import DamagedState, read_accounting
+from apportion.serve.store.state import StateStore
+from apportion.serve.store.untrusted_state import DamagedState, read_accounting
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()

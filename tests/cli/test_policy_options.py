@@ -146,10 +146,10 @@ def test_sweep_passes_them_to_every_replay(oldest):
 @pytest.fixture
 def served(monkeypatch):
     """``serve``'s arguments to the server, which is not started."""
-    import apportion.serve.server
+    import apportion.serve.app.server
 
     calls = []
-    monkeypatch.setattr(apportion.serve.server, "serve", lambda options, slots, policy, *rest, sock: calls.append(
+    monkeypatch.setattr(apportion.serve.app.server, "serve", lambda options, slots, policy, *rest, sock: calls.append(
         (options, policy)) or sock.close())
     return calls
 

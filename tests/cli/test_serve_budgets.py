@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from apportion.serve.budgets import Limits
-from apportion.serve.settings import DEFAULTS, replace
-from apportion.serve.settings_file import load_settings_file, settings_yaml
+from apportion.serve.accounts.budgets import Limits
+from apportion.serve.app.settings import DEFAULTS, replace
+from apportion.serve.app.settings_file import load_settings_file, settings_yaml
 
 from serve_stand_in import config_file as write, serve, started  # noqa: F401 (a fixture)
 
@@ -83,7 +83,7 @@ def test_what_is_printed_reads_back_to_the_same_budgets(tmp_path):
 def test_the_budget_settings_are_the_limits_each_user_has():
     from dataclasses import fields
 
-    from apportion.serve.settings import BUDGETS
+    from apportion.serve.app.settings import BUDGETS
 
     assert BUDGETS == tuple(f.name for f in fields(Limits))
     assert Limits() == Limits.from_settings(DEFAULTS)

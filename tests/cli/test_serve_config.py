@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import apportion.serve.server
+import apportion.serve.app.server
 from apportion.cli import app
 
 runner = CliRunner()
@@ -28,7 +28,7 @@ def started(monkeypatch):
         if sock is not None:
             sock.close()
 
-    monkeypatch.setattr(apportion.serve.server, "serve", serve)
+    monkeypatch.setattr(apportion.serve.app.server, "serve", serve)
     return calls
 
 
@@ -193,8 +193,8 @@ def test_print_config_never_prints_the_token(tmp_path):
 
 
 def test_the_example_file_names_every_setting_at_its_default():
-    from apportion.serve.settings import SETTINGS
-    from apportion.serve.settings_file import policy_option_keys
+    from apportion.serve.app.settings import SETTINGS
+    from apportion.serve.app.settings_file import policy_option_keys
 
     example = Path(__file__).resolve().parents[2] / "examples" / "server.yaml"
     keys = yaml.safe_load(example.read_text())
@@ -244,7 +244,7 @@ def test_a_repeated_market_flag_rents_from_every_file_given(tmp_path):
     from types import SimpleNamespace
 
     from apportion.cli.serve import _Origins, _provisioner
-    from apportion.serve.settings import ServeSettings
+    from apportion.serve.app.settings import ServeSettings
 
     spot = ('{"SpotPriceHistory": [{"AvailabilityZone": "%s", "InstanceType": "p3.2xlarge", '
             '"ProductDescription": "Linux/UNIX", "SpotPrice": "0.9", "Timestamp": "2024-01-01T00:00:00Z"}]}')

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from apportion.cli import app
 from apportion.cli.submit_flags import FLAGS
 from apportion.serve.client import Client, ClientError
-from apportion.serve.jobspec import FIELDS
+from apportion.serve.jobs.jobspec import FIELDS
 
 runner = CliRunner()
 

@@ -136,7 +136,7 @@ def test_a_script_the_account_may_not_read_fails_at_once_naming_it_and_the_errno
 
 
 def _account():
-    from apportion.serve.runas import lookup
+    from apportion.serve.accounts.runas import lookup
 
     return lookup("nobody", "alice")
 
@@ -155,10 +155,10 @@ def test_a_command_the_account_may_not_run_names_the_path_and_fails_at_once(plac
 
 def test_a_mapped_job_whose_script_its_account_may_not_read_fails_at_once_not_retried(place):
     from apportion.policies.las import Las
-    from apportion.serve.runas import RunAs
-    from apportion.serve.scheduler import Scheduler, ServeConfig
-    from apportion.serve.slots import parse_slots
-    from apportion.serve.state import StateStore
+    from apportion.serve.accounts.runas import RunAs
+    from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+    from apportion.serve.base.slots import parse_slots
+    from apportion.serve.store.state import StateStore
 
     (place / "open" / "train.py").write_text("print('trained')\n")
     os.chmod(place / "open" / "train.py", 0o600)  # root's alone
@@ -201,10 +201,10 @@ def test_whether_a_job_starts_warm_is_decided_on_what_its_account_sees(place, mo
 
 def test_a_mapped_job_with_no_workdir_runs_in_its_job_directory_which_it_may_enter_not_list(place):
     from apportion.policies.las import Las
-    from apportion.serve.runas import RunAs
-    from apportion.serve.scheduler import Scheduler, ServeConfig
-    from apportion.serve.slots import parse_slots
-    from apportion.serve.state import StateStore
+    from apportion.serve.accounts.runas import RunAs
+    from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+    from apportion.serve.base.slots import parse_slots
+    from apportion.serve.store.state import StateStore
 
     state = place / "state"
     state.mkdir()

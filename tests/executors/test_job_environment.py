@@ -103,7 +103,7 @@ print(json.dumps({"uid": os.getuid(), "setting": os.environ.get("JOB_ONLY_SETTIN
 
 @pytest.fixture(scope="module")
 def account():
-    from apportion.serve.runas import lookup
+    from apportion.serve.accounts.runas import lookup
 
     name = f"apportion-env-{os.getpid()}"
     subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)

@@ -290,7 +290,7 @@ def test_what_starts_cold_and_why(tmp_path, command, extra, why):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting a job as another account needs root")
 def test_a_warm_job_runs_as_its_account_exactly_as_a_cold_one(warm_executor, work, tmp_path):
-    from apportion.serve.runas import lookup
+    from apportion.serve.accounts.runas import lookup
 
     account = lookup("nobody", "alice")
     reachable = Path(tempfile.mkdtemp(prefix="apportion-work-"))  # pytest's own directories are root's alone
@@ -316,7 +316,7 @@ def test_a_warm_job_runs_as_its_account_exactly_as_a_cold_one(warm_executor, wor
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting a job as another account needs root")
 def test_a_warm_job_enters_a_workdir_only_as_its_account(warm_executor, work):
-    from apportion.serve.runas import lookup
+    from apportion.serve.accounts.runas import lookup
 
     warm_executor.start(9, 1, [sys.executable, "probe.py"], job_env(), str(work), (), run_as=lookup("nobody", "al"))
     assert wait_exit(warm_executor).code == 126  # pytest's directories are root's alone: never entered as root

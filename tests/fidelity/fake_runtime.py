@@ -19,9 +19,9 @@ from typing import Sequence
 
 from apportion.executors.fake import FakeExecutor
 from apportion.runtime.checkpoint import Checkpointer
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 
 @dataclass(frozen=True)

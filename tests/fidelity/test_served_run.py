@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from apportion.cli import app
 from apportion.core.errors import InputError
 from apportion.fidelity import read_served_run
-from apportion.serve.state import StateStore
+from apportion.serve.store.state import StateStore
 
 
 def replay_error(path) -> str:

@@ -97,10 +97,10 @@ def test_a_packages_workload_reader_and_a_files_read_a_trace_with_apportions_che
 
 
 def test_serve_takes_a_packages_executor_and_names_a_broken_one(package, tmp_path, monkeypatch):
-    import apportion.serve.server
+    import apportion.serve.app.server
 
     given = []
-    monkeypatch.setattr(apportion.serve.server, "serve",
+    monkeypatch.setattr(apportion.serve.app.server, "serve",
                         lambda options, slots, policy, log, ready=None, executor=None, sock=None:
                         (given.append(executor), sock and sock.close()))
     base = ("serve", "--port", "0", "--slots", "cpu:2", "--state-dir", str(tmp_path / "state"), "--run-as",

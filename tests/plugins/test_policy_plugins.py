@@ -114,10 +114,10 @@ def test_the_help_of_the_commands_that_run_policies_names_the_packages_policy_an
 
 
 def test_serve_runs_a_packages_policy_and_a_files_with_their_options(package, tmp_path, monkeypatch):
-    import apportion.serve.server
+    import apportion.serve.app.server
 
     started = []
-    monkeypatch.setattr(apportion.serve.server, "serve",
+    monkeypatch.setattr(apportion.serve.app.server, "serve",
                         lambda options, slots, policy, *rest, sock=None, **kw: (started.append(policy),
                                                                                  sock and sock.close()))
     for args in (["--policy", "smallest-first", "--smallest-by", "steps"], ["--policy", FLOOR, "--floor", "0.9"]):
@@ -130,9 +130,9 @@ def test_serve_runs_a_packages_policy_and_a_files_with_their_options(package, tm
 
 def test_the_server_starts_jobs_as_a_file_policy_places_them(tmp_path):
     from apportion.executors.fake import FakeExecutor
-    from apportion.serve.scheduler import Scheduler, ServeConfig
-    from apportion.serve.slots import parse_slots
-    from apportion.serve.state import StateStore
+    from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+    from apportion.serve.base.slots import parse_slots
+    from apportion.serve.store.state import StateStore
 
     config = ServeConfig(state_dir=tmp_path, round_s=10.0, fill_gap_s=0.0, renew_wait_s=0.0)
     executor = FakeExecutor(tmp_path)
@@ -226,9 +226,9 @@ def test_serve_refuses_at_start_a_policy_whose_answer_is_malformed(tmp_path, mon
 def test_a_malformed_answer_in_a_running_servers_round_is_one_line_naming_the_plugin(tmp_path):
     from apportion.executors.fake import FakeExecutor
     from apportion.plugins import PluginError
-    from apportion.serve.scheduler import Scheduler, ServeConfig
-    from apportion.serve.slots import parse_slots
-    from apportion.serve.state import StateStore
+    from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+    from apportion.serve.base.slots import parse_slots
+    from apportion.serve.store.state import StateStore
 
     sometimes = tmp_path / "sometimes.py"
     sometimes.write_text("import math\nimport numpy as np\nfrom apportion.policies.api import Allocation\n\n\n"
@@ -248,10 +248,10 @@ def test_a_malformed_answer_in_a_running_servers_round_is_one_line_naming_the_pl
 
 
 def test_a_server_config_file_names_a_plugin_policy_and_sets_its_option(tmp_path, monkeypatch):
-    import apportion.serve.server
+    import apportion.serve.app.server
 
     started = []
-    monkeypatch.setattr(apportion.serve.server, "serve",
+    monkeypatch.setattr(apportion.serve.app.server, "serve",
                         lambda options, slots, policy, *rest, sock=None, **kw: (started.append(policy),
                                                                                  sock and sock.close()))
     config = tmp_path / "server.yaml"

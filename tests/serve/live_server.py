@@ -12,14 +12,14 @@ import uvicorn
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.dashboard import keep_sampling
-from apportion.serve.history import History
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.server import listen
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.http.dashboard import keep_sampling
+from apportion.serve.views.history import History
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.app.server import listen
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 
 class LiveServer:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from schemathesis import GenerationMode, checks  # noqa: E402
 
-from apportion.serve.api_docs import ROUTES  # noqa: E402
+from apportion.serve.http.api_docs import ROUTES  # noqa: E402
 from live_server import LiveServer  # noqa: E402
 
 EXAMPLES = 20  # a route's requests of each kind: the whole test stays well under a minute

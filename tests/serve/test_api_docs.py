@@ -10,12 +10,12 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve import api_docs
-from apportion.serve.api import create_app
-from apportion.serve.jobspec import FIELDS
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http import api_docs
+from apportion.serve.http.api import create_app
+from apportion.serve.jobs.jobspec import FIELDS
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 
 @pytest.fixture()

@@ -11,12 +11,12 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.fifo import Fifo
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.budgets import BudgetRules, Limits
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.accounts.budgets import BudgetRules, Limits
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 from test_serve_dependencies import Clock
 
 

@@ -19,12 +19,12 @@ from test_serve_scheduler import job
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
 from apportion.runtime import Checkpointer
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.runas import RunAs, lookup
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.accounts.runas import RunAs, lookup
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="reading files as another OS account needs root (and useradd)"),

@@ -12,8 +12,8 @@ import pytest
 
 from apportion import Client, ClientError, WaitTimedOut
 from apportion.serve.client import ENDED
-from apportion.serve.jobspec import JobSpec
-from apportion.serve.state import TERMINAL
+from apportion.serve.jobs.jobspec import JobSpec
+from apportion.serve.store.state import TERMINAL
 from live_server import LiveServer
 from serve_helpers import wait_for
 
@@ -153,7 +153,7 @@ def test_import_apportion_does_not_load_the_client_until_asked_for():
 
 
 def test_without_a_credential_the_job_is_the_os_user_s(client):
-    from apportion.serve.jobspec import default_user
+    from apportion.serve.jobs.jobspec import default_user
 
     job = client.submit({"name": "mine", "command": "x", "total_steps": 10})
     assert job["user"] == default_user() == client.job(job["id"])["user"]
@@ -163,7 +163,7 @@ def test_without_a_credential_the_job_is_the_os_user_s(client):
 
 def test_a_submit_over_its_users_rate_waits_as_the_server_asks_then_gives_up(server, client, monkeypatch):
     import apportion.serve.client as client_module
-    from apportion.serve.budgets import BudgetRules, Limits, SubmitRate
+    from apportion.serve.accounts.budgets import BudgetRules, Limits, SubmitRate
 
     server.scheduler.requests.budgets.rate = SubmitRate(BudgetRules(Limits(submit_rate=2.0, submit_burst=1)))
     job = {"name": "x", "command": "python x.py", "total_steps": 10, "user": "ann"}

@@ -11,11 +11,11 @@ from apportion.executors.fake import FakeExecutor
 from apportion.executors.ray_executor import RayExecutor
 from apportion.executors.ray_nodes import declared
 from apportion.policies.fifo import Fifo
-from apportion.serve.api import create_app
-from apportion.serve.on_ray import RayBackend
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import Node, Slot
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.app.on_ray import RayBackend
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import Node, Slot
+from apportion.serve.store.state import StateStore
 
 GIB = 2**30
 V100_SLOTS = [Slot(f"v100:{i}", "v100", "") for i in range(8)]  # as a Ray cluster's slots are named

@@ -8,7 +8,7 @@ import sys
 import httpx
 
 from apportion.runtime import Checkpointer
-from apportion.serve.state import StateStore
+from apportion.serve.store.state import StateStore
 from serve_helpers import REPO, Server, all_done, wait_for
 
 

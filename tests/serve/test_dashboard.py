@@ -1,4 +1,4 @@
-"""The dashboard's page and JSON (apportion/serve/dashboard.py) through FastAPI's TestClient, over a
+"""The dashboard's page and JSON (apportion/serve/http/dashboard.py) through FastAPI's TestClient, over a
 fake executor: what it shows, and who may read it (tests/serve/test_dashboard_browser.py drives the
 page itself in a real browser)."""
 
@@ -9,13 +9,13 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.dashboard import sample
-from apportion.serve.history import History
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.http.dashboard import sample
+from apportion.serve.views.history import History
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 LOCAL = ("127.0.0.1", 50000)
 REMOTE = ("203.0.113.7", 50000)
@@ -167,7 +167,7 @@ def test_cancelling_from_the_dashboard_is_the_apis_cancel_and_needs_its_credenti
 
 def test_the_list_holds_the_running_jobs_the_first_waiting_and_the_last_finished_with_counts_for_the_rest(
         tmp_path, monkeypatch):
-    from apportion.serve import dashboard
+    from apportion.serve.http import dashboard
 
     monkeypatch.setattr(dashboard, "FINISHED_SHOWN", 2)
     monkeypatch.setattr(dashboard, "WAITING_SHOWN", 2)
@@ -199,7 +199,7 @@ def test_an_anonymous_reader_gets_a_bounded_view_made_once_a_round(tmp_path):
     server.scheduler.tick(now=server.scheduler.round_end)  # the next round
     next_round = anonymous.get("/dashboard/state").json()
 
-    from apportion.serve.dashboard import WAITING_SHOWN
+    from apportion.serve.http.dashboard import WAITING_SHOWN
     assert len(first["jobs"]) == 3 + WAITING_SHOWN and first["waiting_not_shown"] == 300 - 3 - WAITING_SHOWN
     assert again == first  # the same view while the round lasts, whatever happened meanwhile
     assert next_round["server"]["counts"]["queued"] == 300 - 3 + 1 and next_round["waiting_not_shown"] == 198

@@ -14,7 +14,7 @@ import pytest
 from live_server import LiveServer
 from serve_helpers import wait_for
 
-from apportion.serve.state import StateStore
+from apportion.serve.store.state import StateStore
 
 JOBS = (("cnn", "ann"), ("lm", "bob"), ("gan", "ann"), ("rl", "bob"))  # ids 1-4: three run, rl waits
 REFRESH_MS = 300

@@ -18,11 +18,11 @@ import apportion
 from apportion.executors.fake import FakeExecutor
 from apportion.executors.local import LocalExecutor
 from apportion.policies.fifo import Fifo
-from apportion.serve.api import create_app
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.space import NoSpace
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.base.space import NoSpace
+from apportion.serve.store.state import StateStore
 
 JOB = {"name": "cnn", "command": "python train.py", "total_steps": 100, "user": "ann"}
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from apportion.serve.estimates import ThroughputEstimates
-from apportion.serve.state import StateStore
+from apportion.serve.estimates.throughput import ThroughputEstimates
+from apportion.serve.store.state import StateStore
 from apportion.workloads.catalog import builtin_throughputs
 from apportion.workloads.model_jobs import ModelJob, model_job_of_kind, steps_per_s
 

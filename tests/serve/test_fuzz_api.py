@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.jobspec import FIELDS
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.jobs.jobspec import FIELDS
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 JOB = {"name": "cnn", "command": ["python", "train.py"], "total_steps": 100, "user": "ann"}
 ANSWERS = {200, 400, 403, 404, 409}

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apportion.core.errors import InputError
-from apportion.serve.jobspec import FIELDS, JobSpec, field_line, load_job_file
+from apportion.serve.jobs.jobspec import FIELDS, JobSpec, field_line, load_job_file
 
 FUZZ = settings(max_examples=200, deadline=None)
 

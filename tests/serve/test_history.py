@@ -1,9 +1,9 @@
-"""The dashboard's memory of the cluster and of each job over time (apportion/serve/history.py),
+"""The dashboard's memory of the cluster and of each job over time (apportion/serve/views/history.py),
 the cluster's kept in the state file across restarts."""
 
-from apportion.serve.history import History
-from apportion.serve.space import NoSpace
-from apportion.serve.state import StateStore
+from apportion.serve.views.history import History
+from apportion.serve.base.space import NoSpace
+from apportion.serve.store.state import StateStore
 
 
 def test_samples_come_back_as_columns_with_a_busy_column_per_type():

@@ -14,10 +14,10 @@ from apportion.executors.fake import FakeExecutor
 from apportion.executors.local import LocalExecutor
 from apportion.policies.las import Las
 from apportion.runtime import Checkpointer
-from apportion.serve.api import create_app
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 from serve_helpers import wait_for
 from test_serve_scheduler import Clock, job, run_for
 

@@ -8,10 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from apportion.core.errors import InputError
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.bounds import MAX_ARRAY_TASKS
-from apportion.serve.job_array import array_text, parse_array
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.base.bounds import MAX_ARRAY_TASKS
+from apportion.serve.jobs.job_array import array_text, parse_array
 from test_serve_dependencies import make
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
-import apportion.serve.state as state_module
-from apportion.serve.job_array import task_spec
-from apportion.serve.state import StateStore
+import apportion.serve.store.state as state_module
+from apportion.serve.jobs.job_array import task_spec
+from apportion.serve.store.state import StateStore
 from test_job_arrays import Cluster
 
 BIG_VALUE = "x" * 16 * 1024  # the most one environment variable's value may hold (bounds.MAX_ENV_VALUE)

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from apportion.cli import app
-from apportion.serve import job_list
+from apportion.serve.views import job_list
 from apportion.serve.client import NEXT_PAGE, Client
 from live_server import LiveServer
 from serve_helpers import wait_for

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from apportion.core.errors import InputError
-from apportion.serve.jobspec import load_job_file, spec_from_mapping
+from apportion.serve.jobs.jobspec import load_job_file, spec_from_mapping
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.fifo import Fifo
 from apportion.runtime import Checkpointer
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import Slot
-from apportion.serve.state import StateStore
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import Slot
+from apportion.serve.store.state import StateStore
 
 V100_SLOTS = [Slot(f"v100:{i}", "v100", "") for i in range(3)]  # as a Ray cluster's slots are named
 

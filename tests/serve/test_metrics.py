@@ -9,12 +9,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
 from apportion.runtime import Checkpointer
-from apportion.serve import metrics
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.views import metrics
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 
 class Clock:

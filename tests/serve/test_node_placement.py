@@ -9,11 +9,11 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.fifo import Fifo
-from apportion.serve.api import create_app
-from apportion.serve.rounds import _held_back as held_back_reason
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import Node, parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.round.rounds import _held_back as held_back_reason
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import Node, parse_slots
+from apportion.serve.store.state import StateStore
 
 FOUR_CORES = Node(cpus=(0, 1, 2, 3), memory_gib=16.0)
 

@@ -11,8 +11,8 @@ from apportion.cli import app
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.fifo import Fifo
 from apportion.serve.client import Client
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.state import StateStore
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.store.state import StateStore
 
 
 class NodesExecutor(FakeExecutor):
@@ -60,14 +60,14 @@ def test_the_cli_names_offline_slots_and_a_jobs_nodes(tmp_path, monkeypatch):
 
 
 def scheduler_app(scheduler):
-    from apportion.serve.api import create_app
+    from apportion.serve.http.api import create_app
 
     return create_app(scheduler)
 
 
 def test_the_dashboard_shows_a_gone_nodes_slots_offline(tmp_path):
-    from apportion.serve.dashboard import state_view
-    from apportion.serve.history import History
+    from apportion.serve.http.dashboard import state_view
+    from apportion.serve.views.history import History
 
     scheduler, executor = make(tmp_path)
     scheduler.submit(job("one"), "ann")

@@ -18,13 +18,13 @@ from apportion.cli import app
 from apportion.core.errors import InputError
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.jobspec import load_job_file
-from apportion.serve.notifier import Notifier
-from apportion.serve.notify_hosts import NotifyHosts
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.jobs.jobspec import load_job_file
+from apportion.serve.notify.notifier import Notifier
+from apportion.serve.jobs.notify_hosts import NotifyHosts
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 
 class Receiver:

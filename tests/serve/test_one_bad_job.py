@@ -8,10 +8,10 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 BAD_LAYOUT = {"name": "x", "command": ["python", "t.py"], "total_steps": 10, "user": "ann", "model": "gpt3-1.3b",
               "global_batch": 8, "layout": "tp=0 pp=-1"}

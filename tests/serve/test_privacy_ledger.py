@@ -14,9 +14,9 @@ from apportion.core.privacy import Blocks, Claims
 from apportion.mechanism.admission import Admission, AdmissionContext, Applicants, Outcome
 from apportion.mechanism.privacy_budget import ClaimState, PrivacyStage
 from apportion.mechanism.privacy_policies import PrivacyPolicy
-from apportion.serve.privacy_ledger import PrivacyLedger
-from apportion.serve.privacy_spec import BlockSpec, ClaimSpec
-from apportion.serve.state import StateStore
+from apportion.serve.resources.privacy.ledger import PrivacyLedger
+from apportion.serve.jobs.privacy_spec import BlockSpec, ClaimSpec
+from apportion.serve.store.state import StateStore
 
 
 def ledger(tmp_path, policy=PrivacyPolicy("fcfs"), blocks=4, epsilon=1.0):

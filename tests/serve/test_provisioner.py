@@ -12,12 +12,12 @@ from apportion.core.market import ON_DEMAND, SPOT, Market
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.fifo import Fifo
 from apportion.policies.provisioning import make_provisioning
-from apportion.serve.api import create_app
-from apportion.serve.provisioner import NoProvisioner
-from apportion.serve.provisioner_fake import FakeProvisioner
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import Slot
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.resources.rental.provisioner import NoProvisioner
+from apportion.serve.resources.rental.fake import FakeProvisioner
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import Slot
+from apportion.serve.store.state import StateStore
 
 ON_DEMAND_V100 = "aws/us-east-1/p3.2xlarge/on-demand"
 SPOT_V100 = "aws/us-east-1/p3.2xlarge/spot"

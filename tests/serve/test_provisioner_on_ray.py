@@ -20,8 +20,8 @@ from apportion.core.market import ON_DEMAND, Market  # noqa: E402
 from apportion.executors.ray_executor import RayExecutor  # noqa: E402
 from apportion.executors.ray_nodes import declared  # noqa: E402
 from apportion.policies.provisioning import make_provisioning  # noqa: E402
-from apportion.serve.on_ray import RayAutoscalerProvisioner  # noqa: E402
-from apportion.serve.provisioner import Demand  # noqa: E402
+from apportion.serve.app.on_ray import RayAutoscalerProvisioner  # noqa: E402
+from apportion.serve.resources.rental.provisioner import Demand  # noqa: E402
 
 pytestmark = pytest.mark.ray
 K80_NODE = "aws/us-east-1/p2.xlarge/on-demand"

@@ -1,6 +1,6 @@
 """Reads never wait for a round: on a server with credentials, while a round holds the state lock
 (or a write transaction is open), checking a credential, every read-only endpoint and a submit
-answer at once (apportion/serve/state.py's read connections, api.py, scheduler.py)."""
+answer at once (apportion/serve/store/state.py's read connections, api.py, scheduler.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 JOB = {"name": "cnn", "command": "python train.py", "total_steps": 100}
 HELD_S = 5.0  # how long the "round" holds on; every call below must answer well within it

@@ -8,11 +8,11 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.requests import RATE_FACTOR
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.scheduler.requests import RATE_FACTOR
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 JOB = {"name": "cnn", "command": "python train.py", "total_steps": 100, "user": "ann"}
 

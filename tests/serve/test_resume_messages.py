@@ -121,7 +121,7 @@ def test_a_corrupt_newest_checkpoint_is_skipped_by_name_and_the_step_resumed_fro
 def test_a_checkpoint_too_large_to_hash_at_exit_is_verified_by_the_restore_and_its_step_recorded(tmp_path, monkeypatch):
     """The server hashes no checkpoint above VERIFY_MOST_BYTES under its lock: it takes the newest as
     intact, and the step the job's own restore reached, past the corrupt one, is what it records."""
-    from apportion.serve import checkpoints
+    from apportion.serve.attempts import checkpoints
 
     monkeypatch.setattr(checkpoints, "VERIFY_MOST_BYTES", 16)  # every checkpoint here counts as large
     scheduler, executor, clock = make(tmp_path, slots="cpu:1", max_retries=3)

@@ -8,10 +8,10 @@ from test_serve_scheduler import Clock, job, run_for
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.lifecycle import retry_delay_s
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.attempts.lifecycle import retry_delay_s
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 
 def make(tmp_path, backoff_s: float):

@@ -1,6 +1,6 @@
 import numpy as np
 
-from apportion.serve.round_rows import RoundRows
+from apportion.serve.store.round_rows import RoundRows
 
 NAMES = ("id", "status", "steps_done")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from apportion.serve.runas import RunAs, mapped_accounts, start_warnings
-from apportion.serve.server import ServerError, ServerOptions, serve
+from apportion.serve.accounts.runas import RunAs, mapped_accounts, start_warnings
+from apportion.serve.app.server import ServerError, ServerOptions, serve
 
 
 @pytest.mark.parametrize("account, said", [

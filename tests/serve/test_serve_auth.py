@@ -1,4 +1,4 @@
-"""Who may do what on a server with credentials (apportion/serve/auth.py), through the HTTP API
+"""Who may do what on a server with credentials (apportion/serve/accounts/auth.py), through the HTTP API
 over a fake executor: users' credentials, the admin's, and each attempt's own."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user, check_secret
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user, check_secret
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 JOB = {"name": "cnn", "command": "python train.py", "total_steps": 100}
 

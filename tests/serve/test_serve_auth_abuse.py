@@ -17,14 +17,14 @@ from typer.testing import CliRunner
 from apportion.cli import app as cli
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.auth import KDF, SCRYPT_KDF, Authenticator, add_user, scrypt_secret
-from apportion.serve.bounds import MAX_BODY
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.server import ServerError, ServerOptions, serve
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
-from apportion.serve.throttle import FailureLimiter
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import KDF, SCRYPT_KDF, Authenticator, add_user, scrypt_secret
+from apportion.serve.base.bounds import MAX_BODY
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.app.server import ServerError, ServerOptions, serve
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
+from apportion.serve.accounts.throttle import FailureLimiter
 
 JOB = {"name": "cnn", "command": "python train.py", "total_steps": 100}
 HEX = "0" * 64
@@ -204,7 +204,7 @@ def test_a_stored_user_with_a_reserved_name_is_refused_until_revoked(tmp_path):
 def test_the_servers_socket_says_tcp_so_its_answers_are_not_held_by_nagle():
     import socket
 
-    from apportion.serve.server import listen
+    from apportion.serve.app.server import listen
 
     sock = listen("127.0.0.1", 0)
     try:

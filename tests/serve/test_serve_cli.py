@@ -258,10 +258,10 @@ def test_serve_refuses_a_second_server_on_the_same_state_dir(server):
 
 
 def test_serve_on_a_busy_port_says_so_before_looking_for_gpus(tmp_path, monkeypatch):
-    import apportion.serve.slots
+    import apportion.serve.base.slots
 
     looked = []
-    monkeypatch.setattr(apportion.serve.slots, "detect_gpus", lambda: looked.append(True) or [])
+    monkeypatch.setattr(apportion.serve.base.slots, "detect_gpus", lambda: looked.append(True) or [])
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         result = cli("serve", "--state-dir", str(tmp_path / "state"), "--port", str(port), *AS_ROOT)

@@ -8,12 +8,12 @@ from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.fifo import Fifo
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.jobspec import load_job_file
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.jobs.jobspec import load_job_file
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 
 class Clock:
@@ -142,7 +142,7 @@ def edges(scheduler):
 
 
 def test_an_arrays_after_is_kept_once_for_all_its_tasks_and_asked_once_a_round(tmp_path, monkeypatch):
-    from apportion.serve import admission
+    from apportion.serve.round import admission
 
     scheduler, executor, clock = make(tmp_path, slots="cpu:1")
     first = [scheduler.submit(job(f"prep{k}"), "ann") for k in range(3)]

@@ -22,7 +22,7 @@ import yaml
 pytest.importorskip("torch", reason="the end-to-end serve tests run the PyTorch examples")
 
 from apportion.executors.local import LocalExecutor  # noqa: E402
-from apportion.serve.state import StateStore  # noqa: E402
+from apportion.serve.store.state import StateStore  # noqa: E402
 from serve_helpers import REPO, Server, all_done, job_env, wait_for  # noqa: E402
 
 EXAMPLES = REPO / "examples"

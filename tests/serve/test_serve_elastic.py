@@ -8,9 +8,9 @@ import pytest
 
 from apportion.core.errors import InputError
 from apportion.policies import make_policy
-from apportion.serve import bodies
-from apportion.serve.scheduler import Scheduler
-from apportion.serve.state import StateStore
+from apportion.serve.http import bodies
+from apportion.serve.scheduler.scheduler import Scheduler
+from apportion.serve.store.state import StateStore
 from test_serve_scheduler import job, make, run_for
 
 ELASTIC = {"min_gpus": 1, "max_gpus": 2, "batch_size": 32, "init_batch_size": 16, "lr_rule": "adascale"}

@@ -11,10 +11,10 @@ import yaml
 
 from apportion.core.errors import InputError
 from apportion.policies import make_policy
-from apportion.serve.elastic_batch import attempt_batch, examples_at
-from apportion.serve.jobspec import load_job_file, spec_from_mapping
-from apportion.serve.records import JobRecord
-from apportion.serve.state import StateStore
+from apportion.serve.estimates.elastic_batch import attempt_batch, examples_at
+from apportion.serve.jobs.jobspec import load_job_file, spec_from_mapping
+from apportion.serve.jobs.records import JobRecord
+from apportion.serve.store.state import StateStore
 from test_serve_scheduler import make, run_for
 
 TARGET = 100_000

@@ -24,12 +24,12 @@ import uvicorn  # noqa: E402
 
 from apportion.executors.local import LocalExecutor  # noqa: E402
 from apportion.policies import make_policy  # noqa: E402
-from apportion.serve.api import create_app  # noqa: E402
-from apportion.serve.records import JobRecord  # noqa: E402
-from apportion.serve.scheduler import Scheduler, ServeConfig  # noqa: E402
-from apportion.serve.server import listen  # noqa: E402
-from apportion.serve.slots import parse_slots  # noqa: E402
-from apportion.serve.state import StateStore  # noqa: E402
+from apportion.serve.http.api import create_app  # noqa: E402
+from apportion.serve.jobs.records import JobRecord  # noqa: E402
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig  # noqa: E402
+from apportion.serve.app.server import listen  # noqa: E402
+from apportion.serve.base.slots import parse_slots  # noqa: E402
+from apportion.serve.store.state import StateStore  # noqa: E402
 from serve_helpers import REPO, wait_for  # noqa: E402
 
 GATED_JOB = Path(__file__).resolve().parent / "gated_job.py"

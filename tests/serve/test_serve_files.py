@@ -8,8 +8,8 @@ import stat
 import sys
 
 from apportion.executors.local import LocalExecutor
-from apportion.serve.server import lock_state_dir
-from apportion.serve.state import StateStore
+from apportion.serve.app.server import lock_state_dir
+from apportion.serve.store.state import StateStore
 from serve_helpers import wait_for
 
 

@@ -1,4 +1,4 @@
-"""Which OS account runs a job (apportion/serve/runas.py): a root server refuses to run jobs as
+"""Which OS account runs a job (apportion/serve/accounts/runas.py): a root server refuses to run jobs as
 root unless told; ``--run-as mapped`` runs each user's jobs as their OS account."""
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from apportion.executors.fake import FakeExecutor
 from apportion.executors.local import LocalExecutor
 from apportion.executors.local.wrapper import _account
 from apportion.policies.las import Las
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.runas import Account, NoAccount, RunAs, choose, load_user_map, lookup
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.server import ServerError, ServerOptions, check_credentials
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.accounts.runas import Account, NoAccount, RunAs, choose, load_user_map, lookup
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.app.server import ServerError, ServerOptions, check_credentials
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 from serve_helpers import wait_for
 
 NOBODY = pwd.getpwnam("nobody")
@@ -141,7 +141,7 @@ def test_a_mapped_job_starts_from_a_clean_environment_never_the_servers(tmp_path
 
 
 def test_the_jobs_path_is_the_operators_and_absolute():
-    from apportion.serve.settings import ServeSettings, SettingError, check_settings
+    from apportion.serve.app.settings import ServeSettings, SettingError, check_settings
 
     assert choose("mapped", euid=0, user_map={"alice": "alice"}).job_path == "/usr/local/bin:/usr/bin:/bin"
     assert check_settings(ServeSettings(job_path="/opt/conda/bin:/usr/bin")).job_path == "/opt/conda/bin:/usr/bin"

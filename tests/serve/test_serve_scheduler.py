@@ -13,9 +13,9 @@ from apportion.executors.fake import FakeExecutor
 from apportion.policies import make_policy
 from apportion.policies.las import Las
 from apportion.runtime import Checkpointer
-from apportion.serve.scheduler import Conflict, Forbidden, Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.scheduler.scheduler import Conflict, Forbidden, Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 
 class Clock:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from apportion.core.errors import InputError
-from apportion.serve.settings import DEFAULTS, ServeSettings, SettingError, check_settings
-from apportion.serve.settings_file import load_settings_file, settings_yaml
+from apportion.serve.app.settings import DEFAULTS, ServeSettings, SettingError, check_settings
+from apportion.serve.app.settings_file import load_settings_file, settings_yaml
 
 
 def config(tmp_path: Path, text: str) -> Path:
@@ -115,7 +115,7 @@ def test_a_value_too_large_for_any_setting_is_refused_in_one_short_line(tmp_path
 
 def test_the_provisioning_names_are_the_provisioning_policies():
     from apportion.policies.provisioning import PROVISIONING as POLICIES
-    from apportion.serve.settings import PROVISIONING
+    from apportion.serve.app.settings import PROVISIONING
 
     assert PROVISIONING == tuple(POLICIES)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from apportion.executors.fake import FakeExecutor
 from apportion.policies import make_policy
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 
 
 class Clock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apportion.core.errors import InputError
-from apportion.serve.slots import describe, detect_gpus, gpu_type_of, parse_slots
+from apportion.serve.base.slots import describe, detect_gpus, gpu_type_of, parse_slots
 
 
 @pytest.mark.parametrize("model, gpu_type", [

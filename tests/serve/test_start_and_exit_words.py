@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from test_serve_scheduler import job, make
 
-from apportion.serve.scheduler import Scheduler
-from apportion.serve.slots import parse_slots
+from apportion.serve.scheduler.scheduler import Scheduler
+from apportion.serve.base.slots import parse_slots
 
 
 def events(scheduler, job_id, kind):

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from apportion.serve.state import SCHEMA, StateStore
+from apportion.serve.store.state import SCHEMA, StateStore
 
 
 def add(store: StateStore, name: str = "a", user: str = "ann") -> int:

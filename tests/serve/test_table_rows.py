@@ -1,6 +1,6 @@
 import numpy as np
 
-from apportion.serve.table_rows import TableRows
+from apportion.serve.store.table_rows import TableRows
 
 
 def table() -> dict[str, np.ndarray]:

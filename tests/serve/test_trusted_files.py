@@ -1,6 +1,6 @@
 """Token files and the per-user credential file are trusted only when no other account may read
 or change them: a group- or world-writable one, or one owned by another account, is refused with
-the command that fixes it (apportion/serve/trusted_file.py)."""
+the command that fixes it (apportion/serve/base/trusted_file.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from apportion.cli import app
-from apportion.serve.auth import read_secret_file
+from apportion.serve.accounts.auth import read_secret_file
 
 runner = CliRunner()
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another account takes root")
@@ -73,7 +73,7 @@ def test_a_server_with_a_foreign_owned_token_file_does_not_start(tmp_path):
     (0o644, 65534, "it is owned by another user (uid 65534), who could change it: chown"),
 ])
 def test_a_user_map_another_account_may_change_is_refused_with_the_fix(tmp_path, mode, owner, says):
-    from apportion.serve.runas import load_user_map
+    from apportion.serve.accounts.runas import load_user_map
 
     if owner is not None and os.geteuid() != 0:
         pytest.skip("giving a file to another account takes root")

@@ -1,4 +1,4 @@
-"""Jobs' accounting (apportion/serve/usage.py) through ``GET /history``, on a run worked out by hand.
+"""Jobs' accounting (apportion/serve/store/usage.py) through ``GET /history``, on a run worked out by hand.
 
 The run, on a fake clock from T0 with one v100 and two k80 slots and a fake executor:
   t=0    ann's job 1 (v100) and bob's job 2 (two k80s) start;
@@ -31,12 +31,12 @@ from apportion.core.errors import InputError
 from apportion.executors.fake import FakeExecutor
 from apportion.policies.las import Las
 from apportion.runtime import Checkpointer
-from apportion.serve.api import create_app
-from apportion.serve.auth import add_user
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
-from apportion.serve.usage import parse_when
+from apportion.serve.http.api import create_app
+from apportion.serve.accounts.auth import add_user
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
+from apportion.serve.store.usage import parse_when
 
 T0 = 1_000_000.0
 H = 3600.0

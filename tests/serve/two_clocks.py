@@ -19,9 +19,9 @@ from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.executors.fake import FakeExecutor
 from apportion.runtime.checkpoint import Checkpointer
-from apportion.serve.scheduler import Scheduler, ServeConfig
-from apportion.serve.slots import parse_slots
-from apportion.serve.state import StateStore
+from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
+from apportion.serve.base.slots import parse_slots
+from apportion.serve.store.state import StateStore
 from apportion.sim import SimConfig
 from apportion.sim.simulator import Simulator
 

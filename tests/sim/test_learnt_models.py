@@ -12,9 +12,9 @@ from apportion.core.elastic import ElasticJobs, ElasticKinds
 from apportion.core.jobs import JobTable
 from apportion.core.goodput_fit import default_prior
 from apportion.policies import make_policy
-from apportion.serve.elastic import ElasticModels, StepReport
-from apportion.serve.elastic_spec import ElasticSpec
-from apportion.serve.state import StateStore
+from apportion.serve.estimates.elastic import ElasticModels, StepReport
+from apportion.serve.jobs.elastic_spec import ElasticSpec
+from apportion.serve.store.state import StateStore
 from apportion.sim import SimConfig, simulate
 from apportion.sim.elastic import ElasticSimulator
 from apportion.sim.learnt_models import LearntModels

@@ -45,7 +45,7 @@ _SOURCE_SUFFIXES = (".py", ".pyc", ".so", ".pyd", ".pyw")
 
 def spare_environment(server_env: dict[str, str]) -> dict[str, str]:
     """A wrapper's own environment, a spare's or a cold one's: the server's, less the per-attempt part
-    (what every job's starts from, apportion.serve.lifecycle); never anything of a job's."""
+    (what every job's starts from, apportion.serve.attempts.lifecycle); never anything of a job's."""
     env = {k: v for k, v in server_env.items()
            if not k.startswith("APPORTION_") and k != "CUDA_VISIBLE_DEVICES" and k not in SPARE_UNSET}
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -1,0 +1,60 @@
+"""Which slots cannot run attempts now (a Ray node is gone, an instance not rented), and where the
+slots held now run: what a round leaves out and what `status`, `queue` and the dashboard show.
+
+The executor counts live slots per type, not which slot is which (on Ray, slots are not bound to a
+node until an attempt is placed): for each slot missing, a free slot of its type, highest first, is
+the one shown offline and left out of the round."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from apportion.serve.base.slots import Slot
+
+
+def offline_slots(slots: list[Slot], online: dict[str, int] | None, held: Iterable[str]) -> set[str]:
+    """The ids of the slots offline when ``online`` slots of each type can run (None: all), ``held``
+    the slots live attempts hold (never among them)."""
+    if online is None:
+        return set()
+    held = set(held)
+    missing: set[str] = set()
+    for gpu_type in dict.fromkeys(s.gpu_type for s in slots):
+        mine = [s.id for s in slots if s.gpu_type == gpu_type]
+        excess = len(mine) - online.get(gpu_type, 0)
+        for slot in reversed(mine):
+            if excess <= 0:
+                break
+            if slot not in held:
+                missing.add(slot)
+                excess -= 1
+    return missing
+
+
+def slot_nodes(executor, holders: dict[int, tuple[str, ...]]) -> dict[str, str]:
+    """Slot id -> the node its holder's rank runs on, for the jobs (``holders``: job id -> its slots, rank
+    order) whose executor says (``nodes_of``: Ray); {} on an executor that runs everything here."""
+    nodes_of = getattr(executor, "nodes_of", None)
+    if nodes_of is None:
+        return {}
+    found: dict[str, str] = {}
+    for job_id, slots in holders.items():
+        try:
+            nodes = nodes_of(job_id)
+        except (OSError, RuntimeError):  # Ray cannot be asked now: not shown
+            return found
+        if nodes and len(nodes) == len(slots):
+            found.update(zip(slots, nodes))
+    return found
+
+
+def job_nodes(executor, job_id: int, live: bool) -> list[str] | None:
+    """The nodes a live job's ranks run on, distinct, in rank order (Ray); None where not known."""
+    nodes_of = getattr(executor, "nodes_of", None) if live else None
+    if nodes_of is None:
+        return None
+    try:
+        nodes = nodes_of(job_id)
+    except (OSError, RuntimeError):
+        return None
+    return list(dict.fromkeys(nodes)) if nodes else None

@@ -1,0 +1,109 @@
+"""Job durations in the server: the duration predictor (apportion.core.durations) over this
+server's own finished jobs, for the policies that rank by predicted durations and for the
+estimated finish time `apportion queue` shows.
+
+Each completed job's GPU time is kept in the state file (the ``durations`` table) in the same
+transaction that marks it completed, so a restarted server predicts from every job it ever
+finished. A job's GPU time is its steps × GPUs ÷ its fastest steps/s over the slot types (the
+throughput estimates), as in the simulator; what a job is believed to have left never goes
+past its job file's ``total_steps``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from apportion.core.durations import DurationPredictor, Prediction, gpu_seconds, remaining_gpu_s
+from apportion.serve.estimates.throughput import ThroughputEstimates
+from apportion.serve.jobs.records import JobRecord
+from apportion.serve.store.state import ACTIVE, StateStore
+
+
+class DurationHistory:
+    """The predictor, fed with this server's completed jobs (those in the state file first)."""
+
+    def __init__(self, store: StateStore, throughputs: ThroughputEstimates, gpu_types: tuple[str, ...]) -> None:
+        self.store = store
+        self.throughputs = throughputs
+        self.gpu_types = gpu_types
+        self.predictor = DurationPredictor()
+        self._groups: dict[int, np.ndarray] = {}  # job id -> its group ids (what they depend on never changes)
+        finished = store.durations()
+        if finished:
+            self.predictor.observe(self.group_ids([r.job_id for r in finished], [r.user for r in finished],
+                                                  [r.name for r in finished], [r.queue for r in finished],
+                                                  [r.gpus for r in finished], [r.submitted for r in finished]),
+                                   [r.gpu_s for r in finished])
+
+    def record(self, row: JobRecord, now: float) -> None:
+        """Job ``row`` (a state-file row) completed at ``now``: keep its GPU time and learn from it."""
+        fastest = self.fastest_rate(row.kind, row.gpus, row.allowed)
+        if fastest <= 0:
+            return
+        steps = row.steps_done or row.total_steps  # a job that never reported progress did all it said
+        gpu_s = steps * row.gpus / fastest
+        self.store.put_duration(row.id, user=row.user, name=row.name, queue=row.queue, gpus=row.gpus,
+                                submitted=row.submitted, finished=now, gpu_s=gpu_s)
+        self.predictor.observe(self._row_group_ids(row), [gpu_s])
+
+    def predict(self, ids, users, names, queues, gpus, submitted) -> Prediction:
+        """The GPU time of the jobs with these ids (and users, names, queues, GPUs, submission times)."""
+        return self.predictor.predict(self.group_ids(ids, users, names, queues, gpus, submitted))
+
+    def fastest_rate(self, kind: str, gpus: int, allowed: tuple[str, ...] | None) -> float:
+        return max((self.throughputs.rate(kind, t, gpus, allowed) for t in self.gpu_types), default=0.0)
+
+    def estimate(self, row: JobRecord, now: float) -> dict:
+        """When an active job is expected to finish: at its own average speed so far once it has
+        run, else at its kind's speed on its fastest type (a waiting job finishes no sooner).
+        Fields for the API's job; None when it ended, or while no speed is known (neither its
+        own, measured, nor from the catalog)."""
+        none = {"estimated_finish": None, "predicted_remaining_s": None, "estimate_from": None}
+        if row.status not in ACTIVE:
+            return none
+        kind, gpus, allowed = row.kind, row.gpus, row.allowed
+        fastest = self.fastest_rate(kind, gpus, allowed)
+        rates = {t: self.throughputs.rate(kind, t, gpus, allowed) for t in self.gpu_types}
+        on = row.gpu_type if row.attempt_live and row.gpu_type in rates else max(rates, key=rates.get)
+        if fastest <= 0 or rates[on] <= 0:
+            return none
+        # a job that has run goes at about its own speed so far (the estimates take a few reports to get there)
+        own = row.steps_done / row.run_s if row.steps_done > 0 and row.run_s >= 1.0 else None
+        if own is None and not self.speed_known(kind, on, gpus):  # 1 step/s until measured: no time to tell
+            return dict(none, estimate_from="speed not measured yet")
+        rate = own if own is not None else rates[on]
+        prediction = self.predictor.predict(self._row_group_ids(row))
+        done = gpu_seconds(np.array([row.steps_done]), np.array([row.gpus]), np.array([fastest]))
+        left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, done)[0]
+        declared = max(row.total_steps - row.steps_done, 0)
+        left_steps = left_gpu_s / row.gpus * fastest
+        level = int(prediction.level[0])
+        source = f"history: {self.predictor.level_names[level]}" if level >= 0 else "no history yet"
+        if left_steps >= declared:
+            left_steps, source = declared, "job file: total_steps"
+        seconds = left_steps / rate
+        return {"estimated_finish": round(now + seconds, 3) if math.isfinite(seconds) else None,
+                "predicted_remaining_s": round(seconds, 3), "estimate_from": source}
+
+    def speed_known(self, kind: str, gpu_type: str, gpus: int) -> bool:
+        """Whether ``kind``'s speed on ``gpu_type`` is measured here or given by the prior table."""
+        prior = self.throughputs.prior
+        return (kind, gpu_type, gpus) in self.throughputs.table or (prior is not None and kind in prior.kinds)
+
+    def group_ids(self, ids, users, names, queues, gpus, submitted) -> np.ndarray:
+        """[jobs, levels] each job's group ids, computed once per job id."""
+        new = [i for i, job_id in enumerate(ids) if job_id not in self._groups]
+        if new:
+            groups = self.predictor.groups(user=[users[i] for i in new], name=[names[i] for i in new],
+                                           queue=[queues[i] for i in new], num_gpus=[gpus[i] for i in new],
+                                           submit_time_s=[submitted[i] for i in new])
+            self._groups.update(zip((ids[i] for i in new), groups))
+        if not len(ids):
+            return np.zeros((0, len(self.predictor.levels)), dtype=np.int64)
+        return np.stack([self._groups[job_id] for job_id in ids])
+
+    def _row_group_ids(self, row: JobRecord) -> np.ndarray:
+        return self.group_ids([row.id], [row.user], [row.name], [row.queue], [row.gpus],
+                              [row.submitted])

@@ -1,0 +1,3 @@
+"""Job notifications: the POST of a job's summary to its notify URL when it ends.
+
+May import: jobs, store."""

@@ -1,0 +1,4 @@
+"""Optional resources beside GPUs: privacy budget (privacy/), CPU cores (cores/), rented
+instances (rental/); ``host.py`` is what a resource may use of the server.
+
+May import: base, jobs, store, estimates."""

@@ -1,0 +1,1 @@
+"""Privacy budget: the ledger of data blocks and claims in the state file."""
