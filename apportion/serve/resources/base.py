@@ -1,5 +1,5 @@
-"""The seam every optional resource fills: what a resource beside GPUs (privacy budget, CPU cores,
-rented instances) adds to the server, and the hooks the round and the server call on it.
+"""The seam every optional resource fills: what a resource beside GPUs adds to the server, and the
+hooks the round and the server call on it.
 
 A resource is one package under ``serve/resources/`` with a ``Resource`` subclass, listed once in
 ``registry.py``. Its class says what it adds before a server exists (its settings, checked the way
@@ -40,18 +40,18 @@ class BadSetting(ValueError):
 class AdmissionPart:
     """A resource's say in a round's admission: ``stage`` (a ``mechanism/admission.py`` stage) over the
     jobs it was asked about, the ``Applicants`` field that tells the stage which of them is whose
-    (``field``; each asking job's place among them, -1 none), and ``record(now)``: what it decided,
-    written back after the round's verdict."""
+    (``field``: each asking job's place among them, -1 none; None: the stage reads the jobs' keys, their
+    ids), and ``record(now)``: what it decided, written back after the round's verdict."""
 
     stage: Any
-    field: str
-    record: Callable[[float], None]
+    field: str | None = None
+    record: Callable[[float], None] = lambda now: None
 
 
 class Resource:
     """One optional resource on one server. ``host`` is the scheduler's shared state
     (``resources/host.py`` says what of it a resource may use); ``given`` the objects the server was
-    started with for resources (``provisioner=...``), each resource taking its own."""
+    started with for resources, each resource taking its own (those its ``given`` names)."""
 
     name = ""  # its package under serve/resources/
     settings: tuple[Setting, ...] = ()  # what `apportion serve` takes for it (flags, config file keys)
@@ -78,11 +78,11 @@ class Resource:
         """The scheduler's parts exist: build what needs the speeds (``ThroughputEstimates``)."""
 
     def parts(self) -> dict[str, Any]:
-        """Its objects by the names the scheduler (and its state) show them as: ``scheduler.NAME``."""
+        """Its objects (and calls) by the names the scheduler and its state show them as: ``scheduler.NAME``."""
         return {}
 
     def capacity(self) -> dict[str, int] | None:
-        """Slots of each type it lets attempts run on now; None: it does not limit them."""
+        """Slots of each type it lets attempts run on now (instances held); None: it does not limit them."""
         return None
 
     def poll(self, now: float) -> None:
@@ -104,7 +104,7 @@ class Resource:
         return ()
 
     def admission(self, job_ids: Any) -> AdmissionPart:
-        """Its admission stage over ``job_ids`` (those of :meth:`admitting` asking this round)."""
+        """Its admission stage over ``job_ids`` (those of :meth:`admitting` asking this round, none started)."""
         raise NotImplementedError
 
     def least_cores_per_gpu(self) -> float:

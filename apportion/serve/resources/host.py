@@ -19,7 +19,6 @@ class Host(Protocol):
     store: StateStore
     executor: Executor
     config: Any
-    provisioner: Any
     slots: list[Slot]
     gpu_types: tuple[str, ...]
     node: Node

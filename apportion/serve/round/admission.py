@@ -63,8 +63,9 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
         part = resource.admission(asking_ids[mine])
         parts.append(part)
         admission = Admission([*admission.stages, part.stage])
-        places[part.field] = np.full(len(asking), -1, dtype=np.int64)
-        places[part.field][mine] = np.arange(len(mine))
+        if part.field is not None:
+            places[part.field] = np.full(len(asking), -1, dtype=np.int64)
+            places[part.field][mine] = np.arange(len(mine))
     applicants = Applicants(asking_ids, None, *(limits or (None, None, None)), **places)
     verdict = _settled(store, applicants, waits, now, array_of[asking] if has_arrays else np.full(len(asking), -1),
                        admission)

@@ -25,7 +25,7 @@ class Rental(Resource):
     def start(self, throughputs: Any) -> None:
         from apportion.serve.resources.rental.demand import Rental as Demanded
 
-        self.rental = Demanded(self.host, throughputs)
+        self.rental = Demanded(self.host, throughputs, self.provisioner)
 
     def parts(self) -> dict[str, Any]:
         return {"provisioner": self.provisioner, **({"rental": self.rental} if self.rental is not None else {})}
