@@ -139,3 +139,14 @@ def test_a_family_of_tables_is_added_to_an_older_state_file(tmp_path):
                      "CREATE TABLE IF NOT EXISTS token_log (at REAL);", {"tokens": {"used": "INTEGER NOT NULL DEFAULT 0"}})
     assert store.rows("SELECT name, used FROM tokens") == [("t1", 0)]
     assert store.rows("SELECT count(*) FROM token_log") == [(0,)]
+
+
+def test_the_resources_settings_are_listed_where_they_always_were():
+    from apportion.serve.app.settings import SETTINGS
+
+    # a config file written by --print-config keeps its order: the cores' split beside the slots, the
+    # privacy settings after where notifications may go, then each user's budgets
+    assert SETTINGS[SETTINGS.index("slots"):][:3] == ("slots", "cpu_split", "policy")
+    at = SETTINGS.index("notify_hosts")
+    assert SETTINGS[at:at + 6] == ("notify_hosts", "privacy_policy", "privacy_n", "privacy_t", "privacy_timeout_s",
+                                   "max_active_jobs")

@@ -15,7 +15,7 @@ from typing import Any, Collection
 
 from apportion.serve.accounts.limits import Limits
 from apportion.serve.resources.base import BadSetting
-from apportion.serve.resources.registry import check_settings as check_resources, with_settings
+from apportion.serve.resources.registry import check_settings as check_resources, listed, with_settings
 
 DEFAULT_STATE_DIR = Path("~/.apportion/server")
 EXECUTORS = ("local", "ray")
@@ -69,7 +69,8 @@ class ServeSettings:
 
 
 ServeSettings = with_settings(ServeSettings, "settings")
-SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(ServeSettings) if f.name not in ("policy_options", "user_budgets"))
+SETTINGS: tuple[str, ...] = listed(tuple(f.name for f in fields(ServeSettings)
+                                          if f.name not in ("policy_options", "user_budgets")), "settings")
 BUDGETS = ("max_active_jobs", "max_stored_mb", "max_demand_rows", "max_after_edges", "submit_rate", "submit_burst")
 DEFAULTS = ServeSettings()
 PATHS = frozenset({"state_dir", "token_file", "user_map", "cluster"})

@@ -18,13 +18,14 @@ from typing import Any, Callable
 class Setting:
     """One setting a resource adds: ``name`` its key (flag ``--name-with-dashes``, config file key,
     field of the settings it belongs to), ``default``, ``kind`` how a config file reads it ("int",
-    "number", "text" or "any"), ``note`` what it is, in a line."""
+    "number", "text" or "any"), ``note`` what it is, in a line, ``annotation`` its type as text."""
 
     name: str
     default: Any = None
     kind: str = "any"
     note: str = ""
     annotation: str = "Any"
+    after: str | None = None  # the setting it is listed after (a config file written by --print-config); None: last
 
 
 class BadSetting(ValueError):

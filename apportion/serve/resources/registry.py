@@ -30,6 +30,16 @@ def setting_names(which: str, kind: str | None = None) -> frozenset[str]:
     return frozenset(s.name for r in RESOURCES for s in getattr(r, which) if kind is None or s.kind == kind)
 
 
+def listed(names: tuple[str, ...], which: str) -> tuple[str, ...]:
+    """``names`` (a settings class's fields) in the order they are listed: each resource's own after the
+    setting its ``after`` names (else last)."""
+    added = {s.name: s.after for r in RESOURCES for s in getattr(r, which)}
+    order = [name for name in names if name not in added]
+    for name, after in added.items():
+        order.insert(order.index(after) + 1 if after in order else len(order), name)
+    return tuple(order)
+
+
 def check_settings(settings: Any) -> None:
     """Each resource's check of its settings (BadSetting naming the first one out of range)."""
     for resource in RESOURCES:

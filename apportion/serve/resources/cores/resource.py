@@ -17,7 +17,8 @@ class Cores(Resource):
     name = "cores"
     settings = (
         Setting("cpu_split", "off", "text",
-                "the node's cores: left to the OS, the same share per slot, or for the most progress", "str"),
+                "the node's cores: left to the OS, the same share per slot, or for the most progress", "str",
+                after="slots"),
     )
     config = (
         Setting("cpu_split", "off", "text", "how the node's cores are divided among its jobs (split.py)", "str"),

@@ -17,12 +17,14 @@ class Privacy(Resource):
 
     name = "privacy"
     settings = (
-        Setting("privacy_policy", "fcfs", "text", "how privacy claims are granted (docs/privacy.md)", "str"),
-        Setting("privacy_n", None, "int", "unlock a block's budget over this many claims for it", "int | None"),
+        Setting("privacy_policy", "fcfs", "text", "how privacy claims are granted (docs/privacy.md)", "str",
+                after="notify_hosts"),
+        Setting("privacy_n", None, "int", "unlock a block's budget over this many claims for it", "int | None",
+                after="privacy_policy"),
         Setting("privacy_t", None, "number", "unlock a block's budget over this many seconds from when it was added",
-                "float | None"),
+                "float | None", after="privacy_n"),
         Setting("privacy_timeout_s", None, "number", "reject a claim not granted within this long; None: never",
-                "float | None"),
+                "float | None", after="privacy_t"),
     )
     config = (
         Setting("privacy_policy", "fcfs", "text", "how claims are granted, unlocking over N claims or T seconds", "str"),
