@@ -1,4 +1,5 @@
-"""The optional resources a server has, in one list: adding one is its package and one line here.
+"""The optional resources a server has, in one list: adding one is its package, and here its import
+and its name in RESOURCES.
 
 The order is the order their hooks are called in (and their parts of ``apportion status`` and
 /metrics appear in). ``with_settings`` gives a settings class the fields each resource adds."""
