@@ -21,7 +21,7 @@ from apportion.mechanism.privacy_budget import PrivacyStage
 from apportion.sim.result import JobStatus
 
 if TYPE_CHECKING:
-    from apportion.sim.simulator import Replay
+    from apportion.sim.replay import Replay
 
 # Outcome of each JobStatus, indexed by its value
 _OUTCOME_OF_STATUS = np.zeros(max(JobStatus) + 1, dtype=np.int8)

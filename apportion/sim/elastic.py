@@ -37,7 +37,8 @@ from apportion.sim.costs import JobCosts
 from apportion.sim.learnt_models import LearntModels
 from apportion.sim.result import SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
-from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator, planned_policy
+from apportion.sim.replay import Replay
+from apportion.sim.simulator import ProgressCallback, SimConfig, Simulator, planned_policy
 
 AGENT_PASSES = 3  # with learnt models: how often a job may reset its batch in one round as it learns
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable
 
@@ -30,7 +30,6 @@ from apportion.core.jobs import JobTable
 from apportion.core.node_resources import fits_on_nodes, node_demand
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
-from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.privacy_budget import PrivacyStage
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
@@ -43,6 +42,7 @@ from apportion.sim.costs import AttemptCosts, JobCosts, MachineSlowness
 from apportion.sim.cpu_cores import CoreDivision
 from apportion.sim.durations import HistoryFeed
 from apportion.sim.holdings import HoldingsRecorder
+from apportion.sim.replay import Replay
 from apportion.sim.result import JobStatus, PrivacyOutcome, SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
 
@@ -561,66 +561,6 @@ class Simulator:
         return result
 
 
-@dataclass
-class Replay:
-    """A replay in progress: per-job arrays over JobTable rows, who holds each GPU, the clock."""
-
-    status: np.ndarray  # [n] JobStatus
-    schedulable: np.ndarray  # [n] can run at all on this cluster under this policy
-    steps_done: np.ndarray  # [n]
-    attained_gpu_s: np.ndarray  # [n] GPU-seconds held so far
-    time_on_type: np.ndarray  # [n, T] seconds held of each type, alone or shared
-    time_alone_on_type: np.ndarray  # [n, T] seconds held alone: what the mechanism compares shares with
-    first_start: np.ndarray  # [n] NaN until first run
-    finish: np.ndarray  # [n] NaN until completed
-    preemptions: np.ndarray  # [n]
-    moves: np.ndarray  # [n]
-    wait_left: np.ndarray  # [n] seconds before a new attempt starts (its GPUs are being left)
-    delay_left: np.ndarray  # [n] seconds before a started attempt trains (its start or restart cost)
-    lease_end: np.ndarray  # [n] wall clock: when each running job's lease ends
-    known_end: np.ndarray  # [n] wall clock: the lease end each running job was last told (it asks before it)
-    gpu_free_at: np.ndarray  # [G] when the attempt leaving each GPU will have gone
-    last_type: np.ndarray  # [n] the type each job ran on in the last span, -1 if none
-    last_rate: np.ndarray  # [n] its steps/s then
-    last_progress_s: np.ndarray  # [n] its seconds of progress then
-    last_alone: np.ndarray  # [n] it ran alone (not sharing its GPU)
-    local_of: np.ndarray  # [n] position of each active job in ``active`` (scratch)
-    gpu_job: np.ndarray  # [G] JobTable row on each GPU, -1 idle
-    gpu_partner: np.ndarray  # [G] the second job sharing it, -1 if none
-    together: PairClock  # seconds each pair has run together on each type
-    active: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    next_arrival: int = 0
-    ended: int = 0
-    now: float = 0.0
-    allocation_integral: bool = False
-    early: bool = False  # wall clock: this decision is an early round (else a regular one, decided ahead)
-    round_end: float = 0.0  # wall clock: when the current round ends and the next starts
-    last_round_at: float = -math.inf  # wall clock: when the last round was decided
-    tail_done: tuple = (np.zeros(0, dtype=np.int64), np.zeros(0))  # stopped jobs that finished, and when
-    busy_gpu_s: float = 0.0
-    shared_gpu_s: float = 0.0
-    decisions: int = 0
-    timeline: list = field(default_factory=list)  # (time_s, busy GPUs, running jobs, queued jobs)
-    trained_gpu_s: np.ndarray | None = None  # [n] GPU-seconds training, where speeds depend on CPU cores
-    stalled_gpu_s: np.ndarray | None = None  # [n] of them, the GPU-seconds lost waiting for data
-
-    @classmethod
-    def empty(cls, n: int, cluster: Cluster) -> Replay:
-        num_types = len(cluster.gpu_types)
-        return cls(
-            status=np.full(n, JobStatus.PENDING, dtype=np.int8), schedulable=np.ones(n, dtype=bool),
-            steps_done=np.zeros(n), attained_gpu_s=np.zeros(n), time_on_type=np.zeros((n, num_types)),
-            time_alone_on_type=np.zeros((n, num_types)), first_start=np.full(n, np.nan), finish=np.full(n, np.nan),
-            preemptions=np.zeros(n, dtype=np.int64), moves=np.zeros(n, dtype=np.int64),
-            wait_left=np.zeros(n), delay_left=np.zeros(n), lease_end=np.full(n, -np.inf),
-            known_end=np.full(n, -np.inf), gpu_free_at=np.full(cluster.num_gpus, -np.inf),
-            last_type=np.full(n, -1, dtype=np.int64), last_rate=np.zeros(n), last_progress_s=np.zeros(n),
-            last_alone=np.zeros(n, dtype=bool), local_of=np.full(n, -1, dtype=np.int64),
-            gpu_job=np.full(cluster.num_gpus, -1, dtype=np.int64),
-            gpu_partner=np.full(cluster.num_gpus, -1, dtype=np.int64), together=PairClock(num_types),
-        )
-
-
 def _fraction(part, whole):
     """part / whole, NaN where whole is 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -640,27 +580,3 @@ def _gatherable(names: np.ndarray) -> np.ndarray:
     except TypeError:  # not all strings: leave them as they are
         return names
     return names.astype(str) if longest <= _FIXED_WIDTH_MAX else names
-
-
-def simulate(
-    jobs: JobTable,
-    cluster: Cluster,
-    throughputs: ThroughputTable,
-    policy: Policy,
-    config: SimConfig = SimConfig(),
-    progress: ProgressCallback | None = None,
-    record_holdings: bool = False,
-    privacy: PrivacyStage | None = None,
-) -> SimResult:
-    """Run one replay and return its result (with ``record_holdings``, who held which GPUs when;
-    elastic jobs: ``throughputs`` is not used, their model is; ``privacy``: the stage that
-    grants the jobs' privacy claims, a fresh one per replay)."""
-    if jobs.elastic is not None and privacy is not None:
-        raise ValueError("elastic jobs cannot claim privacy budget (yet): replay them without blocks")
-    if jobs.elastic is not None:
-        from apportion.sim.elastic import ElasticSimulator
-
-        return ElasticSimulator(jobs, cluster, policy, config, progress).run()
-    if config.learn_models:
-        raise ValueError("learning models online applies to elastic jobs only; this workload has none")
-    return Simulator(jobs, cluster, throughputs, policy, config, progress, record_holdings, privacy=privacy).run()
