@@ -20,7 +20,7 @@ import math
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -47,6 +47,17 @@ from apportion.sim.result import JobStatus, PrivacyOutcome, SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
 
 ProgressCallback = Callable[[int, int, float], None]  # (jobs ended, jobs in all, virtual time)
+
+
+class RunPace(NamedTuple):
+    """How the running jobs of a span run (arrays over them): what ``Simulator._advance`` advances by."""
+
+    rate: np.ndarray  # steps/s while training (0: no progress)
+    gpus: np.ndarray  # GPUs each holds
+    partner: np.ndarray  # position in the active jobs of the job sharing its GPUs, -1 alone
+    wait_s: np.ndarray  # seconds before its GPUs are free
+    delay_s: np.ndarray  # seconds of start-up before it trains
+    cpu_speed: np.ndarray | None  # the part of its speed its cores allow, where cores are divided
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,7 @@ class Simulator:
     :class:`~apportion.mechanism.round_planner.RoundPlanner`'s, the same the server uses.
     """
 
+    jumps = True  # may run many rounds at once when nothing can change before (the elastic simulator: never)
     slowness: MachineSlowness | None = None  # start-ups as slow as the machine was (SimConfig.costs), if measured
     cores: CoreDivision | None = None  # how nodes' cores are divided, where jobs' speeds depend on them
 
@@ -389,13 +401,10 @@ class Simulator:
         gpu_s, log_sd = self.history.predict(active)
         return {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd}
 
-    def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
-        """Run the decision until the next round (or jump many when nothing can change).
-
-        Returns False when nothing runs and nothing will ever arrive."""
-        jobs, active, round_s = self.jobs, replay.active, self.config.round_s
-        n, now = len(jobs), replay.now
-        running = decision.running
+    def _pace(self, replay: Replay, decision: RoundDecision, view: JobView) -> RunPace:
+        """How the running jobs run this span: at their (pair's) throughput, slowed by their cores,
+        after the waits and start-up delays the replay holds."""
+        jobs, active, running = self.jobs, replay.active, decision.running
         run_rows = active[running]
         run_type = decision.chosen_type[running]
         run_rate = self.rates[run_rows, run_type]
@@ -404,12 +413,31 @@ class Simulator:
         if paired.any():
             partner_kind = jobs.kind[active[run_partner[paired]]]
             run_rate[paired] = self.pair_rates[jobs.kind[run_rows[paired]], partner_kind, run_type[paired]]
+        cpu_speed = None
         if self.cores is not None:  # as fast as the cores its node gave it let it
             cpu_speed = self.cores.speed(replay.gpu_job, run_rows)
             run_rate = run_rate * cpu_speed
-        run_wait = replay.wait_left[run_rows]  # not started yet: its GPUs are not free
-        run_delay = replay.delay_left[run_rows]  # started, not training yet
-        steps_s = run_wait + run_delay + (jobs.total_steps[run_rows] - replay.steps_done[run_rows]) / run_rate
+        return RunPace(run_rate, jobs.num_gpus[run_rows], run_partner, replay.wait_left[run_rows],
+                       replay.delay_left[run_rows], cpu_speed)
+
+    def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
+        """Run the decision until the next round (or, where ``jumps``, many when nothing can change),
+        at the pace ``_pace`` gives (the elastic simulator's: goodput at each job's size).
+
+        Returns False when nothing runs and nothing will ever arrive."""
+        jobs, active, round_s = self.jobs, replay.active, self.config.round_s
+        n, now = len(jobs), replay.now
+        running = decision.running
+        run_rows = active[running]
+        run_type = decision.chosen_type[running]
+        pace = self._pace(replay, decision, view)
+        run_rate, run_partner, cpu_speed = pace.rate, pace.partner, pace.cpu_speed
+        paired = run_partner >= 0
+        run_wait = pace.wait_s  # not started yet: its GPUs are not free
+        run_delay = pace.delay_s  # started, not training yet
+        left = jobs.total_steps[run_rows] - replay.steps_done[run_rows]
+        with np.errstate(divide="ignore"):  # a job that cannot progress (no goodput) never finishes
+            steps_s = run_wait + run_delay + np.where(run_rate > 0, left / np.maximum(run_rate, 1e-300), np.inf)
         time_to_finish = steps_s + self.costs.finish_s[run_rows]
 
         # the next decision: a round_s after this one, or (wall clock) a round after this round's
@@ -421,7 +449,7 @@ class Simulator:
         privacy_at = self._privacy_change_at()
         if not running.any() and (replay.next_arrival < n or math.isfinite(privacy_at)):
             end = next_boundary(base, min(self._next_arrival_s(replay), privacy_at), round_s)
-        elif stable:
+        elif stable and self.jumps:
             next_event = min(
                 float(time_to_finish.min()) + now if len(run_rows) else math.inf,
                 float(jobs.submit_time_s[replay.next_arrival]) if replay.next_arrival < n else math.inf,
@@ -456,7 +484,7 @@ class Simulator:
             trained_gpu_s = progress_s * jobs.num_gpus[run_rows]
             replay.trained_gpu_s[run_rows] += trained_gpu_s
             replay.stalled_gpu_s[run_rows] += trained_gpu_s * (1.0 - cpu_speed)
-        gpu_held_s, alone_s, _ = held_service(held_s, jobs.num_gpus[run_rows], ~paired)
+        gpu_held_s, alone_s, _ = held_service(held_s, pace.gpus, ~paired)
         replay.attained_gpu_s[run_rows] += gpu_held_s
         replay.time_on_type[run_rows, run_type] += held_s
         replay.time_alone_on_type[run_rows, run_type] += alone_s
