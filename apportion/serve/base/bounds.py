@@ -128,7 +128,7 @@ _KINDS = {str: "a string", bool: "true/false", list: "a list", dict: "a mapping"
 def check_fields(value: object, known: Sequence[str], source: str, *, shape: str, field: str = "") -> dict:
     """``value`` if it is a mapping holding only ``known`` keys; else InputError naming ``field``
     (saying ``shape``, what it should be) or its first unknown key (``field.key``). Every spec file's
-    mapping goes through here: the job file, its ``elastic`` and ``privacy`` parts."""
+    mapping goes through here: the job file and each of its parts."""
     if not isinstance(value, dict):
         raise InputError(source, shape, field=field or None)
     unknown = sorted(str(k) for k in value if k not in known)
