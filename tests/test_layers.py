@@ -223,7 +223,7 @@ def test_a_circle_of_imports_is_found_and_named():
     assert import_circles(graph) == [["apportion.a", "apportion.b", "apportion.c", "apportion.a"]]
 
 
-def test_an_import_inside_a_function_or_for_types_only_counts(tmp_path):
+def test_an_import_inside_a_function_or_only_for_types_counts(tmp_path):
     package = tmp_path / "apportion"
     (package / "sim").mkdir(parents=True)
     for name in ("__init__.py", "sim/__init__.py"):

@@ -8,7 +8,6 @@ from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
 from apportion.mechanism.privacy_budget import PrivacyStage
 from apportion.policies.base import Policy
-from apportion.sim.elastic import ElasticSimulator
 from apportion.sim.result import SimResult
 from apportion.sim.simulator import ProgressCallback, SimConfig, Simulator
 
@@ -29,6 +28,8 @@ def simulate(
     if jobs.elastic is not None and privacy is not None:
         raise ValueError("elastic jobs cannot claim privacy budget (yet): replay them without blocks")
     if jobs.elastic is not None:
+        from apportion.sim.elastic import ElasticSimulator  # imported only for elastic jobs, as before
+
         return ElasticSimulator(jobs, cluster, policy, config, progress).run()
     if config.learn_models:
         raise ValueError("learning models online applies to elastic jobs only; this workload has none")
