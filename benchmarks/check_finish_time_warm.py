@@ -19,7 +19,8 @@ import numpy as np
 
 from apportion.experiment import WorkloadSettings, load_inputs
 from apportion.policies.finish_time_fairness import FinishTimeFairness
-from apportion.sim.simulator import SimConfig, simulate
+from apportion.sim.run import simulate
+from apportion.sim.simulator import SimConfig
 
 CLUSTER = "v100:36:1,p100:36:1,k80:36:1"
 

@@ -146,27 +146,94 @@ def test_serve_rooms_import_only_the_rooms_below_them():
     assert not wrong, "\n".join(wrong)
 
 
-def test_no_circles_among_serve_modules():
-    modules = {".".join(p.relative_to(SERVE).with_suffix("").parts): p for p in SERVE.rglob("*.py")}
-    graph = {}
-    for name, path in modules.items():
-        targets = set()
-        for module in serve_imports(path):
-            while module and module not in modules:
-                module = module.rpartition(".")[0]
-            if module and module != name and not module.endswith("__init__") and module in modules \
-                    and modules[module].name != "__init__.py":
-                targets.add(module)
-        graph[name] = targets
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """``apportion/sim/simulator.py`` -> ``apportion.sim.simulator``; a package's ``__init__.py`` is the package."""
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
-    def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        for nxt in graph.get(start, ()):
-            if nxt == goal or (nxt not in seen and not seen.add(nxt) and reaches(nxt, goal, seen)):
-                return True
-        return False
 
-    circular = sorted(name for name in graph if reaches(name, name, set()))
-    assert not circular, f"serve modules on a circle of imports: {circular}"
+def import_nodes(tree: ast.AST):
+    """Every import statement of a module: at module level, inside functions, and under
+    ``if TYPE_CHECKING:`` (two modules that name each other's types know each other)."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def module_imports(path: Path, modules: set[str], package_root: Path = PACKAGE) -> set[str]:
+    """The apportion modules ``path`` imports: ``from pkg import mod`` is ``pkg.mod`` when that is a
+    module, else ``pkg`` itself (its ``__init__``); a parent package imported on the way is not counted."""
+    here = module_name(path, package_root)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = set()
+    for node in import_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            wanted = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            wanted = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        for name in wanted:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != here:
+                found.add(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module of apportion -> the apportion modules it imports."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: module_imports(path, set(paths)) for name, path in paths.items()}
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each circle of imports, as the modules along it (one per group of modules that reach each other)."""
+    def path_back(start: str) -> list[str] | None:
+        seen, todo = {start: None}, [start]
+        while todo:
+            node = todo.pop(0)
+            for nxt in sorted(graph.get(node, ())):
+                if nxt == start:
+                    path = [node]
+                    while seen[path[-1]] is not None:
+                        path.append(seen[path[-1]])
+                    return path[::-1] + [start]
+                if nxt not in seen:
+                    seen[nxt] = node
+                    todo.append(nxt)
+        return None
+
+    circles, covered = [], set()
+    for name in sorted(graph):
+        if name not in covered and (path := path_back(name)):
+            circles.append(path)
+            covered.update(path)
+    return circles
+
+
+def test_no_circles_of_imports_anywhere_in_the_package():
+    circles = import_circles(import_graph())
+    assert not circles, "modules on a circle of imports:\n" + "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_a_circle_of_imports_is_found_and_named():
+    graph = {"apportion.a": {"apportion.b"}, "apportion.b": {"apportion.c"}, "apportion.c": {"apportion.a"},
+             "apportion.d": {"apportion.a"}}
+    assert import_circles(graph) == [["apportion.a", "apportion.b", "apportion.c", "apportion.a"]]
+
+
+def test_an_import_inside_a_function_or_only_for_types_counts(tmp_path):
+    package = tmp_path / "apportion"
+    (package / "sim").mkdir(parents=True)
+    for name in ("__init__.py", "sim/__init__.py"):
+        (package / name).write_text("")
+    (package / "sim" / "simulator.py").write_text("def run():\n    from apportion.sim.elastic import Elastic\n")
+    (package / "sim" / "elastic.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from apportion.sim import simulator\n")
+    modules = {"apportion", "apportion.sim", "apportion.sim.simulator", "apportion.sim.elastic"}
+    assert module_imports(package / "sim" / "simulator.py", modules, package) == {"apportion.sim.elastic"}
+    assert module_imports(package / "sim" / "elastic.py", modules, package) == {"apportion.sim.simulator"}
 
 
 def test_the_version_is_the_one_pyproject_gives():

@@ -13,8 +13,9 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.help import HelpCommand, HelpGroup
-from apportion.cli.jobs import call, cell, client_for
-from apportion.cli.output import console, fail, print_json, print_table
+from apportion.cli.blocks_table import print_budgets
+from apportion.cli.jobs import call, client_for
+from apportion.cli.output import cell, console, fail, print_json
 
 app = typer.Typer(cls=HelpGroup, no_args_is_help=True,
                   help="The server's privacy blocks: add them (admins), list their budgets.")
@@ -64,27 +65,6 @@ def list_blocks(
         print_json(info)
         return
     print_budgets(info)
-
-
-def print_budgets(info: dict) -> None:
-    """The blocks of ``GET /blocks`` as a table (nothing when there is none)."""
-    from rich import box
-    from rich.table import Table
-
-    if not info["blocks"]:
-        console.print("no privacy blocks (an admin adds them: apportion blocks add)", highlight=False)
-        return
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False,
-                  title=f"privacy blocks ({cell(info['policy'])})", title_justify="left")
-    columns = ("BLOCK", "EPSILON", "DELTA", "UNLOCKED", "GRANTED", "CONSUMED", "LEFT", "CLAIMS", "WAITING")
-    for column in columns:
-        table.add_column(column, justify="left" if column == "BLOCK" else "right", no_wrap=True)
-    for b in info["blocks"]:
-        at = f" @{b['order']:g}" if b.get("order") is not None else ""
-        table.add_row(cell(b["name"]), f"{b['epsilon']:g}", f"{b['delta']:g}", f"{b['unlocked']:.4g}",
-                      f"{b['granted']:.4g}", f"{b['consumed']:.4g}", f"{b['left']:.4g}{at}", str(b["claims"]),
-                      str(b["waiting"]))
-    print_table(table)
 
 
 def _file_blocks(path: Path) -> list[dict]:

@@ -13,7 +13,8 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.arrays import collapse_arrays
-from apportion.cli.output import console, errors, escape, fail, print_json, print_json_text, print_table
+from apportion.cli.output import cell, console, errors, escape, fail, print_json, print_json_text, print_table
+from apportion.cli.output import cell_text as _text
 from apportion.cli.safe_text import log_text, printable
 from apportion.stdio import stdout_to_stderr
 
@@ -168,7 +169,7 @@ def queue(
 
 def _privacy_blocks(client) -> None:
     """The server's privacy blocks and their budgets, after the jobs, when it has any."""
-    from apportion.cli.blocks import print_budgets
+    from apportion.cli.blocks_table import print_budgets
     from apportion.serve.client import ClientError
 
     try:
@@ -252,21 +253,6 @@ def _count(n: int) -> str:
         if n >= size:
             return f"{n / size:.3g}{suffix}"
     return str(n)
-
-
-def cell(text: object, most: int = 64) -> str:
-    """A user's string as a line to print with markup: :func:`_text`, markup escaped."""
-    return escape(_text(text, most))
-
-
-def _text(text: object, most: int = 64) -> str:
-    """A user's string as a table cell: its first line, at most ``most`` characters (a state file
-    written before names had bounds may hold a name of any length), control characters escaped."""
-    lines = str(text).splitlines()
-    line = lines[0] if lines else ""
-    if len(line) > most:
-        line = line[: most - 3] + "..."
-    return printable(line, lines=False)
 
 
 def cancel(

@@ -114,3 +114,18 @@ def out_dir_problem(path: Path) -> str | None:
     from apportion.arguments import out_dir_problem as problem
 
     return problem(path)
+
+
+def cell(text: object, most: int = 64) -> str:
+    """A user's string as a line to print with markup: :func:`cell_text`, markup escaped."""
+    return escape(cell_text(text, most))
+
+
+def cell_text(text: object, most: int = 64) -> str:
+    """A user's string as a table cell: its first line, at most ``most`` characters (a state file
+    written before names had bounds may hold a name of any length), control characters escaped."""
+    lines = str(text).splitlines()
+    line = lines[0] if lines else ""
+    if len(line) > most:
+        line = line[: most - 3] + "..."
+    return printable(line, lines=False)

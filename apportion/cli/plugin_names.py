@@ -46,9 +46,9 @@ def load_policy_plugins(args: list[str]) -> None:
 
 def discover_policies() -> None:
     """Register every installed policy plugin that loads; a line on stderr for each one skipped."""
-    from apportion.policies.plugin_policies import discover_all
+    from apportion.policies.registry import discover_plugins
 
-    discover_all(warn)
+    discover_plugins(warn)
 
 
 def warn(message: str) -> None:

@@ -13,6 +13,7 @@ far and the model being refined.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -20,6 +21,19 @@ from apportion.core.goodput import NUM_PARAMS, PARAM_NAMES, compute_time_s, step
 
 _FLOOR = 1e-8
 GAMMA_RANGE = (1.0, 10.0)
+
+
+class StepConfig(NamedTuple):
+    """How a measured step was made: the key of a job's observations on one GPU type, the same
+    in both clocks (the server's ``serve/estimates/elastic.py``, the simulator's ``sim/learnt_models.py``)."""
+
+    nodes: int
+    gpus: int
+    local_batch: float
+
+    @classmethod
+    def of(cls, *, nodes, gpus, local_batch) -> StepConfig:
+        return cls(int(nodes), int(gpus), float(local_batch))
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,17 @@ class StepObservations:
         def col(a):
             return np.atleast_1d(np.asarray(a, dtype=np.float64))
         return cls(col(nodes), col(gpus), col(local_batch), col(step_time_s), col(sync_time_s))
+
+    @classmethod
+    def seen(cls, steps: Mapping[StepConfig, Sequence[float]]) -> StepObservations | None:
+        """One observation per configuration: ``steps`` maps each to its (step time, sync time, …
+        whatever else its keeper keeps); None when there is none."""
+        if not steps:
+            return None
+        keys = list(steps)
+        return cls.of(nodes=[k.nodes for k in keys], gpus=[k.gpus for k in keys],
+                      local_batch=[k.local_batch for k in keys], step_time_s=[steps[k][0] for k in keys],
+                      sync_time_s=[steps[k][1] for k in keys])
 
     def __len__(self) -> int:
         return len(self.nodes)

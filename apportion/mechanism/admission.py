@@ -126,6 +126,32 @@ class Admission:
         return Verdict(hold, fail, reasons)
 
 
+def admit_settled(n: int, ask: Callable[[np.ndarray], Verdict], failed_now: Callable[[np.ndarray, Verdict], bool],
+                  *, again_all: bool = False) -> Verdict:
+    """The dependency cascade, the same in both clocks: a job failed now counts as failed for the
+    jobs that run after it, in the same round, not the next.
+
+    ``ask(positions)`` is the verdict over those of the ``n`` applicants. After each ask,
+    ``failed_now(positions, verdict)`` is told the jobs it failed (the clock records them, so that
+    its context's outcome says "failed" from now on) and says whether one of them may be waited for;
+    if so the jobs still held are asked again (``again_all``: every job, where a stage's answer
+    depends on who asks beside it, as an array's room does), until none fails that way. One
+    verdict over all ``n``: each position's answer from the last ask it was in."""
+    hold, fail, reasons = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), {}
+    asking = np.arange(n)
+    while len(asking):
+        verdict = ask(asking)
+        hold[asking], fail[asking] = verdict.hold, verdict.fail
+        for position in asking.tolist():
+            reasons.pop(position, None)
+        reasons.update({int(asking[i]): why for i, why in verdict.reasons.items()})
+        failed = asking[verdict.fail]
+        if not len(failed) or not failed_now(failed, Verdict(hold, fail, reasons)):
+            break
+        asking = np.arange(n) if again_all else asking[verdict.hold]
+    return Verdict(hold, fail, reasons)
+
+
 class AfterStage:
     """A job waits until every job it names in ``after`` completed; it fails as soon as one
     of them failed, was cancelled or can never run."""

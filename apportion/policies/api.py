@@ -33,9 +33,9 @@ from typing import Any
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies.base import OrderingPolicy, Policy
+from apportion.policies.entry import POLICY_API_VERSION
 from apportion.policies.registry import AGNOSTIC, LP_OPTIONS, Option, PolicyEntry
 
-POLICY_API_VERSION = 1
 STABLE_JOB_FIELDS = ("index", "submit_time_s", "kind", "num_gpus", "priority", "total_steps", "steps_done",
                      "attained_service_s", "first_start_s", "running_type", "queue", "user", "now_s")
 _LAZY = {  # imported on first use: they load the solver

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -11,8 +11,11 @@ from apportion.core.allocation import Allocation
 from apportion.core.rows import row_any
 from apportion.core.views import ClusterView, JobView, ThroughputView
 
-if TYPE_CHECKING:
-    from apportion.policies.by_user import UserTurns
+
+class Turns(Protocol):
+    """Whose turn it is among users (policies/by_user.py's ``UserTurns``): reorders a ranked order."""
+
+    def order(self, order: np.ndarray, jobs: JobView) -> np.ndarray: ...
 
 
 class Policy(Protocol):
@@ -60,7 +63,7 @@ class OrderingPolicy:
         self.agnostic = agnostic
         self.restart_cost_s = float(restart_cost_s)
         # users take turns before the rank decides (policies/by_user.py's UserTurns); None: off
-        self.user_turns: UserTurns | None = None
+        self.user_turns: Turns | None = None
 
     def rank_key(self, jobs: JobView, throughputs: ThroughputView) -> np.ndarray:
         """Smaller runs first."""

@@ -13,46 +13,45 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from types import MethodType
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from apportion.plugins import Plugin, PluginError, discover, from_entry_point, from_file, is_file_spec
-from apportion.policies import registry
-from apportion.policies.registry import Option, PolicyEntry
+from apportion.policies.entry import POLICY_API_VERSION, Option, PolicyEntry
+
+Register = Callable[[PolicyEntry], PolicyEntry]  # the registry's ``register``, passed in: it imports this module
 
 
-def load(name: str) -> PolicyEntry | None:
+def load(name: str, register: Register, partitions: Option) -> PolicyEntry | None:
     """The entry for ``name`` (a file spec or an entry point's name), registered now; None when no
-    package declares it; PluginError when it cannot be used."""
+    package declares it; PluginError when it cannot be used. ``partitions``: the option every LP takes."""
     plugin = from_file("policy", name) if is_file_spec(name) else from_entry_point("policy", name)
-    return None if plugin is None else _register(plugin)
+    return None if plugin is None else _register(plugin, register, partitions)
 
 
-def discover_all(warn: Callable[[str], None]) -> None:
+def discover_all(warn: Callable[[str], None], entries: Mapping[str, PolicyEntry], register: Register,
+                 partitions: Option) -> None:
     """Register every policy entry point that loads and is well formed; warn of and skip the others."""
-    for plugin in discover("policy", lambda name: name in registry.ENTRIES and
-                           registry.ENTRIES[name].source == "built-in", warn):
-        if plugin.name in registry.ENTRIES:
+    for plugin in discover("policy", lambda name: name in entries and entries[name].source == "built-in", warn):
+        if plugin.name in entries:
             continue
         try:
-            _register(plugin)
+            _register(plugin, register, partitions)
         except PluginError as exc:
             warn(f"{exc} (skipped)")
 
 
-def _register(plugin: Plugin) -> PolicyEntry:
-    entry = entry_of(plugin)
+def _register(plugin: Plugin, register: Register, partitions: Option) -> PolicyEntry:
+    entry = entry_of(plugin, partitions)
     try:
-        return registry.register(entry)
+        return register(entry)
     except ValueError as exc:
         raise PluginError(f"policy plugin {plugin.name} ({plugin.source}): {exc}") from None
 
 
-def entry_of(plugin: Plugin) -> PolicyEntry:
+def entry_of(plugin: Plugin, partitions: Option) -> PolicyEntry:
     """``plugin``'s value as a registry entry under its name; PluginError naming what is wrong."""
-    from apportion.policies.api import POLICY_API_VERSION
-
     where = f"policy plugin {plugin.name} ({plugin.source})"
     value = plugin.value
     factory = value.load() if isinstance(value, PolicyEntry) else value
@@ -73,8 +72,8 @@ def entry_of(plugin: Plugin) -> PolicyEntry:
             raise PluginError(f"{where}: options must be a tuple of apportion.policies.api.Option")
         summary = getattr(factory, "summary", None) or (factory.__doc__ or "").strip().split("\n")[0] or "(no summary)"
         is_lp = bool(getattr(factory, "is_lp", _is_lp(factory)))
-        if is_lp and not any(o.name == registry.PARTITIONS.name for o in options):
-            options = (*options, registry.PARTITIONS)  # an LP may be split into POP's sub-problems
+        if is_lp and not any(o.name == partitions.name for o in options):
+            options = (*options, partitions)  # an LP may be split into POP's sub-problems
         entry = PolicyEntry(plugin.name, factory, str(summary), is_lp=is_lp, options=tuple(options))
     return replace(entry, target=_checked_factory(entry.load(), plugin.name), source=plugin.source)
 

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from apportion.report.rented import rented_section
-from apportion.report.series import cdf_points, step_means
+from apportion.report.series import cdf_points, end_s, step_means
 from apportion.report.tables import policy_name, summary_rows, unschedulable_lines
 from apportion.sim.result import JobStatus, SimResult
 
@@ -77,7 +77,7 @@ def report_figures(results: Sequence[SimResult]) -> dict:
     (cdf, utilization, queue), ``gantt`` (one per replay, with its policy and a note on what it
     leaves out) and ``notes`` (how the rest was reduced)."""
     results = list(results)
-    span_s = max((_end_s(r) for r in results), default=0.0)
+    span_s = max((end_s(r) for r in results), default=0.0)
     scale, unit = (DAY_S, "days") if span_s >= 2 * DAY_S else (HOUR_S, "hours")
     places = max(0, math.ceil(-math.log10(max(span_s / scale, 1e-9) * RESOLUTION)))
     types = list(dict.fromkeys(t for r in results for t in r.cluster.gpu_types))
@@ -211,7 +211,7 @@ def _utilization_figure(results: Sequence[SimResult], scale: float, places: int,
         else:  # no per-type record: the whole cluster
             names = ["all GPUs"]
             busy = (r.timeline[:, 1] / max(r.cluster.num_gpus, 1) * 100.0)[:, None]
-        edges, means = step_means(times, busy, _end_s(r), TIMELINE_BINS)
+        edges, means = step_means(times, busy, end_s(r), TIMELINE_BINS)
         for t, name in enumerate(names):
             data.append({
                 "type": "scatter", "mode": "lines", "name": name, "legendgroup": name,
@@ -238,7 +238,7 @@ def _queue_figure(results: Sequence[SimResult], scale: float, places: int, axis:
     data = []
     for i, r in enumerate(results):
         color = POLICY_COLORS[i % len(POLICY_COLORS)]
-        edges, counts = step_means(r.timeline[:, 0], r.timeline[:, 2:4], _end_s(r), TIMELINE_BINS)
+        edges, counts = step_means(r.timeline[:, 0], r.timeline[:, 2:4], end_s(r), TIMELINE_BINS)
         x = _numbers(edges / scale, places)
         for column, what, dash in ((1, "queued", "solid"), (0, "running", "dot")):
             values = counts[:, column] if len(counts) else counts
@@ -264,7 +264,7 @@ def _privacy_figure(results: Sequence[SimResult], scale: float, places: int, axi
         if r.privacy is None:
             continue
         history = r.privacy.history
-        x = _numbers(np.append(history.time_s, _end_s(r)) / scale, places)
+        x = _numbers(np.append(history.time_s, end_s(r)) / scale, places)
         for b, name in enumerate(r.privacy.block_names[:PRIVACY_BLOCKS_SHOWN].tolist()):
             label = f"{r.policy}: {name}" if len(results) > 1 else str(name)
             data.append({
@@ -308,13 +308,6 @@ def _numbers(values: np.ndarray, places: int, significant: bool = False) -> list
     elif not np.isfinite(values).all():
         out = [v if v == v and abs(v) != math.inf else None for v in out]
     return out
-
-
-def _end_s(result: SimResult) -> float:
-    """When the replay's last job finished, or its last decision if later."""
-    last_finish = float(np.nanmax(result.finish_s)) if np.isfinite(result.finish_s).any() else 0.0
-    last_decision = float(result.timeline[-1, 0]) if len(result.timeline) else 0.0
-    return max(last_finish, last_decision)
 
 
 def _title(results: Sequence[SimResult]) -> str:

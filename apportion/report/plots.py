@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
 
-from apportion.report.series import step_means
+from apportion.report.series import end_s, step_means
 from apportion.report.tables import format_duration
 from apportion.sim.result import JobStatus, SimResult
 
@@ -50,7 +50,7 @@ def comparison_figure(results: Sequence[SimResult]) -> Figure:
     clusters = " / ".join(dict.fromkeys(r.cluster.describe() for r in results))
     jobs = " / ".join(dict.fromkeys(f"{len(r.jobs):,}" for r in results))
     fig.suptitle(f"{who} on {clusters}: {jobs} jobs", fontsize=12)
-    span_s = max((_end_s(r) for r in results), default=0.0)
+    span_s = max((end_s(r) for r in results), default=0.0)
     scale, unit = _time_unit(span_s)
     for i, r in enumerate(results):
         color = f"C{i % 10}"
@@ -113,7 +113,7 @@ def _plot_utilization_and_queue(ax: Axes, result: SimResult) -> None:
         ax.text(0.5, 0.5, "no scheduling decisions", transform=ax.transAxes, ha="center", va="center", color="0.4")
         ax.set(xlabel="time", ylabel="GPU utilization (%)")
         return
-    scale, unit = _time_unit(_end_s(result))
+    scale, unit = _time_unit(end_s(result))
     edges, util = _step_series(result, timeline[:, 1] / max(result.cluster.num_gpus, 1) * 100.0)
     _, queued = _step_series(result, timeline[:, 3])
     x = edges / scale
@@ -148,19 +148,12 @@ def _step_series(result: SimResult, values: np.ndarray, bins: int = TIMELINE_BIN
 
     Each timeline value holds from its decision until the next one; the last holds until the run ends.
     """
-    return step_means(result.timeline[:, 0], values, _end_s(result), bins)
+    return step_means(result.timeline[:, 0], values, end_s(result), bins)
 
 
 def _completed_jct_h(result: SimResult) -> np.ndarray:
     jct = result.jct_s[result.status == JobStatus.COMPLETED] / HOUR_S
     return jct[jct > 0]
-
-
-def _end_s(result: SimResult) -> float:
-    """When the replay's last job finished, or its last decision if later."""
-    last_finish = float(np.nanmax(result.finish_s)) if np.isfinite(result.finish_s).any() else 0.0
-    last_decision = float(result.timeline[-1, 0]) if len(result.timeline) else 0.0
-    return max(last_finish, last_decision)
 
 
 def _time_unit(span_s: float) -> tuple[float, str]:

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from apportion.sim.result import SimResult
+
+
+def end_s(result: SimResult) -> float:
+    """When the replay's last job finished, or its last decision if later: where both reports' time axes end."""
+    last_finish = float(np.nanmax(result.finish_s)) if np.isfinite(result.finish_s).any() else 0.0
+    last_decision = float(result.timeline[-1, 0]) if len(result.timeline) else 0.0
+    return max(last_finish, last_decision)
+
 
 def step_means(times: np.ndarray, values: np.ndarray, end: float, bins: int) -> tuple[np.ndarray, np.ndarray]:
     """Stair edges and values of a step function (``values[i]`` holds from ``times[i]`` to the next

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from apportion.core.jobs import JobTable
-from apportion.mechanism.admission import Admission, AdmissionContext, AfterStage, Applicants, Outcome
+from apportion.mechanism.admission import (Admission, AdmissionContext, AfterStage, Applicants, Outcome, Verdict,
+                                           admit_settled)
 from apportion.mechanism.privacy_budget import PrivacyStage
 from apportion.sim.result import JobStatus
 
 if TYPE_CHECKING:
-    from apportion.sim.simulator import Replay
+    from apportion.sim.replay import Replay
 
 # Outcome of each JobStatus, indexed by its value
 _OUTCOME_OF_STATUS = np.zeros(max(JobStatus) + 1, dtype=np.int8)
@@ -82,31 +83,33 @@ class HeldJobs:
         if not recheck and not len(arriving):
             return arriving
         asking = np.concatenate([self.held, arriving]) if recheck else arriving
-        still_held = [] if recheck else [self.held]
-        admitted = []
         context = AdmissionContext(now, lambda keys: _OUTCOME_OF_STATUS[replay.status[keys]],
                                    lambda key: f"job {self.jobs.job_id[key]}")
-        while len(asking):
-            after = None if self.jobs.after is None else self.jobs.after.subset(asking)
-            claim = None if self.privacy is None else asking
-            arrived = None if self.privacy is None else self.jobs.submit_time_s[asking]
+        asks = 0
+
+        def ask(positions: np.ndarray) -> Verdict:
+            nonlocal asks
+            asks += 1
+            rows = asking[positions]
+            after = None if self.jobs.after is None else self.jobs.after.subset(rows)
+            claim = None if self.privacy is None else rows
+            arrived = None if self.privacy is None else self.jobs.submit_time_s[rows]
             if arrived is not None and after is not None:  # a job run after others asks from when it is let in: now
                 arrived = np.where(np.diff(after.start) > 0, now, arrived)
-            verdict = self.admission.admit(Applicants(asking, after, claim=claim, arrived_s=arrived), context)
-            admitted.append(asking[verdict.admitted])
-            failed = np.flatnonzero(verdict.fail)
-            if not len(failed):
-                still_held.append(asking[verdict.hold])
-                break
-            rows = asking[failed]
+            return self.admission.admit(Applicants(rows, after, claim=claim, arrived_s=arrived), context)
+
+        def failed_now(positions: np.ndarray, verdict: Verdict) -> bool:  # those held may wait for one of them
+            rows = asking[positions]
             replay.status[rows] = JobStatus.UNSCHEDULABLE
             replay.ended += len(rows)
-            reasons[rows] = [verdict.reasons[int(i)] for i in failed]
-            asking = asking[verdict.hold]  # those held may wait for a job that just failed
-        self.held = np.sort(np.concatenate(still_held)) if still_held else np.zeros(0, dtype=np.int64)
+            reasons[rows] = [verdict.reasons[int(p)] for p in positions]
+            return True
+
+        verdict = admit_settled(len(asking), ask, failed_now)
+        still_held = [asking[verdict.hold]] + ([] if recheck else [self.held])
+        self.held = np.sort(np.concatenate(still_held))
         self._ended_seen = replay.ended
         if self.privacy is not None:
             self._privacy_due = self.privacy.next_change_s(now)
-        if len(admitted) == 1:
-            return admitted[0]
-        return np.sort(np.concatenate(admitted)) if admitted else np.zeros(0, dtype=np.int64)
+        admitted = asking[verdict.admitted]
+        return admitted if asks <= 1 else np.sort(admitted)

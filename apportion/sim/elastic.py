@@ -30,14 +30,13 @@ from apportion.core.goodput import best_batch, compute_time_s, goodput_at, split
 from apportion.core.jobs import JobTable
 from apportion.core.views import JobView
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
-from apportion.mechanism.service import held_service
-from apportion.mechanism.timing import next_boundary
 from apportion.policies.base import Policy
 from apportion.sim.costs import JobCosts
 from apportion.sim.learnt_models import LearntModels
 from apportion.sim.result import SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
-from apportion.sim.simulator import ProgressCallback, Replay, SimConfig, Simulator, planned_policy
+from apportion.sim.replay import Replay
+from apportion.sim.simulator import ProgressCallback, RunPace, SimConfig, Simulator, planned_policy
 
 AGENT_PASSES = 3  # with learnt models: how often a job may reset its batch in one round as it learns
 
@@ -50,6 +49,8 @@ class ElasticSimulator(Simulator):
     and batch. A fixed-size policy is given each job's goodput on each type at its user's
     size and batch, now; a policy that sizes jobs reads their models from the elastic view.
     """
+
+    jumps = False  # goodput changes as a job's noise scale grows: every round is run
 
     def __init__(self, jobs: JobTable, cluster: Cluster, policy: Policy, config: SimConfig = SimConfig(),
                  progress: ProgressCallback | None = None) -> None:
@@ -142,10 +143,10 @@ class ElasticSimulator(Simulator):
         self._restarted = decision.running & ~decision.kept & ~np.isnan(view.first_start_s)
         return decision, view
 
-    def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
-        """Run one round at each running job's goodput; False when nothing runs and nothing will arrive."""
-        jobs, active, round_s = self.jobs, replay.active, self.config.round_s
-        n, now = len(jobs), replay.now
+    def _pace(self, replay: Replay, decision: RoundDecision, view: JobView) -> RunPace:
+        """Each running job at its goodput for the size and batch it is given (learning as it goes),
+        a rescale's or resume's restart cost charged this round; the simulator's ``_advance`` runs them."""
+        jobs, active = self.jobs, replay.active
         running = decision.running
         run_rows = active[running]
         run_type = decision.chosen_type[running]
@@ -162,37 +163,13 @@ class ElasticSimulator(Simulator):
         self.gpus_now[active] = 0
         self.gpus_now[run_rows] = gpus
         self.restarts[active[self._restarted]] += 1
-
         run_delay = np.where(self._restarted[running], self.config.restart_cost_s, 0.0)
-        left = jobs.total_steps[run_rows] - replay.steps_done[run_rows]
-        with np.errstate(divide="ignore"):
-            time_to_finish = run_delay + np.where(rate > 0, left / np.maximum(rate, 1e-300), np.inf)
-        end = now + round_s
-        if not running.any() and replay.next_arrival < n:
-            end = next_boundary(now, float(jobs.submit_time_s[replay.next_arrival]), round_s)
-        span = end - now
-        finishing = time_to_finish <= span + 1e-9
-        held_s = np.where(finishing, time_to_finish, span)
-        progress_s = np.maximum(held_s - run_delay, 0.0)
-        replay.steps_done[run_rows] = np.where(finishing, jobs.total_steps[run_rows],
-                                               replay.steps_done[run_rows] + rate * progress_s)
-        gpu_s, alone_s, _ = held_service(held_s, gpus, True)  # an elastic job never shares its GPUs
-        replay.attained_gpu_s[run_rows] += gpu_s
-        replay.time_on_type[run_rows, run_type] += held_s
-        replay.time_alone_on_type[run_rows, run_type] += alone_s
-        replay.busy_gpu_s += float(np.sum(gpu_s))
-        replay.timeline.append((now, int(np.count_nonzero(replay.gpu_job >= 0)), len(run_rows),
-                                len(active) - len(run_rows)))
-        replay.decisions += 1
+        none = np.zeros(len(run_rows))
+        return RunPace(rate, gpus, np.full(len(run_rows), -1, dtype=np.int64), none, run_delay, None)
 
-        done_rows = run_rows[finishing]
-        if len(done_rows):
-            self.gpus_now[done_rows] = 0
-            self._finish(replay, done_rows, now + time_to_finish[finishing])
-        elif not running.any() and replay.next_arrival >= n:
-            return False
-        replay.now = end
-        return True
+    def _finish(self, replay: Replay, done_rows: np.ndarray, finish_s: np.ndarray) -> None:
+        self.gpus_now[done_rows] = 0
+        super()._finish(replay, done_rows, finish_s)
 
     def _learn_batch(self, rows: np.ndarray, gpu_type: np.ndarray, nodes: np.ndarray, gpus: np.ndarray,
                      batch: np.ndarray, noise: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from apportion.core.elastic import ElasticKinds
 from apportion.core.goodput import compute_time_s, step_time_s
-from apportion.core.goodput_fit import StepObservations, default_prior, fit_step_params
+from apportion.core.goodput_fit import StepConfig, StepObservations, default_prior, fit_step_params
 
 # a job may grow to this many times the most GPUs it has run on. Pollux's rule is 2; on Pollux's own
 # workloads 4 finishes them 1-5% sooner (two restarts from 1 to 16 GPUs, not four; docs/goodput.md)
@@ -48,7 +48,7 @@ class LearntModels:
         self.largest_gpus = np.zeros(len(kind), dtype=np.int64)  # the most GPUs each job has run on
         self.fits = 0
         self._fits_of: dict[tuple[int, int], int] = {}  # (row, type): times that model was fitted
-        self._seen: dict[tuple[int, int], dict[tuple[int, int, float], tuple[float, float]]] = {}
+        self._seen: dict[tuple[int, int], dict[StepConfig, tuple[float, float]]] = {}
 
     def max_gpus(self, rows: np.ndarray, min_gpus: np.ndarray, max_gpus: np.ndarray) -> np.ndarray:
         """[rows] the most GPUs each job may be given: ``growth`` times the most it has run on, within its limits."""
@@ -61,13 +61,7 @@ class LearntModels:
 
     def observations(self, row: int, gpu_type: int) -> StepObservations | None:
         """What job ``row`` has been seen to do on type ``gpu_type`` (None: it never ran there)."""
-        seen = self._seen.get((row, gpu_type))
-        if not seen:
-            return None
-        keys = list(seen)
-        return StepObservations.of(nodes=[k[0] for k in keys], gpus=[k[1] for k in keys],
-                                   local_batch=[k[2] for k in keys], step_time_s=[seen[k][0] for k in keys],
-                                   sync_time_s=[seen[k][1] for k in keys])
+        return StepObservations.seen(self._seen.get((row, gpu_type)))
 
     def observe(self, rows: np.ndarray, gpu_type: np.ndarray, nodes: np.ndarray, gpus: np.ndarray,
                 local_batch: np.ndarray, step_time_s: np.ndarray, sync_time_s: np.ndarray) -> None:
@@ -76,7 +70,7 @@ class LearntModels:
         np.maximum.at(self.largest_gpus, rows, gpus.astype(np.int64))
         refit = set()
         for j, row in enumerate(rows.tolist()):
-            key = (int(nodes[j]), int(gpus[j]), float(local_batch[j]))
+            key = StepConfig.of(nodes=nodes[j], gpus=gpus[j], local_batch=local_batch[j])
             t = int(gpu_type[j])
             seen = self._seen.setdefault((row, t), {})
             if key not in seen:
@@ -95,12 +89,11 @@ class LearntModels:
         self.kinds = replace(self.kinds, step_params=params)  # a new object: policies cache tables by identity
 
     @staticmethod
-    def _predicts(params: np.ndarray, key: tuple[int, int, float], step: float, sync: float) -> bool:
+    def _predicts(params: np.ndarray, key: StepConfig, step: float, sync: float) -> bool:
         """Whether a fitted model already times a new configuration's step and compute within
         ``REFIT_TOLERANCE``: a refit would find the same model, so it is not made."""
-        nodes, gpus, local = key
-        step_p = float(step_time_s(params, nodes, gpus, local))
-        compute_p = float(compute_time_s(params, local))
+        step_p = float(step_time_s(params, key.nodes, key.gpus, key.local_batch))
+        compute_p = float(compute_time_s(params, key.local_batch))
         compute = max(step - sync, 1e-12)
         return (abs(math.log(step_p / step)) <= REFIT_TOLERANCE
                 and abs(math.log(compute_p / compute)) <= REFIT_TOLERANCE)

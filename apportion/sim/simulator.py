@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -30,7 +30,6 @@ from apportion.core.jobs import JobTable
 from apportion.core.node_resources import fits_on_nodes, node_demand
 from apportion.core.throughputs import ThroughputTable
 from apportion.core.views import JobView
-from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.privacy_budget import PrivacyStage
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, RoundState
@@ -43,10 +42,22 @@ from apportion.sim.costs import AttemptCosts, JobCosts, MachineSlowness
 from apportion.sim.cpu_cores import CoreDivision
 from apportion.sim.durations import HistoryFeed
 from apportion.sim.holdings import HoldingsRecorder
+from apportion.sim.replay import Replay
 from apportion.sim.result import JobStatus, PrivacyOutcome, SimResult
 from apportion.sim.unschedulable import unschedulable_reasons
 
 ProgressCallback = Callable[[int, int, float], None]  # (jobs ended, jobs in all, virtual time)
+
+
+class RunPace(NamedTuple):
+    """How the running jobs of a span run (arrays over them): what ``Simulator._advance`` advances by."""
+
+    rate: np.ndarray  # steps/s while training (0: no progress)
+    gpus: np.ndarray  # GPUs each holds
+    partner: np.ndarray  # position in the active jobs of the job sharing its GPUs, -1 alone
+    wait_s: np.ndarray  # seconds before its GPUs are free
+    delay_s: np.ndarray  # seconds of start-up before it trains
+    cpu_speed: np.ndarray | None  # the part of its speed its cores allow, where cores are divided
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,7 @@ class Simulator:
     :class:`~apportion.mechanism.round_planner.RoundPlanner`'s, the same the server uses.
     """
 
+    jumps = True  # may run many rounds at once when nothing can change before (the elastic simulator: never)
     slowness: MachineSlowness | None = None  # start-ups as slow as the machine was (SimConfig.costs), if measured
     cores: CoreDivision | None = None  # how nodes' cores are divided, where jobs' speeds depend on them
 
@@ -389,13 +401,10 @@ class Simulator:
         gpu_s, log_sd = self.history.predict(active)
         return {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd}
 
-    def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
-        """Run the decision until the next round (or jump many when nothing can change).
-
-        Returns False when nothing runs and nothing will ever arrive."""
-        jobs, active, round_s = self.jobs, replay.active, self.config.round_s
-        n, now = len(jobs), replay.now
-        running = decision.running
+    def _pace(self, replay: Replay, decision: RoundDecision, view: JobView) -> RunPace:
+        """How the running jobs run this span: at their (pair's) throughput, slowed by their cores,
+        after the waits and start-up delays the replay holds."""
+        jobs, active, running = self.jobs, replay.active, decision.running
         run_rows = active[running]
         run_type = decision.chosen_type[running]
         run_rate = self.rates[run_rows, run_type]
@@ -404,12 +413,31 @@ class Simulator:
         if paired.any():
             partner_kind = jobs.kind[active[run_partner[paired]]]
             run_rate[paired] = self.pair_rates[jobs.kind[run_rows[paired]], partner_kind, run_type[paired]]
+        cpu_speed = None
         if self.cores is not None:  # as fast as the cores its node gave it let it
             cpu_speed = self.cores.speed(replay.gpu_job, run_rows)
             run_rate = run_rate * cpu_speed
-        run_wait = replay.wait_left[run_rows]  # not started yet: its GPUs are not free
-        run_delay = replay.delay_left[run_rows]  # started, not training yet
-        steps_s = run_wait + run_delay + (jobs.total_steps[run_rows] - replay.steps_done[run_rows]) / run_rate
+        return RunPace(run_rate, jobs.num_gpus[run_rows], run_partner, replay.wait_left[run_rows],
+                       replay.delay_left[run_rows], cpu_speed)
+
+    def _advance(self, replay: Replay, decision: RoundDecision, view: JobView) -> bool:
+        """Run the decision until the next round (or, where ``jumps``, many when nothing can change),
+        at the pace ``_pace`` gives (the elastic simulator's: goodput at each job's size).
+
+        Returns False when nothing runs and nothing will ever arrive."""
+        jobs, active, round_s = self.jobs, replay.active, self.config.round_s
+        n, now = len(jobs), replay.now
+        running = decision.running
+        run_rows = active[running]
+        run_type = decision.chosen_type[running]
+        pace = self._pace(replay, decision, view)
+        run_rate, run_partner, cpu_speed = pace.rate, pace.partner, pace.cpu_speed
+        paired = run_partner >= 0
+        run_wait = pace.wait_s  # not started yet: its GPUs are not free
+        run_delay = pace.delay_s  # started, not training yet
+        left = jobs.total_steps[run_rows] - replay.steps_done[run_rows]
+        with np.errstate(divide="ignore"):  # a job that cannot progress (no goodput) never finishes
+            steps_s = run_wait + run_delay + np.where(run_rate > 0, left / np.maximum(run_rate, 1e-300), np.inf)
         time_to_finish = steps_s + self.costs.finish_s[run_rows]
 
         # the next decision: a round_s after this one, or (wall clock) a round after this round's
@@ -421,7 +449,7 @@ class Simulator:
         privacy_at = self._privacy_change_at()
         if not running.any() and (replay.next_arrival < n or math.isfinite(privacy_at)):
             end = next_boundary(base, min(self._next_arrival_s(replay), privacy_at), round_s)
-        elif stable:
+        elif stable and self.jumps:
             next_event = min(
                 float(time_to_finish.min()) + now if len(run_rows) else math.inf,
                 float(jobs.submit_time_s[replay.next_arrival]) if replay.next_arrival < n else math.inf,
@@ -456,7 +484,7 @@ class Simulator:
             trained_gpu_s = progress_s * jobs.num_gpus[run_rows]
             replay.trained_gpu_s[run_rows] += trained_gpu_s
             replay.stalled_gpu_s[run_rows] += trained_gpu_s * (1.0 - cpu_speed)
-        gpu_held_s, alone_s, _ = held_service(held_s, jobs.num_gpus[run_rows], ~paired)
+        gpu_held_s, alone_s, _ = held_service(held_s, pace.gpus, ~paired)
         replay.attained_gpu_s[run_rows] += gpu_held_s
         replay.time_on_type[run_rows, run_type] += held_s
         replay.time_alone_on_type[run_rows, run_type] += alone_s
@@ -561,66 +589,6 @@ class Simulator:
         return result
 
 
-@dataclass
-class Replay:
-    """A replay in progress: per-job arrays over JobTable rows, who holds each GPU, the clock."""
-
-    status: np.ndarray  # [n] JobStatus
-    schedulable: np.ndarray  # [n] can run at all on this cluster under this policy
-    steps_done: np.ndarray  # [n]
-    attained_gpu_s: np.ndarray  # [n] GPU-seconds held so far
-    time_on_type: np.ndarray  # [n, T] seconds held of each type, alone or shared
-    time_alone_on_type: np.ndarray  # [n, T] seconds held alone: what the mechanism compares shares with
-    first_start: np.ndarray  # [n] NaN until first run
-    finish: np.ndarray  # [n] NaN until completed
-    preemptions: np.ndarray  # [n]
-    moves: np.ndarray  # [n]
-    wait_left: np.ndarray  # [n] seconds before a new attempt starts (its GPUs are being left)
-    delay_left: np.ndarray  # [n] seconds before a started attempt trains (its start or restart cost)
-    lease_end: np.ndarray  # [n] wall clock: when each running job's lease ends
-    known_end: np.ndarray  # [n] wall clock: the lease end each running job was last told (it asks before it)
-    gpu_free_at: np.ndarray  # [G] when the attempt leaving each GPU will have gone
-    last_type: np.ndarray  # [n] the type each job ran on in the last span, -1 if none
-    last_rate: np.ndarray  # [n] its steps/s then
-    last_progress_s: np.ndarray  # [n] its seconds of progress then
-    last_alone: np.ndarray  # [n] it ran alone (not sharing its GPU)
-    local_of: np.ndarray  # [n] position of each active job in ``active`` (scratch)
-    gpu_job: np.ndarray  # [G] JobTable row on each GPU, -1 idle
-    gpu_partner: np.ndarray  # [G] the second job sharing it, -1 if none
-    together: PairClock  # seconds each pair has run together on each type
-    active: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    next_arrival: int = 0
-    ended: int = 0
-    now: float = 0.0
-    allocation_integral: bool = False
-    early: bool = False  # wall clock: this decision is an early round (else a regular one, decided ahead)
-    round_end: float = 0.0  # wall clock: when the current round ends and the next starts
-    last_round_at: float = -math.inf  # wall clock: when the last round was decided
-    tail_done: tuple = (np.zeros(0, dtype=np.int64), np.zeros(0))  # stopped jobs that finished, and when
-    busy_gpu_s: float = 0.0
-    shared_gpu_s: float = 0.0
-    decisions: int = 0
-    timeline: list = field(default_factory=list)  # (time_s, busy GPUs, running jobs, queued jobs)
-    trained_gpu_s: np.ndarray | None = None  # [n] GPU-seconds training, where speeds depend on CPU cores
-    stalled_gpu_s: np.ndarray | None = None  # [n] of them, the GPU-seconds lost waiting for data
-
-    @classmethod
-    def empty(cls, n: int, cluster: Cluster) -> Replay:
-        num_types = len(cluster.gpu_types)
-        return cls(
-            status=np.full(n, JobStatus.PENDING, dtype=np.int8), schedulable=np.ones(n, dtype=bool),
-            steps_done=np.zeros(n), attained_gpu_s=np.zeros(n), time_on_type=np.zeros((n, num_types)),
-            time_alone_on_type=np.zeros((n, num_types)), first_start=np.full(n, np.nan), finish=np.full(n, np.nan),
-            preemptions=np.zeros(n, dtype=np.int64), moves=np.zeros(n, dtype=np.int64),
-            wait_left=np.zeros(n), delay_left=np.zeros(n), lease_end=np.full(n, -np.inf),
-            known_end=np.full(n, -np.inf), gpu_free_at=np.full(cluster.num_gpus, -np.inf),
-            last_type=np.full(n, -1, dtype=np.int64), last_rate=np.zeros(n), last_progress_s=np.zeros(n),
-            last_alone=np.zeros(n, dtype=bool), local_of=np.full(n, -1, dtype=np.int64),
-            gpu_job=np.full(cluster.num_gpus, -1, dtype=np.int64),
-            gpu_partner=np.full(cluster.num_gpus, -1, dtype=np.int64), together=PairClock(num_types),
-        )
-
-
 def _fraction(part, whole):
     """part / whole, NaN where whole is 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -640,27 +608,3 @@ def _gatherable(names: np.ndarray) -> np.ndarray:
     except TypeError:  # not all strings: leave them as they are
         return names
     return names.astype(str) if longest <= _FIXED_WIDTH_MAX else names
-
-
-def simulate(
-    jobs: JobTable,
-    cluster: Cluster,
-    throughputs: ThroughputTable,
-    policy: Policy,
-    config: SimConfig = SimConfig(),
-    progress: ProgressCallback | None = None,
-    record_holdings: bool = False,
-    privacy: PrivacyStage | None = None,
-) -> SimResult:
-    """Run one replay and return its result (with ``record_holdings``, who held which GPUs when;
-    elastic jobs: ``throughputs`` is not used, their model is; ``privacy``: the stage that
-    grants the jobs' privacy claims, a fresh one per replay)."""
-    if jobs.elastic is not None and privacy is not None:
-        raise ValueError("elastic jobs cannot claim privacy budget (yet): replay them without blocks")
-    if jobs.elastic is not None:
-        from apportion.sim.elastic import ElasticSimulator
-
-        return ElasticSimulator(jobs, cluster, policy, config, progress).run()
-    if config.learn_models:
-        raise ValueError("learning models online applies to elastic jobs only; this workload has none")
-    return Simulator(jobs, cluster, throughputs, policy, config, progress, record_holdings, privacy=privacy).run()

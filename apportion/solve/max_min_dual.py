@@ -317,30 +317,20 @@ def _level(a: np.ndarray, w: np.ndarray, capacity: np.ndarray) -> float | None:
 
 
 def _level_repair(a, w, capacity, prices: _LevelPrices, options: _LevelOptions, choice, open_, clear) -> float | None:
-    """Small level LPs, the open classes free and the rest fixed at ``choice``, until one's
-    prices prove its z optimal; each round opens the classes those prices disagree with."""
+    """Stage 1's repair (``_repair``): the level LP's z, once its prices prove it optimal."""
     rows = np.arange(len(a))
-    for _ in range(REPAIR_ROUNDS):
-        solved = _level_lp(a, w, capacity, options, choice, open_)
-        if solved is None:
-            if open_.all():
-                return None
-            open_ = _widen(open_, clear)
-            continue
+
+    def judge(solved, open_):
         z_lp, lam_lp, at_edge = solved
         bound, _, _ = prices.evaluate(lam_lp)
         if bound - z_lp <= PROOF_GAP * max(z_lp, 1e-12):
-            return z_lp
+            return z_lp, None
         cost_lp = options.cost(lam_lp, z_lp)
         with np.errstate(invalid="ignore"):  # open classes' options may not reach z: not used
             loss = w * (cost_lp[choice, rows] - cost_lp.min(axis=0))
-        grow = (at_edge | _worst(loss, open_)) & ~open_
-        if not grow.any():
-            if open_.all():
-                return None
-            grow[:] = True
-        open_ |= grow
-    return None
+        return None, at_edge | _worst(loss, open_)
+
+    return _repair(lambda open_: _level_lp(a, w, capacity, options, choice, open_), judge, open_, clear)
 
 
 def _level_lp(a, w, capacity, options: _LevelOptions, choice, open_):
@@ -481,30 +471,18 @@ def _spread(a: np.ndarray, m: np.ndarray, w: np.ndarray, capacity: np.ndarray, l
 
 
 def _spread_repair(a, m, w, capacity, level, corners: _Corners, prices: _SpreadPrices, choice, open_, clear):
-    """Small stage-2 LPs, the open classes free and the rest fixed at ``choice``, until one's
-    prices prove its shares optimal; each round opens the classes those prices disagree with."""
+    """Stage 2's repair (``_repair``): the stage-2 LP's shares, once its prices prove them optimal."""
     everyone = np.arange(len(a))
-    floor = prices.floor
-    for _ in range(REPAIR_ROUNDS):
-        solved = _spread_lp(a, m, w, capacity, level, corners, choice, open_)
-        if solved is None:
-            if open_.all():
-                return None
-            open_ = _widen(open_, clear)
-            continue
+
+    def judge(solved, open_):
         share, total, lam_lp = solved
-        bound = prices(lam_lp)[0] + floor
+        bound = prices(lam_lp)[0] + prices.floor
         if bound - total <= PROOF_GAP * max(abs(bound), 1e-12):
-            return share
+            return share, None
         value_lp = corners.value(lam_lp)
-        loss = value_lp.max(axis=0) - value_lp[choice, everyone]
-        grow = _worst(loss, open_) & ~open_
-        if not grow.any():
-            if open_.all():
-                return None
-            grow[:] = True
-        open_ |= grow
-    return None
+        return None, _worst(value_lp.max(axis=0) - value_lp[choice, everyone], open_)
+
+    return _repair(lambda open_: _spread_lp(a, m, w, capacity, level, corners, choice, open_), judge, open_, clear)
 
 
 def _spread_lp(a, m, w, capacity, level, corners: _Corners, choice, open_):
@@ -580,6 +558,31 @@ def _unclear(clear: np.ndarray, num: int) -> np.ndarray:
     few = min(len(clear), 4 * (num + 1))
     open_[np.argpartition(clear, few - 1)[:few]] = True
     return open_
+
+
+def _repair(solve_lp, judge, open_: np.ndarray, clear: np.ndarray):
+    """Small LPs, the open classes free and the rest fixed at their priced choice, until one's
+    prices prove it optimal; each round opens the classes those prices disagree with. Both stages:
+    ``solve_lp(open_)`` is the small LP's answer or None (no optimum: open the closest calls);
+    ``judge(answer, open_)`` is (what is proven, None) or (None, the classes to open). None when
+    every class is open and still nothing is proven, or after ``REPAIR_ROUNDS``."""
+    for _ in range(REPAIR_ROUNDS):
+        solved = solve_lp(open_)
+        if solved is None:
+            if open_.all():
+                return None
+            open_ = _widen(open_, clear)
+            continue
+        proven, grow = judge(solved, open_)
+        if proven is not None:
+            return proven
+        grow = grow & ~open_
+        if not grow.any():
+            if open_.all():
+                return None
+            grow[:] = True
+        open_ |= grow
+    return None
 
 
 def _widen(open_: np.ndarray, clear: np.ndarray) -> np.ndarray:

@@ -17,14 +17,13 @@ Pollux drew arrival times from the Philly trace; these are Poisson, so bursts di
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numpy as np
 
 from apportion.core.elastic import ElasticJobs, ElasticKinds, time_to_target_s
-from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
+from apportion.workloads.arrivals import checked_size, poisson_arrivals
 from apportion.workloads.elastic_kinds import builtin_elastic_kinds
 
 SOURCE = "elastic workload"
@@ -42,15 +41,10 @@ MAX_ELASTIC_GPUS = 64
 def generate_elastic_workload(*, jobs: int = DEFAULT_JOBS, rate_per_hour: float = DEFAULT_RATE_PER_HOUR,
                               seed: int = 0, kinds: ElasticKinds | None = None) -> JobTable:
     """``jobs`` elastic jobs drawn with ``numpy.random.default_rng(seed)``."""
-    if isinstance(jobs, bool) or int(jobs) != jobs or jobs < 1:
-        raise InputError(SOURCE, f"must be a whole number >= 1, got {jobs!r}", field="jobs")
-    if not (math.isfinite(rate_per_hour) and rate_per_hour > 0):
-        raise InputError(SOURCE, f"must be a positive number, got {rate_per_hour!r}", field="rate_per_hour")
+    n = checked_size(SOURCE, jobs, rate_per_hour)
     kinds = kinds or builtin_elastic_kinds()
-    n = int(jobs)
     rng = np.random.default_rng(seed)
-    gaps = rng.exponential(3600.0 / rate_per_hour, size=n - 1)
-    submit = np.concatenate(([0.0], np.cumsum(gaps)))
+    submit = poisson_arrivals(rng, n, rate_per_hour)
     names = list(MODEL_MIX)
     weights = np.array([MODEL_MIX[m] for m in names])
     model = np.array([kinds.index(m) for m in names])[rng.choice(len(names), size=n, p=weights / weights.sum())]

@@ -26,6 +26,7 @@ import numpy as np
 from apportion.core.errors import InputError
 from apportion.core.jobs import JobTable
 from apportion.core.throughputs import ThroughputTable
+from apportion.workloads.arrivals import checked_size, poisson_arrivals
 from apportion.workloads.conversion import check_reference_type, draw_kinds, steps_for_durations
 from apportion.workloads.gavel_shape import gavel_durations, gavel_gpu_counts
 
@@ -55,10 +56,7 @@ def generate_workload(
     shape: str = "philly",
 ) -> JobTable:
     """``jobs`` jobs drawn with ``numpy.random.default_rng(seed)`` from the distributions of ``shape``."""
-    if isinstance(jobs, bool) or int(jobs) != jobs or jobs < 1:
-        raise InputError(SOURCE, f"must be a whole number >= 1, got {jobs!r}", field="jobs")
-    if not (math.isfinite(rate_per_hour) and rate_per_hour > 0):
-        raise InputError(SOURCE, f"must be a positive number, got {rate_per_hour!r}", field="rate_per_hour")
+    n = checked_size(SOURCE, jobs, rate_per_hour)
     if shape not in SHAPES:
         raise InputError(SOURCE, f"unknown shape '{shape}' (known: {', '.join(SHAPES)})", field="shape")
     if shape == "pollux":
@@ -66,11 +64,9 @@ def generate_workload(
 
         return generate_elastic_workload(jobs=jobs, rate_per_hour=rate_per_hour, seed=seed)
     check_reference_type(throughputs, reference_gpu_type, SOURCE)
-    n = int(jobs)
     rng = np.random.default_rng(seed)
 
-    gaps = rng.exponential(3600.0 / rate_per_hour, size=n - 1)
-    submit = np.concatenate(([0.0], np.cumsum(gaps)))
+    submit = poisson_arrivals(rng, n, rate_per_hour)
     if shape == "philly":
         num_gpus = GPU_COUNTS[rng.choice(len(GPU_COUNTS), size=n, p=GPU_COUNT_PROBABILITIES)]
         duration = np.clip(rng.lognormal(DURATION_MU, DURATION_SIGMA, size=n), MIN_DURATION_S, MAX_DURATION_S)

@@ -109,3 +109,40 @@ def test_the_array_limit_stage_sees_only_what_the_after_stage_let_through():
     verdict = Admission([AfterStage(), ArrayLimitStage()]).admit(jobs, CONTEXT)
 
     assert verdict.admitted.tolist() == [False, True]  # 30 waits for job 11, so 31 takes the room
+
+
+def test_a_failure_cascades_down_a_chain_of_dependencies_in_one_call():
+    # 21 fails (its key is above 20); 22 runs after 21 and 23 after 22: both fail with it, now
+    from apportion.mechanism.admission import admit_settled
+
+    keys = np.array([21, 22, 23, 24])
+    after = Dependencies.of_lists([[], [21], [22], []])
+    failed: set[int] = set()
+    context = AdmissionContext(0.0, lambda ks: np.array([Outcome.FAILED if int(k) in failed else Outcome.WAITING
+                                                         for k in ks]), lambda key: f"job {key}")
+    admission = Admission([AfterStage(), FailAbove(20)])
+    asked = []
+
+    def ask(positions):
+        asked.append(keys[positions].tolist())
+        return admission.admit(Applicants(keys[positions], after.subset(positions)), context)
+
+    def failed_now(positions, verdict):
+        failed.update(keys[positions].tolist())
+        return True
+
+    verdict = admit_settled(len(keys), ask, failed_now)
+    assert verdict.fail.tolist() == [True, True, True, True]
+    assert verdict.reasons[1] == "job 21, which it runs after, failed"
+    assert verdict.reasons[2] == "job 22, which it runs after, failed"
+    assert asked == [[21, 22, 23, 24], [22, 23], [23]]  # each time the jobs still held, asked again
+
+
+def test_a_clock_that_asks_everyone_again_gets_one_answer_per_job_from_the_last_ask():
+    from apportion.mechanism.admission import admit_settled
+
+    answers = iter([Verdict(np.array([False, True]), np.array([True, False]), {0: "first fails", 1: "held"}),
+                    Verdict(np.array([False, False]), np.array([True, True]), {0: "still", 1: "now fails"})])
+    verdict = admit_settled(2, lambda positions: next(answers), lambda positions, v: positions.tolist() == [0],
+                            again_all=True)
+    assert verdict.fail.tolist() == [True, True] and verdict.reasons == {0: "still", 1: "now fails"}

@@ -129,3 +129,13 @@ def test_every_policy_finishes_an_elastic_workload_within_the_cluster(replays, n
 
 def test_goodput_finishes_the_workload_sooner_on_average_than_las(replays):
     assert replays["goodput"].summary["avg_jct_s"] < replays["las"].summary["avg_jct_s"]
+
+
+def test_an_elastic_replay_advances_through_the_simulators_own_loop_at_its_goodput():
+    from apportion.sim.elastic import ElasticSimulator
+    from apportion.sim.simulator import Simulator
+
+    # one loop advances both clocks; the elastic simulator gives only its pace (goodput at each size)
+    assert ElasticSimulator._advance is Simulator._advance
+    assert ElasticSimulator._pace is not Simulator._pace
+    assert ElasticSimulator.jumps is False  # goodput changes as the noise scale grows: no round is skipped

@@ -10,7 +10,7 @@ import pytest
 from apportion.core.cluster import parse_cluster_shorthand
 from apportion.core.elastic import ElasticJobs, ElasticKinds
 from apportion.core.jobs import JobTable
-from apportion.core.goodput_fit import default_prior
+from apportion.core.goodput_fit import StepConfig, StepObservations, default_prior
 from apportion.policies import make_policy
 from apportion.serve.estimates.elastic import ElasticModels, StepReport
 from apportion.serve.jobs.elastic_spec import ElasticSpec
@@ -92,6 +92,27 @@ def test_the_model_after_steps_at_two_sizes_is_the_fit_the_server_makes_of_them(
     assert not np.allclose(learnt.kinds.step_params[0, 1], t4)  # a fit, not the true model
     assert learnt.observations(0, 0) is None  # never on a v100: Pollux's starting point there
     assert learnt.kinds.step_params[0, 0].tolist() == default_prior(learnt.observations(0, 1)).tolist()
+
+
+def test_both_clocks_and_a_restarted_server_keep_a_two_node_step_as_the_same_observation(tmp_path):
+    # 4 replicas over 2 nodes, micro-batch 8: nodes and GPUs differ, so a swapped key would show
+    learnt = LearntModels(two_type_kinds(), np.zeros(1, dtype=np.int64))
+    learnt.observe(np.array([0]), np.array([1]), np.array([2]), np.array([4]), np.array([8.0]), np.array([0.3]),
+                   np.array([0.1]))
+    store = StateStore(tmp_path / "state.db")
+    job_id = store.insert_job(spec={"name": "toy", "command": "train"}, name="toy", user="ann", queue="q",
+                              priority=1.0, kind="elastic", gpus=1, total_steps=100, submitted=0.0)
+    store.update_job(job_id, slots="0,1,2,3", gpu_type="t4")
+    ElasticModels(store, ("t4",), {"t4": 4}).record(
+        store.job(job_id), ElasticSpec(max_gpus=4, batch_size=32),
+        StepReport(steps_per_s=1 / 0.3, sync_s=0.1, micro_batch=8.0, nodes=2), now=0.0)
+    restarted = ElasticModels(store, ("t4",), {"t4": 4})  # read back from the state file
+
+    expected = StepObservations.seen({StepConfig.of(nodes=2, gpus=4, local_batch=8): (0.3, 0.1)})
+    for seen in (learnt.observations(0, 1), restarted.observations(job_id, "t4")):
+        assert (seen.nodes.tolist(), seen.gpus.tolist(), seen.local_batch.tolist()) == ([2.0], [4.0], [8.0])
+        assert seen.step_time_s == pytest.approx(expected.step_time_s)
+        assert seen.sync_time_s == pytest.approx(expected.sync_time_s)
 
 
 def test_a_replay_that_learns_is_repeatable_and_differs_from_one_that_knows():

@@ -157,3 +157,34 @@ def test_few_classes_go_straight_to_the_full_lp(monkeypatch):
     x, z, how = assert_same_as_reference(*random_instance(4))
 
     assert how == "small"
+
+
+def test_both_stages_repair_through_one_loop_that_opens_classes_until_prices_prove_an_answer():
+    # both stages' repair is max_min_dual._repair: a failed small LP opens the closest calls,
+    # a disproved one the classes its prices name, and an answer is kept once proven
+    seen = []
+
+    def solve_lp(open_):
+        seen.append(open_.copy())
+        return None if open_.sum() < 2 else "solved"
+
+    def judge(solved, open_):
+        return ("proven", None) if open_.sum() >= 4 else (None, np.array([False, False, True, True, False, False]))
+
+    open_ = np.array([True, False, False, False, False, False])
+    clear = np.array([0.0, 0.1, 5.0, 5.0, 9.0, 9.0])
+    assert max_min_dual._repair(solve_lp, judge, open_, clear) == "proven"
+    assert [o.nonzero()[0].tolist() for o in seen] == [[0], [0, 1], [0, 1, 2, 3]]
+    # nothing left to open and nothing proven: no answer, never a loop
+    assert max_min_dual._repair(lambda o: None, judge, np.ones(3, bool), np.zeros(3)) is None
+
+
+def test_a_repair_with_no_class_its_prices_disagree_with_opens_every_class():
+    tries = []
+
+    def judge(solved, open_):
+        tries.append(int(open_.sum()))
+        return ("proven", None) if open_.all() else (None, np.zeros(len(open_), bool))
+
+    assert max_min_dual._repair(lambda o: "solved", judge, np.array([True, False, False]), np.zeros(3)) == "proven"
+    assert tries == [1, 3]

@@ -40,6 +40,7 @@ from pathlib import Path
 from apportion.executors.local import warm_start
 from apportion.executors.base import Attempt, Exit
 from apportion.executors.local.cores import CpuQuota, set_affinity
+from apportion.executors.local.group_kill import signal_group
 from apportion.executors.local.orphans import Orphaned, orphaned_command
 from apportion.executors.local.procfs import group_members, process_start, stat_fields, still_runs
 from apportion.executors.local.spare_pool import ORPHAN_WAIT_S, SparePool, read_record, remove_files, spare_options
@@ -84,10 +85,7 @@ def kill_leftovers(pgid: int) -> None:
     a group still uses: while any member is alive, the group is still the attempt's.
     """
     if group_members(pgid):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        signal_group(pgid)
 
 
 class Watched:
@@ -367,20 +365,13 @@ class LocalExecutor:
         if started is None:
             kill_leftovers(attempt.pid)
         elif started == attempt.proc_start:
-            try:
-                os.killpg(attempt.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            signal_group(attempt.pid)
 
     def _signal(self, job_id: int, sig: int) -> bool:
         attempt = self.tracked().get(job_id)
         if attempt is None or not self.is_alive(job_id):
             return False
-        try:
-            os.killpg(attempt.pid, sig)
-        except ProcessLookupError:
-            return False
-        return True
+        return signal_group(attempt.pid, sig)
 
     def close(self) -> None:
         """Kill the waiting spares; attempts go on running (a server started later adopts them). The

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.executors.local import as_account, warm_start
+from apportion.executors.local.group_kill import signal_group
 from apportion.executors.local.procfs import process_start, stat_fields, still_runs
 from apportion.executors.local.wrapper_command import MARKER, options_start
 
@@ -160,10 +161,7 @@ class Spare:
             self.process.kill()
             self.process.wait()
         elif self.alive(state_dir) and self.pid is not None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            signal_group(self.pid)
             for _ in range(100):  # ours to reap if this process is its subreaper and its parent is gone
                 if not self.alive(state_dir):
                     break

@@ -59,6 +59,7 @@ import sys
 import time
 
 from apportion.executors.local import as_account, warm_start
+from apportion.executors.local.group_kill import kill_the_others, signal_group
 from apportion.executors.local.procfs import children, group_members
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -139,7 +140,7 @@ def become_subreaper() -> bool:
 def die_with(parent: int) -> bool:
     """SIGKILL this process group when ``parent`` (this process's parent) ends (Linux); False where that is not possible."""
     def parent_gone(signum, frame) -> None:
-        os.killpg(0, signal.SIGKILL)
+        signal_group(0)
 
     signal.signal(PARENT_GONE, parent_gone)
     try:
@@ -151,7 +152,7 @@ def die_with(parent: int) -> bool:
     except (OSError, AttributeError):
         return False
     if os.getppid() != parent:  # it ended before the death signal was armed
-        os.killpg(0, signal.SIGKILL)
+        signal_group(0)
     return True
 
 
@@ -335,13 +336,7 @@ def replica_env(base: dict[str, str], rank: int, count: int, port: int) -> dict[
 
 def stop_the_others() -> None:
     """SIGKILL every other process of this attempt's group (the replicas, and whatever they started)."""
-    me = os.getpid()
-    for pid in group_members(os.getpgid(0)):
-        if pid != me:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    kill_the_others(os.getpgid(0))
 
 
 def run_replicas(command: list[str], count: int, options: dict[str, str], subreaper: bool) -> int:
@@ -468,13 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         pass
     if os.getpgid(0) == os.getpid():  # only when leading our own group, as the server starts us
         if recorded:
-            os.killpg(0, signal.SIGKILL)
-        for pid in group_members(os.getpid()):  # no record: the exit status below must reach the executor
-            if pid != os.getpid():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            signal_group(0)
+        kill_the_others(os.getpid())  # no record: the exit status below must reach the executor
         os._exit(code if code >= 0 else 128 - code)  # not sys.exit: its flush of a log on a full disk would fail
     return code if code >= 0 else 128 - code
 

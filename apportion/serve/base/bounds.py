@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
+from typing import Collection, Sequence
 
 from apportion.core.errors import InputError
 from apportion.core.limits import MAX_GPUS, MAX_STEPS
@@ -122,6 +123,26 @@ def _shown(value: object) -> str:
 
 
 _KINDS = {str: "a string", bool: "true/false", list: "a list", dict: "a mapping"}
+
+
+def check_fields(value: object, known: Sequence[str], source: str, *, shape: str, field: str = "") -> dict:
+    """``value`` if it is a mapping holding only ``known`` keys; else InputError naming ``field``
+    (saying ``shape``, what it should be) or its first unknown key (``field.key``). Every spec file's
+    mapping goes through here: the job file and each of its parts."""
+    if not isinstance(value, dict):
+        raise InputError(source, shape, field=field or None)
+    unknown = sorted(str(k) for k in value if k not in known)
+    if unknown:
+        name = clip(unknown[0])
+        raise InputError(source, f"unknown field (known: {', '.join(known)})", field=f"{field}.{name}" if field else name)
+    return value
+
+
+def check_count(items: Collection, field: str, source: str, *, most: int, what: str, verb: str = "have") -> None:
+    """InputError naming ``field`` when ``items`` (a list or a mapping) holds more than ``most``:
+    "must VERB at most MOST WHAT, got N", before any item is looked at."""
+    if len(items) > most:
+        raise InputError(source, f"must {verb} at most {most:,} {what}, got {len(items):,}", field=field)
 
 
 def clip(text: str, most: int = 60) -> str:

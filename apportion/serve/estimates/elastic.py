@@ -31,7 +31,7 @@ import numpy as np
 from apportion.core.elastic import ElasticKinds, ElasticView
 from apportion.core.errors import InputError
 from apportion.core.goodput import NUM_PARAMS
-from apportion.core.goodput_fit import StepObservations, default_prior, fit_step_params
+from apportion.core.goodput_fit import StepConfig, StepObservations, default_prior, fit_step_params
 from apportion.serve.jobs.elastic_spec import ElasticSpec
 from apportion.serve.jobs.records import JobRecord
 from apportion.serve.store.state import StateStore
@@ -62,9 +62,9 @@ class ElasticModels:
         self.gpu_types = gpu_types
         self.capacity = capacity
         self.version = 0  # bumped when a model is refitted: a policy's allocation may be stale
-        self._steps: dict[tuple[int, str], dict[tuple[int, int, float], list[float]]] = {}
+        self._steps: dict[tuple[int, str], dict[StepConfig, list[float]]] = {}
         for r in store.elastic_steps():
-            key = (int(r.gpus), int(r.nodes), float(r.local_batch))
+            key = StepConfig.of(nodes=r.nodes, gpus=r.gpus, local_batch=r.local_batch)
             # step time, sync time, reports, and the step time when the model was last fitted
             self._steps.setdefault((r.job_id, r.gpu_type), {})[key] = [r.step_s, r.sync_s, r.samples,
                                                                             r.step_s]
@@ -86,13 +86,7 @@ class ElasticModels:
         return self._params.get(job_id, {}).get(gpu_type)
 
     def observations(self, job_id: int, gpu_type: str) -> StepObservations | None:
-        seen = self._steps.get((job_id, gpu_type))
-        if not seen:
-            return None
-        keys = list(seen)
-        return StepObservations.of(nodes=[k[1] for k in keys], gpus=[k[0] for k in keys],
-                                   local_batch=[k[2] for k in keys], step_time_s=[seen[k][0] for k in keys],
-                                   sync_time_s=[seen[k][1] for k in keys])
+        return StepObservations.seen(self._steps.get((job_id, gpu_type)))
 
     def record(self, row: JobRecord, spec: ElasticSpec, report: StepReport, now: float) -> None:
         """Fold one progress report of an elastic job's live attempt in; refit its model when it moved."""
@@ -109,7 +103,7 @@ class ElasticModels:
             sync = min(max(report.sync_s or 0.0, 0.0), whole_s) if replicas > 1 else 0.0
             compute = max(whole_s - sync, _FLOOR) / micro_batches
             step = compute + sync  # one micro-batch and the synchronisation (they do not overlap in such a job)
-            key = (replicas, max(1, report.nodes or 1), float(local))
+            key = StepConfig.of(nodes=max(1, report.nodes or 1), gpus=replicas, local_batch=local)
             seen = self._steps.setdefault((job_id, gpu_type), {})
             old = seen.get(key)
             if old is None:
@@ -120,7 +114,8 @@ class ElasticModels:
                 new_sync = (1 - SMOOTHING) * old[1] + SMOOTHING * sync
                 refit = abs(new_step - old[3]) > REFIT_CHANGE * old[3] or self.params(job_id, gpu_type) is None
                 seen[key] = [new_step, new_sync, old[2] + 1, new_step if refit else old[3]]
-            self.store.put_elastic_step(job_id, gpu_type, *key, seen[key][0], seen[key][1], int(seen[key][2]), now)
+            self.store.put_elastic_step(job_id, gpu_type, key.gpus, key.nodes, key.local_batch, seen[key][0],
+                                        seen[key][1], int(seen[key][2]), now)
         if refit:
             self._refit(job_id, gpu_type, spec)
         if refit or changed_noise:

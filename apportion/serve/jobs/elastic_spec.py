@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from apportion.core.errors import InputError
-from apportion.serve.base.bounds import MAX_BATCH, MAX_GPUS, MAX_STEPS, check_int, check_line, clip
+from apportion.serve.base.bounds import MAX_BATCH, MAX_GPUS, MAX_STEPS, check_fields, check_int, check_line, clip
 
 MAX_EXAMPLES = MAX_STEPS  # an elastic job's target in examples (2**53)
 
@@ -84,12 +84,8 @@ def elastic_from_mapping(value: object, source: str) -> ElasticSpec | None:
     """Check a job file's ``elastic`` mapping field by field (None when there is none)."""
     if value is None:
         return None
-    if not isinstance(value, dict):
-        raise InputError(source, f"must be a mapping of min_gpus, max_gpus, batch_size, …, got {clip(repr(value), 80)}",
-                         field="elastic")
-    unknown = sorted(str(k) for k in value if k not in FIELDS)
-    if unknown:
-        raise InputError(source, f"unknown field (known: {', '.join(FIELDS)})", field=f"elastic.{clip(unknown[0])}")
+    check_fields(value, FIELDS, source, field="elastic",
+                 shape=f"must be a mapping of min_gpus, max_gpus, batch_size, …, got {clip(repr(value), 80)}")
 
     def whole(key: str, *, default=None, least: int = 1, most: int = MAX_BATCH) -> int | None:
         if value.get(key) is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apportion.core.errors import InputError
-from apportion.serve.base.bounds import MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_NAME, check_text, clip
+from apportion.serve.base.bounds import MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_NAME, check_count, check_text, clip
 
 _PIECE = re.compile(r"([0-9]{1,12})(?:-([0-9]{1,12})(?::([0-9]{1,12}))?)?")  # digits enough to pass any bound
 _FORMS = "indices such as 0-15, 0-15:2 or 1,3,5-7, optionally ending %N (at most N at once)"
@@ -38,9 +38,7 @@ def array_text(value: object, source: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, list):
-        if len(value) > MAX_ARRAY_TASKS:
-            raise InputError(source, f"names {len(value):,} tasks, more than {MAX_ARRAY_TASKS:,} (the most one "
-                             "array may have)", field="array")
+        check_count(value, "array", source, most=MAX_ARRAY_TASKS, what="tasks", verb="name")
         for i, item in enumerate(value):
             if isinstance(item, bool) or not isinstance(item, (int, str)):
                 raise InputError(source, f"must be an index or a range such as 5-7, got {clip(repr(item), 40)}",

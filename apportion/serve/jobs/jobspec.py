@@ -58,7 +58,7 @@ from apportion.core.errors import InputError
 from apportion.serve.base.bounds import (
     MAX_AFTER, MAX_ARGS, MAX_COMMAND, MAX_CPUS, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S,
     MAX_JOB_ID, MAX_MEMORY_GB, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
-    check_int, check_line, check_number, check_text, clip,
+    check_count, check_fields, check_int, check_line, check_number, check_text, clip,
 )
 from apportion.serve.jobs.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
 from apportion.serve.jobs.job_array import array_text
@@ -205,11 +205,7 @@ def field_line(path: str | Path, field: str) -> int | None:
 
 def spec_from_mapping(data: object, source: str) -> JobSpec:
     """Check a parsed job file (or a ``POST /jobs`` body) field by field."""
-    if not isinstance(data, dict):
-        raise InputError(source, "a job file must be a mapping of fields (name, command, total_steps, …)")
-    unknown = sorted(str(k) for k in data if k not in FIELDS)
-    if unknown:
-        raise InputError(source, f"unknown field (known: {', '.join(FIELDS)})", field=clip(unknown[0]))
+    check_fields(data, FIELDS, source, shape="a job file must be a mapping of fields (name, command, total_steps, …)")
 
     name = _text(data, "name", source, required=True)
     command = _command(data.get("command"), source)
@@ -335,8 +331,7 @@ def _command(value: object, source: str) -> str | list[str]:
             raise InputError(source, "must not be empty", field="command")
         return check_text(value.strip(), "command", source, most=MAX_COMMAND)
     if isinstance(value, list) and value:
-        if len(value) > MAX_ARGS:
-            raise InputError(source, f"must have at most {MAX_ARGS:,} arguments, got {len(value):,}", field="command")
+        check_count(value, "command", source, most=MAX_ARGS, what="arguments")
         args = []
         for i, arg in enumerate(value):
             if isinstance(arg, bool) or not isinstance(arg, (str, int, float)):
@@ -413,8 +408,7 @@ def _after(value: object, source: str) -> tuple[int, ...] | None:
     if value is None:
         return None
     items = value if isinstance(value, list) else [value]
-    if len(items) > MAX_AFTER:
-        raise InputError(source, f"must name at most {MAX_AFTER} jobs, got {len(items):,}", field="after")
+    check_count(items, "after", source, most=MAX_AFTER, what="jobs", verb="name")
     ids: list[int] = []
     for i, item in enumerate(items):
         where = f"after[{i}]" if isinstance(value, list) else "after"
@@ -462,8 +456,7 @@ def _gpu_types(value: object, source: str) -> tuple[str, ...] | None:
     if not isinstance(value, list) or not value:
         raise InputError(source, f"must be a list of GPU types such as [v100, cpu], got {_short(value)}",
                          field="gpu_types")
-    if len(value) > MAX_GPU_TYPES:
-        raise InputError(source, f"must list at most {MAX_GPU_TYPES} types, got {len(value):,}", field="gpu_types")
+    check_count(value, "gpu_types", source, most=MAX_GPU_TYPES, what="types", verb="list")
     types = []
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
@@ -479,8 +472,7 @@ def _env(value: object, source: str) -> dict[str, str]:
         return {}
     if not isinstance(value, dict):
         raise InputError(source, f"must be a mapping of variable to value, got {_short(value)}", field="env")
-    if len(value) > MAX_ENV:
-        raise InputError(source, f"must set at most {MAX_ENV} variables, got {len(value):,}", field="env")
+    check_count(value, "env", source, most=MAX_ENV, what="variables", verb="set")
     env = {}
     for key, item in value.items():
         name = str(key)

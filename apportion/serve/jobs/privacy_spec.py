@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from apportion.core.errors import InputError
-from apportion.serve.base.bounds import MAX_NAME, check_line
+from apportion.serve.base.bounds import check_count, check_fields, check_line
 from apportion.serve.base.bounds import check_number as _check_number
 
 MAX_CLAIM_BLOCKS = 1000  # blocks one claim may name
@@ -67,12 +67,8 @@ def claim_from_mapping(value: object, source: str) -> ClaimSpec | None:
     """A job's ``privacy`` field checked (None: it claims nothing); InputError naming ``privacy.FIELD``."""
     if value is None:
         return None
-    if not isinstance(value, dict):
-        raise InputError(source, "must be a mapping: {blocks: [mon, tue], epsilon: 0.5, delta: 1e-7} or "
-                         "{blocks: [...], rdp: {2: 0.1, 4: 0.2}}", field="privacy")
-    unknown = sorted(str(k) for k in value if k not in FIELDS)
-    if unknown:
-        raise InputError(source, f"unknown field (known: {', '.join(FIELDS)})", field=f"privacy.{unknown[0][:MAX_NAME]}")
+    check_fields(value, FIELDS, source, field="privacy", shape="must be a mapping: {blocks: [mon, tue], epsilon: 0.5, "
+                 "delta: 1e-7} or {blocks: [...], rdp: {2: 0.1, 4: 0.2}}")
     blocks = _block_names(value.get("blocks"), source)
     weight = check_number(value.get("weight", 1.0), "privacy.weight", source, least=0.0, most=MAX_BUDGET)
     if not weight > 0:
@@ -125,9 +121,7 @@ def _block_names(value: object, source: str) -> tuple[str, ...]:
     items = value.split() if isinstance(value, str) else value
     if not isinstance(items, list) or not items:
         raise InputError(source, "must name the blocks the job trains on: [mon, tue]", field="privacy.blocks")
-    if len(items) > MAX_CLAIM_BLOCKS:
-        raise InputError(source, f"must name at most {MAX_CLAIM_BLOCKS} blocks, got {len(items):,}",
-                         field="privacy.blocks")
+    check_count(items, "privacy.blocks", source, most=MAX_CLAIM_BLOCKS, what="blocks", verb="name")
     names: list[str] = []
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item.strip():
@@ -144,8 +138,7 @@ def _curve(value: object, source: str) -> tuple[tuple[float, float], ...]:
     if not isinstance(value, dict) or not value:
         raise InputError(source, "must map each Rényi order to the ε the job takes at it: {2: 0.1, 4: 0.2}",
                          field="privacy.rdp")
-    if len(value) > MAX_ORDERS:
-        raise InputError(source, f"must give at most {MAX_ORDERS} orders", field="privacy.rdp")
+    check_count(value, "privacy.rdp", source, most=MAX_ORDERS, what="orders", verb="give")
     pairs = {}
     for key, amount in value.items():
         order = _order(key, source, "privacy.rdp")

@@ -23,7 +23,7 @@ import numpy as np
 
 from apportion.core.dependencies import Dependencies
 from apportion.mechanism.admission import (Admission, AdmissionContext, AfterStage, Applicants, ArrayLimitStage,
-                                           Outcome, Verdict)
+                                           Outcome, Verdict, admit_settled)
 from apportion.serve.jobs.job_array import most_running
 from apportion.serve.resources.base import Resource
 from apportion.serve.store.state import ACTIVE, StateStore
@@ -127,15 +127,17 @@ def _settled(store: StateStore, applicants: Applicants, waits: _Waits | None, no
     outcome.update({array_id: _array_outcome(counts) for array_id, (_, counts) in arrays.items()})
     context = AdmissionContext(now, lambda keys: np.array([outcome.get(int(k), Outcome.UNKNOWN) for k in keys]),
                                lambda key: f"array {key}" if key in arrays else f"job {key}")
-    verdict = _ask(applicants, waits, admission, context)
     waited_for = set(named.tolist())
-    while True:
-        failing = [int(key) for key in applicants.key[verdict.fail]] + array_of[verdict.fail].tolist()
+
+    def failed_now(positions: np.ndarray, _verdict: Verdict) -> bool:  # a job, or its array, failed now
+        failing = [int(key) for key in applicants.key[positions]] + array_of[positions].tolist()
         newly = [key for key in failing if key in waited_for and outcome.get(key) != Outcome.FAILED]
-        if not newly:
-            return verdict
         outcome.update(dict.fromkeys(newly, Outcome.FAILED))
-        verdict = _ask(applicants, waits, admission, context)
+        return bool(newly)
+
+    # every job asked again: an array's room depends on which of its tasks ask together
+    return admit_settled(len(applicants), lambda _: _ask(applicants, waits, admission, context), failed_now,
+                         again_all=True)
 
 
 def _ask(applicants: Applicants, waits: _Waits | None, admission: Admission, context: AdmissionContext) -> Verdict:
