@@ -8,8 +8,9 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import as_flags, market_notes, preemptions_line
-from apportion.cli.output import console, escape, print_json, print_line, print_table, print_wrote, progress_bar
+from apportion.cli.flow import replay_command
+from apportion.cli.inputs import checked, market_notes, preemptions_line
+from apportion.cli.output import console, escape, print_line, print_table
 from apportion.stdio import stdout_to_stderr
 
 
@@ -54,10 +55,9 @@ def simulate(
     With no options: a seeded synthetic workload on a small heterogeneous cluster. With --market:
     on instances each job rents from a market, as --provisioning chooses them (docs/cloud.md).
     """
-    from apportion.arguments import check_out, replay_arguments, run
+    from apportion.arguments import replay_arguments, run
 
-    with as_flags(), stdout_to_stderr():
-        check_out(out)
+    def prepare():
         replay = replay_arguments(
             [policy], opt.given_policy_options(ctx), workload=workload, cluster=cluster, jobs=jobs, rate=rate,
             seed=seed, shape=shape, start_s=start_s, end_s=end_s, throughputs=throughputs,
@@ -70,34 +70,34 @@ def simulate(
             checkpoint_gb=checkpoint_gb,
         )
         market_notes(replay)
-        rented = replay.market is not None
-        inputs = replay.inputs
-        with progress_bar(as_json) as bar:
-            task = bar.add_task(provisioning if rented else policy, total=len(inputs.jobs), day=0.0)
+        return replay
 
-            def report(spec: str, ended: int, total: int, now_s: float) -> None:
-                bar.update(task, completed=ended, day=now_s / 86400)
+    def shown(replay) -> str:
+        return provisioning if replay.market is not None else policy
 
-            result, = run(replay, [provisioning if rented else policy], progress=report,
-                          record_holdings=out is not None)
-    if as_json:
-        print_json(result.summary)
-    else:
+    def work(replay, progress):
+        result, = run(replay, [shown(replay)], progress=progress.jobs_ended, record_holdings=out is not None)
+        return result
+
+    def show(replay, result) -> None:
         from apportion.report.tables import summary_table, unschedulable_lines
 
-        console.print(f"[bold]{escape(result.policy)}[/]: {escape(inputs.workload_name)} on "
-                      f"{escape(result.summary['cluster'] if rented else inputs.cluster.describe())}", highlight=False)
+        where = result.summary["cluster"] if replay.market is not None else replay.inputs.cluster.describe()
+        console.print(f"[bold]{escape(result.policy)}[/]: {escape(replay.inputs.workload_name)} on {escape(where)}",
+                      highlight=False)
         print_table(summary_table([result.summary]))
         for line in unschedulable_lines(result):
             print_line(line)
         if preemptions_line(result):
             print_line(preemptions_line(result))
-    if out is not None:
+
+    def write(replay, result, out: Path) -> list:
         from apportion.report.outputs import write_run
 
-        with stdout_to_stderr():
-            paths = write_run(result, out)
-        print_wrote(paths, as_json)
+        return write_run(result, out)
+
+    replay_command(out=out, as_json=as_json, prepare=prepare,
+                   tasks=lambda replay: {shown(replay): len(replay.inputs.jobs)}, work=work, to_json=lambda replay, result: result.summary, show=show, write=write)
 
 
 def compare(
@@ -137,12 +137,12 @@ def compare(
     """Run several policies on the same workload and print them side by side.
 
     With --market: the provisioning policies, each job renting its instances from the market."""
-    from apportion.arguments import check_out, names, replay_arguments, run
+    from apportion.arguments import names, replay_arguments, run
 
-    with as_flags(), stdout_to_stderr():
-        specs = names(policies, "policies")
-        rented_specs = names(provisioning, "provisioning") if market else []
-        check_out(out)
+    specs = checked(names, policies, "policies")
+    rented_specs = checked(names, provisioning, "provisioning") if market else []
+
+    def prepare():
         replay = replay_arguments(
             specs, opt.given_policy_options(ctx), workload=workload, cluster=cluster, jobs=jobs, rate=rate,
             seed=seed, shape=shape, start_s=start_s, end_s=end_s, throughputs=throughputs,
@@ -154,36 +154,35 @@ def compare(
             checkpoint_gb=checkpoint_gb,
         )
         market_notes(replay)
-        rented = replay.market is not None
-        inputs = replay.inputs
-        shown = rented_specs if rented else specs
-        with progress_bar(as_json) as bar:
-            tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in shown}
+        return replay
 
-            def report(spec: str, ended: int, total: int, now_s: float) -> None:
-                bar.update(tasks[spec], completed=ended, day=now_s / 86400)
+    def shown(replay) -> list[str]:
+        return rented_specs if replay.market is not None else specs
 
-            results = run(replay, shown, workers=workers, progress=report, record_holdings=out is not None)
-    summaries = [r.summary for r in results]
-    if as_json:
-        print_json({"policies": summaries})
-    else:
+    def work(replay, progress):
+        return run(replay, shown(replay), workers=workers, progress=progress.jobs_ended,
+                   record_holdings=out is not None)
+
+    def show(replay, results) -> None:
         from apportion.report.tables import summary_table, unschedulable_lines
 
-        where = results[0].summary["cluster"] if rented else inputs.cluster.describe()
-        console.print(f"{escape(inputs.workload_name)} on {escape(where)}", highlight=False)
-        print_table(summary_table(summaries))
+        where = results[0].summary["cluster"] if replay.market is not None else replay.inputs.cluster.describe()
+        console.print(f"{escape(replay.inputs.workload_name)} on {escape(where)}", highlight=False)
+        print_table(summary_table([r.summary for r in results]))
         for result in results:
             for line in unschedulable_lines(result):
                 print_line(line)
         if preemptions_line(results[0]):
             print_line(preemptions_line(results[0]))
-    if out is not None:
+
+    def write(replay, results, out: Path) -> list:
         from apportion.report.outputs import write_comparison
 
-        with stdout_to_stderr():
-            paths = write_comparison(results, out)
-        print_wrote(paths, as_json)
+        return write_comparison(results, out)
+
+    replay_command(out=out, as_json=as_json, prepare=prepare,
+                   tasks=lambda replay: {spec: len(replay.inputs.jobs) for spec in shown(replay)}, work=work,
+                   to_json=lambda replay, results: {"policies": [r.summary for r in results]}, show=show, write=write)
 
 
 def kinds() -> None:
