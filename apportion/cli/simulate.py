@@ -79,25 +79,16 @@ def simulate(
         result, = run(replay, [shown(replay)], progress=progress.jobs_ended, record_holdings=out is not None)
         return result
 
-    def show(replay, result) -> None:
-        from apportion.report.tables import summary_table, unschedulable_lines
-
-        where = result.summary["cluster"] if replay.market is not None else replay.inputs.cluster.describe()
-        console.print(f"[bold]{escape(result.policy)}[/]: {escape(replay.inputs.workload_name)} on {escape(where)}",
-                      highlight=False)
-        print_table(summary_table([result.summary]))
-        for line in unschedulable_lines(result):
-            print_line(line)
-        if preemptions_line(result):
-            print_line(preemptions_line(result))
-
     def write(replay, result, out: Path) -> list:
         from apportion.report.outputs import write_run
 
         return write_run(result, out)
 
     replay_command(out=out, as_json=as_json, prepare=prepare,
-                   tasks=lambda replay: {shown(replay): len(replay.inputs.jobs)}, work=work, to_json=lambda replay, result: result.summary, show=show, write=write)
+                   tasks=lambda replay: {shown(replay): len(replay.inputs.jobs)}, work=work,
+                   to_json=lambda replay, result: result.summary,
+                   show=lambda replay, result: _show(replay, [result], f"[bold]{escape(result.policy)}[/]: "),
+                   write=write)
 
 
 def compare(
@@ -163,18 +154,6 @@ def compare(
         return run(replay, shown(replay), workers=workers, progress=progress.jobs_ended,
                    record_holdings=out is not None)
 
-    def show(replay, results) -> None:
-        from apportion.report.tables import summary_table, unschedulable_lines
-
-        where = results[0].summary["cluster"] if replay.market is not None else replay.inputs.cluster.describe()
-        console.print(f"{escape(replay.inputs.workload_name)} on {escape(where)}", highlight=False)
-        print_table(summary_table([r.summary for r in results]))
-        for result in results:
-            for line in unschedulable_lines(result):
-                print_line(line)
-        if preemptions_line(results[0]):
-            print_line(preemptions_line(results[0]))
-
     def write(replay, results, out: Path) -> list:
         from apportion.report.outputs import write_comparison
 
@@ -182,7 +161,22 @@ def compare(
 
     replay_command(out=out, as_json=as_json, prepare=prepare,
                    tasks=lambda replay: {spec: len(replay.inputs.jobs) for spec in shown(replay)}, work=work,
-                   to_json=lambda replay, results: {"policies": [r.summary for r in results]}, show=show, write=write)
+                   to_json=lambda replay, results: {"policies": [r.summary for r in results]}, show=_show, write=write)
+
+
+def _show(replay, results, title: str = "") -> None:
+    """The replays' summaries side by side under ``title`` (markup), the workload and where it ran;
+    then the jobs no policy could place and where a rented run's spot preemptions came from."""
+    from apportion.report.tables import summary_table, unschedulable_lines
+
+    where = results[0].summary["cluster"] if replay.market is not None else replay.inputs.cluster.describe()
+    console.print(f"{title}{escape(replay.inputs.workload_name)} on {escape(where)}", highlight=False)
+    print_table(summary_table([r.summary for r in results]))
+    for result in results:
+        for line in unschedulable_lines(result):
+            print_line(line)
+    if preemptions_line(results[0]):
+        print_line(preemptions_line(results[0]))
 
 
 def kinds() -> None:
