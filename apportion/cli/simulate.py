@@ -9,7 +9,7 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.flow import replay_command
-from apportion.cli.inputs import checked, market_notes, preemptions_line
+from apportion.cli.inputs import checked, keywords_of, market_notes, preemptions_line
 from apportion.cli.output import console, escape, print_line, print_table
 from apportion.stdio import stdout_to_stderr
 
@@ -55,20 +55,12 @@ def simulate(
     With no options: a seeded synthetic workload on a small heterogeneous cluster. With --market:
     on instances each job rents from a market, as --provisioning chooses them (docs/cloud.md).
     """
+    given = dict(locals())  # every option, by name: what replay_arguments takes of them is passed on
     from apportion.arguments import replay_arguments, run
 
     def prepare():
-        replay = replay_arguments(
-            [policy], opt.given_policy_options(ctx), workload=workload, cluster=cluster, jobs=jobs, rate=rate,
-            seed=seed, shape=shape, start_s=start_s, end_s=end_s, throughputs=throughputs,
-            reference_gpu_type=reference_gpu_type, round_s=round_s, restart_cost_s=restart_cost_s,
-            learn_models=learn_models, cpu_split=cpu_split, blocks=blocks, privacy_policy=privacy_policy,
-            privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s, trace_format=trace_format,
-            privacy_decide=privacy_decide, privacy_rejected_portions=privacy_rejected_portions,
-            received_since=received_since, share_by_user=share_by_user, user_weights=user_weights, market=market,
-            market_start=market_start, interruption_rates=interruption_rates, provisioning=[provisioning],
-            checkpoint_gb=checkpoint_gb,
-        )
+        replay = replay_arguments([policy], opt.given_policy_options(ctx),
+                                  **{**keywords_of(replay_arguments, given), "provisioning": [provisioning]})
         market_notes(replay)
         return replay
 
@@ -128,22 +120,15 @@ def compare(
     """Run several policies on the same workload and print them side by side.
 
     With --market: the provisioning policies, each job renting its instances from the market."""
+    given = dict(locals())  # every option, by name: what replay_arguments takes of them is passed on
     from apportion.arguments import names, replay_arguments, run
 
     specs = checked(names, policies, "policies")
     rented_specs = checked(names, provisioning, "provisioning") if market else []
 
     def prepare():
-        replay = replay_arguments(
-            specs, opt.given_policy_options(ctx), workload=workload, cluster=cluster, jobs=jobs, rate=rate,
-            seed=seed, shape=shape, start_s=start_s, end_s=end_s, throughputs=throughputs,
-            reference_gpu_type=reference_gpu_type, round_s=round_s, restart_cost_s=restart_cost_s,
-            learn_models=learn_models, cpu_split=cpu_split, blocks=blocks, privacy_policy=privacy_policy,
-            privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s, trace_format=trace_format,
-            privacy_decide=privacy_decide, privacy_rejected_portions=privacy_rejected_portions, market=market,
-            market_start=market_start, interruption_rates=interruption_rates, provisioning=rented_specs,
-            checkpoint_gb=checkpoint_gb,
-        )
+        replay = replay_arguments(specs, opt.given_policy_options(ctx),
+                                  **{**keywords_of(replay_arguments, given), "provisioning": rented_specs})
         market_notes(replay)
         return replay
 

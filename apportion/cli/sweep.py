@@ -9,6 +9,7 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.flow import replay_command
+from apportion.cli.inputs import keywords_of
 from apportion.cli.output import console, escape, print_table
 
 
@@ -51,18 +52,12 @@ def sweep(
 ) -> None:
     """Replay each policy over a grid of loads, seeds and clusters; report each metric's mean over
     the seeds with a 95% confidence interval, and plot it against the load (--out)."""
+    given = dict(locals())  # every option, by name: what sweep_arguments takes of them is passed on
     from apportion.arguments import run_sweep, sweep_arguments
     from apportion.sweep import metrics_of, summarize
 
     def prepare():
-        return sweep_arguments(
-            policies, opt.given_policy_options(ctx), rates=rates, seeds=seeds, clusters=clusters, workload=workload,
-            cluster=cluster, jobs=jobs, shape=shape, throughputs=throughputs, reference_gpu_type=reference_gpu_type,
-            round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
-            blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
-            privacy_timeout_s=privacy_timeout_s, trace_format=trace_format, privacy_decide=privacy_decide,
-            privacy_rejected_portions=privacy_rejected_portions, workers=workers, ray_address=ray_address, out=out,
-        )
+        return sweep_arguments(policies, opt.given_policy_options(ctx), **keywords_of(sweep_arguments, given))
 
     def replays(plan) -> str:
         return f"{len(plan.cells)} replays"

@@ -111,3 +111,20 @@ def test_a_group_and_a_command_flow_their_help_alike():
     assert built.commands["one"].help == "A command whose help is wrapped in the code."
     text = runner.invoke(group, ["one", "--help"], env={"COLUMNS": "200"}).stdout
     assert "A flag that flows." in text and "<bool>" not in text
+
+
+@pytest.mark.parametrize("command, call, not_taken", [
+    ("simulate", "replay_arguments", set()),
+    ("compare", "replay_arguments", {"received_since", "share_by_user", "user_weights"}),
+    ("sweep", "sweep_arguments", set()),
+])
+def test_each_command_hands_on_every_argument_the_library_checks_by_the_same_name(command, call, not_taken):
+    import inspect
+
+    import apportion.arguments as arguments
+    from apportion.cli import simulate, sweep
+
+    callback = {"simulate": simulate.simulate, "compare": simulate.compare, "sweep": sweep.sweep}[command]
+    taken = {p.name for p in inspect.signature(getattr(arguments, call)).parameters.values()
+             if p.kind is p.KEYWORD_ONLY}
+    assert taken - set(inspect.signature(callback).parameters) == not_taken
