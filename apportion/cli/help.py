@@ -38,8 +38,9 @@ def _usage_name(argument: TyperArgument) -> str:
     return name if argument.required else f"[{name}]"
 
 
-class HelpCommand(TyperCommand):
-    """A command whose help flows and whose flags show no type."""
+class _FlowingHelp:
+    """What a command and a group of commands share: help that flows, flags that show no type,
+    and options read without pydantic where typer allows it."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -49,28 +50,20 @@ class HelpCommand(TyperCommand):
         lighten(self.get_params(ctx))  # options not given, and text, read without pydantic
         return super().parse_args(ctx, args)
 
+    def format_help(self, ctx, formatter) -> None:
+        _tidy(self.get_params(ctx))
+        return super().format_help(ctx, formatter)
+
+
+class HelpCommand(_FlowingHelp, TyperCommand):
+    """A command whose help flows, whose flags show no type, and whose usage line names its arguments as words."""
+
     def collect_usage_pieces(self, ctx) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
             pieces.extend([_usage_name(param)] if isinstance(param, TyperArgument) else param.get_usage_pieces(ctx))
         return pieces
 
-    def format_help(self, ctx, formatter) -> None:
-        _tidy(self.get_params(ctx))
-        return super().format_help(ctx, formatter)
 
-
-class HelpGroup(TyperGroup):
+class HelpGroup(_FlowingHelp, TyperGroup):
     """A group of commands whose help flows and whose flags show no type."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.help = flowing(self.help)
-
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
-        lighten(self.get_params(ctx))
-        return super().parse_args(ctx, args)
-
-    def format_help(self, ctx, formatter) -> None:
-        _tidy(self.get_params(ctx))
-        return super().format_help(ctx, formatter)

@@ -6,6 +6,7 @@ The checks themselves are ``apportion.arguments``'s, which the Python API calls 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Optional, TypeVar
@@ -33,6 +34,14 @@ def checked(call: Callable[..., T], *args, **kwargs) -> T:
     """``call(*args, **kwargs)``, an ArgumentError a one-line error naming the flags."""
     with as_flags():
         return call(*args, **kwargs)
+
+
+def keywords_of(call: Callable, given: dict) -> dict:
+    """The options in ``given`` (a command's parameters, by name) that ``call`` (``apportion.arguments``'
+    ``replay_arguments`` or ``sweep_arguments``) takes by keyword: each command passes what it was given
+    by name, without listing every option again."""
+    taken = {p.name for p in inspect.signature(call).parameters.values() if p.kind is p.KEYWORD_ONLY}
+    return {name: value for name, value in given.items() if name in taken}
 
 
 def load_queues(path: Optional[str]) -> Optional[QueueConfig]:

@@ -1,5 +1,5 @@
 """What every command prints through: the stdout and stderr consoles, JSON, tables, one-line
-errors, and the check that an output directory can be written before any work is done.
+errors, and long work's progress.
 
 Text that comes from a user (a job's name, a file path, a server's answer) is printed with
 :func:`escape`, so that ``[blink]root[/blink]`` shows as typed instead of as rich markup and an
@@ -9,7 +9,6 @@ escape sequence shows as ``\x1b[...`` instead of reaching the terminal (safe_tex
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -106,14 +105,6 @@ def progress_bar(as_json: bool = False, what: str = "jobs ended", virtual_time: 
     if not as_json and errors.is_terminal and console.is_terminal:
         return terminal_bar(errors, what, virtual_time)
     return ProgressLines(what, virtual_time)
-
-
-def out_dir_problem(path: Path) -> str | None:
-    """Why files cannot be written into directory ``path``, or None when they can (``apportion.arguments``'s
-    check, imported only when a command has an ``--out`` to check)."""
-    from apportion.arguments import out_dir_problem as problem
-
-    return problem(path)
 
 
 def cell(text: object, most: int = 64) -> str:

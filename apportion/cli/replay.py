@@ -9,10 +9,8 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.output import (
-    console, escape, fail, out_dir_problem, print_json, print_line, print_table, print_wrote, progress_bar,
-)
-from apportion.stdio import stdout_to_stderr
+from apportion.cli.flow import replay_command
+from apportion.cli.output import console, escape, fail, print_line, print_table
 
 
 def replay(
@@ -35,30 +33,25 @@ def replay(
             raise fail(f"{flag} must be one of {', '.join(choices)}, got '{value}'")
     if restart_cost_s < 0:
         raise fail(f"--restart-cost-s must be >= 0, got {restart_cost_s}")
-    problem = None if out is None else out_dir_problem(out)
-    if problem is not None:
-        raise fail(f"--out: {problem}")
-    with stdout_to_stderr(), progress_bar(as_json) as bar:
-        task = bar.add_task("replay", total=1, day=0.0)
 
+    def work(_, progress):
         def report(ended: int, total: int, now_s: float) -> None:
-            bar.update(task, total=total, completed=ended, day=now_s / 86400)
+            progress.update("replay", total=total, completed=ended, day=now_s / 86400)
 
         try:
-            fidelity = replay_run(state_dir, speeds=speeds, costs=costs, clock=clock, restart_cost_s=restart_cost_s,
-                                  progress=report)
+            return replay_run(state_dir, speeds=speeds, costs=costs, clock=clock, restart_cost_s=restart_cost_s,
+                              progress=report)
         except InputError as exc:
             raise fail(str(exc)) from None
-    if as_json:
-        print_json(fidelity.to_dict())
-    else:
-        _print(fidelity)
-    if out is not None:
+
+    def write(_, fidelity, out: Path) -> list:
         from apportion.fidelity.outputs import write_fidelity
 
-        with stdout_to_stderr():
-            paths = write_fidelity(fidelity, out)
-        print_wrote(paths, as_json)
+        return write_fidelity(fidelity, out)
+
+    replay_command(out=out, as_json=as_json, prepare=lambda: None, tasks=lambda _: {"replay": 1}, work=work,
+                   to_json=lambda _, fidelity: fidelity.to_dict(), show=lambda _, fidelity: _print(fidelity),
+                   write=write)
 
 
 def _print(fidelity) -> None:

@@ -8,8 +8,9 @@ from typing import Optional
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import as_flags, market_notes, preemptions_line
-from apportion.cli.output import console, escape, print_json, print_line, print_table, print_wrote, progress_bar
+from apportion.cli.flow import replay_command
+from apportion.cli.inputs import checked, keywords_of, market_notes, preemptions_line
+from apportion.cli.output import console, escape, print_line, print_table
 from apportion.stdio import stdout_to_stderr
 
 
@@ -54,50 +55,32 @@ def simulate(
     With no options: a seeded synthetic workload on a small heterogeneous cluster. With --market:
     on instances each job rents from a market, as --provisioning chooses them (docs/cloud.md).
     """
-    from apportion.arguments import check_out, replay_arguments, run
+    given = dict(locals())  # every option, by name: what replay_arguments takes of them is passed on
+    from apportion.arguments import replay_arguments, run
 
-    with as_flags(), stdout_to_stderr():
-        check_out(out)
-        replay = replay_arguments(
-            [policy], opt.given_policy_options(ctx), workload=workload, cluster=cluster, jobs=jobs, rate=rate,
-            seed=seed, shape=shape, start_s=start_s, end_s=end_s, throughputs=throughputs,
-            reference_gpu_type=reference_gpu_type, round_s=round_s, restart_cost_s=restart_cost_s,
-            learn_models=learn_models, cpu_split=cpu_split, blocks=blocks, privacy_policy=privacy_policy,
-            privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s, trace_format=trace_format,
-            privacy_decide=privacy_decide, privacy_rejected_portions=privacy_rejected_portions,
-            received_since=received_since, share_by_user=share_by_user, user_weights=user_weights, market=market,
-            market_start=market_start, interruption_rates=interruption_rates, provisioning=[provisioning],
-            checkpoint_gb=checkpoint_gb,
-        )
+    def prepare():
+        replay = replay_arguments([policy], opt.given_policy_options(ctx),
+                                  **{**keywords_of(replay_arguments, given), "provisioning": [provisioning]})
         market_notes(replay)
-        rented = replay.market is not None
-        inputs = replay.inputs
-        with progress_bar(as_json) as bar:
-            task = bar.add_task(provisioning if rented else policy, total=len(inputs.jobs), day=0.0)
+        return replay
 
-            def report(spec: str, ended: int, total: int, now_s: float) -> None:
-                bar.update(task, completed=ended, day=now_s / 86400)
+    def shown(replay) -> str:
+        return provisioning if replay.market is not None else policy
 
-            result, = run(replay, [provisioning if rented else policy], progress=report,
-                          record_holdings=out is not None)
-    if as_json:
-        print_json(result.summary)
-    else:
-        from apportion.report.tables import summary_table, unschedulable_lines
+    def work(replay, progress):
+        result, = run(replay, [shown(replay)], progress=progress.jobs_ended, record_holdings=out is not None)
+        return result
 
-        console.print(f"[bold]{escape(result.policy)}[/]: {escape(inputs.workload_name)} on "
-                      f"{escape(result.summary['cluster'] if rented else inputs.cluster.describe())}", highlight=False)
-        print_table(summary_table([result.summary]))
-        for line in unschedulable_lines(result):
-            print_line(line)
-        if preemptions_line(result):
-            print_line(preemptions_line(result))
-    if out is not None:
+    def write(replay, result, out: Path) -> list:
         from apportion.report.outputs import write_run
 
-        with stdout_to_stderr():
-            paths = write_run(result, out)
-        print_wrote(paths, as_json)
+        return write_run(result, out)
+
+    replay_command(out=out, as_json=as_json, prepare=prepare,
+                   tasks=lambda replay: {shown(replay): len(replay.inputs.jobs)}, work=work,
+                   to_json=lambda replay, result: result.summary,
+                   show=lambda replay, result: _show(replay, [result], f"[bold]{escape(result.policy)}[/]: "),
+                   write=write)
 
 
 def compare(
@@ -137,53 +120,48 @@ def compare(
     """Run several policies on the same workload and print them side by side.
 
     With --market: the provisioning policies, each job renting its instances from the market."""
-    from apportion.arguments import check_out, names, replay_arguments, run
+    given = dict(locals())  # every option, by name: what replay_arguments takes of them is passed on
+    from apportion.arguments import names, replay_arguments, run
 
-    with as_flags(), stdout_to_stderr():
-        specs = names(policies, "policies")
-        rented_specs = names(provisioning, "provisioning") if market else []
-        check_out(out)
-        replay = replay_arguments(
-            specs, opt.given_policy_options(ctx), workload=workload, cluster=cluster, jobs=jobs, rate=rate,
-            seed=seed, shape=shape, start_s=start_s, end_s=end_s, throughputs=throughputs,
-            reference_gpu_type=reference_gpu_type, round_s=round_s, restart_cost_s=restart_cost_s,
-            learn_models=learn_models, cpu_split=cpu_split, blocks=blocks, privacy_policy=privacy_policy,
-            privacy_n=privacy_n, privacy_t=privacy_t, privacy_timeout_s=privacy_timeout_s, trace_format=trace_format,
-            privacy_decide=privacy_decide, privacy_rejected_portions=privacy_rejected_portions, market=market,
-            market_start=market_start, interruption_rates=interruption_rates, provisioning=rented_specs,
-            checkpoint_gb=checkpoint_gb,
-        )
+    specs = checked(names, policies, "policies")
+    rented_specs = checked(names, provisioning, "provisioning") if market else []
+
+    def prepare():
+        replay = replay_arguments(specs, opt.given_policy_options(ctx),
+                                  **{**keywords_of(replay_arguments, given), "provisioning": rented_specs})
         market_notes(replay)
-        rented = replay.market is not None
-        inputs = replay.inputs
-        shown = rented_specs if rented else specs
-        with progress_bar(as_json) as bar:
-            tasks = {spec: bar.add_task(spec, total=len(inputs.jobs), day=0.0) for spec in shown}
+        return replay
 
-            def report(spec: str, ended: int, total: int, now_s: float) -> None:
-                bar.update(tasks[spec], completed=ended, day=now_s / 86400)
+    def shown(replay) -> list[str]:
+        return rented_specs if replay.market is not None else specs
 
-            results = run(replay, shown, workers=workers, progress=report, record_holdings=out is not None)
-    summaries = [r.summary for r in results]
-    if as_json:
-        print_json({"policies": summaries})
-    else:
-        from apportion.report.tables import summary_table, unschedulable_lines
+    def work(replay, progress):
+        return run(replay, shown(replay), workers=workers, progress=progress.jobs_ended,
+                   record_holdings=out is not None)
 
-        where = results[0].summary["cluster"] if rented else inputs.cluster.describe()
-        console.print(f"{escape(inputs.workload_name)} on {escape(where)}", highlight=False)
-        print_table(summary_table(summaries))
-        for result in results:
-            for line in unschedulable_lines(result):
-                print_line(line)
-        if preemptions_line(results[0]):
-            print_line(preemptions_line(results[0]))
-    if out is not None:
+    def write(replay, results, out: Path) -> list:
         from apportion.report.outputs import write_comparison
 
-        with stdout_to_stderr():
-            paths = write_comparison(results, out)
-        print_wrote(paths, as_json)
+        return write_comparison(results, out)
+
+    replay_command(out=out, as_json=as_json, prepare=prepare,
+                   tasks=lambda replay: {spec: len(replay.inputs.jobs) for spec in shown(replay)}, work=work,
+                   to_json=lambda replay, results: {"policies": [r.summary for r in results]}, show=_show, write=write)
+
+
+def _show(replay, results, title: str = "") -> None:
+    """The replays' summaries side by side under ``title`` (markup), the workload and where it ran;
+    then the jobs no policy could place and where a rented run's spot preemptions came from."""
+    from apportion.report.tables import summary_table, unschedulable_lines
+
+    where = results[0].summary["cluster"] if replay.market is not None else replay.inputs.cluster.describe()
+    console.print(f"{title}{escape(replay.inputs.workload_name)} on {escape(where)}", highlight=False)
+    print_table(summary_table([r.summary for r in results]))
+    for result in results:
+        for line in unschedulable_lines(result):
+            print_line(line)
+    if preemptions_line(results[0]):
+        print_line(preemptions_line(results[0]))
 
 
 def kinds() -> None:

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import typer
 
 from apportion.cli import options as opt
-from apportion.cli.inputs import as_flags
-from apportion.cli.output import console, escape, print_json, print_table, print_wrote, progress_bar
-from apportion.stdio import stdout_to_stderr
+from apportion.cli.flow import replay_command
+from apportion.cli.inputs import keywords_of
+from apportion.cli.output import console, escape, print_table
 
+
+class Swept(NamedTuple):
+    """What a sweep found: every replay's row, the metrics they hold, and each metric's mean and interval."""
+
+    rows: list[dict]
+    metrics: list[str]
+    summary: list[dict]
 
 
 def sweep(
@@ -45,41 +52,39 @@ def sweep(
 ) -> None:
     """Replay each policy over a grid of loads, seeds and clusters; report each metric's mean over
     the seeds with a 95% confidence interval, and plot it against the load (--out)."""
+    given = dict(locals())  # every option, by name: what sweep_arguments takes of them is passed on
     from apportion.arguments import run_sweep, sweep_arguments
     from apportion.sweep import metrics_of, summarize
 
-    with as_flags(), stdout_to_stderr():
-        plan = sweep_arguments(
-            policies, opt.given_policy_options(ctx), rates=rates, seeds=seeds, clusters=clusters, workload=workload,
-            cluster=cluster, jobs=jobs, shape=shape, throughputs=throughputs, reference_gpu_type=reference_gpu_type,
-            round_s=round_s, restart_cost_s=restart_cost_s, learn_models=learn_models, cpu_split=cpu_split,
-            blocks=blocks, privacy_policy=privacy_policy, privacy_n=privacy_n, privacy_t=privacy_t,
-            privacy_timeout_s=privacy_timeout_s, trace_format=trace_format, privacy_decide=privacy_decide,
-            privacy_rejected_portions=privacy_rejected_portions, workers=workers, ray_address=ray_address, out=out,
-        )
-        cells = plan.cells
-        with progress_bar(as_json, what="replays done", virtual_time=False) as bar:
-            task = bar.add_task(f"{len(cells)} replays", total=len(cells), day=0.0)
-            rows = run_sweep(plan, workers=workers, ray_address=ray_address,
-                             progress=lambda done, total: bar.update(task, completed=done))
+    def prepare():
+        return sweep_arguments(policies, opt.given_policy_options(ctx), **keywords_of(sweep_arguments, given))
+
+    def replays(plan) -> str:
+        return f"{len(plan.cells)} replays"
+
+    def work(plan, progress):
+        rows = run_sweep(plan, workers=workers, ray_address=ray_address,
+                         progress=lambda done, total: progress.update(replays(plan), completed=done))
         metrics = metrics_of(rows)
-        summary = summarize(rows, metrics)
-    description = plan.description
-    specs, loads, seed_list = description["policies"], description["rates_per_hour"], description["seeds"]
-    cluster_list = description["clusters"]
-    shown = [m for m in metrics if m not in ("completed", "preemptions")]
-    if as_json:
-        print_json({"grid": description, "summary": summary, "cells": rows})
-    else:
-        console.print(f"{len(cells)} replays: {len(specs)} policies × {len(loads)} loads × {len(seed_list)} seeds"
-                      + (f" × {len(cluster_list)} clusters" if len(cluster_list) > 1 else f" on {escape(cluster_list[0])}"),
-                      highlight=False)
+        return Swept(rows, metrics, summarize(rows, metrics))
+
+    def show(plan, swept) -> None:
         from apportion.report.sweep import sweep_table
 
-        print_table(sweep_table(summary, shown))
-    if out is not None:
+        description = plan.description
+        specs, loads, seed_list = description["policies"], description["rates_per_hour"], description["seeds"]
+        cluster_list = description["clusters"]
+        console.print(f"{replays(plan)}: {len(specs)} policies × {len(loads)} loads × {len(seed_list)} seeds"
+                      + (f" × {len(cluster_list)} clusters" if len(cluster_list) > 1 else f" on {escape(cluster_list[0])}"),
+                      highlight=False)
+        print_table(sweep_table(swept.summary, [m for m in swept.metrics if m not in ("completed", "preemptions")]))
+
+    def write(plan, swept, out: Path) -> list:
         from apportion.report.sweep import write_sweep
 
-        with stdout_to_stderr():
-            paths = write_sweep(rows, summary, description, out)
-        print_wrote(paths, as_json)
+        return write_sweep(swept.rows, swept.summary, plan.description, out)
+
+    replay_command(out=out, as_json=as_json, prepare=prepare, tasks=lambda plan: {replays(plan): len(plan.cells)},
+                   work=work,
+                   to_json=lambda plan, swept: {"grid": plan.description, "summary": swept.summary, "cells": swept.rows},
+                   show=show, write=write, what="replays done", virtual_time=False, check_out=False)

@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from apportion.arguments import out_dir_problem
 from apportion.cli import app, output
 from apportion.report.tables import summary_table
 from apportion.serve.client import Client, ClientError
@@ -96,8 +97,8 @@ def test_an_out_that_cannot_be_written_is_refused_before_the_replay(tmp_path, ma
 
 
 def test_an_out_that_does_not_exist_yet_is_fine(tmp_path):
-    assert output.out_dir_problem(tmp_path / "a" / "b") is None
-    assert output.out_dir_problem(tmp_path) is None
+    assert out_dir_problem(tmp_path / "a" / "b") is None
+    assert out_dir_problem(tmp_path) is None
 
 
 def test_progress_is_a_bar_only_on_a_terminal_without_json_and_plain_lines_elsewhere(monkeypatch):
