@@ -106,7 +106,7 @@ class StoreConnection:
     def snapshot(self) -> Iterator[None]:
         """Every read of this thread inside the block sees the file as it was at its first read (one
         read transaction of its own connection): for answers made of several queries (``/metrics``,
-        the privacy blocks' budgets), consistent without waiting for the state lock."""
+        a resource's views), consistent without waiting for the state lock."""
         if (getattr(self._local, "snapshot", None) is not None or self._read_only
                 or self._writer == threading.get_ident()):
             yield
@@ -206,7 +206,7 @@ class StoreConnection:
         return True
 
     def rows(self, sql: str, params: list | tuple = ()) -> list[tuple]:
-        """The rows of one query, as plain tuples (for the tables a module of its own keeps: privacy, budgets)."""
+        """The rows of one query, as plain tuples (for the tables a package above the store keeps: a resource's, budgets)."""
         with self._read() as conn:
             cursor = conn.execute(sql, params)
             cursor.row_factory = None

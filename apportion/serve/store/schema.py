@@ -1,7 +1,7 @@
 """A family of the state file's tables: its schema and how an older file's tables are brought up to it.
 
 Each module of the store that keeps tables (jobs.py, arrays.py, attempts.py, credentials.py,
-measurements.py, samples.py, events.py, privacy_tables.py) says so with one ``TableFamily``;
+measurements.py, samples.py, events.py and a resource's) says so with one ``TableFamily``;
 ``state.SCHEMA_FAMILIES`` lists them, and a store opened for writing runs every family's schema
 then its ``migrate``, in that order. A package above the store that keeps tables of its own in
 the state file adds its family to that list (one line) or to an open store (``StateStore.add_family``).
