@@ -143,16 +143,16 @@ def served_again(state_dir: Path, *, cost_jitter: bool = False, speed_jitter: bo
     run = read_served_run(state_dir)
     measured = measure(run.jobs, run.attempts)
     costs = measured.attempt_costs(10.0)
-    first = min(j["submitted"] for j in run.jobs)
-    done = [j for j in run.jobs if j["status"] == "completed"]
-    jobs = [FakeJob(j["kind"], j["total_steps"], measured.job_speed(j["id"], "cpu") or measured.kind_speed(j["kind"], "cpu"),
-                    j["submitted"] - first) for j in done]
+    first = min(j.submitted for j in run.jobs)
+    done = [j for j in run.jobs if j.status == "completed"]
+    jobs = [FakeJob(j.kind, j.total_steps, measured.job_speed(j.id, "cpu") or measured.kind_speed(j.kind, "cpu"),
+                    j.submitted - first) for j in done]
     exits = ("stop_s", "finish_s")  # the fake server notices an exit a tick after it: that tick is measured too
     behaviour = {kind: Behaviour(start_s=costs.start_s[kind], restart_s=costs.restart_s[kind],
                                  lead_s=costs.stop_lead_s.get(kind, 1.0),
                                  stop_s=max(0.0, costs.stop_s.get(kind, tick_s) - tick_s),
                                  finish_s=max(0.0, costs.finish_s.get(kind, tick_s) - tick_s))
-                 for kind in {j["kind"] for j in done}}
+                 for kind in {j.kind for j in done}}
     samples = {name: {kind: [max(0.0, v - tick_s) if name in exits else v for v in spread.values]
                       for kind, spread in by_kind.items()} for name, by_kind in measured.costs.items()}
     jitter = Jitter(seed, samples if cost_jitter else {}, measured.speed_factors() if speed_jitter else (1.0,))

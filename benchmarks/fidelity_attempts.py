@@ -47,9 +47,9 @@ def rms(values) -> float:
 def analyse(state_dir: str) -> dict:
     run = read_served_run(state_dir)
     measured = measure(run.jobs, run.attempts)
-    first = min(j["submitted"] for j in run.jobs)
-    kind = {j["id"]: j["kind"] for j in run.jobs}
-    slowness = measured.slowness({j["id"]: j["id"] for j in run.jobs})  # rows: job ids, each job's own left out
+    first = min(j.submitted for j in run.jobs)
+    kind = {j.id: j.kind for j in run.jobs}
+    slowness = measured.slowness({j.id: j.id for j in run.jobs})  # rows: job ids, each job's own left out
 
     def factor(t: float, job_id: int) -> float:
         return float(slowness.at(np.array([t]), np.array([job_id]))[0])

@@ -128,19 +128,6 @@ def test_a_round_counts_a_live_attempt_by_the_rule_an_exit_is_settled_with(tmp_p
     assert accrued(row, 1030.0)["service_gpu_s"] == record.service_gpu_s + 30.0
 
 
-def test_a_family_of_tables_is_added_to_an_older_state_file(tmp_path):
-    path = tmp_path / "state.db"
-    StateStore(path).close()
-    with sqlite3.connect(path) as conn:  # as a family's older version left it: one column fewer
-        conn.execute("CREATE TABLE tokens (name TEXT PRIMARY KEY)")
-        conn.execute("INSERT INTO tokens VALUES ('t1')")
-    store = StateStore(path)
-    store.add_tables("CREATE TABLE IF NOT EXISTS tokens (name TEXT PRIMARY KEY, used INTEGER NOT NULL DEFAULT 0);"
-                     "CREATE TABLE IF NOT EXISTS token_log (at REAL);", {"tokens": {"used": "INTEGER NOT NULL DEFAULT 0"}})
-    assert store.rows("SELECT name, used FROM tokens") == [("t1", 0)]
-    assert store.rows("SELECT count(*) FROM token_log") == [(0,)]
-
-
 def test_the_resources_settings_are_listed_where_they_always_were():
     from apportion.serve.app.settings import SETTINGS
 

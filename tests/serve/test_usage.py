@@ -292,3 +292,18 @@ def test_a_history_read_never_waits_for_the_servers_own_connection(run):
 
     assert answers and answers[0].status_code == 200
     assert answers[0].json()["total"]["jobs"] == 3
+
+
+def test_a_history_read_goes_through_the_stores_read_connections_opening_none(run, monkeypatch):
+    import sqlite3
+
+    _, _, client, as_user = run
+    assert client.get("/history", headers=as_user["ann"]).status_code == 200  # the store's readers are open now
+    opened: list = []
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *args, **kwargs: opened.append(args) or connect(*args, **kwargs))
+
+    answers = [client.get("/history", headers=as_user["ann"]) for _ in range(3)]
+
+    assert [a.status_code for a in answers] == [200] * 3 and answers[-1].json()["matched"] == 3
+    assert opened == []

@@ -246,7 +246,7 @@ def create_app(scheduler: Scheduler, token: str | None = None, history: History 
         now = scheduler.clock()
         filters = usage.parse_filters(user=user, queue=queue, state=state, since=since, until=until, now=now)
         grouping = usage.parse_grouping(by)
-        table = usage.usage(*usage.read_columns(scheduler.store.path), filters, now)
+        table = usage.usage(*scheduler.store.accounting_columns(), filters, now)
         return JSONResponse(usage.report(table, who.may_see, grouping, limit))
 
     @app.get("/status")

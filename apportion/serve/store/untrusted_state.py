@@ -5,6 +5,10 @@ choosing: a recursive view never ends), every query stops at a time limit, no va
 longer than ``MAX_VALUE`` bytes, and every value read is checked (its type, a finite number in
 its range) before anything counts with it. A problem is one :class:`DamagedState` line naming
 the file, the table, the row and the field.
+
+It opens a connection of its own on purpose, the one module that does beside connection.py: the
+file is not the server's, so it must not go through ``StateStore``, which would create or migrate
+tables in it, trust its schema (views and triggers included) and keep its rows in caches.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from apportion.serve.store.state import ACCOUNTING_ATTEMPT_COLUMNS, ACCOUNTING_JOB_COLUMNS
+from apportion.serve.store.attempts import ACCOUNTING_ATTEMPT_COLUMNS, ACCOUNTING_JOB_COLUMNS
 
 TIME_LIMIT_S = 30.0  # all the queries together; a state file of a million jobs reads in a few seconds
 MAX_VALUE = 1 << 20  # bytes in one text value: names, reasons and slot lists are far shorter

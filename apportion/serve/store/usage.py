@@ -4,8 +4,10 @@ Each job's GPU-hours by type come from the ``attempts`` table: each attempt hold
 its start until its exit was settled (a live attempt: until now), so it counts slots × that time
 on its slots' type. Its wait is its first start less its submission; its run time, the time its
 attempts held slots. Filters choose jobs by user, queue, status and a time window; totals come
-per user, GPU type or queue. Pure: columns in (``StateStore.accounting_columns``), arrays over
-the jobs chosen, the same answer for the server and for a state file read directly.
+per user, GPU type or queue. Pure: columns in (``StateStore.accounting_columns``, read through
+the store's read connections; ``untrusted_state.read_accounting`` for a file given to
+``apportion history --state-dir``), arrays over the jobs chosen, the same answer for the server
+and for a state file read directly. It opens no connection of its own.
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from apportion.core.errors import InputError
 from apportion.core.rows import row_sum
-from apportion.serve.store.state import ACTIVE, STATUSES, TERMINAL, StateStore
+from apportion.serve.store.jobs import ACTIVE, STATUSES, TERMINAL
 
 STATE_WORDS = {**{s: (s,) for s in STATUSES}, "finished": TERMINAL, "active": ACTIVE, "all": STATUSES}
 GROUPINGS = ("user", "type", "queue")
@@ -109,17 +110,6 @@ class Usage:
 
     def __len__(self) -> int:
         return len(self.columns["id"])
-
-
-def read_columns(path: str | Path) -> tuple[dict[str, tuple], dict[str, tuple]]:
-    """The accounting columns of the state file at ``path`` (``StateStore.accounting_columns``),
-    through a read-only connection of their own: reading thousands of jobs never holds a running
-    server's connection, or the rounds waiting for it. sqlite3.Error if it is not a state file."""
-    reader = StateStore(path, read_only=True)
-    try:
-        return reader.accounting_columns()
-    finally:
-        reader.close()
 
 
 def usage(jobs: dict[str, tuple], attempts: dict[str, tuple], filters: Filters, now: float) -> Usage:

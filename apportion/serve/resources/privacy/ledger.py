@@ -26,6 +26,7 @@ from apportion.core.privacy import FIT_TOLERANCE, Blocks, Claims, fits
 from apportion.mechanism.privacy_budget import ClaimState, Ledger, PrivacyStage
 from apportion.mechanism.privacy_policies import PrivacyPolicy
 from apportion.serve.jobs.privacy_spec import BlockSpec, ClaimSpec
+from apportion.serve.store.schema import TableFamily, add_columns
 from apportion.serve.store.state import StateStore
 
 STATES = ("pending", "waiting", "granted", "consumed", "rejected", "returned", "withdrawn")
@@ -61,11 +62,20 @@ CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, 
 );
 CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
 """
-ADDED_COLUMNS = {  # table -> its columns added since: a state file of an older apportion gains them
+_ADDED_COLUMNS = {  # table -> its columns added since: a state file of an older apportion gains them
     "privacy_blocks": {"consumed": "TEXT NOT NULL DEFAULT ''"},
     "privacy_claims": {"blocks": "BLOB", "demand": "TEXT NOT NULL DEFAULT ''", "held": "BLOB",
                        "cells": "INTEGER NOT NULL DEFAULT 0"},
 }
+
+
+def _migrate(store) -> None:
+    with store.transaction() as conn:
+        for table, columns in _ADDED_COLUMNS.items():
+            add_columns(conn, table, columns)
+
+
+TABLES = TableFamily("privacy", SCHEMA, _migrate)  # the ledger's tables, kept in the state file beside the jobs
 _OPEN_SQL = "('pending', 'waiting', 'granted')"
 _ENDED_SQL = "('completed', 'failed', 'cancelled')"
 
@@ -113,7 +123,7 @@ class PrivacyLedger:
 
     def __init__(self, store: StateStore, policy: PrivacyPolicy, timeout_s: float | None = None) -> None:
         self.store, self.policy, self.timeout_s = store, policy, timeout_s
-        store.add_tables(SCHEMA, ADDED_COLUMNS)  # its tables, in the state file beside the jobs
+        store.add_family(TABLES)  # its tables, in the state file beside the jobs
         self._fold_demand_rows()
 
     def _fold_demand_rows(self) -> None:
