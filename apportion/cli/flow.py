@@ -38,15 +38,16 @@ class Progress:
 
 
 def replay_command(*, out: Optional[Path], as_json: bool, prepare: Callable[[], Inputs],
-                   tasks: Callable[[Inputs], dict[str, int]], work: Callable[[Inputs, Progress], Result],
+                   tasks: Callable[[Inputs], dict[str, int]], work: Callable[[Inputs, Progress], Any],
                    to_json: Callable[[Inputs, Result], Any], show: Callable[[Inputs, Result], None],
-                   write: Callable[[Inputs, Result, Path], list], what: str = "jobs ended",
-                   virtual_time: bool = True, check_out: bool = True) -> Result:
+                   write: Callable[[Inputs, Result, Path], list], digest: Callable[[Inputs, Any], Result] | None = None,
+                   what: str = "jobs ended", virtual_time: bool = True, check_out: bool = True) -> Result:
     """Run one command: ``prepare()`` its inputs; ``work(inputs, progress)`` under a bar for each of
-    ``tasks(inputs)`` (name: total); print ``to_json(inputs, result)`` with ``--json``, else
-    ``show(inputs, result)``; with ``--out``, ``write(inputs, result, out)`` and name the files it
-    wrote. ``out`` is refused before anything is read unless ``check_out`` is False (where
-    ``prepare`` checks it in the Python API's order: `sweep`)."""
+    ``tasks(inputs)`` (name: total), its answer the result, or turned into it by ``digest(inputs,
+    answer)`` once the bars are gone (sweep's means and intervals); print ``to_json(inputs, result)``
+    with ``--json``, else ``show(inputs, result)``; with ``--out``, ``write(inputs, result, out)`` and
+    name the files it wrote. ``out`` is refused before anything is read unless ``check_out`` is False
+    (where ``prepare`` checks it in the Python API's order: `sweep`)."""
     with as_flags(), stdout_to_stderr():
         if check_out:
             from apportion.arguments import check_out as refuse_unwritable
@@ -55,6 +56,8 @@ def replay_command(*, out: Optional[Path], as_json: bool, prepare: Callable[[], 
         inputs = prepare()
         with progress_bar(as_json, what, virtual_time) as bar:
             result = work(inputs, Progress(bar, tasks(inputs)))
+        if digest is not None:
+            result = digest(inputs, result)
     if as_json:
         print_json(to_json(inputs, result))
     else:

@@ -62,9 +62,11 @@ def sweep(
     def replays(plan) -> str:
         return f"{len(plan.cells)} replays"
 
-    def work(plan, progress):
-        rows = run_sweep(plan, workers=workers, ray_address=ray_address,
+    def work(plan, progress) -> list[dict]:
+        return run_sweep(plan, workers=workers, ray_address=ray_address,
                          progress=lambda done, total: progress.update(replays(plan), completed=done))
+
+    def digest(plan, rows: list[dict]) -> Swept:
         metrics = metrics_of(rows)
         return Swept(rows, metrics, summarize(rows, metrics))
 
@@ -87,4 +89,4 @@ def sweep(
     replay_command(out=out, as_json=as_json, prepare=prepare, tasks=lambda plan: {replays(plan): len(plan.cells)},
                    work=work,
                    to_json=lambda plan, swept: {"grid": plan.description, "summary": swept.summary, "cells": swept.rows},
-                   show=show, write=write, what="replays done", virtual_time=False, check_out=False)
+                   show=show, write=write, digest=digest, what="replays done", virtual_time=False, check_out=False)
