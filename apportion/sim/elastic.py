@@ -82,6 +82,7 @@ class ElasticSimulator(Simulator):
         every = np.arange(len(jobs))
         self.rates = self._own_size_rates(every, self._noise(every, np.zeros(len(jobs))))
         self.gpus_now = np.zeros(len(jobs), dtype=np.int64)
+        self.nodes_now = np.zeros(len(jobs), dtype=np.int64)  # nodes each running job's GPUs lie on
         self.restarts = np.zeros(len(jobs), dtype=np.int64)
         self._noise_now = np.zeros(0)
         # a fixed-size policy reads no model: only one that sizes jobs is given learnt ones
@@ -127,7 +128,7 @@ class ElasticSimulator(Simulator):
         return replace(view, elastic=ElasticView(
             kinds=kinds, min_gpus=elastic.min_gpus[active], max_gpus=max_gpus,
             batch_size=elastic.batch_size[active], noise_scale=self._noise_now, gpus_now=self.gpus_now[active],
-            restarts=self.restarts[active], gpus_per_node=self.gpus_per_node))
+            restarts=self.restarts[active], gpus_per_node=self.gpus_per_node, nodes_now=self.nodes_now[active]))
 
     def _state(self, replay: Replay, view: JobView, holder: np.ndarray, partner: np.ndarray) -> RoundState:
         """A fixed-size policy is given each job's goodput now at its user's size; a policy that sizes
@@ -161,6 +162,8 @@ class ElasticSimulator(Simulator):
         rate = np.where(np.isfinite(rate) & (rate > 0), rate, 0.0)
         self.gpus_now[active] = 0
         self.gpus_now[run_rows] = gpus
+        self.nodes_now[active] = 0
+        self.nodes_now[run_rows] = nodes
         self.restarts[active[self._restarted]] += 1
 
         run_delay = np.where(self._restarted[running], self.config.restart_cost_s, 0.0)
@@ -188,6 +191,7 @@ class ElasticSimulator(Simulator):
         done_rows = run_rows[finishing]
         if len(done_rows):
             self.gpus_now[done_rows] = 0
+            self.nodes_now[done_rows] = 0
             self._finish(replay, done_rows, now + time_to_finish[finishing])
         elif not running.any() and replay.next_arrival >= n:
             return False
