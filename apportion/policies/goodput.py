@@ -14,7 +14,11 @@ optimum bounds how far the rounding can be from the best), or exactly as a MILP 
 
 - Restarts: a running job's configurations other than its current one have their speedup
   multiplied by Pollux's (age − restarts·d) / (age + d) (at least 0), d the restart cost, so
-  that young jobs are not rescaled every round for small gains.
+  that young jobs are not rescaled every round for small gains; a running job is not given more
+  GPUs where, the restart included, it would finish no sooner than where it is.
+- Placement: a running job's current configuration is valued on the nodes its GPUs really lie
+  on (``ElasticView.nodes_now``), where those are more than a tight placement needs, as Pollux
+  values a placement rather than a count; every other configuration, as tightly placed.
 - Limits: counts from each job's min_gpus to max_gpus; counts that pack whole into nodes (1, 2,
   4 … up to a node, then whole nodes), so that goodput is predicted for a tight placement.
 - Heterogeneity: configurations on every GPU type, each with that type's step-time model

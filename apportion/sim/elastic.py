@@ -16,6 +16,8 @@ A policy is given each job's true model, or with ``SimConfig.learn_models`` the 
 from the steps the job has made so far, its GPUs capped at four times the most it has run on
 (``apportion.sim.learnt_models``, as Pollux learns them; Pollux's cap is twice), and the job sets
 its batch by what its first steps teach it (``_learn_batch``); it always runs at its true model.
+The policy is also told how many nodes each running job's GPUs lie on (``ElasticView.nodes_now``):
+a job that grew where only scattered GPUs were free may span more nodes than it needs.
 """
 
 from __future__ import annotations
