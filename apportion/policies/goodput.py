@@ -124,7 +124,8 @@ class Goodput:
             counts, allowed_counts = self.counts(jobs, cluster)
             speedup, batch, base = self.speedups(jobs, cluster, counts)
             gpus = np.broadcast_to(counts[None, None, :].astype(np.float64), speedup.shape)
-            allowed = allowed_counts[None, :, :] & (speedup > 0) & self.sooner_after_restart(jobs, counts, speedup, base)
+            allowed = allowed_counts[None, :, :] & (speedup > 0)
+            allowed &= self.sooner_after_restart(jobs, counts, speedup, base)
             allowed &= counts[None, None, :] >= jobs.elastic.min_gpus[:, None, None]
             allowed &= counts[None, None, :] <= jobs.elastic.max_gpus[:, None, None]
         speedup = speedup * self.restart_factor(jobs, counts, gpus.shape)
@@ -212,8 +213,8 @@ class Goodput:
         if not spread.any():
             return value, batch
         rows, column, gpu_type = running[spread], column[spread], gpu_type[spread]
-        there, there_batch = goodput_table(kinds, jobs.kind[rows], counts[column][:, None], jobs.elastic.noise_scale[rows],
-                                           per_node, nodes=nodes_now[rows][:, None])
+        there, there_batch = goodput_table(kinds, jobs.kind[rows], counts[column][:, None],
+                                           jobs.elastic.noise_scale[rows], per_node, nodes=nodes_now[rows][:, None])
         value, batch = value.copy(), batch.copy()
         value[rows, gpu_type, column] = there[np.arange(len(rows)), gpu_type, 0]
         batch[rows, gpu_type, column] = there_batch[np.arange(len(rows)), gpu_type, 0]
