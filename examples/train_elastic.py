@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
             loss.backward()
             grad = gradient_vector(model) - (0 if before is None else before)
             small.append(float((grad * setting.batch_size / len(part)).square().sum()))  # |mean gradient of part|²
-        if distributed:
+        if distributed:  # the all-reduce follows the backward pass: its length is the step's wait for it (sync_s)
             started = time.perf_counter()
             for p in model.parameters():
                 dist.all_reduce(p.grad)

@@ -101,12 +101,14 @@ class ElasticView:
     gpus_now: np.ndarray  # [n] GPUs held now, 0 when waiting
     restarts: np.ndarray  # [n] times each job has been restarted (moved, rescaled or resumed)
     gpus_per_node: np.ndarray  # [T] GPUs in a node of each type
+    # [n] nodes each job's GPUs lie on now (0 when waiting); None: unknown, taken as tightly packed
+    nodes_now: np.ndarray | None = None
 
     def subset(self, rows: np.ndarray) -> ElasticView:
         values = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            values[f.name] = value if f.name in ("kinds", "gpus_per_node") else value[rows]
+            values[f.name] = value if f.name in ("kinds", "gpus_per_node") or value is None else value[rows]
         return ElasticView(**values)
 
 

@@ -14,7 +14,11 @@ optimum bounds how far the rounding can be from the best), or exactly as a MILP 
 
 - Restarts: a running job's configurations other than its current one have their speedup
   multiplied by Pollux's (age − restarts·d) / (age + d) (at least 0), d the restart cost, so
-  that young jobs are not rescaled every round for small gains.
+  that young jobs are not rescaled every round for small gains; a running job is not given more
+  GPUs where, the restart included, it would finish no sooner than where it is.
+- Placement: a running job's current configuration is valued on the nodes its GPUs really lie
+  on (``ElasticView.nodes_now``), where those are more than a tight placement needs, as Pollux
+  values a placement rather than a count; every other configuration, as tightly placed.
 - Limits: counts from each job's min_gpus to max_gpus; counts that pack whole into nodes (1, 2,
   4 … up to a node, then whole nodes), so that goodput is predicted for a tight placement.
 - Heterogeneity: configurations on every GPU type, each with that type's step-time model
@@ -35,6 +39,7 @@ import numpy as np
 
 from apportion.core.allocation import Allocation
 from apportion.core.elastic import goodput_table
+from apportion.core.goodput import nodes_for
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies.base import DEFAULT_RESTART_COST_S
 
@@ -117,9 +122,10 @@ class Goodput:
             allowed = (speedup > 0) & (gpus <= cluster.capacity[None, :, None])
         else:
             counts, allowed_counts = self.counts(jobs, cluster)
-            speedup, batch = self.speedups(jobs, cluster, counts)
+            speedup, batch, base = self.speedups(jobs, cluster, counts)
             gpus = np.broadcast_to(counts[None, None, :].astype(np.float64), speedup.shape)
             allowed = allowed_counts[None, :, :] & (speedup > 0)
+            allowed &= self.sooner_after_restart(jobs, counts, speedup, base)
             allowed &= counts[None, None, :] >= jobs.elastic.min_gpus[:, None, None]
             allowed &= counts[None, None, :] <= jobs.elastic.max_gpus[:, None, None]
         speedup = speedup * self.restart_factor(jobs, counts, gpus.shape)
@@ -158,6 +164,7 @@ class Goodput:
             kinds = self.as_one_type(kinds, reference, len(cluster.gpu_types))
             per_node = np.full(len(cluster.gpu_types), per_node[reference])
         value, batch = self._tables.get(jobs, kinds, counts, per_node)
+        value, batch = self.where_placed(jobs, kinds, counts, per_node, value, batch)
         # a fair share: the cluster's GPUs over the jobs, down to a configuration's count, within the job's limits
         fair = np.clip(np.full(len(jobs), cluster.capacity.sum() // len(jobs)), elastic.min_gpus, elastic.max_gpus)
         column = np.clip(np.searchsorted(counts, fair, side="right") - 1, 0, len(counts) - 1)
@@ -165,7 +172,53 @@ class Goodput:
         weight = np.where(at_fair > 0, cluster.capacity[None, :], 0.0)
         base = (at_fair * weight).sum(axis=1) / np.maximum(weight.sum(axis=1), 1e-300)
         speedup = np.divide(value, base[:, None, None], out=np.zeros_like(value), where=base[:, None, None] > 0)
-        return speedup, batch
+        return speedup, batch, base
+
+    def sooner_after_restart(self, jobs: JobView, counts: np.ndarray, speedup: np.ndarray,
+                             base: np.ndarray) -> np.ndarray:
+        """[n, T, C] False for a running job's larger configurations where it would finish no sooner,
+        its restart included, than where it is: a job with less work left than a restart wins back
+        is not grown (GPUs it would hold only to finish later). Shrinking or moving one, for others'
+        sake, stays the generalised mean's choice."""
+        sooner = np.ones(speedup.shape, dtype=bool)
+        running = np.flatnonzero(jobs.running_type >= 0)
+        if not len(running) or self.restart_cost_s <= 0:
+            return sooner
+        column = np.minimum(np.searchsorted(counts, jobs.elastic.gpus_now[running]), len(counts) - 1)
+        current = counts[column] == jobs.elastic.gpus_now[running]
+        rows, column = running[current], column[current]
+        now = speedup[rows, jobs.running_type[rows], column] * base[rows]  # goodput where it is
+        left = jobs.remaining_steps[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stay_s = np.where(now > 0, left / now, np.inf)
+            moved_s = self.restart_cost_s + left[:, None, None] / (speedup[rows] * base[rows, None, None])
+        larger = counts[None, None, :] > jobs.elastic.gpus_now[rows, None, None]
+        sooner[rows] = (moved_s < stay_s[:, None, None]) | ~larger
+        sooner[rows, jobs.running_type[rows], column] = True
+        return sooner
+
+    def where_placed(self, jobs: JobView, kinds, counts: np.ndarray, per_node: np.ndarray, value: np.ndarray,
+                     batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The tables with each running job's current configuration valued on the nodes it really lies
+        on, where those are more than its GPUs need (Pollux values a job's placement, not its count):
+        a job left spread over nodes by an earlier round is then worth moving or resizing."""
+        nodes_now = jobs.elastic.nodes_now
+        if nodes_now is None:
+            return value, batch
+        running = np.flatnonzero(jobs.running_type >= 0)
+        gpus_now = jobs.elastic.gpus_now[running]
+        gpu_type = jobs.running_type[running]
+        column = np.minimum(np.searchsorted(counts, gpus_now), len(counts) - 1)
+        spread = (counts[column] == gpus_now) & (nodes_now[running] > nodes_for(gpus_now, per_node[gpu_type]))
+        if not spread.any():
+            return value, batch
+        rows, column, gpu_type = running[spread], column[spread], gpu_type[spread]
+        there, there_batch = goodput_table(kinds, jobs.kind[rows], counts[column][:, None],
+                                           jobs.elastic.noise_scale[rows], per_node, nodes=nodes_now[rows][:, None])
+        value, batch = value.copy(), batch.copy()
+        value[rows, gpu_type, column] = there[np.arange(len(rows)), gpu_type, 0]
+        batch[rows, gpu_type, column] = there_batch[np.arange(len(rows)), gpu_type, 0]
+        return value, batch
 
     def as_one_type(self, kinds, reference: int, num_types: int):
         """``kinds`` with each of ``num_types`` types running as type ``reference`` does: the same object while

@@ -578,10 +578,12 @@ class Job:
     # --- progress ----------------------------------------------------------------------
     def measured(self, **values: float | None) -> None:
         """What an elastic job measured of its recent steps, sent with its next progress reports
-        (rank 0's): ``noise_scale`` (examples), ``sync_s`` (seconds a step spends synchronising
-        gradients), ``micro_batch`` (examples a replica computes at once), ``micro_batches`` (a
-        replica's per step). The server fits the job's step-time model and statistical
-        efficiency to them (docs/goodput.md); the nodes the replicas span come from the environment."""
+        (rank 0's): ``noise_scale`` (examples), ``sync_s`` (seconds a step waits for its gradients'
+        synchronisation after its own compute: step − compute, not the all-reduce's whole length,
+        which may overlap the backward pass), ``micro_batch`` (examples a replica computes at once),
+        ``micro_batches`` (a replica's per step). The server fits the job's step-time model and
+        statistical efficiency to them (docs/goodput.md); the nodes the replicas span come from the
+        environment."""
         self._measured.update({k: float(v) for k, v in values.items() if v is not None})
         world, local = _env_count("WORLD_SIZE"), _env_count("LOCAL_WORLD_SIZE")
         if world and local:

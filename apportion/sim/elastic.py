@@ -16,6 +16,8 @@ A policy is given each job's true model, or with ``SimConfig.learn_models`` the 
 from the steps the job has made so far, its GPUs capped at four times the most it has run on
 (``apportion.sim.learnt_models``, as Pollux learns them; Pollux's cap is twice), and the job sets
 its batch by what its first steps teach it (``_learn_batch``); it always runs at its true model.
+The policy is also told how many nodes each running job's GPUs lie on (``ElasticView.nodes_now``):
+a job that grew where only scattered GPUs were free may span more nodes than it needs.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class ElasticSimulator(Simulator):
         every = np.arange(len(jobs))
         self.rates = self._own_size_rates(every, self._noise(every, np.zeros(len(jobs))))
         self.gpus_now = np.zeros(len(jobs), dtype=np.int64)
+        self.nodes_now = np.zeros(len(jobs), dtype=np.int64)  # nodes each running job's GPUs lie on
         self.restarts = np.zeros(len(jobs), dtype=np.int64)
         self._noise_now = np.zeros(0)
         # a fixed-size policy reads no model: only one that sizes jobs is given learnt ones
@@ -128,7 +131,7 @@ class ElasticSimulator(Simulator):
         return replace(view, elastic=ElasticView(
             kinds=kinds, min_gpus=elastic.min_gpus[active], max_gpus=max_gpus,
             batch_size=elastic.batch_size[active], noise_scale=self._noise_now, gpus_now=self.gpus_now[active],
-            restarts=self.restarts[active], gpus_per_node=self.gpus_per_node))
+            restarts=self.restarts[active], gpus_per_node=self.gpus_per_node, nodes_now=self.nodes_now[active]))
 
     def _state(self, replay: Replay, view: JobView, holder: np.ndarray, partner: np.ndarray) -> RoundState:
         """A fixed-size policy is given each job's goodput now at its user's size; a policy that sizes
@@ -162,6 +165,8 @@ class ElasticSimulator(Simulator):
         rate = np.where(np.isfinite(rate) & (rate > 0), rate, 0.0)
         self.gpus_now[active] = 0
         self.gpus_now[run_rows] = gpus
+        self.nodes_now[active] = 0
+        self.nodes_now[run_rows] = nodes
         self.restarts[active[self._restarted]] += 1
         run_delay = np.where(self._restarted[running], self.config.restart_cost_s, 0.0)
         none = np.zeros(len(run_rows))
@@ -169,6 +174,7 @@ class ElasticSimulator(Simulator):
 
     def _finish(self, replay: Replay, done_rows: np.ndarray, finish_s: np.ndarray) -> None:
         self.gpus_now[done_rows] = 0
+        self.nodes_now[done_rows] = 0
         super()._finish(replay, done_rows, finish_s)
 
     def _learn_batch(self, rows: np.ndarray, gpu_type: np.ndarray, nodes: np.ndarray, gpus: np.ndarray,

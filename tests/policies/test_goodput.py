@@ -130,6 +130,56 @@ def test_a_running_job_is_not_resized_for_a_small_gain_when_young():
     assert grown.num_gpus.tolist() == [4]
 
 
+def test_a_job_spread_over_more_nodes_than_it_needs_is_valued_where_it_lies():
+    """BERT halfway through, on 4 GPUs over two nodes, does 47 examples/s at its best batch (its
+    all-reduce crosses nodes), against 53 on one node. Another BERT runs on 1 GPU; 6 GPUs in all.
+    Valued as if on one node, the spread job keeps its 4 and the other grows to 2; valued where it
+    lies (Pollux values a placement, not a count), the two swap sizes."""
+    from dataclasses import replace
+
+    from apportion.core.elastic import goodput_table
+
+    jobs = elastic_jobs(["bert", "bert"], progress=[0.5, 0.5], gpu_types=("t4",), running_type=[0, 0],
+                        gpus_now=[4, 1], first_start=[0.0, 0.0])
+    spread = replace(jobs, elastic=replace(jobs.elastic, nodes_now=np.array([2, 1])))
+    tight = replace(jobs, elastic=replace(jobs.elastic, nodes_now=np.array([1, 1])))
+
+    assert make_policy("goodput").allocate(tight, cluster(6), NO_RATES).num_gpus.tolist() == [4, 2]
+    assert make_policy("goodput").allocate(spread, cluster(6), NO_RATES).num_gpus.tolist() == [2, 4]
+    # unknown placement (the server's view): as tight
+    assert make_policy("goodput").allocate(jobs, cluster(6), NO_RATES).num_gpus.tolist() == [4, 2]
+
+    policy = make_policy("goodput")
+    kinds = jobs.elastic.kinds
+    at = {nodes: goodput_table(kinds, jobs.kind[:1], np.array([[4]]), jobs.elastic.noise_scale[:1], np.array([4]),
+                               nodes=np.array([[nodes]]))[0][0, 0, 0] for nodes in (1, 2)}
+    assert at[2] == pytest.approx(47, abs=0.5) and at[1] == pytest.approx(53, abs=0.5)
+    counts, _ = policy.counts(spread, cluster(6))
+    four = counts.tolist().index(4)
+    as_spread, _, base = policy.speedups(spread, cluster(6), counts)
+    as_tight, _, _ = policy.speedups(tight, cluster(6), counts)
+    assert as_spread[0, 0, four] * base[0] == pytest.approx(at[2])
+    assert as_tight[0, 0, four] * base[0] == pytest.approx(at[1])
+    other = np.arange(len(counts)) != four
+    assert np.array_equal(as_spread[:, :, other], as_tight[:, :, other])
+
+
+def test_a_job_about_to_finish_is_not_grown_for_a_restart_it_cannot_win_back():
+    """CIFAR-10 on 1 GPU with 0.5% of its work left: 18.5 s there, or a 30 s restart and 4.7 s on 4
+    GPUs. It stays. With 10% left (372 s, or 30 + 95 s on 4) it grows; and a job may still be shrunk
+    for others' sake near its end (the rule only stops growth that finishes it later)."""
+    def allocation(progress, gpus_now=1, capacity=4, kinds=("cifar10",)):
+        jobs = elastic_jobs(list(kinds), progress=progress, gpu_types=("t4",), running_type=[0] * len(kinds),
+                            gpus_now=[gpus_now] + [1] * (len(kinds) - 1), first_start=[0.0] * len(kinds))
+        return make_policy("goodput", restart_cost_s=30.0).allocate(jobs, cluster(capacity), NO_RATES).num_gpus.tolist()
+
+    assert allocation([0.995]) == [1]
+    assert allocation([0.9]) == [4]
+    assert make_policy("goodput", restart_cost_s=0.0).allocate(
+        elastic_jobs(["cifar10"], progress=[0.995], gpu_types=("t4",), running_type=[0], gpus_now=[1],
+                     first_start=[0.0]), cluster(4), NO_RATES).num_gpus.tolist() == [4]
+
+
 def test_on_fixed_size_jobs_it_chooses_types_only():
     from apportion.core.views import JobView as View
 

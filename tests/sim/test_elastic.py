@@ -139,3 +139,28 @@ def test_an_elastic_replay_advances_through_the_simulators_own_loop_at_its_goodp
     assert ElasticSimulator._advance is Simulator._advance
     assert ElasticSimulator._pace is not Simulator._pace
     assert ElasticSimulator.jumps is False  # goodput changes as the noise scale grows: no round is skipped
+
+
+def test_the_policy_is_told_the_nodes_a_running_jobs_gpus_lie_on():
+    """Two nodes of 4 GPUs. Five 1-GPU jobs start at 0: four fill node 0, one goes to node 1. The
+    first ends at 30 s; a 4-GPU job that came at 1 s starts at 60 s on the one GPU left on node 0
+    and three on node 1, and the policy is told, from the next round on, that it spans 2 nodes."""
+    from dataclasses import replace
+
+    jobs = toy_jobs([0.0] * 5 + [1.0], [1] * 5 + [4], [8] * 6, [3_000.0] + [1e6] * 5)
+    jobs = replace(jobs, elastic=replace(jobs.elastic, min_gpus=np.array([1] * 5 + [4]),
+                                         max_gpus=np.array([1] * 5 + [4])))
+    policy = make_policy("goodput")
+    told = []
+    allocate = policy.allocate
+
+    def spy(view, cluster, throughputs):
+        told.append(dict(zip(view.index.tolist(), view.elastic.nodes_now.tolist())))
+        return allocate(view, cluster, throughputs)
+
+    policy.allocate = spy
+    simulate(jobs, parse_cluster_shorthand("v100:8"), None, policy, SimConfig(round_s=60.0))
+
+    assert told[0] == {0: 0, 1: 0, 2: 0, 3: 0, 4: 0}  # nothing runs yet
+    assert told[1] == {1: 1, 2: 1, 3: 1, 4: 1, 5: 0}
+    assert told[2] == {1: 1, 2: 1, 3: 1, 4: 1, 5: 2}

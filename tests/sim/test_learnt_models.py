@@ -175,3 +175,30 @@ def test_a_job_takes_the_batch_its_first_steps_teach_it_within_its_first_round()
     knowing = simulate(jobs, cluster, None, make_policy("goodput"), config)
 
     assert learning.finish_s[0] <= 1.1 * knowing.finish_s[0]
+
+
+def test_a_server_job_that_reports_its_wait_for_the_all_reduce_is_fitted_as_the_simulator_fits_it(tmp_path):
+    # the overlapped t4 step above (compute 0.09 s, step 0.11339 s): a job under `apportion serve`
+    # reports sync_s as the 0.02339 s it waited after its own compute (runtime Job.measured), and
+    # the server's observation and fit are the simulator's, its compute time exact
+    kinds = two_type_kinds()
+    jobs = toy_jobs([0.0], [2], [8], [1e6], kinds=kinds)
+    sim = ElasticSimulator(jobs, parse_cluster_shorthand("v100:4,t4:4"), make_policy("goodput"), LEARN)
+    t4 = sim.kinds.gpu_types.index("t4")
+    sim._observe(np.array([0]), np.array([t4]), np.array([1]), np.array([2]), np.array([4.0]))
+    seen = sim.learnt.observations(0, t4)
+
+    store = StateStore(tmp_path / "state.db")
+    job_id = store.insert_job(spec={"name": "toy", "command": "train"}, name="toy", user="ann", queue="q",
+                              priority=1.0, kind="elastic", gpus=2, total_steps=100, submitted=0.0)
+    store.update_job(job_id, slots="0,1", gpu_type="t4")
+    server = ElasticModels(store, ("t4",), {"t4": 4})
+    report = StepReport(steps_per_s=1.0 / float(seen.step_time_s[0]), sync_s=float(seen.sync_time_s[0]),
+                        micro_batch=2.0)
+    server.record(store.job(job_id), ElasticSpec(max_gpus=2, batch_size=4), report, now=0.0)
+
+    on_server = server.observations(job_id, "t4")
+    assert on_server.compute_time_s.tolist() == pytest.approx([0.01 + 0.02 * 2])
+    assert on_server.step_time_s.tolist() == pytest.approx(seen.step_time_s.tolist())
+    assert on_server.sync_time_s.tolist() == pytest.approx(seen.sync_time_s.tolist())
+    assert server.params(job_id, "t4") == pytest.approx(sim.learnt.kinds.step_params[0, t4].tolist(), rel=1e-6)
