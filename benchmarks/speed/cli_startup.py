@@ -39,7 +39,10 @@ def wall_s(argv: list[str], env: dict) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="each command once: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as state_dir:

@@ -61,7 +61,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="17000,1000000")
     parser.add_argument("--baseline", default=None, help="another apportion tree to time on the first size")
+    parser.add_argument("--quick", action="store_true", help="one small file: seconds, what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.sizes = "2000"
     sizes = [int(s) for s in args.sizes.split(",")]
     here = str(Path(__file__).resolve().parents[2])
     with tempfile.TemporaryDirectory() as tmp:

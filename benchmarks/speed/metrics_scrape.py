@@ -48,7 +48,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--slots", type=int, default=1000)
     parser.add_argument("--scrapes", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="a few jobs, seconds: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.slots, args.scrapes = 200, 20, 3
     with tempfile.TemporaryDirectory() as tmp:
         state_dir = Path(tmp)
         store = StateStore(state_dir / "state.db")

@@ -39,7 +39,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="a few jobs, seconds: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.rounds = 200, 2
     plain = run("las", args.jobs, SLOTS, args.rounds, 180.0, as_served=True, node=NODE)
     asked = run("las", args.jobs, SLOTS, args.rounds, 180.0, as_served=True, node=NODE, asks=asking)
     for name, result in (("none ask", plain), ("half ask", asked)):

@@ -36,7 +36,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--policy", default="spot-fallback", choices=list(PROVISIONING))
+    parser.add_argument("--quick", action="store_true", help="a few jobs, seconds: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.rounds = 50, 3
     rng = np.random.default_rng(0)
     market = synthetic_market()
     slots = {t: 8 * args.jobs for t in TYPES}

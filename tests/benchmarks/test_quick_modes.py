@@ -1,0 +1,45 @@
+"""Every benchmark runs end to end in its quick mode (``--quick``: a few jobs, seconds), so a change
+that breaks a benchmark fails here rather than the next time someone measures.
+
+Each script runs in this process (``runpy``, as ``python benchmarks/KIND/NAME.py --quick`` would),
+in a temporary directory; it must finish without an error and print its figures. The figures of a
+quick run mean nothing; benchmarks/README.md says what each full run prints and its target.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+# Each script under benchmarks/: the arguments of its quick run.
+QUICK = {
+    "speed/checkpoint_digest.py": ["--quick"],
+    "speed/cli_startup.py": ["--quick"],
+    "speed/market_read.py": ["--quick"],
+    "speed/metrics_scrape.py": ["--quick"],
+    "speed/node_placement.py": ["--quick"],
+    "speed/provisioner_round.py": ["--quick"],
+}
+
+
+def run_script(script: str, arguments: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Run one benchmark as its own ``__main__``; an exit other than 0 fails."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(BENCHMARKS / script), *arguments])
+    monkeypatch.setattr(sys, "path", [str((BENCHMARKS / script).parent), *sys.path])
+    try:
+        runpy.run_path(str(BENCHMARKS / script), run_name="__main__")
+    except SystemExit as end:
+        assert end.code in (0, None), f"{script} exited with {end.code!r}"
+
+
+@pytest.mark.parametrize("script", sorted(QUICK))
+def test_quick_mode_runs_and_prints(script: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    run_script(script, QUICK[script], monkeypatch, tmp_path)
+    assert capsys.readouterr().out.strip(), f"{script} printed nothing"
