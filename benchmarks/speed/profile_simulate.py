@@ -23,7 +23,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--sort", default="tottime", help="pstats sort key (tottime, cumulative, ...)")
     parser.add_argument("--save", type=Path, default=None, help="also write the raw profile here")
+    parser.add_argument("--quick", action="store_true", help="a few jobs, seconds: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.policy, args.jobs, args.top = "las", 200, 5
 
     from apportion.experiment import WorkloadSettings, load_inputs, run_policy
 

@@ -185,12 +185,33 @@ def round_overhead(executor, slots: list[Slot], jobs: int, rounds: int, director
             "tick_ms": {"median": round(statistics.median(tick_ms), 2), "max": round(max(tick_ms), 2)}}
 
 
+def local_only(args) -> None:
+    """The local executor's round overhead alone (``--quick``): no Ray cluster, and no served jobs (their
+    latencies wait on las's first queue and rounds of 2 s: half a minute, more than a quick run may take)."""
+    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "ray": "not run in quick mode (it starts a Ray cluster)",
+              "latencies": "not run in quick mode (they wait on the server's rounds)"}
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp)
+        (root / "overhead-local").mkdir()
+        report["local"] = {}
+        report["local"]["overhead"] = round_overhead(LocalExecutor(root / "overhead-local"),
+                                                     [Slot("cpu:0", "cpu", ""), Slot("cpu:1", "cpu", "")],
+                                                     args.jobs, args.rounds, root / "overhead-local")
+    print(json.dumps(report, indent=1), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000, help="queued jobs for the round overhead")
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="the local executor's round overhead alone, 50 queued jobs (no Ray cluster, no served jobs): "
+                        "what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.jobs, args.rounds = 1, 50, 2
+        return local_only(args)
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={

@@ -52,7 +52,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000, help="synthetic jobs (default cluster and rate)")
     parser.add_argument("--policy", default="max-min-fairness")
     parser.add_argument("--repeat", type=int, default=1, help="replays with the recorder off and on, alternating")
+    parser.add_argument("--quick", action="store_true", help="a few jobs, seconds: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.policy = 100, "las"
     with tempfile.TemporaryDirectory() as scratch:
         kept = Path(scratch) / "result.pickle"
         for _ in range(args.repeat):

@@ -113,7 +113,10 @@ def main() -> None:
     parser.add_argument("--slots", default="v100:8")
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--round-s", type=float, default=180.0)
+    parser.add_argument("--quick", action="store_true", help="a few jobs, seconds: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.rounds = 50, 3
     for name in args.policy or ["las", "fifo", "max-min-fairness"]:
         print(json.dumps(run(name, args.jobs, args.slots, args.rounds, args.round_s)), flush=True)
 

@@ -243,7 +243,10 @@ def main() -> None:
     parser.add_argument("--serve-only", metavar="STATE_DIR", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--slot-spec", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="a few jobs, seconds: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.slots, args.clients, args.repeats, args.rounds = 100, 20, 2, 1, 2
     if args.serve_only:
         serve_here(args.serve_only, args.port, args.slot_spec)
         return

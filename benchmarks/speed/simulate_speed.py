@@ -32,12 +32,12 @@ def calibration_s() -> float:
     return time.perf_counter() - start
 
 
-def run_case(case: str, policy: str, jobs: int, rate: float, cluster: str, out) -> None:
+def run_case(case: str, policy: str, jobs: int, rate: float, cluster: str, philly_jobs: int | None, out) -> None:
     from apportion.experiment import WorkloadSettings, load_inputs, run_policy
 
     start = time.perf_counter()
     if case == "philly":
-        settings = WorkloadSettings(path=str(PHILLY), cluster=cluster or PHILLY_CLUSTER)
+        settings = WorkloadSettings(path=str(PHILLY), cluster=cluster or PHILLY_CLUSTER, jobs=philly_jobs)
     else:
         settings = WorkloadSettings(jobs=jobs, rate_per_hour=rate, cluster=cluster or PHILLY_CLUSTER)
     inputs = load_inputs(settings)
@@ -66,10 +66,10 @@ def run_case(case: str, policy: str, jobs: int, rate: float, cluster: str, out) 
     )
 
 
-def measure(case: str, policy: str, jobs: int, rate: float, cluster: str) -> dict:
+def measure(case: str, policy: str, jobs: int, rate: float, cluster: str, philly_jobs: int | None = None) -> dict:
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
-    process = context.Process(target=run_case, args=(case, policy, jobs, rate, cluster, out))
+    process = context.Process(target=run_case, args=(case, policy, jobs, rate, cluster, philly_jobs, out))
     process.start()
     while True:  # wait for the figures, but not for ever if the case failed in its process
         try:
@@ -89,8 +89,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000, help="synthetic jobs")
     parser.add_argument("--rate", type=float, default=None, help="synthetic jobs/hour (default 120: about 80%% load)")
     parser.add_argument("--cluster", default="")
+    parser.add_argument("--quick", action="store_true", help="the first 300 jobs of Philly and 300 synthetic ones, under las: what the test suite runs")
     args = parser.parse_args()
-    if args.case is None:
+    if args.quick:
+        cases = [("philly", "las"), ("synthetic", "las")]
+        args.jobs = 300
+    elif args.case is None:
         cases = [("philly", "las"), ("philly", "max-min-fairness"), ("synthetic", "las")]
     else:
         cases = [(args.case, args.policy or "las")]
@@ -101,7 +105,8 @@ def main() -> None:
     rate = args.rate if args.rate is not None else 120.0
     print(json.dumps({"calibration_sort_5m_s": round(calibration_s(), 3)}))
     for case, policy in cases:
-        print(json.dumps(measure(case, policy, args.jobs, rate, args.cluster)), flush=True)
+        print(json.dumps(measure(case, policy, args.jobs, rate, args.cluster, args.jobs if args.quick else None)),
+              flush=True)
 
 
 if __name__ == "__main__":

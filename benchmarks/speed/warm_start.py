@@ -76,7 +76,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--example", choices=sorted(EXAMPLES), action="append")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="a torch-free job (benchmarks/jobs/timed_job.py), cold and warm once: "
+                        "seconds, what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        EXAMPLES["timed"] = ["benchmarks/jobs/timed_job.py", "100"]
+        args.example, args.repeats = ["timed"], 1
 
     results, job_id = {}, 0
     with tempfile.TemporaryDirectory(prefix="apportion-warm-state-") as state:

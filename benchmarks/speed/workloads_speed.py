@@ -4,6 +4,7 @@ Run from the repository root: ``python benchmarks/speed/workloads_speed.py``. Us
 throughput table, so it needs nothing but the trace (skipped when ../shared/traces lacks it).
 """
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -42,11 +43,20 @@ def timings(work, repeats: int = 5) -> str:
     return f"first {seconds[0]:.3f} s, best {min(seconds):.3f} s, median {median:.3f} s"
 
 
-if __name__ == "__main__":
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="the trace once and 10,000 synthetic jobs once: what the test suite runs")
+    args = parser.parse_args()
+    repeats, synthetic = (1, 10_000) if args.quick else (5, 1_000_000)
     if PHILLY.exists():
-        print("Philly trace, 82,247 jobs:", timings(lambda: read_workload_csv(PHILLY, throughputs=TABLE)))
+        print("Philly trace, 82,247 jobs:", timings(lambda: read_workload_csv(PHILLY, throughputs=TABLE), repeats))
     else:
         print(f"Philly trace not found at {PHILLY.resolve()}; skipped")
-    print("synthetic, 1,000,000 jobs:", timings(
-        lambda: generate_workload(jobs=1_000_000, rate_per_hour=100, throughputs=TABLE)
+    print(f"synthetic, {synthetic:,} jobs:", timings(
+        lambda: generate_workload(jobs=synthetic, rate_per_hour=100, throughputs=TABLE), repeats
     ))
+
+
+if __name__ == "__main__":
+    main()
