@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PHILLY = ROOT.parent / "shared" / "traces" / "philly_pollux_jobs.csv.gz"
 CLUSTER = "v100:160,p100:160,k80:160"  # as benchmarks/accuracy/durations.py
 CASES = ("synthetic", "philly")
+QUICK_JOBS = 300  # --quick: the synthetic case's first few jobs, against HEAD
 
 
 def fingerprint(case: str) -> dict:
@@ -38,8 +39,8 @@ def fingerprint(case: str) -> dict:
     from apportion.sim import SimConfig
     from apportion.sim.simulator import Simulator
 
-    if case == "synthetic":
-        jobs = 30_000
+    if case in ("synthetic", "quick"):
+        jobs = 30_000 if case == "synthetic" else QUICK_JOBS
         inputs = load_inputs(WorkloadSettings(jobs=jobs, rate_per_hour=120.0, cluster=CLUSTER))
         rng = np.random.default_rng(0)
         users = np.array([f"user-{u}" for u in rng.integers(0, 200, jobs)], dtype=object)
@@ -70,12 +71,16 @@ def fingerprint_with(code: Path, case: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", default="main", help="the git revision to compare with (default: main)")
-    parser.add_argument("--fingerprint", choices=CASES, help=argparse.SUPPRESS)  # the subprocess's part
+    parser.add_argument("--fingerprint", choices=(*CASES, "quick"), help=argparse.SUPPRESS)  # the subprocess's part
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_JOBS} synthetic jobs against HEAD: seconds, what the test suite runs")
     args = parser.parse_args()
     if args.fingerprint:
         print(json.dumps(fingerprint(args.fingerprint)))
         return
     cases = [case for case in CASES if case != "philly" or PHILLY.exists()]
+    if args.quick:
+        cases, args.against = ["quick"], "HEAD"
     different = False
     with tempfile.TemporaryDirectory() as scratch:
         other = Path(scratch) / "other"
@@ -90,7 +95,7 @@ def main() -> None:
                       + (f"DIFFERENT: {', '.join(changed)}" if changed else f"identical to {args.against}"), flush=True)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=True)
-    if "philly" not in cases:
+    if "philly" not in cases and not args.quick:
         print(f"philly: skipped (no trace at {PHILLY})")
     sys.exit(1 if different else 0)
 

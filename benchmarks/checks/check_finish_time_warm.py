@@ -49,7 +49,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--shape", default="gavel")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="30 jobs: seconds, what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs = 30
     inputs = load_inputs(WorkloadSettings(jobs=args.jobs, rate_per_hour=5.0, seed=args.seed, shape=args.shape,
                                           cluster=CLUSTER))
     policy = Checked()

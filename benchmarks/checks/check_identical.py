@@ -60,16 +60,35 @@ def differences(expected: dict, actual: dict) -> list[str]:
     return out
 
 
+def quick(args: argparse.Namespace) -> None:
+    """``--quick``: record the trace's first 100 jobs, then check them against that record (both must hold)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        record = Path(scratch) / "results.json"
+        for step in (["--save", str(record)], ["--compare", str(record)]):
+            sys.argv = [sys.argv[0], *step, "--jobs", "100", "--trace", str(args.trace), "--cluster", args.cluster,
+                        *[f"--policy={policy}" for policy in args.policy or ["las"]]]
+            main()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    what = parser.add_mutually_exclusive_group(required=True)
+    what = parser.add_mutually_exclusive_group()
     what.add_argument("--save", type=Path, help="write the results here")
     what.add_argument("--compare", type=Path, help="compare with results saved here")
     parser.add_argument("--policy", action="append", help="one policy (repeatable; default: max-min-fairness and las)")
     parser.add_argument("--trace", type=Path, default=PHILLY)
     parser.add_argument("--cluster", default=PHILLY_CLUSTER)
     parser.add_argument("--jobs", type=int, default=None, help="only the trace's first N jobs")
+    parser.add_argument("--quick", action="store_true",
+                        help="record, then check, the trace's first 100 jobs under las (unless --policy), "
+                        "in a temporary file: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        return quick(args)
+    if not (args.save or args.compare):
+        parser.error("one of the arguments --save --compare is required")
     policies = args.policy or list(POLICIES)
     key = lambda policy: f"{policy}|{args.cluster}|{args.jobs or 'all'}"  # noqa: E731
     if args.save:

@@ -27,7 +27,10 @@ PHILLY_CLUSTER = "v100:160,p100:160,k80:160"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=3000, help="the trace's first N jobs (0: all)")
+    parser.add_argument("--quick", action="store_true", help="the trace's first 50 jobs: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs = 50
 
     level_diff: list[float] = []
     total_diff: list[float] = []

@@ -130,7 +130,7 @@ def submit_files() -> list[str]:
     from apportion.policies.las import Las
     try:
         from apportion.serve.http.api import create_app
-        from apportion.serve.app.scheduler import Scheduler, ServeConfig
+        from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
         from apportion.serve.base.slots import parse_slots
         from apportion.serve.store.state import StateStore
     except ImportError:  # the flat layout
@@ -200,6 +200,7 @@ def measure() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="the same figures (they take seconds): the test suite runs it")
     args = parser.parse_args()
     shape = measure()
     if args.json:

@@ -206,7 +206,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1000, help="queued jobs for the round overhead")
     parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--quick", action="store_true", help="the local executor's round overhead alone, 50 queued jobs (no Ray cluster, no served jobs): "
+    parser.add_argument("--quick", action="store_true",
+                        help="the local executor's round overhead alone, 50 queued jobs (no Ray cluster, no served jobs): "
                         "what the test suite runs")
     args = parser.parse_args()
     if args.quick:

@@ -19,6 +19,11 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 # Each script under benchmarks/: the arguments of its quick run.
 QUICK = {
+    "checks/check_durations_identical.py": ["--quick"],
+    "checks/check_finish_time_warm.py": ["--quick"],
+    "checks/check_identical.py": ["--quick"],
+    "checks/check_max_min_warm.py": ["--quick"],
+    "checks/code_shape.py": ["--quick"],
     "speed/checkpoint_digest.py": ["--quick"],
     "speed/cli_startup.py": ["--quick"],
     "speed/market_read.py": ["--quick"],
