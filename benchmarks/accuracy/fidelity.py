@@ -69,6 +69,9 @@ KINDS = {
 }
 SIZES_S = (6.0, 16.0, 36.0)  # seconds of training: small, medium, large
 SIZE_WEIGHTS = (0.45, 0.35, 0.2)
+# --quick: a torch-free job (argv[1]: its steps; 0.02 s a step) of about a second
+QUICK_KINDS = {"timed": ("benchmarks/jobs/timed_job.py", [], 50.0)}
+QUICK_SIZES_S = (1.0,)
 
 
 @dataclass(frozen=True)
@@ -80,22 +83,27 @@ class Planned:
     arrival_s: float  # seconds after the first submission
 
     def spec(self) -> dict:
-        script, args, _ = KINDS[self.kind]
+        if self.kind in QUICK_KINDS:
+            command = ["python", QUICK_KINDS[self.kind][0], str(self.steps)]
+        else:
+            script, args, _ = KINDS[self.kind]
+            command = ["python", script, "--seed", str(self.seed), *args, "--log-every", "100000"]
         return {"name": self.name, "kind": self.kind, "total_steps": self.steps, "gpu_types": ["cpu"],
-                "command": ["python", script, "--seed", str(self.seed), *args, "--log-every", "100000"],
+                "command": command,
                 "workdir": str(REPO), "env": {"PYTHONUNBUFFERED": "1"}, "user": "bench"}
 
 
-def workload(jobs: int, seed: int, burst: int, mean_gap_s: float) -> list[Planned]:
+def workload(jobs: int, seed: int, burst: int, mean_gap_s: float, kinds: dict = KINDS,
+             sizes_s: tuple = SIZES_S, weights: tuple = SIZE_WEIGHTS) -> list[Planned]:
     """``burst`` jobs at once, the rest at seeded exponential gaps; kinds and sizes drawn at random."""
     rng = random.Random(seed)
     plans, at = [], 0.0
     for i in range(jobs):
         if i >= burst:
             at += rng.expovariate(1.0 / mean_gap_s)
-        kind = rng.choice(sorted(KINDS))
-        size_s = rng.choices(SIZES_S, SIZE_WEIGHTS)[0]
-        steps = max(10, int(round(size_s * KINDS[kind][2] / 10.0)) * 10)
+        kind = rng.choice(sorted(kinds))
+        size_s = rng.choices(sizes_s, weights)[0]
+        steps = max(10, int(round(size_s * kinds[kind][2] / 10.0)) * 10)
         plans.append(Planned(f"{kind}-{i}", kind, steps, i % 5, round(at, 2)))
     return plans
 
@@ -143,16 +151,16 @@ def served_again(state_dir: Path, *, cost_jitter: bool = False, speed_jitter: bo
     run = read_served_run(state_dir)
     measured = measure(run.jobs, run.attempts)
     costs = measured.attempt_costs(10.0)
-    first = min(j["submitted"] for j in run.jobs)
-    done = [j for j in run.jobs if j["status"] == "completed"]
-    jobs = [FakeJob(j["kind"], j["total_steps"], measured.job_speed(j["id"], "cpu") or measured.kind_speed(j["kind"], "cpu"),
-                    j["submitted"] - first) for j in done]
+    first = min(j.submitted for j in run.jobs)
+    done = [j for j in run.jobs if j.status == "completed"]
+    jobs = [FakeJob(j.kind, j.total_steps, measured.job_speed(j.id, "cpu") or measured.kind_speed(j.kind, "cpu"),
+                    j.submitted - first) for j in done]
     exits = ("stop_s", "finish_s")  # the fake server notices an exit a tick after it: that tick is measured too
     behaviour = {kind: Behaviour(start_s=costs.start_s[kind], restart_s=costs.restart_s[kind],
                                  lead_s=costs.stop_lead_s.get(kind, 1.0),
                                  stop_s=max(0.0, costs.stop_s.get(kind, tick_s) - tick_s),
                                  finish_s=max(0.0, costs.finish_s.get(kind, tick_s) - tick_s))
-                 for kind in {j["kind"] for j in done}}
+                 for kind in {j.kind for j in done}}
     samples = {name: {kind: [max(0.0, v - tick_s) if name in exits else v for v in spread.values]
                       for kind, spread in by_kind.items()} for name, by_kind in measured.costs.items()}
     jitter = Jitter(seed, samples if cost_jitter else {}, measured.speed_factors() if speed_jitter else (1.0,))
@@ -211,7 +219,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="the most one run may take")
     parser.add_argument("--keep", help="keep each run's state directory under this directory")
     parser.add_argument("--replay", help="replay the runs kept under this directory instead of running anew")
+    parser.add_argument("--quick", action="store_true",
+                        help="3 torch-free jobs of about a second under las, rounds of 2 s, one draw of each jitter: "
+                             "what the test suite runs")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.policies, args.jobs, args.burst, args.round_s, args.las_thresholds = "las", 3, 2, 2.0, "1,3"
+        args.mean_gap_s, args.timeout_s = 0.5, 120.0
+    shape = (QUICK_KINDS, QUICK_SIZES_S, (1.0,)) if args.quick else (KINDS, SIZES_S, SIZE_WEIGHTS)
 
     lines = []
     with tempfile.TemporaryDirectory(prefix="apportion-fidelity-") as tmp:
@@ -220,14 +235,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
             state_dir = root / policy
             wall_s = None
             if not args.replay:
-                plans = workload(args.jobs, args.seed, args.burst, args.mean_gap_s)
+                plans = workload(args.jobs, args.seed, args.burst, args.mean_gap_s, *shape)
                 server_args = ["--slots", f"cpu:{args.slots}", "--policy", policy, "--round-s", f"{args.round_s:g}",
                                "--run-as", "server-user"]  # the jobs run as this account, root included
                 if policy == "las":
                     server_args += ["--las-thresholds", args.las_thresholds]
-                warm_up()
+                if not args.quick:
+                    warm_up()
                 wall_s = run_real(plans, state_dir, server_args, args.timeout_s)
-            line = figures(state_dir)
+            line = figures(state_dir, seeds=1 if args.quick else 3)
             if wall_s is not None:
                 line["run_wall_s"] = round(wall_s, 1)
             print(json.dumps(line), flush=True)

@@ -47,9 +47,9 @@ def rms(values) -> float:
 def analyse(state_dir: str) -> dict:
     run = read_served_run(state_dir)
     measured = measure(run.jobs, run.attempts)
-    first = min(j["submitted"] for j in run.jobs)
-    kind = {j["id"]: j["kind"] for j in run.jobs}
-    slowness = measured.slowness({j["id"]: j["id"] for j in run.jobs})  # rows: job ids, each job's own left out
+    first = min(j.submitted for j in run.jobs)
+    kind = {j.id: j.kind for j in run.jobs}
+    slowness = measured.slowness({j.id: j.id for j in run.jobs})  # rows: job ids, each job's own left out
 
     def factor(t: float, job_id: int) -> float:
         return float(slowness.at(np.array([t]), np.array([job_id]))[0])
@@ -60,29 +60,29 @@ def analyse(state_dir: str) -> dict:
     def median(cost: str, job_id: int) -> float:  # what the slowness scales
         return measured.costs[cost][kind[job_id]].median
 
-    def cost_of(a: dict) -> str:
-        return "start_s" if a["attempt"] == 1 else "restart_s"
+    def cost_of(a) -> str:
+        return "start_s" if a.attempt == 1 else "restart_s"
 
     # where the replay (each kind's mean costs) puts each job: its offsets from the real run
     rows = {r.job_id: r for r in replay_run(state_dir, costs="kind").rows}
-    started = [a for a in run.attempts if a["first_lease"] is not None]
-    startup = [(a["first_lease"] - a["started"], mean(cost_of(a), a["job_id"]), median(cost_of(a), a["job_id"]),
-                factor(a["started"] - first, a["job_id"])) for a in started]
-    firsts = [(a["first_lease"] - a["started"], mean("start_s", a["job_id"]), median("start_s", a["job_id"]),
-               factor(a["started"] - first, a["job_id"]),
-               factor(a["started"] - first + rows[a["job_id"]].sim_queueing_s - rows[a["job_id"]].real_queueing_s,
-                      a["job_id"]))
-              for a in started if a["attempt"] == 1 and a["job_id"] in rows]
-    completed = [a for a in run.attempts if a["how"] == "completed" and a["done"] is not None and a["job_id"] in rows]
-    exits = [(a["ended"] - a["done"], mean("finish_s", a["job_id"]), median("finish_s", a["job_id"]),
-              factor(a["done"] - first, a["job_id"]),
-              factor(a["done"] - first + rows[a["job_id"]].sim_jct_s - rows[a["job_id"]].real_jct_s, a["job_id"]))
+    started = [a for a in run.attempts if a.first_lease is not None]
+    startup = [(a.first_lease - a.started, mean(cost_of(a), a.job_id), median(cost_of(a), a.job_id),
+                factor(a.started - first, a.job_id)) for a in started]
+    firsts = [(a.first_lease - a.started, mean("start_s", a.job_id), median("start_s", a.job_id),
+               factor(a.started - first, a.job_id),
+               factor(a.started - first + rows[a.job_id].sim_queueing_s - rows[a.job_id].real_queueing_s,
+                      a.job_id))
+              for a in started if a.attempt == 1 and a.job_id in rows]
+    completed = [a for a in run.attempts if a.how == "completed" and a.done is not None and a.job_id in rows]
+    exits = [(a.ended - a.done, mean("finish_s", a.job_id), median("finish_s", a.job_id),
+              factor(a.done - first, a.job_id),
+              factor(a.done - first + rows[a.job_id].sim_jct_s - rows[a.job_id].real_jct_s, a.job_id))
              for a in completed]
 
     overlap, ratio, local = [], [], []
     for a, (seconds, _, kind_median, f) in zip(started, startup):
-        others = sum(max(0.0, min(a["first_lease"], b["first_lease"] or b["ended"]) - max(a["started"], b["started"]))
-                     for b in run.attempts if b is not a and b["ended"] is not None)
+        others = sum(max(0.0, min(a.first_lease, b.first_lease or b.ended) - max(a.started, b.started))
+                     for b in run.attempts if b is not a and b.ended is not None)
         overlap.append(others / seconds)
         ratio.append(seconds / kind_median)
         local.append(f)
@@ -90,15 +90,15 @@ def analyse(state_dir: str) -> dict:
     together = overlap > 0.5
 
     by_slot: dict[str, list[dict]] = {}
-    for a in sorted(run.attempts, key=lambda a: a["started"]):
-        by_slot.setdefault(a["slots"], []).append(a)
-    gaps = [b["started"] - a["ended"] for held in by_slot.values() for a, b in zip(held, held[1:])]
+    for a in sorted(run.attempts, key=lambda a: a.started):
+        by_slot.setdefault(a.slots, []).append(a)
+    gaps = [b.started - a.ended for held in by_slot.values() for a, b in zip(held, held[1:])]
 
     speed_factor, slowness_then = [], []
     for s in measured.speeds:
-        attempt = next(a for a in started if a["job_id"] == s.job_id
-                       and abs(a["first_lease"] + s.seconds - (a["stop_told"] or a["done"])) < 1e-6)
-        moments = np.linspace(attempt["first_lease"], attempt["first_lease"] + s.seconds, 20) - first
+        attempt = next(a for a in started if a.job_id == s.job_id
+                       and abs(a.first_lease + s.seconds - (a.stop_told or a.done)) < 1e-6)
+        moments = np.linspace(attempt.first_lease, attempt.first_lease + s.seconds, 20) - first
         slowness_then.append(float(slowness.at(moments, np.full(20, s.job_id)).mean()))
         speed_factor.append(s.steps_per_s / measured.job_speed(s.job_id, s.gpu_type))
 
@@ -138,7 +138,11 @@ def p90_under_noise(state_dir: str) -> dict:
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("state_dirs", nargs="+", help="finished serve runs' state directories")
+    parser.add_argument("--quick", action="store_true", help="two noisy replays instead of 8: what the test suite runs")
     args = parser.parse_args(argv)
+    if args.quick:
+        global DRAWS
+        DRAWS = 2
     lines = []
     for state_dir in args.state_dirs:
         line = analyse(state_dir)

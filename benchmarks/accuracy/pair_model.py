@@ -11,6 +11,7 @@ those (the fraction at or above 1 and the median).
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from apportion.workloads.catalog import builtin_throughputs
@@ -20,6 +21,9 @@ MEASURED = ("k80", "p100", "v100")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the same figures (they take a second): the test suite runs it")
+    parser.parse_args()
     for row in leave_one_out(builtin_throughputs(), MEASURED):
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}))
 

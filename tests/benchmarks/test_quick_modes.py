@@ -19,6 +19,13 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 # Each script under benchmarks/: the arguments of its quick run.
 QUICK = {
+    "accuracy/durations.py": ["--quick"],
+    "accuracy/durations_library.py": ["--quick"],
+    "accuracy/pair_model.py": ["--quick"],
+    "accuracy/perf_calibration.py": ["--quick"],
+    "accuracy/perf_kinds.py": ["--quick"],
+    "accuracy/perf_kinds_variants.py": ["--quick"],
+    "accuracy/perf_validation.py": ["--quick"],
     "checks/check_durations_identical.py": ["--quick"],
     "checks/check_finish_time_warm.py": ["--quick"],
     "checks/check_identical.py": ["--quick"],
@@ -70,3 +77,23 @@ def test_quick_mode_runs_and_prints(script: str, monkeypatch: pytest.MonkeyPatch
                                     capsys: pytest.CaptureFixture[str]) -> None:
     run_script(script, QUICK[script], monkeypatch, tmp_path)
     assert capsys.readouterr().out.strip(), f"{script} printed nothing"
+
+
+@pytest.fixture(scope="module")
+def fidelity_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A quick fidelity run's kept state directories (benchmarks/accuracy/fidelity.py --quick --keep)."""
+    kept = tmp_path_factory.mktemp("fidelity")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        run_script("accuracy/fidelity.py", ["--quick", "--keep", str(kept)], monkeypatch, kept)
+    return kept
+
+
+def test_fidelity_quick_mode_serves_and_replays(fidelity_run: Path) -> None:
+    """The served run ended and its replay was written from the state store's typed records."""
+    assert (fidelity_run / "las" / "state.db").is_file()
+
+
+def test_fidelity_attempts_reads_a_kept_run(fidelity_run: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    run_script("accuracy/fidelity_attempts.py", ["--quick", str(fidelity_run / "las")], monkeypatch, tmp_path)
+    assert '"policy": "las"' in capsys.readouterr().out
