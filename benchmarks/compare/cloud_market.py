@@ -63,7 +63,10 @@ def main() -> None:
     parser.add_argument("--restart-cost-s", type=float, default=60.0)
     parser.add_argument("--checkpoint-gb", type=float, default=10.0)
     parser.add_argument("--policies", default=",".join(PROVISIONING))
+    parser.add_argument("--quick", action="store_true", help="20 jobs over a day: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.days = 20, 1.0
 
     settings = WorkloadSettings(jobs=args.jobs, rate_per_hour=args.jobs / (args.days * 24), seed=args.seed)
     inputs = load_inputs(settings)

@@ -215,7 +215,10 @@ def main() -> None:
     philly.add_argument("--servers", type=int, default=16, help="servers of 8 V100s (Synergy's default: 16)")
     philly.add_argument("--cores", type=int, default=24, help="CPU cores per server (Synergy: 24 or 32)")
     philly.add_argument("--load", type=float, default=1.0, help="GPU-hours asked over the cluster's, over the arrivals")
+    parser.add_argument("--quick", action="store_true", help="apportion on 60 Philly jobs, 2 servers (Synergy's side needs its checkout, --synergy): what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.workload, args.jobs, args.servers = "philly", 60, 2
     if args.workload == "synergy":
         if not args.synergy and not args.recorded:
             parser.error("--workload synergy needs --synergy PATH (Synergy's checkout) or --recorded DIR")
@@ -225,6 +228,8 @@ def main() -> None:
     else:
         args.seed = 0 if args.seed is None else args.seed
         philly_comparison(args)
+        if args.quick:
+            print("synergy: its side not run (no --synergy checkout given)")
 
 
 if __name__ == "__main__":

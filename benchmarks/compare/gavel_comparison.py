@@ -42,6 +42,7 @@ CLUSTER = "v100:36:1,p100:36:1,k80:36:1"
 JOBS, RATE, ROUND_S, RESTART_COST_S = 1000, 5.0, 360.0, 0.0
 OWN = "Gavel's own results on these files (../shared/traces/gavel/README.md)"
 QUOTED = "Gavel's simulator, as measured for the issue"
+QUICK_JOBS: int | None = None  # --quick: Gavel's files' first jobs only
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ def workload_arguments(row: Row, seed: int, scratch: Path) -> list[str]:
     if not throughputs.exists():
         with gzip.open(GAVEL_FILES / f"{THROUGHPUTS}.gz", "rb") as packed, open(throughputs, "wb") as plain:
             shutil.copyfileobj(packed, plain)
-    return ["--workload", str(GAVEL_FILES / row.workload), "--throughputs", str(throughputs)]
+    first = ["--jobs", str(QUICK_JOBS)] if QUICK_JOBS else []
+    return ["--workload", str(GAVEL_FILES / row.workload), "--throughputs", str(throughputs), *first]
 
 
 def run_row(row: Row, seed: int, python: str, scratch: Path) -> dict:
@@ -197,7 +199,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic rows")
     parser.add_argument("--python", default=sys.executable, help="the interpreter a user would run")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    parser.add_argument("--quick", action="store_true", help="40 jobs, Gavel's file's fifo row and the synthetic fifo row: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        global JOBS, QUICK_JOBS
+        JOBS = QUICK_JOBS = 40
+        args.rows = "own-fifo,fifo"
     wanted = [key.strip() for key in args.rows.split(",") if key.strip()]
     unknown = [key for key in wanted if key not in {r.key for r in ROWS}]
     if unknown:

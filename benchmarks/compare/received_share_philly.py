@@ -30,7 +30,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--cluster", default="v100:160,p100:160,k80:160")
     parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--quick", action="store_true", help="the first 100 jobs under las: what the test suite runs")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.policies = 100, "las"
     if not Path(args.trace).is_file():
         sys.exit(f"no trace at {args.trace} (see docs/workloads.md for where to get the Philly trace)")
     inputs = load_inputs(WorkloadSettings(path=args.trace, cluster=args.cluster, jobs=args.jobs))

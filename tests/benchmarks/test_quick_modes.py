@@ -19,6 +19,14 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 # Each script under benchmarks/: the arguments of its quick run.
 QUICK = {
+    "compare/cloud_market.py": ["--quick"],
+    "compare/data_stalls.py": ["--quick"],
+    "compare/data_stalls_local.py": ["--quick"],
+    "compare/gavel_comparison.py": ["--quick"],
+    "compare/gavel_reset_rule.py": ["--quick"],
+    "compare/goodput.py": ["--quick"],
+    "compare/privacy.py": ["--quick"],
+    "compare/received_share_philly.py": ["--quick"],
     "accuracy/durations.py": ["--quick"],
     "accuracy/durations_library.py": ["--quick"],
     "accuracy/pair_model.py": ["--quick"],
