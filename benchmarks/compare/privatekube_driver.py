@@ -10,13 +10,17 @@ DPF_T, RR_N, RR_T), ``n``, ``t_s``, ``timeout_s`` (null: none), ``duration_s``, 
 is half of it), ``workspace``.
 """
 
+import argparse
 import json
 import sys
 import time
 
 
 def main() -> None:
-    with open(sys.argv[1]) as f:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("spec", help="the run's JSON spec (written by benchmarks/compare/privacy.py)")
+    args = parser.parse_args()
+    with open(args.spec) as f:
         spec = json.load(f)
     from desmod.simulation import simulate
     from dpsched import Top

@@ -25,7 +25,7 @@ training processes and their wrappers, spread over the clean pass's duration. Th
   makespans of two passes run minutes apart are not.
 
     python benchmarks/faults/chaos.py                          # 50 jobs, 20 kills
-    python benchmarks/faults/chaos.py --jobs 6 --kills 4       # the reduced form the tests run
+    python benchmarks/faults/chaos.py --quick                  # the reduced form the tests run (6 jobs, 4 kills)
 """
 
 from __future__ import annotations
@@ -376,7 +376,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--timeout-s", type=float, default=900.0, help="the most each pass may take")
     parser.add_argument("--keep", help="keep both passes' state directories under this directory")
     parser.add_argument("--no-warm-start", action="store_true", help="every job start cold (serve --no-warm-start)")
+    parser.add_argument("--quick", action="store_true",
+                        help="6 jobs, 4 kills, seed 1: the reduced form tests/serve/test_chaos.py runs")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.jobs, args.kills, args.seed, args.timeout_s = 6, 4, 1, 400.0
 
     plans = workload(args.jobs)
     server_args = ["--slots", f"cpu:{args.slots}", "--policy", "fifo", "--round-s", "30",
