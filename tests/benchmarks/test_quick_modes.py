@@ -27,6 +27,7 @@ QUICK = {
     "compare/goodput.py": ["--quick"],
     "compare/privacy.py": ["--quick"],
     "compare/received_share_philly.py": ["--quick"],
+    "faults/abuse.py": ["--quick"],
     "accuracy/durations.py": ["--quick"],
     "accuracy/durations_library.py": ["--quick"],
     "accuracy/pair_model.py": ["--quick"],
@@ -58,6 +59,21 @@ QUICK = {
     "speed/workloads_speed.py": ["--quick"],
 }
 
+# The original systems' own side of a comparison: they run only inside its checkout, under its Python (not
+# given here); their arguments still parse.
+ORIGINALS = ("compare/helios_philly.py", "compare/privatekube_driver.py", "compare/synergy_original.py")
+
+# What runs the scripts that have no quick run of their own above.
+RUN_BY_OTHERS = {
+    "accuracy/fidelity.py": "test_fidelity_quick_mode_serves_and_replays, below",
+    "accuracy/fidelity_attempts.py": "test_fidelity_attempts_reads_a_kept_run, below",
+    "faults/abuse_server.py": "every abuse case's server (faults/abuse.py --quick)",
+    "faults/chaos.py": "tests/serve/test_chaos.py (chaos.py --quick: 6 jobs, 4 kills, nothing lost)",
+    "faults/chaos_accounting.py": "chaos.py, which accounts every chaos pass with it",
+    "jobs/loader_job.py": "compare/data_stalls_local.py --quick",
+    "jobs/timed_job.py": "speed/warm_start.py, speed/preemption_roundtrip.py and accuracy/fidelity.py --quick",
+}
+
 # Scripts that start a fresh Python with multiprocessing's "spawn" (their figures' own process) need their
 # own ``__main__``, so they run as a process of their own.
 OWN_PROCESS = {"speed/report_html.py", "speed/simulate_speed.py"}
@@ -85,6 +101,28 @@ def test_quick_mode_runs_and_prints(script: str, monkeypatch: pytest.MonkeyPatch
                                     capsys: pytest.CaptureFixture[str]) -> None:
     run_script(script, QUICK[script], monkeypatch, tmp_path)
     assert capsys.readouterr().out.strip(), f"{script} printed nothing"
+
+
+@pytest.mark.parametrize("script", ORIGINALS)
+def test_original_systems_drivers_parse_their_arguments(script: str, monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_script(script, ["--help"], monkeypatch, tmp_path)
+    assert "usage:" in capsys.readouterr().out
+
+
+def test_every_benchmark_is_run_by_the_suite() -> None:
+    """A new script under benchmarks/ needs a quick run here (or a named test that runs it)."""
+    scripts = {str(path.relative_to(BENCHMARKS)) for path in BENCHMARKS.glob("*/*.py") if path.name != "__init__.py"}
+    covered = set(QUICK) | set(ORIGINALS) | set(RUN_BY_OTHERS)
+    assert scripts - covered == set(), "benchmarks without a quick run in the suite"
+    assert covered - scripts == set(), "quick runs of benchmarks that are gone"
+
+
+@pytest.mark.parametrize("script", sorted(QUICK))
+def test_quick_mode_is_documented(script: str) -> None:
+    """Each quick run above is the script's own ``--quick`` and benchmarks/README.md lists the script."""
+    assert '"--quick"' in (BENCHMARKS / script).read_text()
+    assert f"`{Path(script).name}`" in (BENCHMARKS / "README.md").read_text()
 
 
 @pytest.fixture(scope="module")
