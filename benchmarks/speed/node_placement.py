@@ -39,10 +39,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="a few jobs, seconds: what the test suite runs")
+    parser.add_argument("--quick", action="store_true", help="200 jobs on 40 slots, 2 rounds: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
+        global SLOTS, NODE
         args.jobs, args.rounds = 200, 2
+        SLOTS, NODE = "k80:10,p100:10,v100:10,a100:10", Node(tuple(range(80)), 320.0)
     plain = run("las", args.jobs, SLOTS, args.rounds, 180.0, as_served=True, node=NODE)
     asked = run("las", args.jobs, SLOTS, args.rounds, 180.0, as_served=True, node=NODE, asks=asking)
     for name, result in (("none ask", plain), ("half ask", asked)):
