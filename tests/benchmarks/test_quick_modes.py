@@ -74,9 +74,10 @@ RUN_BY_OTHERS = {
     "jobs/timed_job.py": "speed/warm_start.py, speed/preemption_roundtrip.py and accuracy/fidelity.py --quick",
 }
 
-# Scripts that start a fresh Python with multiprocessing's "spawn" (their figures' own process) need their
-# own ``__main__``, so they run as a process of their own.
-OWN_PROCESS = {"speed/report_html.py", "speed/simulate_speed.py"}
+# Scripts that run as a process of their own: those that start a fresh Python with multiprocessing's
+# "spawn" (their figures' own process), which needs their own ``__main__``, and check_max_min_warm.py,
+# which wraps the max-min model's solve for the rest of its process.
+OWN_PROCESS = {"speed/report_html.py", "speed/simulate_speed.py", "checks/check_max_min_warm.py"}
 
 
 def run_script(script: str, arguments: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
