@@ -333,7 +333,8 @@ def main() -> None:
                         help="--per-vc: each VC's GPUs are Helios's nodes × this (8: Helios's; 1: squeezed, loaded)")
     parser.add_argument("--helios", default=None, help="--per-vc: a HeliosArtifact checkout, to run its simulator beside")
     parser.add_argument("--helios-python", default="python3", help="a Python with pandas, for --helios")
-    parser.add_argument("--quick", action="store_true", help="the trace's first 300 jobs and 1,000 synthetic ones: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="the trace's first 300 jobs and 1,000 synthetic ones: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.jobs, args.timing_jobs = 300, 1000

@@ -138,7 +138,8 @@ def p90_under_noise(state_dir: str) -> dict:
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("state_dirs", nargs="+", help="finished serve runs' state directories")
-    parser.add_argument("--quick", action="store_true", help="two noisy replays instead of 8: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="two noisy replays instead of 8: what the test suite runs")
     args = parser.parse_args(argv)
     if args.quick:
         global DRAWS

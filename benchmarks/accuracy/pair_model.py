@@ -22,7 +22,8 @@ MEASURED = ("k80", "p100", "v100")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the same figures (they take a second): the test suite runs it")
+    parser.add_argument("--quick", action="store_true",
+                        help="the same figures (they take a second): the test suite runs it")
     parser.parse_args()
     for row in leave_one_out(builtin_throughputs(), MEASURED):
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}))

@@ -135,7 +135,8 @@ def torchtitan() -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="the same figures (they take seconds): the test suite runs it")
+    parser.add_argument("--quick", action="store_true",
+                        help="the same figures (they take seconds): the test suite runs it")
     args = parser.parse_args()
     if not TABLE.exists():
         print(f"validation table not found at {TABLE}", file=sys.stderr)

@@ -213,7 +213,8 @@ def two_term_catalog(fit_on: str = "k80") -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="the host dispatch timed over 500 ops instead of 20,000: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="the host dispatch timed over 500 ops instead of 20,000: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         global DISPATCH_OPS

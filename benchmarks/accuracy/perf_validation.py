@@ -83,7 +83,8 @@ def main() -> int:
     parser.add_argument("--gpu-type", default="a100-80gb")
     parser.add_argument("--search", action="store_true",
                         help="let the planner choose micro-batch and interleaving (local DDP) instead of the published runs")
-    parser.add_argument("--quick", action="store_true", help="the same figures (they take seconds): the test suite runs it")
+    parser.add_argument("--quick", action="store_true",
+                        help="the same figures (they take seconds): the test suite runs it")
     args = parser.parse_args()
     if not TABLE.exists():
         print(f"validation table not found at {TABLE}", file=sys.stderr)

@@ -200,7 +200,8 @@ def measure() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--quick", action="store_true", help="the same figures (they take seconds): the test suite runs it")
+    parser.add_argument("--quick", action="store_true",
+                        help="the same figures (they take seconds): the test suite runs it")
     args = parser.parse_args()
     shape = measure()
     if args.json:

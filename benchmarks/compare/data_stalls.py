@@ -215,7 +215,8 @@ def main() -> None:
     philly.add_argument("--servers", type=int, default=16, help="servers of 8 V100s (Synergy's default: 16)")
     philly.add_argument("--cores", type=int, default=24, help="CPU cores per server (Synergy: 24 or 32)")
     philly.add_argument("--load", type=float, default=1.0, help="GPU-hours asked over the cluster's, over the arrivals")
-    parser.add_argument("--quick", action="store_true", help="apportion on 60 Philly jobs, 2 servers (Synergy's side needs its checkout, --synergy): what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="apportion on 60 Philly jobs, 2 servers (Synergy's side needs its checkout, --synergy): what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.workload, args.jobs, args.servers = "philly", 60, 2

@@ -126,7 +126,8 @@ def main() -> None:
     parser.add_argument("--warmup-s", type=float, default=20.0, help="seconds before measuring (the aware profiles)")
     parser.add_argument("--measure-s", type=float, default=25.0, help="seconds measured")
     parser.add_argument("--cores", type=int, default=None, help="the node's cores (default: all this server may use)")
-    parser.add_argument("--quick", action="store_true", help="1 s of warm-up and 1 s measured per split: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 s of warm-up and 1 s measured per split: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.warmup_s, args.measure_s = 1.0, 1.0

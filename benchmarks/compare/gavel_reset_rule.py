@@ -65,7 +65,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=3000, help="jobs in the stream (the first 1,000 are counted)")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
-    parser.add_argument("--quick", action="store_true", help="80 jobs, the first 50 counted, one row: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="80 jobs, the first 50 counted, one row: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         global COUNTED

@@ -158,7 +158,8 @@ def main() -> None:
     parser.add_argument("--pollux", type=Path, metavar="PATH",
                         help="a checkout of petuum/adaptdl (osdi21-artifact): replay its eight workloads beside "
                              "Pollux's published average JCTs")
-    parser.add_argument("--quick", action="store_true", help="8 jobs, one seed (the targets then mean nothing): what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="8 jobs, one seed (the targets then mean nothing): what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         global JOBS

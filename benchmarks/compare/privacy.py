@@ -221,7 +221,8 @@ def main() -> None:
     parser.add_argument("--privatekube", help="a checkout of columbia/PrivateKube: run its simulator beside")
     parser.add_argument("--privatekube-python", default=sys.executable)
     parser.add_argument("--privatekube-path", help="PYTHONPATH entries for its simpy and desmod forks")
-    parser.add_argument("--quick", action="store_true", help="the single-block workload, N = 10 (apportion's side: PrivateKube only with --privatekube): what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="the single-block workload, N = 10 (apportion's side: PrivateKube only with --privatekube): what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.workload, args.n = "single", "10"

@@ -30,7 +30,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--cluster", default="v100:160,p100:160,k80:160")
     parser.add_argument("--policies", default=",".join(POLICIES))
-    parser.add_argument("--quick", action="store_true", help="the first 100 jobs under las: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="the first 100 jobs under las: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.jobs, args.policies = 100, "las"

@@ -46,7 +46,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20, help="the flood's clients")
     parser.add_argument("--flood-s", type=float, default=10.0, help="how long the flood lasts")
     parser.add_argument("--flood-only", type=int, help=argparse.SUPPRESS)  # the flood's own process: the port
-    parser.add_argument("--quick", action="store_true", help="the flood case alone (or --case), 2 clients for 2 s: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="the flood case alone (or --case), 2 clients for 2 s: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.case, args.clients, args.flood_s = args.case or ["flood"], 2, 2.0

@@ -38,7 +38,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="a small state, twice: seconds, what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="a small state, twice: seconds, what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.size_mib, args.repeats = 4, 2

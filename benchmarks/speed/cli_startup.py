@@ -39,7 +39,8 @@ def wall_s(argv: list[str], env: dict) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--quick", action="store_true", help="apportion status and a bare Python, once each: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="apportion status and a bare Python, once each: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.repeats = 1

@@ -39,7 +39,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="200 jobs on 40 slots, 2 rounds: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="200 jobs on 40 slots, 2 rounds: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         global SLOTS, NODE

@@ -89,7 +89,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000, help="synthetic jobs")
     parser.add_argument("--rate", type=float, default=None, help="synthetic jobs/hour (default 120: about 80%% load)")
     parser.add_argument("--cluster", default="")
-    parser.add_argument("--quick", action="store_true", help="the first 300 jobs of Philly and 300 synthetic ones, under las: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="the first 300 jobs of Philly and 300 synthetic ones, under las: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         cases = [("philly", "las"), ("synthetic", "las")]

@@ -154,7 +154,8 @@ def main() -> None:
     parser.add_argument("--space-sharing", action="store_true",
                         help="pairs of one-GPU jobs may share a GPU (catalog kinds; max-min-fairness, max-throughput)")
     parser.add_argument("--max-jobs", type=int, default=10_000, help="table mode: largest size to run")
-    parser.add_argument("--quick", action="store_true", help="every policy at 100 jobs, once: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="every policy at 100 jobs, once: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.max_jobs, args.repeats = 100, 1

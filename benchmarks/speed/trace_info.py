@@ -47,7 +47,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("file", nargs="?", default=str(DEFAULT))
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="the trace's first 300 jobs, each timing once: what the test suite runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="the trace's first 300 jobs, each timing once: what the test suite runs")
     args = parser.parse_args()
     if args.quick:
         args.repeats = 1

@@ -76,7 +76,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--example", choices=sorted(EXAMPLES), action="append")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="a torch-free job (benchmarks/jobs/timed_job.py), cold and warm once: "
+    parser.add_argument("--quick", action="store_true",
+                        help="a torch-free job (benchmarks/jobs/timed_job.py), cold and warm once: "
                         "seconds, what the test suite runs")
     args = parser.parse_args()
     if args.quick:
