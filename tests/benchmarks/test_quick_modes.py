@@ -127,20 +127,28 @@ def test_quick_mode_is_documented(script: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def fidelity_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A quick fidelity run's kept state directories (benchmarks/accuracy/fidelity.py --quick --keep)."""
+def fidelity_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
+    """A quick fidelity run (benchmarks/accuracy/fidelity.py --quick --keep): its kept state directories
+    and the lines it printed."""
     kept = tmp_path_factory.mktemp("fidelity")
     with pytest.MonkeyPatch.context() as monkeypatch:
-        run_script("accuracy/fidelity.py", ["--quick", "--keep", str(kept)], monkeypatch, kept)
-    return kept
+        monkeypatch.chdir(kept)
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        script = runpy.run_path(str(BENCHMARKS / "accuracy" / "fidelity.py"), run_name="fidelity")
+        lines = script["main"](["--quick", "--keep", str(kept)])
+    return kept, lines
 
 
-def test_fidelity_quick_mode_serves_and_replays(fidelity_run: Path) -> None:
-    """The served run ended and its replay was written from the state store's typed records."""
-    assert (fidelity_run / "las" / "state.db").is_file()
+def test_fidelity_quick_mode_serves_and_replays(fidelity_run: tuple[Path, list[dict]]) -> None:
+    """The run was served, replayed, and served again on a fake clock from the state store's typed records."""
+    kept, lines = fidelity_run
+    assert [(line["policy"], line["jobs"]) for line in lines] == [("las", 3)]
+    assert set(lines[0]["control"]) == {"avg_jct_error", "p90_job_error"}
+    assert (kept / "las" / "state.db").is_file()
 
 
-def test_fidelity_attempts_reads_a_kept_run(fidelity_run: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
-    run_script("accuracy/fidelity_attempts.py", ["--quick", str(fidelity_run / "las")], monkeypatch, tmp_path)
+def test_fidelity_attempts_reads_a_kept_run(fidelity_run: tuple[Path, list[dict]], monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kept, _ = fidelity_run
+    run_script("accuracy/fidelity_attempts.py", ["--quick", str(kept / "las")], monkeypatch, tmp_path)
     assert '"policy": "las"' in capsys.readouterr().out
