@@ -23,7 +23,7 @@ from apportion.serve.accounts.budgets import BudgetRules
 from apportion.serve.notify.notifier import Notifier
 from apportion.serve.jobs.notify_hosts import NotifyHosts
 from apportion.serve.base.private import private_dir, tighten
-from apportion.serve.resources.rental.provisioner import Provisioner
+from apportion.serve.resources.registry import config_from as resource_config, with_settings
 from apportion.serve.accounts.runas import RunAs, mapped_accounts, start_warnings
 from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
 from apportion.serve.base.slots import Node, Slot
@@ -55,13 +55,11 @@ class ServerOptions:
     user_weights: dict[str, float] | None = None  # user -> weight of its share (a user not named: 1)
     max_body: int = MAX_BODY  # bytes of a request body read at most (edge.py)
     notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may go (notify_hosts.py)
-    privacy_policy: str = "fcfs"  # how privacy claims are granted, unlocking over N claims or T seconds (docs/privacy.md)
-    privacy_n: int | None = None
-    privacy_t_s: float | None = None
-    privacy_timeout_s: float | None = None  # a claim not granted within this long is rejected; None: never
     node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
-    cpu_split: str = "off"  # how they are divided (core_split.py)
     budgets: BudgetRules = field(default_factory=BudgetRules)  # each user's budgets (budgets.py)
+
+
+ServerOptions = with_settings(ServerOptions, "config")  # and what each optional resource adds (resources/registry.py)
 
 
 def lock_state_dir(state_dir: Path):
@@ -130,12 +128,13 @@ def check_credentials(options: ServerOptions, has_users: bool) -> None:
 
 def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callable[[str], None],
           ready: Callable[[Scheduler], None] | None = None, executor: Executor | None = None,
-          sock: socket.socket | None = None, provisioner: Provisioner | None = None) -> None:
+          sock: socket.socket | None = None, **given) -> None:
     """Run until SIGINT/SIGTERM. Jobs keep running when the server stops; the next one adopts them.
 
     ``executor``: where attempts run (default: this machine's processes, ``LocalExecutor``);
     ``sock``: the socket already listening on ``options``' address (``startup.listen``), if taken;
-    ``provisioner``: what rents the cluster's nodes (default: none, an owned cluster)."""
+    ``given``: what the optional resources are started with, each taking its own (``Resource.given``: what
+    rents the cluster's nodes; default none, an owned cluster)."""
     import uvicorn
 
     from apportion.serve.http.api import create_app
@@ -166,15 +165,14 @@ def serve(options: ServerOptions, slots: list[Slot], policy: Policy, log: Callab
         prices=dict(options.prices or {}), checkpoint_every=options.checkpoint_every, shared_dir=options.shared_dir,
         policy_options=dict(options.policy_options or {}), received_since=options.received_since,
         share_by_user=options.share_by_user, user_weights=dict(options.user_weights or {}),
-        notify_hosts=options.notify_hosts, privacy_policy=options.privacy_policy, privacy_n=options.privacy_n,
-        privacy_t_s=options.privacy_t_s, privacy_timeout_s=options.privacy_timeout_s,
-        node=options.node, cpu_split=options.cpu_split, budgets=options.budgets,
+        notify_hosts=options.notify_hosts, node=options.node, budgets=options.budgets,
+        **resource_config(options),
     )
     spares = min(len(slots), 2) if options.warm_start else 0  # warm wrappers kept ready (executors/local/spare_pool.py)
     executor = executor or LocalExecutor(state_dir, spares=spares)
     try:
         scheduler = Scheduler(store, executor, slots, policy, config, log=log, throughputs=builtin_throughputs(),
-                              provisioner=provisioner)
+                              **given)
         found = scheduler.recover()
     except NoSpace as exc:  # a server that cannot record what it finds does not start
         store.close()

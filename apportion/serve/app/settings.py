@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Collection
 
 from apportion.serve.accounts.limits import Limits
+from apportion.serve.resources.base import BadSetting
+from apportion.serve.resources.registry import check_settings as check_resources, listed, with_settings
 
 DEFAULT_STATE_DIR = Path("~/.apportion/server")
 EXECUTORS = ("local", "ray")
@@ -21,12 +23,12 @@ RUN_AS = ("server-user", "mapped", "refuse")  # serve/accounts/runas.py's MODES,
 RECEIVED_SINCE = ("allocation", "arrival")  # mechanism/received.py's rules, named here without importing numpy
 # policies/provisioning's PROVISIONING, named here without importing numpy
 PROVISIONING = ("static", "cheapest-now", "cheapest-now:daily", "spot-fallback", "deadline-aware")
-CPU_SPLITS = ("off", "proportional", "aware")  # the rules of core_split.py (CoreSplit.mode)
 
 
 @dataclass(frozen=True)
 class ServeSettings:
-    """Everything ``apportion serve`` is told, before anything is started: flags, or a config file's keys."""
+    """Everything ``apportion serve`` is told, before anything is started: flags, or a config file's keys
+    (each optional resource adds its own after these: resources/registry.py)."""
 
     state_dir: Path = DEFAULT_STATE_DIR  # the state file, logs and default checkpoints
     host: str = "127.0.0.1"  # the address to bind; anything but loopback needs credentials
@@ -37,7 +39,6 @@ class ServeSettings:
     user_map: Path | None = None  # run_as mapped: apportion user -> OS account
     job_path: str = "/usr/local/bin:/usr/bin:/bin"  # run_as mapped: the PATH jobs start with (never the server's)
     slots: str | None = None  # TYPE:COUNT,...; None: this machine's GPUs, else cpu:1
-    cpu_split: str = "off"  # the node's cores: left to the OS, the same share per slot, or for the most progress
     policy: str = "las"
     round_s: float = 180.0
     received_since: str = "allocation"  # the received share counts from the last re-solve (Gavel's) or from arrival
@@ -55,10 +56,6 @@ class ServeSettings:
     provisioning: str = "static"  # with market: which instances to rent (policies/provisioning)
     warm_start: bool = True
     notify_hosts: str | None = None  # where jobs' notify: URLs may point (serve/jobs/notify_hosts.py); None: the default rule
-    privacy_policy: str = "fcfs"  # how privacy claims are granted (docs/privacy.md)
-    privacy_n: int | None = None  # unlock a block's budget over this many claims for it
-    privacy_t: float | None = None  # unlock a block's budget over this many seconds from when it was added
-    privacy_timeout_s: float | None = None  # reject a claim not granted within this long; None: never
     # each user's budgets (budgets.py; docs/serve.md's threat model says why these defaults)
     # each user's budgets (accounts/budgets.py holds their defaults)
     max_active_jobs: int = Limits.max_active_jobs
@@ -71,7 +68,9 @@ class ServeSettings:
     policy_options: dict[str, Any] = field(default_factory=dict)  # the policy options asked for, by option name
 
 
-SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(ServeSettings) if f.name not in ("policy_options", "user_budgets"))
+ServeSettings = with_settings(ServeSettings, "settings")
+SETTINGS: tuple[str, ...] = listed(tuple(f.name for f in fields(ServeSettings)
+                                          if f.name not in ("policy_options", "user_budgets")), "settings")
 BUDGETS = ("max_active_jobs", "max_stored_mb", "max_demand_rows", "max_after_edges", "submit_rate", "submit_burst")
 DEFAULTS = ServeSettings()
 PATHS = frozenset({"state_dir", "token_file", "user_map", "cluster"})
@@ -123,8 +122,6 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
             parse_user_weights(s.user_weights)
         except ValueError as exc:
             raise SettingError("user_weights", str(exc), joiner=": ") from None
-    if s.cpu_split not in CPU_SPLITS:
-        raise SettingError("cpu_split", f"must be one of {', '.join(CPU_SPLITS)}, got {s.cpu_split!r}")
     if s.max_retries < 0:
         raise SettingError("max_retries", f"must be >= 0, got {s.max_retries}")
     if not 0 <= s.retry_backoff_s <= MAX_RETRY_BACKOFF_S:
@@ -154,7 +151,10 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
             NotifyHosts.parse(s.notify_hosts, source="notify_hosts")
         except InputError as exc:
             raise SettingError("notify_hosts", exc.message, joiner=": ") from None
-    _check_privacy(s)
+    try:
+        check_resources(s)  # each optional resource's settings
+    except BadSetting as exc:
+        raise SettingError(exc.key, exc.message, joiner=exc.joiner) from None
     for key in BUDGETS:
         _check_budget(key, getattr(s, key))
     for user, limits in s.user_budgets.items():
@@ -232,26 +232,3 @@ def _check_budget(key: str, value: float) -> None:
     least = 1 if key == "submit_burst" else 0
     if not least <= value < 2**63:
         raise SettingError(key, f"must be a whole number from {least} up, got {value}")
-
-
-def _check_privacy(s: ServeSettings) -> None:
-    """The privacy policy with its N or T (mechanism/privacy_policies.py's rules), and the timeout."""
-    from apportion.mechanism.privacy_policies import PRIVACY_POLICIES, make_privacy_policy
-
-    if s.privacy_policy not in PRIVACY_POLICIES:
-        try:  # a plugin's name, or its file spec (apportion.plugins)
-            make_privacy_policy(s.privacy_policy, s.privacy_n, s.privacy_t)
-        except ValueError as exc:
-            if not str(exc).startswith("unknown privacy policy"):
-                raise SettingError("privacy_policy", str(exc), joiner=": ") from None
-            raise SettingError("privacy_policy", f"must be one of {', '.join(PRIVACY_POLICIES)} or a plugin's "
-                                                 f"name, got {s.privacy_policy!r}") from None
-    if s.privacy_t is not None and not (s.privacy_t > 0 and math.isfinite(s.privacy_t)):
-        raise SettingError("privacy_t", f"must be a positive number of seconds, got {s.privacy_t:g}")
-    if s.privacy_timeout_s is not None and not (s.privacy_timeout_s > 0 and math.isfinite(s.privacy_timeout_s)):
-        raise SettingError("privacy_timeout_s", f"must be a positive number of seconds, got {s.privacy_timeout_s:g}")
-    try:
-        make_privacy_policy(s.privacy_policy, s.privacy_n, s.privacy_t)
-    except ValueError as exc:
-        key = "privacy_n" if s.privacy_n is not None and "N must" in str(exc) else "privacy_policy"
-        raise SettingError(key, str(exc), joiner=": ") from None

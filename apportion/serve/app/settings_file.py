@@ -31,15 +31,16 @@ import yaml
 from apportion.core.errors import InputError
 from apportion.serve.app.settings import PATHS, SETTINGS, ServeSettings
 from apportion.serve.base.trusted_file import trust_problem
+from apportion.serve.resources.registry import setting_names
 from apportion.workloads.yaml_file import read_yaml
 
 if TYPE_CHECKING:
     from apportion.policies.registry import Option
 
-_INTS = frozenset({"port", "max_retries", "privacy_n", "max_active_jobs", "max_demand_rows", "max_after_edges",
-                   "submit_burst"})
-_NUMBERS = frozenset({"round_s", "hung_after_s", "retry_backoff_s", "grace_s", "privacy_t", "privacy_timeout_s", "max_stored_mb",
-                      "submit_rate"})
+_INTS = frozenset({"port", "max_retries", "max_active_jobs", "max_demand_rows", "max_after_edges",
+                   "submit_burst"}) | setting_names("settings", "int")  # and the optional resources' own
+_NUMBERS = frozenset({"round_s", "hung_after_s", "retry_backoff_s", "grace_s", "max_stored_mb",
+                      "submit_rate"}) | setting_names("settings", "number")
 _UNITS = {"max_stored_mb": "a number of MB", "submit_rate": "a number of submits a second"}  # else seconds
 _BOOLS = frozenset({"warm_start", "share_by_user"})
 _NUMBER_OR_TEXT = frozenset({"checkpoint_every"})  # 300 or auto:300

@@ -28,10 +28,16 @@ def service_since(now: float, *, accounted_at: float | None, run_s: float, servi
     return fields
 
 
-def accrued(job: JobRecord, now: float) -> dict:
-    """:func:`service_since` for ``job``'s live attempt; {} when it has none."""
-    if not job.attempt_live:
+def accrued(job: JobRecord | dict, now: float) -> dict:
+    """:func:`service_since` for ``job``'s live attempt; {} when it has none. ``job``: its record, or
+    its row in a round's table (a dict: the round reads the jobs as columns)."""
+    if isinstance(job, dict):
+        live, get = job["live"], job.get
+    else:
+        live, get = job.attempt_live, lambda name: getattr(job, name)
+    if not live:
         return {}
-    return service_since(now, accounted_at=job.accounted_at, run_s=job.run_s, service_gpu_s=job.service_gpu_s,
-                         slots=len(job.slot_list), gpu_type=job.gpu_type, partner=job.partner,
-                         service_by_type=job.service_by_type, shared_by_type=job.shared_by_type)
+    return service_since(now, accounted_at=get("accounted_at"), run_s=get("run_s"),
+                         service_gpu_s=get("service_gpu_s"), slots=len(get("slot_list")), gpu_type=get("gpu_type"),
+                         partner=get("partner"), service_by_type=get("service_by_type"),
+                         shared_by_type=get("shared_by_type") or {})

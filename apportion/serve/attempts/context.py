@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Callable
 
 from apportion.executors.base import Executor
-from apportion.mechanism.privacy_policies import make_privacy_policy
 from apportion.mechanism.received import DEFAULT_RECEIVED_SINCE
 from apportion.policies.base import Policy
 from apportion.serve.accounts.budgets import BudgetRules
 from apportion.serve.jobs.notify_hosts import NotifyHosts
-from apportion.serve.resources.privacy.ledger import PrivacyLedger
-from apportion.serve.resources.rental.provisioner import NoProvisioner, Provisioner
+from apportion.serve.resources.registry import Resources, with_settings
 from apportion.serve.accounts.runas import RunAs
 from apportion.serve.base.slots import Node, Slot, this_machine
 from apportion.serve.store.state import StateStore
@@ -24,6 +22,8 @@ from apportion.serve.store.state import StateStore
 
 @dataclass(frozen=True)
 class ServeConfig:
+    """One server's settings; each optional resource adds its own fields after these (resources/registry.py)."""
+
     state_dir: Path
     server_url: str = "http://127.0.0.1:8642"
     round_s: float = 180.0
@@ -56,15 +56,11 @@ class ServeConfig:
     # (on Ray: a directory every node reaches)
     policy_options: dict = field(default_factory=dict)  # what the policy was built with, as JSON (for a replay)
     notify_hosts: NotifyHosts = field(default_factory=NotifyHosts)  # where jobs' notify URLs may point
-    # privacy budget (docs/privacy.md): how claims are granted, unlocking over N claims or T seconds, the timeout
-    privacy_policy: str = "fcfs"
-    privacy_n: int | None = None
-    privacy_t_s: float | None = None
-    privacy_timeout_s: float | None = None
     node: Node | None = None  # the cores and memory the slots' jobs share; None: this machine's
-    cpu_split: str = "off"  # how the node's cores are divided among its jobs (core_split.py)
-    cpu_profile_s: float = 4.0  # seconds of progress reports a job is measured for at each share of its profile
     budgets: BudgetRules = field(default_factory=BudgetRules)  # each user's budgets (budgets.py)
+
+
+ServeConfig = with_settings(ServeConfig, "config")
 
 
 def with_note(reason: str, note: str | None) -> str:
@@ -80,12 +76,12 @@ class SchedulerState:
 
     def __init__(self, store: StateStore, executor: Executor, slots: list[Slot], policy: Policy,
                  config: ServeConfig, clock: Callable[[], float], log: Callable[[str], None],
-                 provisioner: Provisioner | None = None) -> None:
+                 given: dict | None = None) -> None:
+        """``given``: what the server was started with for its optional resources (each takes its own: resources/registry.py)."""
         if not slots:
             raise ValueError("a server needs at least one slot")
         self.store = store
         self.executor = executor
-        self.provisioner = provisioner or NoProvisioner()  # the instances held on a rented cluster (none: owned)
         self.policy = policy
         self.config = config
         self.clock = clock
@@ -117,16 +113,21 @@ class SchedulerState:
             "slots": [[s.id, s.gpu_type] for s in self.slots], "received_since": config.received_since,
             "share_by_user": config.share_by_user, "user_weights": dict(config.user_weights),
         })
-        # the privacy-budget ledger in the state file (ValueError for a privacy policy without its N or T)
-        self.privacy = PrivacyLedger(store, make_privacy_policy(config.privacy_policy, config.privacy_n, config.privacy_t_s),
-                                     config.privacy_timeout_s)
+        # the optional resources (resources/registry.py); ValueError for settings one cannot start with
+        self.resources = Resources.open(self, dict(given or {}))
         self.durations = None  # the finished jobs' durations and their predictor (durations.DurationHistory)
         self.elastic = None  # elastic jobs' noise scales and step-time models (elastic.ElasticModels)
 
+    def __getattr__(self, name: str):
+        """What a resource shows under ``name`` (``Resource.parts``)."""
+        if name.startswith("_") or "resources" not in self.__dict__:
+            raise AttributeError(name)
+        return self.resources.part(name)
+
     def online(self) -> dict[str, int] | None:
-        """Slots of each type that can run attempts now: what the executor still has and the provisioner
-        holds, the fewer of the two; None: all of them."""
-        found = [c for c in (self.executor.capacity(), self.provisioner.capacity()) if c is not None]
+        """Slots of each type that can run attempts now: what the executor still has and each resource
+        lets run (rented instances held), the fewest; None: all of them."""
+        found = [c for c in (self.executor.capacity(), *self.resources.capacities()) if c is not None]
         if not found:
             return None
         return {t: min(c.get(t, 0) for c in found) for t in self.gpu_types}

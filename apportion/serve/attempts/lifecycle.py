@@ -169,8 +169,9 @@ class AttemptLifecycle:
                                  + (f" pid {handle.pid}" if handle.pid is not None else "")  # None: no process here
                                  + _how_started(handle))
             self.store.attempt_started(job_id, attempt, now, row.gpu_type, row.slots, row.partner)
-            if row.started is None:  # its first start: the privacy budget granted to it is consumed now
-                self.state.privacy.settle([job_id])
+            if row.started is None:  # its first start: what a resource granted it is taken now (budget consumed)
+                for resource in self.state.resources:
+                    resource.started([job_id])
 
     def _cannot_start(self, row: JobRecord, err: Exception, now: float) -> None:
         """Fail job ``row``, whose start raised what no crash of its own explains."""

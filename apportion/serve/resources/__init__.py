@@ -1,4 +1,4 @@
-"""Optional resources beside GPUs: privacy budget (privacy/), CPU cores (cores/), rented
-instances (rental/); ``host.py`` is what a resource may use of the server.
+"""Optional resources beside GPUs, one package each: a ``base.Resource`` the round and the server
+call, listed once in ``registry.py``; ``host.py`` is what a resource may use of the server.
 
 May import: base, jobs, store, estimates."""

@@ -9,14 +9,15 @@ fails as soon as one task failed or was cancelled. What a job waits for is kept 
 (``after_edges``), an array's once for all its tasks: the after stage is asked once per job or
 array that waits, and its answer goes to each of its tasks, so a round costs its jobs plus its
 edges, not its tasks times their edges. Edges nothing asks about any more are dropped. A job array with a limit (``%N``) lets its
-tasks in only while fewer than N of them have started and not ended. A job that claims privacy
-budget waits until its claim is granted and fails when it is rejected: the round's privacy stage
-is built from the ledger in the state file (``privacy_ledger.py``), and what it decided is written back.
+tasks in only while fewer than N of them have started and not ended. An optional resource may have
+a say too (``Resource.admission``): its stage over the jobs it names, asked after these, and what
+it decided written back by the resource.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from apportion.core.dependencies import Dependencies
 from apportion.mechanism.admission import (Admission, AdmissionContext, AfterStage, Applicants, ArrayLimitStage,
                                            Outcome, Verdict)
 from apportion.serve.jobs.job_array import most_running
-from apportion.serve.resources.privacy.ledger import PrivacyLedger
+from apportion.serve.resources.base import Resource
 from apportion.serve.store.state import ACTIVE, StateStore
 
 AFTER = AfterStage()
@@ -34,14 +35,15 @@ _OUTCOME_OF_STATUS = {"queued": Outcome.WAITING, "running": Outcome.WAITING, "pr
 
 
 def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, changes: dict[int, dict],
-                failed: dict[int, str], privacy: PrivacyLedger | None = None) -> np.ndarray:
+                failed: dict[int, str], resources: Sequence[Resource] = ()) -> np.ndarray:
     """``rows`` (positions in the round ``table``) less the jobs admission holds or fails: a held
     job's reason goes into ``changes`` (with any slots promised to it taken back), a failed
-    job's into ``failed`` ({row: why}). ``privacy``: the ledger the jobs' privacy claims are granted from."""
+    job's into ``failed`` ({row: why}). ``resources``: the optional resources, each with its say."""
     has_arrays = not np.equal(np.asarray(table["array_id"], dtype=object), None).all()
-    open_claims = privacy.open_claims() if privacy is not None and len(rows) else np.zeros(0, dtype=np.int64)
+    named = [(r, np.asarray(r.admitting(), dtype=np.int64)) for r in resources] if len(rows) else []
+    named = [(r, ids) for r, ids in named if len(ids)]  # the resources with jobs to hold
     edges = np.array(store.after_edges(), dtype=np.int64).reshape(-1, 2)
-    if not len(rows) or not (len(edges) or has_arrays or len(open_claims)):  # nothing to hold a job
+    if not len(rows) or not (len(edges) or has_arrays or named):  # nothing to hold a job
         if len(edges):
             store.drop_after_edges(edges[:, 0].tolist())
         return rows
@@ -52,20 +54,23 @@ def admit_round(store: StateStore, table: dict, rows: np.ndarray, now: float, ch
     waits = _waits(store, edges, owner)
     limits = _array_limits(store, table, array_of, asking) if has_arrays else None
     asking_ids = ids[asking]
-    claiming = np.flatnonzero(np.isin(asking_ids, open_claims))
-    if waits is None and limits is None and not len(claiming):
+    theirs = [(r, np.flatnonzero(np.isin(asking_ids, held))) for r, held in named]
+    theirs = [(r, mine) for r, mine in theirs if len(mine)]
+    if waits is None and limits is None and not theirs:
         return rows
-    admission, stage, claim = ADMISSION, None, None
-    if len(claiming):  # the privacy stage over the claims of these jobs, from the ledger
-        stage, before = privacy.stage(asking_ids[claiming])
-        admission = Admission([*ADMISSION.stages, stage])
-        claim = np.full(len(asking), -1, dtype=np.int64)
-        claim[claiming] = np.arange(len(claiming))
-    applicants = Applicants(asking_ids, None, *(limits or (None, None, None)), claim=claim)
+    admission, parts, places = ADMISSION, [], {}
+    for resource, mine in theirs:  # each resource's stage over the jobs it names, after the others
+        part = resource.admission(asking_ids[mine])
+        parts.append(part)
+        admission = Admission([*admission.stages, part.stage])
+        if part.field is not None:
+            places[part.field] = np.full(len(asking), -1, dtype=np.int64)
+            places[part.field][mine] = np.arange(len(mine))
+    applicants = Applicants(asking_ids, None, *(limits or (None, None, None)), **places)
     verdict = _settled(store, applicants, waits, now, array_of[asking] if has_arrays else np.full(len(asking), -1),
                        admission)
-    if stage is not None:
-        privacy.record(stage, before, now)
+    for part in parts:
+        part.record(now)
     for j in np.flatnonzero(verdict.fail):
         failed[int(asking[j])] = verdict.reasons[int(j)]
     held = np.flatnonzero(verdict.hold)

@@ -24,11 +24,10 @@ from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
 from apportion.mechanism.round_state import job_view
 from apportion.policies.base import wants_predictions
-from apportion.serve.attempts.accounting import service_since
+from apportion.serve.attempts.accounting import accrued
 from apportion.serve.round.admission import admit_round
 from apportion.serve.attempts.context import SchedulerState, ServeConfig, with_note
 from apportion.serve.base.offline import offline_slots
-from apportion.serve.resources.cores.split import floor_per_gpu
 from apportion.serve.estimates.elastic_batch import examples_work
 from apportion.serve.estimates.throughput import ThroughputEstimates
 from apportion.serve.jobs.jobspec import check_stored
@@ -109,7 +108,8 @@ class Rounds:
         started = time.perf_counter()
         start = now if start is None else start
         with self.lock:
-            self.state.privacy.settle()  # budget granted to jobs that started is consumed, to jobs that ended returned
+            for resource in self.state.resources:  # e.g. budget granted to jobs that started is consumed now
+                resource.round_starts(now)
             self.state.dirty = False  # before the jobs are read: one submitted meanwhile (no state lock) sets it again
             table = self.store.round_table()
             status = table["status"]
@@ -120,7 +120,7 @@ class Rounds:
             holding = np.flatnonzero(table.typed("live", bool))
             live = dict(zip(holding.tolist(), self._rows.rows(table, holding)))
             for r in live.values():  # service up to now for everything holding slots
-                acct = account(r, now)
+                acct = accrued(r, now)
                 diff = {k: v for k, v in acct.items() if r[k] != v}
                 r.update(acct)
                 if diff:
@@ -143,7 +143,7 @@ class Rounds:
             rows = np.flatnonzero(taking_part).astype(np.int64)
             failed = self._check_new(table)  # row -> why: what one job brings that a round cannot use fails it alone
             rows = _without(rows, failed)
-            rows = admit_round(self.store, table, rows, now, changes, failed, self.state.privacy)  # held: with why
+            rows = admit_round(self.store, table, rows, now, changes, failed, self.state.resources)  # held: with why
             rows = _past_backoff(table, rows, self.state.retry_at, now)  # a crash's retry waits (its reason says so)
             rates, unrated = self._rates(table, rows)
             failed.update(unrated)
@@ -466,8 +466,8 @@ class Rounds:
 
     @property
     def _floor_per_gpu(self) -> float:
-        """Cores per GPU a job that asked none is never cut below, where the server divides cores (else 0)."""
-        return floor_per_gpu(self.config.cpu_split, len(self.state.node.cpus), len(self.slots))
+        """Cores per GPU a job that asked none counts for in placement (a resource's say; else 0)."""
+        return self.state.resources.least_cores_per_gpu()
 
     @property
     def _sizes_jobs(self) -> bool:
@@ -595,17 +595,6 @@ def _chosen_batch(row: dict, batch: np.ndarray | None, j: int) -> dict:
     if batch is None or not row["elastic"] or not batch[j] >= 1:
         return {}
     return {"batch_size": int(round(float(batch[j])))}
-
-
-def account(row: dict, now: float) -> dict:
-    """Service the live attempt of round-table ``row`` has received since it was last counted (the
-    fields to update), by the rule an attempt's exit is settled with (``serve/attempts/accounting.py``)."""
-    if not row["live"]:
-        return {}
-    return service_since(now, accounted_at=row["accounted_at"], run_s=row["run_s"],
-                         service_gpu_s=row["service_gpu_s"], slots=len(row["slot_list"]), gpu_type=row["gpu_type"],
-                         partner=row.get("partner"), service_by_type=row["service_by_type"],
-                         shared_by_type=row.get("shared_by_type") or {})
 
 
 _QUEUED = "waiting for slots"

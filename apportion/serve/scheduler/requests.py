@@ -239,7 +239,8 @@ class Requests:
             with self.store.transaction():
                 cancelled, live = self.store.cancel_active(job_id, array=array, by=user, now=now)
                 if cancelled:
-                    self.state.privacy.settle(cancelled)  # a claim whose job never started goes back
+                    for resource in self.state.resources:  # what a job that never started was granted goes back
+                        resource.cancelled(cancelled)
                     owners = {job_id} if array else {job_id, *(a for (a,) in self.store.job_columns(
                         ("array_id",), "id = ? AND array_id IS NOT NULL", (job_id,)))}
                     self.store.drop_after_edges(owners)

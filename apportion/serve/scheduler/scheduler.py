@@ -49,7 +49,6 @@ from apportion.mechanism.round_state import MIN_WEIGHT
 from apportion.mechanism.timing import early_round_due, regular_round_due
 from apportion.policies.base import Policy
 from apportion.serve.attempts.context import SchedulerState, ServeConfig
-from apportion.serve.resources.cores.split import CoreSplit
 from apportion.serve.estimates.durations import DurationHistory
 from apportion.serve.estimates.elastic import ElasticModels
 from apportion.serve.estimates.elastic_batch import examples_info
@@ -57,11 +56,8 @@ from apportion.serve.estimates.throughput import ThroughputEstimates
 from apportion.serve.attempts.lifecycle import EXIT_PREEMPTED, AttemptLifecycle
 from apportion.serve.base.offline import job_nodes, offline_slots, slot_nodes
 from apportion.serve.jobs.policy_check import check_policy
-from apportion.serve.jobs.privacy_spec import BlockSpec
-from apportion.serve.resources.rental.provisioner import Provisioner
 from apportion.serve.jobs.records import JobRecord
 from apportion.serve.attempts.recovery import recover
-from apportion.serve.resources.rental.demand import Rental
 from apportion.serve.scheduler.requests import Conflict, Forbidden, NotFound, Requests
 from apportion.serve.round.rounds import Rounds
 from apportion.serve.base.slots import Slot
@@ -88,12 +84,12 @@ class Scheduler:
         clock: Callable[[], float] = time.time,
         log: Callable[[str], None] | None = None,
         throughputs: ThroughputTable | None = None,
-        provisioner: Provisioner | None = None,
+        **given,
     ) -> None:
-        """``throughputs``: speeds (and pair speeds) to assume for kinds not yet measured here;
-        ``provisioner``: the instances rented on a cluster whose nodes are rented (default: an owned one)."""
+        """``throughputs``: speeds (and pair speeds) to assume for kinds not yet measured here; ``given``:
+        what the optional resources are started with, each taking its own (``Resource.given``)."""
         self.state = SchedulerState(store, executor, slots, policy, config, clock, log or (lambda message: None),
-                                    provisioner)
+                                    given)
         self.throughputs = ThroughputEstimates(store, self.state.capacity, config.default_steps_per_s, throughputs)
         self.durations = self.state.durations = DurationHistory(store, self.throughputs, self.state.gpu_types)
         self.elastic = self.state.elastic = ElasticModels(store, self.state.gpu_types, self.state.capacity)
@@ -101,8 +97,9 @@ class Scheduler:
         self.rounds = Rounds(self.state, self.throughputs)
         self.lifecycle = AttemptLifecycle(self.state)
         self.watchdog = Watchdog(self.state)
-        self.rental = Rental(self.state, self.throughputs)
-        self.cores = CoreSplit(self.state)
+        self.resources = self.state.resources  # the optional resources (serve/resources/registry.py)
+        for resource in self.resources:
+            resource.start(self.throughputs)
         self.store, self.executor, self.policy, self.config = store, executor, policy, config
         self.clock, self.log, self.lock, self.changed = clock, self.state.log, self.state.lock, self.state.changed
         self.slots, self.gpu_types, self.capacity = self.state.slots, self.state.gpu_types, self.state.capacity
@@ -110,6 +107,13 @@ class Scheduler:
         self.estimates = self.throughputs.table  # (kind, gpu_type, gpus) -> (steps/s, samples)
         self.unsettled: list[Exit] = []  # exits polled but not yet recorded (the state directory was full)
         self._full_logged = False  # the server's log has said the state directory is out of space
+
+    def __getattr__(self, name: str):
+        """What an optional resource shows under ``name`` (``Resource.parts``: its objects, the calls it
+        adds to the scheduler's face)."""
+        if name.startswith("_") or "state" not in self.__dict__:
+            raise AttributeError(name)
+        return self.state.resources.part(name)
 
     @property
     def round(self) -> int:
@@ -146,29 +150,13 @@ class Scheduler:
         """A progress report from the job's current attempt; a note when its rate was not taken as is.
         ``stall``: its data stall (bodies.data_stall); ``measured``: what an elastic job adds (bodies.step_report)."""
         note = self.requests.progress(job_id, attempt, steps_done, steps_per_s, stall=stall, **measured)
-        if self.cores.divides:  # its speed at the cores it holds, where the server divides them
-            with self.lock:
-                self.cores.speeds.heard(job_id, attempt, steps_done, self.clock())
+        for resource in self.resources:  # e.g. its speed at the cores it holds
+            resource.progress(job_id, attempt, steps_done, self.clock())
         return note
 
     def row(self, job_id: int) -> JobRecord:
         """Job ``job_id``'s record in the state file; NotFound if there is none."""
         return self.requests.row(job_id)
-
-    def add_blocks(self, blocks: list[BlockSpec]) -> None:
-        """Add privacy blocks, arriving now, all or none (InputError naming the block and field)."""
-        with self.lock:
-            self.state.privacy.add_blocks(blocks, self.clock())
-            self.state.dirty = True  # claims waiting for budget may be granted now
-        self.log("privacy blocks added: " + ", ".join(block.name for block in blocks))
-
-    def blocks(self) -> dict:
-        """The privacy policy and each block's budget now (``privacy_ledger.BlockBudget``)."""
-        with self.store.snapshot():  # one consistent read that waits for no round
-            budgets = self.state.privacy.budgets(self.clock())
-        policy = self.state.privacy.policy
-        return {"policy": policy.name, "n": policy.n, "t_s": policy.t_s, "timeout_s": self.state.privacy.timeout_s,
-                "blocks": [budget.to_dict() for budget in budgets]}
 
     # the loop --------------------------------------------------------------------------
 
@@ -203,7 +191,8 @@ class Scheduler:
                 self.unsettled.pop(0)
             self.lifecycle.escalate(now)
             self.watchdog.check(now)
-            self.rental.poll(now)
+            for resource in self.resources:  # e.g. rented instances joined or gone
+                resource.poll(now)
             self._end_backoffs(now)
             if regular_round_due(now, self.round_end, self.state.plan_ahead_s):
                 self.plan(now, max(now, self.round_end))
@@ -211,7 +200,8 @@ class Scheduler:
                   and self._idle_and_waiting()):
                 self.plan(now, now)
             self.lifecycle.start_ready(now)
-            self.cores.tick(now)
+            for resource in self.resources:  # e.g. the node's cores divided again among the running attempts
+                resource.after_tick(now)
 
     def watch_space(self) -> None:
         """Say in the server's log when the state directory runs out of space, and when it has space again."""
@@ -241,9 +231,10 @@ class Scheduler:
         return self.store.anyone_waiting() and len(self.store.slots_taken()) < len(self.slots)
 
     def plan(self, now: float, start: float | None = None) -> None:
-        """Decide the round that starts at ``start`` (default now) and apply it (the instances it may use
-        asked for first)."""
-        self.rental.provision(now)
+        """Decide the round that starts at ``start`` (default now) and apply it (what the optional resources
+        prepare first: the rented instances it may use asked for)."""
+        for resource in self.resources:
+            resource.before_plan(now)
         self.rounds.plan(now, start)
 
     def rate(self, kind: str, gpu_type: str, gpus: int, allowed: tuple[str, ...] | None) -> float:
@@ -314,8 +305,7 @@ class Scheduler:
             "state_dir": str(self.config.state_dir),
             "pid": os.getpid(),
             "out_of_space": self.space(),
-            **self.rental.status(),
-            "cores": self.cores.describe(),
+            **self.resources.status(),
             "node": self._node_status(*asked),
         }
 

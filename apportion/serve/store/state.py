@@ -186,30 +186,6 @@ CREATE TABLE IF NOT EXISTS samples (  -- the dashboard's cluster over time (hist
     running INTEGER NOT NULL,
     busy TEXT NOT NULL DEFAULT '{}'     -- {gpu_type: busy slots}
 );
-CREATE TABLE IF NOT EXISTS privacy_blocks (  -- data blocks with a privacy budget (privacy_ledger.py)
-    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- in the order added: a block's place in the ledger
-    name TEXT NOT NULL UNIQUE,
-    epsilon REAL NOT NULL,              -- the guarantee (ε, δ) training on it must keep
-    delta REAL NOT NULL,
-    orders TEXT NOT NULL DEFAULT '',    -- Rényi orders, space-separated; '' for ε-δ accounting
-    added REAL NOT NULL,                -- its arrival: budget unlocks from here
-    arrived_claims INTEGER NOT NULL DEFAULT 0, -- claims that arrived for it (by N unlocks 1/N with each)
-    consumed TEXT NOT NULL DEFAULT ''   -- what jobs that started consumed of it, a JSON list over its columns; '' none
-);
-CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, one row a job that claims
-    job_id INTEGER PRIMARY KEY,
-    state TEXT NOT NULL,                -- pending, waiting, granted, consumed, rejected, returned, withdrawn
-    weight REAL NOT NULL DEFAULT 1,     -- what granting it is worth to pack
-    arrived REAL,                       -- first asked by a round (its job's `after` done): it counts from here
-    decided REAL,                       -- granted or rejected
-    settled REAL,                       -- consumed (its job's first start), returned or withdrawn (it ended unstarted)
-    reason TEXT NOT NULL DEFAULT '',    -- why it was rejected
-    blocks BLOB,                        -- while open: its blocks' privacy_blocks ids, int64 little-endian, in its order
-    demand TEXT NOT NULL DEFAULT '',    -- what it takes of each of them, a JSON list over the blocks' columns
-    held BLOB,                          -- rr, while it waits: the portions handed out, float64 [blocks, columns]
-    cells INTEGER NOT NULL DEFAULT 0    -- blocks × columns: what it costs a round while open
-);
-CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
 CREATE TABLE IF NOT EXISTS after_edges (  -- what jobs not started yet wait for (`after`): an array's once, not a task's
     owner INTEGER NOT NULL,             -- the waiting job's id, or its array's id for an array's tasks
     target INTEGER NOT NULL,            -- a job (or array) id it waits to see completed
@@ -325,11 +301,6 @@ class StateStore:
                              " CAST(e.value AS INTEGER) FROM jobs j, json_each('[' || j.after || ']') e WHERE"
                              " j.after != '' AND j.started IS NULL AND j.status IN ('queued', 'running', 'preempted')")
                 conn.execute("INSERT INTO meta VALUES ('after_edges', '1')")
-            for table, columns in _ADDED_ELSEWHERE.items():  # privacy_ledger.py moves what older files kept
-                present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-                for name, definition in columns.items():
-                    if name not in present:
-                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
         arrays = {row[1] for row in self._conn.execute("PRAGMA table_info(arrays)")}
         if "text" not in arrays:  # an arrays table from before it kept the `array` text apart
             with self.transaction() as conn:
@@ -405,7 +376,7 @@ class StateStore:
     def snapshot(self) -> Iterator[None]:
         """Every read of this thread inside the block sees the file as it was at its first read (one
         read transaction of its own connection): for answers made of several queries (``/metrics``,
-        the privacy blocks' budgets), consistent without waiting for the state lock."""
+        what the optional resources keep), consistent without waiting for the state lock."""
         if (getattr(self._local, "snapshot", None) is not None or self._read_only
                 or self._writer == threading.get_ident()):
             yield
@@ -1165,8 +1136,22 @@ class StateStore:
         return {name: (column if name in have else (default,) * len(column))
                 for (name, default), column in zip(wanted.items(), columns)}
 
+    def add_tables(self, schema: str, added: dict[str, dict[str, str]] | None = None) -> None:
+        """The tables of a family a module of its own keeps (its SQL with them): ``schema``, its CREATE
+        statements, all IF NOT EXISTS; ``added``, table -> the columns added since, each with its definition,
+        that a file written by an older apportion gains (with their defaults)."""
+        if self._read_only:
+            return
+        self._conn.executescript(schema)
+        with self.transaction() as conn:
+            for table, columns in (added or {}).items():
+                present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                for name, definition in columns.items():
+                    if name not in present:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
+
     def rows(self, sql: str, params: list | tuple = ()) -> list[tuple]:
-        """The rows of one query, as plain tuples (for the tables a module of its own keeps: privacy_ledger.py)."""
+        """The rows of one query, as plain tuples (for the tables a module of its own keeps: ``add_tables``)."""
         with self._read() as conn:
             cursor = conn.execute(sql, params)
             cursor.row_factory = None
@@ -1368,11 +1353,6 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "array_id": "INTEGER", "array_index": "INTEGER",
                   "data_stall": "REAL", "fetch_stall": "REAL", "preprocess_stall": "REAL",
                   "cpus": "REAL", "memory_gb": "REAL"}
-_ADDED_ELSEWHERE = {  # table -> its columns added since, for the tables other modules keep
-    "privacy_blocks": {"consumed": "TEXT NOT NULL DEFAULT ''"},
-    "privacy_claims": {"blocks": "BLOB", "demand": "TEXT NOT NULL DEFAULT ''", "held": "BLOB",
-                       "cells": "INTEGER NOT NULL DEFAULT 0"},
-}
 # the round columns whose values update_jobs can give the kept round rows as SQLite reads them back: not
 # status or live (they decide whether a row is kept at all); name -> how SQLite stores a value there
 _PATCHABLE = {

@@ -1,7 +1,7 @@
 """GET /metrics: the server in Prometheus's text format (docs/serve.md, "Metrics").
 
-What the state file holds (slots, jobs, attempts, preemptions, users' GPU time, privacy blocks'
-budgets) is read at
+What the state file holds (slots, jobs, attempts, preemptions, users' GPU time, what each optional
+resource keeps there) is read at
 scrape time by one collector, a few grouped queries in one read snapshot (no wait for a round), so nothing is kept
 twice and counters survive restarts; what only this run knows (round times, lease answers)
 comes from the scheduler's own counts. Jobs' data stalls are gauges labelled by job id for the
@@ -61,7 +61,8 @@ class StateCollector:
             attempts = scheduler.store.attempt_counts()
             stalls = scheduler.store.job_columns(("id", "data_stall", "fetch_stall", "preprocess_stall"),
                                                  "status = 'running' AND data_stall IS NOT NULL")
-            budgets = scheduler.state.privacy.budgets(scheduler.clock())
+            now = scheduler.clock()
+            resources = [resource.read_metrics(now) for resource in scheduler.state.resources]
         users_budgets = scheduler.requests.budgets  # its own queries: each user's totals, kept by the state file
         held, everyone = users_budgets.uses(MAX_LABELLED), users_budgets.total()
         yield from self._slots({slot for *_, held in totals if held for slot in held.split(",")})
@@ -101,14 +102,8 @@ class StateCollector:
                                   " (this run)", value=answers["stop"])
         yield self._round_times()
         yield from _data_stalls(stalls)
-        rented = scheduler.rental.provisioner.ledger()
-        if rented:
-            family = CounterMetricFamily("apportion_rented_usd", "Dollars spent on rented instances, by instance type"
-                                         " (cloud/region/name/market), over every run", labels=["instance_type"])
-            for label in sorted(rented):
-                family.add_metric([label], rented[label]["usd"])
-            yield family
-        yield _privacy(budgets[-MAX_LABELLED:])
+        for lines in resources:  # each optional resource's own lines
+            yield from lines()
         yield from _user_budgets(held, everyone, users_budgets.rules)
 
     def _slots(self, held: set[str]):
@@ -169,18 +164,6 @@ def _user_budgets(held: dict, everyone, rules):
         for budget, value in limits.to_dict().items():
             family.add_metric([user, budget], value)
     yield family
-
-
-def _privacy(budgets) -> GaugeMetricFamily:
-    """Each privacy block's budget in ε (under Rényi at the order with the most left): unlocked, granted
-    to jobs not started yet, consumed by jobs that started, left; the newest MAX_LABELLED blocks."""
-    family = GaugeMetricFamily("apportion_privacy_budget_epsilon", "Privacy budget of each block in epsilon:"
-                               " unlocked, granted (jobs not started), consumed (jobs started) and left",
-                               labels=["block", "part"])
-    for budget in budgets:
-        for part in ("unlocked", "granted", "consumed", "left"):
-            family.add_metric([budget.name, part], getattr(budget, part))
-    return family
 
 
 def _labelled(seen: set[tuple[str, int]]) -> set[str]:

@@ -35,6 +35,37 @@ MAX_DEMAND_ROWS = 200_000  # rows of privacy_demands one submit may add (tasks �
 _OF_STAGE = {ClaimState.UNSEEN: "pending", ClaimState.WAITING: "waiting", ClaimState.GRANTED: "granted",
              ClaimState.REJECTED: "rejected"}
 _TO_STAGE = {name: int(state) for state, name in _OF_STAGE.items()}
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS privacy_blocks (  -- data blocks with a privacy budget (ledger.py)
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- in the order added: a block's place in the ledger
+    name TEXT NOT NULL UNIQUE,
+    epsilon REAL NOT NULL,              -- the guarantee (ε, δ) training on it must keep
+    delta REAL NOT NULL,
+    orders TEXT NOT NULL DEFAULT '',    -- Rényi orders, space-separated; '' for ε-δ accounting
+    added REAL NOT NULL,                -- its arrival: budget unlocks from here
+    arrived_claims INTEGER NOT NULL DEFAULT 0, -- claims that arrived for it (by N unlocks 1/N with each)
+    consumed TEXT NOT NULL DEFAULT ''   -- what jobs that started consumed of it, a JSON list over its columns; '' none
+);
+CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, one row a job that claims
+    job_id INTEGER PRIMARY KEY,
+    state TEXT NOT NULL,                -- pending, waiting, granted, consumed, rejected, returned, withdrawn
+    weight REAL NOT NULL DEFAULT 1,     -- what granting it is worth to pack
+    arrived REAL,                       -- first asked by a round (its job's `after` done): it counts from here
+    decided REAL,                       -- granted or rejected
+    settled REAL,                       -- consumed (its job's first start), returned or withdrawn (it ended unstarted)
+    reason TEXT NOT NULL DEFAULT '',    -- why it was rejected
+    blocks BLOB,                        -- while open: its blocks' privacy_blocks ids, int64 little-endian, in its order
+    demand TEXT NOT NULL DEFAULT '',    -- what it takes of each of them, a JSON list over the blocks' columns
+    held BLOB,                          -- rr, while it waits: the portions handed out, float64 [blocks, columns]
+    cells INTEGER NOT NULL DEFAULT 0    -- blocks × columns: what it costs a round while open
+);
+CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
+"""
+ADDED_COLUMNS = {  # table -> its columns added since: a state file of an older apportion gains them
+    "privacy_blocks": {"consumed": "TEXT NOT NULL DEFAULT ''"},
+    "privacy_claims": {"blocks": "BLOB", "demand": "TEXT NOT NULL DEFAULT ''", "held": "BLOB",
+                       "cells": "INTEGER NOT NULL DEFAULT 0"},
+}
 _OPEN_SQL = "('pending', 'waiting', 'granted')"
 _ENDED_SQL = "('completed', 'failed', 'cancelled')"
 
@@ -82,6 +113,7 @@ class PrivacyLedger:
 
     def __init__(self, store: StateStore, policy: PrivacyPolicy, timeout_s: float | None = None) -> None:
         self.store, self.policy, self.timeout_s = store, policy, timeout_s
+        store.add_tables(SCHEMA, ADDED_COLUMNS)  # its tables, in the state file beside the jobs
         self._fold_demand_rows()
 
     def _fold_demand_rows(self) -> None:

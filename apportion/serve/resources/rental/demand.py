@@ -7,7 +7,7 @@ import json
 
 from apportion.serve.resources.host import Host
 from apportion.serve.estimates.throughput import ThroughputEstimates
-from apportion.serve.resources.rental.provisioner import NoProvisioner, demand_of
+from apportion.serve.resources.rental.provisioner import NoProvisioner, Provisioner, demand_of
 from apportion.serve.store.state import ACTIVE
 
 LEDGER_KEY = "rented"  # meta: {instance type: {"usd": dollars, "instance_s": seconds held}}, over every run
@@ -16,9 +16,9 @@ LEDGER_KEY = "rented"  # meta: {instance type: {"usd": dollars, "instance_s": se
 class Rental:
     """Asks the state's provisioner each round, and keeps its dollars; costs nothing on an owned cluster."""
 
-    def __init__(self, state: Host, throughputs: ThroughputEstimates) -> None:
+    def __init__(self, state: Host, throughputs: ThroughputEstimates, provisioner: Provisioner) -> None:
         self.state, self.throughputs = state, throughputs
-        self.provisioner = state.provisioner
+        self.provisioner = provisioner
         self.owned = isinstance(self.provisioner, NoProvisioner)
         if not self.owned and hasattr(self.provisioner, "restore"):
             self.provisioner.restore(json.loads(state.store.meta(LEDGER_KEY, "{}") or "{}"))
