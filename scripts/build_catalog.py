@@ -159,11 +159,11 @@ def build_catalog() -> dict:
             "steps/s(target, 1) x steps/s(v100, n) / steps/s(v100, 1). Approximate: FP32 only (no tensor "
             "cores, no TF32, no mixed precision), host-side time (Python, data loading, emulators) not "
             "modelled but carried over from the v100 measurement, no interconnect model, memory capacity "
-            "ignored. Validation (leave the GPU out): docs/perf_kinds.md, benchmarks/perf_kinds.py. "
+            "ignored. Validation (leave the GPU out): docs/perf_kinds.md, benchmarks/accuracy/perf_kinds.py. "
             "Pairs on t4, a100, h100 (space sharing): apportion.workloads.pair_model, each job keeping "
             "the smallest fraction of its speed alone that it kept in the pair on k80, p100 or v100, "
             "formed only where the pair fitted on every measured GPU with no more memory; "
-            "docs/throughputs.md, benchmarks/pair_model.py."
+            "docs/throughputs.md, benchmarks/accuracy/pair_model.py."
         ),
         "reference_gpu": REFERENCE_GPU,
         "reference_gpu_reason": REFERENCE_REASON,

@@ -6,7 +6,7 @@ of a second of CPU, more than `apportion status` spends on everything else. Here
 given is None (or empty, when it takes many values) and a text option's text is itself, as
 typer's coercion makes them; any other value goes through typer's own coercion. This leans on
 typer's internals (``_runtime_param``, ``typer._coercion``): a typer without them is left as it
-is, every option read by typer, only slower to start (``benchmarks/cli_startup.py`` shows it).
+is, every option read by typer, only slower to start (``benchmarks/speed/cli_startup.py`` shows it).
 """
 
 from __future__ import annotations

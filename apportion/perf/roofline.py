@@ -56,7 +56,7 @@ with ``roofline`` at a GEMM's ``gemm_utilisation``. They differ only in what the
   cycles at the SMs' clock: what a small kernel spends starting, filling its pipeline and
   draining. No datasheet gives it: it is the one constant fitted to measurements
   (``apportion.perf.kinds.fit_kernel_floor`` on Gavel's k80/p100/v100 ratios;
-  ``benchmarks/perf_kinds.py`` refits it per fold without the GPU it predicts).
+  ``benchmarks/accuracy/perf_kinds.py`` refits it per fold without the GPU it predicts).
 
 Two kernel families of the explicit (non-flash) attention stream at less than η_mem, and for
 them there is a published measurement of exactly the kernels Megatron-LM runs: Dao et al.,

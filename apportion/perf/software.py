@@ -68,10 +68,10 @@ MEGATRON_LM = SoftwareProfile(
     "megatron-lm",
     source="the hardware model as built: Megatron-LM's 2021 kernels (explicit attention, fused softmax, "
            "bias-GeLU, bias-dropout-add, LayerNorm), NCCL collectives; validated on Narayanan et al. "
-           "2021, Table 1 (benchmarks/perf_validation.py)",
+           "2021, Table 1 (benchmarks/accuracy/perf_validation.py)",
 )
 
-# Fitted by benchmarks/perf_calibration.py (apportion.perf.calibrate.fit_step_time) to one published
+# Fitted by benchmarks/accuracy/perf_calibration.py (apportion.perf.calibrate.fit_step_time) to one published
 # measurement each; tests/perf/test_software_profiles.py re-derives both from those measurements.
 DEEPSPEED_PIPELINE = SoftwareProfile(
     "deepspeed-pipeline",

@@ -11,7 +11,7 @@ For two kinds a and b sharing one GPU of an unmeasured type t:
 Taking the minimum per job makes the predicted combined throughput r_a + r_b no larger than
 on any measured GPU, so a pair is predicted to beat time-slicing (r_a + r_b > 1) only where
 every measurement says so. docs/throughputs.md gives the leave-one-GPU-out check of this rule
-on Gavel's measurements (``python benchmarks/pair_model.py``).
+on Gavel's measurements (``python benchmarks/accuracy/pair_model.py``).
 """
 
 from __future__ import annotations

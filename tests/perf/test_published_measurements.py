@@ -82,7 +82,7 @@ def test_full_recompute_iterations_match_korthikanti_table_5(layers, hidden, hea
 
 
 def test_validation_uses_every_published_table_1_run():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "perf_validation.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy" / "perf_validation.py"
     spec = importlib.util.spec_from_file_location("perf_validation", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -37,7 +37,7 @@ def assert_same_as_reference(a, count, gpus, capacity):
 
 
 def philly_instance(n, num_types, seed=0):
-    """The instance ``benchmarks/solve.py`` measures: every job its own class, normalised throughputs."""
+    """The instance ``benchmarks/speed/solve.py`` measures: every job its own class, normalised throughputs."""
     rng = np.random.default_rng(seed)
     gpus = rng.choice([1, 2, 4, 8], size=n, p=np.array([76627, 1818, 1870, 1643]) / 81958)
     speed = rng.uniform(0.2, 1.0, size=(1, num_types)) * rng.lognormal(0.0, 0.5, size=(n, num_types))

@@ -37,7 +37,7 @@ def test_no_prediction_for_a_gpu_smaller_than_every_measured_one():
 
 def test_the_catalog_predicts_few_gains_on_new_gpus_and_they_hold_where_checkable():
     """Leave-one-GPU-out on Gavel's pairs: where the held-out GPU is p100 or v100, most pairs the
-    model says beat time-slicing did (benchmarks/pair_model.py prints the figures)."""
+    model says beat time-slicing did (benchmarks/accuracy/pair_model.py prints the figures)."""
     rows = {row["held_out"]: row for row in leave_one_out(builtin_throughputs(), ("k80", "p100", "v100"))}
     catalog = builtin_throughputs()
     new_pairs = {key: value for key, value in catalog.pair_steps_per_s.items() if key[2] in ("t4", "a100", "h100")}

@@ -1,0 +1,1 @@
+"""Accuracy: apportion's models (step times, pairs, durations, the simulator) against measurements."""

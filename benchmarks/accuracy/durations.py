@@ -1,0 +1,392 @@
+"""Print how well apportion predicts job durations on the Philly trace, and what they are worth, as JSON.
+
+The predictor (apportion.core.durations) learns in the replay itself: each job's GPU time is
+predicted when the job first appears to the scheduler (the round after it is submitted), from
+the jobs that had finished by then, and compared with the GPU time it then took (GPU-seconds at
+its fastest speed: the trace's duration × GPUs at v100 speed). The qssf replay's predictions
+are the ones scored. Then the average JCT of fifo, las, qssf, srtf on predicted durations and
+srtf on the true ones (the oracle), on the cluster the other Philly benchmarks use; the share
+of the oracle's gain over fifo that qssf recovers is (fifo - qssf) / (fifo - srtf oracle).
+
+The same predictions are replayed off line from the qssf replay's finish times (a job's first
+prediction is at the first 360 s round boundary at or after its submission, from the jobs that
+finished by then, exactly as in the replay), so that simpler estimates can be scored on the
+same information: everyone's running median, and the ladder without shrinkage. And 100,000
+synthetic jobs, each given one of 200 users and 2,000 job names at random (so that every level
+of the predictor's ladder has groups), replayed under qssf on predicted durations, the same
+policy on the true ones and las, time what predicting costs (CPU seconds): the predictions
+alone against the whole replay (``prediction_share``), and the replays against each other
+(``qssf_cpu_over_oracle``, ``qssf_cpu_over_las``; the policies decide differently, so this
+also counts their own differences).
+
+    python benchmarks/accuracy/durations.py                 # about 5 minutes of CPU
+    python benchmarks/accuracy/durations.py --jobs 20000    # the trace's first 20,000 jobs only
+    python benchmarks/accuracy/durations.py --timing-only   # the synthetic timing case alone (1 minute)
+
+The whole trace on that cluster is extreme overload (fifo averages about 50 times the oracle's
+JCT), where any order that lets short jobs by comes close to the oracle. ``--per-vc`` replays
+Philly as Helios does instead: each virtual cluster alone on its nodes × 8 GPUs (Helios's
+data/philly_vc.csv; ``--gpus-per-node 1`` squeezes it so that jobs queue), the jobs submitted in
+Oct–Nov 2017, the predictor first told the VC's jobs of September that finished by Oct 1; fifo,
+las, qssf, srtf on the true durations and Helios's forms (fifo:head-of-line,
+qssf:non-preemptive:head-of-line); ``--helios PATH --helios-python PY`` runs Helios's own
+simulator on the same jobs beside (benchmarks/compare/helios_philly.py; PY needs pandas):
+
+    python benchmarks/accuracy/durations.py --per-vc [--gpus-per-node 1] [--vcs 11cb48,...] \
+        [--helios /tmp/HeliosArtifact --helios-python /tmp/helios-venv/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import gzip
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from apportion.core.durations import LADDER, DurationPredictor  # noqa: E402
+from apportion.experiment import WorkloadSettings, load_inputs, policy_from_spec  # noqa: E402
+from apportion.sim import SimConfig  # noqa: E402
+from apportion.sim.durations import HistoryFeed  # noqa: E402
+from apportion.sim.simulator import Simulator  # noqa: E402
+
+PHILLY = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "philly_pollux_jobs.csv.gz"
+PHILLY_CLUSTER = "v100:160,p100:160,k80:160"  # as benchmarks/speed/simulate_speed.py --case philly
+RUNS = (  # (label, policy, durations)
+    ("fifo", "fifo", None),
+    ("las", "las", None),
+    ("qssf", "qssf", "predicted"),
+    ("srtf (predicted)", "srtf", "predicted"),
+    ("srtf (oracle)", "srtf", "oracle"),
+    ("qssf (oracle)", "qssf", "oracle"),
+)
+
+
+class Recorded:
+    """A history feed that keeps the calls the simulator made, to time them again on their own."""
+
+    def __init__(self, feed: HistoryFeed) -> None:
+        self.feed, self.calls = feed, []
+
+    def __getattr__(self, name):
+        return getattr(self.feed, name)
+
+    def finished(self, rows, finish_s):
+        self.calls.append(("finished", rows.copy(), finish_s.copy()))
+        self.feed.finished(rows, finish_s)
+
+    def predict(self, rows):
+        self.calls.append(("predict", rows.copy()))
+        return self.feed.predict(rows)
+
+
+class RecordingSimulator(Simulator):
+    def _start(self):
+        replay = super()._start()
+        if self.history is not None:
+            self.history = Recorded(self.history)
+        return replay
+
+    def prediction_cpu_s(self) -> float:
+        """CPU seconds the replay's predictions take: a fresh feed, then every call the replay made."""
+        return sum(self.prediction_cpu_by_call().values())
+
+    def prediction_cpu_by_call(self) -> dict[str, float]:
+        """CPU seconds of the replay's predictions by the feed's call: setting it up (each job's
+        groups), ``finished`` (learning) and ``predict``, on a fresh feed given the replay's calls."""
+        by_call = {"__init__": 0.0, "finished": 0.0, "predict": 0.0}
+        started = time.process_time()
+        feed = HistoryFeed(self.jobs, self.rates)
+        by_call["__init__"] = time.process_time() - started
+        for name, *arguments in self.history.calls:
+            started = time.process_time()
+            getattr(feed, name)(*arguments)
+            by_call[name] += time.process_time() - started
+        return by_call
+
+
+def replay(inputs, spec: str, durations: str | None, config: SimConfig):
+    """One replay; the simulator (its history feed holds the predictions) and the replay's CPU seconds."""
+    options = {"restart_cost_s": config.restart_cost_s}
+    if durations is not None:
+        options["durations"] = durations
+    simulator = RecordingSimulator(inputs.jobs, inputs.cluster, inputs.throughputs, policy_from_spec(spec, **options),
+                                   config)
+    started = time.process_time()
+    result = simulator.run()
+    return simulator, result, time.process_time() - started
+
+
+def scores(predicted: np.ndarray, log_sd: np.ndarray, truth: np.ndarray) -> dict:
+    """Median |log error|, Spearman rank correlation, and how often the truth is inside the
+    predicted interquartile range (0.5 when the uncertainty is right)."""
+    from scipy.stats import spearmanr
+
+    scored = np.isfinite(predicted) & np.isfinite(truth) & (truth > 0)
+    error = np.log(predicted[scored]) - np.log(truth[scored])
+    return {
+        "jobs": int(scored.sum()),
+        "median_abs_log_error": round(float(np.median(np.abs(error))), 3),
+        "rank_correlation": round(float(spearmanr(predicted[scored], truth[scored])[0]), 3),
+        "within_predicted_iqr": round(float(np.mean(np.abs(error) <= 0.6745 * log_sd[scored])), 3),
+    }
+
+
+def offline(jobs, finish_s: np.ndarray, truth: np.ndarray, predictor: DurationPredictor,
+            round_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's prediction at the first round boundary at or after its submission, from the jobs
+    with ``finish_s`` at or before it (what the replay's predictor knew then)."""
+    groups = predictor.groups(user=jobs.user, name=jobs.name, queue=jobs.queue, num_gpus=jobs.num_gpus,
+                              submit_time_s=jobs.submit_time_s)
+    asked_at = np.ceil(jobs.submit_time_s / round_s - 1e-9) * round_s  # sorted, as the jobs are
+    done = np.flatnonzero(np.isfinite(finish_s) & np.isfinite(truth))
+    done = done[np.argsort(finish_s[done], kind="stable")]
+    predicted, log_sd = np.full(len(jobs), np.nan), np.full(len(jobs), np.nan)
+    told = 0
+    for at in np.unique(asked_at):
+        upto = int(np.searchsorted(finish_s[done], at, side="right"))
+        if upto > told:
+            predictor.observe(groups[done[told:upto]], truth[done[told:upto]])
+            told = upto
+        rows = np.arange(np.searchsorted(asked_at, at, side="left"), np.searchsorted(asked_at, at, side="right"))
+        prediction = predictor.predict(groups[rows])
+        predicted[rows], log_sd[rows] = prediction.gpu_s, prediction.log_sd
+    return predicted, log_sd
+
+
+# Philly one virtual cluster at a time, as Helios simulates it (HeliosArtifact's framework/QSSF Service:
+# data/philly_vc.csv's nodes × 8 GPUs, jobs submitted 2017-10-01 00:00 … 2017-11-30 23:59)
+HELIOS_VC_NODES = {"6214e9": 64, "7f04ca": 32, "11cb48": 16, "b436b2": 64, "ee9e8c": 64, "e13805": 16,
+                   "6c71a0": 32, "2869ce": 16, "ed69ec": 8, "103959": 8, "0e4a51": 32}
+TRACE_START = datetime.datetime(2017, 9, 4, 10, 30, 41)  # the shared trace's first submission (its README)
+REPLAY_FROM = datetime.datetime(2017, 10, 1)
+REPLAY_TO = datetime.datetime(2017, 11, 30, 23, 59)
+HISTORY_FROM = datetime.datetime(2017, 9, 1)  # a month's history before: jobs finished by the replay's start
+VC_RUNS = (  # (label, policy spec, durations)
+    ("fifo", "fifo", None),
+    ("fifo (Helios: head of line)", "fifo:head-of-line", None),
+    ("las", "las", None),
+    ("qssf", "qssf", "predicted"),
+    ("qssf (Helios: non-preemptive, head of line)", "qssf:non-preemptive:head-of-line", "predicted"),
+    ("srtf (oracle)", "srtf", "oracle"),
+)
+LOADED = 1.25  # a VC is loaded when fifo's average JCT is at least this many times the oracle's
+
+
+def vc_workloads(trace: Path, folder: Path, vcs: list[str]) -> dict[str, tuple[Path, dict]]:
+    """Per VC, a trace file of its jobs submitted in the replay window (times from its start), and
+    its history: the jobs submitted in the month before that finished by the replay's start
+    (``gpus``, ``gpu_s`` in finish order)."""
+    offset = (REPLAY_FROM - TRACE_START).total_seconds()
+    last = (REPLAY_TO - TRACE_START).total_seconds()
+    first = (HISTORY_FROM - TRACE_START).total_seconds()
+    rows = {vc: [] for vc in vcs}
+    history = {vc: [] for vc in vcs}
+    with gzip.open(trace, "rt") as f:
+        for row in csv.DictReader(f):
+            vc = row["queue"]
+            if vc not in rows:
+                continue
+            submit, duration, gpus = float(row["submit_time_s"]), float(row["duration_s"]), int(row["num_gpus"])
+            if offset <= submit <= last:
+                rows[vc].append((row["job_id"], submit - offset, row["duration_s"], gpus, vc))
+            elif first <= submit < offset and submit + duration <= offset:
+                history[vc].append((submit + duration, gpus, duration * gpus))
+    out = {}
+    for vc in vcs:
+        path = folder / f"philly-{vc}.csv"
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["job_id", "submit_time_s", "duration_s", "num_gpus", "queue"])
+            writer.writerows(rows[vc])
+        done = sorted(history[vc])
+        out[vc] = (path, {"gpus": np.array([h[1] for h in done], dtype=np.int64),
+                          "gpu_s": np.array([h[2] for h in done])})
+    return out
+
+
+def taught(vc: str, history: dict) -> DurationPredictor:
+    """A predictor told about the VC's history, oldest finish first."""
+    predictor = DurationPredictor()
+    n = len(history["gpus"])
+    if n:
+        groups = predictor.groups(user=None, name=None, queue=np.full(n, vc, dtype=object),
+                                  num_gpus=history["gpus"], submit_time_s=np.zeros(n))
+        predictor.observe(groups, history["gpu_s"])
+    return predictor
+
+
+def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 8) -> dict:
+    """Each VC replayed under fifo, las, qssf and srtf on the true durations, apportion's forms and
+    Helios's, on the VC's own cluster (Helios's nodes × ``gpus_per_node``): average JCT, and the share of
+    the oracle's gain over fifo (and over las) that each qssf takes."""
+    out = {}
+    with tempfile.TemporaryDirectory() as folder:
+        workloads = vc_workloads(trace, Path(folder), vcs)
+        for vc in vcs:
+            path, history = workloads[vc]
+            size = HELIOS_VC_NODES[vc] * gpus_per_node
+            inputs = load_inputs(WorkloadSettings(path=str(path), cluster=f"v100:{size}"))
+            jct = {}
+            for label, spec, durations in VC_RUNS:
+                options = {"restart_cost_s": config.restart_cost_s}
+                if durations is not None:
+                    options["durations"] = durations
+                simulator = Simulator(inputs.jobs, inputs.cluster, inputs.throughputs,
+                                      policy_from_spec(spec, **options), config,
+                                      predictor=taught(vc, history) if durations == "predicted" else None)
+                jct[label] = round(simulator.run().summary["avg_jct_s"], 1)
+                print(f"{vc} ({size} GPUs), {label}: avg JCT {jct[label]:,.0f} s", file=sys.stderr, flush=True)
+            fifo, las, oracle = jct["fifo"], jct["las"], jct["srtf (oracle)"]
+            share = {label: {"of_gain_over_fifo": _share(fifo, jct[label], oracle),
+                             "of_gain_over_las": _share(las, jct[label], oracle)}
+                     for label in jct if label.startswith("qssf")}
+            out[vc] = {"gpus": size, "jobs": len(inputs.jobs), "history_jobs": len(history["gpus"]),
+                       "loaded": bool(fifo >= LOADED * oracle), "avg_jct_s": jct, "qssf_share": share}
+    return out
+
+
+def _share(baseline: float, policy: float, oracle: float) -> float:
+    """(baseline - policy) / (baseline - oracle): 1 is the oracle's JCT, 0 the baseline's, < 0 worse."""
+    return round((baseline - policy) / (baseline - oracle), 3) if baseline != oracle else math.nan
+
+
+def timing_case(jobs: int, config: SimConfig) -> dict:
+    """``jobs`` synthetic jobs with random users and names, replayed under qssf on predicted
+    durations, on the true ones (the same policy with nothing to predict) and under las: the
+    CPU of each replay, and of the predictions alone (the predicted replay's calls to its
+    history feed, timed again on their own)."""
+    inputs = load_inputs(WorkloadSettings(jobs=jobs, rate_per_hour=120.0, cluster=PHILLY_CLUSTER))
+    rng = np.random.default_rng(0)
+    users = np.array([f"user-{u}" for u in rng.integers(0, 200, jobs)], dtype=object)
+    names = np.array([f"job-{k}" for k in rng.integers(0, 2000, jobs)], dtype=object)
+    inputs = replace(inputs, jobs=replace(inputs.jobs, user=users, name=names))
+    cpu, rounds, predicted = {}, {}, None
+    for label, spec, durations in (("qssf", "qssf", "predicted"), ("qssf (oracle)", "qssf", "oracle"),
+                                   ("las", "las", None)):
+        simulator, result, cpu_s = replay(inputs, spec, durations, config)
+        cpu[label], rounds[label] = round(cpu_s, 2), result.summary["decisions"]
+        if durations == "predicted":
+            predicted = simulator
+        print(f"timing, {label}: {cpu_s:.2f} s CPU, {rounds[label]} rounds", file=sys.stderr, flush=True)
+    by_call = predicted.prediction_cpu_by_call()
+    predicting_s = sum(by_call.values())
+    return {
+        "jobs": jobs, "users": 200, "names": 2000, "rounds": rounds, "replay_cpu_s": cpu,
+        "prediction_cpu_s": round(predicting_s, 2),
+        "prediction_cpu_s_by_call": {name: round(seconds, 2) for name, seconds in by_call.items()},
+        "prediction_share": round(predicting_s / cpu["qssf"], 3),
+        "qssf_cpu_over_oracle": round(cpu["qssf"] / cpu["qssf (oracle)"], 3),
+        "qssf_cpu_over_las": round(cpu["qssf"] / cpu["las"], 3),
+    }
+
+
+def helios_figures(helios: str, python: str, trace: Path, vcs: list[str], gpus_per_node: int) -> dict:
+    """Helios's own simulator on the same VCs and jobs (benchmarks/compare/helios_philly.py, run by
+    ``python``, which needs pandas): per VC, its fifo, srtf and qssf average JCT."""
+    command = [python, str(Path(__file__).resolve().parents[1] / "compare" / "helios_philly.py"), helios, "--trace", str(trace),
+               "--policies", "fifo,srtf,qssf", "--vcs", ",".join(vcs)]
+    if gpus_per_node != 8:
+        command += ["--gpus-per-node", str(gpus_per_node)]
+    done = subprocess.run(command, stdout=subprocess.PIPE, check=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def vc_main(args, config: SimConfig) -> None:
+    """The per-VC case alone, with Helios's simulator's figures beside where asked."""
+    vcs = args.vcs.split(",") if args.vcs else list(HELIOS_VC_NODES)
+    unknown = sorted(set(vcs) - set(HELIOS_VC_NODES))
+    if unknown:
+        sys.exit(f"--vcs: '{unknown[0]}' is not one of Helios's Philly VCs ({', '.join(HELIOS_VC_NODES)})")
+    out = {"trace": str(args.trace), "gpus_per_node": args.gpus_per_node,
+           "window": f"submitted {REPLAY_FROM} .. {REPLAY_TO}, history from {HISTORY_FROM}",
+           "per_vc": per_vc(args.trace, vcs, config, args.gpus_per_node)}
+    if args.helios:
+        helios = helios_figures(args.helios, args.helios_python, args.trace, vcs, args.gpus_per_node)
+        for vc, figures in helios.items():
+            jct = figures["avg_jct_s"]
+            figures["qssf_share_of_gain_over_fifo"] = _share(jct["fifo"], jct["qssf"], jct["srtf"])
+        out["helios"] = helios
+    print(json.dumps(out))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trace", type=Path, default=PHILLY, help="the Philly trace (philly_pollux_jobs.csv.gz)")
+    parser.add_argument("--jobs", type=int, default=None, help="the trace's first N jobs only")
+    parser.add_argument("--timing-jobs", type=int, default=100_000, help="synthetic jobs for the timing case (0: skip)")
+    parser.add_argument("--timing-only", action="store_true", help="the timing case alone (no trace needed)")
+    parser.add_argument("--per-vc", action="store_true", help="Philly one virtual cluster at a time, as Helios does")
+    parser.add_argument("--vcs", default=None, help="--per-vc: only these VCs (comma separated)")
+    parser.add_argument("--gpus-per-node", type=int, default=8,
+                        help="--per-vc: each VC's GPUs are Helios's nodes × this (8: Helios's; 1: squeezed, loaded)")
+    parser.add_argument("--helios", default=None, help="--per-vc: a HeliosArtifact checkout, to run its simulator beside")
+    parser.add_argument("--helios-python", default="python3", help="a Python with pandas, for --helios")
+    parser.add_argument("--quick", action="store_true",
+                        help="the trace's first 300 jobs and 1,000 synthetic ones: what the test suite runs")
+    args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.timing_jobs = 300, 1000
+    config = SimConfig()
+    if args.timing_only:
+        print(json.dumps({"timing": timing_case(args.timing_jobs, config)}))
+        return
+    if not args.trace.exists():
+        sys.exit(f"the Philly trace is not at {args.trace}: nothing to measure (it is in ../shared/traces/; --trace)")
+    if args.per_vc:
+        vc_main(args, config)
+        return
+    inputs = load_inputs(WorkloadSettings(path=str(args.trace), cluster=PHILLY_CLUSTER, jobs=args.jobs))
+
+    avg_jct, cpu, qssf_sim, qssf_result = {}, {}, None, None
+    for label, spec, durations in RUNS:
+        simulator, result, cpu_s = replay(inputs, spec, durations, config)
+        avg_jct[label] = round(result.summary["avg_jct_s"], 1)
+        cpu[label] = round(cpu_s, 1)
+        if label == "qssf":
+            qssf_sim, qssf_result = simulator, result
+        print(f"{label}: avg JCT {avg_jct[label]:,.0f} s, {cpu_s:.1f} s CPU", file=sys.stderr, flush=True)
+
+    history = qssf_sim.history
+    truth = history.gpu_s
+    in_replay = scores(history.first_gpu_s, history.first_log_sd, truth)
+    finish = qssf_result.finish_s
+    alternatives = {}
+    for name, predictor in (("ladder (as in the replay)", DurationPredictor()),
+                            ("everyone's running median", DurationPredictor(((),))),
+                            ("ladder, no shrinkage", DurationPredictor(LADDER, shrinkage=1e-9)),
+                            ("ladder, 200 most recent per group", DurationPredictor(recent=200))):
+        alternatives[name] = scores(*offline(inputs.jobs, finish, truth, predictor, config.round_s), truth)
+
+    fifo, oracle, qssf = avg_jct["fifo"], avg_jct["srtf (oracle)"], avg_jct["qssf"]
+    las = avg_jct["las"]
+    print(json.dumps({
+        "workload": f"{inputs.workload_name} ({len(inputs.jobs)} jobs)",
+        "cluster": inputs.cluster.describe(),
+        "features": "queue (virtual cluster) and GPUs: the trace has no user or job name",
+        **{k: in_replay[k] for k in ("median_abs_log_error", "rank_correlation", "within_predicted_iqr")},
+        "predicted_jobs": in_replay["jobs"],
+        "avg_jct_s": avg_jct,
+        "fifo_over_oracle": round(fifo / oracle, 1),  # how loaded: at 50x, any order beats fifo by far
+        "share_of_oracle_gain": round((fifo - qssf) / (fifo - oracle), 3) if fifo != oracle else math.nan,
+        "share_of_oracle_gain_over_las": round((las - qssf) / (las - oracle), 3) if las != oracle else math.nan,
+        "replay_cpu_s": cpu,
+        "qssf_prediction_cpu_s": round(qssf_sim.prediction_cpu_s(), 2),
+        "predictors_off_line": alternatives,
+        "timing": timing_case(args.timing_jobs, config) if args.timing_jobs else None,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Checks that a change keeps what it must: a replay's exact results, warm solves equal to cold ones, the code's shape."""

@@ -1,0 +1,1 @@
+"""Torch-free jobs that benchmarks start under a real server."""
