@@ -1,0 +1,134 @@
+"""`apportion serve --executor slurm` against a real Slurm started on this machine (munged, slurmctld, one
+slurmd per node, made-up GPU types: executors/slurm/local_cluster.py): the end-to-end scenario of the local
+executor (three jobs take turns under las and end with the weights of uninterrupted runs), a drained
+node's slot offline and back, and a server killed with SIGKILL whose Slurm jobs the next one adopts."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import httpx
+import pytest
+
+pytest.importorskip("torch", reason="the end-to-end serve tests run the PyTorch examples")
+
+from apportion.executors.slurm.executor import SlurmExecutor  # noqa: E402
+from apportion.executors.slurm.local_cluster import LocalSlurm, missing  # noqa: E402
+from apportion.serve.store.state import StateStore  # noqa: E402
+from serve_helpers import Server, all_done, wait_for  # noqa: E402
+from test_serve_e2e import JOBS, check_finished, references, submit_all  # noqa: E402,F401
+
+pytestmark = pytest.mark.skipif(bool(missing()), reason=missing() or "Slurm is here")
+
+
+@pytest.fixture
+def slurm(tmp_path_factory, monkeypatch):
+    """A Slurm of two nodes with one made-up ``h100`` each; the server started in the test uses it."""
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"), {"n1": {"h100": 1}, "n2": {"h100": 1}}, kill_wait_s=5)
+    for key, value in cluster.start().items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def las_args(up_to: int) -> tuple[str, ...]:
+    """As test_serve_e2e.serve_args, on the partition's GPUs instead of --slots."""
+    thresholds = ",".join(str(t) for t in range(2, up_to + 1, 2))
+    return ("--executor", "slurm", "--round-s", "2", "--policy", "las", "--las-thresholds", thresholds,
+            "--grace-s", "20")
+
+
+def test_three_jobs_take_turns_on_slurm_and_end_as_if_never_stopped(tmp_path, slurm, references):
+    with Server(tmp_path / "state", *las_args(16)) as server:
+        assert "on Slurm: slots per node h100 1+1" in server.log()
+        ids = submit_all(server, tmp_path)
+        wait_for(lambda: all_done(server, len(JOBS)), 240, "all jobs to finish", server)
+        jobs = check_finished(server, ids, references)
+    for name in ("cnn-seed0", "cnn-seed1"):
+        assert jobs[name]["preemptions"] >= 1, f"{name} was never preempted: {jobs[name]}"
+    nodes = set()
+    for job in jobs.values():
+        assert job["retries"] == 0
+        for n in range(1, job["attempts"] + 1):  # every attempt ran as a Slurm task on a node of the partition
+            nodes.add((server.state_dir / "jobs" / job["id"] / f"attempt-{n}.node").read_text())
+        if job["preemptions"]:
+            last = (server.state_dir / "jobs" / job["id"] / f"attempt-{job['attempts']}.log").read_text()
+            assert "resumed from step-" in last
+    assert nodes == {"n1", "n2"}
+
+
+def sleeper(directory, name: str) -> str:
+    path = directory / f"{name}.yaml"
+    path.write_text(f"name: {name}\ncommand: sleep 120\ngpus: 1\ngpu_types: [h100]\ntotal_steps: 1\n")
+    return str(path)
+
+
+def test_a_drained_nodes_slot_is_offline_until_slurm_resumes_it(tmp_path, slurm):
+    from typer.testing import CliRunner
+
+    from apportion.cli import app
+
+    with Server(tmp_path / "state", "--executor", "slurm", "--round-s", "1", "--policy", "fifo") as server:
+        slurm.scontrol("update", "nodename=n2", "state=drain", "reason=maintenance")
+        for name in ("first", "second"):
+            result = CliRunner().invoke(app, ["submit", sleeper(tmp_path, name), "--server", server.url])
+            assert result.exit_code == 0, result.output
+        wait_for(lambda: [j["status"] for j in server.jobs()] == ["running", "queued"], 30,
+                 "one job to run on the one node left", server)
+        slots = httpx.get(f"{server.url}/status", timeout=10).json()["slots"]
+        assert sorted((s["id"], s["offline"]) for s in slots) == [("h100:0", False), ("h100:1", True)]
+        time.sleep(3)  # rounds pass: the second job waits, the drained node's slot is not used
+        assert [j["status"] for j in server.jobs()] == ["running", "queued"]
+
+        slurm.scontrol("update", "nodename=n2", "state=resume")
+        wait_for(lambda: [j["status"] for j in server.jobs()] == ["running", "running"], 30,
+                 "the second job to start on the resumed node", server)
+        slots = httpx.get(f"{server.url}/status", timeout=10).json()["slots"]
+        assert not any(s["offline"] for s in slots)
+        second = server.jobs()[1]
+        node = wait_for(lambda: _read(server.state_dir / "jobs" / second["id"] / "attempt-1.node"), 10,
+                        "its task to start")
+        assert node == "n2"
+        for job in server.jobs():
+            CliRunner().invoke(app, ["cancel", job["id"], "--server", server.url])
+        wait_for(lambda: all(j["status"] == "cancelled" for j in server.jobs()), 30, "both to be cancelled", server)
+
+
+def _read(path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def test_a_server_killed_with_sigkill_leaves_its_slurm_jobs_running_and_the_next_adopts_them(tmp_path, slurm,
+                                                                                            references):
+    state = tmp_path / "state"
+    first, second = Server(state, *las_args(6)), None
+    try:
+        first.start()
+        ids = submit_all(first, tmp_path)
+        wait_for(lambda: any(j["status"] == "running" and j["steps_done"] >= 10 for j in first.jobs()),
+                 120, "a job to be mid-run", first)
+        first.kill()
+        alive = {a.job_id: a.attempt for a in SlurmExecutor(state, env=slurm.env).scan()}
+        assert alive, "killing the server must not end its Slurm jobs"
+
+        second = Server(state, *las_args(6), port=first.port).start()
+        assert "recovered: adopted jobs" in second.log()
+        wait_for(lambda: all_done(second, len(JOBS)), 240, "all jobs to finish after the restart", second)
+        check_finished(second, ids, references)
+        store = StateStore(state / "state.db")
+        try:
+            for job_id, attempt in alive.items():  # still running at the restart: adopted, not started again
+                events = [(e.event, e.detail.split()[1]) for e in store.events(job_id)]
+                assert ("adopt", str(attempt)) in events or ("exit", f"{attempt}:") in events, events
+        finally:
+            store.close()
+    finally:
+        for server in (second, first):
+            if server is not None and server.process is not None and server.process.poll() is None:
+                server.stop()
