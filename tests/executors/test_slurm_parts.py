@@ -1,0 +1,105 @@
+"""The Slurm executor's parts that need no Slurm: what it reads of `scontrol`'s nodes and jobs, the nodes it
+pins an attempt to, its sbatch command line, a rank's environment, and the serve settings that name it."""
+
+from __future__ import annotations
+
+import pytest
+
+from apportion.executors.slurm.executor import _slurm_code, batch_script, combined, sbatch_argv
+from apportion.executors.slurm.nodes import choose_nodes, expand_hostlist, gres_counts, online, parse_jobs, parse_nodes
+from apportion.executors.slurm.task import rank_env, tasks_on_nodes
+from apportion.serve.accounts.runas import Account
+from apportion.serve.app.settings import ServeSettings, SettingError, check_settings
+
+NODES = """\
+NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=2 CPUEfctv=8 CPUTot=8 Gres=gpu:h100:4 GresDrain=N/A GresUsed=gpu:h100:3(IDX:0-2) RealMemory=4000 State=MIXED Partitions=gpus,all
+NodeName=n2 Arch=x86_64 CPUTot=8 Gres=gpu:h100:4 GresDrain=N/A GresUsed=gpu:h100:0(IDX:N/A) RealMemory=4000 State=IDLE+DRAIN Partitions=gpus Reason=maintenance [root@2026-12-07T15:38:32]
+NodeName=n3 Arch=x86_64 CPUTot=8 Gres=gpu:h100:4 GresUsed=gpu:h100:1(IDX:0) RealMemory=4000 State=MIXED Partitions=gpus
+NodeName=c1 Arch=x86_64 CPUTot=64 Gres=(null) RealMemory=4000 State=IDLE Partitions=cpu
+"""
+JOBS = """\
+JobId=7 JobName=apportion.abc.1.1 JobState=RUNNING NodeList=n1 JOB_GRES=gpu:h100:2   Nodes=n1 CPU_IDs=0-1 Mem=0 GRES=gpu:h100:2(IDX:0-1) MinCPUsNode=1
+JobId=8 JobName=someone-else JobState=RUNNING NodeList=n[1,3] JOB_GRES=gpu:h100:2   Nodes=n[1,3] CPU_IDs=2 Mem=0 GRES=gpu:h100:1(IDX:2) MinCPUsNode=1
+JobId=9 JobName=waiting JobState=PENDING NodeList=(null)
+"""
+
+
+def test_nodes_say_their_gpus_state_and_partitions():
+    n1, n2, n3, c1 = parse_nodes(NODES)
+    assert (n1.name, n1.gpus, n1.used, n1.cpus, n1.memory_mb, n1.partitions) == (
+        "n1", {"h100": 4}, {"h100": 3}, 8, 4000, ("gpus", "all"))
+    assert n1.usable and not n2.usable and n2.reason.startswith("maintenance")
+    assert c1.gpus == {}
+
+
+def test_a_drained_node_and_others_jobs_gpus_are_offline_for_apportion():
+    nodes = parse_nodes(NODES)
+    others = [j for j in parse_jobs(JOBS) if not j.name.startswith("apportion.abc.")]
+    # n1: 4 less someone-else's 1; n2 drained; n3: 4 less someone-else's 1. apportion's own job counts as its own
+    assert online(nodes, {"h100": "h100"}, others) == {"h100": 6}
+
+
+def test_an_attempt_goes_to_the_fewest_nodes_that_have_its_gpus_free():
+    nodes = parse_nodes(NODES)
+    assert choose_nodes(nodes, "h100", 1) == ["n1"]  # the fullest node that holds it
+    assert choose_nodes(nodes, "h100", 3) == ["n3"]
+    assert choose_nodes(nodes, "h100", 4) == ["n1", "n3"]  # never the drained n2
+    assert choose_nodes(nodes, "h100", 5) is None  # Slurm is left to place it (and it is withdrawn if it cannot)
+
+
+def test_slurm_host_lists_and_gres_are_read_as_slurm_writes_them():
+    assert expand_hostlist("n[1-3,5],gpu07,g[08-10]") == ["n1", "n2", "n3", "n5", "gpu07", "g08", "g09", "g10"]
+    assert gres_counts("gpu:h100:2(S:0-1),gpu:a100:1,gpu:3") == {"h100": 2, "a100": 1, "gpu": 3}
+    assert tasks_on_nodes("2(x3),1") == [2, 2, 2, 1]
+
+
+def test_sbatch_pins_the_nodes_and_runs_a_mapped_users_job_as_that_user():
+    common = dict(name="apportion.abc.3.2", slots=("h100:0", "h100:1"), slurm_type="h100", nodes=["n1"],
+                  partition="gpus", account="lab", output="/s/jobs/3/attempt-2.slurm.log", workdir="/s/jobs/3")
+    argv = sbatch_argv(**common, cpus=8, memory_gb=3)
+    assert {"--nodelist=n1", "--nodes=1", "--ntasks=2", "--gpus-per-task=h100:1", "--partition=gpus",
+            "--account=lab", "--cpus-per-gpu=4", "--mem-per-gpu=1536M", "--no-requeue"} <= set(argv)
+    assert "--comment=apportion slots=h100:0,h100:1" in argv
+    mapped = sbatch_argv(**common, run_as=Account("ann", 1001, 1001))
+    assert "--uid=1001" in mapped and "--gid=1001" in mapped
+    assert not any(a.startswith("--account") for a in mapped)  # charged to ann's own default account
+
+
+def test_the_batch_script_runs_one_task_a_rank_through_the_wrapper():
+    script = batch_script("/usr/bin/python3", "/s/jobs/3", 2, 4, ["--job", "3", "--", "python", "train.py", "a b"])
+    assert "exec srun --ntasks=4 --kill-on-bad-exit=0" in script
+    assert "apportion.executors.slurm.task --job-dir /s/jobs/3 --attempt 2 -- --job 3 -- python train.py 'a b'" in script
+
+
+def test_a_rank_gets_torch_distributeds_variables_from_slurms():
+    slurm = {"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+             "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_LAUNCH_NODE_IPADDR": "10.0.0.5", "SLURM_JOB_ID": "42",
+             "CUDA_VISIBLE_DEVICES": "1"}
+    env = rank_env({"FOO": "bar", "CUDA_VISIBLE_DEVICES": ""}, slurm)
+    assert env == {"FOO": "bar", "CUDA_VISIBLE_DEVICES": "1", "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1",
+                   "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": str(29500 + 42)}
+    alone = rank_env({"FOO": "bar"}, {"SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
+    assert alone == {"FOO": "bar"}  # one rank: no torch.distributed variables, as on this machine
+
+
+def test_an_attempts_code_is_its_first_crash_else_preempted_else_done():
+    assert combined({0: 0, 1: 75}) == 75
+    assert combined({0: 75, 1: 3, 2: 1}) == 3
+    assert combined({0: 0, 1: 0}) == 0
+    assert (_slurm_code("0:15"), _slurm_code("2:0"), _slurm_code("")) == (-15, 2, None)
+
+
+@pytest.mark.parametrize("settings, key", [
+    (ServeSettings(slurm_partition="gpus"), "slurm_partition"),  # needs --executor slurm
+    (ServeSettings(executor="slurm", slurm_account="lab; rm -rf /"), "slurm_account"),
+    (ServeSettings(executor="slurm", slots="h100:2"), "slots"),  # the partition's GPUs are the slots
+    (ServeSettings(executor="slurm", cluster="c.yaml"), "cluster"),
+])
+def test_serve_settings_refuse_what_slurm_cannot_use(settings, key):
+    with pytest.raises(SettingError) as caught:
+        check_settings(settings)
+    assert caught.value.key == key
+
+
+def test_serve_settings_take_a_slurm_partition_and_account():
+    check_settings(ServeSettings(executor="slurm", slurm_partition="gpus", slurm_account="lab"))
