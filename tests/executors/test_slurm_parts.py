@@ -103,3 +103,20 @@ def test_serve_settings_refuse_what_slurm_cannot_use(settings, key):
 
 def test_serve_settings_take_a_slurm_partition_and_account():
     check_settings(ServeSettings(executor="slurm", slurm_partition="gpus", slurm_account="lab"))
+
+
+def test_slurms_accounting_is_read_per_attempt_from_its_job_completion_file(tmp_path):
+    from apportion.executors.slurm.accounting import from_jobcomp, gpu_seconds
+
+    path = tmp_path / "jobcomp.txt"
+    path.write_text(
+        "JobId=4 UserId=root(0) GroupId=root(0) Name=apportion.abc.2.1 JobState=COMPLETED Partition=gpus"
+        " TimeLimit=525600 StartTime=2026-12-07T15:38:33 EndTime=2026-12-07T15:38:45 NodeList=n1 NodeCnt=1\n"
+        "JobId=5 UserId=root(0) GroupId=root(0) Name=apportion.abc.2.2 JobState=FAILED Partition=gpus"
+        " TimeLimit=525600 StartTime=2026-12-07T15:39:00 EndTime=2026-12-07T15:39:03 NodeList=n1 NodeCnt=1\n"
+        "JobId=6 UserId=root(0) GroupId=root(0) Name=someone-else JobState=COMPLETED StartTime=2026-12-07T15:39:00"
+        " EndTime=2026-12-07T15:49:00\n")
+    accounted = from_jobcomp(path, "apportion.abc.")
+    assert [(a.job_id, a.attempt, a.state, a.elapsed_s) for a in accounted] == [
+        (2, 1, "COMPLETED", 12.0), (2, 2, "FAILED", 3.0)]
+    assert gpu_seconds(accounted, {2: 4}) == {2: 60.0}

@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("torch", reason="the end-to-end serve tests run the PyTorch examples")
 
+from apportion.executors.slurm.accounting import from_jobcomp, gpu_seconds  # noqa: E402
 from apportion.executors.slurm.executor import SlurmExecutor  # noqa: E402
 from apportion.executors.slurm.local_cluster import LocalSlurm, missing  # noqa: E402
 from apportion.serve.store.state import StateStore  # noqa: E402
@@ -58,6 +59,13 @@ def test_three_jobs_take_turns_on_slurm_and_end_as_if_never_stopped(tmp_path, sl
             last = (server.state_dir / "jobs" / job["id"] / f"attempt-{job['attempts']}.log").read_text()
             assert "resumed from step-" in last
     assert nodes == {"n1", "n2"}
+    # Slurm's accounting (jobcomp/filetxt here: no slurmdbd) agrees with the server's run time per job,
+    # within its whole seconds and the start latency, attempt by attempt
+    accounted = from_jobcomp(slurm.dir / "jobcomp.txt", SlurmExecutor(server.state_dir, env=slurm.env).prefix)
+    slurm_s = gpu_seconds(accounted, {int(j["id"]): 1 for j in jobs.values()})
+    for job in jobs.values():
+        assert sum(a.job_id == int(job["id"]) for a in accounted) == job["attempts"]
+        assert abs(slurm_s[int(job["id"])] - job["runtime_s"]) <= 1.5 * job["attempts"] + 1, (job, slurm_s)
 
 
 def sleeper(directory, name: str) -> str:
