@@ -6,7 +6,11 @@ node's slot offline and back, and a server killed with SIGKILL whose Slurm jobs 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -140,3 +144,49 @@ def test_a_server_killed_with_sigkill_leaves_its_slurm_jobs_running_and_the_next
         for server in (second, first):
             if server is not None and server.process is not None and server.process.poll() is None:
                 server.stop()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sbatch --uid needs root")
+def test_a_mapped_users_attempt_runs_as_that_account_through_slurm(slurm):
+    import pwd
+    import tempfile
+
+    from apportion.serve.accounts.runas import lookup
+
+    nobody = pwd.getpwnam("nobody")
+    python = _runnable_by(nobody, sys.executable, "/usr/bin/python3")
+    if python is None:
+        pytest.skip(f"the account nobody can run neither {sys.executable} nor /usr/bin/python3 with apportion"
+                    " (on Slurm the wrapper runs as the job's account: docs/slurm.md, set-up)")
+    state = Path(tempfile.mkdtemp(prefix="apportion-slurm-mapped-"))  # an account other than root may pass it
+    try:
+        state.chmod(0o711)
+        executor = SlurmExecutor(state, {"h100": "h100"}, env=slurm.env, python=python)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_")}
+        executor.start(1, 1, ["/bin/sh", "-c", 'echo "$(id -u) $(id -g) $SECRET"'], dict(env, SECRET="s3"), "/",
+                       ("h100:0",), run_as=lookup("nobody", "alice"))
+        slurm_id = executor.slurm_id(1)
+        record = slurm.scontrol("show", "job", "-o", slurm_id)
+        assert f"UserId=nobody({nobody.pw_uid})" in record
+        assert "s3" not in record  # the job's environment is not in Slurm's record
+        try:
+            ended = wait_for(lambda: executor.poll(), 30, "the attempt to end")
+        except AssertionError:
+            raise AssertionError(f"{slurm.scontrol('show', 'job', '-o', slurm_id)}\n{executor.tail(1, 1)}\n"
+                                 f"{sorted(p.name for p in executor.job_dir(1).iterdir())}") from None
+        assert ended[0].code == 0, executor.tail(1, 1)
+        assert executor.log_path(1, 1).read_text() == f"{nobody.pw_uid} {nobody.pw_gid} s3\n"
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _runnable_by(account, *pythons: str) -> str | None:
+    """The first interpreter ``account`` can run apportion's Slurm task with (this tree on PYTHONPATH)."""
+    for python in pythons:
+        try:
+            subprocess.run([python, "-c", "import apportion.executors.slurm.task"], user=account.pw_uid,
+                           group=account.pw_gid, extra_groups=[], cwd="/", check=True, capture_output=True, timeout=60)
+            return python
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None

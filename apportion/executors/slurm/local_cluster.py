@@ -4,7 +4,8 @@
 ``gres.conf`` (made-up GPU types, ``AutoDetect=off``, counts with no device files), starts the
 daemons in ``directory`` and returns the environment (``SLURM_CONF``) that the Slurm commands need
 to reach it. Several nodes share this host, each slurmd on its own port (``NodeName=... Port=...``);
-``stop`` ends only the processes it started, by their pids. Accounting: none
+``stop`` ends only the processes it started, by their pids, and removes the configuration (in a
+temporary directory every account may read: a job runs as its own account). Accounting: none
 (``accounting_storage/none``), finished jobs in a ``jobcomp/filetxt`` file.
 """
 
@@ -15,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,14 +64,23 @@ class LocalSlurm:
 
     def write_config(self) -> None:
         d = self.dir
-        for sub in ("state", "spool", "log", "munge", "dev", *(f"spool/{n}" for n in self.nodes)):
+        for sub in ("state", "log", "munge", "dev"):
             (d / sub).mkdir(parents=True, exist_ok=True)
+        # slurm.conf, gres.conf and slurmd's spool (each job's script) must be readable by the job's own account
+        # (sbatch --uid): a directory of their own that every account may read, whatever ``directory``'s parents allow
+        self.public = Path(tempfile.mkdtemp(prefix="apportion-slurm-"))
+        self.public.chmod(0o755)
+        self.conf = self.public / "slurm.conf"
+        self.socket = self.public / "munge.socket"  # every account's srun asks munged for a credential
+        self.spool = self.public / "spool"
+        for name in self.nodes:
+            (self.spool / name).mkdir(parents=True)
         ctld_port = _free_port()
         lines = [
             "ClusterName=apportion", f"SlurmctldHost={self.host}(127.0.0.1)", f"SlurmctldPort={ctld_port}",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", f"AuthInfo=socket={self.socket}",
-            "CredType=cred/munge", f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={d / 'spool'}/%n",
-            f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'spool'}/slurmd-%n.pid",
+            "CredType=cred/munge", f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={self.spool}/%n",
+            f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'log'}/slurmd-%n.pid",
             f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={d / 'log'}/slurmd-%n.log",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/filetxt",
@@ -96,7 +107,7 @@ class LocalSlurm:
         lines.append(f"PartitionName={self.partition} Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE"
                      " State=UP OverSubscribe=NO")
         self.conf.write_text("\n".join(lines) + "\n")
-        (d / "gres.conf").write_text("\n".join(gres_lines) + "\n")
+        (self.public / "gres.conf").write_text("\n".join(gres_lines) + "\n")
 
     def start(self, timeout: float = 30.0) -> dict[str, str]:
         """Write the configuration and start the daemons; the environment the commands need. RuntimeError
@@ -204,3 +215,6 @@ class LocalSlurm:
                     os.waitpid(pid, 0)
                 except (ProcessLookupError, ChildProcessError):
                     pass
+        public = getattr(self, "public", None)
+        if public is not None:
+            shutil.rmtree(public, ignore_errors=True)
