@@ -120,3 +120,36 @@ def test_slurms_accounting_is_read_per_attempt_from_its_job_completion_file(tmp_
     assert [(a.job_id, a.attempt, a.state, a.elapsed_s) for a in accounted] == [
         (2, 1, "COMPLETED", 12.0), (2, 2, "FAILED", 3.0)]
     assert gpu_seconds(accounted, {2: 4}) == {2: 60.0}
+
+
+class _Verdicts:
+    """Slurm's commands answered as a job that ended with ``state`` and no exit record says."""
+
+    def __init__(self, state: str, code: str = "0:0") -> None:
+        self.state, self.code, self.asked = state, code, []
+
+    def run(self, *argv: str, **_) -> str:
+        self.asked.append(argv[:2])
+        if argv[0] == "squeue":
+            return ""  # gone from the queue
+        if argv[:3] == ("scontrol", "show", "job"):
+            return f"JobId=9 JobName=x JobState={self.state} Reason=None ExitCode={self.code} NodeList=n1"
+        return ""
+
+
+@pytest.mark.parametrize("state, code, lost, exit_code", [
+    ("NODE_FAIL", "0:0", "its Slurm node failed", None),
+    ("TIMEOUT", "0:15", "Slurm ended it at its time limit", None),
+    ("PREEMPTED", "0:15", "Slurm preempted it", None),
+    ("FAILED", "2:0", "", 2),
+    ("OUT_OF_MEMORY", "0:9", "", -9),
+])
+def test_a_job_slurm_ended_without_an_exit_record_ends_as_slurm_says(tmp_path, state, code, lost, exit_code):
+    from apportion.executors.base import Attempt
+    from apportion.executors.slurm.executor import SlurmExecutor, _Attempt
+
+    executor = SlurmExecutor(tmp_path, {"h100": "h100"}, poll_every_s=0.0)
+    executor.slurm = _Verdicts(state, code)
+    executor._tracked[3] = _Attempt(Attempt(3, 1, None, None, ("h100:0",)), "9", 0.0, "RUNNING")
+    (ended,) = executor.poll()
+    assert (ended.job_id, ended.code, ended.lost) == (3, exit_code, lost)

@@ -190,3 +190,18 @@ def _runnable_by(account, *pythons: str) -> str | None:
         except (OSError, subprocess.SubprocessError):
             continue
     return None
+
+
+def test_gpus_others_jobs_hold_are_offline_and_an_attempt_slurm_cannot_start_is_withdrawn(tmp_path, slurm):
+    executor = SlurmExecutor(tmp_path / "state", {"h100": "h100"}, env=slurm.env, place_wait_s=2.0, poll_every_s=0.05)
+    assert executor.capacity() == {"h100": 2}
+    for node in ("n1", "n2"):  # someone else's jobs take both GPUs of the partition
+        executor.slurm.run("sbatch", f"--nodelist={node}", "--gpus=h100:1", "--job-name=someone-else",
+                           f"--output={tmp_path}/other-%j.log", "--wrap=sleep 60")
+    wait_for(lambda: executor.capacity() == {"h100": 0}, 20, "the GPUs others hold to be offline")
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_")}
+    executor.start(1, 1, ["true"], env, None, ("h100:0",))
+    ended = wait_for(lambda: executor.poll(), 20, "the attempt Slurm cannot start to be withdrawn")
+    assert ended[0].code is None and ended[0].unplaced.startswith("Slurm had not started it in 2 s"), ended
+    assert not executor.scan()  # and cancelled in Slurm
