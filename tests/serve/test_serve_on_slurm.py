@@ -205,3 +205,40 @@ def test_gpus_others_jobs_hold_are_offline_and_an_attempt_slurm_cannot_start_is_
     ended = wait_for(lambda: executor.poll(), 20, "the attempt Slurm cannot start to be withdrawn")
     assert ended[0].code is None and ended[0].unplaced.startswith("Slurm had not started it in 2 s"), ended
     assert not executor.scan()  # and cancelled in Slurm
+
+
+def test_a_ddp_gang_across_two_slurm_nodes_ends_with_the_weights_of_one_node(tmp_path, monkeypatch):
+    import re
+
+    from serve_helpers import REPO
+
+    ddp_job = Path(__file__).resolve().parent / "ddp_job.py"
+    cluster = LocalSlurm(tmp_path / "slurm", {"n1": {"h100": 2}, "n2": {"h100": 1}, "n3": {"h100": 1}}, kill_wait_s=5)
+    for key, value in cluster.start().items():
+        monkeypatch.setenv(key, value)
+    try:
+        with Server(tmp_path / "state", "--executor", "slurm", "--round-s", "1", "--policy", "fifo") as server:
+            ids = []
+            for name in ("one-node", "two-nodes"):  # the first takes n1's two GPUs; the second n2's and n3's
+                spec = {"name": name, "command": [sys.executable, str(ddp_job), "30"], "total_steps": 30, "gpus": 2,
+                        "gpu_types": ["h100"], "workdir": str(REPO), "checkpoint_every": "0.5",
+                        "env": {"STEP_S": "0.02"}, "user": "tester"}
+                answer = httpx.post(f"{server.url}/jobs", json=spec, timeout=10)
+                assert answer.status_code == 200, answer.text
+                ids.append(answer.json()["id"])
+                wait_for(lambda: any(j["status"] == "running" for j in server.jobs() if j["id"] == ids[-1]), 30,
+                         f"{name} to start", server)
+            jobs = wait_for(lambda: all_done(server, 2), 120, "both DDP jobs to finish", server)
+            assert [j["status"] for j in jobs] == ["completed", "completed"], jobs
+
+            def ran(job_id: str, rank: int, what: str) -> str:
+                suffix = f".rank-{rank}" if rank else ""
+                return (server.state_dir / "jobs" / job_id / f"attempt-1{suffix}.{what}").read_text()
+
+            assert (ran(ids[0], 0, "node"), ran(ids[0], 1, "node")) == ("n1", "n1")
+            assert {ran(ids[1], 0, "node"), ran(ids[1], 1, "node")} == {"n2", "n3"}
+            weights = [re.findall(r"final_weights=.*", ran(i, 0, "log")) for i in ids]
+            assert weights[0] == weights[1] and len(weights[0]) == 1, weights
+            assert "world=2" in weights[0][0]
+    finally:
+        cluster.stop()
