@@ -153,3 +153,16 @@ def test_a_job_slurm_ended_without_an_exit_record_ends_as_slurm_says(tmp_path, s
     executor._tracked[3] = _Attempt(Attempt(3, 1, None, None, ("h100:0",)), "9", 0.0, "RUNNING")
     (ended,) = executor.poll()
     assert (ended.job_id, ended.code, ended.lost) == (3, exit_code, lost)
+
+
+def test_slurms_own_messages_show_under_the_log_only_when_the_attempt_left_no_exit_record(tmp_path):
+    from apportion.executors.slurm.executor import SlurmExecutor
+
+    executor = SlurmExecutor(tmp_path, {"h100": "h100"})
+    directory = executor.job_dir(4)
+    directory.mkdir(parents=True)
+    (directory / "attempt-1.log").write_text("step 10\n")
+    (directory / "attempt-1.slurm.log").write_text("slurmstepd: error: *** JOB 9 ON n1 CANCELLED DUE TO TIME LIMIT ***\n")
+    assert executor.tail(4, 1) == "step 10\nslurmstepd: error: *** JOB 9 ON n1 CANCELLED DUE TO TIME LIMIT ***"
+    (directory / "attempt-1.exit").write_text('{"code": 75}')
+    assert executor.tail(4, 1) == "step 10"  # recorded: srun's "task 0: Killed" after it says nothing

@@ -202,7 +202,12 @@ class SlurmExecutor:
         return combined(codes)
 
     def tail(self, job_id: int, attempt: int, lines: int = 20) -> str:
+        """The last lines of rank 0's log; and of Slurm's own messages when the attempt left no exit record
+        (they say why: a node failure, a time limit, a task that could not start). With a record they only
+        say that the wrapper ended its task, after recording."""
         text = tail(self.log_path(job_id, attempt), lines)
+        if self.exit_record(job_id, attempt) is not None:
+            return text
         slurm = tail(self.job_dir(job_id) / f"attempt-{attempt}.slurm.log", lines)
         return "\n".join(t for t in (text, slurm) if t)
 
