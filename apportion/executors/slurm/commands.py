@@ -28,8 +28,11 @@ class Slurm:
                                   env={**(os.environ if env is None else env), **self.env})
         except FileNotFoundError:
             raise OSError(f"{argv[0]} not found: is Slurm installed here (its client commands on PATH)?") from None
-        except subprocess.TimeoutExpired:
-            raise OSError(f"{argv[0]} did not answer within {self.timeout_s:g} s") from None
+        except subprocess.TimeoutExpired as err:
+            said = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else (err.stderr or "")
+            last = said.strip().splitlines()[-1:] or [""]
+            raise OSError(f"{argv[0]} did not answer within {self.timeout_s:g} s"
+                          + (f" ({last[0].strip()})" if last[0] else "")) from None
         if check and done.returncode != 0:
             message = (done.stderr or done.stdout).strip().splitlines()
             raise OSError(f"{' '.join(argv[:2])}: {message[-1] if message else f'exit {done.returncode}'}")
