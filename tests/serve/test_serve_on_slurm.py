@@ -52,8 +52,10 @@ def test_three_jobs_take_turns_on_slurm_and_end_as_if_never_stopped(tmp_path, sl
         ids = submit_all(server, tmp_path)
         wait_for(lambda: all_done(server, len(JOBS)), 240, "all jobs to finish", server)
         jobs = check_finished(server, ids, references)
-    for name in ("cnn-seed0", "cnn-seed1"):
-        assert jobs[name]["preemptions"] >= 1, f"{name} was never preempted: {jobs[name]}"
+    # they take turns: at least two of them preempted (which two depends on Slurm's start latency, a second
+    # or so, by which the first two's attained service drifts apart; on this machine it is always the first two)
+    preempted = [name for name, job in jobs.items() if job["preemptions"] >= 1]
+    assert len(preempted) >= 2, {name: job["preemptions"] for name, job in jobs.items()}
     nodes = set()
     for job in jobs.values():
         assert job["retries"] == 0
