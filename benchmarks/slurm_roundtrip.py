@@ -60,7 +60,7 @@ def measure(executor, slots, directory: Path, repeats: int) -> dict:
     samples = [one(executor, job_id, slots, directory / f"marker-{job_id}") for job_id in range(1, repeats + 1)]
     return {"submit_to_running_s": round(statistics.median(s[0] for s in samples), 3),
             "preempt_to_exit_s": round(statistics.median(s[1] for s in samples), 3),
-            "samples": [[round(a, 3), round(b, 3)] for a, b in samples]}
+            "samples": [f"{a:.3f}/{b:.3f}" for a, b in samples]}  # submit_to_running/preempt_to_exit
 
 
 def main() -> None:

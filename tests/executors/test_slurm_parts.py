@@ -39,12 +39,18 @@ def test_a_drained_node_and_others_jobs_gpus_are_offline_for_apportion():
     assert online(nodes, {"h100": "h100"}, others) == {"h100": 6}
 
 
-def test_an_attempt_goes_to_the_fewest_nodes_that_have_its_gpus_free():
-    nodes = parse_nodes(NODES)
+def test_an_attempt_goes_to_the_fewest_nodes_that_have_an_even_share_of_its_gpus_free():
+    nodes = parse_nodes(NODES)  # free: n1 1, n2 4 but drained, n3 3
     assert choose_nodes(nodes, "h100", 1) == ["n1"]  # the fullest node that holds it
     assert choose_nodes(nodes, "h100", 3) == ["n3"]
-    assert choose_nodes(nodes, "h100", 4) == ["n1", "n3"]  # never the drained n2
-    assert choose_nodes(nodes, "h100", 5) is None  # Slurm is left to place it (and it is withdrawn if it cannot)
+    assert choose_nodes(nodes, "h100", 2) == ["n3"]
+    assert choose_nodes(nodes, "h100", 4) is None  # 1+3 is no even split, and never the drained n2: Slurm places it
+    assert choose_nodes(parse_nodes(NODES.replace("State=IDLE+DRAIN", "State=IDLE")), "h100", 4) == ["n2"]
+    two = NODES.replace("GresUsed=gpu:h100:3(IDX:0-2)", "GresUsed=gpu:h100:2(IDX:0-1)")
+    assert choose_nodes(parse_nodes(two), "h100", 4) == ["n1", "n3"]  # 2 + 2
+    # an attempt submitted a moment ago holds n3's GPUs before Slurm counts them used
+    assert choose_nodes(nodes, "h100", 1, held={"n1": 1}) == ["n3"]
+    assert choose_nodes(nodes, "h100", 3, held={"n3": 1}) is None
 
 
 def test_slurm_host_lists_and_gres_are_read_as_slurm_writes_them():
@@ -57,8 +63,12 @@ def test_sbatch_pins_the_nodes_and_runs_a_mapped_users_job_as_that_user():
     common = dict(name="apportion.abc.3.2", slots=("h100:0", "h100:1"), slurm_type="h100", nodes=["n1"],
                   partition="gpus", account="lab", output="/s/jobs/3/attempt-2.slurm.log", workdir="/s/jobs/3")
     argv = sbatch_argv(**common, cpus=8, memory_gb=3)
-    assert {"--nodelist=n1", "--nodes=1", "--ntasks=2", "--gpus-per-task=h100:1", "--partition=gpus",
-            "--account=lab", "--cpus-per-gpu=4", "--mem-per-gpu=1536M", "--no-requeue"} <= set(argv)
+    assert {"--nodelist=n1", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--gres=gpu:h100:2",
+            "--partition=gpus", "--account=lab", "--cpus-per-task=4", "--mem=3072M", "--no-requeue"} <= set(argv)
+    spread = sbatch_argv(**dict(common, slots=("h100:0", "h100:1", "h100:2", "h100:3"), nodes=["n1", "n3"]),
+                         memory_gb=4)
+    assert {"--nodelist=n1,n3", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--gres=gpu:h100:2",
+            "--mem=2048M"} <= set(spread)
     assert "--comment=apportion slots=h100:0,h100:1" in argv
     mapped = sbatch_argv(**common, run_as=Account("ann", 1001, 1001))
     assert "--uid=1001" in mapped and "--gid=1001" in mapped
@@ -66,16 +76,26 @@ def test_sbatch_pins_the_nodes_and_runs_a_mapped_users_job_as_that_user():
 
 
 def test_the_batch_script_runs_one_task_a_rank_through_the_wrapper():
+    import signal
+
+    from apportion.executors.slurm.executor import signal_options
+
     script = batch_script("/usr/bin/python3", "/s/jobs/3", 2, 4, ["--job", "3", "--", "python", "train.py", "a b"])
     assert "exec srun --ntasks=4 --kill-on-bad-exit=0" in script
     assert "apportion.executors.slurm.task --job-dir /s/jobs/3 --attempt 2 -- --job 3 -- python train.py 'a b'" in script
+    alone = batch_script("/usr/bin/python3", "/s/jobs/3", 2, 1, ["--job", "3", "--", "python", "train.py"])
+    assert alone == ("#!/bin/sh\nexec /usr/bin/python3 -m apportion.executors.slurm.task --job-dir /s/jobs/3"
+                     " --attempt 2 -- --job 3 -- python train.py\n")  # one rank: in the batch step, no srun
+    assert signal_options(1, signal.SIGTERM) == ["--signal=TERM", "--full"]  # the batch step and its children
+    assert signal_options(4, signal.SIGTERM) == ["--signal=TERM"]  # the srun step's tasks, once
+    assert signal_options(4, signal.SIGKILL) == ["--signal=KILL", "--full"]
 
 
 def test_a_rank_gets_torch_distributeds_variables_from_slurms():
     slurm = {"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
              "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_LAUNCH_NODE_IPADDR": "10.0.0.5", "SLURM_JOB_ID": "42",
              "CUDA_VISIBLE_DEVICES": "1"}
-    env = rank_env({"FOO": "bar", "CUDA_VISIBLE_DEVICES": ""}, slurm)
+    env = rank_env({"FOO": "bar", "CUDA_VISIBLE_DEVICES": ""}, dict(slurm, CUDA_VISIBLE_DEVICES="0,1"))
     assert env == {"FOO": "bar", "CUDA_VISIBLE_DEVICES": "1", "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1",
                    "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": str(29500 + 42)}
     alone = rank_env({"FOO": "bar"}, {"SLURM_PROCID": "0", "SLURM_NTASKS": "1"})

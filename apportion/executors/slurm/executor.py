@@ -2,10 +2,10 @@
 
 ``start`` picks the nodes (``nodes.choose_nodes``: the fewest usable nodes with the GPUs free) and
 submits a batch job named ``apportion.NS.JOB.ATTEMPT`` (``NS``: the state directory's digest) with
-``--nodelist``, ``--ntasks`` (one a slot), ``--gpus-per-task=TYPE:1``, the job's CPU cores and
-memory per GPU, its workdir, the Slurm account (``--account``) and, under ``--run-as mapped``,
+``--nodelist``, ``--ntasks`` (one a slot), ``--gres=gpu:TYPE:N`` and ``--ntasks-per-node=N`` (the
+same share on each node), the job's CPU cores and memory, its workdir, the Slurm account (``--account``) and, under ``--run-as mapped``,
 the user's own uid (``--uid``, which needs root). Its script ``srun``s one task a rank
-(``task.py``), which becomes the local executor's wrapper: logs, exit records and the checkpoint
+(``task.py``; a job of one rank runs it in the batch step itself), which becomes the local executor's wrapper: logs, exit records and the checkpoint
 contract are those of this machine, in ``STATE_DIR/jobs/ID/`` (a directory every node reaches).
 
 - ``poll`` reads ``squeue`` (at most every ``poll_every_s``): a job gone from it ended; its code is
@@ -15,8 +15,8 @@ contract are those of this machine, in ``STATE_DIR/jobs/ID/`` (a directory every
   crashed ends the attempt at once (the others are cancelled), but lost when one of its nodes is
   down. A job Slurm has not started ``place_wait_s`` after its submission (others' jobs hold the
   nodes) is withdrawn: ``Exit.unplaced``.
-- ``terminate``: ``scancel --signal=TERM`` (every rank's processes; the wrapper records 75 after
-  the checkpoint); ``kill``: ``scancel --signal=KILL`` then ``scancel``.
+- ``terminate``: ``scancel --signal=TERM`` (every rank's processes, ``--full`` for one rank in the
+  batch step; the wrapper records 75 after the checkpoint); ``kill``: ``scancel --signal=KILL`` then ``scancel``.
 - ``scan`` lists the jobs of this state directory in ``squeue`` (by name; the slots in the comment),
   so that a server restarted after ``kill -9`` adopts them.
 """
@@ -64,13 +64,16 @@ def slot_type(slot: str) -> str:
 def sbatch_argv(*, name: str, slots: tuple[str, ...], slurm_type: str, nodes: list[str] | None, partition: str | None,
                 account: str | None, output: str, workdir: str, run_as=None, cpus: int | None = None,
                 memory_gb: float | None = None) -> list[str]:
-    """The ``sbatch`` command line of one attempt (its script comes on stdin)."""
+    """The ``sbatch`` command line of one attempt (its script comes on stdin): one task a GPU, the same
+    number on each of ``nodes`` (None: one node, wherever Slurm finds it)."""
     ranks = len(slots)
+    many = len(nodes) if nodes else 1
+    share = ranks // many
     argv = ["sbatch", "--parsable", f"--job-name={name}", f"--comment=apportion slots={','.join(slots)}",
-            f"--ntasks={ranks}", f"--gpus-per-task={slurm_type}:1", f"--output={output}", f"--chdir={workdir}",
-            "--no-requeue", "--kill-on-invalid-dep=yes", "--export=ALL"]
+            f"--nodes={many}", f"--ntasks={ranks}", f"--ntasks-per-node={share}", f"--gres=gpu:{slurm_type}:{share}",
+            f"--output={output}", f"--chdir={workdir}", "--no-requeue", "--export=ALL"]
     if nodes:
-        argv += [f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}"]
+        argv.append(f"--nodelist={','.join(nodes)}")
     if partition:
         argv.append(f"--partition={partition}")
     if account and run_as is None:  # a mapped user's job is charged to that user's own default account
@@ -78,18 +81,29 @@ def sbatch_argv(*, name: str, slots: tuple[str, ...], slurm_type: str, nodes: li
     if run_as is not None:
         argv += [f"--uid={run_as.uid}", f"--gid={run_as.gid}"]
     if cpus:
-        argv.append(f"--cpus-per-gpu={max(1, math.ceil(cpus / ranks))}")
+        argv.append(f"--cpus-per-task={max(1, math.ceil(cpus / ranks))}")
     if memory_gb:
-        argv.append(f"--mem-per-gpu={max(1, math.ceil(memory_gb * 1024 / ranks))}M")
+        argv.append(f"--mem={max(1, math.ceil(memory_gb * 1024 / many))}M")
     return argv
 
 
 def batch_script(python: str, job_dir: str, attempt: int, ranks: int, wrapper_args: list[str]) -> str:
-    """The batch script: one ``srun`` task a rank, each becoming the wrapper (``task.py``)."""
+    """The batch script: one ``srun`` task a rank, each becoming the wrapper (``task.py``); one rank runs in
+    the batch step itself (no step to launch: it starts sooner)."""
     task = [python, "-m", "apportion.executors.slurm.task", "--job-dir", job_dir, "--attempt", str(attempt),
             "--", *wrapper_args]
+    if ranks == 1:
+        return f"#!/bin/sh\nexec {shlex.join(task)}\n"
     return ("#!/bin/sh\n"
             f"exec srun --ntasks={ranks} --kill-on-bad-exit=0 --input=none {shlex.join(task)}\n")
+
+
+def signal_options(ranks: int, signum: int) -> list[str]:
+    """``scancel``'s options that send ``signum`` to every process of an attempt of ``ranks`` ranks: its batch
+    step's (one rank, ``--full``), else its ``srun`` step's tasks (not the batch step, whose ``srun``
+    would pass the signal on a second time)."""
+    name = f"--signal={signal.Signals(signum).name.removeprefix('SIG')}"
+    return [name, "--full"] if ranks == 1 or signum == signal.SIGKILL else [name]
 
 
 @dataclass
@@ -103,8 +117,9 @@ class _Attempt:
     reason: str = ""
     nodes: str = ""  # squeue's %N
     signalled: int | None = None
-    crashed_seen: bool = False
     env_path: Path | None = None
+    slurm_type: str = ""
+    planned: tuple[str, ...] = ()  # the nodes it was pinned to ((): Slurm's choice)
 
 
 @dataclass
@@ -120,7 +135,7 @@ class SlurmExecutor:
     poll_every_s: float = POLL_EVERY_S
     python: str = sys.executable
 
-    core_enforcement = "Slurm (each job holds the cores its job file asks, --cpus-per-gpu)"
+    core_enforcement = "Slurm (each job holds the cores its job file asks, --cpus-per-task)"
 
     def __post_init__(self) -> None:
         self.state_dir = Path(os.path.realpath(self.state_dir))
@@ -165,7 +180,7 @@ class SlurmExecutor:
         return None
 
     def room(self):
-        """None: Slurm counts each job's cores and memory (``--cpus-per-gpu``, ``--mem-per-gpu``)."""
+        """None: Slurm counts each job's cores and memory (``--cpus-per-task``, ``--mem``)."""
         return None
 
     def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
@@ -251,7 +266,8 @@ class SlurmExecutor:
             for path in (directory, env_path):
                 os.chown(path, run_as.uid, run_as.gid)
         try:
-            nodes = choose_nodes(self.nodes(fresh=True), slurm_type, len(slots))
+            now, held = self._free_view(slurm_type)
+            nodes = choose_nodes(now, slurm_type, len(slots), held)
         except OSError:
             nodes = None
         wrapper_args = ["--state-dir", str(self.state_dir), "--job", str(job_id), "--attempt", str(attempt),
@@ -270,8 +286,24 @@ class SlurmExecutor:
             raise
         slurm_id = out.strip().split(";")[0]
         handle = Attempt(job_id, attempt, None, None, tuple(slots))
-        self._tracked[job_id] = _Attempt(handle, slurm_id, time.monotonic(), env_path=env_path)
+        self._tracked[job_id] = _Attempt(handle, slurm_id, time.monotonic(), env_path=env_path, slurm_type=slurm_type,
+                                         planned=tuple(nodes or ()))
         return handle
+
+    def _free_view(self, slurm_type: str) -> tuple[list[SlurmNode], dict[str, int]]:
+        """The nodes now, and the GPUs of ``slurm_type`` on each that this executor's attempts submitted but
+        not yet started hold (Slurm counts a job's GPUs as used only once it runs): two attempts started in
+        one round never go to the same free GPU."""
+        nodes, jobs = self._read_cluster(fresh=True)
+        started = {j.job_id for j in jobs if j.per_node}
+        held: dict[str, int] = {}
+        for tracked in self._tracked.values():
+            if tracked.slurm_id in started or tracked.slurm_type != slurm_type or not tracked.planned:
+                continue
+            share = len(tracked.attempt.slots) // len(tracked.planned)
+            for node in tracked.planned:
+                held[node] = held.get(node, 0) + share
+        return nodes, held
 
     def slurm_id(self, job_id: int) -> str | None:
         """The Slurm job id of the job's tracked attempt."""
@@ -307,7 +339,7 @@ class SlurmExecutor:
             self._cancel(tracked.slurm_id, "--signal=KILL", "--full")
             self._cancel(tracked.slurm_id)
         else:
-            self._cancel(tracked.slurm_id, f"--signal={signal.Signals(signum).name.removeprefix('SIG')}")
+            self._cancel(tracked.slurm_id, *signal_options(len(tracked.attempt.slots), signum))
         return True
 
     def _cancel(self, slurm_id: str, *options: str) -> None:

@@ -143,19 +143,20 @@ def online(nodes: list[SlurmNode], types: dict[str, str], others: list[JobGpus])
     return out
 
 
-def choose_nodes(nodes: list[SlurmNode], slurm_type: str, count: int) -> list[str] | None:
-    """The nodes an attempt of ``count`` GPUs of ``slurm_type`` goes to: the one usable node with the fewest
-    free GPUs that holds them all, else the fewest nodes, most free first; None when the free GPUs are
-    too few (Slurm is then left to place it)."""
-    free = [(n.gpus.get(slurm_type, 0) - n.used.get(slurm_type, 0), n.name) for n in nodes if n.usable]
-    free = [(f, name) for f, name in free if f > 0]
-    fits = sorted((f, name) for f, name in free if f >= count)
-    if fits:
-        return [fits[0][1]]
-    chosen, total = [], 0
-    for f, name in sorted(free, key=lambda x: (-x[0], x[1])):
-        chosen.append(name)
-        total += f
-        if total >= count:
-            return sorted(chosen)
+def choose_nodes(nodes: list[SlurmNode], slurm_type: str, count: int, held: dict[str, int] | None = None
+                 ) -> list[str] | None:
+    """The nodes an attempt of ``count`` GPUs of ``slurm_type`` goes to, the same number of GPUs on each
+    (Slurm's ``--gres`` is per node): the fewest nodes that can, each the usable node with the fewest free
+    GPUs that still holds its share; None when no even split fits (Slurm is then left to place it).
+    ``held``: GPUs of each node promised to attempts submitted but not yet started (not in ``used`` yet)."""
+    held = held or {}
+    free = sorted((n.gpus.get(slurm_type, 0) - n.used.get(slurm_type, 0) - held.get(n.name, 0), n.name)
+                  for n in nodes if n.usable)
+    for many in range(1, count + 1):
+        if count % many:
+            continue
+        share = count // many
+        fits = [name for f, name in free if f >= share]
+        if len(fits) >= many:
+            return sorted(fits[:many])
     return None

@@ -4,8 +4,8 @@ Slurm starts this once per rank (``SLURM_PROCID``) on the nodes the attempt was 
 its rank torch.distributed's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``: the node ``srun`` runs on, ``MASTER_PORT``: one per Slurm
 job) and the GPUs Slurm bound to it (``CUDA_VISIBLE_DEVICES``), writes its node's name for
-``nodes_of``, points its output at its own log, then becomes the local executor's wrapper
-(``executors/local/wrapper.py``): the same checkpoint, exit-record and stop-signal contract as
+``nodes_of``, points its output at its own log, then runs the local executor's wrapper in this
+process (``executors/local/wrapper.py``): the same checkpoint, exit-record and stop-signal contract as
 on this machine. Rank R > 0 writes ``attempt-N.rank-R.{log,exit}``. It runs as the job's account
 (sbatch ``--uid``): nothing here needs root.
 """
@@ -17,7 +17,6 @@ import os
 import sys
 
 from apportion.executors.local.wrapper import write_env_file
-from apportion.executors.local.wrapper_command import MARKER
 
 PORT_BASE, PORT_SPAN = 29500, 20000  # MASTER_PORT: PORT_BASE + the Slurm job id modulo PORT_SPAN
 
@@ -35,8 +34,10 @@ def rank_env(base: dict[str, str], slurm: dict[str, str]) -> dict[str, str]:
     """The rank's environment: the job's ``base`` plus its rank, world and rendezvous, and Slurm's GPUs."""
     env = dict(base)
     world = int(slurm.get("SLURM_STEP_NUM_TASKS") or slurm.get("SLURM_NTASKS") or 1)
-    if "CUDA_VISIBLE_DEVICES" in slurm:  # Slurm's binding of the task's GRES
-        env["CUDA_VISIBLE_DEVICES"] = slurm["CUDA_VISIBLE_DEVICES"]
+    if "CUDA_VISIBLE_DEVICES" in slurm:  # the node's GPUs Slurm gave the job: one a rank, by its local rank
+        devices = [d for d in slurm["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+        local = int(slurm.get("SLURM_LOCALID") or 0)
+        env["CUDA_VISIBLE_DEVICES"] = devices[local % len(devices)] if world > 1 and devices else ",".join(devices)
     if world > 1:
         per_node = tasks_on_nodes(slurm.get("SLURM_STEP_TASKS_PER_NODE", ""))
         node = int(slurm.get("SLURM_NODEID") or 0)
@@ -74,10 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         os.setpgid(0, 0)  # the wrapper leads its own group, as on this machine
     except OSError:  # already a session's leader
         pass
-    command = [sys.executable, "-m", MARKER, "--exit-file", f"{stem}.exit", "--env-file", f"{stem}.rank-env",
-               *wrapper_args]
-    os.execv(sys.executable, command)
-    return 127
+    from apportion.executors.local import wrapper  # in this process: no second interpreter to start
+
+    return wrapper.main(["--exit-file", f"{stem}.exit", "--env-file", f"{stem}.rank-env", *wrapper_args])
 
 
 if __name__ == "__main__":
