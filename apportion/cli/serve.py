@@ -41,9 +41,11 @@ def serve(
     hung_after_s: float = typer.Option(DEFAULTS.hung_after_s, "--hung-after-s", help="Seconds of silence after which an attempt is hung and retried; 0: never.", rich_help_panel="Jobs"),
     grace_s: float = typer.Option(DEFAULTS.grace_s, "--grace-s", help="Seconds a job may overrun its lease before SIGTERM, then SIGKILL.", rich_help_panel="Jobs"),
     checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="auto (the default: <= 5% overhead), auto:SECONDS, off, or SECONDS.", rich_help_panel="Jobs"),
-    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local, ray (docs/ray.md) or a plugin (docs/policies.md).", rich_help_panel="Executor"),
+    executor: str = typer.Option(DEFAULTS.executor, "--executor", help="local, ray (docs/ray.md), slurm (docs/slurm.md) or a plugin (docs/policies.md).", rich_help_panel="Executor"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--executor ray: its address (default: --cluster's, else RAY_ADDRESS, else this machine's).", rich_help_panel="Executor"),
     cluster: Optional[Path] = typer.Option(None, "--cluster", help="--executor ray: a cluster file (types' Ray resources, shared dir).", rich_help_panel="Executor"),
+    slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="--executor slurm: the partition apportion manages (default: Slurm's default).", rich_help_panel="Executor"),
+    slurm_account: Optional[str] = typer.Option(None, "--slurm-account", help="--executor slurm: the Slurm account jobs are charged to (under --run-as mapped: each user's own).", rich_help_panel="Executor"),
     market: Optional[list[str]] = typer.Option(None, "--market", metavar="<path>", help="Rent the nodes from a market: FILE, DIR (repeatable) or synthetic (docs/cloud.md).", rich_help_panel="Executor"),
     provisioning: str = typer.Option(DEFAULTS.provisioning, "--provisioning", help="With --market: what to rent (as simulate's).", rich_help_panel="Executor"),
     notify_hosts: Optional[str] = typer.Option(None, "--notify-hosts", help="Hosts, *.domain or networks notify: URLs may reach (none: off).", rich_help_panel="Security"),
@@ -88,6 +90,9 @@ def serve(
     if settings.executor == "ray":
         backend = _ray_backend(state_dir, settings.ray_address, settings.cluster, given, rented=settings.market is not None)
         offered, no_gpus = backend.slots, False
+    elif settings.executor == "slurm":
+        backend = _slurm_backend(state_dir, settings.slurm_partition, settings.slurm_account)
+        offered, no_gpus = backend.slots, False
     else:
         gpus = detect_gpus()
         try:
@@ -121,7 +126,7 @@ def serve(
                             warm_start=settings.warm_start, received_since=settings.received_since,
                             share_by_user=settings.share_by_user, user_weights=_user_weights(settings),
                             shared_dir=backend.shared_dir if backend is not None else None,
-                            job_host=_job_host(host) if backend is not None else None,
+                            job_host=_job_host(host, settings.executor) if backend is not None else None,
                             policy_options=opt.record_policy_options(settings.policy_options),
                             notify_hosts=NotifyHosts.parse(settings.notify_hosts),
                             privacy_policy=settings.privacy_policy, privacy_n=settings.privacy_n,
@@ -141,7 +146,8 @@ def serve(
         if cores["node_cores"] and cores["split"] != "off":
             log(f"CPU cores: {cores['node_cores']}, {cores['split']} split, held by {cores['held_by']}")
         if backend is not None:
-            log(f"on Ray: slots per node {backend.describe()}; checkpoints and logs in {backend.shared_dir}")
+            log(f"on {getattr(backend, 'where', 'Ray')}: slots per node {backend.describe()}; checkpoints and logs in"
+                f" {backend.shared_dir}")
         if provisioner is not None:
             log(f"rented: at most {describe(scheduler.slots)}, instances from {', '.join(settings.market)} as"
                 f" {settings.provisioning} chooses them, asked of Ray's autoscaler")
@@ -312,8 +318,22 @@ def _provisioner(settings: ServeSettings, given: _Origins, backend, offered: lis
                                     settings.round_s)
 
 
-def _job_host(host: str) -> str | None:
-    """The address jobs on Ray nodes reach a server bound to ``host`` at (this machine's, for 0.0.0.0)."""
+def _slurm_backend(state_dir: Path, partition: Optional[str], account: Optional[str]):
+    """The Slurm partition's slots and executor (one-line errors)."""
+    from apportion.serve.app.on_slurm import SlurmUnavailable, slurm_backend
+
+    try:
+        return slurm_backend(state_dir, partition, account)
+    except SlurmUnavailable as exc:
+        raise fail(f"--executor slurm: {exc}") from None
+
+
+def _job_host(host: str, executor: str = "ray") -> str | None:
+    """The address jobs on other nodes reach a server bound to ``host`` at (this machine's, for 0.0.0.0)."""
+    if host in ("0.0.0.0", "::", "") and executor == "slurm":
+        import socket
+
+        return socket.getfqdn()
     if host in ("0.0.0.0", "::", ""):
         import ray
 

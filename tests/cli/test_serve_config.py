@@ -115,7 +115,7 @@ def test_a_list_of_thresholds_and_a_queues_file_relative_to_the_config(tmp_path,
     ("warm_start: yes\n", "server.yaml:1: field 'warm_start': must be true or false, got 'yes'"),
     ("\nhung_after_s: 5\n", "server.yaml:2: field 'hung_after_s': must be 0 (never) or from 10 to 604800 seconds, "
                             "got 5"),
-    ("executor: lokal\n", "server.yaml:1: field 'executor': must be local or ray, got 'lokal'"),
+    ("executor: lokal\n", "server.yaml:1: field 'executor': must be local, ray or slurm, got 'lokal'"),
     ("ray_address: 10.0.0.1:6379\n", "server.yaml:1: field 'ray_address': needs executor: ray"),
     ("slots: cpu:zero\n", "server.yaml:1: field 'slots': 'cpu:zero' is not TYPE:COUNT (e.g. 'cpu:2' or 'h100:4')"),
     ("slots: cpu:1\npolicy: fifo\nlas_thresholds: 5\n", "server.yaml:3: field 'las_thresholds': applies to las only"),

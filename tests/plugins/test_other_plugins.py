@@ -110,7 +110,7 @@ def test_serve_takes_a_packages_executor_and_names_a_broken_one(package, tmp_pat
 
     assert "--executor: executor plugin number (entry point of apportion-demo-plugins 1.0): is a int" in error_of(
         cli(*base, "--executor", "number"))
-    assert "--executor must be local or ray, got 'elsewhere' (or a plugin's name" in error_of(
+    assert "--executor must be local, ray or slurm, got 'elsewhere' (or a plugin's name" in error_of(
         cli(*base, "--executor", "elsewhere"))
     assert cli(*base, "--policy", "fifo").exit_code == 0  # the built-in executor works on
     assert given[-1] is None

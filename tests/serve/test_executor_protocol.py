@@ -10,12 +10,14 @@ from apportion.executors.base import Executor
 from apportion.executors.fake import FakeExecutor
 from apportion.executors.local import LocalExecutor
 from apportion.executors.ray_executor import RayExecutor
+from apportion.executors.slurm.executor import SlurmExecutor
 
 PROTOCOL_METHODS = sorted(name for name, value in vars(Executor).items()
                           if callable(value) and not name.startswith("_"))
 
 
-@pytest.mark.parametrize("make", [LocalExecutor, FakeExecutor, RayExecutor], ids=["local", "fake", "ray"])
+@pytest.mark.parametrize("make", [LocalExecutor, FakeExecutor, RayExecutor, SlurmExecutor],
+                         ids=["local", "fake", "ray", "slurm"])
 def test_an_executor_satisfies_the_protocol(make, tmp_path):
     executor = make(tmp_path)
     assert isinstance(executor, Executor)

@@ -9,6 +9,7 @@ each caller says where the value came from: the flag, or the file's line.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Collection
@@ -18,7 +19,7 @@ from apportion.serve.resources.base import BadSetting
 from apportion.serve.resources.registry import check_settings as check_resources, listed, with_settings
 
 DEFAULT_STATE_DIR = Path("~/.apportion/server")
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "ray", "slurm")
 RUN_AS = ("server-user", "mapped", "refuse")  # serve/accounts/runas.py's MODES, named here without importing it
 RECEIVED_SINCE = ("allocation", "arrival")  # mechanism/received.py's rules, named here without importing numpy
 # policies/provisioning's PROVISIONING, named here without importing numpy
@@ -52,6 +53,8 @@ class ServeSettings:
     executor: str = "local"
     ray_address: str | None = None
     cluster: Path | None = None  # executor ray: the cluster file
+    slurm_partition: str | None = None  # executor slurm: the partition apportion submits to (None: Slurm's default)
+    slurm_account: str | None = None  # executor slurm: the Slurm account its jobs are charged to (not under run_as mapped)
     market: tuple[str, ...] | None = None  # rent the Ray cluster's nodes from this market: files or directories, merged, or ("synthetic",); None: owned
     provisioning: str = "static"  # with market: which instances to rent (policies/provisioning)
     warm_start: bool = True
@@ -174,7 +177,7 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
     if s.token is not None and s.token_file is not None:
         raise SettingError("token", f"cannot be combined with {other('token', 'token_file')}: give one")
     if s.executor not in EXECUTORS:
-        _check_plugin("executor", s.executor, "local or ray")
+        _check_plugin("executor", s.executor, "local, ray or slurm")
     if s.provisioning not in PROVISIONING:
         _check_plugin("provisioning", s.provisioning, "one of " + ", ".join(PROVISIONING))
     if s.provisioning != DEFAULTS.provisioning and s.market is None:
@@ -186,7 +189,16 @@ def check_settings(settings: ServeSettings, in_file: Collection[str] = ()) -> Se
     if s.market is not None and s.executor != "ray":
         raise SettingError("market", f"needs {other('market', 'executor', 'ray')}: rented instances join a Ray"
                                      " cluster as its nodes (docs/cloud.md)")
-    if s.executor != "ray":  # local, or a plugin's executor on the slots --slots gives
+    for key in ("slurm_partition", "slurm_account"):
+        value = getattr(s, key)
+        if value is not None and s.executor != "slurm":
+            raise SettingError(key, f"needs {other(key, 'executor', 'slurm')}")
+        if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]{1,128}", value)):
+            raise SettingError(key, f"must be a Slurm name (letters, digits, _ . -), got {value!r}")
+    if s.executor == "slurm" and s.slots is not None:
+        raise SettingError("slots", "on Slurm the slots are the partition's GPUs (its nodes' GRES; docs/slurm.md)",
+                           joiner=": ")
+    if s.executor != "ray":  # local, slurm, or a plugin's executor on the slots --slots gives
         for key in ("ray_address", "cluster"):
             if getattr(s, key) is not None:
                 raise SettingError(key, f"needs {other(key, 'executor', 'ray')}")
