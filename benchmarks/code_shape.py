@@ -130,7 +130,7 @@ def submit_files() -> list[str]:
     from apportion.policies.las import Las
     try:
         from apportion.serve.http.api import create_app
-        from apportion.serve.app.scheduler import Scheduler, ServeConfig
+        from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
         from apportion.serve.base.slots import parse_slots
         from apportion.serve.store.state import StateStore
     except ImportError:  # the flat layout
