@@ -241,3 +241,29 @@ def test_the_version_is_the_one_pyproject_gives():
 
     from apportion.core.version import VERSION
     assert VERSION == tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["version"]
+
+
+# the scheduler's insides: what the HTTP edge and the operators' views read through `scheduler.views` instead
+SCHEDULER_INSIDES = ("store", "state", "executor", "rental", "requests", "durations")
+
+
+def reaches_into_the_scheduler(path: Path) -> list[str]:
+    """Each ``<...>scheduler.<inside>`` a module reads: ``scheduler.store``, ``self.scheduler.executor``;
+    but for the state file handed to the app's Authenticator (the credentials it holds), once."""
+    tree = ast.parse(path.read_text())
+    wiring = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
+              and getattr(node.func, "id", None) == "Authenticator" for arg in node.args}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in SCHEDULER_INSIDES and id(node) not in wiring:
+            owner = node.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if name.endswith("scheduler"):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} reads {name}.{node.attr}")
+    return found
+
+
+def test_the_api_and_the_views_read_the_scheduler_through_its_views():
+    wrong = [hit for room in ("http", "views") for path in sorted((SERVE / room).rglob("*.py"))
+             for hit in reaches_into_the_scheduler(path)]
+    assert not wrong, "read these through scheduler.views (serve/scheduler/views.py):\n" + "\n".join(wrong)

@@ -1,4 +1,4 @@
-"""The HTTP edge: the FastAPI app and its routes, request bodies and limits, the API document,
-the dashboard page.
+"""The HTTP edge: the FastAPI app, its table of routes and who may call each, the handlers, request
+bodies and limits, the API document, the dashboard page.
 
 May import: base, jobs, store, accounts, scheduler, views."""

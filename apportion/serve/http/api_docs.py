@@ -175,8 +175,8 @@ ROUTES = {
 
 
 def add_api_docs(app: FastAPI) -> None:
-    """``/openapi.json`` with :data:`ROUTES` laid over what FastAPI finds and the bearer scheme, and the
-    page at ``/docs``."""
+    """``/openapi.json``: :data:`ROUTES` laid over what FastAPI finds and the bearer scheme (the page at
+    ``/docs`` and its assets are rows of ``routes.py``)."""
 
     def openapi() -> dict:
         if app.openapi_schema is None:
@@ -186,16 +186,18 @@ def add_api_docs(app: FastAPI) -> None:
 
     app.openapi = openapi
 
-    @app.get("/docs", include_in_schema=False)
-    def docs_page() -> HTMLResponse:
-        return HTMLResponse(_page(), headers={"Content-Security-Policy": csp(), "Cache-Control": "no-cache"})
 
-    @app.get("/docs/assets/{name}", include_in_schema=False)
-    def docs_asset(name: str) -> Response:
-        data = _asset(name) if name in TYPES else None
-        if data is None:
-            raise NotFound(f"no asset {name[:60]!r}")
-        return Response(data, media_type=TYPES[name], headers={"Cache-Control": "max-age=86400"})
+def docs_page(at) -> HTMLResponse:
+    """The Swagger UI page over ``/openapi.json``."""
+    return HTMLResponse(_page(), headers={"Content-Security-Policy": csp(), "Cache-Control": "no-cache"})
+
+
+def docs_asset(at, name: str) -> Response:
+    """One of the page's scripts or styles."""
+    data = _asset(name) if name in TYPES else None
+    if data is None:
+        raise NotFound(f"no asset {name[:60]!r}")
+    return Response(data, media_type=TYPES[name], headers={"Cache-Control": "max-age=86400"})
 
 
 def described(schema: dict) -> dict:

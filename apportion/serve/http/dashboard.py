@@ -1,4 +1,4 @@
-"""The server's dashboard: a page at ``/`` and the JSON it polls.
+"""The server's dashboard: a page at ``/`` and the JSON it polls (its routes: ``routes.py``).
 
 The page (``assets/dashboard.*``, plain JavaScript; its charts drawn by the plotly.js that the
 ``plotly`` package bundles, served from here, so it needs no network) shows the slots of each
@@ -23,13 +23,13 @@ from functools import lru_cache
 from importlib import resources
 from typing import Optional
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Header
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import HTMLResponse, Response
 
-from apportion.serve.accounts.auth import Authenticator, Identity, Unauthorized
+from apportion.serve.accounts.auth import Identity
 from apportion.serve.base.bounds import MAX_JOB_ID, clip
-from apportion.serve.base.loopback import is_loopback
+from apportion.serve.http.callers import Served
 from apportion.serve.views.history import History
 from apportion.serve.jobs.records import JobRecord
 from apportion.serve.scheduler.scheduler import NotFound, Scheduler
@@ -45,55 +45,31 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 
 
-def add_dashboard(app: FastAPI, scheduler: Scheduler, authenticator: Authenticator, history: History) -> None:
-    """The page at ``/``, its assets and its JSON (``/dashboard/state``, ``/dashboard/jobs/ID``) on ``app``."""
+def page(at: Served) -> HTMLResponse:
+    return HTMLResponse(_asset("dashboard.html"), headers={"Content-Security-Policy": CSP, "Cache-Control": "no-cache"})
 
-    def reader(request: Request, authorization: Optional[str] = Header(default=None)) -> Identity | None:
-        """Who reads: the credential given (checked wherever it comes from), else an open server's
-        anyone, else an anonymous reader on loopback (None); 401 for anyone else."""
-        if authorization:
-            try:
-                who = authenticator.identify(authorization, request.client.host if request.client else None)
-            except Unauthorized as exc:
-                raise HTTPException(status_code=401, detail=str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
-            who.require_user()
-            return who
-        if not authenticator.required:
-            return Identity()
-        if request.client is not None and is_loopback(request.client.host):
-            return None
-        raise HTTPException(status_code=401, detail="reading this server from another machine needs a credential "
-                                                    "(Authorization: Bearer ...)", headers={"WWW-Authenticate": "Bearer"})
 
-    @app.get("/", include_in_schema=False)
-    def page() -> HTMLResponse:
-        return HTMLResponse(_asset("dashboard.html"), headers={"Content-Security-Policy": CSP,
-                                                               "Cache-Control": "no-cache"})
+def asset(at: Served, name: str) -> Response:
+    if name not in ASSETS:
+        raise NotFound(f"no asset {name[:60]!r}")
+    return Response(_asset(name), media_type=ASSETS[name], headers={"Cache-Control": "no-cache"})
 
-    @app.get("/dashboard/assets/{name}", include_in_schema=False)
-    def asset(name: str) -> Response:
-        if name not in ASSETS:
-            raise NotFound(f"no asset {name[:60]!r}")
-        return Response(_asset(name), media_type=ASSETS[name], headers={"Cache-Control": "no-cache"})
 
-    @app.get("/dashboard/plotly.min.js", include_in_schema=False)
-    def plotly_js(accept_encoding: Optional[str] = Header(default=None)) -> Response:
-        headers = {"Cache-Control": "max-age=86400", "Vary": "Accept-Encoding"}
-        if "gzip" in (accept_encoding or ""):
-            return Response(_plotly_gzip(), media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
-        return Response(_plotly(), media_type="text/javascript", headers=headers)
+def plotly_js(at: Served, accept_encoding: Optional[str] = Header(default=None)) -> Response:
+    headers = {"Cache-Control": "max-age=86400", "Vary": "Accept-Encoding"}
+    if "gzip" in (accept_encoding or ""):
+        return Response(_plotly_gzip(), media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
+    return Response(_plotly(), media_type="text/javascript", headers=headers)
 
-    anonymous = AnonymousState(scheduler, history)
 
-    @app.get("/dashboard/state", response_model=None)
-    def state(who: Identity | None = Depends(reader)) -> dict | Response:
-        if who is None:  # a reader on this machine without a credential: the view of this round, made once
-            return anonymous.view()
-        return state_view(scheduler, history, who, authenticator.required)
+def state(at: Served, who: Identity | None) -> dict | Response:
+    if who is None:  # a reader on this machine without a credential: the view of this round, made once
+        return at.anonymous.view()
+    return state_view(at.scheduler, at.history, who, at.authenticator.required)
 
-    @app.get("/dashboard/jobs/{job_id}")
-    def job(job_id: str, who: Identity | None = Depends(reader)) -> dict:
-        return job_view(scheduler, history, scheduler.row(_job_id(job_id)), who)
+
+def job(at: Served, job_id: str, who: Identity | None) -> dict:
+    return job_view(at.scheduler, at.history, at.scheduler.row(_job_id(job_id)), who)
 
 
 class AnonymousState:
@@ -122,7 +98,7 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
     and the cluster over time."""
     now = scheduler.clock()
     status = scheduler.status()
-    rows = scheduler.store.current_jobs(FINISHED_SHOWN, WAITING_SHOWN)
+    rows = scheduler.views.current_jobs(FINISHED_SHOWN, WAITING_SHOWN)
     on_slot: dict[str, list[str]] = {}
     for r in rows:
         if r.attempt_live:
@@ -152,9 +128,9 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
 
 def job_view(scheduler: Scheduler, history: History, row: JobRecord, who: Identity | None) -> dict:
     """One job in full: its fields, events, progress reports over time and (for its owner) its log."""
-    events = scheduler.store.events(row.id, limit=EVENTS_SHOWN)
+    events = scheduler.views.events(row.id, EVENTS_SHOWN)
     if who is not None and who.may_see(row.user):
-        text = scheduler.executor.tail(row.id, row.attempt, LOG_LINES) if row.attempt else ""
+        text = scheduler.views.log_tail(row.id, row.attempt, LOG_LINES) if row.attempt else ""
         log = {"shown": True, "attempt": row.attempt, "text": text or row.last_lines or ""}
     else:
         log = {"shown": False, "attempt": row.attempt, "text": "",
@@ -170,12 +146,13 @@ def job_view(scheduler: Scheduler, history: History, row: JobRecord, who: Identi
 def sample(scheduler: Scheduler, history: History, now: float | None = None) -> None:
     """Record one sample of the cluster: jobs waiting and running, busy slots of each type."""
     now = scheduler.clock() if now is None else now
-    counts = scheduler.store.counts()
-    held = {slot for (slots,) in scheduler.store.job_columns(("slots",), "attempt_live") for slot in slots.split(",")}
+    views = scheduler.views
+    counts = views.counts()
+    held = {slot for (slots,) in views.job_columns(("slots",), "attempt_live") for slot in slots.split(",")}
     busy: dict[str, int] = {}
     for slot in held:
-        if slot in scheduler.state.slot_by_id:
-            gpu_type = scheduler.state.slot_by_id[slot].gpu_type
+        gpu_type = views.gpu_type_of(slot)
+        if gpu_type is not None:
             busy[gpu_type] = busy.get(gpu_type, 0) + 1
     history.sample(now, counts["queued"] + counts["preempted"], counts["running"], busy)
 

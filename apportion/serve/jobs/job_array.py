@@ -35,6 +35,13 @@ class ArraySpec:
 def array_text(value: object, source: str) -> str | None:
     """A job file's ``array`` as checked text (a whole number is one index; a list, its items
     joined by commas); InputError naming ``array`` when it is malformed or names too many tasks."""
+    read = read_array(value, source)
+    return None if read is None else read[0]
+
+
+def read_array(value: object, source: str) -> tuple[str, ArraySpec] | None:
+    """A job file's ``array`` read once: its checked text (``array_text``) and the indices it names
+    (``parse_array``); None when it has none. What a submit checks and stores comes from this one read."""
     if value is None:
         return None
     if isinstance(value, list):
@@ -49,8 +56,7 @@ def array_text(value: object, source: str) -> str | None:
     if not isinstance(value, str):
         raise InputError(source, f"must be {_FORMS}, got {clip(repr(value), 40)}", field="array")
     text = "".join(check_text(value, "array", source, most=MAX_ARRAY_TEXT).split())
-    parse_array(text, source)
-    return text
+    return text, parse_array(text, source)
 
 
 def parse_array(text: str, source: str) -> ArraySpec:

@@ -61,8 +61,8 @@ from apportion.serve.base.bounds import (
     check_count, check_fields, check_int, check_line, check_number, check_text, clip,
 )
 from apportion.serve.jobs.elastic_spec import ElasticSpec, check_user_size, elastic_from_mapping
-from apportion.serve.jobs.job_array import array_text
-from apportion.serve.jobs.notify_hosts import notify_target
+from apportion.serve.jobs.job_array import ArraySpec, read_array
+from apportion.serve.jobs.notify_hosts import NotifyTarget, notify_target
 from apportion.serve.jobs.privacy_spec import ClaimSpec, claim_from_mapping
 from apportion.workloads.yaml_file import read_yaml
 
@@ -203,13 +203,30 @@ def field_line(path: str | Path, field: str) -> int | None:
     return lines.get(field) or lines.get(field.split(".")[0].split("[")[0])
 
 
+@dataclass(frozen=True)
+class ReadJob:
+    """A job file (or a ``POST /jobs`` body) read once: its spec, and what two of its text fields
+    became on the way, kept so that nothing reads them again: its ``notify`` URL split
+    (``notify_hosts.NotifyTarget``) and its array's indices (``job_array.ArraySpec``)."""
+
+    spec: JobSpec
+    notify: NotifyTarget | None = None
+    array: ArraySpec | None = None
+
+
 def spec_from_mapping(data: object, source: str) -> JobSpec:
     """Check a parsed job file (or a ``POST /jobs`` body) field by field."""
+    return read_job(data, source).spec
+
+
+def read_job(data: object, source: str) -> ReadJob:
+    """Check a parsed job file (or a ``POST /jobs`` body) field by field, once: its spec, its notify
+    URL split and its array's indices (a submit's checks and its store use these, parsing nothing again)."""
     check_fields(data, FIELDS, source, shape="a job file must be a mapping of fields (name, command, total_steps, …)")
 
     name = _text(data, "name", source, required=True)
     command = _command(data.get("command"), source)
-    elastic = elastic_from_mapping(data.get("elastic"), source)
+    elastic = None if data.get("elastic") is None else elastic_from_mapping(data["elastic"], source)
     gpus = _positive_int(data, "gpus", source, default=elastic.min_gpus if elastic else 1, most=MAX_GPUS)
     if elastic is not None:
         check_user_size(elastic, gpus, source)
@@ -217,7 +234,7 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
         _steps_to_examples(data, elastic, source)
     priority = check_number(data.get("priority", 1.0), "priority", source, least=0.0, most=MAX_PRIORITY)
     model, global_batch, layout = _model_fields(data, source, gpus)
-    return JobSpec(
+    spec = JobSpec(  # each field checked in this order: the first that does not fit is the one named
         name=name,
         command=command,
         total_steps=total_steps,
@@ -240,13 +257,22 @@ def spec_from_mapping(data: object, source: str) -> JobSpec:
             data["hung_after_s"], "hung_after_s", source, least=MIN_HUNG_AFTER_S, most=MAX_HUNG_AFTER_S),
         time_limit=_time_limit(data.get("time_limit"), source),
         after=_after(data.get("after"), source),
-        notify=None if data.get("notify") is None else notify_target(data["notify"], source).url,
-        array=array_text(data.get("array"), source),
-        privacy=claim_from_mapping(data.get("privacy"), source),
+        notify=None if (target := _notify(data.get("notify"), source)) is None else target.url,
+        array=None if (array := _array(data.get("array"), source)) is None else array[0],
+        privacy=None if data.get("privacy") is None else claim_from_mapping(data["privacy"], source),
         cpus=None if data.get("cpus") is None else check_int(data["cpus"], "cpus", source, least=1, most=MAX_CPUS),
         memory_gb=None if data.get("memory_gb") is None else check_number(
             data["memory_gb"], "memory_gb", source, least=1 / 1024, most=MAX_MEMORY_GB),
     )
+    return ReadJob(spec, target, None if array is None else array[1])
+
+
+def _notify(value: object, source: str) -> NotifyTarget | None:
+    return None if value is None else notify_target(value, source)
+
+
+def _array(value: object, source: str) -> tuple[str, ArraySpec] | None:
+    return None if value is None else read_array(value, source)
 
 
 def check_stored(spec: object, source: str) -> None:

@@ -17,8 +17,9 @@ import json
 import os
 import math
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,12 +33,12 @@ from apportion.serve.estimates.elastic import StepReport
 from apportion.serve.estimates.elastic_batch import examples_done
 from apportion.serve.jobs.elastic_spec import ElasticSpec
 from apportion.serve.estimates.throughput import ThroughputEstimates
-from apportion.serve.accounts.budgets import Budgets, charge_of
-from apportion.serve.jobs.job_array import check_task_names, parse_array
-from apportion.serve.jobs.jobspec import check_after, spec_from_mapping
+from apportion.serve.accounts.budgets import Budgets, Charge, charge_of
+from apportion.serve.jobs.job_array import ArraySpec, check_task_names
+from apportion.serve.jobs.jobspec import JobSpec, check_after, read_job
 from apportion.serve.attempts.lifecycle import check_resumed
 from apportion.serve.base.slots import shares_by_type
-from apportion.serve.jobs.notify_hosts import notify_target
+from apportion.serve.jobs.notify_hosts import NotifyTarget
 from apportion.serve.jobs.policy_check import one_job_view
 from apportion.serve.jobs.records import JobRecord
 from apportion.serve.accounts.runas import NoAccount
@@ -57,6 +58,33 @@ class Conflict(Exception):
     """The request does not fit the job's state (a stale attempt, cancelling a finished job)."""
 
 
+@dataclass(frozen=True)
+class Submission:
+    """A submit read and checked once (:meth:`Requests.checked`): its spec, the spec as stored (its user
+    set), its array's indices, its notify URL split, what it is charged. Storing it parses nothing again."""
+
+    spec: JobSpec
+    data: dict
+    array: ArraySpec | None
+    notify: NotifyTarget | None
+    charge: Charge
+    source: str = "request"
+
+    @property
+    def tasks(self) -> int:
+        """How many jobs it stores: an array's tasks, else one."""
+        return 1 if self.array is None else len(self.array)
+
+
+class Submitted(NamedTuple):
+    """What a submit stored: the job's (or array's) id, whether it was stored before (an idempotency
+    key sent again), and an array's tasks (None: one job)."""
+
+    job_id: int
+    existing: bool
+    tasks: int | None = None
+
+
 class Requests:
     """Answers the API's calls about jobs, under the server's lock."""
 
@@ -72,46 +100,63 @@ class Requests:
     def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
         """Check a job spec (InputError naming the field) and store it; returns the job id.
         ``sees_all``: the job may wait for (``after``) any user's jobs, not only ``user``'s."""
-        return self.submit_once(body, user, None, source, sees_all)[0]
+        return self.submit_once(body, user, None, source, sees_all).job_id
 
     def submit_once(self, body: dict, user: str, key: str | None, source: str = "request",
-                    sees_all: bool = False) -> tuple[int, bool]:
-        """:meth:`submit`, once per idempotency ``key`` of ``user`` (None: no key): (job id, whether it
-        was stored before). The same key with another request is a Conflict naming the key. Every submit
-        is charged to ``user``'s budgets (budgets.py): TooFast over their rate, OverQuota over a quota."""
+                    sees_all: bool = False) -> Submitted:
+        """:meth:`submit`, once per idempotency ``key`` of ``user`` (None: no key): the job's id, whether
+        it was stored before, and an array's tasks. The same key with another request is a Conflict
+        naming the key. Every submit is charged to ``user``'s budgets (budgets.py): TooFast over their
+        rate, OverQuota over a quota. The body is read and checked once (:meth:`checked`)."""
         self.budgets.take_submit(user)  # before anything is read or parsed
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest() if key is not None else ""
         if key is not None:
             earlier = self._earlier(user, key, digest)
             if earlier is not None:  # a retry of a submit that was stored: its job, whatever holds now
-                return earlier, True
-        spec = spec_from_mapping(body, source)
+                return self._again(earlier, body)
+        return self.store_checked(self.checked(body, user, source, sees_all), user, key, digest)
+
+    def checked(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> Submission:
+        """``body`` read once and checked once, before anything is stored: whether the job could ever run
+        here, its directories, its notify URL against ``--notify-hosts``, its array's tasks' names, what
+        it waits for (``after``: ``user``'s jobs unless ``sees_all``), and what it is charged. InputError
+        naming the field. What budget its privacy claim takes, and whether the user's budgets hold it,
+        is known only under the write lock: :meth:`store_checked`."""
+        read = read_job(body, source)
+        spec, array = read.spec, read.array
         self._check_directories(spec, user, source)
         self._check_fits(spec, source)
-        self._check_notify(spec, source)
-        array = parse_array(spec.array, source) if spec.array else None
+        self._check_notify(read.notify, source)
         if array is not None:
             check_task_names(spec.name, array, source)
         data = spec.to_dict()
         data["user"] = spec.user or user
         # a job's owner never changes: checked before the insert, as all the rest
         check_after(spec.after, self._owners(list(spec.after or ())), data["user"], sees_all, source)
+        copies = 1 if array is None else len(array)
+        charge = charge_of(data, copies, len(spec.privacy.blocks) if spec.privacy is not None else 0,
+                           len(spec.after or ()), array=array is not None)
+        return Submission(spec, data, array, read.notify, charge, source)
+
+    def store_checked(self, submission: Submission, user: str, key: str | None = None,
+                      digest: str = "") -> Submitted:
+        """Store a checked submit (:meth:`checked`) in one transaction, with its privacy claim and its charge
+        to its user's budgets; ``key``: its idempotency key (a submit stored since answers instead)."""
+        spec, data, array = submission.spec, submission.data, submission.array
         # only the insert waits for a round under way (the state lock), and only when the privacy ledger,
         # which a round grants from, takes a claim; the write transaction alone keeps the rest whole
         with self.lock if spec.privacy is not None else nullcontext(), self.store.transaction():
             if key is not None:
                 earlier = self._earlier(user, key, digest)  # it may have been stored since
                 if earlier is not None:
-                    return earlier, True
+                    return Submitted(earlier, True, None if array is None else len(array))
             now = self.clock()
             common = dict(user=data["user"], queue=spec.queue, priority=spec.priority, kind=spec.throughput_kind,
                           gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
                           key=(user, key, digest) if key is not None else None)
             claim = None if spec.privacy is None else self.state.privacy.check_claim(
-                spec.privacy, source, copies=1 if array is None else len(array))
-            charge = charge_of(data, 1 if array is None else len(array), len(spec.privacy.blocks) if claim else 0,
-                               len(spec.after or ()), array=array is not None)
-            self.budgets.check(data["user"], charge)  # inside the write transaction: two submits cannot both fit
+                spec.privacy, submission.source, copies=submission.tasks)
+            self.budgets.check(data["user"], submission.charge)  # inside the write transaction: two cannot both fit
             if array is None:
                 job_id = self.store.insert_job(spec=data, name=spec.name, **common)
                 tasks = [job_id]
@@ -119,14 +164,18 @@ class Requests:
                 job_id, tasks = self.store.insert_array(spec=data, indices=array.indices, **common)
             if claim is not None:
                 self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
-            self.budgets.record(data["user"], tasks, charge, job_id if array is not None else None)
+            self.budgets.record(data["user"], tasks, submission.charge, job_id if array is not None else None)
         self.state.dirty = True  # after the commit: a round that began before it clears it before reading the jobs
         if array is not None:
             self.log(f"array {job_id} submitted: {spec.name} by {data['user']}, {len(array)} tasks (jobs {tasks[0]}"
                      f"-{tasks[-1]}), {spec.gpus} slot(s) and {spec.total_steps} steps each")
-            return job_id, False
+            return Submitted(job_id, False, len(array))
         self.log(f"job {job_id} submitted: {spec.name} by {data['user']}, {spec.gpus} slot(s), {spec.total_steps} steps")
-        return job_id, False
+        return Submitted(job_id, False, None)
+
+    def _again(self, job_id: int, body: dict) -> Submitted:
+        """A submit sent again: the job (or array) stored the first time, its tasks counted in the store."""
+        return Submitted(job_id, True, self.store.array_size(job_id) if body.get("array") is not None else None)
 
     def _owners(self, ids: list[int]) -> dict[int, str]:
         """The user of each of ``ids`` that is a job or an array."""
@@ -212,11 +261,11 @@ class Requests:
                 raise InputError(source, f"asks for {spec.gpus}; queue '{spec.queue}' may not borrow and its "
                                  f"nominal quota of every allowed type is smaller, so it could never run", field="gpus")
 
-    def _check_notify(self, spec, source: str) -> None:
+    def _check_notify(self, target: NotifyTarget | None, source: str) -> None:
         """InputError naming ``notify`` when the server's ``--notify-hosts`` refuses its URL by its text."""
-        if spec.notify is None:
+        if target is None:
             return
-        refusal = self.config.notify_hosts.refusal(notify_target(spec.notify, source))
+        refusal = self.config.notify_hosts.refusal(target)
         if refusal is not None:
             raise InputError(source, refusal, field="notify")
 

@@ -58,7 +58,8 @@ from apportion.serve.base.offline import job_nodes, offline_slots, slot_nodes
 from apportion.serve.jobs.policy_check import check_policy
 from apportion.serve.jobs.records import JobRecord
 from apportion.serve.attempts.recovery import recover
-from apportion.serve.scheduler.requests import Conflict, Forbidden, NotFound, Requests
+from apportion.serve.scheduler.requests import Conflict, Forbidden, NotFound, Requests, Submitted
+from apportion.serve.scheduler.views import SchedulerViews
 from apportion.serve.round.rounds import Rounds
 from apportion.serve.base.slots import Slot
 from apportion.serve.base.space import NoSpace, free_bytes
@@ -107,6 +108,7 @@ class Scheduler:
         self.estimates = self.throughputs.table  # (kind, gpu_type, gpus) -> (steps/s, samples)
         self.unsettled: list[Exit] = []  # exits polled but not yet recorded (the state directory was full)
         self._full_logged = False  # the server's log has said the state directory is out of space
+        self.views = SchedulerViews(self)  # what the API, the dashboard and /metrics read (never the parts above)
 
     def __getattr__(self, name: str):
         """What an optional resource shows under ``name`` (``Resource.parts``: its objects, the calls it
@@ -132,8 +134,9 @@ class Scheduler:
         it may wait for any user's jobs (an admin's submit), not only ``user``'s."""
         return self.requests.submit(body, user, source, sees_all)
 
-    def submit_once(self, body: dict, user: str, key: str | None, sees_all: bool = False) -> tuple[int, bool]:
-        """:meth:`submit` once per idempotency ``key`` of ``user``: (job id, whether it was stored before)."""
+    def submit_once(self, body: dict, user: str, key: str | None, sees_all: bool = False) -> Submitted:
+        """:meth:`submit` once per idempotency ``key`` of ``user``: the job's id, whether it was stored before,
+        an array's tasks (``requests.Submitted``)."""
         return self.requests.submit_once(body, user, key, sees_all=sees_all)
 
     def cancel(self, job_id: int, user: str, admin: bool = False) -> int:

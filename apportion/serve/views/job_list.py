@@ -18,7 +18,6 @@ import numpy as np
 
 from apportion.core.durations import gpu_seconds, remaining_gpu_s
 from apportion.serve.estimates.elastic_batch import examples_info
-from apportion.serve.base.offline import job_nodes
 from apportion.serve.store.state import ACTIVE, STATUSES, parsed_spec
 
 PAGE_MAX = 5_000  # jobs in one page of GET /jobs: a few MB of JSON, a few hundred ms to build at most
@@ -95,6 +94,11 @@ class JobList:
         self._specs: dict[int, tuple] = {}  # job id -> what its spec shows: (gpu_types, hung_after_s, time_limit, after, command)
         self._texts: dict[tuple, tuple[str, str]] = {}  # (row, private) -> its JSON text around the changing fields
 
+    @property
+    def views(self):
+        """What it reads: the scheduler's read side (``Scheduler.views``), never its store."""
+        return self.scheduler.views
+
     def page(self, chosen: JobFilter, now: float, may_see) -> tuple[str, int | None]:
         """(the JSON text of the page of jobs ``chosen`` picks, the id the next page starts after, None
         when this page is the last): each job by id as ``Scheduler.job_info`` shows it; ``may_see(user)``:
@@ -102,7 +106,7 @@ class JobList:
         time and estimated finish is kept from one list to the next while its row has not changed."""
         where, params = chosen.where()
         size = chosen.page_size
-        rows = self.scheduler.store.job_columns(SHOWN_COLUMNS, where, params, size)
+        rows = self.views.job_columns(SHOWN_COLUMNS, where, params, size)
         following = rows[-1][0] if len(rows) == size else None
         return self._json(rows, now, may_see), following
 
@@ -111,7 +115,7 @@ class JobList:
         return self.page(chosen, now, may_see)[0]
 
     def _json(self, rows: list[tuple], now: float, may_see) -> str:
-        store = self.scheduler.store
+        views = self.views
         specs = self._spec_fields(rows)
         estimates = self._estimates(rows, now)
         texts = self._texts
@@ -127,11 +131,11 @@ class JobList:
             head, tail = cached
             live, accounted_at = row[_LIVE], row[_ACCOUNTED_AT]
             running = row[_RUN_S] + (max(0.0, now - accounted_at) if live and accounted_at else 0.0)
-            nodes = job_nodes(self.scheduler.executor, row[0], live) if live else None  # where its ranks run (Ray)
+            nodes = views.nodes(row[0], live) if live else None  # where its ranks run (Ray)
             parts.append(f'{head}, "runtime_s": {_number(round(running, 3))}, '
                          f'"nodes": {"null" if nodes is None else json.dumps(nodes)}, '
                          f'{tail}{_estimate_text(estimate)}'
-                         + (_examples_text(store.job(row[0])) if row[_ELASTIC] else "") + "}")
+                         + (_examples_text(views.job(row[0])) if row[_ELASTIC] else "") + "}")
         return "[" + ",\n".join(parts) + "]"  # a job a line: a client may join pages without parsing them
 
     def _fixed_text(self, row: tuple, spec: tuple, private: bool) -> tuple[str, str]:
@@ -168,7 +172,7 @@ class JobList:
             if key not in self._specs and key not in missing:
                 missing[key] = row[0]
         if missing:
-            texts = self.scheduler.store.specs_of(list(missing.values()))
+            texts = self.views.specs_of(list(missing.values()))
             for key, job_id in missing.items():
                 if job_id not in texts:
                     continue
@@ -186,14 +190,14 @@ class JobList:
         together; when that raises, each job alone, as one job's page shows it (an unknown, for a job
         whose fields cannot be worked out)."""
         try:
-            return _estimates_together(self.scheduler.durations, rows, now)
+            return _estimates_together(self.views.durations, rows, now)
         except Exception:
             return [_estimate_alone(self.scheduler, row[0], now) for row in rows]
 
 
 def _estimate_alone(scheduler, job_id: int, now: float) -> dict:
     """One job's estimate fields as its own page shows them."""
-    info = scheduler.job_info(scheduler.store.job(job_id), now)
+    info = scheduler.job_info(scheduler.views.job(job_id), now)
     return {k: info[k] for k in ("estimated_finish", "predicted_remaining_s", "estimate_from") if k in info}
 
 

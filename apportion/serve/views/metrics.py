@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from fastapi.responses import Response
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -31,9 +31,9 @@ TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"  # what generate_latest
 UNROUTED = "(none)"  # a request answered before routing (413, 429) or matching no route (404)
 
 
-def add_metrics(app: FastAPI, scheduler: Scheduler, reader: Callable) -> None:
-    """GET /metrics on ``app``, for the callers ``reader`` (a FastAPI dependency) lets in; and
-    the middleware timing every request."""
+def add_metrics(app: FastAPI, scheduler: Scheduler) -> Callable[[], Response]:
+    """The middleware timing every request on ``app``; returns what GET /metrics answers (its route:
+    ``http/routes.py``)."""
     disable_created_metrics()  # no *_created series beside each histogram: Prometheus does not need them
     registry = CollectorRegistry()
     registry.register(StateCollector(scheduler))
@@ -43,9 +43,10 @@ def add_metrics(app: FastAPI, scheduler: Scheduler, reader: Callable) -> None:
                         " outcome: accepted or refused", ["outcome"], registry=registry)
     app.add_middleware(RequestTimer, requests=requests, submits=submits)
 
-    @app.get("/metrics")
-    def metrics(who=Depends(reader)) -> Response:
+    def scrape() -> Response:
         return Response(generate_latest(registry), media_type=TEXT_FORMAT)
+
+    return scrape
 
 
 class StateCollector:
@@ -56,14 +57,14 @@ class StateCollector:
 
     def collect(self):
         scheduler = self.scheduler
-        with scheduler.store.snapshot():  # one consistent read that waits for no round
-            totals = scheduler.store.job_totals(scheduler.clock())
-            attempts = scheduler.store.attempt_counts()
-            stalls = scheduler.store.job_columns(("id", "data_stall", "fetch_stall", "preprocess_stall"),
-                                                 "status = 'running' AND data_stall IS NOT NULL")
-            now = scheduler.clock()
-            resources = [resource.read_metrics(now) for resource in scheduler.state.resources]
-        users_budgets = scheduler.requests.budgets  # its own queries: each user's totals, kept by the state file
+        views = scheduler.views
+        with views.snapshot():  # one consistent read that waits for no round
+            totals = views.job_totals(scheduler.clock())
+            attempts = views.attempt_counts()
+            stalls = views.job_columns(("id", "data_stall", "fetch_stall", "preprocess_stall"),
+                                       "status = 'running' AND data_stall IS NOT NULL")
+            resources = views.resource_metrics(scheduler.clock())
+        users_budgets = views.budgets  # its own queries: each user's totals, kept by the state file
         held, everyone = users_budgets.uses(MAX_LABELLED), users_budgets.total()
         yield from self._slots({slot for *_, held in totals if held for slot in held.split(",")})
         queues = _labelled({(queue, first) for _, queue, _, first, *_ in totals})
@@ -95,7 +96,7 @@ class StateCollector:
         for how in sorted(h for h in attempts if h):
             family.add_metric([how], attempts[how])
         yield family
-        answers = scheduler.requests.lease_answers
+        answers = views.lease_answers()
         yield CounterMetricFamily("apportion_lease_renewals", "Lease calls answered renew: true (this run)",
                                   value=answers["renew"])
         yield CounterMetricFamily("apportion_lease_stops", "Lease calls answered renew: false: checkpoint and exit"
@@ -110,8 +111,8 @@ class StateCollector:
         busy = GaugeMetricFamily("apportion_slots_busy", "Slots held by a live attempt, by GPU type",
                                  labels=["gpu_type"])
         offered = GaugeMetricFamily("apportion_slots", "Slots this server offers, by GPU type", labels=["gpu_type"])
-        slot_by_id = self.scheduler.state.slot_by_id
-        types = [slot_by_id[s].gpu_type for s in held if s in slot_by_id]
+        gpu_type_of = self.scheduler.views.gpu_type_of
+        types = [t for t in map(gpu_type_of, held) if t is not None]
         for gpu_type in self.scheduler.gpu_types:
             offered.add_metric([gpu_type], self.scheduler.capacity[gpu_type])
             busy.add_metric([gpu_type], types.count(gpu_type))
