@@ -27,7 +27,7 @@ from apportion.policies.base import wants_predictions
 from apportion.serve.attempts.accounting import accrued
 from apportion.serve.round.admission import admit_round
 from apportion.serve.attempts.context import SchedulerState, ServeConfig, with_note
-from apportion.serve.base.offline import offline_slots
+from apportion.serve.base.offline import offline_slots, slot_nodes
 from apportion.serve.estimates.elastic_batch import examples_work
 from apportion.serve.estimates.throughput import ThroughputEstimates
 from apportion.serve.jobs.jobspec import check_stored
@@ -477,10 +477,17 @@ class Rounds:
                       live: dict[int, dict]) -> JobView:
         """The round's view for a policy that sizes jobs: each job its own kind (its own step-time
         model, serve/estimates/elastic.py), work counted in examples as the model counts it."""
-        elastic = self.state.elastic.view(table, rows, rates, live)
+        elastic = self.state.elastic.view(table, rows, rates, live, self._nodes_held(table, live))
         done, total = examples_work(table, rows, elastic.noise_scale, elastic.batch_size)
         return replace(view, kind=np.arange(len(rows), dtype=np.int64), total_steps=total, steps_done=done,
                        elastic=elastic)
+
+    def _nodes_held(self, table: dict, live: dict[int, dict]) -> dict[int, int]:
+        """Row -> the nodes the slots a live job holds lie on (its ranks' nodes where the executor says,
+        ``base/offline.py``: Ray; else this machine's one), for a policy that values a job's placement."""
+        holders = {int(table["id"][i]): tuple(r["slot_list"]) for i, r in live.items() if r["slot_list"]}
+        where = slot_nodes(self.state.executor, holders)
+        return {i: max(1, len({where.get(s, "") for s in r["slot_list"]})) for i, r in live.items() if r["slot_list"]}
 
     def _predictions(self, ids: np.ndarray, column) -> dict[str, np.ndarray]:
         """The jobs' predicted GPU time, for a policy that ranks by predicted durations."""
