@@ -102,7 +102,8 @@ def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, 
         for row in range(len(jobs)):  # its speed at each core count, measured for long: a learnt curve
             for point, speed in zip(curves.points.tolist(), curves.speed[row].tolist()):
                 store.put_core_speed(row + 1, point, speed * 1e9, 1e9, 0.0)
-        slowed = {row + 1: float(relative_speed(curves, np.array([row]), np.array([share]))[0]) for row in range(len(jobs))}
+        at_share = relative_speed(curves, np.arange(len(jobs)), np.full(len(jobs), share))
+        slowed = {row + 1: float(speed) for row, speed in enumerate(at_share.tolist())}
     config = ServeConfig(state_dir=state_dir, round_s=round_s, plan_ahead_s=0.0, fill_gap_s=math.inf,
                          renew_wait_s=0.0, grace_s=1e9, start_timeout_s=1e9, prices=dict(prices or {}),
                          received_since=received_since, start_hold_s=None,  # all it places at once, as the simulator

@@ -95,7 +95,8 @@ class Rounds:
         self._checked_through = 0  # the jobs up to this id had their stored fields checked in this run
         # the code of each job's shape, (kind, slots at its own size, allowed types): (job ids ascending, codes)
         self._shape_of = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-        self._core_key, self._core_version = b"", 0  # the jobs slowed by their cores, and a version bumped when they change
+        # the jobs slowed by their cores (their ids and speeds), and a version bumped when they change
+        self._core_key, self._core_version = b"", 0
         self._shape_codes: dict[tuple, int] = {}  # shape -> its code
         self._unattributed: bytes | None = None  # the job set of the last failure no job could be blamed for
         self._rows = TableRows()  # the rows handled one by one, their service parsed once per change

@@ -87,7 +87,7 @@ _ENDED_SQL = "('completed', 'failed', 'cancelled')"
 class BlockBudget:
     """A block as ``apportion blocks list`` shows it: its guarantee, and in ε (under Rényi, at
     ``order``, the order with the most left) what is unlocked, granted to jobs not started yet,
-    consumed by jobs that started, and left (its whole budget less granted and consumed)."""
+    consumed by jobs that started, and left (its whole budget less granted, consumed and, under rr, lost)."""
 
     name: str
     epsilon: float
@@ -131,7 +131,8 @@ class PrivacyLedger:
     def __init__(self, store: StateStore, policy: PrivacyPolicy, timeout_s: float | None = None,
                  rejected_portions: str = "lost") -> None:
         if rejected_portions not in REJECTED_PORTIONS:
-            raise ValueError(f"rejected_portions must be one of {', '.join(REJECTED_PORTIONS)}, got '{rejected_portions}'")
+            raise ValueError(f"rejected_portions must be one of {', '.join(REJECTED_PORTIONS)}, "
+                             f"got '{rejected_portions}'")
         self.store, self.policy, self.timeout_s = store, policy, timeout_s
         self.rejected_portions = rejected_portions
         store.add_family(TABLES)  # its tables, in the state file beside the jobs
