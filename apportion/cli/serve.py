@@ -54,6 +54,7 @@ def serve(
     privacy_n: Optional[int] = typer.Option(None, "--privacy-n", hidden=True, help="Unlock a block's budget over this many claims for it (dpf-n; rr and pack by claims).", rich_help_panel="Policy options"),
     privacy_t: Optional[float] = typer.Option(None, "--privacy-t", hidden=True, help="Unlock a block's budget over this many seconds from when it was added (dpf-t; rr and pack by time).", rich_help_panel="Policy options"),
     privacy_timeout_s: Optional[float] = typer.Option(None, "--privacy-timeout-s", hidden=True, help="Reject a privacy claim not granted within this many seconds (default: it waits while it can still fit).", rich_help_panel="Policy options"),
+    privacy_rejected_portions: str = typer.Option(DEFAULTS.privacy_rejected_portions, "--privacy-rejected-portions", hidden=True, help="Round robin: what a rejected claim held: lost (PrivateKube's; the default) or returned to its blocks.", rich_help_panel="Policy options"),
     max_active_jobs: int = typer.Option(DEFAULTS.max_active_jobs, "--max-active-jobs", show_default=False, help="A user's active jobs, an array's tasks each (50,000).", rich_help_panel="Budgets"),
     max_stored_mb: float = typer.Option(DEFAULTS.max_stored_mb, "--max-stored-mb", show_default=False, help="MB of job specs a user's active jobs store (1,000).", rich_help_panel="Budgets"),
     max_demand_rows: int = typer.Option(DEFAULTS.max_demand_rows, "--max-demand-rows", show_default=False, help="Privacy blocks claimed over a user's active jobs (1,000,000).", rich_help_panel="Budgets"),
@@ -131,6 +132,7 @@ def serve(
                             notify_hosts=NotifyHosts.parse(settings.notify_hosts),
                             privacy_policy=settings.privacy_policy, privacy_n=settings.privacy_n,
                             privacy_t_s=settings.privacy_t, privacy_timeout_s=settings.privacy_timeout_s,
+                            privacy_rejected_portions=settings.privacy_rejected_portions,
                             node=parse_node(settings.slots) if backend is None else Node((), 0.0),
                             cpu_split=settings.cpu_split, budgets=rules_from_settings(settings))
 

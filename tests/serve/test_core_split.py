@@ -143,3 +143,29 @@ def test_what_a_job_was_measured_at_outlives_the_server_and_an_older_state_file_
     StateStore(tmp_path / "state.db").close()
     with sqlite3.connect(tmp_path / "state.db") as conn:
         assert conn.execute("SELECT count(*) FROM core_speeds").fetchone() == (0,)
+
+
+def test_srtf_ranks_a_cpu_starved_job_at_its_speed_on_its_share_unless_its_kind_was_measured(tmp_path):
+    """One slot, two cores: a share of 2 cores per slot. 'short' (100 steps) trains at a quarter of its
+    best speed there (its curve as learnt: 0.25 at 2 cores per slot, 1 at 4), so at the default speed
+    it is a 400-step job and 'long' (300 steps) runs first. Once its kind's speed was measured (at the
+    cores such jobs held) that speed is taken as it is, and 'short' runs first."""
+    from apportion.policies import make_policy
+
+    for measured in (False, True):
+        state = tmp_path / str(measured)
+        state.mkdir()
+        store = StateStore(state / "state.db")
+        store.put_core_speed(1, 2.0, 0.25e6, 1e6, 0.0)  # job 1's curve, as its profile measured it
+        store.put_core_speed(1, 4.0, 1e6, 1e6, 0.0)
+        if measured:
+            store.put_throughput("short", "cpu", 1, 1.0, 10, 0.0)
+            store.put_throughput("long", "cpu", 1, 1.0, 10, 0.0)
+        config = ServeConfig(state_dir=state, round_s=600.0, renew_wait_s=0.0, node=Node((0, 1), 16.0),
+                             cpu_split="proportional")
+        executor = FakeExecutor(state)
+        scheduler = Scheduler(store, executor, parse_slots("cpu:1"), make_policy("srtf"), config, clock=Clock())
+        for name, steps in (("short", 100), ("long", 300)):
+            scheduler.submit({"name": name, "command": "train", "total_steps": steps}, "ann")
+        scheduler.tick()
+        assert list(executor.running()) == ([1] if measured else [2]), measured

@@ -99,24 +99,27 @@ def test_an_older_files_demand_rows_are_folded_into_claims_and_blocks_on_open(tm
     assert [b.granted for b in privacy.budgets(1.0)] == [0.0, 0.25]
 
 
-@pytest.mark.parametrize("policy", [PrivacyPolicy("fcfs"), PrivacyPolicy("dpf-n", n=3),
-                                    PrivacyPolicy("rr", n=3), PrivacyPolicy("pack", n=2)], ids=lambda p: p.name)
-def test_rounds_grant_as_the_simulators_stage_does(tmp_path, policy):
+@pytest.mark.parametrize("policy, portions", [
+    (PrivacyPolicy("fcfs"), "lost"), (PrivacyPolicy("dpf-n", n=3), "lost"), (PrivacyPolicy("rr", n=3), "lost"),
+    (PrivacyPolicy("rr", n=3), "returned"), (PrivacyPolicy("pack", n=2), "lost")],
+    ids=["fcfs", "dpf-n", "rr", "rr-returned", "pack"])
+def test_rounds_grant_as_the_simulators_stage_does(tmp_path, policy, portions):
     """Claims arriving over four rounds on four blocks: the server, which rebuilds its stage from the
     state file every round, grants and rejects the same claims in the same rounds as one stage kept
-    from the first round to the last (the simulator's), its jobs starting as soon as granted."""
+    from the first round to the last, built as the simulator builds it (``sim/privacy.py``: round robin
+    retires blocks, a rejected claim's portions lost or returned), its jobs starting as soon as granted."""
     arrivals = [  # (round it arrives, blocks, ε)
         (0, (0, 1), 0.4), (0, (1, 2), 0.5), (1, (0, 1, 2, 3), 0.3), (1, (3,), 0.9), (2, (2,), 0.6),
         (2, (0, 3), 0.2), (3, (1,), 0.3), (3, (0, 1, 2), 0.1),
     ]
     store, privacy = ledger(tmp_path)
-    privacy.policy = policy
+    privacy.policy, privacy.rejected_portions = policy, portions
     blocks = Blocks(np.array([f"b{i}" for i in range(4)], dtype=object), np.zeros(4), np.ones(4), np.full(4, 1e-6))
     lengths = [len(b) for _, b, _ in arrivals]
     claims = Claims(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
                     np.array([b for _, bs, _ in arrivals for b in bs], dtype=np.int64),
                     np.array([[e, 0.0] for (_, bs, e) in arrivals for _ in bs]), np.ones(len(arrivals)))
-    simulated = PrivacyStage(blocks, claims, policy)
+    simulated = PrivacyStage(blocks, claims, policy, rejected_portions=portions, retire_blocks=True)
     jobs: list[int] = []
     for now in range(6):
         for at, names, epsilon in arrivals:
@@ -149,3 +152,39 @@ def decide(store, privacy, now, start=True):
         if state == "granted" and start:
             store.update_job(job_id, status="running", started=now)
     privacy.settle()
+
+
+def test_a_retired_block_and_its_lost_portions_outlive_a_restart(tmp_path):
+    """rr, N = 2 (the case of tests/mechanism/test_privacy_budget.py): b0 retires at the third round and
+    B's 0.4 is lost. Reopened, the ledger still has both: a claim stored for b0 after (one that never
+    met the submit check) is rejected at its arrival, however small, and b0 has nothing left."""
+    store, privacy = ledger(tmp_path, policy=PrivacyPolicy("rr", n=2), blocks=1)
+    for now, epsilon in enumerate((0.6, 0.6, 0.1)):
+        submit(store, privacy, ClaimSpec(("b0",), epsilon=epsilon), now=float(now), checked=False)
+        decide(store, privacy, float(now))
+    assert [b.left for b in privacy.budgets(2.0)] == [pytest.approx(0.0)]
+    store.close()
+    store = StateStore(tmp_path / "state.db")
+    privacy = PrivacyLedger(store, PrivacyPolicy("rr", n=2))
+    assert [b.left for b in privacy.budgets(3.0)] == [pytest.approx(0.0)]
+    late = submit(store, privacy, ClaimSpec(("b0",), epsilon=0.01), now=3.0, checked=False)
+    decide(store, privacy, 3.0)
+    assert privacy.claim_states([late]) == {late: "rejected"}
+    assert store.rows("SELECT reason FROM privacy_claims WHERE job_id = ?", (late,))[0][0] == (
+        "privacy claim cannot be granted: block b0 retired (its budget is all unlocked and handed out)")
+
+
+def test_an_older_files_blocks_gain_the_lost_and_retired_columns_on_open(tmp_path):
+    store, privacy = ledger(tmp_path, blocks=2)
+    store.close()
+    conn = sqlite3.connect(tmp_path / "state.db")  # as an apportion before block retirement wrote it
+    conn.execute("CREATE TABLE older AS SELECT id, name, epsilon, delta, orders, added, arrived_claims, consumed"
+                 " FROM privacy_blocks")
+    conn.execute("DROP TABLE privacy_blocks")
+    conn.execute("ALTER TABLE older RENAME TO privacy_blocks")
+    conn.commit()
+    conn.close()
+    store = StateStore(tmp_path / "state.db")
+    privacy = PrivacyLedger(store, PrivacyPolicy("rr", n=2))
+    assert store.rows("SELECT lost, retired FROM privacy_blocks") == [("", 0), ("", 0)]
+    assert [b.left for b in privacy.budgets(0.0)] == [1.0, 1.0]

@@ -135,5 +135,5 @@ def test_the_resources_settings_are_listed_where_they_always_were():
     # privacy settings after where notifications may go, then each user's budgets
     assert SETTINGS[SETTINGS.index("slots"):][:3] == ("slots", "cpu_split", "policy")
     at = SETTINGS.index("notify_hosts")
-    assert SETTINGS[at:at + 6] == ("notify_hosts", "privacy_policy", "privacy_n", "privacy_t", "privacy_timeout_s",
-                                   "max_active_jobs")
+    assert SETTINGS[at:at + 7] == ("notify_hosts", "privacy_policy", "privacy_n", "privacy_t", "privacy_timeout_s",
+                                   "privacy_rejected_portions", "max_active_jobs")

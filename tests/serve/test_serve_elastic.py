@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from apportion.core.errors import InputError
+from apportion.executors.fake import FakeExecutor
 from apportion.policies import make_policy
 from apportion.serve.http import bodies
 from apportion.serve.scheduler.scheduler import Scheduler
@@ -89,3 +90,29 @@ def test_a_bad_measurement_in_a_progress_report_names_its_field(field, value, me
     with pytest.raises(InputError, match=message) as caught:
         bodies.step_report({"attempt": 1, "steps_done": 3, "steps_per_s": 2.0, field: value})
     assert caught.value.field == field
+
+
+class NodePerRank(FakeExecutor):
+    """A fake executor whose attempts run one rank a node, as Ray says where (``RayExecutor.nodes_of``)."""
+
+    def nodes_of(self, job_id: int):
+        attempt = self.running().get(job_id)
+        return None if attempt is None else tuple(f"node{rank}" for rank in range(len(attempt.slots)))
+
+
+@pytest.mark.parametrize("executor, nodes", [(FakeExecutor, 1), (NodePerRank, 2)], ids=["one-machine", "ray-spread"])
+def test_the_goodput_policy_is_told_the_nodes_a_running_jobs_slots_lie_on(tmp_path, executor, nodes):
+    """As the simulator tells it (``ElasticView.nodes_now``): on this machine a job's slots are on one
+    node; where the executor says its ranks run on two (Ray), the policy sees two (and values the
+    job's place there). A job not running spans none."""
+    policy = make_policy("goodput")
+    seen = []
+    allocate = policy.allocate
+    policy.allocate = lambda jobs, *rest: seen.append(jobs.elastic.nodes_now.tolist()) or allocate(jobs, *rest)
+    scheduler, _, clock = make(tmp_path, executor=executor(tmp_path), slots="cpu:2", policy=policy)
+    pair = scheduler.submit(job("pair", elastic={**ELASTIC, "min_gpus": 2}), "ann")
+    scheduler.tick()
+    scheduler.lease(pair, 1, 0)
+    run_for(scheduler, clock, 12)
+    assert seen[0] == [0]  # waiting
+    assert seen[-1] == [nodes]  # running on both slots

@@ -223,3 +223,51 @@ def test_each_task_of_a_job_array_claims_the_budget(tmp_path):
     server.scheduler.tick()  # two slots: two tasks start and consume; the third is granted and waits for a slot
     mon = server.blocks()["mon"]
     assert (mon["claims"], mon["consumed"], mon["granted"]) == (3, pytest.approx(0.6), pytest.approx(0.3))
+
+
+def test_round_robin_retires_a_block_and_loses_a_rejected_claims_portions_as_the_simulator_does(tmp_path):
+    # rr, N = 2, ε 1, as PrivateKube (and the simulator, tests/mechanism/test_privacy_budget.py): A (0.6)
+    # arrives and holds half; B (0.6) unlocks the rest: A completes (0.1 more), B holds the 0.4 left.
+    # C (0.1) arrives for the block with nothing left to hand out: it retires, B and C are rejected and
+    # B's 0.4 is lost. A restart keeps both: nothing is left, and a later claim on it is refused.
+    server = Server(tmp_path, slots="cpu:3", privacy_policy="rr", privacy_n=2)
+    server.add_blocks(block("mon"))
+    a = server.submit("a", {"blocks": ["mon"], "epsilon": 0.6}).json()["id"]
+    server.scheduler.tick()
+    assert server.job(a)["status"] == "queued"
+    b = server.submit("b", {"blocks": ["mon"], "epsilon": 0.6}).json()["id"]
+    server.clock.now += 1.0
+    server.scheduler.tick()
+    assert (server.job(a)["status"], server.job(b)["status"]) == ("running", "queued")
+    c = server.submit("c", {"blocks": ["mon"], "epsilon": 0.1}).json()["id"]
+    server.clock.now += 1.0
+    server.scheduler.tick()
+    assert (server.job(b)["status"], server.job(c)["status"]) == ("failed", "failed")
+    assert server.job(b)["reason"] == ("cannot be scheduled: privacy claim cannot be granted: block mon retired "
+                                       "(its budget is all unlocked and handed out)")
+    mon = server.blocks()["mon"]
+    assert (mon["consumed"], mon["granted"], mon["left"]) == pytest.approx((0.6, 0.0, 0.0))  # B's 0.4 lost
+
+    server.restart()
+    assert server.blocks()["mon"] == mon
+    late = server.submit("late", {"blocks": ["mon"], "epsilon": 0.01})
+    assert late.status_code == 400 and late.json()["message"] == (
+        "can never be granted: block mon has ε 0, δ 1e-06 left of its budget")
+
+
+def test_round_robin_may_return_a_rejected_claims_portions(tmp_path):
+    # as above with --privacy-rejected-portions returned: B can no longer fit once A completes and is
+    # rejected at once, its 0.4 going back; the block does not retire, and C (0.1) is granted
+    server = Server(tmp_path, slots="cpu:3", privacy_policy="rr", privacy_n=2, privacy_rejected_portions="returned")
+    server.add_blocks(block("mon"))
+    server.submit("a", {"blocks": ["mon"], "epsilon": 0.6})
+    server.scheduler.tick()
+    b = server.submit("b", {"blocks": ["mon"], "epsilon": 0.6}).json()["id"]
+    server.clock.now += 1.0
+    server.scheduler.tick()
+    assert server.job(b)["status"] == "failed"
+    c = server.submit("c", {"blocks": ["mon"], "epsilon": 0.1}).json()["id"]
+    server.clock.now += 1.0
+    server.scheduler.tick()
+    assert server.job(c)["status"] == "running"
+    assert server.blocks()["mon"]["consumed"] == pytest.approx(0.7)

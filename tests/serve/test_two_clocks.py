@@ -16,9 +16,12 @@ models it fits to what their attempts report, and the simulator from their true 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from apportion.core.cpu_speed import CoreCurves
 from apportion.core.jobs import JobTable
 from apportion.core.queues import queue_config_from_mapping
 from apportion.core.throughputs import ThroughputTable
@@ -165,3 +168,23 @@ def test_sharing_by_user_decides_alike(spec, tmp_path):
     second user has a third of the jobs, so its share changes what runs."""
     jobs = workload(1)
     assert_alike(*both_clocks(jobs, policy(spec), policy(spec), tmp_path, user_weights={"bob": 2.0}), jobs)
+
+
+@pytest.mark.parametrize("spec", ["srtf", "las", "fifo"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_cpu_starved_jobs_are_ranked_at_the_speed_their_cores_allow_on_both_clocks(spec, seed, tmp_path):
+    """One core per GPU, split in proportion (the simulator's default CPU split, the server's
+    ``--cpu-split proportional``): a third of the jobs need four cores per GPU for their best speed and
+    train at a quarter of it with one. Both clocks rank them (srtf: by remaining time) at that speed,
+    not their best, so they run the same jobs in every round; the server knows each job's curve as its
+    profile would measure it."""
+    jobs = workload(seed)
+    rng = np.random.default_rng(seed)
+    starved = rng.random(len(jobs)) < 1 / 3
+    curves = CoreCurves(np.array([1.0, 2.0, 4.0]), np.where(starved[:, None], [0.25, 0.5, 1.0], [1.0, 1.0, 1.0]))
+    jobs = replace(jobs, cpu_curves=curves)
+    simulated = in_simulator(jobs, "v100:2:2,k80:2:2", THROUGHPUTS, policy(spec), ROUND_S, prices=PRICES,
+                             cpus_per_node=2)
+    served = on_server(jobs, "v100:2,k80:2", THROUGHPUTS, policy(spec), ROUND_S, tmp_path, queues=list(jobs.queue),
+                       prices=PRICES, cores=4)
+    assert_alike(simulated, served, jobs)

@@ -20,7 +20,8 @@ from apportion.core.throughputs import ThroughputTable
 from apportion.executors.fake import FakeExecutor
 from apportion.runtime.checkpoint import Checkpointer
 from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
-from apportion.serve.base.slots import parse_slots
+from apportion.core.cpu_speed import relative_speed
+from apportion.serve.base.slots import Node, parse_slots
 from apportion.serve.store.state import StateStore
 from apportion.sim import SimConfig
 from apportion.sim.simulator import Simulator
@@ -44,12 +45,14 @@ class Clock:
 
 def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, policy, round_s: float,
                  prices: dict[str, float] | None = None, received_since: str = "allocation",
-                 user_weights: dict[str, float] | None = None) -> Replayed:
+                 user_weights: dict[str, float] | None = None, cpus_per_node: int | None = None) -> Replayed:
     """The simulator's replay; job ids are JobTable rows + 1 (the server numbers from 1).
     ``prices``: $ per GPU-hour of each type (min-cost needs them); ``user_weights``: share by user
-    with these weights (None: the policy alone)."""
+    with these weights (None: the policy alone); ``cpus_per_node``: each node's cores (the jobs'
+    ``cpu_curves`` then slow them, split in proportion to GPUs)."""
     groups = parse_cluster_shorthand(cluster).groups
-    priced = Cluster(tuple(replace(g, price_per_gpu_hour=(prices or {}).get(g.gpu_type, math.nan)) for g in groups))
+    priced = Cluster(tuple(replace(g, price_per_gpu_hour=(prices or {}).get(g.gpu_type, math.nan),
+                                   cpus_per_node=cpus_per_node) for g in groups))
     config = SimConfig(round_s=round_s, restart_cost_s=0.0, received_since=received_since,
                        share_by_user=user_weights is not None, user_weights=tuple((user_weights or {}).items()))
     simulator = Simulator(jobs, priced, throughputs, policy, config)
@@ -81,17 +84,31 @@ def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, pol
 
 def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, round_s: float,
               state_dir: Path, queues: list[str] | None = None, prices: dict[str, float] | None = None,
-              received_since: str = "allocation", user_weights: dict[str, float] | None = None) -> Replayed:
+              received_since: str = "allocation", user_weights: dict[str, float] | None = None,
+              cores: int | None = None) -> Replayed:
     """The real scheduler over ``slots``, its fake jobs progressing at ``throughputs``; ``user_weights``:
-    share by user with these weights (None: the policy alone)."""
+    share by user with these weights (None: the policy alone); ``cores``: the node's cores, split in
+    proportion to slots (``--cpu-split proportional``), each job's curve (``jobs.cpu_curves``) known to
+    the server as if profiled, and each fake job slowed by it at its share."""
     clock = Clock()
     executor = FakeExecutor(state_dir)
+    store = StateStore(state_dir / "state.db")
+    split = {}
+    slowed: dict[int, float] = {}
+    if cores is not None:
+        split = {"node": Node(tuple(range(cores)), 0.0), "cpu_split": "proportional"}
+        share = cores / len(parse_slots(slots))
+        curves = jobs.cpu_curves
+        for row in range(len(jobs)):  # its speed at each core count, measured for long: a learnt curve
+            for point, speed in zip(curves.points.tolist(), curves.speed[row].tolist()):
+                store.put_core_speed(row + 1, point, speed * 1e9, 1e9, 0.0)
+        at_share = relative_speed(curves, np.arange(len(jobs)), np.full(len(jobs), share))
+        slowed = {row + 1: float(speed) for row, speed in enumerate(at_share.tolist())}
     config = ServeConfig(state_dir=state_dir, round_s=round_s, plan_ahead_s=0.0, fill_gap_s=math.inf,
                          renew_wait_s=0.0, grace_s=1e9, start_timeout_s=1e9, prices=dict(prices or {}),
                          received_since=received_since, start_hold_s=None,  # all it places at once, as the simulator
-                         share_by_user=user_weights is not None, user_weights=dict(user_weights or {}))
-    scheduler = Scheduler(StateStore(state_dir / "state.db"), executor, parse_slots(slots), policy, config,
-                          clock=clock, throughputs=throughputs)
+                         share_by_user=user_weights is not None, user_weights=dict(user_weights or {}), **split)
+    scheduler = Scheduler(store, executor, parse_slots(slots), policy, config, clock=clock, throughputs=throughputs)
     slot_type = {s.id: s.gpu_type for s in scheduler.slots}
     kind_of = {row + 1: jobs.kinds[k] for row, k in enumerate(jobs.kind)}
     total = {row + 1: float(s) for row, s in enumerate(jobs.total_steps)}
@@ -107,7 +124,7 @@ def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, 
                 return pair[0]
             return pair_rates[(kind_of[partner], kind_of[job_id], gpu_type)][1]
         k, t = throughputs.kind_index(kind_of[job_id]), throughputs.gpu_types.index(gpu_type)
-        return float(throughputs.steps_per_s[k, t, scale[gpus]])
+        return float(throughputs.steps_per_s[k, t, scale[gpus]]) * slowed.get(job_id, 1.0)
 
     def placement() -> Placement:
         running = executor.running()

@@ -136,9 +136,11 @@ class ElasticModels:
 
     # what a policy sees -----------------------------------------------------------------
 
-    def view(self, table: dict, rows: np.ndarray, rates: np.ndarray, live: dict[int, dict]) -> ElasticView:
+    def view(self, table: dict, rows: np.ndarray, rates: np.ndarray, live: dict[int, dict],
+             nodes: dict[int, int] | None = None) -> ElasticView:
         """The elastic view of the round's job rows ``rows`` of ``table`` (one kind per row, in order);
-        ``rates`` [n, T] the steps/s of each at its own size (a fixed-size job's model)."""
+        ``rates`` [n, T] the steps/s of each at its own size (a fixed-size job's model); ``nodes`` row ->
+        the nodes a live job's slots lie on (None, or a row not in it: one, this machine)."""
         n, num_types = len(rows), len(self.gpu_types)
         params = np.full((n, num_types, NUM_PARAMS), np.nan)
         init_batch = np.ones(n)
@@ -150,6 +152,7 @@ class ElasticModels:
         batch = np.ones(n)
         noise = np.full(n, UNMEASURED_NOISE)
         gpus_now = np.zeros(n, dtype=np.int64)
+        nodes_now = np.zeros(n, dtype=np.int64)  # 0: not running
         restarts = np.zeros(n, dtype=np.int64)
         allowed_types = table["gpu_types"]
         for j, i in enumerate(rows.tolist()):
@@ -157,6 +160,7 @@ class ElasticModels:
             allowed = allowed_types[i].split(",") if allowed_types[i] else None
             row = live.get(i)
             gpus_now[j] = len(row["slot_list"]) if row is not None else 0
+            nodes_now[j] = (nodes or {}).get(i, 1) if gpus_now[j] else 0
             restarts[j] = max(int(table["attempt"][i]) - 1, 0)
             if table["elastic"][i]:
                 spec = ElasticSpec.from_dict(json.loads(table["elastic"][i]))
@@ -191,7 +195,8 @@ class ElasticModels:
             self._kinds_key = key
         per_node = np.array([self.capacity[t] for t in self.gpu_types], dtype=np.int64)  # this machine: one node a type
         return ElasticView(kinds=self._kinds, min_gpus=min_gpus, max_gpus=max_gpus, batch_size=batch,
-                           noise_scale=noise, gpus_now=gpus_now, restarts=restarts, gpus_per_node=per_node)
+                           noise_scale=noise, gpus_now=gpus_now, restarts=restarts, gpus_per_node=per_node,
+                           nodes_now=nodes_now)
 
 
 _DEFAULT = [float(v) for v in default_prior(StepObservations.of(nodes=[1], gpus=[1], local_batch=[1], step_time_s=[1],

@@ -112,6 +112,11 @@ class Resource:
         """Cores per GPU a job that asked none counts for in placement (0: none)."""
         return 0.0
 
+    def speed_at_share(self, job_ids: Any, gpus: Any, cpus: Any) -> Any:
+        """[n] the fraction of its best speed each job trains at with what this resource gives it (the
+        jobs' ids, slots and asked ``cpus`` [n], NaN none): what the round ranks it by; None: its best."""
+        return None
+
     # accounting ----------------------------------------------------------------------------
 
     def progress(self, job_id: int, attempt: int, steps_done: int, now: float) -> None:

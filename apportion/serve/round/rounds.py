@@ -27,7 +27,7 @@ from apportion.policies.base import wants_predictions
 from apportion.serve.attempts.accounting import accrued
 from apportion.serve.round.admission import admit_round
 from apportion.serve.attempts.context import SchedulerState, ServeConfig, with_note
-from apportion.serve.base.offline import offline_slots
+from apportion.serve.base.offline import offline_slots, slot_nodes
 from apportion.serve.estimates.elastic_batch import examples_work
 from apportion.serve.estimates.throughput import ThroughputEstimates
 from apportion.serve.jobs.jobspec import check_stored
@@ -95,6 +95,8 @@ class Rounds:
         self._checked_through = 0  # the jobs up to this id had their stored fields checked in this run
         # the code of each job's shape, (kind, slots at its own size, allowed types): (job ids ascending, codes)
         self._shape_of = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        # the jobs slowed by their cores (their ids and speeds), and a version bumped when they change
+        self._core_key, self._core_version = b"", 0
         self._shape_codes: dict[tuple, int] = {}  # shape -> its code
         self._unattributed: bytes | None = None  # the job set of the last failure no job could be blamed for
         self._rows = TableRows()  # the rows handled one by one, their service parsed once per change
@@ -146,6 +148,7 @@ class Rounds:
             rows = admit_round(self.store, table, rows, now, changes, failed, self.state.resources)  # held: with why
             rows = _past_backoff(table, rows, self.state.retry_at, now)  # a crash's retry waits (its reason says so)
             rates, unrated = self._rates(table, rows)
+            rates = self._at_core_share(table, rows, rates)
             failed.update(unrated)
             rows, rates = _without(rows, unrated, rates)
             runnable = rates.max(axis=1) > 0 if len(rows) else np.zeros(0, dtype=bool)
@@ -382,6 +385,7 @@ class Rounds:
                 partner[places[0]] = j
         decision = self.planner.plan(
             RoundState(view, rates, time_alone, holder, partner, rates_version=self.throughputs.version
+                       + self._core_version
                        + (self.state.elastic.version if self.state.elastic is not None else 0),
                        together=PairClock.from_each_side(together, num_types), pair_rates=pair_rates,
                        pinned=pinned, offline=offline), cluster)
@@ -477,10 +481,17 @@ class Rounds:
                       live: dict[int, dict]) -> JobView:
         """The round's view for a policy that sizes jobs: each job its own kind (its own step-time
         model, serve/estimates/elastic.py), work counted in examples as the model counts it."""
-        elastic = self.state.elastic.view(table, rows, rates, live)
+        elastic = self.state.elastic.view(table, rows, rates, live, self._nodes_held(table, live))
         done, total = examples_work(table, rows, elastic.noise_scale, elastic.batch_size)
         return replace(view, kind=np.arange(len(rows), dtype=np.int64), total_steps=total, steps_done=done,
                        elastic=elastic)
+
+    def _nodes_held(self, table: dict, live: dict[int, dict]) -> dict[int, int]:
+        """Row -> the nodes the slots a live job holds lie on (its ranks' nodes where the executor says,
+        ``base/offline.py``: Ray; else this machine's one), for a policy that values a job's placement."""
+        holders = {int(table["id"][i]): tuple(r["slot_list"]) for i, r in live.items() if r["slot_list"]}
+        where = slot_nodes(self.state.executor, holders)
+        return {i: max(1, len({where.get(s, "") for s in r["slot_list"]})) for i, r in live.items() if r["slot_list"]}
 
     def _predictions(self, ids: np.ndarray, column) -> dict[str, np.ndarray]:
         """The jobs' predicted GPU time, for a policy that ranks by predicted durations."""
@@ -490,6 +501,31 @@ class Rounds:
                                                   column("queue", object), column("gpus", np.int64),
                                                   column("submitted", np.float64))
         return {"predicted_gpu_s": prediction.gpu_s, "predicted_log_sd": prediction.log_sd}
+
+    def _at_core_share(self, table: dict, rows: np.ndarray, rates: np.ndarray) -> np.ndarray:
+        """``rates`` at the speed each job trains at with the cores it gets (``--cpu-split``: its curve as
+        the cores resource learnt it), as the simulator ranks them: a CPU-starved job is not taken for
+        faster (shorter) than it is. A rate the jobs of its kind measured (at the cores they held) is kept."""
+        if not len(rows):
+            return rates
+        ids = np.asarray(table["id"], dtype=np.int64)[rows]
+        factor = self.state.resources.speed_at_share(ids, table.typed("gpus", np.int64)[rows],
+                                                     table.typed("cpus", np.float64)[rows])
+        slowed = np.flatnonzero(factor < 1.0) if factor is not None else np.zeros(0, dtype=np.int64)
+        key = ids[slowed].tobytes() + factor[slowed].round(3).tobytes() if len(slowed) else b""
+        if key != self._core_key:  # a curve learnt or moved: the allocation is stale (the planner re-solves)
+            self._core_key, self._core_version = key, self._core_version + 1
+        if not len(slowed):
+            return rates
+        rates = rates.copy()
+        measured = self.throughputs.table
+        for j in np.flatnonzero(factor < 1.0).tolist():
+            i = int(rows[j])
+            key = (table["kind"][i], _own_size(table, i, self._sizes_jobs))
+            for t, gpu_type in enumerate(self.gpu_types):
+                if (key[0], gpu_type, key[1]) not in measured:
+                    rates[j, t] *= factor[j]
+        return rates
 
     def _rates(self, table: dict, rows: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
         """[n, T] steps/s of each job row on each slot type at its own scale, once per distinct job shape;

@@ -49,6 +49,13 @@ class Cores(Resource):
 
         return floor_per_gpu(self.host.config.cpu_split, len(self.host.node.cpus), len(self.host.slots))
 
+    def speed_at_share(self, job_ids, gpus, cpus):
+        """The jobs' speed at the share of cores the split gives them, off their curves as learnt (as the
+        simulator ranks by the speed at the proportional share, ``sim/cpu_cores.py``); None: not divided."""
+        if self.split is None or not self.split.divides:
+            return None
+        return self.split.speed_at_share(job_ids, gpus, cpus)
+
     def progress(self, job_id: int, attempt: int, steps_done: int, now: float) -> None:
         if self.split is not None and self.split.divides:  # its speed at the cores it holds
             with self.host.lock:

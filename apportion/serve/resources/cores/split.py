@@ -121,6 +121,26 @@ class CoreSplit:
         base[curved] += max(left, 0.0) / float(gpus[curved].sum())
         return base
 
+    def speed_at_share(self, ids: np.ndarray, gpus: np.ndarray, asked_cpus: np.ndarray) -> np.ndarray:
+        """[n] the fraction of its best speed measured each job trains at with the proportional share
+        of the node's cores per slot (or the cores it asked, where more), read off its curve as learnt
+        (``speeds.py``); 1 where fewer than two shares are measured. What the round ranks jobs by, as
+        the simulator does (``sim/cpu_cores.CoreDivision.speed_at_share``): exact under
+        ``proportional``; under ``aware`` the least it gets."""
+        even = len(self.cpus) / len(self.state.slots)
+        asked = np.nan_to_num(np.asarray(asked_cpus, dtype=np.float64)) / np.maximum(np.asarray(gpus), 1)
+        out = np.ones(len(ids))
+        ids = np.asarray(ids, dtype=np.int64)
+        curved = [job_id for job_id, shares in self.speeds.measured.items() if len(shares) > 1]  # the few with a curve
+        for j in np.flatnonzero(np.isin(ids, np.array(curved, dtype=np.int64))).tolist():
+            points, speed = self.speeds.curve(int(ids[j]))
+            if len(points) < 2 or not speed.max() > 0:
+                continue
+            share = max(even, float(asked[j]))  # as shares() gives it where the node's cores suffice
+            out[j] = float(relative_speed(CoreCurves(points, speed[None, :]), np.zeros(1, dtype=np.int64),
+                                          np.array([share]))[0])
+        return out
+
     def cores_of(self, amounts: np.ndarray) -> list[tuple[int, ...]]:
         """The core ids each job's ``amounts`` [m] (cores, in job id order) is pinned to: the shares laid
         one after another along the node's cores, each job on the cores its stretch touches."""

@@ -23,7 +23,7 @@ import numpy as np
 
 from apportion.core.errors import InputError
 from apportion.core.privacy import FIT_TOLERANCE, Blocks, Claims, fits
-from apportion.mechanism.privacy_budget import ClaimState, Ledger, PrivacyStage
+from apportion.mechanism.privacy_budget import REJECTED_PORTIONS, ClaimState, Ledger, PrivacyStage
 from apportion.mechanism.privacy_policies import PrivacyPolicy
 from apportion.serve.jobs.privacy_spec import BlockSpec, ClaimSpec
 from apportion.serve.store.schema import TableFamily, add_columns
@@ -45,7 +45,9 @@ CREATE TABLE IF NOT EXISTS privacy_blocks (  -- data blocks with a privacy budge
     orders TEXT NOT NULL DEFAULT '',    -- Rényi orders, space-separated; '' for ε-δ accounting
     added REAL NOT NULL,                -- its arrival: budget unlocks from here
     arrived_claims INTEGER NOT NULL DEFAULT 0, -- claims that arrived for it (by N unlocks 1/N with each)
-    consumed TEXT NOT NULL DEFAULT ''   -- what jobs that started consumed of it, a JSON list over its columns; '' none
+    consumed TEXT NOT NULL DEFAULT '',  -- what jobs that started consumed of it, a JSON list over its columns; '' none
+    lost TEXT NOT NULL DEFAULT '',      -- rr: portions lost with rejected claims, a JSON list over its columns; '' none
+    retired INTEGER NOT NULL DEFAULT 0  -- rr: 1 once all its budget is unlocked and handed out: it releases no more
 );
 CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, one row a job that claims
     job_id INTEGER PRIMARY KEY,
@@ -63,7 +65,8 @@ CREATE TABLE IF NOT EXISTS privacy_claims (  -- each job's claim on the blocks, 
 CREATE INDEX IF NOT EXISTS privacy_claims_open ON privacy_claims(state) WHERE state IN ('pending', 'waiting', 'granted');
 """
 _ADDED_COLUMNS = {  # table -> its columns added since: a state file of an older apportion gains them
-    "privacy_blocks": {"consumed": "TEXT NOT NULL DEFAULT ''"},
+    "privacy_blocks": {"consumed": "TEXT NOT NULL DEFAULT ''", "lost": "TEXT NOT NULL DEFAULT ''",
+                       "retired": "INTEGER NOT NULL DEFAULT 0"},
     "privacy_claims": {"blocks": "BLOB", "demand": "TEXT NOT NULL DEFAULT ''", "held": "BLOB",
                        "cells": "INTEGER NOT NULL DEFAULT 0"},
 }
@@ -84,7 +87,7 @@ _ENDED_SQL = "('completed', 'failed', 'cancelled')"
 class BlockBudget:
     """A block as ``apportion blocks list`` shows it: its guarantee, and in ε (under Rényi, at
     ``order``, the order with the most left) what is unlocked, granted to jobs not started yet,
-    consumed by jobs that started, and left (its whole budget less granted and consumed)."""
+    consumed by jobs that started, and left (its whole budget less granted, consumed and, under rr, lost)."""
 
     name: str
     epsilon: float
@@ -115,14 +118,23 @@ class _Snapshot:
     arrived_claims: np.ndarray  # [B]
     block_ids: np.ndarray  # [B] privacy_blocks.id of each of the stage's blocks
     held: np.ndarray | None  # [m, A] round robin's portions
+    lost: np.ndarray  # [B, A] round robin's portions lost with rejected claims
+    retired: np.ndarray  # [B] round robin's retired blocks
 
 
 class PrivacyLedger:
     """The blocks and claims of one state file, granted by ``policy``; a claim not granted within
-    ``timeout_s`` (None: never) is rejected."""
+    ``timeout_s`` (None: never) is rejected. Round robin retires a block all unlocked and handed out
+    and, with ``rejected_portions`` "lost" (PrivateKube's, the simulator's default), loses what a
+    rejected claim held, as the simulator does (``mechanism/privacy_budget.py``); both kept per block."""
 
-    def __init__(self, store: StateStore, policy: PrivacyPolicy, timeout_s: float | None = None) -> None:
+    def __init__(self, store: StateStore, policy: PrivacyPolicy, timeout_s: float | None = None,
+                 rejected_portions: str = "lost") -> None:
+        if rejected_portions not in REJECTED_PORTIONS:
+            raise ValueError(f"rejected_portions must be one of {', '.join(REJECTED_PORTIONS)}, "
+                             f"got '{rejected_portions}'")
         self.store, self.policy, self.timeout_s = store, policy, timeout_s
+        self.rejected_portions = rejected_portions
         store.add_family(TABLES)  # its tables, in the state file beside the jobs
         self._fold_demand_rows()
 
@@ -203,7 +215,7 @@ class PrivacyLedger:
         ids, blocks, arrived = found
         granted, consumed = self._taken(ids, blocks)
         whole = blocks.budget
-        left = whole - granted - consumed
+        left = whole - granted - consumed - self._lost_and_retired(ids, blocks)[0]
         if blocks.rdp:  # each block at the order with the most of its budget left
             share = np.divide(left, whole, out=np.full(whole.shape, -np.inf), where=whole > 0)
             column = share.argmax(axis=1)
@@ -257,7 +269,7 @@ class PrivacyLedger:
             raise InputError(source, f"{copies:,} claims on {len(chosen):,} blocks of {len(demand)} columns each are "
                              f"more than the {MAX_DEMAND_ROWS:,} a submit may add", field="privacy")
         granted, consumed = self._taken(ids, blocks)
-        left = blocks.budget - granted - consumed
+        left = blocks.budget - granted - consumed - self._lost_and_retired(ids, blocks)[0]
         one = Claims(np.array([0, len(chosen)]), chosen, np.tile(demand, (len(chosen), 1)), np.ones(1))
         if not fits(left, one, np.zeros(1, dtype=np.int64), blocks.rdp)[0]:
             over = demand[None, :] > left[chosen] + FIT_TOLERANCE
@@ -327,20 +339,25 @@ class PrivacyLedger:
             held[start[k]:start[k + 1]] = held_of[k]
         claims = Claims(start, np.searchsorted(ids, entry_blocks), demand, weight)  # ids ascend: each block's place
         granted, consumed = self._taken(ids, blocks)
+        lost, retired = self._lost_and_retired(ids, blocks)
         rr = self.policy.name == "rr"
-        ledger = Ledger(granted + consumed, arrived, state, arrived_s, held if rr else None)
-        stage = PrivacyStage(blocks, claims, self.policy, self.timeout_s, ledger=ledger)
-        return stage, _Snapshot(job_ids, state, arrived.copy(), ids, held if rr else None)
+        ledger = Ledger(granted + consumed, arrived, state, arrived_s, held if rr else None, lost, retired)
+        stage = PrivacyStage(blocks, claims, self.policy, self.timeout_s, ledger=ledger,
+                             rejected_portions=self.rejected_portions, retire_blocks=True)  # as the simulator's
+        return stage, _Snapshot(job_ids, state, arrived.copy(), ids, held if rr else None, lost.copy(), retired.copy())
 
     def record(self, stage: PrivacyStage, before: _Snapshot, now: float) -> None:
         """Write what ``stage`` decided since it was built (``before``): claims arrived, granted,
-        rejected; blocks' arrived claims; round robin's portions; an event for each grant and rejection."""
+        rejected; blocks' arrived claims, lost portions and retirement; round robin's portions; an event for
+        each grant and rejection."""
         changed = np.flatnonzero(stage.state != before.state)
         moved_blocks = np.flatnonzero(stage.arrived_claims != before.arrived_claims)
+        ended_blocks = np.flatnonzero(np.any(stage.lost != before.lost, axis=1) | (stage.retired != before.retired))
         held_changed = None
         if before.held is not None and stage.accumulated is not None:
             held_changed = np.flatnonzero(np.any(stage.accumulated != before.held, axis=1))
-        if not len(changed) and not len(moved_blocks) and (held_changed is None or not len(held_changed)):
+        if (not len(changed) and not len(moved_blocks) and not len(ended_blocks)
+                and (held_changed is None or not len(held_changed))):
             return
         names = stage.blocks.name
         with self.store.transaction() as conn:
@@ -360,6 +377,11 @@ class PrivacyLedger:
                     self.store.add_event(now, job_id, "privacy", reason)
             conn.executemany("UPDATE privacy_blocks SET arrived_claims = ? WHERE id = ?",
                              [(int(stage.arrived_claims[b]), int(before.block_ids[b])) for b in moved_blocks.tolist()])
+            conn.executemany("UPDATE privacy_blocks SET lost = ?, retired = ? WHERE id = ?",
+                             [(_demand_text(stage.lost[b]) if stage.lost[b].any() else "", int(stage.retired[b]),
+                               int(before.block_ids[b])) for b in ended_blocks.tolist()])
+            for b in np.flatnonzero(stage.retired & ~before.retired).tolist():
+                self.store.add_event(now, None, "block", f"{names[b]} retired: its budget is all unlocked and handed out")
             if held_changed is not None and len(held_changed):
                 start = stage.claims.start
                 conn.executemany("UPDATE privacy_claims SET held = ? WHERE job_id = ? AND state IN ('pending', 'waiting')",
@@ -440,6 +462,17 @@ class PrivacyLedger:
                                              " AND state IN ('pending', 'waiting', 'granted') ORDER BY job_id"):
             granted[np.searchsorted(ids, np.frombuffer(blob or b"", dtype=_BLOCK_ID))] += _demand_of(amounts, columns)
         return granted, self._consumed(ids, blocks)
+
+    def _lost_and_retired(self, ids: np.ndarray, blocks: Blocks) -> tuple[np.ndarray, np.ndarray]:
+        """([B, A] round robin's portions lost with rejected claims, [B] bool its retired blocks)."""
+        columns = blocks.budget.shape[1]
+        lost = np.zeros((len(ids), columns))
+        retired = np.zeros(len(ids), dtype=bool)
+        for b, (text, gone) in enumerate(self.store.rows("SELECT lost, retired FROM privacy_blocks ORDER BY id")):
+            if text:
+                lost[b] = _demand_of(text, columns)
+            retired[b] = bool(gone)
+        return lost, retired
 
     def _consumed(self, ids: np.ndarray, blocks: Blocks) -> np.ndarray:
         """[B, A] what the jobs that started consumed of each block."""

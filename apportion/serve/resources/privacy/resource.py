@@ -25,6 +25,8 @@ class Privacy(Resource):
                 "float | None", after="privacy_n"),
         Setting("privacy_timeout_s", None, "number", "reject a claim not granted within this long; None: never",
                 "float | None", after="privacy_t"),
+        Setting("privacy_rejected_portions", "lost", "text", "rr: what a rejected claim held: lost (PrivateKube's) or "
+                "returned to its blocks", "str", after="privacy_timeout_s"),
     )
     config = (
         Setting("privacy_policy", "fcfs", "text", "how claims are granted, unlocking over N claims or T seconds", "str"),
@@ -32,6 +34,7 @@ class Privacy(Resource):
         Setting("privacy_t_s", None, "number", "", "float | None"),
         Setting("privacy_timeout_s", None, "number", "a claim not granted within this long is rejected; None: never",
                 "float | None"),
+        Setting("privacy_rejected_portions", "lost", "text", "rr: a rejected claim's portions lost or returned", "str"),
     )
 
     def __init__(self, host: Any, given: dict[str, Any]) -> None:
@@ -42,11 +45,13 @@ class Privacy(Resource):
         config = host.config
         # ValueError for a privacy policy without its N or T
         self.ledger = PrivacyLedger(host.store, make_privacy_policy(config.privacy_policy, config.privacy_n,
-                                                                    config.privacy_t_s), config.privacy_timeout_s)
+                                                                    config.privacy_t_s), config.privacy_timeout_s,
+                                    config.privacy_rejected_portions)
 
     @classmethod
     def check_settings(cls, s: Any) -> None:
         """The privacy policy with its N or T (mechanism/privacy_policies.py's rules), and the timeout."""
+        from apportion.mechanism.privacy_budget import REJECTED_PORTIONS
         from apportion.mechanism.privacy_policies import PRIVACY_POLICIES, make_privacy_policy
 
         if s.privacy_policy not in PRIVACY_POLICIES:
@@ -61,6 +66,9 @@ class Privacy(Resource):
             raise BadSetting("privacy_t", f"must be a positive number of seconds, got {s.privacy_t:g}")
         if s.privacy_timeout_s is not None and not (s.privacy_timeout_s > 0 and math.isfinite(s.privacy_timeout_s)):
             raise BadSetting("privacy_timeout_s", f"must be a positive number of seconds, got {s.privacy_timeout_s:g}")
+        if s.privacy_rejected_portions not in REJECTED_PORTIONS:
+            raise BadSetting("privacy_rejected_portions", f"must be one of {', '.join(REJECTED_PORTIONS)}, got "
+                                                          f"{s.privacy_rejected_portions!r}")
         try:
             make_privacy_policy(s.privacy_policy, s.privacy_n, s.privacy_t)
         except ValueError as exc:
