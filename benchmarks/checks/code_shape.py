@@ -1,6 +1,6 @@
 """The shape of the code: files and lines per package, import arrows and circles inside serve/,
 the files outside its own room that name an optional resource, and the serve/ files one submit
-runs through.
+and one round run through.
 
     python benchmarks/checks/code_shape.py            # a table on stdout
     python benchmarks/checks/code_shape.py --json
@@ -122,8 +122,28 @@ def resource_files(pattern: str, own_room: str | None) -> int:
     return count
 
 
-def submit_files() -> list[str]:
-    """The serve/ files whose code runs while the app takes one submit."""
+def files_run(action) -> list[str]:
+    """The serve/ files whose code runs while ``action()`` does, with ``action``'s answer checked."""
+    import threading
+
+    seen = set()
+
+    def note(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(str(SERVE)):
+            seen.add(frame.f_code.co_filename)
+    threading.setprofile(note)
+    sys.setprofile(note)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    return sorted(str(Path(f).relative_to(SERVE)) for f in seen)
+
+
+def submit_and_round_files() -> tuple[list[str], list[str]]:
+    """The serve/ files whose code runs while the app takes one submit, and while the scheduler's
+    next tick decides a round and starts its attempts (two jobs, one slot, a fake executor)."""
     from fastapi.testclient import TestClient
 
     from apportion.executors.fake import FakeExecutor
@@ -144,24 +164,14 @@ def submit_files() -> list[str]:
                               ServeConfig(state_dir=tmp, round_s=60.0, renew_wait_s=0.0))
         client = TestClient(create_app(scheduler, None))
         client.post("/jobs", json={"name": "warm", "command": "python train.py", "total_steps": 10, "user": "ann"})
-        seen = set()
 
-        def note(frame, event, arg):
-            if event == "call":
-                name = frame.f_code.co_filename
-                if name.startswith(str(SERVE)):
-                    seen.add(name)
-        import threading
-        threading.setprofile(note)
-        sys.setprofile(note)
-        try:
+        def submit():
             answer = client.post("/jobs", json={"name": "cnn", "command": "python train.py", "total_steps": 100,
                                                 "user": "ann"})
-        finally:
-            sys.setprofile(None)
-            threading.setprofile(None)
-        assert answer.status_code == 200, answer.text
-    return sorted(str(Path(f).relative_to(SERVE)) for f in seen)
+            assert answer.status_code == 200, answer.text
+        submitted = files_run(submit)
+        ticked = files_run(scheduler.tick)
+    return submitted, ticked
 
 
 def measure() -> dict:
@@ -182,7 +192,7 @@ def measure() -> dict:
         for target in targets:
             if room_of(target) != room_of(module):
                 room_graph[room_of(module)].add(room_of(target))
-    passes = submit_files()
+    passes, round_passes = submit_and_round_files()
     return {
         "packages": {k: {"files": v[0], "lines": v[1]} for k, v in sorted(lines.items())},
         "serve_rooms": {k: {"files": v[0], "lines": v[1]} for k, v in sorted(rooms.items())},
@@ -194,7 +204,14 @@ def measure() -> dict:
                                            "rented instances": "rental"}[name])
             for name, pattern in RESOURCES.items()},
         "submit_passes_through": {"files": len(passes), "which": passes},
+        "round_passes_through": {"files": len(round_passes), "which": round_passes},
     }
+
+
+def rooms_of(files: list[str]) -> str:
+    """", in N rooms" for files named room/module.py (nothing for a flat serve/)."""
+    rooms = {f.split("/")[0] for f in files if "/" in f}
+    return f" in {len(rooms)} rooms" if rooms else ""
 
 
 def main() -> None:
@@ -221,7 +238,12 @@ def main() -> None:
     for name, count in shape["files_naming_resource_outside_its_room"].items():
         print(f"serve/ files naming {name} outside its own package: {count}")
     passes = shape["submit_passes_through"]
-    print(f"serve/ files one submit runs through: {passes['files']} ({', '.join(passes['which'])})")
+    print(f"serve/ files one submit runs through: {passes['files']}{rooms_of(passes['which'])}"
+          f" ({', '.join(passes['which'])})")
+    ticked = shape["round_passes_through"]
+    print(f"serve/ files one round (a tick that decides and starts) runs through: {ticked['files']}"
+          f"{rooms_of(ticked['which'])}"
+          f" ({', '.join(ticked['which'])})")
 
 
 if __name__ == "__main__":
