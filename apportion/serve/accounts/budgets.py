@@ -6,7 +6,8 @@ user) before it is stored:
 
 - **active jobs** (queued, running or preempted; an array counts its tasks);
 - **stored bytes**: the job specs as the state file keeps them (their env, command, claims);
-- **privacy demand rows**: the blocks each job claims, summed over the jobs;
+- **demand rows**: the rows each job claims of the optional resources (``Resource.claims``: a privacy
+  claim's blocks), summed over the jobs;
 - **``after`` edges**: the jobs each job waits for, summed over the jobs (an array's once, as it is kept);
 - **submits per second**: a token bucket per user (``submit_burst`` at once, ``submit_rate`` a second).
 
@@ -37,7 +38,7 @@ from apportion.serve.store.state import ACTIVE, StateStore
 
 MB = 1_000_000  # bytes in the MB of max_stored_mb
 TASK_ROW_BYTES = 512  # what one array task's own row adds (its numbers, name, checkpoint directory, index entries)
-ROW_BYTES = 64  # what one privacy demand row adds to a job's stored bytes (its columns and index entry)
+ROW_BYTES = 64  # what one demand row adds to a job's stored bytes (its columns and index entry)
 MOST_BUCKETS = 10_000  # users' rate buckets kept; full ones (which say nothing) are dropped past it
 MOST_SHOWN = 100  # users an admin's status lists, those holding the most active jobs first
 
@@ -149,13 +150,13 @@ class TooFast(Exception):
         self.retry_after = retry_after
 
 
-def charge_of(data: dict, tasks: int, blocks: int, after: int, array: bool = False) -> Charge:
-    """The charge of storing job spec ``data`` as ``tasks`` jobs, each claiming ``blocks`` privacy blocks,
+def charge_of(data: dict, tasks: int, rows: int, after: int, array: bool = False) -> Charge:
+    """The charge of storing job spec ``data`` as ``tasks`` jobs, each claiming ``rows`` demand rows,
     waiting for ``after`` jobs (an array's ``after`` is kept once). An array's spec is stored once (``arrays``), so its bytes are split
     among its tasks, each of which adds a small row of its own (TASK_ROW_BYTES)."""
     spec_bytes = len(json.dumps(data).encode())  # what the state file stores (json.dumps: ASCII, as stored)
     each = -(-spec_bytes // tasks) + TASK_ROW_BYTES if array else spec_bytes
-    return Charge(tasks, each + blocks * ROW_BYTES, blocks, after)
+    return Charge(tasks, each + rows * ROW_BYTES, rows, after)
 
 
 class SubmitRate:
