@@ -100,9 +100,5 @@ class Resources(tuple):
     def dashboard(self) -> dict[str, Any]:
         return {key: value for r in self for key, value in r.dashboard().items()}
 
-    def claiming(self, spec: Any) -> list[tuple[Resource, int]]:
-        """The resources a job file claims of, each with the rows each of its jobs claims."""
-        return [(r, rows) for r, rows in ((r, r.claims(spec)) for r in self) if rows]
-
     def least_cores_per_gpu(self) -> float:
         return max((r.least_cores_per_gpu() for r in self), default=0.0)

@@ -134,7 +134,7 @@ class Requests:
         # a job's owner never changes: checked before the insert, as all the rest
         check_after(spec.after, self._owners(list(spec.after or ())), data["user"], sees_all, source)
         copies = 1 if array is None else len(array)
-        rows = sum(each for _, each in self.state.resources.claiming(spec))  # the rows its claims store, a job
+        rows = sum(resource.claims(spec) for resource in self.state.resources)  # the rows its claims store, a job
         charge = charge_of(data, copies, rows, len(spec.after or ()), array=array is not None)
         return Submission(spec, data, array, read.notify, charge, source)
 
@@ -144,7 +144,7 @@ class Requests:
         resources and its charge to its user's budgets; ``key``: its idempotency key (a submit stored since
         answers instead)."""
         spec, data, array = submission.spec, submission.data, submission.array
-        claiming = [resource for resource, _ in self.state.resources.claiming(spec)]
+        claiming = [resource for resource in self.state.resources if resource.claims(spec)]
         # only the insert waits for a round under way (the state lock), and only when a resource a round
         # grants from (the privacy ledger) takes a claim; the write transaction alone keeps the rest whole
         with self.lock if claiming else nullcontext(), self.store.transaction():
