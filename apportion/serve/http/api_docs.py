@@ -24,6 +24,7 @@ from fastapi.responses import HTMLResponse, Response
 from apportion.serve.http import api_schema
 from apportion.serve.http.api_schema import PARAMETERS
 from apportion.serve.resources import registry
+from apportion.serve.resources.base import STORES
 from apportion.serve.views.job_list import NEXT_PAGE, PAGE_MAX
 from apportion.serve.scheduler.scheduler import NotFound
 
@@ -61,8 +62,8 @@ ERRORS = {400: "A field, query parameter or header that does not fit, named in `
 # limit on any method (413, edge.py), a client over its limit of wrong credentials (429, edge.py)
 EVERY_ROUTE = (400, 401, 403, 413, 429)
 # what a route that stores something may answer besides: a conflict or a user over a quota (409), the
-# state directory out of space (507)
-STORING = (409, 507)
+# state directory out of space (507); a resource's rows say it as resources/base.py's STORES
+STORING = STORES
 HEADERS = {401: {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
            429: {"Retry-After": {"description": "Seconds to wait before trying again",
                                  "schema": {"type": "string", "pattern": "^[0-9]+$"}}}}

@@ -13,12 +13,12 @@ from __future__ import annotations
 from apportion.serve.base.bounds import (
     MAX_AFTER, MAX_ARGS, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_ATTEMPT, MAX_COMMAND, MAX_CPUS, MAX_ENV, MAX_ENV_VALUE,
     MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S, MAX_MEMORY_GB,
-    MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_URL, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
+    MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_URL, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
 )
 from apportion.runtime.client import MAX_SKIPPED, MAX_SKIPPED_CHARS
 from apportion.runtime.stalls import FETCH, PREPROCESS, STALL
 from apportion.serve.base.bounds import MAX_BATCH, MAX_NOISE_SCALE, MAX_STEP_S
-from apportion.serve.base.schema_words import LINE, NAMED, NO_NUL, NOT_BLANK, WORD, _text, _whole  # noqa: F401
+from apportion.serve.base.schema_words import LINE, NAMED, NO_NUL, NOT_BLANK, _text, _whole
 from apportion.serve.jobs.elastic_spec import LR_RULES, MAX_EXAMPLES
 from apportion.serve.jobs.jobspec import RESERVED_ENV, RESERVED_ENV_PREFIX
 from apportion.serve.resources import registry
