@@ -78,6 +78,8 @@ class Tokens(Resource):
     def parts(self):
         return {"token_count": lambda: self.tokens, "tokens_claimed": lambda: list(self.claimed)}
 
+    demand_rows_are = ("tokens claimed", "Tokens claimed, summed over each user's active jobs")
+
     def claims(self, spec):
         return 1 if spec.name == "greedy" else 0
 
@@ -157,6 +159,9 @@ def test_a_resource_added_in_one_line_serves_its_routes_and_claims_at_submit(tmp
     client.post("/jobs", json={**job, "name": "modest"})
     assert first["tasks"] == 2 and scheduler.tokens_claimed() == [2, 3]  # the array's two tasks, not "modest"
     assert scheduler.views.budgets.shown("ann", sees_all=True)[0]["demand_rows"] == 2
+    # two resources claim rows (privacy's blocks, its tokens): the quota's words are no longer one's
+    assert "# HELP apportion_user_demand_rows Demand rows: what jobs claim of the server's resources" in \
+        client.get("/metrics").text
     # its route: a row of the table, called as the row says, described in the API document
     assert client.get("/tokens").json() == {"left": 3, "claimed": scheduler.tokens_claimed()}
     document = client.get("/openapi.json").json()

@@ -158,6 +158,10 @@ class Resource:
         demand rows are charged, and whether a submit takes the state lock (a round grants from them)."""
         return 0
 
+    # a resource that claims rows says what they are: the demand-rows quota's 409 and its /metrics help
+    # say it where it is the one that does (else accounts/budgets.py's DEMAND_ROWS)
+    demand_rows_are: tuple[str, str] = ()
+
     def check_claim(self, spec: Any, source: str, copies: int) -> Any:
         """Under the state lock, in the submit's write transaction: whether ``copies`` jobs of ``spec`` may
         claim what they ask (InputError naming the field); what :meth:`store_claim` stores."""

@@ -33,7 +33,7 @@ from apportion.serve.estimates.elastic import StepReport
 from apportion.serve.estimates.elastic_batch import examples_done
 from apportion.serve.jobs.elastic_spec import ElasticSpec
 from apportion.serve.estimates.throughput import ThroughputEstimates
-from apportion.serve.accounts.budgets import Budgets, Charge, charge_of
+from apportion.serve.accounts.budgets import DEMAND_ROWS, Budgets, Charge, charge_of
 from apportion.serve.jobs.job_array import ArraySpec, check_task_names
 from apportion.serve.jobs.jobspec import JobSpec, check_after, read_job
 from apportion.serve.attempts.lifecycle import check_resumed
@@ -95,7 +95,9 @@ class Requests:
         self.clock, self.log, self.lock, self.changed = state.clock, state.log, state.lock, state.changed
         self.gpu_types, self.capacity = state.gpu_types, state.capacity
         self.lease_answers = {"renew": 0, "stop": 0}  # lease calls answered this run, for /metrics
-        self.budgets = Budgets(self.store, self.config.budgets)  # what each user may hold, charged at submit
+        said = [r.demand_rows_are for r in state.resources if r.demand_rows_are]  # what its demand rows are
+        # what each user may hold, charged at submit
+        self.budgets = Budgets(self.store, self.config.budgets, rows_are=said[0] if len(said) == 1 else DEMAND_ROWS)
 
     def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
         """Check a job spec (InputError naming the field) and store it; returns the job id.

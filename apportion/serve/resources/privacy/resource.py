@@ -95,6 +95,9 @@ class Privacy(Resource):
 
     # a submit: a job file's ``privacy`` claim (jobs/privacy_spec.py), checked and stored under the lock --
 
+    demand_rows_are = ("privacy demand rows (blocks claimed, summed over jobs)",
+                       "Privacy blocks claimed, summed over each user's active jobs")
+
     def claims(self, spec: Any) -> int:
         return len(spec.privacy.blocks) if spec.privacy is not None else 0  # a demand row a block
 
