@@ -8,16 +8,23 @@ and one round run through.
 The figures issue "The server in rooms" gives before and after. "Files a submit passes through"
 is measured, not read: one ``POST /jobs`` through the app in-process (a fake executor), with a
 profiler noting every serve/ file whose code ran during the request.
+
+"Files naming a resource" counts the files a change of that resource touches: a file counts where its
+code names the resource (a name, an import, a string such as a message or a metric's help), case
+aside; a comment or a docstring that names it as an example does not. The count of any mention,
+comments and docstrings included, is printed beside it.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import io
 import json
 import re
 import sys
 import tempfile
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 
@@ -108,18 +115,33 @@ def room_of(module: str) -> str:
 
 
 RESOURCES = {"privacy": r"privacy", "cpu cores": r"core_split|cpu_split|core_speeds", "rented instances": r"provisioner|rental"}
+ROOMS = {"privacy": "privacy", "cpu cores": "cores", "rented instances": "rental"}  # each one's package under resources/
 
 
-def resource_files(pattern: str, own_room: str | None) -> int:
-    """serve/ files that name a resource, outside the resource's own package."""
-    count = 0
-    for path in SERVE.rglob("*.py"):
+def code_of(source: str) -> str:
+    """``source`` without its comments and docstrings: the code a change would touch."""
+    tree = ast.parse(source)
+    docstrings = {(node.body[0].value.lineno, node.body[0].value.col_offset) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str)}
+    kept = [token.string for token in tokenize.generate_tokens(io.StringIO(source).readline)
+            if token.type != tokenize.COMMENT and not (token.type == tokenize.STRING and token.start in docstrings)]
+    return " ".join(kept)
+
+
+def resource_files(pattern: str, own_room: str | None, code_only: bool = True) -> list[str]:
+    """serve/ files that name a resource (case aside) outside the resource's own package: in their code
+    (``code_only``), or anywhere, comments and docstrings included."""
+    found = []
+    for path in sorted(SERVE.rglob("*.py")):
         rel = path.relative_to(SERVE).parts
         if own_room and len(rel) > 2 and rel[0] == "resources" and rel[1] == own_room:
             continue
-        if re.search(pattern, path.read_text()):
-            count += 1
-    return count
+        text = path.read_text()
+        if re.search(pattern, code_of(text) if code_only else text, re.IGNORECASE):
+            found.append("/".join(rel))
+    return found
 
 
 def files_run(action) -> list[str]:
@@ -200,9 +222,9 @@ def measure() -> dict:
         "serve_module_circles": circles(graph),
         "serve_room_circles": circles(dict(room_graph)),
         "files_naming_resource_outside_its_room": {
-            name: resource_files(pattern, {"privacy": "privacy", "cpu cores": "cores",
-                                           "rented instances": "rental"}[name])
-            for name, pattern in RESOURCES.items()},
+            name: resource_files(pattern, ROOMS[name]) for name, pattern in RESOURCES.items()},
+        "files_mentioning_resource_outside_its_room": {
+            name: resource_files(pattern, ROOMS[name], code_only=False) for name, pattern in RESOURCES.items()},
         "submit_passes_through": {"files": len(passes), "which": passes},
         "round_passes_through": {"files": len(round_passes), "which": round_passes},
     }
@@ -235,8 +257,10 @@ def main() -> None:
           + "".join(f"\n  {' <-> '.join(c)}" for c in shape["serve_module_circles"]))
     print(f"circles among serve/ rooms: {len(shape['serve_room_circles'])}"
           + "".join(f"\n  {' <-> '.join(c)}" for c in shape["serve_room_circles"]))
-    for name, count in shape["files_naming_resource_outside_its_room"].items():
-        print(f"serve/ files naming {name} outside its own package: {count}")
+    for name, files in shape["files_naming_resource_outside_its_room"].items():
+        mentions = len(shape["files_mentioning_resource_outside_its_room"][name])
+        print(f"serve/ files naming {name} outside its own package: {len(files)} in code ({', '.join(files)}); "
+              f"{mentions} with comments and docstrings")
     passes = shape["submit_passes_through"]
     print(f"serve/ files one submit runs through: {passes['files']}{rooms_of(passes['which'])}"
           f" ({', '.join(passes['which'])})")

@@ -11,6 +11,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 from prometheus_client.core import GaugeMetricFamily
 
+from apportion.core.errors import InputError
 from apportion.executors.fake import FakeExecutor
 from apportion.mechanism.admission import Verdict
 from apportion.policies.las import Las
@@ -18,7 +19,7 @@ from apportion.serve.attempts.accounting import accrued
 from apportion.serve.base.slots import parse_slots
 from apportion.serve.http.api import create_app
 from apportion.serve.resources import registry
-from apportion.serve.resources.base import AdmissionPart, Resource
+from apportion.serve.resources.base import AdmissionPart, Resource, RouteRow
 from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
 from apportion.serve.store.state import StateStore
 
@@ -45,9 +46,15 @@ def test_each_resource_is_one_package_and_one_line_of_the_registry():
                        ("resources/registry.py", "rental"), ("app/on_ray.py", "rental")}
 
 
+def tokens_left(at) -> dict:
+    """``GET /tokens``: the tokens left (a route a resource adds, answering from the server)."""
+    return {"left": at.scheduler.token_count(), "claimed": at.scheduler.tokens_claimed()}
+
+
 class Tokens(Resource):
-    """A resource made up here: a job named ``greedy`` waits for a token nobody has; the server shows how
-    many jobs asked, counts progress reports, and offers one slot fewer while it holds a token back."""
+    """A resource made up here: a job named ``greedy`` claims a token at submit (refused when there are
+    fewer than its copies) and waits for one at admission; the server shows how many jobs asked, counts
+    progress reports, serves ``GET /tokens`` and describes it in the API document."""
 
     name = "tokens"
     given = ("tokens",)
@@ -56,9 +63,34 @@ class Tokens(Resource):
         super().__init__(host, given)
         self.tokens = given.get("tokens", 0)
         self.asked, self.reports, self.ticks = 0, 0, 0
+        self.claimed: list[int] = []
+
+    @classmethod
+    def routes(cls):
+        return (RouteRow("get", "/tokens", tokens_left, "user", doc=dict(
+            tag="server", summary="The tokens", description="Tokens left, and the jobs that claimed one.",
+            answer="Tokens")),)
+
+    @classmethod
+    def schemas(cls):
+        return {"Tokens": {"type": "object", "title": "Tokens", "properties": {"left": {"type": "integer"}}}}
 
     def parts(self):
-        return {"token_count": lambda: self.tokens}
+        return {"token_count": lambda: self.tokens, "tokens_claimed": lambda: list(self.claimed)}
+
+    demand_rows_are = ("tokens claimed", "Tokens claimed, summed over each user's active jobs")
+
+    def claims(self, spec):
+        return 1 if spec.name == "greedy" else 0
+
+    def check_claim(self, spec, source, copies):
+        if copies > self.tokens:
+            raise InputError(source, f"{copies} jobs claim a token each; {self.tokens} are left", field="name")
+        return copies
+
+    def store_claim(self, job_ids, spec, checked):
+        assert len(job_ids) == checked
+        self.claimed.extend(job_ids)
 
     def admitting(self):
         ids = self.host.store.job_columns(("id",), "name = 'greedy'")
@@ -110,6 +142,31 @@ def test_a_resource_added_in_one_line_takes_part_in_rounds_status_and_metrics(tm
     assert tokens.reports == 1 and tokens.ticks == 1
     assert scheduler.token_count() == 3  # what it adds to the scheduler's face, by name
     assert "apportion_tokens_left 3.0" in client.get("/metrics").text
+
+
+def test_a_resource_added_in_one_line_serves_its_routes_and_claims_at_submit(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "RESOURCES", (*registry.RESOURCES, Tokens))
+    config = ServeConfig(state_dir=tmp_path, round_s=60.0, fill_gap_s=0.0, renew_wait_s=0.0)
+    scheduler = Scheduler(StateStore(tmp_path / "state.db"), FakeExecutor(tmp_path), parse_slots("cpu:2"), Las(),
+                          config, clock=lambda: 1000.0, tokens=3)
+    client = TestClient(create_app(scheduler))
+    job = {"command": "train", "total_steps": 100, "user": "ann"}
+    # its submit hook: a claim checked (all or nothing) and stored with the jobs, charged as demand rows
+    refused = client.post("/jobs", json={**job, "name": "greedy", "array": "0-3"})
+    assert refused.status_code == 400 and refused.json()["field"] == "name"
+    assert "4 jobs claim a token each; 3 are left" in refused.json()["detail"]
+    first = client.post("/jobs", json={**job, "name": "greedy", "array": "0-1"}).json()
+    client.post("/jobs", json={**job, "name": "modest"})
+    assert first["tasks"] == 2 and scheduler.tokens_claimed() == [2, 3]  # the array's two tasks, not "modest"
+    assert scheduler.views.budgets.shown("ann", sees_all=True)[0]["demand_rows"] == 2
+    # two resources claim rows (privacy's blocks, its tokens): the quota's words are no longer one's
+    assert "# HELP apportion_user_demand_rows Demand rows: what jobs claim of the server's resources" in \
+        client.get("/metrics").text
+    # its route: a row of the table, called as the row says, described in the API document
+    assert client.get("/tokens").json() == {"left": 3, "claimed": scheduler.tokens_claimed()}
+    document = client.get("/openapi.json").json()
+    assert document["paths"]["/tokens"]["get"]["summary"] == "The tokens"
+    assert document["components"]["schemas"]["Tokens"]["title"] == "Tokens"
 
 
 def test_a_round_counts_a_live_attempt_by_the_rule_an_exit_is_settled_with(tmp_path):

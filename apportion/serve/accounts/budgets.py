@@ -6,7 +6,8 @@ user) before it is stored:
 
 - **active jobs** (queued, running or preempted; an array counts its tasks);
 - **stored bytes**: the job specs as the state file keeps them (their env, command, claims);
-- **privacy demand rows**: the blocks each job claims, summed over the jobs;
+- **demand rows**: the rows each job claims of the optional resources (``Resource.claims``: a privacy
+  claim's blocks), summed over the jobs;
 - **``after`` edges**: the jobs each job waits for, summed over the jobs (an array's once, as it is kept);
 - **submits per second**: a token bucket per user (``submit_burst`` at once, ``submit_rate`` a second).
 
@@ -37,7 +38,11 @@ from apportion.serve.store.state import ACTIVE, StateStore
 
 MB = 1_000_000  # bytes in the MB of max_stored_mb
 TASK_ROW_BYTES = 512  # what one array task's own row adds (its numbers, name, checkpoint directory, index entries)
-ROW_BYTES = 64  # what one privacy demand row adds to a job's stored bytes (its columns and index entry)
+ROW_BYTES = 64  # what one demand row adds to a job's stored bytes (its columns and index entry)
+# what the demand-rows quota's 409 and its /metrics help call the rows, where no one resource says
+# (``Resource.demand_rows_are``: the privacy ledger's are the blocks its claims name)
+DEMAND_ROWS = ("demand rows (what jobs claim of the server's resources, summed over jobs)",
+               "Demand rows: what jobs claim of the server's resources, summed over each user's active jobs")
 MOST_BUCKETS = 10_000  # users' rate buckets kept; full ones (which say nothing) are dropped past it
 MOST_SHOWN = 100  # users an admin's status lists, those holding the most active jobs first
 
@@ -64,8 +69,8 @@ def _edges(job: str, tasks: int) -> str:
 _TABLES = """
 CREATE TABLE IF NOT EXISTS budget_charges (  -- what each job (or each task of an array) holds of its user's budgets
     job_id INTEGER PRIMARY KEY,         -- a job's id, or an array's: then each of its tasks holds its bytes and rows
-    bytes INTEGER NOT NULL,             -- its spec as stored (its share of its array's), its privacy demand rows
-    demand_rows INTEGER NOT NULL,       -- the blocks it claims
+    bytes INTEGER NOT NULL,             -- its spec as stored (its share of its array's), its demand rows
+    demand_rows INTEGER NOT NULL,       -- the rows it claims of the optional resources
     after_edges INTEGER NOT NULL,       -- the jobs it waits for; an array's: once for all its tasks
     tasks INTEGER NOT NULL DEFAULT 0    -- an array's: its tasks still active (its edges are held while any is)
 );
@@ -149,13 +154,13 @@ class TooFast(Exception):
         self.retry_after = retry_after
 
 
-def charge_of(data: dict, tasks: int, blocks: int, after: int, array: bool = False) -> Charge:
-    """The charge of storing job spec ``data`` as ``tasks`` jobs, each claiming ``blocks`` privacy blocks,
+def charge_of(data: dict, tasks: int, rows: int, after: int, array: bool = False) -> Charge:
+    """The charge of storing job spec ``data`` as ``tasks`` jobs, each claiming ``rows`` demand rows,
     waiting for ``after`` jobs (an array's ``after`` is kept once). An array's spec is stored once (``arrays``), so its bytes are split
     among its tasks, each of which adds a small row of its own (TASK_ROW_BYTES)."""
     spec_bytes = len(json.dumps(data).encode())  # what the state file stores (json.dumps: ASCII, as stored)
     each = -(-spec_bytes // tasks) + TASK_ROW_BYTES if array else spec_bytes
-    return Charge(tasks, each + blocks * ROW_BYTES, blocks, after)
+    return Charge(tasks, each + rows * ROW_BYTES, rows, after)
 
 
 class SubmitRate:
@@ -196,8 +201,9 @@ class Budgets:
     """Each user's budgets over the state file: checks a submit's charge, records it, shows what users hold."""
 
     def __init__(self, store: StateStore, rules: BudgetRules | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, rows_are: tuple[str, str] = DEMAND_ROWS) -> None:
         self.store = store
+        self.rows_are = rows_are  # what its 409 and /metrics call the demand rows (DEMAND_ROWS)
         self.rules = rules or BudgetRules()
         self.rate = SubmitRate(self.rules, clock)
         with store.transaction() as conn:  # the tables kept, the triggers as this version writes them
@@ -221,8 +227,7 @@ class Budgets:
         jobs = charge.jobs
         asks = (("max_active_jobs", held.active_jobs, jobs, "active jobs", _count),
                 ("max_stored_mb", held.bytes, jobs * charge.bytes_each, "of stored jobs", _megabytes),
-                ("max_demand_rows", held.demand_rows, jobs * charge.demand_rows_each, "privacy demand rows "
-                 "(blocks claimed, summed over jobs)", _count),
+                ("max_demand_rows", held.demand_rows, jobs * charge.demand_rows_each, self.rows_are[0], _count),
                 ("max_after_edges", held.after_edges, charge.after_edges, "after edges (jobs waited for, summed "
                  "over jobs; an array's once)", _count))
         for key, have, adds, what, shown in asks:

@@ -150,3 +150,14 @@ def clip(text: str, most: int = 60) -> str:
     anything), each character that is not printable (a new line, a lone surrogate) as its escape."""
     text = text if len(text) <= most else text[: most - 1] + "…"
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def json_object(body: object, source: str) -> dict:
+    """A request's ``body`` if it is a JSON object (a mapping); else InputError saying what it is."""
+    if isinstance(body, dict):
+        return body
+    if body is None:
+        raise InputError(source, "the body must be a JSON object")
+    if isinstance(body, bytes):
+        raise InputError(source, "the body must be a JSON object, sent as Content-Type: application/json")
+    raise InputError(source, f"the body must be a JSON object, got {type(body).__name__}")

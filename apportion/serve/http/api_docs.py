@@ -21,7 +21,10 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, Response
 
-from apportion.serve.http.api_schema import PARAMETERS, SCHEMAS
+from apportion.serve.http import api_schema
+from apportion.serve.http.api_schema import PARAMETERS
+from apportion.serve.resources import registry
+from apportion.serve.resources.base import STORES
 from apportion.serve.views.job_list import NEXT_PAGE, PAGE_MAX
 from apportion.serve.scheduler.scheduler import NotFound
 
@@ -59,8 +62,8 @@ ERRORS = {400: "A field, query parameter or header that does not fit, named in `
 # limit on any method (413, edge.py), a client over its limit of wrong credentials (429, edge.py)
 EVERY_ROUTE = (400, 401, 403, 413, 429)
 # what a route that stores something may answer besides: a conflict or a user over a quota (409), the
-# state directory out of space (507)
-STORING = (409, 507)
+# state directory out of space (507); a resource's rows say it as resources/base.py's STORES
+STORING = STORES
 HEADERS = {401: {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
            429: {"Retry-After": {"description": "Seconds to wait before trying again",
                                  "schema": {"type": "string", "pattern": "^[0-9]+$"}}}}
@@ -71,16 +74,16 @@ TAGS = {"jobs": "What users do: submit, list, wait for (poll one job), cancel, r
         "server": "The server and its dashboard."}
 
 
-SUBMIT_REFUSED = (
+SUBMIT_REFUSED = "; ".join((  # what the optional resources refuse of the job fields they read after `after`
     "A field that does not fit, named in `field`; nothing is stored. Besides what the schema says, the server "
     "refuses what only it can know: a `model` unknown to the perf catalog or a `layout` that does not fit its "
-    "`gpus`; `gpu_types` none of which this server offers, or more `gpus`, `cpus` or `memory_gb` than it has; a "
-    "`workdir` or `checkpoint_dir` that is not a directory the user may use; `after` naming a job that does not "
-    "exist or is another user's; `privacy` naming blocks the server does not have or more budget than they "
-    "hold; a `notify` host outside --notify-hosts; an `array` whose text is none of its forms or that would take "
-    "the user past their active jobs; `total_steps` together with `epochs`/`steps_per_epoch`, or neither; on a "
-    "server without credentials, no `user`; an `Idempotency-Key` header that is not 1 to 128 letters, digits "
-    "and `- _ . :`; a body that is not a JSON object sent as application/json.")
+    "`gpus`", "`gpu_types` none of which this server offers, or more `gpus`, `cpus` or `memory_gb` than it has",
+    "a `workdir` or `checkpoint_dir` that is not a directory the user may use",
+    "`after` naming a job that does not exist or is another user's", *registry.said("refused_at_submit"),
+    "a `notify` host outside --notify-hosts", "an `array` whose text is none of its forms or that would take "
+    "the user past their active jobs", "`total_steps` together with `epochs`/`steps_per_epoch`, or neither",
+    "on a server without credentials, no `user`", "an `Idempotency-Key` header that is not 1 to 128 letters, "
+    "digits and `- _ . :`", "a body that is not a JSON object sent as application/json."))
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ class RouteDoc:
     answer_headers: tuple[tuple[str, str], ...] = ()  # (name, what it says) of the headers its 200 may carry
 
 
-ROUTES = {
+OWN = {
     ("post", "/jobs"): RouteDoc(
         "jobs", "Submit a job",
         "Checks the job field by field and stores it. With an `Idempotency-Key` header, a submit sent again with the "
@@ -152,26 +155,24 @@ ROUTES = {
     ("get", "/status"): RouteDoc(
         "server", "The server",
         "Its policy, round, slots and who holds them, jobs by status, hung attempts and the time a round takes."),
-    ("post", "/blocks"): RouteDoc(
-        "server", "Add privacy blocks",
-        "Admins only: data blocks with a privacy budget (docs/privacy.md), all or none, each arriving now; one "
-        "accounting (ε-δ, or Rényi at the same orders) a server.", STORING, body="Blocks",
-        refused="A field that does not fit, named in `field`; besides what the schema says, a block name used "
-                "before on this server or twice in the call, `rdp_orders` other than those of the blocks already "
-                "held, and a `delta` of 0 with `rdp_orders`."),
-    ("get", "/blocks"): RouteDoc(
-        "server", "The privacy blocks",
-        "The privacy policy and each block's budget in ε: unlocked, granted (to jobs not started yet), consumed "
-        "(by jobs that started) and left; its claims arrived and waiting, as `apportion blocks list`."),
     ("get", "/dashboard/state"): RouteDoc(
         "server", "The dashboard's view",
         "What the page at / draws: slots, the running jobs, the first 100 waiting and the last 50 ended (counts "
-        "for the rest: `waiting_not_shown`, `finished_not_shown`), the cluster over time, the privacy blocks. "
-        "Readable without a credential from this machine (the view of the round, made once a round)."),
+        "for the rest: `waiting_not_shown`, `finished_not_shown`), the cluster over time"
+        + "".join(f", {part}" for part in registry.said("on_dashboard"))  # e.g. the privacy blocks
+        + ". Readable without a credential from this machine (the view of the round, made once a round)."),
     ("get", "/dashboard/jobs/{job_id}"): RouteDoc(
         "server", "The dashboard's view of one job",
         "Its fields, events, progress over time and, for its owner, its log.", (404,)),
 }
+
+
+def route_docs() -> dict[tuple[str, str], RouteDoc]:
+    """What the document says of each route: the API's own, and each registered resource's rows' ``doc``."""
+    return {**OWN, **{(row.method, row.path): RouteDoc(**row.doc) for row in registry.routes()}}
+
+
+ROUTES = route_docs()
 
 
 def add_api_docs(app: FastAPI) -> None:
@@ -207,13 +208,14 @@ def described(schema: dict) -> dict:
     schemas = components.setdefault("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
-    schemas.update(SCHEMAS)
+    schemas.update(api_schema.schemas())
     components["securitySchemes"] = {"bearer": {
         "type": "http", "scheme": "bearer",
         "description": "A user's credential (apportion users add), the admin token, or an attempt's APPORTION_TOKEN; "
                        "none on a server without credentials."}}
     schema["security"] = [{"bearer": []}, {}]  # {}: a server without credentials asks for none
     schema["tags"] = [{"name": name, "description": text} for name, text in TAGS.items()]
+    docs = route_docs()
     for path, methods in schema.get("paths", {}).items():
         for method, operation in methods.items():
             parameters = [p for p in operation.pop("parameters", []) if p.get("name") != "authorization"]
@@ -224,7 +226,7 @@ def described(schema: dict) -> dict:
             if parameters:
                 operation["parameters"] = parameters
             operation.get("responses", {}).pop("422", None)
-            doc = ROUTES.get((method, path))
+            doc = docs.get((method, path))
             if doc is None:
                 continue
             operation["tags"], operation["summary"], operation["description"] = [doc.tag], doc.summary, doc.description

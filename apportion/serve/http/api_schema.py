@@ -10,61 +10,20 @@ route's 400. ``tests/serve/test_api_docs.py`` holds them to the job file's field
 
 from __future__ import annotations
 
-import unicodedata
-
 from apportion.serve.base.bounds import (
     MAX_AFTER, MAX_ARGS, MAX_ARRAY_TASKS, MAX_ARRAY_TEXT, MAX_ATTEMPT, MAX_COMMAND, MAX_CPUS, MAX_ENV, MAX_ENV_VALUE,
     MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S, MAX_MEMORY_GB,
-    MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_URL, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
+    MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_URL, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
 )
 from apportion.runtime.client import MAX_SKIPPED, MAX_SKIPPED_CHARS
 from apportion.runtime.stalls import FETCH, PREPROCESS, STALL
-from apportion.serve.base.bounds import MAX_BATCH, MAX_NOISE_SCALE, MAX_STEP_S, REFUSED_IN_LINE
+from apportion.serve.base.bounds import MAX_BATCH, MAX_NOISE_SCALE, MAX_STEP_S
+from apportion.serve.base.schema_words import LINE, NAMED, NO_NUL, NOT_BLANK, _text, _whole
 from apportion.serve.jobs.elastic_spec import LR_RULES, MAX_EXAMPLES
 from apportion.serve.jobs.jobspec import RESERVED_ENV, RESERVED_ENV_PREFIX
-from apportion.serve.jobs.privacy_spec import MAX_BLOCKS_ADDED, MAX_BUDGET, MAX_CLAIM_BLOCKS, MAX_ORDERS
+from apportion.serve.resources import registry
 from apportion.serve.store.state import STATUSES
 from apportion.serve.store.usage import GROUPINGS, MAX_FILTER, STATE_WORDS
-
-
-def _class_of(chars: list[str]) -> str:
-    """The inside of a regex character class holding ``chars``, as ranges of the characters themselves
-    (no escapes: Python's, ECMAScript's and Rust's regexes read a literal character alike)."""
-    codes = sorted(ord(c) for c in chars)
-    ranges: list[list[int]] = []
-    for code in codes:
-        if ranges and code == ranges[-1][1] + 1:
-            ranges[-1][1] = code
-        else:
-            ranges.append([code, code])
-    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
-
-
-def _refused_in_line() -> str:
-    """What bounds.check_line refuses in a name (control and format characters, line and paragraph
-    separators; a lone surrogate cannot reach a JSON string a schema checks), as a class's inside.
-    Unicode places them in planes 0 and 1 and in plane 14's tags; the other planes hold none."""
-    codes = [*range(0x20000), *range(0xE0000, 0xE1000)]
-    return _class_of([chr(c) for c in codes if not 0xD800 <= c <= 0xDFFF
-                      and unicodedata.category(chr(c)) in REFUSED_IN_LINE])
-
-
-CONTROL = _refused_in_line()
-SPACE = _class_of([chr(c) for c in range(0x3001) if chr(c).isspace() and unicodedata.category(chr(c))
-                   not in REFUSED_IN_LINE])  # what str.strip() takes off a name besides (all below U+3001)
-LINE = f"^[^{CONTROL}]*$"  # one printable line, maybe empty
-NAMED = f"^[^{CONTROL}]*[^{CONTROL}{SPACE}][^{CONTROL}]*$"  # one printable line, not only spaces
-WORD = f"^[^{CONTROL}{SPACE}]+$"  # one printable word
-NO_NUL = "^[^\u0000]*$"  # a path, an argument, an environment variable's value: anything but NUL
-NOT_BLANK = "^[^\u0000]*[^\u0000\\s][^\u0000]*$"
-
-
-def _text(description: str, most: int = MAX_NAME, pattern: str = LINE) -> dict:
-    return {"type": "string", "maxLength": most, "pattern": pattern, "description": description}
-
-
-def _whole(description: str, least: int = 1, most: int = MAX_STEPS) -> dict:
-    return {"type": "integer", "minimum": least, "maximum": most, "description": description}
 
 
 ELASTIC = {
@@ -169,35 +128,8 @@ JOB_SPEC = {
         "notify": {"type": "string", "maxLength": MAX_URL, "format": "uri",
                    "description": "An http(s) URL POSTed a JSON summary when the job ends; where it may point is the "
                                   "server's --notify-hosts."},
-        "privacy": {"type": "object", "required": ["blocks"],
-                    "description": "The privacy budget it claims of the server's blocks (docs/privacy.md): blocks, "
-                                   "then epsilon and delta, or rdp {order: epsilon} at the blocks' orders; weight.",
-                    "properties": {"blocks": {"type": "array", "items": {"type": "string", "maxLength": MAX_NAME,
-                                                                         "pattern": NAMED},
-                                              "minItems": 1, "maxItems": MAX_CLAIM_BLOCKS, "uniqueItems": True},
-                                   "epsilon": {"type": "number", "minimum": 0}, "delta": {"type": "number", "minimum": 0},
-                                   "rdp": {"type": "object", "additionalProperties": {"type": "number", "minimum": 0}},
-                                   "weight": {"type": "number", "exclusiveMinimum": 0}}},
+        **registry.job_fields(),  # what the optional resources read of a job file (privacy: its claim)
     },
-}
-
-BLOCKS = {
-    "type": "object",
-    "title": "Blocks",
-    "description": "Privacy blocks to add, all or none; each arrives (its budget starts to unlock) now.",
-    "required": ["blocks"],
-    "properties": {"blocks": {"type": "array", "minItems": 1, "maxItems": MAX_BLOCKS_ADDED, "items": {
-        "type": "object", "required": ["name", "epsilon", "delta"],
-        "dependentSchemas": {"rdp_orders": {"properties": {"delta": {"exclusiveMinimum": 0}}}},
-        "properties": {"name": _text("The block's name: one word, never used before on this server.", pattern=WORD),
-                       "epsilon": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_BUDGET,
-                                   "description": "The ε its budget keeps."},
-                       "delta": {"type": "number", "minimum": 0, "exclusiveMaximum": 1,
-                                 "description": "The δ its budget keeps (more than 0 with rdp_orders)."},
-                       "rdp_orders": {"type": "array", "minItems": 1, "maxItems": MAX_ORDERS,
-                                      "items": {"type": "number", "exclusiveMinimum": 1, "maximum": MAX_BUDGET},
-                                      "description": "Account in Rényi DP at these orders (every block the "
-                                                     "same)."}}}}},
 }
 
 SUBMITTED = {
@@ -272,8 +204,15 @@ ERROR = {
                    "state_dir": {"type": "string", "description": "507: the state directory that is full."}},
 }
 
-SCHEMAS = {"JobSpec": JOB_SPEC, "Submitted": SUBMITTED, "Cancel": CANCEL, "Lease": LEASE, "Progress": PROGRESS,
-           "Blocks": BLOCKS, "Error": ERROR}
+OWN = {"JobSpec": JOB_SPEC, "Submitted": SUBMITTED, "Cancel": CANCEL, "Lease": LEASE, "Progress": PROGRESS}
+
+
+def schemas() -> dict[str, dict]:
+    """The document's schemas: the API's own, each registered resource's (``Resource.schemas``), the error."""
+    return {**OWN, **registry.schemas(), "Error": ERROR}
+
+
+SCHEMAS = schemas()
 
 
 def _words_of(words) -> str:

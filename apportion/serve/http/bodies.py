@@ -16,9 +16,8 @@ from apportion.runtime.client import MAX_SKIPPED, MAX_SKIPPED_CHARS
 from apportion.runtime.stalls import FETCH, PREPROCESS, STALL
 from apportion.serve.base.bounds import (
     MAX_ATTEMPT, MAX_BATCH, MAX_GPUS, MAX_IDEMPOTENCY_KEY, MAX_NOISE_SCALE, MAX_STEP_S, MAX_STEPS, check_int,
-    check_line, check_number,
+    check_line, check_number, json_object,
 )
-from apportion.serve.jobs.privacy_spec import MAX_BLOCKS_ADDED, BlockSpec, block_from_mapping
 
 SOURCE = "request"
 
@@ -41,13 +40,7 @@ def json_body(data: bytes, content_type: str | None) -> object:
 
 def mapping(body: object) -> dict:
     """``body`` if it is a JSON object; else InputError."""
-    if isinstance(body, dict):
-        return body
-    if body is None:
-        raise InputError(SOURCE, "the body must be a JSON object")
-    if isinstance(body, bytes):
-        raise InputError(SOURCE, "the body must be a JSON object, sent as Content-Type: application/json")
-    raise InputError(SOURCE, f"the body must be a JSON object, got {type(body).__name__}")
+    return json_object(body, SOURCE)
 
 
 def submitter(body: object) -> str:
@@ -71,21 +64,6 @@ def idempotency_key(header: str | None) -> str | None:
 
 IDEMPOTENCY_KEY_PATTERN = rf"^[A-Za-z0-9_.:-]{{1,{MAX_IDEMPOTENCY_KEY}}}$"  # as the API document says it
 _KEY = re.compile(IDEMPOTENCY_KEY_PATTERN.strip("^$"))
-
-
-def blocks(body: object) -> list[BlockSpec]:
-    """The ``blocks`` of ``POST /blocks``: 1 to MAX_BLOCKS_ADDED blocks, each ``{name, epsilon, delta[,
-    rdp_orders]}``, no name twice."""
-    items = mapping(body).get("blocks")
-    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BLOCKS_ADDED:
-        raise InputError(SOURCE, f"must be a list of 1 to {MAX_BLOCKS_ADDED} blocks", field="blocks")
-    checked = [block_from_mapping(item, SOURCE, f"blocks[{i}].") for i, item in enumerate(items)]
-    seen: set[str] = set()
-    for i, block in enumerate(checked):
-        if block.name in seen:
-            raise InputError(SOURCE, f"block '{block.name}' is named twice", field=f"blocks[{i}].name")
-        seen.add(block.name)
-    return checked
 
 
 def cancel(body: object) -> str:

@@ -122,7 +122,7 @@ def state_view(scheduler: Scheduler, history: History, who: Identity | None, cre
         "waiting_not_shown": max(0, sum(counts[s] for s in ("queued", "preempted"))
                                  - sum(r.status in ("queued", "preempted") for r in rows)),
         "history": history.cluster(scheduler.gpu_types),
-        "privacy": scheduler.blocks(),  # the privacy blocks' budgets (none: the page shows no table)
+        **scheduler.views.resource_dashboard(),  # each optional resource's part (the privacy blocks' budgets)
     }
 
 

@@ -160,18 +160,6 @@ def status(at: Served, who: Identity) -> dict:
     return {**at.scheduler.status(), "budgets": budgets}
 
 
-def add_blocks(at: Served, body: Any = Body(...)) -> dict:
-    """Add privacy blocks (admins): ``{"blocks": [{"name", "epsilon", "delta"[, "rdp_orders"]}, ...]}``."""
-    added = bodies.blocks(body)
-    at.scheduler.add_blocks(added)
-    return {"added": [block.name for block in added]}
-
-
-def blocks(at: Served) -> dict:
-    """The privacy blocks and their budgets: unlocked, granted (to jobs not started yet), consumed, left."""
-    return at.scheduler.blocks()
-
-
 def metrics(at: Served) -> Response:
     return at.scrape()
 

@@ -5,7 +5,9 @@ A handler is a plain function (``handlers.py``, ``dashboard.py``, ``api_docs.py`
 parameter is the server it answers from (``callers.Served``); a parameter ``who`` gets the caller
 the row's rule lets in, one ``caller`` the rule itself (a handler that checks its caller where it
 chooses: a submit, in its thread). What the API document says of each route is ``api_docs.ROUTES``,
-keyed by the same (method, path): ``tests/serve/test_routes.py`` holds the two to the same routes.
+keyed by the same (method, path): ``tests/serve/test_routes.py`` holds the two to the same routes. An
+optional resource adds its rows (and what the document says of them) from its own package
+(``Resource.routes``), after the API's own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from fastapi import Depends, FastAPI
 from apportion.serve.http import api_docs, dashboard, handlers
 from apportion.serve.http.bodies import IDEMPOTENCY_KEY_PATTERN
 from apportion.serve.http.callers import ANYONE, ATTEMPT, READER, USER, Caller, Served, admin
+from apportion.serve.resources import registry
+from apportion.serve.resources.base import RouteRow
 
 IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
                    "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
@@ -39,8 +43,7 @@ class Route:
     options: dict = field(default_factory=dict)
 
 
-ROUTES: tuple[Route, ...] = (
-    # the API (docs/serve-contract.md)
+API: tuple[Route, ...] = (  # the API (docs/serve-contract.md); each optional resource's rows follow
     Route("post", "/jobs", handlers.submit, USER, {"openapi_extra": {"parameters": [IDEMPOTENCY_KEY]}}),
     Route("get", "/jobs", handlers.jobs, USER),
     Route("get", "/jobs/{job_id}", handlers.job, USER),
@@ -50,8 +53,8 @@ ROUTES: tuple[Route, ...] = (
     Route("get", "/jobs/{job_id}/logs", handlers.logs, USER),  # its owner or an admin
     Route("get", "/history", handlers.accounting, USER),
     Route("get", "/status", handlers.status, USER),
-    Route("post", "/blocks", handlers.add_blocks, admin("adding privacy blocks")),
-    Route("get", "/blocks", handlers.blocks, USER),
+)
+PAGES: tuple[Route, ...] = (
     # the dashboard (dashboard.py)
     Route("get", "/", dashboard.page, ANYONE, HIDDEN),
     Route("get", "/dashboard/assets/{name}", dashboard.asset, ANYONE, HIDDEN),
@@ -66,9 +69,25 @@ ROUTES: tuple[Route, ...] = (
 )
 
 
-def add_routes(app: FastAPI, served: Served, routes: tuple[Route, ...] = ROUTES) -> None:
-    """Each of ``routes`` on ``app``, answering from ``served``."""
-    for route in routes:
+RULES = {"anyone": ANYONE, "reader": READER, "user": USER, "attempt": ATTEMPT}  # a resource's row's ``who``
+
+
+def resource_route(row: RouteRow) -> Route:
+    """A row an optional resource adds (``resources/base.RouteRow``) as a row of the table."""
+    return Route(row.method, row.path, row.handler, admin(row.admin_for) if row.who == "admin" else RULES[row.who])
+
+
+def table() -> tuple[Route, ...]:
+    """The table: the API's routes, each registered resource's (``resources/registry.py``), the pages."""
+    return (*API, *(resource_route(row) for row in registry.routes()), *PAGES)
+
+
+ROUTES: tuple[Route, ...] = table()
+
+
+def add_routes(app: FastAPI, served: Served, routes: tuple[Route, ...] | None = None) -> None:
+    """Each of ``routes`` (default :func:`table`, the resources registered now) on ``app``, answering from ``served``."""
+    for route in table() if routes is None else routes:
         app.add_api_route(route.path, endpoint(route, served), methods=[route.method.upper()], **route.options)
 
 

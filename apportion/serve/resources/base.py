@@ -10,7 +10,7 @@ needs. This module imports nothing heavy: ``apportion serve --help`` and the set
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -49,6 +49,25 @@ class AdmissionPart:
     record: Callable[[float], None] = lambda now: None
 
 
+@dataclass(frozen=True)
+class RouteRow:
+    """A route a resource adds to the server's one table (``http/routes.py`` lays it out with the rest,
+    after the API's own): ``handler(at, ...)`` answers from the server (``http/callers.Served``) as every
+    handler does; ``who`` names the rule of who may call it ("anyone", "reader", "user", "attempt" or
+    "admin", whose 403 says ``admin_for`` is for admins); ``doc`` is what the API document says of it
+    (``http/api_docs.RouteDoc``'s fields: tag, summary, description, errors, body, refused, ...)."""
+
+    method: str
+    path: str
+    handler: Callable
+    who: str = "user"
+    admin_for: str | None = None
+    doc: dict = field(default_factory=dict)
+
+
+STORES = (409, 507)  # what a route that stores answers besides: a conflict or a quota, the state directory full
+
+
 class Resource:
     """One optional resource on one server. ``host`` is the scheduler's shared state
     (``resources/host.py`` says what of it a resource may use); ``given`` the objects the server was
@@ -72,6 +91,26 @@ class Resource:
     def config_from(cls, options: Any) -> dict[str, Any]:
         """Its ServeConfig fields from the server's options (by default: the same names)."""
         return {s.name: getattr(options, s.name) for s in cls.config}
+
+    # what it adds to the API (read before a server exists: the table of routes, the API document) --
+
+    @classmethod
+    def routes(cls) -> tuple[RouteRow, ...]:
+        """The routes it serves (its handlers reach it as ``at.scheduler.NAME``: :meth:`parts`)."""
+        return ()
+
+    @classmethod
+    def schemas(cls) -> dict[str, dict]:
+        """JSON Schemas of its routes' bodies and answers, by the names its rows' ``doc`` gives them."""
+        return {}
+
+    @classmethod
+    def job_fields(cls) -> dict[str, dict]:
+        """JSON Schemas of the job file's fields it reads (``jobs/jobspec.py`` reads them), for the document."""
+        return {}
+
+    refused_at_submit = ""  # what a submit's 400 says the server refuses of its job fields (the document)
+    on_dashboard = ""  # what the dashboard shows of it (the document's words for /dashboard/state)
 
     # a server's life -----------------------------------------------------------------------
 
@@ -117,6 +156,25 @@ class Resource:
         jobs' ids, slots and asked ``cpus`` [n], NaN none): what the round ranks it by; None: its best."""
         return None
 
+    # a submit ---------------------------------------------------------------------------------
+
+    def claims(self, spec: Any) -> int:
+        """Rows each job of this checked job file (``JobSpec``) claims of it (0: none): what the user's
+        demand rows are charged, and whether a submit takes the state lock (a round grants from them)."""
+        return 0
+
+    # a resource that claims rows says what they are: the demand-rows quota's 409 and its /metrics help
+    # say it where it is the one that does (else accounts/budgets.py's DEMAND_ROWS)
+    demand_rows_are: tuple[str, str] = ()
+
+    def check_claim(self, spec: Any, source: str, copies: int) -> Any:
+        """Under the state lock, in the submit's write transaction: whether ``copies`` jobs of ``spec`` may
+        claim what they ask (InputError naming the field); what :meth:`store_claim` stores."""
+        return None
+
+    def store_claim(self, job_ids: list[int], spec: Any, checked: Any) -> None:
+        """Store the claims of the jobs just inserted (``checked``: what :meth:`check_claim` answered)."""
+
     # accounting ----------------------------------------------------------------------------
 
     def progress(self, job_id: int, attempt: int, steps_done: int, now: float) -> None:
@@ -129,6 +187,10 @@ class Resource:
         """These jobs were cancelled before they ended (inside the transaction that records it)."""
 
     # what operators read -------------------------------------------------------------------
+
+    def dashboard(self) -> dict[str, Any]:
+        """Its part of the dashboard's view (keys merged into ``/dashboard/state``)."""
+        return {}
 
     def status(self) -> dict[str, Any]:
         """Its part of ``apportion status`` (keys merged into the status)."""

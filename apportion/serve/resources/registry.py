@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import field, make_dataclass
 from typing import Any
 
-from apportion.serve.resources.base import Resource
+from apportion.serve.resources.base import Resource, RouteRow
 from apportion.serve.resources.cores.resource import Cores
 from apportion.serve.resources.privacy.resource import Privacy
 from apportion.serve.resources.rental.resource import Rental
@@ -52,6 +52,26 @@ def config_from(options: Any) -> dict[str, Any]:
     return {name: value for resource in RESOURCES for name, value in resource.config_from(options).items()}
 
 
+def routes() -> tuple[RouteRow, ...]:
+    """Every resource's routes, in RESOURCES's order."""
+    return tuple(row for resource in RESOURCES for row in resource.routes())
+
+
+def schemas() -> dict[str, dict]:
+    """Every resource's schemas of its routes' bodies and answers, by name."""
+    return {name: schema for resource in RESOURCES for name, schema in resource.schemas().items()}
+
+
+def job_fields() -> dict[str, dict]:
+    """The schemas of the job file's fields the resources read, by field."""
+    return {name: schema for resource in RESOURCES for name, schema in resource.job_fields().items()}
+
+
+def said(which: str) -> list[str]:
+    """What each resource says of itself as ``which`` ("refused_at_submit", "on_dashboard"), where it says it."""
+    return [getattr(resource, which) for resource in RESOURCES if getattr(resource, which)]
+
+
 class Resources(tuple):
     """One server's resources, one instance each, in RESOURCES's order; ``part(name)`` finds what one
     shows under ``name`` (the privacy ledger as ``privacy``)."""
@@ -76,6 +96,9 @@ class Resources(tuple):
 
     def status(self) -> dict[str, Any]:
         return {key: value for r in self for key, value in r.status().items()}
+
+    def dashboard(self) -> dict[str, Any]:
+        return {key: value for r in self for key, value in r.dashboard().items()}
 
     def least_cores_per_gpu(self) -> float:
         return max((r.least_cores_per_gpu() for r in self), default=0.0)

@@ -33,7 +33,7 @@ from apportion.serve.estimates.elastic import StepReport
 from apportion.serve.estimates.elastic_batch import examples_done
 from apportion.serve.jobs.elastic_spec import ElasticSpec
 from apportion.serve.estimates.throughput import ThroughputEstimates
-from apportion.serve.accounts.budgets import Budgets, Charge, charge_of
+from apportion.serve.accounts.budgets import DEMAND_ROWS, Budgets, Charge, charge_of
 from apportion.serve.jobs.job_array import ArraySpec, check_task_names
 from apportion.serve.jobs.jobspec import JobSpec, check_after, read_job
 from apportion.serve.attempts.lifecycle import check_resumed
@@ -95,7 +95,9 @@ class Requests:
         self.clock, self.log, self.lock, self.changed = state.clock, state.log, state.lock, state.changed
         self.gpu_types, self.capacity = state.gpu_types, state.capacity
         self.lease_answers = {"renew": 0, "stop": 0}  # lease calls answered this run, for /metrics
-        self.budgets = Budgets(self.store, self.config.budgets)  # what each user may hold, charged at submit
+        said = [r.demand_rows_are for r in state.resources if r.demand_rows_are]  # what its demand rows are
+        # what each user may hold, charged at submit
+        self.budgets = Budgets(self.store, self.config.budgets, rows_are=said[0] if len(said) == 1 else DEMAND_ROWS)
 
     def submit(self, body: dict, user: str, source: str = "request", sees_all: bool = False) -> int:
         """Check a job spec (InputError naming the field) and store it; returns the job id.
@@ -120,8 +122,8 @@ class Requests:
         """``body`` read once and checked once, before anything is stored: whether the job could ever run
         here, its directories, its notify URL against ``--notify-hosts``, its array's tasks' names, what
         it waits for (``after``: ``user``'s jobs unless ``sees_all``), and what it is charged. InputError
-        naming the field. What budget its privacy claim takes, and whether the user's budgets hold it,
-        is known only under the write lock: :meth:`store_checked`."""
+        naming the field. What its claims of the optional resources take (a privacy budget), and whether
+        the user's budgets hold it, is known only under the write lock: :meth:`store_checked`."""
         read = read_job(body, source)
         spec, array = read.spec, read.array
         self._check_directories(spec, user, source)
@@ -134,18 +136,20 @@ class Requests:
         # a job's owner never changes: checked before the insert, as all the rest
         check_after(spec.after, self._owners(list(spec.after or ())), data["user"], sees_all, source)
         copies = 1 if array is None else len(array)
-        charge = charge_of(data, copies, len(spec.privacy.blocks) if spec.privacy is not None else 0,
-                           len(spec.after or ()), array=array is not None)
+        rows = sum(resource.claims(spec) for resource in self.state.resources)  # the rows its claims store, a job
+        charge = charge_of(data, copies, rows, len(spec.after or ()), array=array is not None)
         return Submission(spec, data, array, read.notify, charge, source)
 
     def store_checked(self, submission: Submission, user: str, key: str | None = None,
                       digest: str = "") -> Submitted:
-        """Store a checked submit (:meth:`checked`) in one transaction, with its privacy claim and its charge
-        to its user's budgets; ``key``: its idempotency key (a submit stored since answers instead)."""
+        """Store a checked submit (:meth:`checked`) in one transaction, with its claims of the optional
+        resources and its charge to its user's budgets; ``key``: its idempotency key (a submit stored since
+        answers instead)."""
         spec, data, array = submission.spec, submission.data, submission.array
-        # only the insert waits for a round under way (the state lock), and only when the privacy ledger,
-        # which a round grants from, takes a claim; the write transaction alone keeps the rest whole
-        with self.lock if spec.privacy is not None else nullcontext(), self.store.transaction():
+        claiming = [resource for resource in self.state.resources if resource.claims(spec)]
+        # only the insert waits for a round under way (the state lock), and only when a resource a round
+        # grants from (the privacy ledger) takes a claim; the write transaction alone keeps the rest whole
+        with self.lock if claiming else nullcontext(), self.store.transaction():
             if key is not None:
                 earlier = self._earlier(user, key, digest)  # it may have been stored since
                 if earlier is not None:
@@ -154,16 +158,16 @@ class Requests:
             common = dict(user=data["user"], queue=spec.queue, priority=spec.priority, kind=spec.throughput_kind,
                           gpus=spec.gpus, total_steps=spec.total_steps, submitted=now,
                           key=(user, key, digest) if key is not None else None)
-            claim = None if spec.privacy is None else self.state.privacy.check_claim(
-                spec.privacy, submission.source, copies=submission.tasks)
+            claims = [(resource, resource.check_claim(spec, submission.source, submission.tasks))
+                      for resource in claiming]
             self.budgets.check(data["user"], submission.charge)  # inside the write transaction: two cannot both fit
             if array is None:
                 job_id = self.store.insert_job(spec=data, name=spec.name, **common)
                 tasks = [job_id]
             else:
                 job_id, tasks = self.store.insert_array(spec=data, indices=array.indices, **common)
-            if claim is not None:
-                self.state.privacy.insert_claims(tasks, spec.privacy, *claim)
+            for resource, checked in claims:
+                resource.store_claim(tasks, spec, checked)
             self.budgets.record(data["user"], tasks, submission.charge, job_id if array is not None else None)
         self.state.dirty = True  # after the commit: a round that began before it clears it before reading the jobs
         if array is not None:

@@ -113,3 +113,7 @@ class SchedulerViews:
         """Each optional resource's /metrics lines, read now (inside the caller's snapshot), written later
         (``Resource.read_metrics``)."""
         return [resource.read_metrics(now) for resource in self._state.resources]
+
+    def resource_dashboard(self) -> dict:
+        """Each optional resource's part of the dashboard's view (``Resource.dashboard``: the privacy blocks)."""
+        return self._state.resources.dashboard()

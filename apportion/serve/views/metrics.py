@@ -105,7 +105,7 @@ class StateCollector:
         yield from _data_stalls(stalls)
         for lines in resources:  # each optional resource's own lines
             yield from lines()
-        yield from _user_budgets(held, everyone, users_budgets.rules)
+        yield from _user_budgets(held, everyone, users_budgets.rules, users_budgets.rows_are[1])
 
     def _slots(self, held: set[str]):
         busy = GaugeMetricFamily("apportion_slots_busy", "Slots held by a live attempt, by GPU type",
@@ -140,13 +140,12 @@ def _data_stalls(rows: list[tuple]):
     yield from families
 
 
-def _user_budgets(held: dict, everyone, rules):
+def _user_budgets(held: dict, everyone, rules, rows_are: str):
     """Each user's use of their budgets (the MAX_LABELLED with the most active jobs; the others' sum under
-    OTHER) and their limits (budgets.py)."""
+    OTHER) and their limits (budgets.py; ``rows_are``: what the demand rows are, as the resources say)."""
     names = (("apportion_user_active_jobs", "active_jobs", "Active jobs (queued, running, preempted) of each user"),
              ("apportion_user_stored_bytes", "bytes", "Bytes of job specs stored by each user's active jobs"),
-             ("apportion_user_demand_rows", "demand_rows", "Privacy blocks claimed, summed over each user's active"
-              " jobs"),
+             ("apportion_user_demand_rows", "demand_rows", rows_are),
              ("apportion_user_after_edges", "after_edges", "Jobs waited for (after), summed over each user's active"
               " jobs"))
     rest = {field: getattr(everyone, field) - sum(getattr(use, field) for use in held.values()) for _, field, _ in names}

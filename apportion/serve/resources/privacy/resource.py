@@ -75,8 +75,45 @@ class Privacy(Resource):
             key = "privacy_n" if s.privacy_n is not None and "N must" in str(exc) else "privacy_policy"
             raise BadSetting(key, str(exc), joiner=": ") from None
 
+    # what it adds to the API (api.py) --------------------------------------------------------
+
+    refused_at_submit = "`privacy` naming blocks the server does not have or more budget than they hold"
+    on_dashboard = "the privacy blocks"
+
+    @classmethod
+    def routes(cls):
+        from apportion.serve.resources.privacy.api import ROUTES
+
+        return ROUTES
+
+    @classmethod
+    def schemas(cls) -> dict[str, dict]:
+        from apportion.serve.resources.privacy.api import BLOCKS
+
+        return {"Blocks": BLOCKS}
+
+    @classmethod
+    def job_fields(cls) -> dict[str, dict]:
+        from apportion.serve.resources.privacy.api import CLAIM
+
+        return {"privacy": CLAIM}
+
     def parts(self) -> dict[str, Any]:
         return {"privacy": self.ledger, "add_blocks": self.add_blocks, "blocks": self.blocks}
+
+    # a submit: a job file's ``privacy`` claim (jobs/privacy_spec.py), checked and stored under the lock --
+
+    demand_rows_are = ("privacy demand rows (blocks claimed, summed over jobs)",
+                       "Privacy blocks claimed, summed over each user's active jobs")
+
+    def claims(self, spec: Any) -> int:
+        return len(spec.privacy.blocks) if spec.privacy is not None else 0  # a demand row a block
+
+    def check_claim(self, spec: Any, source: str, copies: int) -> Any:
+        return self.ledger.check_claim(spec.privacy, source, copies=copies)
+
+    def store_claim(self, job_ids: list[int], spec: Any, checked: Any) -> None:
+        self.ledger.insert_claims(job_ids, spec.privacy, *checked)
 
     # the round -----------------------------------------------------------------------------
 
@@ -114,6 +151,9 @@ class Privacy(Resource):
         policy = self.ledger.policy
         return {"policy": policy.name, "n": policy.n, "t_s": policy.t_s, "timeout_s": self.ledger.timeout_s,
                 "blocks": [budget.to_dict() for budget in budgets]}
+
+    def dashboard(self) -> dict[str, Any]:
+        return {"privacy": self.blocks()}  # the blocks' budgets (none: the page shows no table)
 
     def read_metrics(self, now: float):
         budgets = self.ledger.budgets(now)[-MAX_LABELLED:]
