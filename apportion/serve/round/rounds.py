@@ -289,16 +289,12 @@ class Rounds:
         blocked = offline.copy()  # no promise to a job stands on these
         blocked[[position[s] for i in pinned_rows for s in live[i]["slot_list"] if s in position]] = True
         if blocked.all():  # every slot is held by an attempt still starting, or lost
-            waiting = free_rows[~np.isin(free_rows, np.fromiter(live, dtype=np.int64, count=len(live)))]
-            moves = ((table["slots"][waiting] != "") | (table["reason"][waiting] != _QUEUED)
-                     | ~np.equal(table["gpu_type"][waiting], None) | ~np.equal(table["partner"][waiting], None))
-            for row in self._rows.rows(table, waiting[moves]):  # only the rows whose fields change, read at once
-                _merge(changes, row, slots="", gpu_type=None, partner=None, reason=_QUEUED)
+            self._all_wait(table, live, free_rows, changes)
             return
         rows = np.concatenate([free_rows, pinned_rows]).astype(np.int64)
         rates = np.concatenate([free_rates, np.zeros((len(pinned_rows), free_rates.shape[1]))])
         pinned = np.arange(len(rows)) >= len(free_rows)
-        n, num_types = len(rows), len(self.gpu_types)
+        num_types = len(self.gpu_types)
 
         def column(name: str, dtype=object) -> np.ndarray:
             return table.typed(name, dtype)[rows]
@@ -316,40 +312,8 @@ class Rounds:
         promised = np.flatnonzero(~is_live & (slots != ""))
         parsed.update(zip(promised.tolist(), self._rows.rows(table, rows[promised])))
 
-        # time alone per type, from the stored text of the jobs not holding slots (parsed once per change)
-        time_alone = np.zeros((n, num_types))
-        service = column("service_by_type", object)
-        served = np.flatnonzero(~is_live & (service != "{}"))
-        if len(served):
-            time_alone[served] = [self._rows.seconds_by_type(text, self.gpu_types) for text in service[served].tolist()]
-        running_type = np.full(n, -1, dtype=np.int64)
-        attained = column("service_gpu_s", np.float64)
-        # who holds (a live attempt) or is promised (a pending start) each slot now, and who shares it
-        holder = np.full(len(self.slots), -1, dtype=np.int64)
-        partner = np.full(len(self.slots), -1, dtype=np.int64)
-        for j in np.flatnonzero(is_live).tolist():  # service counted up to now
-            r = parsed[j]
-            for gpu_type, seconds in r["service_by_type"].items():
-                if gpu_type in type_index:
-                    time_alone[j, type_index[gpu_type]] = seconds
-            running_type[j] = type_index.get(r["gpu_type"], -1)
-            attained[j] = r["service_gpu_s"]
-            for s in r["slot_list"]:
-                if s in position:
-                    if holder[position[s]] < 0:
-                        holder[position[s]] = j
-                    else:
-                        partner[position[s]] = j
-        together: dict[tuple[int, int, int], float] = {}  # (job id, partner id, type) -> seconds
-        shared = column("shared_by_type", object)
-        sharing = is_live & ~np.equal(column("partner", object), None)  # counting time together now
-        for j in np.flatnonzero(sharing | (shared != "{}")).tolist():
-            r = parsed[j] if is_live[j] else {"id": ids[j], "shared_by_type": self._rows.parsed(shared[j])}
-            for key, seconds in r["shared_by_type"].items():
-                mate, _, gpu_type = key.partition(":")
-                if gpu_type in type_index:
-                    together[(int(r["id"]), int(mate), type_index[gpu_type])] = seconds
-
+        time_alone, running_type, attained, holder, partner, together = self._holdings(
+            table, rows, column, ids, is_live, parsed, position, type_index)
         kind = self.throughputs.kind_indices(column("kind", object))
         view = job_view(
             index=ids,
@@ -390,6 +354,65 @@ class Rounds:
                        together=PairClock.from_each_side(together, num_types), pair_rates=pair_rates,
                        pinned=pinned, offline=offline), cluster)
 
+        self._write_decision(decision, table, rows, column, ids, status, slots, is_live, pinned, parsed, now,
+                             lease_end, changes, events, log)
+
+    def _all_wait(self, table: dict, live: dict[int, dict], free_rows: np.ndarray, changes: dict[int, dict]) -> None:
+        """Every slot is held by an attempt still starting, or lost: the jobs not running wait, and only
+        the rows whose fields change are read (at once)."""
+        waiting = free_rows[~np.isin(free_rows, np.fromiter(live, dtype=np.int64, count=len(live)))]
+        moves = ((table["slots"][waiting] != "") | (table["reason"][waiting] != _QUEUED)
+                 | ~np.equal(table["gpu_type"][waiting], None) | ~np.equal(table["partner"][waiting], None))
+        for row in self._rows.rows(table, waiting[moves]):
+            _merge(changes, row, slots="", gpu_type=None, partner=None, reason=_QUEUED)
+
+    def _holdings(self, table: dict, rows: np.ndarray, column, ids: np.ndarray, is_live: np.ndarray,
+                  parsed: dict[int, dict], position: dict[str, int], type_index: dict[str, int]) -> tuple:
+        """What the round's jobs have had and hold: time alone on each type, the type each runs on, GPU
+        time attained, who holds and who shares each slot now, and time together per pair and type."""
+        n, num_types = len(rows), len(self.gpu_types)
+        # time alone per type, from the stored text of the jobs not holding slots (parsed once per change)
+        time_alone = np.zeros((n, num_types))
+        service = column("service_by_type", object)
+        served = np.flatnonzero(~is_live & (service != "{}"))
+        if len(served):
+            time_alone[served] = [self._rows.seconds_by_type(text, self.gpu_types) for text in service[served].tolist()]
+        running_type = np.full(n, -1, dtype=np.int64)
+        attained = column("service_gpu_s", np.float64)
+        # who holds (a live attempt) or is promised (a pending start) each slot now, and who shares it
+        holder = np.full(len(self.slots), -1, dtype=np.int64)
+        partner = np.full(len(self.slots), -1, dtype=np.int64)
+        for j in np.flatnonzero(is_live).tolist():  # service counted up to now
+            r = parsed[j]
+            for gpu_type, seconds in r["service_by_type"].items():
+                if gpu_type in type_index:
+                    time_alone[j, type_index[gpu_type]] = seconds
+            running_type[j] = type_index.get(r["gpu_type"], -1)
+            attained[j] = r["service_gpu_s"]
+            for s in r["slot_list"]:
+                if s in position:
+                    if holder[position[s]] < 0:
+                        holder[position[s]] = j
+                    else:
+                        partner[position[s]] = j
+        together: dict[tuple[int, int, int], float] = {}  # (job id, partner id, type) -> seconds
+        shared = column("shared_by_type", object)
+        sharing = is_live & ~np.equal(column("partner", object), None)  # counting time together now
+        for j in np.flatnonzero(sharing | (shared != "{}")).tolist():
+            r = parsed[j] if is_live[j] else {"id": ids[j], "shared_by_type": self._rows.parsed(shared[j])}
+            for key, seconds in r["shared_by_type"].items():
+                mate, _, gpu_type = key.partition(":")
+                if gpu_type in type_index:
+                    together[(int(r["id"]), int(mate), type_index[gpu_type])] = seconds
+
+        return time_alone, running_type, attained, holder, partner, together
+
+    def _write_decision(self, decision, table: dict, rows: np.ndarray, column, ids: np.ndarray, status: np.ndarray,
+                        slots: np.ndarray, is_live: np.ndarray, pinned: np.ndarray, parsed: dict[int, dict],
+                        now: float, lease_end: float, changes: dict[int, dict], events: list[tuple], log) -> None:
+        """The round's decision as changes to the jobs' rows: most keep their slots (only their lease moves
+        on, as columns); the few that start, move, lose their slots or wait get their fields and reasons."""
+        n = len(rows)
         slots_of: dict[int, list[str]] = {}
         for gpu in np.flatnonzero(decision.owner >= 0):
             slots_of.setdefault(int(decision.owner[gpu]), []).append(self.slots[gpu].id)
