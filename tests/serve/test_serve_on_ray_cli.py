@@ -28,7 +28,7 @@ NO_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray
     (["--executor", "ray", "--slots", "cpu:2"], "--slots: on Ray the slots are the cluster's GPUs"),
     (["--executor", "ray", "--run-as", "mapped"], "--run-as mapped: on Ray, jobs run as the OS user of the Ray workers"),
     (["--ray-address", "10.0.0.1:6379"], "--ray-address needs --executor ray"),
-    (["--executor", "slurm"], "--executor must be local or ray, got 'slurm'"),
+    (["--executor", "kubernetes"], "--executor must be local, ray or slurm, got 'kubernetes'"),
 ])
 def test_a_ray_server_that_cannot_work_says_why(tmp_path, args, message):
     port = unused_port()
