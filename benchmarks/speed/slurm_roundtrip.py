@@ -12,8 +12,9 @@ sleeps until SIGTERM, on which it exits 75 as a checkpointed job does:
 Medians over the repeats (every sample under "samples"), and Slurm's over the local executor's.
 Needs root and Debian's slurm-wlm and munge.
 
-    python benchmarks/slurm_roundtrip.py               # 5 repeats
-    python benchmarks/slurm_roundtrip.py --repeats 10
+    python benchmarks/speed/slurm_roundtrip.py               # 5 repeats
+    python benchmarks/speed/slurm_roundtrip.py --repeats 10
+    python benchmarks/speed/slurm_roundtrip.py --quick      # one repeat; the local executor's alone without Slurm
 """
 
 from __future__ import annotations
@@ -66,13 +67,20 @@ def measure(executor, slots, directory: Path, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true",
+                        help="one repeat, what the test suite runs; without Slurm here, the local executor's alone")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     why = missing()
-    if why:
+    if why and not args.quick:
         raise SystemExit(why)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         local = measure(LocalExecutor(tmp / "local"), ("cpu:0",), tmp, args.repeats)
+        if why:
+            print(json.dumps({"local": local, "slurm": None, "why": why, "repeats": args.repeats}, indent=2))
+            return
         with LocalSlurm(tmp / "slurm", {"n1": {"h100": 1}}) as cluster:
             executor = SlurmExecutor(tmp / "state", {"h100": "h100"}, env=cluster.env, poll_every_s=0.05)
             (tmp / "s").mkdir()
