@@ -13,23 +13,24 @@ Its inverse, ``service_per_finish``, is GPU-seconds, ranks as what is left does 
 and is about the median left for a sure prediction.
 
 For a median of ``m`` the index scales as 1/m, so it is worked out once, for a median of 1, on
-a table over the log standard deviation and how many times a job has doubled its GPU time
-since 1/1024 of the median (what it did is counted at those points only: its rank changes
-there and nowhere between, where the ordering policies revisit it).
+a table over the log standard deviation and what a job did, in quarter doublings of its GPU time
+from 1/1024 of the median (what it did is counted at those points only: its rank changes there
+and nowhere between, where the ordering policies revisit it). A row of the table is worked out
+the first time a log sd near it is asked about (a few milliseconds).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 LOWEST_DOUBLING = -10  # GPU time below the median × 2**-10 counts as none
 HIGHEST_DOUBLING = 40  # above the median × 2**40, as that
+DONE_STEP = 0.25  # what a job did is counted at the median × 2**(LOWEST_DOUBLING + DONE_STEP × j)
 SD_STEP = 0.05
 SD_GRID = np.round(np.arange(0.05, 5.0 + SD_STEP / 2, SD_STEP), 10)  # log sds tabulated (wider ones: 5)
-POINTS_PER_DOUBLING = 8  # the grid of service the index's stretches end on, and its integral is taken over
+POINTS_PER_DOUBLING = 16  # the grid of service the index's stretches end on, and its integral is taken over
 GRID_FROM, GRID_TO = -64, 80  # that grid's span, in doublings of the median
 
 
@@ -42,29 +43,35 @@ def service_per_finish(median: np.ndarray, log_sd: np.ndarray, done: np.ndarray)
     where = (sd - SD_GRID[0]) / SD_STEP
     low = np.minimum(np.floor(where).astype(np.int64), len(SD_GRID) - 2)
     part = where - low
-    log_table = _log_table()
+    log_table = _rows(np.concatenate((low, low + 1)))
     log_key = log_table[low, column] * (1.0 - part) + log_table[low + 1, column] * part
     return median * np.exp(log_key)
 
 
 def doubling_column(median: np.ndarray, done: np.ndarray) -> np.ndarray:
     """[n] the table's column for what each job did: 0 for less than the median × 2**LOWEST_DOUBLING,
-    else 1 + the doublings past that (the last column beyond HIGHEST_DOUBLING)."""
+    else 1 + the DONE_STEPs past that (the last column beyond HIGHEST_DOUBLING)."""
     done = np.maximum(np.asarray(done, dtype=np.float64), 0.0)
     with np.errstate(divide="ignore"):
-        doublings = np.floor(np.log2(done / median) + 1e-9)
-    return (np.clip(doublings, LOWEST_DOUBLING - 1, HIGHEST_DOUBLING) - (LOWEST_DOUBLING - 1)).astype(np.int64)
+        steps = np.floor(np.log2(done / median) / DONE_STEP + 1e-9)
+    lowest, highest = LOWEST_DOUBLING / DONE_STEP, HIGHEST_DOUBLING / DONE_STEP
+    return (np.clip(steps, lowest - 1, highest) - (lowest - 1)).astype(np.int64)
 
 
-@functools.cache
-def _log_table() -> np.ndarray:
-    """[sds, columns] log(1 / index) for a median of 1 (column 0: nothing done)."""
-    return np.log(np.stack([_inverse_index(sd) for sd in SD_GRID]))
+_TABLE = np.full((len(SD_GRID), 2 + int(round((HIGHEST_DOUBLING - LOWEST_DOUBLING) / DONE_STEP))), np.nan)
+
+
+def _rows(rows: np.ndarray) -> np.ndarray:
+    """The table of log(1 / index) for a median of 1 [sds, columns], with ``rows`` worked out."""
+    for row in np.unique(rows):
+        if np.isnan(_TABLE[row, 0]):
+            _TABLE[row] = np.log(_inverse_index(float(SD_GRID[row])))
+    return _TABLE
 
 
 def _inverse_index(sd: float) -> np.ndarray:
     """[columns] 1 / the Gittins index of a lognormal of median 1 and log sd ``sd``, for nothing done
-    and for the median × 2**k done, k = LOWEST_DOUBLING … HIGHEST_DOUBLING.
+    and for the median × 2**k done, k = LOWEST_DOUBLING … HIGHEST_DOUBLING by DONE_STEP.
 
     From what is done, ``a``: the best over the grid's points ``b > a`` of the chance to finish by
     ``b`` (1 - S(b)/S(a), S the survival function) over the expected service until then (the
@@ -74,8 +81,8 @@ def _inverse_index(sd: float) -> np.ndarray:
     steps = np.arange(GRID_FROM * POINTS_PER_DOUBLING, GRID_TO * POINTS_PER_DOUBLING + 1)
     log_t = steps * (math.log(2.0) / POINTS_PER_DOUBLING)
     log_survival = log_ndtr(-log_t / sd)
-    starts = np.concatenate(([0], (np.arange(LOWEST_DOUBLING, HIGHEST_DOUBLING + 1) - GRID_FROM)
-                             * POINTS_PER_DOUBLING))
+    done_at = np.arange(_TABLE.shape[1] - 1) * DONE_STEP + LOWEST_DOUBLING
+    starts = np.concatenate(([0], np.round((done_at - GRID_FROM) * POINTS_PER_DOUBLING).astype(np.int64)))
     ahead = np.arange(len(steps))[None, :] > starts[:, None]  # the stretch's ends b > a
     # S(t)/S(a) from each start on (0 before it), and the integral of S/S(a) up to each point
     ratio = np.where(ahead | (np.arange(len(steps))[None, :] == starts[:, None]),

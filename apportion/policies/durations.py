@@ -15,13 +15,13 @@ from dataclasses import replace
 import numpy as np
 
 from apportion.core.durations import PRIOR_GPU_S, PRIOR_LOG_SD, gpu_seconds, remaining_gpu_s
-from apportion.core.gittins import LOWEST_DOUBLING, service_per_finish
+from apportion.core.gittins import DONE_STEP, LOWEST_DOUBLING, service_per_finish
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies.base import DEFAULT_RESTART_COST_S, OrderingPolicy, allocate_in_order, head_of_line
 
 DURATIONS = ("oracle", "predicted")
-CHECKPOINT_FACTOR = 2.0  # past its prediction, a job's rank is revisited each time its GPU time doubles
+CHECKPOINT_FACTOR = 2.0  # median-left: past its prediction, a job's rank is revisited each time its GPU time doubles
 # predicted: a waiting job goes ahead of a running one only when it is believed to need less than
 # a quarter of what the running one has left (predictions are rough: on Philly a median error of a
 # factor 1.4, and often far more; a preemption costs a restart, and a wide job a long wait for room)
@@ -174,12 +174,13 @@ class DurationOrdering(OrderingPolicy):
         predicted, log_sd = predictions(jobs)
         done = np.nan_to_num(gpu_seconds(jobs.steps_done[rows], gpus[rows], fastest[rows]), nan=0.0)
         # the next LOOK_AHEAD checkpoints past what each job did: its prediction × FACTOR**k, k >= passed
-        # (ranked by the index: from its prediction × 2**LOWEST_DOUBLING, where its rank starts to change)
-        passed = np.maximum(np.ceil(np.log(np.maximum(done, 1e-9) / predicted[rows])
-                                    / math.log(CHECKPOINT_FACTOR) + 1e-9), LOWEST_DOUBLING if self.by_index else 0.0)
-        checkpoint = predicted[rows, None] * CHECKPOINT_FACTOR ** (passed[:, None] + np.arange(LOOK_AHEAD))
+        # (ranked by the index: from its prediction × 2**LOWEST_DOUBLING on, each quarter doubling)
+        step, lowest, ahead = ((DONE_STEP, LOWEST_DOUBLING / DONE_STEP, int(LOOK_AHEAD / DONE_STEP)) if self.by_index
+                               else (1.0, 0.0, LOOK_AHEAD))
+        passed = np.maximum(np.ceil(np.log2(np.maximum(done, 1e-9) / predicted[rows]) / step + 1e-9), lowest)
+        checkpoint = predicted[rows, None] * np.exp2(step * (passed[:, None] + np.arange(ahead)))
         believe = index_gpu_s if self.by_index else remaining_gpu_s
-        left = believe(np.repeat(predicted[rows], LOOK_AHEAD), np.repeat(log_sd[rows], LOOK_AHEAD),
+        left = believe(np.repeat(predicted[rows], ahead), np.repeat(log_sd[rows], ahead),
                        checkpoint.ravel()).reshape(checkpoint.shape)
         behind = self.key_of(left, gpus[rows, None]) / PREEMPT_MARGIN > first_waiting
         behind[:, -1] = True  # none within sight: look again from the last one
