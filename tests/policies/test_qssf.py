@@ -157,7 +157,7 @@ def test_a_job_with_a_wide_prediction_yields_to_a_newcomer_once_it_has_run_an_ei
     """J and K are predicted alike, 8000 GPU-s with log sd 3 (a queue's every job of that width).
     J has run 1000 (an eighth) unfinished. Ranked by the median left, J has about 7000 to go
     against K's 8000 and keeps the GPU. Ranked by the Gittins index, J's 1000 done without
-    finishing makes it likely one of the long ones: 1 / its index is 0.93 × 8000 = 7,400 GPU-s,
+    finishing makes it likely one of the long ones: 1 / its index is 0.92 × 8000 = 7,330 GPU-s,
     K's, having done nothing, 0.087 × 8000 = 700 (most such jobs end early), under a quarter of
     J's: K goes first, as least-attained-service would have it."""
     jobs = view([1, 1], [8000.0, 8000.0], steps_done=[1000.0, 0.0], running_type=[0, -1], log_sd=WIDE)
@@ -183,7 +183,7 @@ def test_a_sure_prediction_ranks_by_the_service_left_as_the_median_does():
 def test_a_running_job_with_a_wide_prediction_is_ranked_again_when_it_would_fall_behind():
     """J (predicted 8000, log sd 3) runs with 100 done; K, predicted alike, waits (1 / its index:
     700). What J did counts at quarter doublings of 8000 × 2**-10; a quarter of J's rank first
-    passes 700 at 8000 × 2**-5.25 = 210 done (1 / the index there: 2,997 GPU-s; at 2**-5.5, 2,739):
+    passes 700 at 8000 × 2**-5.25 = 210 done (1 / the index there: 2,962 GPU-s; at 2**-5.5, 2,707):
     the policy asks to be run again 110 s from now, and then K goes first."""
     jobs = view([1, 1], [8000.0, 8000.0], steps_done=[100.0, 0.0], running_type=[0, -1], log_sd=WIDE)
     policy = Qssf()
