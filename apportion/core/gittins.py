@@ -16,7 +16,7 @@ For a median of ``m`` the index scales as 1/m, so it is worked out once, for a m
 a table over the log standard deviation and what a job did, in quarter doublings of its GPU time
 from 1/1024 of the median (what it did is counted at those points only: its rank changes there
 and nowhere between, where the ordering policies revisit it). A row of the table is worked out
-the first time a log sd near it is asked about (a few milliseconds).
+the first time a log sd near it is asked about (0.2 s of CPU; ranking 3,000 jobs then 0.5 ms).
 """
 
 from __future__ import annotations
