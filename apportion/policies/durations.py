@@ -15,12 +15,13 @@ from dataclasses import replace
 import numpy as np
 
 from apportion.core.durations import PRIOR_GPU_S, PRIOR_LOG_SD, gpu_seconds, remaining_gpu_s
+from apportion.core.gittins import DONE_STEP, LOWEST_DOUBLING, service_per_finish
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies.base import DEFAULT_RESTART_COST_S, OrderingPolicy, allocate_in_order, head_of_line
 
 DURATIONS = ("oracle", "predicted")
-CHECKPOINT_FACTOR = 2.0  # past its prediction, a job's rank is revisited each time its GPU time doubles
+CHECKPOINT_FACTOR = 2.0  # median-left: past its prediction, a job's rank is revisited each time its GPU time doubles
 # predicted: a waiting job goes ahead of a running one only when it is believed to need less than
 # a quarter of what the running one has left (predictions are rough: on Philly a median error of a
 # factor 1.4, and often far more; a preemption costs a restart, and a wide job a long wait for room)
@@ -50,6 +51,20 @@ def believed_total_steps(jobs: JobView, fastest: np.ndarray) -> np.ndarray:
     return jobs.steps_done + np.nan_to_num(left_gpu_s, nan=0.0) / jobs.num_gpus * fastest
 
 
+def index_gpu_s(predicted: np.ndarray, log_sd: np.ndarray, done_gpu_s: np.ndarray) -> np.ndarray:
+    """[n] the rank, in GPU-seconds, of jobs predicted lognormal (``predicted``, ``log_sd``) that did
+    ``done_gpu_s``: 1 / their Gittins index (apportion.core.gittins), about the median left for a
+    sure prediction, least-attained-service-like for a wide one. From its prediction on, a job is
+    believed to have at least as much again to go as ``remaining_gpu_s`` says (the lognormal's
+    tail would believe a job far past a sure prediction all but done)."""
+    done = np.maximum(np.nan_to_num(done_gpu_s, nan=0.0), 0.0)
+    key = service_per_finish(predicted, log_sd, done)
+    past = done >= predicted
+    if past.any():
+        key[past] = np.maximum(key[past], remaining_gpu_s(predicted[past], log_sd[past], done[past]))
+    return key
+
+
 def predictions(jobs: JobView) -> tuple[np.ndarray, np.ndarray]:
     """The view's predicted GPU time and its log standard deviation; with none (no history was
     given), every job alike: the predictor's prior."""
@@ -68,6 +83,10 @@ class DurationOrdering(OrderingPolicy):
     queues are, at fewer places), and only at the first one where it would rank behind a job
     that waits: before that, ranking it again changes nothing.
     """
+
+    # predicted: rank by 1 / the Gittins index of the prediction (``index_gpu_s``) rather than by the
+    # median left (qssf's default; srtf's rank is the time left, so it keeps the median)
+    by_index = False
 
     def __init__(self, *, durations: str = "oracle", agnostic: bool = False,
                  restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
@@ -96,6 +115,12 @@ class DurationOrdering(OrderingPolicy):
         """[n] each job's rank from what the policy believes it has left (inf: runs nowhere)."""
         if self.durations == "oracle":
             return self.rank_of(jobs.remaining_steps, fastest, jobs.num_gpus)
+        if self.by_index:
+            predicted, log_sd = predictions(jobs)
+            done = gpu_seconds(jobs.steps_done, jobs.num_gpus, fastest)
+            rank = self.key_of(index_gpu_s(predicted, log_sd, done), jobs.num_gpus.astype(np.float64))
+            rank[~(fastest > 0)] = np.inf
+            return rank
         # what is left as ``believed`` has it (total less done): ranks tie exactly where the beliefs do
         return self.rank_of(believed_total_steps(jobs, fastest) - jobs.steps_done, fastest, jobs.num_gpus)
 
@@ -149,11 +174,14 @@ class DurationOrdering(OrderingPolicy):
         predicted, log_sd = predictions(jobs)
         done = np.nan_to_num(gpu_seconds(jobs.steps_done[rows], gpus[rows], fastest[rows]), nan=0.0)
         # the next LOOK_AHEAD checkpoints past what each job did: its prediction × FACTOR**k, k >= passed
-        passed = np.maximum(np.ceil(np.log(np.maximum(done, 1e-9) / predicted[rows])
-                                    / math.log(CHECKPOINT_FACTOR) + 1e-9), 0.0)
-        checkpoint = predicted[rows, None] * CHECKPOINT_FACTOR ** (passed[:, None] + np.arange(LOOK_AHEAD))
-        left = remaining_gpu_s(np.repeat(predicted[rows], LOOK_AHEAD), np.repeat(log_sd[rows], LOOK_AHEAD),
-                               checkpoint.ravel()).reshape(checkpoint.shape)
+        # (ranked by the index: from its prediction × 2**LOWEST_DOUBLING on, each quarter doubling)
+        step, lowest, ahead = ((DONE_STEP, LOWEST_DOUBLING / DONE_STEP, int(LOOK_AHEAD / DONE_STEP)) if self.by_index
+                               else (1.0, 0.0, LOOK_AHEAD))
+        passed = np.maximum(np.ceil(np.log2(np.maximum(done, 1e-9) / predicted[rows]) / step + 1e-9), lowest)
+        checkpoint = predicted[rows, None] * np.exp2(step * (passed[:, None] + np.arange(ahead)))
+        believe = index_gpu_s if self.by_index else remaining_gpu_s
+        left = believe(np.repeat(predicted[rows], ahead), np.repeat(log_sd[rows], ahead),
+                       checkpoint.ravel()).reshape(checkpoint.shape)
         behind = self.key_of(left, gpus[rows, None]) / PREEMPT_MARGIN > first_waiting
         behind[:, -1] = True  # none within sight: look again from the last one
         revisit[rows] = checkpoint[np.arange(len(rows)), np.argmax(behind, axis=1)]

@@ -67,6 +67,7 @@ RUNS = (  # (label, policy, durations)
     ("fifo", "fifo", None),
     ("las", "las", None),
     ("qssf", "qssf", "predicted"),
+    ("qssf (median left)", "qssf:median-left", "predicted"),
     ("srtf (predicted)", "srtf", "predicted"),
     ("srtf (oracle)", "srtf", "oracle"),
     ("qssf (oracle)", "qssf", "oracle"),
@@ -178,6 +179,7 @@ VC_RUNS = (  # (label, policy spec, durations)
     ("fifo (Helios: head of line)", "fifo:head-of-line", None),
     ("las", "las", None),
     ("qssf", "qssf", "predicted"),
+    ("qssf (median left)", "qssf:median-left", "predicted"),
     ("qssf (Helios: non-preemptive, head of line)", "qssf:non-preemptive:head-of-line", "predicted"),
     ("srtf (oracle)", "srtf", "oracle"),
 )

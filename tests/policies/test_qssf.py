@@ -137,16 +137,62 @@ def test_the_oracle_ranks_by_the_true_remaining_steps_not_the_prediction():
 
 
 def test_past_its_prediction_a_running_job_is_ranked_again_when_it_would_fall_behind():
-    """Job 0 (1 GPU, predicted 1000, log sd 1) runs and job 1 (predicted 300) waits: 300 is not
-    under a quarter of job 0's 1000, so job 0 keeps running. At its prediction, unfinished, it is
-    believed to have 2000 left, a quarter of which (500) is behind job 1's 300. So the next change
-    is when job 0 has done 1000 GPU-s, 1000 s from now."""
+    """Ranked by the median left (``qssf:median-left``): job 0 (1 GPU, predicted 1000, log sd 1)
+    runs and job 1 (predicted 300) waits: 300 is not under a quarter of job 0's 1000, so job 0
+    keeps running. At its prediction, unfinished, it is believed to have 2000 left, a quarter of
+    which (500) is behind job 1's 300. So the next change is when job 0 has done 1000 GPU-s, 1000 s
+    from now."""
     jobs = view([1, 1], [1000.0, 300.0], steps_done=[10.0, 0.0], running_type=[0, -1], log_sd=1.0)
-    policy = Qssf()
+    policy = make_policy("qssf:median-left")
     share = policy.allocate(jobs, gpus(1), one_step_a_second(jobs)).share
     assert share[:, 0].tolist() == [1, 0]
 
     assert policy.next_change_s(jobs, np.array([True, False])) == pytest.approx(990.0)
+
+
+WIDE = 3.0  # log sd: a prediction that cannot tell a 60-s job from a 10-hour one
+
+
+def test_a_job_with_a_wide_prediction_yields_to_a_newcomer_once_it_has_run_an_eighth_of_it():
+    """J and K are predicted alike, 8000 GPU-s with log sd 3 (a queue's every job of that width).
+    J has run 1000 (an eighth) unfinished. Ranked by the median left, J has about 7000 to go
+    against K's 8000 and keeps the GPU. Ranked by the Gittins index, J's 1000 done without
+    finishing makes it likely one of the long ones: 1 / its index is 0.92 × 8000 = 7,330 GPU-s,
+    K's, having done nothing, 0.087 × 8000 = 700 (most such jobs end early), under a quarter of
+    J's: K goes first, as least-attained-service would have it."""
+    jobs = view([1, 1], [8000.0, 8000.0], steps_done=[1000.0, 0.0], running_type=[0, -1], log_sd=WIDE)
+
+    by_index = Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+    by_median = make_policy("qssf:median-left").allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+
+    assert by_index[:, 0].tolist() == [0, 1]
+    assert by_median[:, 0].tolist() == [1, 0]
+
+
+def test_a_sure_prediction_ranks_by_the_service_left_as_the_median_does():
+    """The same two jobs with a sure prediction (log sd 0.1): J, an eighth done, has about 7000
+    left and K 8000; the index agrees with the median (a sure job's index is about 1 / what is
+    left), and J keeps its GPU."""
+    jobs = view([1, 1], [8000.0, 8000.0], steps_done=[1000.0, 0.0], running_type=[0, -1], log_sd=SURE)
+
+    share = Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share
+
+    assert share[:, 0].tolist() == [1, 0]
+
+
+def test_a_running_job_with_a_wide_prediction_is_ranked_again_when_it_would_fall_behind():
+    """J (predicted 8000, log sd 3) runs with 100 done; K, predicted alike, waits (1 / its index:
+    700). What J did counts at quarter doublings of 8000 × 2**-10; a quarter of J's rank first
+    passes 700 at 8000 × 2**-5.25 = 210 done (1 / the index there: 2,962 GPU-s; at 2**-5.5, 2,707):
+    the policy asks to be run again 110 s from now, and then K goes first."""
+    jobs = view([1, 1], [8000.0, 8000.0], steps_done=[100.0, 0.0], running_type=[0, -1], log_sd=WIDE)
+    policy = Qssf()
+    assert policy.allocate(jobs, gpus(1), one_step_a_second(jobs)).share[:, 0].tolist() == [1, 0]
+
+    assert policy.next_change_s(jobs, np.array([True, False])) == pytest.approx(8000 * 2**-5.25 - 100)
+    for done, runs in ((209.0, [1, 0]), (211.0, [0, 1])):
+        later = view([1, 1], [8000.0, 8000.0], steps_done=[done, 0.0], running_type=[0, -1], log_sd=WIDE)
+        assert Qssf().allocate(later, gpus(1), one_step_a_second(later)).share[:, 0].tolist() == runs
 
 
 def test_the_durations_option_is_checked_and_named():

@@ -1,0 +1,98 @@
+"""How urgent a job is when only the spread of its length is known: its Gittins index.
+
+A predicted duration is a lognormal (a median and a log standard deviation), not a number. When
+it is sure, the job that will finish soonest is the one with the least left (shortest first);
+when it is wide (a virtual cluster's every 8-GPU job predicted alike, 60-s and 10-hour ones),
+what a job has done says more than the prediction: a job that has run a while without finishing
+is likely a long one, so the jobs that have done least go first (least attained service, as
+Tiresias does with no prediction at all). The Gittins index is the ordering that is best between
+the two for the average completion time (Gittins, 1989; Tiresias, NSDI'19, ranks by it given
+the distribution of job sizes): the chance that a job finishes within the next stretch of
+service, over the service that stretch is expected to take, at the stretch where that is best.
+Its inverse, ``service_per_finish``, is GPU-seconds, ranks as what is left does (least first),
+and is about the median left for a sure prediction.
+
+For a median of ``m`` the index scales as 1/m, so it is worked out once, for a median of 1, on
+a table over the log standard deviation and what a job did, in quarter doublings of its GPU time
+from 1/1024 of the median (what it did is counted at those points only: its rank changes there
+and nowhere between, where the ordering policies revisit it). A row of the table is worked out
+the first time a log sd near it is asked about (0.2 s of CPU; ranking 3,000 jobs then 0.5 ms).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LOWEST_DOUBLING = -10  # GPU time below the median × 2**-10 counts as none
+HIGHEST_DOUBLING = 40  # above the median × 2**40, as that
+DONE_STEP = 0.25  # what a job did is counted at the median × 2**(LOWEST_DOUBLING + DONE_STEP × j)
+SD_STEP = 0.05
+SD_GRID = np.round(np.arange(0.05, 5.0 + SD_STEP / 2, SD_STEP), 10)  # log sds tabulated (wider ones: 5)
+POINTS_PER_DOUBLING = 16  # the grid of service the index's stretches end on, and its integral is taken over
+GRID_FROM, GRID_TO = -64, 80  # that grid's span, in doublings of the median
+
+
+def service_per_finish(median: np.ndarray, log_sd: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """[n] 1 / the Gittins index of jobs whose length is lognormal around ``median`` with ``log_sd``,
+    each having done ``done`` (the same units as ``median``), counted at the median × a power of 2."""
+    median = np.maximum(np.asarray(median, dtype=np.float64), 1e-9)
+    column = doubling_column(median, done)
+    sd = np.clip(np.asarray(log_sd, dtype=np.float64), SD_GRID[0], SD_GRID[-1])
+    where = (sd - SD_GRID[0]) / SD_STEP
+    low = np.minimum(np.floor(where).astype(np.int64), len(SD_GRID) - 2)
+    part = where - low
+    log_table = _rows(np.concatenate((low, low + 1)))
+    log_key = log_table[low, column] * (1.0 - part) + log_table[low + 1, column] * part
+    return median * np.exp(log_key)
+
+
+def doubling_column(median: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """[n] the table's column for what each job did: 0 for less than the median × 2**LOWEST_DOUBLING,
+    else 1 + the DONE_STEPs past that (the last column beyond HIGHEST_DOUBLING)."""
+    done = np.maximum(np.asarray(done, dtype=np.float64), 0.0)
+    with np.errstate(divide="ignore"):
+        steps = np.floor(np.log2(done / median) / DONE_STEP + 1e-9)
+    lowest, highest = LOWEST_DOUBLING / DONE_STEP, HIGHEST_DOUBLING / DONE_STEP
+    return (np.clip(steps, lowest - 1, highest) - (lowest - 1)).astype(np.int64)
+
+
+_TABLE = np.full((len(SD_GRID), 2 + int(round((HIGHEST_DOUBLING - LOWEST_DOUBLING) / DONE_STEP))), np.nan)
+
+
+def _rows(rows: np.ndarray) -> np.ndarray:
+    """The table of log(1 / index) for a median of 1 [sds, columns], with ``rows`` worked out."""
+    for row in np.unique(rows):
+        if np.isnan(_TABLE[row, 0]):
+            _TABLE[row] = np.log(_inverse_index(float(SD_GRID[row])))
+    return _TABLE
+
+
+def _inverse_index(sd: float) -> np.ndarray:
+    """[columns] 1 / the Gittins index of a lognormal of median 1 and log sd ``sd``, for nothing done
+    and for the median × 2**k done, k = LOWEST_DOUBLING … HIGHEST_DOUBLING by DONE_STEP.
+
+    From what is done, ``a``: the best over the grid's points ``b > a`` of the chance to finish by
+    ``b`` (1 - S(b)/S(a), S the survival function) over the expected service until then (the
+    integral of S(t)/S(a) from a to b, by the trapezoid rule on the grid, in log t)."""
+    from scipy.special import log_ndtr
+
+    steps = np.arange(GRID_FROM * POINTS_PER_DOUBLING, GRID_TO * POINTS_PER_DOUBLING + 1)
+    log_t = steps * (math.log(2.0) / POINTS_PER_DOUBLING)
+    log_survival = log_ndtr(-log_t / sd)
+    done_at = np.arange(_TABLE.shape[1] - 1) * DONE_STEP + LOWEST_DOUBLING
+    starts = np.concatenate(([0], np.round((done_at - GRID_FROM) * POINTS_PER_DOUBLING).astype(np.int64)))
+    ahead = np.arange(len(steps))[None, :] > starts[:, None]  # the stretch's ends b > a
+    # S(t)/S(a) from each start on (0 before it), and the integral of S/S(a) up to each point
+    ratio = np.where(ahead | (np.arange(len(steps))[None, :] == starts[:, None]),
+                     np.exp(np.minimum(log_survival[None, :] - log_survival[starts, None], 0.0)), 0.0)
+    integrand = ratio * np.exp(log_t)[None, :]
+    pieces = 0.5 * (integrand[:, 1:] + integrand[:, :-1]) * (math.log(2.0) / POINTS_PER_DOUBLING)
+    pieces[~ahead[:, 1:]] = 0.0
+    service = np.concatenate((np.zeros((len(starts), 1)), np.cumsum(pieces, axis=1)), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        index = np.where(ahead, (1.0 - ratio) / service, 0.0)
+    best = index.max(axis=1)
+    best[0] = max(best[0], 1e-300)
+    return 1.0 / np.maximum(best, 1e-300)
