@@ -9,6 +9,7 @@ jobs take turns on the two CPU slots, so jobs are preempted and resumed.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -59,8 +60,23 @@ def write_job(directory: Path, name: str, example: str, args: list[str], steps: 
 
 
 @pytest.fixture(scope="module")
-def references() -> dict[str, str]:
-    """The final line of an uninterrupted standalone run of each job, run side by side."""
+def references(tmp_path_factory) -> dict[str, str]:
+    """The final line of an uninterrupted standalone run of each job, run side by side: once a test
+    session, kept in a file every worker of the session reads (this module and the Slurm one use them)."""
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent  # the session's, above each xdist worker's own
+    with open(shared / "e2e-references.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second worker waits for the first's runs, then reads them
+        kept = shared / "e2e-references.json"
+        if kept.exists():
+            return json.loads(kept.read_text())
+        lines = run_references()
+        kept.write_text(json.dumps(lines))
+        return lines
+
+
+def run_references() -> dict[str, str]:
     for example in {e for _, e, _, _ in JOBS}:
         if not (EXAMPLES / example).exists():
             pytest.fail(f"{EXAMPLES / example} is missing")
