@@ -87,12 +87,13 @@ def run(tmp_path_factory):
     gate_b, gate_c = work / "b.open", work / "c.open"
     started = time.monotonic()
     try:
-        elastic = server.submit({
-            "name": "elastic", "total_steps": STEPS,
-            "command": [sys.executable, "examples/train_elastic.py", "--seed", "0", "--step-s", "0.03"],
-            "elastic": {"min_gpus": 1, "max_gpus": 2, "batch_size": BATCH, "lr_rule": "sqrt"},
-        })
-        first = server.submit(gated("b", gate_b))
+        with server.scheduler.state.lock:  # both arrive before a round: no round sees the elastic job alone
+            elastic = server.submit({
+                "name": "elastic", "total_steps": STEPS,
+                "command": [sys.executable, "examples/train_elastic.py", "--seed", "0", "--step-s", "0.03"],
+                "elastic": {"min_gpus": 1, "max_gpus": 2, "batch_size": BATCH, "lr_rule": "sqrt"},
+            })
+            first = server.submit(gated("b", gate_b))
 
         def on(slots: int, after_step: int):
             row = server.job(elastic)

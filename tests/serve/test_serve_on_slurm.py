@@ -87,6 +87,11 @@ def test_a_drained_nodes_slot_is_offline_until_slurm_resumes_it(tmp_path, slurm)
 
     with Server(tmp_path / "state", "--executor", "slurm", "--round-s", "1", "--policy", "fifo") as server:
         slurm.scontrol("update", "nodename=n2", "state=drain", "reason=maintenance")
+
+        def offline() -> list:
+            return sorted((s["id"], s["offline"]) for s in httpx.get(f"{server.url}/status", timeout=10).json()["slots"])
+        wait_for(lambda: offline() == [("h100:0", False), ("h100:1", True)], 30,
+                 "the drained node's slot to go offline", server)  # the executor reads Slurm's nodes every few s
         for name in ("first", "second"):
             result = CliRunner().invoke(app, ["submit", sleeper(tmp_path, name), "--server", server.url])
             assert result.exit_code == 0, result.output
