@@ -93,6 +93,17 @@ def run_references() -> dict[str, str]:
     return lines
 
 
+def check_adopted(state: Path, alive: dict[int, int]) -> None:
+    """Each attempt still running when its server was killed was adopted by the next, not started again."""
+    store = StateStore(state / "state.db")
+    try:
+        for job_id, attempt in alive.items():
+            events = [(e.event, e.detail.split()[1]) for e in store.events(job_id)]
+            assert ("adopt", str(attempt)) in events or ("exit", f"{attempt}:") in events, events
+    finally:
+        store.close()
+
+
 def submit_all(server: Server, directory: Path) -> dict[str, str]:
     from typer.testing import CliRunner
 
@@ -191,13 +202,7 @@ def test_a_server_killed_with_sigkill_comes_back_and_loses_nothing(tmp_path, ref
         wait_for(done, 240, "all jobs to finish after the restart", second, every=0.1)
         assert not twice, f"a job ran twice at once: {twice}"
         check_finished(second, ids, references)
-        store = StateStore(state / "state.db")
-        try:
-            for job_id, attempt in alive.items():  # still running at the restart: adopted, not started again
-                events = [(e.event, e.detail.split()[1]) for e in store.events(job_id)]
-                assert ("adopt", str(attempt)) in events or ("exit", f"{attempt}:") in events, events
-        finally:
-            store.close()
+        check_adopted(state, alive)
     finally:
         for server in (second, first):
             if server is not None:

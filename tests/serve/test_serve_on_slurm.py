@@ -20,9 +20,8 @@ pytest.importorskip("torch", reason="the end-to-end serve tests run the PyTorch 
 from apportion.executors.slurm.accounting import from_jobcomp, gpu_seconds  # noqa: E402
 from apportion.executors.slurm.executor import SlurmExecutor  # noqa: E402
 from apportion.executors.slurm.local_cluster import LocalSlurm, missing  # noqa: E402
-from apportion.serve.store.state import StateStore  # noqa: E402
 from serve_helpers import Server, all_done, wait_for  # noqa: E402
-from test_serve_e2e import JOBS, check_finished, references, submit_all  # noqa: E402,F401
+from test_serve_e2e import JOBS, check_adopted, check_finished, references, submit_all  # noqa: E402,F401
 
 pytestmark = pytest.mark.skipif(bool(missing()), reason=missing() or "Slurm is here")
 
@@ -140,13 +139,7 @@ def test_a_server_killed_with_sigkill_leaves_its_slurm_jobs_running_and_the_next
         assert "recovered: adopted jobs" in second.log()
         wait_for(lambda: all_done(second, len(JOBS)), 240, "all jobs to finish after the restart", second)
         check_finished(second, ids, references)
-        store = StateStore(state / "state.db")
-        try:
-            for job_id, attempt in alive.items():  # still running at the restart: adopted, not started again
-                events = [(e.event, e.detail.split()[1]) for e in store.events(job_id)]
-                assert ("adopt", str(attempt)) in events or ("exit", f"{attempt}:") in events, events
-        finally:
-            store.close()
+        check_adopted(state, alive)
     finally:
         for server in (second, first):
             if server is not None and server.process is not None and server.process.poll() is None:
