@@ -76,6 +76,7 @@ def test_renewed_leases_write_no_checkpoint_and_progress_is_reported(tmp_path, m
     with FakeLeaseServer() as server:
         for name, value in server.job_env(total_steps=40, checkpoint_dir=str(tmp_path)).items():
             monkeypatch.setenv(name, value)
+        monkeypatch.setenv("APPORTION_CHECKPOINT_EVERY", "off")  # a slow machine would reach the first periodic one
         job = Job.from_env(report_every_s=0.05)
         assert run(job, {}, sleep_s=0.005) == list(range(40))
         leases = server.lease_calls()
