@@ -1,4 +1,4 @@
-"""The chaos benchmark in its reduced form: 6 example jobs on the real server, 4 random kill -9s
+"""The chaos benchmark in its reduced form: 4 example jobs on the real server, 4 random kill -9s
 of the server, the training processes and the wrappers. Nothing may be lost: every job
 completes, no restart starts below the newest checkpoint, and every job ends with the weights
 of an uninterrupted run."""
