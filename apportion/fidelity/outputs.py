@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 from apportion.fidelity.comparison import Fidelity
 
@@ -23,7 +25,7 @@ def write_fidelity(fidelity: Fidelity, out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     document = fidelity.to_dict()
     json_path = out / JSON_FILE
-    json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    json_path.write_text(strict_json(document, indent=2) + "\n", encoding="utf-8")
     jobs_path = out / JOBS_FILE
     with jobs_path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
@@ -34,3 +36,19 @@ def write_fidelity(fidelity: Fidelity, out_dir: str | Path) -> list[Path]:
     plot_path = out / PLOT_FILE
     figure.savefig(plot_path, dpi=figure.dpi)
     return [json_path, jobs_path, plot_path]
+
+
+def strict_json(document: Any, **options: Any) -> str:
+    """``document`` as standard JSON: a figure a run was too short to give (NaN, infinite) is null, where
+    Python's encoder would write ``NaN`` or ``Infinity``, which other JSON readers refuse."""
+    return json.dumps(_nulled(document), allow_nan=False, **options)
+
+
+def _nulled(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _nulled(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nulled(item) for item in value]
+    return value

@@ -36,7 +36,6 @@ Each real run takes 5 to 10 minutes on the 2-core development machine, the rest 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import subprocess
 import sys
@@ -58,6 +57,7 @@ from fake_runtime import Behaviour, FakeJob, Jitter, serve_on_fake_clock  # noqa
 
 from apportion.experiment import policy_from_spec  # noqa: E402
 from apportion.fidelity import read_served_run, replay_run  # noqa: E402
+from apportion.fidelity.outputs import strict_json  # noqa: E402
 from apportion.fidelity.measured import measure  # noqa: E402
 
 # job kind -> script, its arguments, steps/s on one core of the busy 2-core development machine
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             line = figures(state_dir, seeds=1 if args.quick else 3)
             if wall_s is not None:
                 line["run_wall_s"] = round(wall_s, 1)
-            print(json.dumps(line), flush=True)
+            print(strict_json(line), flush=True)
             lines.append(line)
     return lines
 

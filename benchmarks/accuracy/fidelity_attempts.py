@@ -26,7 +26,6 @@ keeps) attempt by attempt and prints:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from apportion.fidelity import read_served_run, replay_run  # noqa: E402
+from apportion.fidelity.outputs import strict_json  # noqa: E402
 from apportion.fidelity.measured import Measured, measure  # noqa: E402
 
 NOISE, DRAWS = 0.02, 8
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for state_dir in args.state_dirs:
         line = analyse(state_dir)
         line["p90_under_noise"] = p90_under_noise(state_dir)
-        print(json.dumps(line), flush=True)
+        print(strict_json(line), flush=True)
         lines.append(line)
     return lines
 
