@@ -28,6 +28,7 @@ time where the executor can (a CPU quota). Jobs keep their cores while the split
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -35,6 +36,7 @@ import numpy as np
 from apportion.core.cpu_speed import CoreCurves, relative_speed
 from apportion.mechanism.cpu_split import split_cores
 from apportion.serve.resources.host import Host
+from apportion.workloads.cpu_speed_column import pairs_of_cell
 from apportion.serve.resources.cores.speeds import CoreSpeeds, share_key
 
 PROFILE_SHARES = (1.0, 0.5, 0.25)  # a new job's profile, as multiples of its proportional share, in order
@@ -53,6 +55,7 @@ class CoreSplit:
         self.cpus = state.node.cpus
         self.speeds = CoreSpeeds(state.store, state.config.cpu_profile_s)
         self.held: dict[int, tuple[int, tuple[int, ...], float]] = {}  # job -> (attempt, cores, share) told
+        self._given: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}  # job -> its job file's cpu_speed curve
         self._next_at = -math.inf
 
     @property
@@ -122,24 +125,42 @@ class CoreSplit:
         return base
 
     def speed_at_share(self, ids: np.ndarray, gpus: np.ndarray, asked_cpus: np.ndarray) -> np.ndarray:
-        """[n] the fraction of its best speed measured each job trains at with the proportional share
-        of the node's cores per slot (or the cores it asked, where more), read off its curve as learnt
-        (``speeds.py``); 1 where fewer than two shares are measured. What the round ranks jobs by, as
-        the simulator does (``sim/cpu_cores.CoreDivision.speed_at_share``): exact under
-        ``proportional``; under ``aware`` the least it gets."""
+        """[n] the fraction of its best speed each job trains at with the proportional share of the node's
+        cores per slot (or the cores it asked, where more): what the round ranks jobs by, as the simulator
+        does (``sim/cpu_cores.CoreDivision.speed_at_share``); exact under ``proportional``, under ``aware``
+        the least it gets. Read off the job's curve as learnt where two or more shares are measured
+        (``speeds.py``), else off the curve its job file gives (``cpu_speed``: under ``proportional`` a job
+        is only ever measured at its own share, which says nothing of its curve's shape); 1 where neither."""
         even = len(self.cpus) / len(self.state.slots)
         asked = np.nan_to_num(np.asarray(asked_cpus, dtype=np.float64)) / np.maximum(np.asarray(gpus), 1)
         out = np.ones(len(ids))
         ids = np.asarray(ids, dtype=np.int64)
-        curved = [job_id for job_id, shares in self.speeds.measured.items() if len(shares) > 1]  # the few with a curve
-        for j in np.flatnonzero(np.isin(ids, np.array(curved, dtype=np.int64))).tolist():
+        given = self._given_curves(ids)
+        learnt = [job_id for job_id, shares in self.speeds.measured.items() if len(shares) > 1]  # the few with a curve
+        curved = np.array(learnt + list(given), dtype=np.int64)
+        for j in np.flatnonzero(np.isin(ids, curved)).tolist():
             points, speed = self.speeds.curve(int(ids[j]))
             if len(points) < 2 or not speed.max() > 0:
-                continue
+                if int(ids[j]) not in given:
+                    continue
+                points, speed = given[int(ids[j])]
             share = max(even, float(asked[j]))  # as shares() gives it where the node's cores suffice
             out[j] = float(relative_speed(CoreCurves(points, speed[None, :]), np.zeros(1, dtype=np.int64),
                                           np.array([share]))[0])
         return out
+
+    def _given_curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{job id: (cores per GPU, speeds)} of the jobs of ``ids`` whose job file gives ``cpu_speed``; each
+        job's stored spec read once (a job's spec never changes), the ones gone forgotten."""
+        new = [job_id for job_id in ids.tolist() if job_id not in self._given]
+        if len(self._given) > 2 * len(ids) + 1000:
+            self._given = {job_id: self._given[job_id] for job_id in ids.tolist() if job_id in self._given}
+        if new:
+            for job_id, text in self.state.store.specs_of(new).items():
+                self._given[job_id] = _given_curve(text)
+            for job_id in new:
+                self._given.setdefault(job_id, None)
+        return {job_id: curve for job_id in ids.tolist() if (curve := self._given.get(job_id)) is not None}
 
     def cores_of(self, amounts: np.ndarray) -> list[tuple[int, ...]]:
         """The core ids each job's ``amounts`` [m] (cores, in job id order) is pinned to: the shares laid
@@ -171,6 +192,24 @@ def floor_per_gpu(mode: str, node_cores: int, slots: int) -> float:
     """Cores per GPU a job that asked none is never cut below (FLOOR of its proportional share), where
     the cores are divided at all (else 0): what placement counts for it."""
     return FLOOR * node_cores / slots if mode != "off" and node_cores and slots else 0.0
+
+
+def _given_curve(spec: str | dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """The curve a stored spec's ``cpu_speed`` gives (checked at submit), or None (none, or unreadable)."""
+    if isinstance(spec, str):
+        if "cpu_speed" not in spec:  # most specs: not parsed at all
+            return None
+        try:
+            spec = json.loads(spec)
+        except ValueError:
+            return None
+    text = spec.get("cpu_speed") if isinstance(spec, dict) else None
+    if not isinstance(text, str):
+        return None
+    try:
+        return pairs_of_cell(text, "the stored job")
+    except ValueError:
+        return None
 
 
 def _fitted(share: np.ndarray, kept: np.ndarray, gpus: np.ndarray, node_cores: float) -> np.ndarray:
