@@ -27,7 +27,7 @@ from apportion.policies.base import wants_predictions
 from apportion.serve.attempts.accounting import accrued
 from apportion.serve.round.admission import admit_round
 from apportion.serve.attempts.context import SchedulerState, ServeConfig, with_note
-from apportion.serve.base.offline import offline_slots, slot_nodes
+from apportion.serve.base.offline import largest_nodes, offline_slots, slot_nodes
 from apportion.serve.estimates.elastic_batch import examples_work
 from apportion.serve.estimates.throughput import ThroughputEstimates
 from apportion.serve.jobs.jobspec import check_stored
@@ -504,7 +504,8 @@ class Rounds:
                       live: dict[int, dict]) -> JobView:
         """The round's view for a policy that sizes jobs: each job its own kind (its own step-time
         model, serve/estimates/elastic.py), work counted in examples as the model counts it."""
-        elastic = self.state.elastic.view(table, rows, rates, live, self._nodes_held(table, live))
+        per_node = largest_nodes(self.state.executor, self.state.elastic.capacity)
+        elastic = self.state.elastic.view(table, rows, rates, live, self._nodes_held(table, live), per_node)
         done, total = examples_work(table, rows, elastic.noise_scale, elastic.batch_size)
         return replace(view, kind=np.arange(len(rows), dtype=np.int64), total_steps=total, steps_done=done,
                        elastic=elastic)
