@@ -128,26 +128,53 @@ class CoreSplit:
         """[n] the fraction of its best speed each job trains at with the proportional share of the node's
         cores per slot (or the cores it asked, where more): what the round ranks jobs by, as the simulator
         does (``sim/cpu_cores.CoreDivision.speed_at_share``); exact under ``proportional``, under ``aware``
-        the least it gets. Read off the job's curve as learnt where two or more shares are measured
-        (``speeds.py``), else off the curve its job file gives (``cpu_speed``: under ``proportional`` a job
-        is only ever measured at its own share, which says nothing of its curve's shape); 1 where neither."""
-        even = len(self.cpus) / len(self.state.slots)
+        the least it gets. Read off the job's curve (:meth:`_curves`); 1 where it has none."""
+        even = self.even_share
         asked = np.nan_to_num(np.asarray(asked_cpus, dtype=np.float64)) / np.maximum(np.asarray(gpus), 1)
+        return self._speed_at(np.asarray(ids, dtype=np.int64), np.maximum(even, asked))
+
+    def report_factor(self, job_id: int) -> float:
+        """What a steps/s job ``job_id`` reports now is multiplied by to be its speed at the proportional
+        share per slot: its curve's speed there over its speed at the share it holds (1 where it holds
+        none, has no curve, or its curve says it cannot train where it does). The speeds a kind measured
+        are kept at that share, so that jobs held to other shares (their ``cpus``, a cut to fit, ``aware``)
+        add up, and the round takes each job from there to its own."""
+        held = self.speeds.share_held(job_id)
+        if held is None or not self.divides:
+            return 1.0
+        ids = np.array([job_id, job_id], dtype=np.int64)
+        at_even, at_held = self._speed_at(ids, np.array([self.even_share, held])).tolist()
+        return at_even / at_held if at_held > 0 else 1.0
+
+    @property
+    def even_share(self) -> float:
+        """The node's cores per slot: every slot's share under ``proportional``."""
+        return len(self.cpus) / len(self.state.slots)
+
+    def _speed_at(self, ids: np.ndarray, shares: np.ndarray) -> np.ndarray:
+        """[n] the fraction of its best speed each job of ``ids`` trains at with ``shares`` [n] cores per GPU."""
         out = np.ones(len(ids))
-        ids = np.asarray(ids, dtype=np.int64)
+        curves = self._curves(ids)
+        for j in np.flatnonzero(np.isin(ids, np.fromiter(curves, dtype=np.int64, count=len(curves)))).tolist():
+            points, speed = curves[int(ids[j])]
+            out[j] = float(relative_speed(CoreCurves(points, speed[None, :]), np.zeros(1, dtype=np.int64),
+                                          np.array([shares[j]]))[0])
+        return out
+
+    def _curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{job id: (cores per GPU, speeds)} of the jobs of ``ids`` with a curve: as learnt where two or
+        more shares are measured (``speeds.py``), else as its job file gives it (``cpu_speed``: under
+        ``proportional`` a job is only ever measured at its own share, which says nothing of its curve)."""
         given = self._given_curves(ids)
         learnt = [job_id for job_id, shares in self.speeds.measured.items() if len(shares) > 1]  # the few with a curve
-        curved = np.array(learnt + list(given), dtype=np.int64)
-        for j in np.flatnonzero(np.isin(ids, curved)).tolist():
-            points, speed = self.speeds.curve(int(ids[j]))
-            if len(points) < 2 or not speed.max() > 0:
-                if int(ids[j]) not in given:
-                    continue
-                points, speed = given[int(ids[j])]
-            share = max(even, float(asked[j]))  # as shares() gives it where the node's cores suffice
-            out[j] = float(relative_speed(CoreCurves(points, speed[None, :]), np.zeros(1, dtype=np.int64),
-                                          np.array([share]))[0])
-        return out
+        found = {}
+        for job_id in np.intersect1d(ids, np.array(learnt + list(given), dtype=np.int64)).tolist():
+            points, speed = self.speeds.curve(job_id)
+            if len(points) >= 2 and speed.max() > 0:
+                found[job_id] = (points, speed)
+            elif job_id in given:
+                found[job_id] = given[job_id]
+        return found
 
     def _given_curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """{job id: (cores per GPU, speeds)} of the jobs of ``ids`` whose job file gives ``cpu_speed``; each
