@@ -55,7 +55,8 @@ class CoreSplit:
         self.cpus = state.node.cpus
         self.speeds = CoreSpeeds(state.store, state.config.cpu_profile_s)
         self.held: dict[int, tuple[int, tuple[int, ...], float]] = {}  # job -> (attempt, cores, share) told
-        self._given: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}  # job -> its job file's cpu_speed curve
+        self._given: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # job -> its job file's cpu_speed curve
+        self._checked = np.zeros(0, dtype=np.int64)  # the jobs whose spec was read for it (sorted)
         self._next_at = -math.inf
 
     @property
@@ -152,13 +153,20 @@ class CoreSplit:
         return len(self.cpus) / len(self.state.slots)
 
     def _speed_at(self, ids: np.ndarray, shares: np.ndarray) -> np.ndarray:
-        """[n] the fraction of its best speed each job of ``ids`` trains at with ``shares`` [n] cores per GPU."""
+        """[n] the fraction of its best speed each job of ``ids`` trains at with ``shares`` [n] cores per GPU
+        (the jobs that share a curve, as many share a job file's, read off it at once)."""
         out = np.ones(len(ids))
         curves = self._curves(ids)
+        if not curves:
+            return out
+        groups: dict[bytes, list[int]] = {}
         for j in np.flatnonzero(np.isin(ids, np.fromiter(curves, dtype=np.int64, count=len(curves)))).tolist():
             points, speed = curves[int(ids[j])]
-            out[j] = float(relative_speed(CoreCurves(points, speed[None, :]), np.zeros(1, dtype=np.int64),
-                                          np.array([shares[j]]))[0])
+            groups.setdefault(points.tobytes() + b"|" + speed.tobytes(), []).append(j)
+        for at in groups.values():
+            points, speed = curves[int(ids[at[0]])]
+            out[at] = relative_speed(CoreCurves(points, speed[None, :]), np.zeros(len(at), dtype=np.int64),
+                                     np.asarray(shares, dtype=np.float64)[at])
         return out
 
     def _curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -179,15 +187,19 @@ class CoreSplit:
     def _given_curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """{job id: (cores per GPU, speeds)} of the jobs of ``ids`` whose job file gives ``cpu_speed``; each
         job's stored spec read once (a job's spec never changes), the ones gone forgotten."""
-        new = [job_id for job_id in ids.tolist() if job_id not in self._given]
-        if len(self._given) > 2 * len(ids) + 1000:
-            self._given = {job_id: self._given[job_id] for job_id in ids.tolist() if job_id in self._given}
-        if new:
-            for job_id, text in self.state.store.specs_of(new).items():
-                self._given[job_id] = _given_curve(text)
-            for job_id in new:
-                self._given.setdefault(job_id, None)
-        return {job_id: curve for job_id in ids.tolist() if (curve := self._given.get(job_id)) is not None}
+        new = ids[~np.isin(ids, self._checked)]
+        if len(self._checked) > 2 * len(ids) + 1000:
+            self._checked = self._checked[np.isin(self._checked, ids)]
+            self._given = {job_id: self._given[job_id] for job_id in self._checked.tolist() if job_id in self._given}
+        if len(new):
+            for job_id, text in self.state.store.specs_of(np.unique(new).tolist()).items():
+                if (curve := _given_curve(text)) is not None:
+                    self._given[job_id] = curve
+            self._checked = np.union1d(self._checked, new)
+        if not self._given:
+            return {}
+        return {job_id: self._given[job_id]
+                for job_id in np.intersect1d(ids, np.fromiter(self._given, dtype=np.int64)).tolist()}
 
     def cores_of(self, amounts: np.ndarray) -> list[tuple[int, ...]]:
         """The core ids each job's ``amounts`` [m] (cores, in job id order) is pinned to: the shares laid
