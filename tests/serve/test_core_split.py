@@ -202,3 +202,18 @@ def test_a_kinds_speed_measured_on_more_cores_than_a_job_gets_is_not_taken_for_t
     clock.now += 600.0
     scheduler.tick()
     assert sorted(executor.running()) == others and second not in executor.running()
+
+
+def test_a_job_files_curve_is_read_before_two_close_shares_it_was_measured_at(tmp_path):
+    """Under ``proportional`` a job is measured only at its share (here 2 cores per slot, and 1.9 while a
+    neighbour's ask cut it): a curve learnt from those says nothing of more cores (it is flat above 2), so
+    the job is ranked off its job file's curve, at half its best speed; a job without one at its best."""
+    store = StateStore(tmp_path / "state.db")
+    for job_id in (1, 2):
+        store.put_core_speed(job_id, 1.9, 0.95e6, 1e6, 0.0)
+        store.put_core_speed(job_id, 2.0, 1e6, 1e6, 0.0)
+    scheduler, _, _, client = make(tmp_path, "proportional")
+    scheduler.submit({"name": "decoder", "command": "train", "total_steps": 10, "cpu_speed": "1:0.25 2:0.5 4:1"}, "ann")
+    scheduler.submit({"name": "cheap", "command": "train", "total_steps": 10}, "ann")
+    speed = scheduler.state.resources.speed_at_share([1, 2], [1, 1], [float("nan")] * 2)
+    assert speed.tolist() == pytest.approx([0.5, 1.0])

@@ -170,18 +170,18 @@ class CoreSplit:
         return out
 
     def _curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """{job id: (cores per GPU, speeds)} of the jobs of ``ids`` with a curve: as learnt where two or
-        more shares are measured (``speeds.py``), else as its job file gives it (``cpu_speed``: under
-        ``proportional`` a job is only ever measured at its own share, which says nothing of its curve)."""
+        """{job id: (cores per GPU, speeds)} of the jobs of ``ids`` with a curve: as its job file gives it
+        (``cpu_speed``), else as learnt where two or more shares are measured (``speeds.py``). The job file's
+        first: a learnt curve is flat above the most cores it was measured at, so it cannot say how much
+        faster more would make a job, and under ``proportional`` a job is measured at its own share alone
+        (or at shares a cut to fit moved it between, too close to say much)."""
         given = self._given_curves(ids)
         learnt = [job_id for job_id, shares in self.speeds.measured.items() if len(shares) > 1]  # the few with a curve
-        found = {}
-        for job_id in np.intersect1d(ids, np.array(learnt + list(given), dtype=np.int64)).tolist():
+        found = dict(given)
+        for job_id in np.intersect1d(ids, np.array(learnt, dtype=np.int64)).tolist():
             points, speed = self.speeds.curve(job_id)
-            if len(points) >= 2 and speed.max() > 0:
+            if job_id not in given and len(points) >= 2 and speed.max() > 0:
                 found[job_id] = (points, speed)
-            elif job_id in given:
-                found[job_id] = given[job_id]
         return found
 
     def _given_curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
