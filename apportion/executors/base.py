@@ -121,6 +121,12 @@ class Executor(Protocol):
         taken to answer None."""
         ...
 
+    def slots_per_node(self) -> dict[str, list[int]] | None:
+        """Slots of each GPU type on each live node, where a type's slots are spread over several (Ray,
+        Slurm): a policy that sizes jobs counts a job over two nodes as synchronising between them. None
+        (or an executor without it): all of a type's slots are on one node, this machine."""
+        ...
+
     def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
         """Hold the job's running attempt to CPU cores ``cpus`` (ids on its machine) and ``share`` cores'
         time, changed on the live attempt (no restart); False when it has none here. An executor that

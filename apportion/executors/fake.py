@@ -34,6 +34,7 @@ class FakeExecutor:
         self.logs: dict[tuple[int, int], str] = {}  # what an attempt's log would say
         self.live_capacity: dict[str, int] | None = None  # slots of each type still there (None: all)
         self.live_room: dict[str, tuple[float | None, float | None]] | None = None  # cores, GiB by type (None: node's)
+        self.live_nodes: dict[str, list[int]] | None = None  # slots of each type on each node (None: one machine)
         self.cores: dict[int, tuple[tuple[int, ...], float]] = {}  # job -> the cores and share it was last held to
         self.core_enforcement = "recorded only (fake executor)"
 
@@ -52,6 +53,10 @@ class FakeExecutor:
     def capacity(self) -> dict[str, int] | None:
         """What a test set as ``live_capacity``: the slots of each type still there (None: all)."""
         return self.live_capacity
+
+    def slots_per_node(self) -> dict[str, list[int]] | None:
+        """What a test set as ``live_nodes``: the slots of each type on each node (None: all on this machine)."""
+        return self.live_nodes
 
     def set_cores(self, job_id: int, cpus: tuple[int, ...], share: float) -> bool:
         """Record the cores job ``job_id`` is held to; False when it has no attempt running."""

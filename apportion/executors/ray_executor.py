@@ -144,6 +144,17 @@ class RayExecutor:
             return None
         return {t: sum(n) for t, n in capacity(self.nodes(), list(self.types.values())).items()}
 
+    def slots_per_node(self) -> dict[str, list[int]] | None:
+        """Slots of each offered type on each live node now (``ray_nodes.capacity``): a type's slots are
+        spread over its nodes, which a policy that sizes jobs counts (a job over two nodes synchronises
+        between them); None when Ray cannot be asked now."""
+        if not self.types:
+            return None
+        try:
+            return capacity(self.nodes(), list(self.types.values()))
+        except (OSError, RuntimeError):
+            return None
+
     def refusal(self, gpu_types: tuple[str, ...], gpus: int, cpus: int | None, memory_gb: float | None
                 ) -> tuple[str, str] | None:
         """Why the live nodes of ``gpu_types`` could never hold the job's bundles (``ray_room.refusal``);

@@ -42,10 +42,17 @@ def curves_of_column(text: np.ndarray, lines: np.ndarray, source: str) -> CoreCu
     return CoreCurves(points, speed[inverse])
 
 
-def _pairs(cell: str, line: int, source: str) -> tuple[np.ndarray, np.ndarray]:
+def pairs_of_cell(cell: str, source: str, line: int | None = None,
+                  field: str = FIELD) -> tuple[np.ndarray, np.ndarray]:
+    """One job's curve written as a cell (``1:0.3 2:0.66 4:1``): its ascending core counts and speeds,
+    checked (InputError naming ``source``, ``line`` and ``field``); a server's job file reads it too."""
+    return _pairs(cell, line, source, field)
+
+
+def _pairs(cell: str, line: int | None, source: str, field: str = FIELD) -> tuple[np.ndarray, np.ndarray]:
     """The ascending core counts and speeds of one cell, checked."""
     def bad(message: str) -> InputError:
-        return InputError(source, message, line=line, field=FIELD)
+        return InputError(source, message, line=line, field=field)
 
     cores, speeds = [], []
     for pair in cell.split():

@@ -101,3 +101,21 @@ def test_the_room_a_round_counts_asks_against_sums_each_types_nodes_and_splits_a
     assert room["v100"] == (44.0, 336.0)
     assert room["k80"] == (8.0, 32.0)
     assert room["cpu"] == (None, None)  # a cpu slot is itself a core: only Ray's placement can weigh the asks
+
+
+def test_the_executor_says_how_many_slots_of_each_type_each_live_node_holds(tmp_path):
+    """What a policy that sizes jobs is told of a node (``RayExecutor.slots_per_node``): a type's slots lie on
+    several nodes, a dead one counts none; None while Ray cannot be asked."""
+    from apportion.executors.ray_executor import RayExecutor
+
+    executor = RayExecutor(tmp_path)
+    executor.offer([V100, CPU])
+    executor.nodes = lambda: [V100_NODE, node(CPU=8, GPU=2, **{"accelerator_type:V100": 1}),
+                              node(alive=False, CPU=8, GPU=8, **{"accelerator_type:V100": 1})]
+    assert executor.slots_per_node() == {"v100": [4, 2], "cpu": [32, 8]}
+
+    def down():
+        raise OSError("no Ray at 10.0.0.1:6379")
+
+    executor.nodes = down
+    assert executor.slots_per_node() is None

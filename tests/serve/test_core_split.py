@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from apportion.executors.fake import FakeExecutor
@@ -169,3 +170,50 @@ def test_srtf_ranks_a_cpu_starved_job_at_its_speed_on_its_share_unless_its_kind_
             scheduler.submit({"name": name, "command": "train", "total_steps": steps}, "ann")
         scheduler.tick()
         assert list(executor.running()) == ([1] if measured else [2]), measured
+
+
+def test_a_kinds_speed_measured_on_more_cores_than_a_job_gets_is_not_taken_for_that_jobs(tmp_path):
+    """Four cores, two slots: a share of 2 cores per slot. The decoder's job file gives its curve (a quarter of
+    its best speed with 1 core, half with 2, all of it with 4). The first decoder asked for 3 cores and
+    trains at 3 steps/s with them; its kind's speed is kept at the proportional share, 2 steps/s, which is
+    what a decoder that asked none trains at. So under srtf a 500-step decoder that asked none takes 250 s,
+    and the two 200-step jobs run before it (taken at the first one's 3 steps/s it would seem to take 167 s)."""
+    from apportion.policies import make_policy
+
+    store = StateStore(tmp_path / "state.db")
+    store.put_throughput("other", "cpu", 1, 1.0, 10, 0.0)  # measured: 1 step/s
+    config = ServeConfig(state_dir=tmp_path, round_s=600.0, renew_wait_s=0.0, node=FOUR_CORES,
+                         cpu_split="proportional")
+    executor, clock = FakeExecutor(tmp_path), Clock()
+    scheduler = Scheduler(store, executor, parse_slots("cpu:2"), make_policy("srtf"), config, clock=clock)
+    decoder = {"name": "decoder", "command": "train", "cpu_speed": "1:0.25 2:0.5 4:1"}
+    first = scheduler.submit({**decoder, "total_steps": 30, "cpus": 3}, "ann")
+    scheduler.tick()
+    assert executor.cores[first][1] == 3.0  # held to the 3 cores it asked for
+    scheduler.lease(first, 1, 0)
+    clock.now += 10.0
+    assert scheduler.progress(first, 1, 30, 3.0) == ""
+    assert scheduler.throughputs.table[("decoder", "cpu", 1)][0] == pytest.approx(2.0)
+    executor.finish(first, 0)
+    scheduler.tick()
+
+    second = scheduler.submit({**decoder, "total_steps": 500}, "ann")
+    others = [scheduler.submit({"name": "other", "command": "train", "total_steps": 200}, "ann") for _ in range(2)]
+    clock.now += 600.0
+    scheduler.tick()
+    assert sorted(executor.running()) == others and second not in executor.running()
+
+
+def test_a_job_files_curve_is_read_before_two_close_shares_it_was_measured_at(tmp_path):
+    """Under ``proportional`` a job is measured only at its share (here 2 cores per slot, and 1.9 while a
+    neighbour's ask cut it): a curve learnt from those says nothing of more cores (it is flat above 2), so
+    the job is ranked off its job file's curve, at half its best speed; a job without one at its best."""
+    store = StateStore(tmp_path / "state.db")
+    for job_id in (1, 2):
+        store.put_core_speed(job_id, 1.9, 0.95e6, 1e6, 0.0)
+        store.put_core_speed(job_id, 2.0, 1e6, 1e6, 0.0)
+    scheduler, _, _, client = make(tmp_path, "proportional")
+    scheduler.submit({"name": "decoder", "command": "train", "total_steps": 10, "cpu_speed": "1:0.25 2:0.5 4:1"}, "ann")
+    scheduler.submit({"name": "cheap", "command": "train", "total_steps": 10}, "ann")
+    speed = scheduler.state.resources.speed_at_share([1, 2], [1, 1], [float("nan")] * 2)
+    assert speed.tolist() == pytest.approx([0.5, 1.0])

@@ -31,5 +31,5 @@ def test_an_executor_satisfies_the_protocol(make, tmp_path):
 
 def test_the_protocol_names_every_call_the_scheduler_and_server_make():
     assert PROTOCOL_METHODS == sorted(["adopt", "capacity", "close", "exit_record", "is_alive", "kill", "kill_attempt",
-                                       "log_path", "poll", "refusal", "room", "scan", "set_cores", "start", "tail",
+                                       "log_path", "poll", "refusal", "room", "scan", "set_cores", "slots_per_node", "start", "tail",
                                        "terminate"])

@@ -91,6 +91,14 @@ def test_the_examples_are_valid(example):
          "at most 16,384 characters, got 20,000"),
         ("name: a\ncommand: x\ntotal_steps: 10\nwarm_start: maybe\n", "warm_start", 4,
          "must be true or false, got 'maybe'"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ncpu_speed: 1-0.3 4:1\n", "cpu_speed", 4,
+         "'1-0.3' is not CORES:SPEED (e.g. '1:0.3 2:0.66 4:1')"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ncpu_speed: {1: 0, 4: 0}\n", "cpu_speed", 4,
+         "the speed is 0 at every core count"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ncpu_speed: {0: 1}\n", "cpu_speed", 4,
+         "cores per GPU must be a number > 0"),
+        ("name: a\ncommand: x\ntotal_steps: 10\ncpu_speed: [1, 2]\n", "cpu_speed", 4,
+         "must be CORES:SPEED pairs such as '1:0.3 2:0.66 4:1'"),
     ],
 )
 def test_a_malformed_file_names_its_field_and_line(tmp_path, text, field, line, words):
@@ -237,3 +245,12 @@ def test_a_job_may_ask_for_a_cold_start(tmp_path):
     default = load_job_file(write(tmp_path, "name: a\ncommand: python t.py\ntotal_steps: 10\n", "b.yaml"))
     assert cold.warm_start is False and cold.to_dict()["warm_start"] is False
     assert default.warm_start is None and "warm_start" not in default.to_dict()  # the server's setting
+
+
+def test_a_jobs_cpu_speed_is_read_as_a_traces_column_or_a_mapping(tmp_path):
+    """``cpu_speed``: the job's speed at a few cores per GPU (only the ratios count), as the trace's column
+    writes it or as a mapping; stored as the column's text, its core counts ascending."""
+    text = "name: a\ncommand: x\ntotal_steps: 10\ncpu_speed: {4: 1, 1: 0.3, 2: 0.66}\n"
+    assert load_job_file(write(tmp_path, text)).cpu_speed == "1:0.3 2:0.66 4:1"
+    assert spec_from_mapping({"name": "a", "command": "x", "total_steps": 10, "cpu_speed": "2:1 1:0.5"},
+                             "body").cpu_speed == "1:0.5 2:1"

@@ -9,6 +9,7 @@ import pytest
 from apportion.core.errors import InputError
 from apportion.executors.fake import FakeExecutor
 from apportion.policies import make_policy
+from apportion.serve.base.offline import largest_nodes
 from apportion.serve.http import bodies
 from apportion.serve.scheduler.scheduler import Scheduler
 from apportion.serve.store.state import StateStore
@@ -116,3 +117,68 @@ def test_the_goodput_policy_is_told_the_nodes_a_running_jobs_slots_lie_on(tmp_pa
     run_for(scheduler, clock, 12)
     assert seen[0] == [0]  # waiting
     assert seen[-1] == [nodes]  # running on both slots
+
+
+class TwoNodes(NodePerRank):
+    """A stand-in for Ray: the type's four slots are two on each of two nodes (``slots_per_node``), and an
+    attempt's ranks run two a node."""
+
+    def __init__(self, state_dir) -> None:
+        super().__init__(state_dir)
+        self.live_nodes = {"cpu": [2, 2]}
+
+    def nodes_of(self, job_id: int):
+        attempt = self.running().get(job_id)
+        return None if attempt is None else tuple(f"node{rank // 2}" for rank in range(len(attempt.slots)))
+
+
+def test_the_goodput_policy_is_told_how_many_slots_a_node_holds_where_they_lie_on_several(tmp_path):
+    """As the simulator tells it (``ElasticView.gpus_per_node``, the largest node of each type): on this
+    machine a type's slots are one node; where the executor spreads them over nodes (Ray, Slurm), the
+    policy sees a node's worth, so it knows a job of four synchronises between two nodes."""
+    seen = {}
+    for executor in (FakeExecutor, TwoNodes):
+        policy = make_policy("goodput")
+        allocate = policy.allocate
+        policy.allocate = lambda jobs, *rest, mine=seen.setdefault(executor.__name__, []), allocate=allocate: \
+            mine.append(jobs.elastic.gpus_per_node.tolist()) or allocate(jobs, *rest)
+        scheduler, _, _ = make(tmp_path / executor.__name__, executor=executor(tmp_path / executor.__name__),
+                               slots="cpu:4", policy=policy)
+        scheduler.submit(job("elastic", elastic={**ELASTIC, "max_gpus": 4}), "ann")
+        scheduler.tick()
+    assert seen["FakeExecutor"][-1] == [4]
+    assert seen["TwoNodes"][-1] == [2]
+
+
+def test_the_goodput_policy_keeps_a_job_whose_sync_is_slow_between_nodes_on_one_node(tmp_path):
+    """A job whose gradients take long to cross nodes (its fitted model: 0.2 s a step on one node's two
+    slots, 2 s across two nodes) is given two slots, one node's worth, where the four are two on each of two
+    nodes; where they are one node (this machine) all four speed it up."""
+    sizes = {}
+    for executor in (FakeExecutor, TwoNodes):
+        state = tmp_path / executor.__name__
+        scheduler, runner, clock = make(state, executor=executor(state), slots="cpu:4",
+                                        policy=make_policy("goodput", restart_cost_s=0.0))
+        elastic = scheduler.submit(job("elastic", elastic={**ELASTIC, "max_gpus": 4, "batch_size": 64}), "ann")
+        with scheduler.lock:  # its model as fitted: compute 0.1 s per 16 examples, sync 0.1 s in a node, 2 s across
+            scheduler.elastic._params[elastic] = {"cpu": [0.0, 0.1 / 16, 2.0, 0.0, 0.1, 0.0, 1.0]}
+        scheduler.tick()
+        sizes[executor.__name__] = started(runner)[-1][2]
+    assert sizes == {"FakeExecutor": 4, "TwoNodes": 2}
+
+
+@pytest.mark.parametrize("told, largest", [
+    ({"cpu": [4, 2]}, 4),  # nodes of different sizes: the largest, as the simulator's ElasticView takes
+    ({"cpu": []}, 6),  # no node named for the type: all its slots, one node
+    (None, 6),  # this machine
+    (OSError("Ray cannot be asked now"), 6),
+])
+def test_a_types_largest_node_is_what_the_executor_says_else_all_its_slots(told, largest):
+    class Told:
+        def slots_per_node(self):
+            if isinstance(told, Exception):
+                raise told
+            return told
+
+    assert largest_nodes(Told(), {"cpu": 6}) == {"cpu": largest}
+    assert largest_nodes(object(), {"cpu": 6}) == {"cpu": 6}  # an executor without the call

@@ -195,6 +195,7 @@ def _runnable_by(account, *pythons: str) -> str | None:
 def test_gpus_others_jobs_hold_are_offline_and_an_attempt_slurm_cannot_start_is_withdrawn(tmp_path, slurm):
     executor = SlurmExecutor(tmp_path / "state", {"h100": "h100"}, env=slurm.env, place_wait_s=2.0, poll_every_s=0.05)
     assert executor.capacity() == {"h100": 2}
+    assert executor.slots_per_node() == {"h100": [1, 1]}  # one on each node: a job of two spans both
     for node in ("n1", "n2"):  # someone else's jobs take both GPUs of the partition
         executor.slurm.run("sbatch", f"--nodelist={node}", "--gpus=h100:1", "--job-name=someone-else",
                            f"--output={tmp_path}/other-%j.log", "--wrap=sleep 60")

@@ -188,3 +188,24 @@ def test_cpu_starved_jobs_are_ranked_at_the_speed_their_cores_allow_on_both_cloc
     served = on_server(jobs, "v100:2,k80:2", THROUGHPUTS, policy(spec), ROUND_S, tmp_path, queues=list(jobs.queue),
                        prices=PRICES, cores=4)
     assert_alike(simulated, served, jobs)
+
+
+@pytest.mark.parametrize("spec", ["srtf", "las", "fifo"])
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("report_rates", [False, True], ids=["prior-speeds", "measured-speeds"])
+def test_a_job_files_cpu_speed_ranks_cpu_starved_jobs_alike_under_proportional(spec, seed, report_rates, tmp_path):
+    """As above, but as ``--cpu-split proportional`` really runs: each job is only ever measured at its own
+    share, which says nothing of its curve, so the server knows how starved a job is from its job file's
+    ``cpu_speed`` alone (the simulator from the trace's column). Kind ``c`` needs four cores per GPU for its
+    best speed and trains at a quarter of it with its one. Before a kind is measured its speed (the prior's,
+    at all the cores it could use) is scaled by its curve at its share; once its jobs report their steps/s
+    (``measured-speeds``), that speed already is at their share and is not scaled again."""
+    jobs = workload(seed)
+    starved = np.asarray(jobs.kind) == jobs.kinds.index("c")
+    curves = CoreCurves(np.array([1.0, 2.0, 4.0]), np.where(starved[:, None], [0.25, 0.5, 1.0], [1.0, 1.0, 1.0]))
+    jobs = replace(jobs, cpu_curves=curves)
+    simulated = in_simulator(jobs, "v100:2:2,k80:2:2", THROUGHPUTS, policy(spec), ROUND_S, prices=PRICES,
+                             cpus_per_node=2)
+    served = on_server(jobs, "v100:2,k80:2", THROUGHPUTS, policy(spec), ROUND_S, tmp_path, queues=list(jobs.queue),
+                       prices=PRICES, cores=4, curves_from="job file", report_rates=report_rates)
+    assert_alike(simulated, served, jobs)

@@ -85,11 +85,13 @@ def in_simulator(jobs: JobTable, cluster: str, throughputs: ThroughputTable, pol
 def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, round_s: float,
               state_dir: Path, queues: list[str] | None = None, prices: dict[str, float] | None = None,
               received_since: str = "allocation", user_weights: dict[str, float] | None = None,
-              cores: int | None = None) -> Replayed:
+              cores: int | None = None, curves_from: str = "profile", report_rates: bool = False) -> Replayed:
     """The real scheduler over ``slots``, its fake jobs progressing at ``throughputs``; ``user_weights``:
     share by user with these weights (None: the policy alone); ``cores``: the node's cores, split in
-    proportion to slots (``--cpu-split proportional``), each job's curve (``jobs.cpu_curves``) known to
-    the server as if profiled, and each fake job slowed by it at its share."""
+    proportion to slots (``--cpu-split proportional``), each fake job slowed at its share by its curve
+    (``jobs.cpu_curves``), which the server knows as if profiled (``curves_from="profile"``) or from the
+    job file's ``cpu_speed`` (``"job file"``: nothing measured but the job's own share);
+    ``report_rates``: each progress report gives the job's steps/s (the estimates learn them)."""
     clock = Clock()
     executor = FakeExecutor(state_dir)
     store = StateStore(state_dir / "state.db")
@@ -99,7 +101,7 @@ def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, 
         split = {"node": Node(tuple(range(cores)), 0.0), "cpu_split": "proportional"}
         share = cores / len(parse_slots(slots))
         curves = jobs.cpu_curves
-        for row in range(len(jobs)):  # its speed at each core count, measured for long: a learnt curve
+        for row in range(len(jobs)) if curves_from == "profile" else ():  # measured for long: a learnt curve
             for point, speed in zip(curves.points.tolist(), curves.speed[row].tolist()):
                 store.put_core_speed(row + 1, point, speed * 1e9, 1e9, 0.0)
         at_share = relative_speed(curves, np.arange(len(jobs)), np.full(len(jobs), share))
@@ -163,12 +165,15 @@ def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, 
                     "priority": float(jobs.priority[row])}
             if queues is not None:
                 spec["queue"] = queues[row]
+            if cores is not None and curves_from == "job file":
+                spec["cpu_speed"] = {float(c): float(v) for c, v in zip(jobs.cpu_curves.points.tolist(),
+                                                                        jobs.cpu_curves.speed[row].tolist())}
             scheduler.submit(spec, jobs.user[row] or "ann")
         if t < boundary:
             scheduler.tick()  # settles the attempts that finished
             continue
         for j, attempt in executor.running().items():
-            scheduler.progress(j, attempt.attempt, int(round(steps[j])), None)
+            scheduler.progress(j, attempt.attempt, int(round(steps[j])), rate[j] if report_rates else None)
         scheduler.tick()  # the round: preemptions are answered at the lease call
         for j, attempt in executor.running().items():
             if not scheduler.lease(j, attempt.attempt, int(round(steps[j])))["renew"]:

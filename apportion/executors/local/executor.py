@@ -164,6 +164,10 @@ class LocalExecutor:
         """This machine is the server's own node: its cores and memory are ``ServeConfig.node``'s."""
         return None
 
+    def slots_per_node(self) -> None:
+        """This machine is one node: all of a type's slots are on it."""
+        return None
+
     def refusal(self, gpu_types: tuple[str, ...], gpus: int, cpus: int | None, memory_gb: float | None) -> None:
         """This machine is the server's own node: the server checks a job's cores and memory against it."""
         return None

@@ -175,6 +175,17 @@ class SlurmExecutor:
         others = [j for j in jobs if not j.name.startswith(self.prefix)]
         return online(nodes, self.types, others)
 
+    def slots_per_node(self) -> dict[str, list[int]] | None:
+        """GPUs of each offered type on each usable node (others' jobs' included: a node's size), which a
+        policy that sizes jobs counts; None when Slurm cannot be asked now."""
+        if not self.types:
+            return None
+        try:
+            nodes, _ = self._read_cluster()
+        except OSError:
+            return None
+        return {t: [n.gpus[s] for n in nodes if n.usable and n.gpus.get(s)] for t, s in self.types.items()}
+
     def refusal(self, gpu_types, gpus, cpus, memory_gb):
         """None: Slurm itself refuses a job no node can hold (it is withdrawn as never placed)."""
         return None

@@ -48,6 +48,23 @@ def slot_nodes(executor, holders: dict[int, tuple[str, ...]]) -> dict[str, str]:
     return found
 
 
+def largest_nodes(executor, capacity: dict[str, int]) -> dict[str, int]:
+    """Slots of each type on the largest live node that has some, where the executor says how its slots
+    lie on nodes (``slots_per_node``: Ray, Slurm); else, or for a type it names no node of, all of the type's
+    ``capacity``: this machine, one node a type. The largest, as the simulator's ``ElasticView`` takes it
+    where nodes differ: a job of that many fits one node."""
+    per_node = getattr(executor, "slots_per_node", None)
+    try:
+        found = per_node() if per_node is not None else None
+    except (OSError, RuntimeError):  # Ray or Slurm cannot be asked now: as if one node
+        found = None
+    out = {}
+    for gpu_type, slots in capacity.items():
+        on_nodes = [int(n) for n in (found or {}).get(gpu_type, ()) if int(n) > 0]
+        out[gpu_type] = max(1, max(on_nodes) if on_nodes else int(slots))
+    return out
+
+
 def job_nodes(executor, job_id: int, live: bool) -> list[str] | None:
     """The nodes a live job's ranks run on, distinct, in rank order (Ray); None where not known."""
     nodes_of = getattr(executor, "nodes_of", None) if live else None

@@ -137,10 +137,12 @@ class ElasticModels:
     # what a policy sees -----------------------------------------------------------------
 
     def view(self, table: dict, rows: np.ndarray, rates: np.ndarray, live: dict[int, dict],
-             nodes: dict[int, int] | None = None) -> ElasticView:
+             nodes: dict[int, int] | None = None, gpus_per_node: dict[str, int] | None = None) -> ElasticView:
         """The elastic view of the round's job rows ``rows`` of ``table`` (one kind per row, in order);
         ``rates`` [n, T] the steps/s of each at its own size (a fixed-size job's model); ``nodes`` row ->
-        the nodes a live job's slots lie on (None, or a row not in it: one, this machine)."""
+        the nodes a live job's slots lie on (None, or a row not in it: one, this machine);
+        ``gpus_per_node`` the slots of each type on its largest node (None, or a type not in it: all of
+        the type's, this machine's one node)."""
         n, num_types = len(rows), len(self.gpu_types)
         params = np.full((n, num_types, NUM_PARAMS), np.nan)
         init_batch = np.ones(n)
@@ -193,7 +195,8 @@ class ElasticModels:
                 max_local_batch=max_local, target_examples=np.asarray(table["total_steps"], dtype=np.float64)[rows] * batch,
                 noise_fraction=np.zeros((n, 1)), noise_scale=noise[:, None].copy())
             self._kinds_key = key
-        per_node = np.array([self.capacity[t] for t in self.gpu_types], dtype=np.int64)  # this machine: one node a type
+        per_node = np.array([max(1, (gpus_per_node or {}).get(t, self.capacity[t])) for t in self.gpu_types],
+                            dtype=np.int64)
         return ElasticView(kinds=self._kinds, min_gpus=min_gpus, max_gpus=max_gpus, batch_size=batch,
                            noise_scale=noise, gpus_now=gpus_now, restarts=restarts, gpus_per_node=per_node,
                            nodes_now=nodes_now)

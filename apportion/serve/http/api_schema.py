@@ -116,6 +116,10 @@ JOB_SPEC = {
                  "description": "CPU cores it needs at least, over all its GPUs; default the scheduler's split."},
         "memory_gb": {"type": "number", "minimum": 1 / 1024, "maximum": MAX_MEMORY_GB,
                       "description": "Host memory it needs, GiB; refused if no node has that much."},
+        "cpu_speed": {"description": "Its speed at a few CPU cores per GPU, as CORES:SPEED pairs ('1:0.3 2:0.66 4:1', "
+                                     "only the ratios count) or a mapping of cores to speed: under --cpu-split it is "
+                                     "ranked at the speed its share of cores allows until that is measured.",
+                      "anyOf": [{"type": "string", "maxLength": 2560}, {"type": "object", "maxProperties": 64}]},
         "after": {"type": "array", "maxItems": MAX_AFTER,
                   "items": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_JOB_ID},
                                       {"type": "string", "pattern": "^[0-9]{1,18}$"}]},

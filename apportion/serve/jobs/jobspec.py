@@ -15,6 +15,8 @@ warm_start: false                 # start cold even where the server could fork 
 hung_after_s: 1800                # silent (no lease call, no progress report) this long: hung; default the server's
 cpus: 4                           # CPU cores it needs at least (beside all its GPUs); default: the scheduler's split
 memory_gb: 32                     # host memory it needs, GiB; a job that could never fit a node is refused
+cpu_speed: "1:0.3 2:0.66 4:1"     # its speed at a few CPU cores per GPU (a trace's cpu_speed column): ranked at
+                                  #   its share's speed under --cpu-split until measured (data-stalls.md)
 time_limit: 12h                   # running time over all attempts, then it fails; seconds or N s/m/h/d; default none
 after: [12, 14]                   # jobs that must complete before it starts; it fails if one fails or is cancelled
 notify: https://hooks.example.com/apportion   # POSTed a JSON summary when the job ends (serve/notify/notifier.py)
@@ -64,13 +66,16 @@ from apportion.serve.jobs.elastic_spec import ElasticSpec, check_user_size, elas
 from apportion.serve.jobs.job_array import ArraySpec, read_array
 from apportion.serve.jobs.notify_hosts import NotifyTarget, notify_target
 from apportion.serve.jobs.privacy_spec import ClaimSpec, claim_from_mapping
+from apportion.workloads.cpu_speed_column import pairs_of_cell
 from apportion.workloads.yaml_file import read_yaml
+
+MAX_CPU_POINTS = 64  # core counts one job's cpu_speed may give
 
 FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
     "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after", "notify", "array", "privacy",
-    "cpus", "memory_gb",
+    "cpus", "memory_gb", "cpu_speed",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -106,6 +111,7 @@ class JobSpec:
     privacy: ClaimSpec | None = None  # the privacy budget it claims of the server's blocks; None: none
     cpus: int | None = None  # CPU cores it needs at least, over all its GPUs; None: the scheduler decides
     memory_gb: float | None = None  # host memory it needs, GiB; None: not counted
+    cpu_speed: str | None = None  # its speed at a few cores per GPU, checked text ("1:0.3 4:1"); None: not given
 
     @property
     def throughput_kind(self) -> str:
@@ -263,8 +269,29 @@ def read_job(data: object, source: str) -> ReadJob:
         cpus=None if data.get("cpus") is None else check_int(data["cpus"], "cpus", source, least=1, most=MAX_CPUS),
         memory_gb=None if data.get("memory_gb") is None else check_number(
             data["memory_gb"], "memory_gb", source, least=1 / 1024, most=MAX_MEMORY_GB),
+        cpu_speed=_cpu_speed(data.get("cpu_speed"), source),
     )
     return ReadJob(spec, target, None if array is None else array[1])
+
+
+def _cpu_speed(value: object, source: str) -> str | None:
+    """``cpu_speed`` as checked text (``1:0.3 2:0.66 4:1``): the trace column's form, or a mapping of
+    cores per GPU to speed; at most MAX_CPU_POINTS points."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        if len(value) > MAX_CPU_POINTS:
+            raise InputError(source, f"gives {len(value):,} core counts, more than {MAX_CPU_POINTS}", field="cpu_speed")
+        value = " ".join(f"{k}:{v}" for k, v in value.items())
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(source, f"must be CORES:SPEED pairs such as '1:0.3 2:0.66 4:1' (or a mapping of cores "
+                                 f"per GPU to speed), got {_short(value)}", field="cpu_speed")
+    check_line(value, "cpu_speed", source, most=MAX_CPU_POINTS * 40)
+    if len(value.split()) > MAX_CPU_POINTS:
+        raise InputError(source, f"gives {len(value.split()):,} core counts, more than {MAX_CPU_POINTS}",
+                         field="cpu_speed")
+    cores, speed = pairs_of_cell(value, source, field="cpu_speed")
+    return " ".join(f"{c:.12g}:{v:.12g}" for c, v in zip(cores.tolist(), speed.tolist()))
 
 
 def _notify(value: object, source: str) -> NotifyTarget | None:

@@ -156,6 +156,11 @@ class Resource:
         jobs' ids, slots and asked ``cpus`` [n], NaN none): what the round ranks it by; None: its best."""
         return None
 
+    def report_factor(self, job_id: int) -> float:
+        """What a steps/s job ``job_id`` reports now is multiplied by before the speeds of its kind keep it:
+        its speed where :meth:`speed_at_share` reads 1 over its speed with what it holds now (1: the same)."""
+        return 1.0
+
     # a submit ---------------------------------------------------------------------------------
 
     def claims(self, spec: Any) -> int:

@@ -6,6 +6,7 @@ The order is the order their hooks are called in (and their parts of ``apportion
 
 from __future__ import annotations
 
+import math
 from dataclasses import field, make_dataclass
 from typing import Any
 
@@ -102,6 +103,10 @@ class Resources(tuple):
 
     def least_cores_per_gpu(self) -> float:
         return max((r.least_cores_per_gpu() for r in self), default=0.0)
+
+    def report_factor(self, job_id: int) -> float:
+        """The product of what the resources multiply a job's reported steps/s by (1: none does)."""
+        return math.prod(r.report_factor(job_id) for r in self)
 
     def speed_at_share(self, job_ids, gpus, cpus):
         """[n] the fraction of their best speed the jobs train at with what the resources give them

@@ -27,7 +27,7 @@ from apportion.policies.base import wants_predictions
 from apportion.serve.attempts.accounting import accrued
 from apportion.serve.round.admission import admit_round
 from apportion.serve.attempts.context import SchedulerState, ServeConfig, with_note
-from apportion.serve.base.offline import offline_slots, slot_nodes
+from apportion.serve.base.offline import largest_nodes, offline_slots, slot_nodes
 from apportion.serve.estimates.elastic_batch import examples_work
 from apportion.serve.estimates.throughput import ThroughputEstimates
 from apportion.serve.jobs.jobspec import check_stored
@@ -504,7 +504,8 @@ class Rounds:
                       live: dict[int, dict]) -> JobView:
         """The round's view for a policy that sizes jobs: each job its own kind (its own step-time
         model, serve/estimates/elastic.py), work counted in examples as the model counts it."""
-        elastic = self.state.elastic.view(table, rows, rates, live, self._nodes_held(table, live))
+        per_node = largest_nodes(self.state.executor, self.state.elastic.capacity)
+        elastic = self.state.elastic.view(table, rows, rates, live, self._nodes_held(table, live), per_node)
         done, total = examples_work(table, rows, elastic.noise_scale, elastic.batch_size)
         return replace(view, kind=np.arange(len(rows), dtype=np.int64), total_steps=total, steps_done=done,
                        elastic=elastic)
@@ -527,14 +528,20 @@ class Rounds:
 
     def _at_core_share(self, table: dict, rows: np.ndarray, rates: np.ndarray) -> np.ndarray:
         """``rates`` at the speed each job trains at with the cores it gets (``--cpu-split``: its curve as
-        the cores resource learnt it), as the simulator ranks them: a CPU-starved job is not taken for
-        faster (shorter) than it is. A rate the jobs of its kind measured (at the cores they held) is kept."""
+        the cores resource learnt it or its job file gives it), as the simulator ranks them: a CPU-starved
+        job is not taken for faster (shorter) than it is. A prior's rate (all the cores a job could use) is
+        scaled by the job's speed at its share; a rate the jobs of its kind measured is kept at the
+        proportional share (``Requests.progress``), so only a job given other cores (its ``cpus``) moves it."""
         if not len(rows):
             return rates
         ids = np.asarray(table["id"], dtype=np.int64)[rows]
-        factor = self.state.resources.speed_at_share(ids, table.typed("gpus", np.int64)[rows],
-                                                     table.typed("cpus", np.float64)[rows])
-        slowed = np.flatnonzero(factor < 1.0) if factor is not None else np.zeros(0, dtype=np.int64)
+        gpus = table.typed("gpus", np.int64)[rows]
+        factor = self.state.resources.speed_at_share(ids, gpus, table.typed("cpus", np.float64)[rows])
+        if factor is None:
+            slowed = np.zeros(0, dtype=np.int64)
+        else:
+            at_even = self.state.resources.speed_at_share(ids, gpus, np.zeros(len(rows)))
+            slowed = np.flatnonzero((factor < 1.0) | (at_even < 1.0))
         key = ids[slowed].tobytes() + factor[slowed].round(3).tobytes() if len(slowed) else b""
         if key != self._core_key:  # a curve learnt or moved: the allocation is stale (the planner re-solves)
             self._core_key, self._core_version = key, self._core_version + 1
@@ -542,12 +549,14 @@ class Rounds:
             return rates
         rates = rates.copy()
         measured = self.throughputs.table
-        for j in np.flatnonzero(factor < 1.0).tolist():
+        for j in slowed.tolist():
             i = int(rows[j])
             key = (table["kind"][i], _own_size(table, i, self._sizes_jobs))
             for t, gpu_type in enumerate(self.gpu_types):
                 if (key[0], gpu_type, key[1]) not in measured:
                     rates[j, t] *= factor[j]
+                elif at_even[j] > 0:
+                    rates[j, t] *= factor[j] / at_even[j]
         return rates
 
     def _rates(self, table: dict, rows: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:

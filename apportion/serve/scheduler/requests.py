@@ -365,6 +365,8 @@ class Requests:
         with self.lock:
             row = self.current(job_id, attempt)
             _check_steps(steps_done, row)
+            # kept at the cores the round reads speeds at (its share under --cpu-split: resources/cores)
+            factor = self.state.resources.report_factor(job_id) if steps_per_s is not None else 1.0
             counted = examples_done(row, steps_done)
             warning = ""
             if reported_examples is not None and counted is not None and reported_examples != counted:
@@ -379,12 +381,12 @@ class Requests:
                     return warning
                 # an elastic job runs on as many slots as its round gave it
                 key = (row.kind, row.gpu_type, len(row.slot_list) if row.elastic else row.gpus)
-                used, note = plausible_rate(steps_per_s, self.throughputs.rate(*key, None))
+                used, note = plausible_rate(steps_per_s * factor, self.throughputs.rate(*key, None))
                 if used is not None:
                     self.throughputs.record(*key, used, self.clock())
-                    if row.elastic and self.state.elastic is not None:
+                    if row.elastic and self.state.elastic is not None:  # its model: as it ran
                         spec = ElasticSpec.from_dict(row.elastic)
-                        self.state.elastic.record(row, spec, StepReport(used, **measured), self.clock())
+                        self.state.elastic.record(row, spec, StepReport(used / factor, **measured), self.clock())
                 return "; ".join(text for text in (note, warning) if text)
 
     def row(self, job_id: int) -> JobRecord:

@@ -56,6 +56,12 @@ class Cores(Resource):
             return None
         return self.split.speed_at_share(job_ids, gpus, cpus)
 
+    def report_factor(self, job_id: int) -> float:
+        """What the job's reported steps/s is multiplied by to be its speed at the proportional share (``split.py``)."""
+        if self.split is None or not self.split.divides:
+            return 1.0
+        return self.split.report_factor(job_id)
+
     def progress(self, job_id: int, attempt: int, steps_done: int, now: float) -> None:
         if self.split is not None and self.split.divides:  # its speed at the cores it holds
             with self.host.lock:

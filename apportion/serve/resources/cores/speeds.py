@@ -36,6 +36,11 @@ class CoreSpeeds:
         if self._held.get(job_id, (None,))[0] != key:
             self._held[job_id] = (key, now)
 
+    def share_held(self, job_id: int) -> float | None:
+        """The share (cores per GPU) job ``job_id`` is held to now; None: none."""
+        held = self._held.get(job_id)
+        return None if held is None else held[0]
+
     def released(self, job_id: int) -> None:
         """Job ``job_id`` holds no cores (its attempt ended): its next report starts a new interval."""
         self._held.pop(job_id, None)

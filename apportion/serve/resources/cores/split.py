@@ -28,6 +28,7 @@ time where the executor can (a CPU quota). Jobs keep their cores while the split
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -35,6 +36,7 @@ import numpy as np
 from apportion.core.cpu_speed import CoreCurves, relative_speed
 from apportion.mechanism.cpu_split import split_cores
 from apportion.serve.resources.host import Host
+from apportion.workloads.cpu_speed_column import pairs_of_cell
 from apportion.serve.resources.cores.speeds import CoreSpeeds, share_key
 
 PROFILE_SHARES = (1.0, 0.5, 0.25)  # a new job's profile, as multiples of its proportional share, in order
@@ -53,6 +55,8 @@ class CoreSplit:
         self.cpus = state.node.cpus
         self.speeds = CoreSpeeds(state.store, state.config.cpu_profile_s)
         self.held: dict[int, tuple[int, tuple[int, ...], float]] = {}  # job -> (attempt, cores, share) told
+        self._given: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # job -> its job file's cpu_speed curve
+        self._checked = np.zeros(0, dtype=np.int64)  # the jobs whose spec was read for it (sorted)
         self._next_at = -math.inf
 
     @property
@@ -122,24 +126,80 @@ class CoreSplit:
         return base
 
     def speed_at_share(self, ids: np.ndarray, gpus: np.ndarray, asked_cpus: np.ndarray) -> np.ndarray:
-        """[n] the fraction of its best speed measured each job trains at with the proportional share
-        of the node's cores per slot (or the cores it asked, where more), read off its curve as learnt
-        (``speeds.py``); 1 where fewer than two shares are measured. What the round ranks jobs by, as
-        the simulator does (``sim/cpu_cores.CoreDivision.speed_at_share``): exact under
-        ``proportional``; under ``aware`` the least it gets."""
-        even = len(self.cpus) / len(self.state.slots)
+        """[n] the fraction of its best speed each job trains at with the proportional share of the node's
+        cores per slot (or the cores it asked, where more): what the round ranks jobs by, as the simulator
+        does (``sim/cpu_cores.CoreDivision.speed_at_share``); exact under ``proportional``, under ``aware``
+        the least it gets. Read off the job's curve (:meth:`_curves`); 1 where it has none."""
+        even = self.even_share
         asked = np.nan_to_num(np.asarray(asked_cpus, dtype=np.float64)) / np.maximum(np.asarray(gpus), 1)
+        return self._speed_at(np.asarray(ids, dtype=np.int64), np.maximum(even, asked))
+
+    def report_factor(self, job_id: int) -> float:
+        """What a steps/s job ``job_id`` reports now is multiplied by to be its speed at the proportional
+        share per slot: its curve's speed there over its speed at the share it holds (1 where it holds
+        none, has no curve, or its curve says it cannot train where it does). The speeds a kind measured
+        are kept at that share, so that jobs held to other shares (their ``cpus``, a cut to fit, ``aware``)
+        add up, and the round takes each job from there to its own."""
+        held = self.speeds.share_held(job_id)
+        if held is None or not self.divides:
+            return 1.0
+        ids = np.array([job_id, job_id], dtype=np.int64)
+        at_even, at_held = self._speed_at(ids, np.array([self.even_share, held])).tolist()
+        return at_even / at_held if at_held > 0 else 1.0
+
+    @property
+    def even_share(self) -> float:
+        """The node's cores per slot: every slot's share under ``proportional``."""
+        return len(self.cpus) / len(self.state.slots)
+
+    def _speed_at(self, ids: np.ndarray, shares: np.ndarray) -> np.ndarray:
+        """[n] the fraction of its best speed each job of ``ids`` trains at with ``shares`` [n] cores per GPU
+        (the jobs that share a curve, as many share a job file's, read off it at once)."""
         out = np.ones(len(ids))
-        ids = np.asarray(ids, dtype=np.int64)
-        curved = [job_id for job_id, shares in self.speeds.measured.items() if len(shares) > 1]  # the few with a curve
-        for j in np.flatnonzero(np.isin(ids, np.array(curved, dtype=np.int64))).tolist():
-            points, speed = self.speeds.curve(int(ids[j]))
-            if len(points) < 2 or not speed.max() > 0:
-                continue
-            share = max(even, float(asked[j]))  # as shares() gives it where the node's cores suffice
-            out[j] = float(relative_speed(CoreCurves(points, speed[None, :]), np.zeros(1, dtype=np.int64),
-                                          np.array([share]))[0])
+        curves = self._curves(ids)
+        if not curves:
+            return out
+        groups: dict[bytes, list[int]] = {}
+        for j in np.flatnonzero(np.isin(ids, np.fromiter(curves, dtype=np.int64, count=len(curves)))).tolist():
+            points, speed = curves[int(ids[j])]
+            groups.setdefault(points.tobytes() + b"|" + speed.tobytes(), []).append(j)
+        for at in groups.values():
+            points, speed = curves[int(ids[at[0]])]
+            out[at] = relative_speed(CoreCurves(points, speed[None, :]), np.zeros(len(at), dtype=np.int64),
+                                     np.asarray(shares, dtype=np.float64)[at])
         return out
+
+    def _curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{job id: (cores per GPU, speeds)} of the jobs of ``ids`` with a curve: as its job file gives it
+        (``cpu_speed``), else as learnt where two or more shares are measured (``speeds.py``). The job file's
+        first: a learnt curve is flat above the most cores it was measured at, so it cannot say how much
+        faster more would make a job, and under ``proportional`` a job is measured at its own share alone
+        (or at shares a cut to fit moved it between, too close to say much)."""
+        given = self._given_curves(ids)
+        learnt = [job_id for job_id, shares in self.speeds.measured.items() if len(shares) > 1]  # the few with a curve
+        found = dict(given)
+        for job_id in np.intersect1d(ids, np.array(learnt, dtype=np.int64)).tolist():
+            points, speed = self.speeds.curve(job_id)
+            if job_id not in given and len(points) >= 2 and speed.max() > 0:
+                found[job_id] = (points, speed)
+        return found
+
+    def _given_curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{job id: (cores per GPU, speeds)} of the jobs of ``ids`` whose job file gives ``cpu_speed``; each
+        job's stored spec read once (a job's spec never changes), the ones gone forgotten."""
+        new = ids[~np.isin(ids, self._checked)]
+        if len(self._checked) > 2 * len(ids) + 1000:
+            self._checked = self._checked[np.isin(self._checked, ids)]
+            self._given = {job_id: self._given[job_id] for job_id in self._checked.tolist() if job_id in self._given}
+        if len(new):
+            for job_id, text in self.state.store.specs_of(np.unique(new).tolist()).items():
+                if (curve := _given_curve(text)) is not None:
+                    self._given[job_id] = curve
+            self._checked = np.union1d(self._checked, new)
+        if not self._given:
+            return {}
+        return {job_id: self._given[job_id]
+                for job_id in np.intersect1d(ids, np.fromiter(self._given, dtype=np.int64)).tolist()}
 
     def cores_of(self, amounts: np.ndarray) -> list[tuple[int, ...]]:
         """The core ids each job's ``amounts`` [m] (cores, in job id order) is pinned to: the shares laid
@@ -171,6 +231,24 @@ def floor_per_gpu(mode: str, node_cores: int, slots: int) -> float:
     """Cores per GPU a job that asked none is never cut below (FLOOR of its proportional share), where
     the cores are divided at all (else 0): what placement counts for it."""
     return FLOOR * node_cores / slots if mode != "off" and node_cores and slots else 0.0
+
+
+def _given_curve(spec: str | dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """The curve a stored spec's ``cpu_speed`` gives (checked at submit), or None (none, or unreadable)."""
+    if isinstance(spec, str):
+        if "cpu_speed" not in spec:  # most specs: not parsed at all
+            return None
+        try:
+            spec = json.loads(spec)
+        except ValueError:
+            return None
+    text = spec.get("cpu_speed") if isinstance(spec, dict) else None
+    if not isinstance(text, str):
+        return None
+    try:
+        return pairs_of_cell(text, "the stored job")
+    except ValueError:
+        return None
 
 
 def _fitted(share: np.ndarray, kept: np.ndarray, gpus: np.ndarray, node_cores: float) -> np.ndarray:
