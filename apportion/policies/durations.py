@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from apportion.core.durations import PRIOR_GPU_S, PRIOR_LOG_SD, gpu_seconds, remaining_gpu_s
-from apportion.core.gittins import DONE_STEP, LOWEST_DOUBLING, service_per_finish
+from apportion.core.gittins import DONE_STEP, LOWEST_DOUBLING, SAMPLE_STEP, service_per_finish
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies.base import DEFAULT_RESTART_COST_S, OrderingPolicy, allocate_in_order, head_of_line
@@ -65,6 +65,13 @@ def index_gpu_s(predicted: np.ndarray, log_sd: np.ndarray, done_gpu_s: np.ndarra
     return key
 
 
+def sampled(jobs: JobView) -> np.ndarray:
+    """[n] the group whose sample of finished jobs ranks each job (-1: none: by its lognormal)."""
+    if jobs.sample_group is None or jobs.duration_samples is None:
+        return np.full(len(jobs), -1, dtype=np.int64)
+    return jobs.sample_group
+
+
 def predictions(jobs: JobView) -> tuple[np.ndarray, np.ndarray]:
     """The view's predicted GPU time and its log standard deviation; with none (no history was
     given), every job alike: the predictor's prior."""
@@ -85,8 +92,10 @@ class DurationOrdering(OrderingPolicy):
     """
 
     # predicted: rank by 1 / the Gittins index of the prediction (``index_gpu_s``) rather than by the
-    # median left (qssf's default; srtf's rank is the time left, so it keeps the median)
+    # median left (qssf's; srtf's rank is the time left, so it keeps the median); ``by_sample``: the
+    # index over the job's group's sample of finished jobs where it has one (qssf's default)
     by_index = False
+    by_sample = False
 
     def __init__(self, *, durations: str = "oracle", agnostic: bool = False,
                  restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
@@ -118,11 +127,28 @@ class DurationOrdering(OrderingPolicy):
         if self.by_index:
             predicted, log_sd = predictions(jobs)
             done = gpu_seconds(jobs.steps_done, jobs.num_gpus, fastest)
-            rank = self.key_of(index_gpu_s(predicted, log_sd, done), jobs.num_gpus.astype(np.float64))
+            rank = self.key_of(self._index_gpu_s(jobs, predicted, log_sd, done), jobs.num_gpus.astype(np.float64))
             rank[~(fastest > 0)] = np.inf
             return rank
         # what is left as ``believed`` has it (total less done): ranks tie exactly where the beliefs do
         return self.rank_of(believed_total_steps(jobs, fastest) - jobs.steps_done, fastest, jobs.num_gpus)
+
+    def _index_gpu_s(self, jobs: JobView, predicted: np.ndarray, log_sd: np.ndarray, done: np.ndarray,
+                     rows: np.ndarray | None = None) -> np.ndarray:
+        """1 / the Gittins index of the jobs at ``rows`` (all: None) having done ``done`` ([rows] or
+        [rows, k]: k points of each one's GPU time): over its group's sample where it has one
+        (``by_sample``), else of its lognormal prediction (``predicted``, ``log_sd``: at ``rows``)."""
+        shape = done.shape
+        k = 1 if done.ndim == 1 else shape[1]
+        done = done.ravel()
+        key = index_gpu_s(np.repeat(predicted, k), np.repeat(log_sd, k), done)
+        if self.by_sample:
+            group = sampled(jobs) if rows is None else sampled(jobs)[rows]
+            group = np.repeat(group, k)
+            use = np.flatnonzero(group >= 0)
+            if len(use):
+                key[use] = jobs.duration_samples.keys(group[use], done[use])
+        return key.reshape(shape)
 
     def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
         fastest = throughputs.steps_per_s.max(axis=1)
@@ -179,10 +205,18 @@ class DurationOrdering(OrderingPolicy):
                                else (1.0, 0.0, LOOK_AHEAD))
         passed = np.maximum(np.ceil(np.log2(np.maximum(done, 1e-9) / predicted[rows]) / step + 1e-9), lowest)
         checkpoint = predicted[rows, None] * np.exp2(step * (passed[:, None] + np.arange(ahead)))
-        believe = index_gpu_s if self.by_index else remaining_gpu_s
-        left = believe(np.repeat(predicted[rows], ahead), np.repeat(log_sd[rows], ahead),
-                       checkpoint.ravel()).reshape(checkpoint.shape)
+        if self.by_index:
+            group = sampled(jobs)[rows] if self.by_sample else np.full(len(rows), -1)
+            if (group >= 0).any():  # ranked by a sample: quarter doublings of a GPU-second, from 1 on
+                passed = np.maximum(np.ceil(np.log2(np.maximum(done, 1e-9)) / SAMPLE_STEP + 1e-9), 0.0)
+                own = np.exp2(SAMPLE_STEP * (passed[:, None] + np.arange(ahead)))
+                checkpoint = np.where((group >= 0)[:, None], own, checkpoint)
+            left = self._index_gpu_s(jobs, predicted[rows], log_sd[rows], checkpoint, rows)
+        else:
+            left = remaining_gpu_s(np.repeat(predicted[rows], ahead), np.repeat(log_sd[rows], ahead),
+                                   checkpoint.ravel()).reshape(checkpoint.shape)
         behind = self.key_of(left, gpus[rows, None]) / PREEMPT_MARGIN > first_waiting
         behind[:, -1] = True  # none within sight: look again from the last one
         revisit[rows] = checkpoint[np.arange(len(rows)), np.argmax(behind, axis=1)]
         return revisit
+

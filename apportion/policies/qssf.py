@@ -31,10 +31,11 @@ class Qssf(DurationOrdering):
     name = "qssf"
 
     def __init__(self, *, durations: str = "predicted", non_preemptive: bool = False, head_of_line: bool = False,
-                 median_left: bool = False, agnostic: bool = False,
+                 median_left: bool = False, lognormal: bool = False, agnostic: bool = False,
                  restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
         super().__init__(durations=durations, agnostic=agnostic, restart_cost_s=restart_cost_s)
         self.by_index = not (median_left or non_preemptive)  # Helios's form ranks by its prediction
+        self.by_sample = self.by_index and not lognormal
         self.non_preemptive = bool(non_preemptive)
         self.head_of_line = bool(head_of_line)
 

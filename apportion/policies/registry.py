@@ -136,7 +136,9 @@ _BUILT_IN = (
                     "ranked", False, variant=True), Option(
                     "median_left", bool, "predicted: rank by the median GPU time left alone (default: by the "
                     "Gittins index of the prediction's spread, least attained service first where it is wide)",
-                    False, variant=True))),
+                    False, variant=True), Option(
+                    "lognormal", bool, "predicted: rank by the Gittins index of the lognormal prediction (default: "
+                    "over the job's group's recent finished jobs where it has 20 or more)", False, variant=True))),
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
                 "Gavel's max-min fairness over normalised throughput", is_lp=True,
                 options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "

@@ -179,6 +179,7 @@ VC_RUNS = (  # (label, policy spec, durations)
     ("fifo (Helios: head of line)", "fifo:head-of-line", None),
     ("las", "las", None),
     ("qssf", "qssf", "predicted"),
+    ("qssf (lognormal)", "qssf:lognormal", "predicted"),
     ("qssf (median left)", "qssf:median-left", "predicted"),
     ("qssf (Helios: non-preemptive, head of line)", "qssf:non-preemptive:head-of-line", "predicted"),
     ("srtf (oracle)", "srtf", "oracle"),
@@ -219,8 +220,9 @@ def vc_workloads(trace: Path, folder: Path, vcs: list[str]) -> dict[str, tuple[P
 
 
 def taught(vc: str, history: dict) -> DurationPredictor:
-    """A predictor told about the VC's history, oldest finish first."""
+    """A predictor told about the VC's history, oldest finish first (its samples kept too)."""
     predictor = DurationPredictor()
+    predictor.keep_samples()
     n = len(history["gpus"])
     if n:
         groups = predictor.groups(user=None, name=None, queue=np.full(n, vc, dtype=object),

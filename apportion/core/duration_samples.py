@@ -1,0 +1,94 @@
+"""Each group's recent finished jobs' GPU time, kept as a sample, and the Gittins index over it.
+
+The predictor's lognormal (apportion.core.durations) sums a group up in a median and a spread;
+on a heavy-tailed history (Philly's: most jobs minutes, a few days) a spread from the quartiles
+says the group is narrower than it is, and the index of the lognormal ranks by a wrong median
+left. The index over the group's own jobs (as Tiresias ranks, with no shape assumed) says what
+the history says: how likely a job that did so much is to end soon, and at what cost.
+
+``DurationSamples`` is told each job as it finishes, by the same group ids as the predictor
+(``DurationPredictor.groups``), and keeps each group's last ``window`` GPU times: so a job is
+ranked only by jobs that finished before it is ranked. A job is ranked by its most specific group
+with at least ``least`` such jobs (none: by the lognormal). A group's index, one value per count
+of what a job did (``apportion.core.gittins.sample_keys``), is worked out again when it is next
+asked about after its sample changed by ``REFRESH`` of itself, not at every finish.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from apportion.core.gittins import SAMPLE_COLUMNS, sample_column, sample_keys
+
+WINDOW = 500  # the most recent finished jobs a group keeps
+LEAST = 20  # a group ranks its jobs by its sample from this many on
+REFRESH = 0.05  # its index is worked out again once this share of its sample is new
+
+
+class DurationSamples:
+    """Per group id, the GPU-seconds of its most recent finished jobs, and their index table."""
+
+    def __init__(self, *, window: int = WINDOW, least: int = LEAST) -> None:
+        if window < 1 or least < 1:
+            raise ValueError("window and least must be >= 1")
+        self.window, self.least = int(window), int(least)
+        self._values: dict[int, list[float]] = {}
+        self._seen = np.zeros(1, dtype=np.int64)  # per id (the last entry: id -1, no group): jobs told
+        self._worked_at = np.zeros(1, dtype=np.int64)  # jobs told when its row of ``_keys`` was worked out
+        self._keys = np.full((1, SAMPLE_COLUMNS), np.nan)  # per id: 1 / its index at each column
+
+    def observe(self, groups: np.ndarray, gpu_s: np.ndarray) -> None:
+        """Finished jobs, oldest first: their group ids ([n, levels], -1: none) and GPU-seconds."""
+        groups = np.asarray(groups, dtype=np.int64).reshape(len(gpu_s), -1)
+        gpu_s = np.asarray(gpu_s, dtype=np.float64)
+        known = np.isfinite(gpu_s)
+        groups, gpu_s = groups[known], gpu_s[known]
+        if not len(gpu_s):
+            return
+        self._grow(int(groups.max()) + 1)
+        for row, value in zip(groups.tolist(), gpu_s.tolist()):
+            for gid in row:
+                if gid >= 0:
+                    kept = self._values.setdefault(gid, [])
+                    kept.append(value)
+                    if len(kept) >= 2 * self.window:
+                        del kept[:-self.window]
+        ids = groups[groups >= 0]
+        np.add.at(self._seen, ids, 1)
+
+    def sample(self, gid: int) -> np.ndarray:
+        """The sorted GPU-seconds of group ``gid``'s most recent finished jobs (at most ``window``)."""
+        return np.sort(np.array(self._values.get(gid, [])[-self.window:], dtype=np.float64))
+
+    def choose(self, groups: np.ndarray) -> np.ndarray:
+        """[n] the group each job is ranked by: its most specific (first) with ``least`` jobs; -1: none."""
+        groups = np.asarray(groups, dtype=np.int64)
+        if not groups.size:
+            return np.full(len(groups), -1, dtype=np.int64)
+        self._grow(int(groups.max()) + 1)
+        enough = self._seen[groups] >= self.least  # -1 reads the sentinel: never
+        first = np.argmax(enough, axis=1)
+        return np.where(enough.any(axis=1), groups[np.arange(len(groups)), first], -1)
+
+    def keys(self, group: np.ndarray, done_gpu_s: np.ndarray) -> np.ndarray:
+        """[n] 1 / the Gittins index (GPU-seconds) of jobs ranked by ``group``'s sample that did
+        ``done_gpu_s``, counted at quarter doublings of a GPU-second; NaN where ``group`` is -1."""
+        group = np.asarray(group, dtype=np.int64)
+        used = np.unique(group[group >= 0])
+        if len(used):
+            self._grow(int(used.max()) + 1)
+            kept = np.minimum(self._seen[used], self.window)
+            stale = used[(self._seen[used] - self._worked_at[used]) >= np.maximum(1, REFRESH * kept)]
+            for gid in stale.tolist():
+                self._keys[gid] = sample_keys(self.sample(gid))
+                self._worked_at[gid] = self._seen[gid]
+        return self._keys[group, sample_column(done_gpu_s)]
+
+    def _grow(self, ids: int) -> None:
+        """Room for group ids below ``ids`` (and the sentinel at the end)."""
+        if ids + 1 <= len(self._seen):
+            return
+        more = max(ids + 1 - len(self._seen), len(self._seen))
+        self._seen = np.concatenate([self._seen[:-1], np.zeros(more + 1, dtype=np.int64)])
+        self._worked_at = np.concatenate([self._worked_at[:-1], np.zeros(more + 1, dtype=np.int64)])
+        self._keys = np.vstack([self._keys[:-1], np.full((more + 1, SAMPLE_COLUMNS), np.nan)])
