@@ -141,13 +141,18 @@ class DurationOrdering(OrderingPolicy):
         shape = done.shape
         k = 1 if done.ndim == 1 else shape[1]
         done = done.ravel()
-        key = index_gpu_s(np.repeat(predicted, k), np.repeat(log_sd, k), done)
+        group = np.full(len(done), -1, dtype=np.int64)
         if self.by_sample:
-            group = sampled(jobs) if rows is None else sampled(jobs)[rows]
-            group = np.repeat(group, k)
-            use = np.flatnonzero(group >= 0)
-            if len(use):
-                key[use] = jobs.duration_samples.keys(group[use], done[use])
+            group = np.repeat(sampled(jobs) if rows is None else sampled(jobs)[rows], k)
+        own = group >= 0
+        if own.all():
+            return jobs.duration_samples.keys(group, done).reshape(shape)
+        key = np.empty(len(done))
+        rest = np.flatnonzero(~own)
+        key[rest] = index_gpu_s(np.repeat(predicted, k)[rest], np.repeat(log_sd, k)[rest], done[rest])
+        if len(rest) < len(done):
+            use = np.flatnonzero(own)
+            key[use] = jobs.duration_samples.keys(group[use], done[use])
         return key.reshape(shape)
 
     def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:

@@ -55,6 +55,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from apportion.core.duration_samples import DurationSamples  # noqa: E402
 from apportion.core.durations import LADDER, DurationPredictor  # noqa: E402
 from apportion.experiment import WorkloadSettings, load_inputs, policy_from_spec  # noqa: E402
 from apportion.sim import SimConfig  # noqa: E402
@@ -183,6 +184,7 @@ VC_RUNS = (  # (label, policy spec, durations)
     ("qssf (median left)", "qssf:median-left", "predicted"),
     ("qssf (Helios: non-preemptive, head of line)", "qssf:non-preemptive:head-of-line", "predicted"),
     ("srtf (oracle)", "srtf", "oracle"),
+    ("qssf (hindsight bound)", "qssf", "hindsight"),
 )
 LOADED = 1.25  # a VC is loaded when fifo's average JCT is at least this many times the oracle's
 
@@ -231,6 +233,30 @@ def taught(vc: str, history: dict) -> DurationPredictor:
     return predictor
 
 
+class Hindsight(DurationSamples):
+    """Samples fixed before the replay, learning nothing from it: each group's every job of the VC,
+    known in hindsight (no policy that knows only a job's group can know more)."""
+
+    def observe(self, groups, gpu_s) -> None:
+        pass
+
+
+def hindsight(vc: str, history: dict, path: Path) -> DurationPredictor:
+    """A predictor told about the VC's history whose samples are every replayed job of the VC, by
+    group: the Gittins index over each group's true distribution of GPU time."""
+    predictor = taught(vc, history)
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    gpus = np.array([int(r["num_gpus"]) for r in rows], dtype=np.int64)
+    gpu_s = np.array([float(r["duration_s"]) for r in rows]) * gpus
+    groups = predictor.groups(user=None, name=None, queue=np.full(len(rows), vc, dtype=object), num_gpus=gpus,
+                              submit_time_s=np.zeros(len(rows)))
+    samples = Hindsight(window=max(len(rows), 1), least=1)
+    DurationSamples.observe(samples, groups, gpu_s)
+    predictor.samples = samples
+    return predictor
+
+
 def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 8) -> dict:
     """Each VC replayed under fifo, las, qssf and srtf on the true durations, apportion's forms and
     Helios's, on the VC's own cluster (Helios's nodes × ``gpus_per_node``): average JCT, and the share of
@@ -245,11 +271,15 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
             jct = {}
             for label, spec, durations in VC_RUNS:
                 options = {"restart_cost_s": config.restart_cost_s}
+                predictor = None
+                if durations == "hindsight":
+                    durations, predictor = "predicted", hindsight(vc, history, path)
+                elif durations == "predicted":
+                    predictor = taught(vc, history)
                 if durations is not None:
                     options["durations"] = durations
                 simulator = Simulator(inputs.jobs, inputs.cluster, inputs.throughputs,
-                                      policy_from_spec(spec, **options), config,
-                                      predictor=taught(vc, history) if durations == "predicted" else None)
+                                      policy_from_spec(spec, **options), config, predictor=predictor)
                 jct[label] = round(simulator.run().summary["avg_jct_s"], 1)
                 print(f"{vc} ({size} GPUs), {label}: avg JCT {jct[label]:,.0f} s", file=sys.stderr, flush=True)
             fifo, las, oracle = jct["fifo"], jct["las"], jct["srtf (oracle)"]
