@@ -26,6 +26,9 @@ CHECKPOINT_FACTOR = 2.0  # median-left: past its prediction, a job's rank is rev
 # a quarter of what the running one has left (predictions are rough: on Philly a median error of a
 # factor 1.4, and often far more; a preemption costs a restart, and a wide job a long wait for room)
 PREEMPT_MARGIN = 4.0
+# ranked by its group's sample, a job's rank is what jobs like it did: a waiting one goes ahead when
+# it needs less than half what the running one is believed to
+SAMPLE_PREEMPT_MARGIN = 2.0
 LOOK_AHEAD = 4  # checkpoints looked at beyond what a job did, at each allocation
 
 
@@ -133,6 +136,11 @@ class DurationOrdering(OrderingPolicy):
         # what is left as ``believed`` has it (total less done): ranks tie exactly where the beliefs do
         return self.rank_of(believed_total_steps(jobs, fastest) - jobs.steps_done, fastest, jobs.num_gpus)
 
+    @property
+    def preempt_margin(self) -> float:
+        """How many times less a waiting job must be believed to need than a running one to go ahead."""
+        return SAMPLE_PREEMPT_MARGIN if self.by_sample else PREEMPT_MARGIN
+
     def _index_gpu_s(self, jobs: JobView, predicted: np.ndarray, log_sd: np.ndarray, done: np.ndarray,
                      rows: np.ndarray | None = None) -> np.ndarray:
         """1 / the Gittins index of the jobs at ``rows`` (all: None) having done ``done`` ([rows] or
@@ -161,7 +169,7 @@ class DurationOrdering(OrderingPolicy):
         if self.non_preemptive:
             rank[jobs.running_type >= 0] = -np.inf
         elif self.durations == "predicted":
-            rank[jobs.running_type >= 0] /= PREEMPT_MARGIN
+            rank[jobs.running_type >= 0] /= self.preempt_margin
         order = self.by_user(np.lexsort((jobs.submit_time_s, rank)), jobs)
         share = allocate_in_order(
             order, jobs.num_gpus, throughputs.steps_per_s, cluster.capacity,
@@ -220,7 +228,7 @@ class DurationOrdering(OrderingPolicy):
         else:
             left = remaining_gpu_s(np.repeat(predicted[rows], ahead), np.repeat(log_sd[rows], ahead),
                                    checkpoint.ravel()).reshape(checkpoint.shape)
-        behind = self.key_of(left, gpus[rows, None]) / PREEMPT_MARGIN > first_waiting
+        behind = self.key_of(left, gpus[rows, None]) / self.preempt_margin > first_waiting
         behind[:, -1] = True  # none within sight: look again from the last one
         revisit[rows] = checkpoint[np.arange(len(rows)), np.argmax(behind, axis=1)]
         return revisit
