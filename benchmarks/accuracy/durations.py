@@ -186,7 +186,8 @@ VC_RUNS = (  # (label, policy spec, durations)
     ("srtf (oracle)", "srtf", "oracle"),
     ("qssf (hindsight bound)", "qssf", "hindsight"),
 )
-LOADED = 1.25  # a VC is loaded when fifo's average JCT is at least this many times the oracle's
+LOADED = 2.0  # a VC is loaded when fifo's average JCT is at least this many times the oracle's
+TARGET = 0.85  # item 19: qssf's share of the oracle's gain over fifo on every loaded VC, and never behind las
 
 
 def vc_workloads(trace: Path, folder: Path, vcs: list[str]) -> dict[str, tuple[Path, dict]]:
@@ -286,8 +287,13 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
             share = {label: {"of_gain_over_fifo": _share(fifo, jct[label], oracle),
                              "of_gain_over_las": _share(las, jct[label], oracle)}
                      for label in jct if label.startswith("qssf")}
+            las_share = _share(fifo, las, oracle)
+            qssf, bound = share["qssf"]["of_gain_over_fifo"], share["qssf (hindsight bound)"]["of_gain_over_fifo"]
             out[vc] = {"gpus": size, "jobs": len(inputs.jobs), "history_jobs": len(history["gpus"]),
-                       "loaded": bool(fifo >= LOADED * oracle), "avg_jct_s": jct, "qssf_share": share}
+                       "fifo_over_oracle": round(fifo / oracle, 2), "loaded": bool(fifo >= LOADED * oracle),
+                       "avg_jct_s": jct, "las_share_of_gain_over_fifo": las_share, "qssf_share": share,
+                       "qssf_meets_target": bool(qssf >= TARGET and jct["qssf"] <= las),
+                       "reachable_knowing_only_the_group": bool(bound >= TARGET and jct["qssf (hindsight bound)"] <= las)}
     return out
 
 
@@ -344,6 +350,8 @@ def vc_main(args, config: SimConfig) -> None:
     if unknown:
         sys.exit(f"--vcs: '{unknown[0]}' is not one of Helios's Philly VCs ({', '.join(HELIOS_VC_NODES)})")
     out = {"trace": str(args.trace), "gpus_per_node": args.gpus_per_node,
+           "loaded": f"fifo's average JCT >= {LOADED:g} x the oracle's (srtf on true durations)",
+           "target": f"qssf >= {TARGET:g} of the oracle's gain over fifo, and an average JCT no worse than las's",
            "window": f"submitted {REPLAY_FROM} .. {REPLAY_TO}, history from {HISTORY_FROM}",
            "per_vc": per_vc(args.trace, vcs, config, args.gpus_per_node)}
     if args.helios:
