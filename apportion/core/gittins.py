@@ -103,6 +103,7 @@ def _inverse_index(sd: float) -> np.ndarray:
 # column 1 + k: from 2**(k × SAMPLE_STEP) GPU-s), so its rank changes there and nowhere between
 SAMPLE_STEP = 0.25
 SAMPLE_COLUMNS = 1 + int(48 / SAMPLE_STEP)  # up to 2**48 GPU-s
+SAMPLE_TAIL = 0
 
 
 def sample_column(done: np.ndarray) -> np.ndarray:
@@ -143,4 +144,5 @@ def sample_keys(sample: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         per_finish = np.where(ahead, service / ended, np.inf)
     keys = per_finish.min(axis=1)
+    keys = np.where(k - live < SAMPLE_TAIL, np.maximum(keys, done), keys)
     return np.where(np.isfinite(keys), np.maximum(keys, 1e-9), np.maximum(done, 1.0))

@@ -136,10 +136,12 @@ class DurationOrdering(OrderingPolicy):
         # what is left as ``believed`` has it (total less done): ranks tie exactly where the beliefs do
         return self.rank_of(believed_total_steps(jobs, fastest) - jobs.steps_done, fastest, jobs.num_gpus)
 
-    @property
-    def preempt_margin(self) -> float:
-        """How many times less a waiting job must be believed to need than a running one to go ahead."""
-        return SAMPLE_PREEMPT_MARGIN if self.by_sample else PREEMPT_MARGIN
+    def preempt_margin(self, jobs: JobView) -> np.ndarray:
+        """[n] how many times less a waiting job must be believed to need than each running one to go
+        ahead: ``SAMPLE_PREEMPT_MARGIN`` for a job ranked by its group's sample, else ``PREEMPT_MARGIN``."""
+        if not self.by_sample:
+            return np.full(len(jobs), PREEMPT_MARGIN)
+        return np.where(sampled(jobs) >= 0, SAMPLE_PREEMPT_MARGIN, PREEMPT_MARGIN)
 
     def _index_gpu_s(self, jobs: JobView, predicted: np.ndarray, log_sd: np.ndarray, done: np.ndarray,
                      rows: np.ndarray | None = None) -> np.ndarray:
@@ -169,7 +171,8 @@ class DurationOrdering(OrderingPolicy):
         if self.non_preemptive:
             rank[jobs.running_type >= 0] = -np.inf
         elif self.durations == "predicted":
-            rank[jobs.running_type >= 0] /= self.preempt_margin
+            running = jobs.running_type >= 0
+            rank[running] /= self.preempt_margin(jobs)[running]
         order = self.by_user(np.lexsort((jobs.submit_time_s, rank)), jobs)
         share = allocate_in_order(
             order, jobs.num_gpus, throughputs.steps_per_s, cluster.capacity,
@@ -228,7 +231,7 @@ class DurationOrdering(OrderingPolicy):
         else:
             left = remaining_gpu_s(np.repeat(predicted[rows], ahead), np.repeat(log_sd[rows], ahead),
                                    checkpoint.ravel()).reshape(checkpoint.shape)
-        behind = self.key_of(left, gpus[rows, None]) / self.preempt_margin > first_waiting
+        behind = self.key_of(left, gpus[rows, None]) / self.preempt_margin(jobs)[rows, None] > first_waiting
         behind[:, -1] = True  # none within sight: look again from the last one
         revisit[rows] = checkpoint[np.arange(len(rows)), np.argmax(behind, axis=1)]
         return revisit
