@@ -103,7 +103,10 @@ def _inverse_index(sd: float) -> np.ndarray:
 # column 1 + k: from 2**(k × SAMPLE_STEP) GPU-s), so its rank changes there and nowhere between
 SAMPLE_STEP = 0.25
 SAMPLE_COLUMNS = 1 + int(48 / SAMPLE_STEP)  # up to 2**48 GPU-s
-SAMPLE_TAIL = 0
+# fewer of the sample's jobs than this longer than what a job did: the index over them is noise (one
+# left: the job is believed all but done as it nears it); it is believed to have as much again to go
+# at least (least attained service's belief)
+SAMPLE_TAIL = 5
 
 
 def sample_column(done: np.ndarray) -> np.ndarray:
@@ -128,7 +131,8 @@ def sample_keys(sample: np.ndarray) -> np.ndarray:
     share of them that end by ``x_j`` over the service they take until then, on average
     (theirs up to ``x_j`` less ``a``, and ``x_j - a`` from each longer one). With prefix sums,
     every column at once. A job that did more than the whole sample is believed to have as much
-    again to go (least attained service's belief): its own GPU time."""
+    again to go (least attained service's belief): its own GPU time; so is one that did more than
+    all but ``SAMPLE_TAIL`` of it, at least."""
     x = np.asarray(sample, dtype=np.float64)
     k = len(x)
     done = sample_column_done()

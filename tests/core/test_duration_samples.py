@@ -65,3 +65,17 @@ def test_a_group_keeps_only_its_most_recent_jobs():
     samples.observe(np.zeros((8, 1), dtype=np.int64), np.arange(1.0, 9.0))
 
     assert samples.sample(0).tolist() == [6.0, 7.0, 8.0]
+
+
+def test_a_job_past_all_but_a_few_of_its_sample_has_as_much_again_to_go():
+    """Sample 100, 200, …, 1,000. Having done 2**9.5 = 724 GPU-s, three are left (800, 900, 1,000):
+    over them the best stretch is to 1,000, 528 GPU-s for 3 finishes, 176. So few say little (one
+    left: the job would seem all but done as it nears it), so it is believed to have at least as
+    much again to go as it did: 724. With five or more left the index stands (done 2**8 = 256: 352)."""
+    samples = DurationSamples(least=1)
+    samples.observe(np.zeros((10, 1), dtype=np.int64), np.arange(100.0, 1001.0, 100.0))
+
+    assert key(samples, 0, 2 ** 9.5) == pytest.approx(2 ** 9.5)
+    longer = np.arange(300.0, 1001.0, 100.0) - 256.0
+    assert key(samples, 0, 256.0) == pytest.approx(min(
+        (longer[:j + 1].sum() + (len(longer) - 1 - j) * longer[j]) / (j + 1) for j in range(len(longer))))
