@@ -131,7 +131,7 @@ _BUILT_IN = (
                                           "themselves, re-ranked as they grow (default: Tiresias' queues)", False,
                                           variant=True, excludes=("thresholds_gpu_s",)))),
     PolicyEntry("qssf", "apportion.policies.qssf:Qssf", "Helios' quasi-shortest-service-first: the least predicted "
-                "remaining GPU time first, preemptive", options=ORDERING_OPTIONS + (DURATIONS, HEAD_OF_LINE, Option(
+                "remaining GPU time first (the Gittins index over each job's group's recent jobs), preemptive", options=ORDERING_OPTIONS + (DURATIONS, HEAD_OF_LINE, Option(
                     "non_preemptive", bool, "a started job runs to its end (Helios's QSSF); only waiting jobs are "
                     "ranked", False, variant=True), Option(
                     "median_left", bool, "predicted: rank by the median GPU time left alone (default: by the "
