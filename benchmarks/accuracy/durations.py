@@ -269,7 +269,7 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
             path, history = workloads[vc]
             size = HELIOS_VC_NODES[vc] * gpus_per_node
             inputs = load_inputs(WorkloadSettings(path=str(path), cluster=f"v100:{size}"))
-            jct = {}
+            jct, cpu = {}, {}
             for label, spec, durations in VC_RUNS:
                 options = {"restart_cost_s": config.restart_cost_s}
                 predictor = None
@@ -281,8 +281,11 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
                     options["durations"] = durations
                 simulator = Simulator(inputs.jobs, inputs.cluster, inputs.throughputs,
                                       policy_from_spec(spec, **options), config, predictor=predictor)
+                started = time.process_time()
                 jct[label] = round(simulator.run().summary["avg_jct_s"], 1)
-                print(f"{vc} ({size} GPUs), {label}: avg JCT {jct[label]:,.0f} s", file=sys.stderr, flush=True)
+                cpu[label] = round(time.process_time() - started, 1)
+                print(f"{vc} ({size} GPUs), {label}: avg JCT {jct[label]:,.0f} s, {cpu[label]} s CPU", file=sys.stderr,
+                      flush=True)
             fifo, las, oracle = jct["fifo"], jct["las"], jct["srtf (oracle)"]
             share = {label: {"of_gain_over_fifo": _share(fifo, jct[label], oracle),
                              "of_gain_over_las": _share(las, jct[label], oracle)}
@@ -291,7 +294,8 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
             qssf, bound = share["qssf"]["of_gain_over_fifo"], share["qssf (hindsight bound)"]["of_gain_over_fifo"]
             out[vc] = {"gpus": size, "jobs": len(inputs.jobs), "history_jobs": len(history["gpus"]),
                        "fifo_over_oracle": round(fifo / oracle, 2), "loaded": bool(fifo >= LOADED * oracle),
-                       "avg_jct_s": jct, "las_share_of_gain_over_fifo": las_share, "qssf_share": share,
+                       "avg_jct_s": jct, "replay_cpu_s": cpu, "las_share_of_gain_over_fifo": las_share,
+                       "qssf_share": share,
                        "qssf_meets_target": bool(qssf >= TARGET and jct["qssf"] <= las),
                        "reachable_knowing_only_the_group": bool(bound >= TARGET and jct["qssf (hindsight bound)"] <= las)}
     return out
@@ -313,11 +317,11 @@ def timing_case(jobs: int, config: SimConfig) -> dict:
     names = np.array([f"job-{k}" for k in rng.integers(0, 2000, jobs)], dtype=object)
     inputs = replace(inputs, jobs=replace(inputs.jobs, user=users, name=names))
     cpu, rounds, predicted = {}, {}, None
-    for label, spec, durations in (("qssf", "qssf", "predicted"), ("qssf (oracle)", "qssf", "oracle"),
-                                   ("las", "las", None)):
+    for label, spec, durations in (("qssf", "qssf", "predicted"), ("qssf (lognormal)", "qssf:lognormal", "predicted"),
+                                   ("qssf (oracle)", "qssf", "oracle"), ("las", "las", None)):
         simulator, result, cpu_s = replay(inputs, spec, durations, config)
         cpu[label], rounds[label] = round(cpu_s, 2), result.summary["decisions"]
-        if durations == "predicted":
+        if label == "qssf":
             predicted = simulator
         print(f"timing, {label}: {cpu_s:.2f} s CPU, {rounds[label]} rounds", file=sys.stderr, flush=True)
     by_call = predicted.prediction_cpu_by_call()
@@ -328,6 +332,7 @@ def timing_case(jobs: int, config: SimConfig) -> dict:
         "prediction_cpu_s_by_call": {name: round(seconds, 2) for name, seconds in by_call.items()},
         "prediction_share": round(predicting_s / cpu["qssf"], 3),
         "qssf_cpu_over_oracle": round(cpu["qssf"] / cpu["qssf (oracle)"], 3),
+        "qssf_cpu_over_lognormal": round(cpu["qssf"] / cpu["qssf (lognormal)"], 3),
         "qssf_cpu_over_las": round(cpu["qssf"] / cpu["las"], 3),
     }
 
