@@ -11,7 +11,8 @@ the history says: how likely a job that did so much is to end soon, and at what 
 ranked only by jobs that finished before it is ranked. A job is ranked by its most specific group
 with at least ``least`` such jobs (none: by the lognormal). A group's index, one value per count
 of what a job did (``apportion.core.gittins.sample_keys``), is worked out again when it is next
-asked about after its sample changed by ``REFRESH`` of itself, not at every finish.
+asked about after its sample changed by ``REFRESH`` of itself (``REFRESH_LEAST`` jobs at least),
+not at every finish.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from apportion.core.gittins import SAMPLE_COLUMNS, sample_column, sample_keys
 
 WINDOW = 500  # the most recent finished jobs a group keeps
 LEAST = 20  # a group ranks its jobs by its sample from this many on
-REFRESH = 0.05  # its index is worked out again once this share of its sample is new
+REFRESH = 0.05  # its index is worked out again once this share of its sample is new ...
+REFRESH_LEAST = 2  # ... and at least this many jobs
 
 
 class DurationSamples:
@@ -35,7 +37,9 @@ class DurationSamples:
         self._values: dict[int, list[float]] = {}
         self._seen = np.zeros(1, dtype=np.int64)  # per id (the last entry: id -1, no group): jobs told
         self._worked_at = np.zeros(1, dtype=np.int64)  # jobs told when its row of ``_keys`` was worked out
-        self._keys = np.full((1, SAMPLE_COLUMNS), np.nan)  # per id: 1 / its index at each column
+        self._row = np.full(1, -1, dtype=np.int64)  # per id: its row of ``_keys`` (-1: none yet)
+        self._keys = np.full((0, SAMPLE_COLUMNS), np.nan)  # per group ever asked about: 1 / its index at each column
+        self._rows = 0
 
     def observe(self, groups: np.ndarray, gpu_s: np.ndarray) -> None:
         """Finished jobs, oldest first: their group ids ([n, levels], -1: none) and GPU-seconds."""
@@ -78,11 +82,22 @@ class DurationSamples:
         if len(used):
             self._grow(int(used.max()) + 1)
             kept = np.minimum(self._seen[used], self.window)
-            stale = used[(self._seen[used] - self._worked_at[used]) >= np.maximum(1, REFRESH * kept)]
+            stale = used[(self._seen[used] - self._worked_at[used]) >= np.maximum(REFRESH_LEAST, REFRESH * kept)]
             for gid in stale.tolist():
-                self._keys[gid] = sample_keys(self.sample(gid))
+                if self._row[gid] < 0:
+                    self._row[gid] = self._new_row()
+                self._keys[self._row[gid]] = sample_keys(self.sample(gid))
                 self._worked_at[gid] = self._seen[gid]
-        return self._keys[group, sample_column(done_gpu_s)]
+        rows = self._row[group]
+        out = self._keys[rows, sample_column(done_gpu_s)] if len(self._keys) else np.full(len(group), np.nan)
+        return np.where(rows >= 0, out, np.nan)
+
+    def _new_row(self) -> int:
+        """A row of ``_keys`` for a group asked about for the first time."""
+        if self._rows == len(self._keys):
+            self._keys = np.vstack([self._keys, np.full((max(self._rows, 16), SAMPLE_COLUMNS), np.nan)])
+        self._rows += 1
+        return self._rows - 1
 
     def _grow(self, ids: int) -> None:
         """Room for group ids below ``ids`` (and the sentinel at the end)."""
@@ -91,4 +106,4 @@ class DurationSamples:
         more = max(ids + 1 - len(self._seen), len(self._seen))
         self._seen = np.concatenate([self._seen[:-1], np.zeros(more + 1, dtype=np.int64)])
         self._worked_at = np.concatenate([self._worked_at[:-1], np.zeros(more + 1, dtype=np.int64)])
-        self._keys = np.vstack([self._keys[:-1], np.full((more + 1, SAMPLE_COLUMNS), np.nan)])
+        self._row = np.concatenate([self._row[:-1], np.full(more + 1, -1, dtype=np.int64)])

@@ -138,6 +138,9 @@ def sample_keys(sample: np.ndarray) -> np.ndarray:
     done = sample_column_done()
     if not k:
         return np.maximum(done, 1.0)
+    out = np.maximum(done, 1.0)  # past the whole sample
+    within = np.flatnonzero(done < x[-1])  # the columns with some of the sample longer: worked out
+    done = done[within]
     total = np.concatenate(([0.0], np.cumsum(x)))  # total[j]: the sum of the j shortest
     live = np.searchsorted(x, done, side="right")  # [columns] the first sample longer than what was done
     j = np.arange(k)
@@ -149,4 +152,5 @@ def sample_keys(sample: np.ndarray) -> np.ndarray:
         per_finish = np.where(ahead, service / ended, np.inf)
     keys = per_finish.min(axis=1)
     keys = np.where(k - live < SAMPLE_TAIL, np.maximum(keys, done), keys)
-    return np.where(np.isfinite(keys), np.maximum(keys, 1e-9), np.maximum(done, 1.0))
+    out[within] = np.maximum(keys, 1e-9)
+    return out
