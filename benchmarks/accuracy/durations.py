@@ -28,9 +28,15 @@ JCT), where any order that lets short jobs by comes close to the oracle. ``--per
 Philly as Helios does instead: each virtual cluster alone on its nodes × 8 GPUs (Helios's
 data/philly_vc.csv; ``--gpus-per-node 1`` squeezes it so that jobs queue), the jobs submitted in
 Oct–Nov 2017, the predictor first told the VC's jobs of September that finished by Oct 1; fifo,
-las, qssf, srtf on the true durations and Helios's forms (fifo:head-of-line,
-qssf:non-preemptive:head-of-line); ``--helios PATH --helios-python PY`` runs Helios's own
-simulator on the same jobs beside (benchmarks/compare/helios_philly.py; PY needs pandas):
+las, qssf (ranked by each group's recent jobs), qssf:lognormal (by the lognormal prediction, the
+form before), qssf:median-left, srtf on the true durations, Helios's forms (fifo:head-of-line,
+qssf:non-preemptive:head-of-line), and the hindsight bound: qssf ranked by each group's every job
+of the two months (its true distribution, known in hindsight; no rank that knows only a job's
+group can expect more, were the groups' jobs alike over time). A VC is loaded when fifo's average
+JCT is at least twice the oracle's; each VC says whether qssf meets item 19's target (0.85 of the
+oracle's gain over fifo, and no worse than las) and whether the hindsight bound would.
+``--helios PATH --helios-python PY`` runs Helios's own simulator on the same jobs beside
+(benchmarks/compare/helios_philly.py; PY needs pandas):
 
     python benchmarks/accuracy/durations.py --per-vc [--gpus-per-node 1] [--vcs 11cb48,...] \
         [--helios /tmp/HeliosArtifact --helios-python /tmp/helios-venv/bin/python]
