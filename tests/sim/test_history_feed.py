@@ -81,3 +81,23 @@ def test_a_job_past_its_groups_short_jobs_yields_to_new_ones_by_its_sample_not_b
         short_jct[spec] = float(np.mean(result.finish_s[1:] - 150.0))
 
     assert short_jct["qssf:lognormal"] - short_jct["qssf"] == pytest.approx(360.0, abs=1.0)
+
+
+def test_a_sample_holds_only_the_jobs_finished_by_the_round_that_reads_it():
+    """Twelve one-GPU jobs of 100 to 1,200 steps on two v100s; at every round qssf sees, its jobs'
+    sample (everyone's: the only group) holds exactly the GPU times of the jobs finished by then."""
+    steps = [100.0 * (i + 1) for i in range(12)]
+    jobs = JobTable.build(job_id=[f"j{i}" for i in range(12)], submit_time_s=[60.0 * i for i in range(12)],
+                          kind_names=["a"] * 12, num_gpus=[1] * 12, total_steps=steps, kinds=("a",))
+    predictor = DurationPredictor(((),))
+    predictor.keep_samples(least=1)
+    policy = make_policy("qssf")
+    seen = []
+    allocate = policy.allocate
+    policy.allocate = lambda view, *rest: seen.append((view.now_s, predictor.samples.sample(0).tolist())) or \
+        allocate(view, *rest)
+    result = Simulator(jobs, parse_cluster_shorthand("v100:2"), ONE_STEP_A_SECOND, policy, predictor=predictor).run()
+
+    assert any(0 < len(sample) < 12 for _, sample in seen)  # read while some jobs had finished and some not
+    for now, sample in seen:
+        assert sample == sorted(steps[i] for i in range(12) if result.finish_s[i] <= now)
