@@ -34,7 +34,7 @@ class DurationSamples:
         if window < 1 or least < 1:
             raise ValueError("window and least must be >= 1")
         self.window, self.least = int(window), int(least)
-        self._values: dict[int, list[float]] = {}
+        self._values: dict[int, tuple[np.ndarray, int]] = {}  # per id: its buffer of GPU-s, and how much is used
         self._seen = np.zeros(1, dtype=np.int64)  # per id (the last entry: id -1, no group): jobs told
         self._worked_at = np.zeros(1, dtype=np.int64)  # jobs told when its row of ``_keys`` was worked out
         self._row = np.full(1, -1, dtype=np.int64)  # per id: its row of ``_keys`` (-1: none yet)
@@ -50,19 +50,40 @@ class DurationSamples:
         if not len(gpu_s):
             return
         self._grow(int(groups.max()) + 1)
-        for row, value in zip(groups.tolist(), gpu_s.tolist()):
-            for gid in row:
-                if gid >= 0:
-                    kept = self._values.setdefault(gid, [])
-                    kept.append(value)
-                    if len(kept) >= 2 * self.window:
-                        del kept[:-self.window]
-        ids = groups[groups >= 0]
+        # each (group, value) pair by group, stably (a group's values stay in the order told); -1 left out
+        ids = groups.ravel()
+        order = np.argsort(ids, kind="stable")
+        ids, values = ids[order], gpu_s[order // groups.shape[1]]
+        first = int(np.searchsorted(ids, 0))
+        ids, values = ids[first:], values[first:]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, dtype=np.int64)
+        for gid, part in zip(ids[starts].tolist(), np.split(values, starts[1:])):
+            self._append(gid, part)
         np.add.at(self._seen, ids, 1)
+
+    def _append(self, gid: int, values: np.ndarray) -> None:
+        """Group ``gid``'s newest ``values`` at the end of its buffer (up to twice ``window`` long: when
+        full, its last ``window`` move to the front, so a buffer is copied once every ``window`` jobs)."""
+        buffer, used = self._values.get(gid, (None, 0))
+        need = used + len(values)
+        if buffer is None or need > len(buffer):
+            if need > 2 * self.window:  # keep the last ``window`` and these
+                if buffer is not None:
+                    values = np.concatenate([buffer[:used], values])
+                buffer, used, values = np.empty(2 * self.window), 0, values[-self.window:]
+                need = len(values)
+            else:
+                grown = np.empty(min(max(2 * need, 16), 2 * self.window))
+                if buffer is not None:
+                    grown[:used] = buffer[:used]
+                buffer = grown
+        buffer[used:need] = values
+        self._values[gid] = (buffer, need)
 
     def sample(self, gid: int) -> np.ndarray:
         """The sorted GPU-seconds of group ``gid``'s most recent finished jobs (at most ``window``)."""
-        return np.sort(np.array(self._values.get(gid, [])[-self.window:], dtype=np.float64))
+        buffer, used = self._values.get(gid, (np.zeros(0), 0))
+        return np.sort(buffer[max(used - self.window, 0):used])
 
     def choose(self, groups: np.ndarray) -> np.ndarray:
         """[n] the group each job is ranked by: its most specific (first) with ``least`` jobs; -1: none."""

@@ -303,7 +303,8 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
                        "avg_jct_s": jct, "replay_cpu_s": cpu, "las_share_of_gain_over_fifo": las_share,
                        "qssf_share": share,
                        "qssf_meets_target": bool(qssf >= TARGET and jct["qssf"] <= las),
-                       "reachable_knowing_only_the_group": bool(bound >= TARGET and jct["qssf (hindsight bound)"] <= las)}
+                       "reachable_knowing_only_the_group": bool(bound >= TARGET
+                                                                 and jct["qssf (hindsight bound)"] <= las)}
     return out
 
 

@@ -65,6 +65,9 @@ def test_a_group_keeps_only_its_most_recent_jobs():
     samples.observe(np.zeros((8, 1), dtype=np.int64), np.arange(1.0, 9.0))
 
     assert samples.sample(0).tolist() == [6.0, 7.0, 8.0]
+    for value in range(9, 21):  # told one at a time
+        samples.observe(np.zeros((1, 1), dtype=np.int64), [float(value)])
+    assert samples.sample(0).tolist() == [18.0, 19.0, 20.0]
 
 
 def test_a_job_past_all_but_a_few_of_its_sample_has_as_much_again_to_go():

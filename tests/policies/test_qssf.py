@@ -234,8 +234,8 @@ def test_ranked_by_a_sample_a_running_job_yields_to_one_believed_to_need_less_th
     """The group's jobs took 100 or 1,000 GPU-s, half each. L runs with 256 done: only the
     1,000s are left in its sample (744 to go). A newcomer's rank (1 / its index) is 200: a
     fresh job of the group asks for 100, which half finish, at 100 each. Less than half of 744:
-    it goes first (the lognormal's margin, a quarter, would keep L: 186). With 700 done, counted at 2**9.25 = 609 GPU-s (391 to go), L keeps its GPU:
-    200 is more than half of 391."""
+    it goes first (the lognormal's margin, a quarter, would keep L: 186). With 700 done, counted
+    at 2**9.25 = 609 GPU-s (391 to go), L keeps its GPU: 200 is more than half of 391."""
     sample = [100.0] * 10 + [1000.0] * 10
     for done, runs in ((256.0, [0, 1]), (700.0, [1, 0])):
         jobs = with_sample(view([1, 1], [5000.0, 5000.0], steps_done=[done, 0.0], running_type=[0, -1]), sample)
