@@ -50,16 +50,25 @@ class DurationSamples:
         if not len(gpu_s):
             return
         self._grow(int(groups.max()) + 1)
-        # each (group, value) pair by group, stably (a group's values stay in the order told); -1 left out
         ids = groups.ravel()
+        if len(gpu_s) == 1:  # one job (the usual finish): each of its groups gains it
+            ids = ids[ids >= 0]  # a job has one group a level: no id twice
+            for gid in ids.tolist():
+                self._append(gid, gpu_s)
+            self._seen[ids] += 1
+            return
+        # each (group, value) pair by group, stably (a group's values stay in the order told); -1 left out
         order = np.argsort(ids, kind="stable")
         ids, values = ids[order], gpu_s[order // groups.shape[1]]
         first = int(np.searchsorted(ids, 0))
         ids, values = ids[first:], values[first:]
-        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, dtype=np.int64)
-        for gid, part in zip(ids[starts].tolist(), np.split(values, starts[1:])):
-            self._append(gid, part)
-        np.add.at(self._seen, ids, 1)
+        if not len(ids):
+            return
+        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+        ends = np.append(starts[1:], len(ids))
+        for gid, start, end in zip(ids[starts].tolist(), starts.tolist(), ends.tolist()):
+            self._append(gid, values[start:end])
+        self._seen[ids[starts]] += ends - starts
 
     def _append(self, gid: int, values: np.ndarray) -> None:
         """Group ``gid``'s newest ``values`` at the end of its buffer (up to twice ``window`` long: when
