@@ -30,6 +30,8 @@ from itertools import repeat
 
 import numpy as np
 
+from apportion.core.duration_samples import LEAST, WINDOW, DurationSamples
+
 FEATURES = ("user", "name", "queue", "gpus", "hour")
 LADDER: tuple[tuple[str, ...], ...] = (
     ("user", "name", "gpus"), ("user", "name"), ("user",), ("queue", "gpus"), ("queue",), ("gpus",), (),
@@ -50,6 +52,9 @@ class Prediction:
     gpu_s: np.ndarray  # [n] median GPU-seconds at the job's fastest speed
     log_sd: np.ndarray  # [n]
     level: np.ndarray  # [n] the most specific ladder level with history (index into levels), -1: none
+    # [n] the group whose sample of finished jobs ranks each job (``DurationPredictor.samples``), -1: none;
+    # None when the predictor keeps no samples
+    sample_group: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.gpu_s)
@@ -93,6 +98,7 @@ class DurationPredictor:
         self._table = _empty_table(1)
         self._stale = np.zeros(1, dtype=bool)
         self.observed = 0  # finished jobs seen
+        self.samples: DurationSamples | None = None  # each group's recent GPU times, once ``keep_samples``
         # what a group's entry takes from how many values it keeps (1 … ``recent``): where its quartiles lie
         # in its sorted values (between ``_below`` and ``_above``, ``_fraction`` of the way), its pulls and
         # what they leave, its size; and the offsets of a window's rows
@@ -109,6 +115,13 @@ class DurationPredictor:
         self._of_size[PULL], self._of_size[KEEP], self._of_size[SIZE] = pull, 1.0 - pull, size
         self._columns = np.arange(self.recent)
         self._rows = np.zeros((0, 1), dtype=np.int64)
+
+    def keep_samples(self, window: int = WINDOW, least: int = LEAST) -> DurationSamples:
+        """From now on also keep each group's last ``window`` GPU times as a sample
+        (apportion.core.duration_samples), for ranking by the Gittins index over them."""
+        if self.samples is None:
+            self.samples = DurationSamples(window=window, least=least)
+        return self.samples
 
     @property
     def level_names(self) -> tuple[str, ...]:
@@ -175,6 +188,8 @@ class DurationPredictor:
         GPU-seconds each took. A group recomputes its median and spread when next asked about."""
         logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0))
         groups = np.asarray(groups, dtype=np.int64).reshape(len(logs), len(self.levels))
+        if self.samples is not None:
+            self.samples.observe(groups, gpu_s)
         if not math.isfinite(logs.sum()):  # a job whose GPU time is not known teaches nothing
             known = np.isfinite(logs)
             logs, groups = logs[known], groups[known]
@@ -208,7 +223,8 @@ class DurationPredictor:
         groups = np.asarray(groups, dtype=np.int64).reshape(-1, len(self.levels))
         gpu_s, log_sd = self.predict_gpu_s(groups)
         known = self._table[SIZE, groups] > 0
-        return Prediction(gpu_s, log_sd, np.where(known.any(axis=1), np.argmax(known, axis=1), -1))
+        return Prediction(gpu_s, log_sd, np.where(known.any(axis=1), np.argmax(known, axis=1), -1),
+                          None if self.samples is None else self.samples.choose(groups))
 
     def predict_gpu_s(self, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """[n] the predicted GPU-seconds and log standard deviation of jobs with group ids

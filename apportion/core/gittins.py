@@ -96,3 +96,61 @@ def _inverse_index(sd: float) -> np.ndarray:
     best = index.max(axis=1)
     best[0] = max(best[0], 1e-300)
     return 1.0 / np.maximum(best, 1e-300)
+
+
+# The index over a sample of finished jobs' GPU time (Tiresias's empirical form): what a job did is
+# counted at quarter doublings of a GPU-second (column 0: less than one GPU-second, counted as none;
+# column 1 + k: from 2**(k × SAMPLE_STEP) GPU-s), so its rank changes there and nowhere between
+SAMPLE_STEP = 0.25
+SAMPLE_COLUMNS = 1 + int(48 / SAMPLE_STEP)  # up to 2**48 GPU-s
+# fewer of the sample's jobs than this longer than what a job did: the index over them is noise (one
+# left: the job is believed all but done as it nears it); it is believed to have as much again to go
+# at least (least attained service's belief)
+SAMPLE_TAIL = 5
+
+
+def sample_column(done: np.ndarray) -> np.ndarray:
+    """[n] the column of ``sample_keys`` that counts what each job did (GPU-seconds)."""
+    done = np.maximum(np.nan_to_num(np.asarray(done, dtype=np.float64), nan=0.0), 0.0)
+    with np.errstate(divide="ignore"):
+        steps = np.floor(np.log2(np.maximum(done, 1e-300)) / SAMPLE_STEP + 1e-9)
+    return np.where(done < 1.0, 0, np.clip(steps, 0, SAMPLE_COLUMNS - 2) + 1).astype(np.int64)
+
+
+def sample_column_done() -> np.ndarray:
+    """[columns] the GPU time each column counts a job as having done (0, then 1, 2**0.25, …)."""
+    return np.concatenate(([0.0], np.exp2(np.arange(SAMPLE_COLUMNS - 1) * SAMPLE_STEP)))
+
+
+def sample_keys(sample: np.ndarray) -> np.ndarray:
+    """[columns] 1 / the Gittins index of a job whose GPU time is drawn from ``sample`` (sorted
+    GPU-seconds of finished jobs like it), having done each column's GPU time.
+
+    A job that did ``a`` finishes like the sample's jobs longer than ``a``; the stretch of service
+    that is best to ask for ends at one of them, ``x_j``: the index is the best over j of the
+    share of them that end by ``x_j`` over the service they take until then, on average
+    (theirs up to ``x_j`` less ``a``, and ``x_j - a`` from each longer one). With prefix sums,
+    every column at once. A job that did more than the whole sample is believed to have as much
+    again to go (least attained service's belief): its own GPU time; so is one that did more than
+    all but ``SAMPLE_TAIL`` of it, at least."""
+    x = np.asarray(sample, dtype=np.float64)
+    k = len(x)
+    done = sample_column_done()
+    if not k:
+        return np.maximum(done, 1.0)
+    out = np.maximum(done, 1.0)  # past the whole sample
+    within = np.flatnonzero(done < x[-1])  # the columns with some of the sample longer: worked out
+    done = done[within]
+    total = np.concatenate(([0.0], np.cumsum(x)))  # total[j]: the sum of the j shortest
+    live = np.searchsorted(x, done, side="right")  # [columns] the first sample longer than what was done
+    j = np.arange(k)
+    ahead = j[None, :] >= live[:, None]  # [columns, k] the stretch's end x_j is past what was done
+    ended = j[None, :] + 1 - live[:, None]  # how many end by x_j (of those past ``a``)
+    service = (total[None, 1:] - total[live][:, None] - ended * done[:, None]
+               + (k - 1 - j)[None, :] * (x[None, :] - done[:, None]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_finish = np.where(ahead, service / ended, np.inf)
+    keys = per_finish.min(axis=1)
+    keys = np.where(k - live < SAMPLE_TAIL, np.maximum(keys, done), keys)
+    out[within] = np.maximum(keys, 1e-9)
+    return out

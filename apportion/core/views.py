@@ -13,6 +13,7 @@ import numpy as np
 from apportion.core.rows import row_sum
 
 if TYPE_CHECKING:
+    from apportion.core.duration_samples import DurationSamples
     from apportion.core.elastic import ElasticView
 
 
@@ -40,6 +41,10 @@ class JobView:
     # deviation); None unless the policy asked for predicted durations
     predicted_gpu_s: np.ndarray | None = None
     predicted_log_sd: np.ndarray | None = None
+    # [n] the group of finished jobs whose GPU times rank each job (-1: none; by its predicted lognormal),
+    # and those groups' samples (apportion.core.duration_samples); None unless the policy asked for them
+    sample_group: np.ndarray | None = None
+    duration_samples: DurationSamples | None = None
     # [n] CPU cores and GiB of memory each job needs beside its GPUs (JobTable.cpus, memory_gib);
     # None: no job asks for any
     cpus: np.ndarray | None = None

@@ -100,6 +100,8 @@ def job_view(
     deadline_s: np.ndarray | None = None,
     predicted_gpu_s: np.ndarray | None = None,
     predicted_log_sd: np.ndarray | None = None,
+    sample_group: np.ndarray | None = None,
+    duration_samples=None,
     cpus: np.ndarray | None = None,
     memory_gib: np.ndarray | None = None,
 ) -> JobView:
@@ -117,7 +119,8 @@ def job_view(
         first_start_s=np.full(n, np.nan) if first_start_s is None else first_start_s,
         running_type=np.full(n, -1, dtype=np.int64) if running_type is None else running_type,
         queue=queue, user=user, now_s=now_s, deadline_s=deadline_s,
-        predicted_gpu_s=predicted_gpu_s, predicted_log_sd=predicted_log_sd, cpus=cpus, memory_gib=memory_gib,
+        predicted_gpu_s=predicted_gpu_s, predicted_log_sd=predicted_log_sd,
+        sample_group=sample_group, duration_samples=duration_samples, cpus=cpus, memory_gib=memory_gib,
     )
 
 

@@ -40,6 +40,12 @@ def wants_predictions(policy) -> bool:
     return getattr(policy, "durations", "oracle") == "predicted"
 
 
+def wants_samples(policy) -> bool:
+    """Whether ``policy`` ranks jobs by the Gittins index over their groups' samples of finished jobs,
+    so its views must carry them (JobView.sample_group, duration_samples)."""
+    return wants_predictions(policy) and bool(getattr(policy, "by_sample", False))
+
+
 DEFAULT_RESTART_COST_S = 10.0  # the simulator's default (SimConfig.restart_cost_s)
 
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from apportion.core.durations import PRIOR_GPU_S, PRIOR_LOG_SD, gpu_seconds, remaining_gpu_s
-from apportion.core.gittins import DONE_STEP, LOWEST_DOUBLING, service_per_finish
+from apportion.core.gittins import DONE_STEP, LOWEST_DOUBLING, SAMPLE_STEP, service_per_finish
 from apportion.core.allocation import Allocation
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies.base import DEFAULT_RESTART_COST_S, OrderingPolicy, allocate_in_order, head_of_line
@@ -26,6 +26,9 @@ CHECKPOINT_FACTOR = 2.0  # median-left: past its prediction, a job's rank is rev
 # a quarter of what the running one has left (predictions are rough: on Philly a median error of a
 # factor 1.4, and often far more; a preemption costs a restart, and a wide job a long wait for room)
 PREEMPT_MARGIN = 4.0
+# ranked by its group's sample, a job's rank is what jobs like it did: a waiting one goes ahead when
+# it needs less than half what the running one is believed to
+SAMPLE_PREEMPT_MARGIN = 2.0
 LOOK_AHEAD = 4  # checkpoints looked at beyond what a job did, at each allocation
 
 
@@ -65,6 +68,13 @@ def index_gpu_s(predicted: np.ndarray, log_sd: np.ndarray, done_gpu_s: np.ndarra
     return key
 
 
+def sampled(jobs: JobView) -> np.ndarray:
+    """[n] the group whose sample of finished jobs ranks each job (-1: none: by its lognormal)."""
+    if jobs.sample_group is None or jobs.duration_samples is None:
+        return np.full(len(jobs), -1, dtype=np.int64)
+    return jobs.sample_group
+
+
 def predictions(jobs: JobView) -> tuple[np.ndarray, np.ndarray]:
     """The view's predicted GPU time and its log standard deviation; with none (no history was
     given), every job alike: the predictor's prior."""
@@ -85,8 +95,10 @@ class DurationOrdering(OrderingPolicy):
     """
 
     # predicted: rank by 1 / the Gittins index of the prediction (``index_gpu_s``) rather than by the
-    # median left (qssf's default; srtf's rank is the time left, so it keeps the median)
+    # median left (qssf's; srtf's rank is the time left, so it keeps the median); ``by_sample``: the
+    # index over the job's group's sample of finished jobs where it has one (qssf's default)
     by_index = False
+    by_sample = False
 
     def __init__(self, *, durations: str = "oracle", agnostic: bool = False,
                  restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
@@ -118,11 +130,40 @@ class DurationOrdering(OrderingPolicy):
         if self.by_index:
             predicted, log_sd = predictions(jobs)
             done = gpu_seconds(jobs.steps_done, jobs.num_gpus, fastest)
-            rank = self.key_of(index_gpu_s(predicted, log_sd, done), jobs.num_gpus.astype(np.float64))
+            rank = self.key_of(self._index_gpu_s(jobs, predicted, log_sd, done), jobs.num_gpus.astype(np.float64))
             rank[~(fastest > 0)] = np.inf
             return rank
         # what is left as ``believed`` has it (total less done): ranks tie exactly where the beliefs do
         return self.rank_of(believed_total_steps(jobs, fastest) - jobs.steps_done, fastest, jobs.num_gpus)
+
+    def preempt_margin(self, jobs: JobView) -> np.ndarray:
+        """[n] how many times less a waiting job must be believed to need than each running one to go
+        ahead: ``SAMPLE_PREEMPT_MARGIN`` for a job ranked by its group's sample, else ``PREEMPT_MARGIN``."""
+        if not self.by_sample:
+            return np.full(len(jobs), PREEMPT_MARGIN)
+        return np.where(sampled(jobs) >= 0, SAMPLE_PREEMPT_MARGIN, PREEMPT_MARGIN)
+
+    def _index_gpu_s(self, jobs: JobView, predicted: np.ndarray, log_sd: np.ndarray, done: np.ndarray,
+                     rows: np.ndarray | None = None) -> np.ndarray:
+        """1 / the Gittins index of the jobs at ``rows`` (all: None) having done ``done`` ([rows] or
+        [rows, k]: k points of each one's GPU time): over its group's sample where it has one
+        (``by_sample``), else of its lognormal prediction (``predicted``, ``log_sd``: at ``rows``)."""
+        shape = done.shape
+        k = 1 if done.ndim == 1 else shape[1]
+        done = done.ravel()
+        group = np.full(len(done), -1, dtype=np.int64)
+        if self.by_sample:
+            group = np.repeat(sampled(jobs) if rows is None else sampled(jobs)[rows], k)
+        own = group >= 0
+        if own.all():
+            return jobs.duration_samples.keys(group, done).reshape(shape)
+        key = np.empty(len(done))
+        rest = np.flatnonzero(~own)
+        key[rest] = index_gpu_s(np.repeat(predicted, k)[rest], np.repeat(log_sd, k)[rest], done[rest])
+        if len(rest) < len(done):
+            use = np.flatnonzero(own)
+            key[use] = jobs.duration_samples.keys(group[use], done[use])
+        return key.reshape(shape)
 
     def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
         fastest = throughputs.steps_per_s.max(axis=1)
@@ -130,7 +171,8 @@ class DurationOrdering(OrderingPolicy):
         if self.non_preemptive:
             rank[jobs.running_type >= 0] = -np.inf
         elif self.durations == "predicted":
-            rank[jobs.running_type >= 0] /= PREEMPT_MARGIN
+            running = jobs.running_type >= 0
+            rank[running] /= self.preempt_margin(jobs)[running]
         order = self.by_user(np.lexsort((jobs.submit_time_s, rank)), jobs)
         share = allocate_in_order(
             order, jobs.num_gpus, throughputs.steps_per_s, cluster.capacity,
@@ -179,10 +221,18 @@ class DurationOrdering(OrderingPolicy):
                                else (1.0, 0.0, LOOK_AHEAD))
         passed = np.maximum(np.ceil(np.log2(np.maximum(done, 1e-9) / predicted[rows]) / step + 1e-9), lowest)
         checkpoint = predicted[rows, None] * np.exp2(step * (passed[:, None] + np.arange(ahead)))
-        believe = index_gpu_s if self.by_index else remaining_gpu_s
-        left = believe(np.repeat(predicted[rows], ahead), np.repeat(log_sd[rows], ahead),
-                       checkpoint.ravel()).reshape(checkpoint.shape)
-        behind = self.key_of(left, gpus[rows, None]) / PREEMPT_MARGIN > first_waiting
+        if self.by_index:
+            group = sampled(jobs)[rows] if self.by_sample else np.full(len(rows), -1)
+            if (group >= 0).any():  # ranked by a sample: quarter doublings of a GPU-second, from 1 on
+                passed = np.maximum(np.ceil(np.log2(np.maximum(done, 1e-9)) / SAMPLE_STEP + 1e-9), 0.0)
+                own = np.exp2(SAMPLE_STEP * (passed[:, None] + np.arange(ahead)))
+                checkpoint = np.where((group >= 0)[:, None], own, checkpoint)
+            left = self._index_gpu_s(jobs, predicted[rows], log_sd[rows], checkpoint, rows)
+        else:
+            left = remaining_gpu_s(np.repeat(predicted[rows], ahead), np.repeat(log_sd[rows], ahead),
+                                   checkpoint.ravel()).reshape(checkpoint.shape)
+        behind = self.key_of(left, gpus[rows, None]) / self.preempt_margin(jobs)[rows, None] > first_waiting
         behind[:, -1] = True  # none within sight: look again from the last one
         revisit[rows] = checkpoint[np.arange(len(rows)), np.argmax(behind, axis=1)]
         return revisit
+

@@ -8,10 +8,13 @@ and smaller jobs further down fill what a large one leaves. With ``durations="pr
 (the default) what is left comes from the history of finished jobs
 (apportion.policies.durations); ``"oracle"`` uses the true remaining steps.
 
-A prediction is a spread, not a number: with ``durations="predicted"`` jobs are ranked by the
-Gittins index of theirs (apportion.core.gittins), least predicted service first where the
-prediction is sure and least attained service first where it is wide (a queue's every 8-GPU job
-predicted alike); ``median_left`` (``qssf:median-left``) ranks by the predicted median left alone.
+A prediction is a spread, not a number: with ``durations="predicted"`` a job is ranked by the
+Gittins index over its group's recent finished jobs (apportion.core.duration_samples: what jobs
+like it that did as much went on to need), or, for a job of no group with 20 such jobs, over its
+lognormal prediction (apportion.core.gittins): least predicted service first where the history is
+sure, least attained service first where it is wide (a queue's every 8-GPU job alike). ``lognormal``
+(``qssf:lognormal``) ranks every job by its lognormal's index (the form before the samples);
+``median_left`` (``qssf:median-left``) by the predicted median left alone.
 
 Helios's own QSSF is not preemptive and is a strict queue: ``non_preemptive``
 (``qssf:non-preemptive``) lets a started job run to its end, ranking only the waiting jobs by
@@ -31,10 +34,11 @@ class Qssf(DurationOrdering):
     name = "qssf"
 
     def __init__(self, *, durations: str = "predicted", non_preemptive: bool = False, head_of_line: bool = False,
-                 median_left: bool = False, agnostic: bool = False,
+                 median_left: bool = False, lognormal: bool = False, agnostic: bool = False,
                  restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
         super().__init__(durations=durations, agnostic=agnostic, restart_cost_s=restart_cost_s)
         self.by_index = not (median_left or non_preemptive)  # Helios's form ranks by its prediction
+        self.by_sample = self.by_index and not lognormal
         self.non_preemptive = bool(non_preemptive)
         self.head_of_line = bool(head_of_line)
 

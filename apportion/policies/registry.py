@@ -131,12 +131,14 @@ _BUILT_IN = (
                                           "themselves, re-ranked as they grow (default: Tiresias' queues)", False,
                                           variant=True, excludes=("thresholds_gpu_s",)))),
     PolicyEntry("qssf", "apportion.policies.qssf:Qssf", "Helios' quasi-shortest-service-first: the least predicted "
-                "remaining GPU time first, preemptive", options=ORDERING_OPTIONS + (DURATIONS, HEAD_OF_LINE, Option(
+                "remaining GPU time first (the Gittins index over each job's group's recent jobs), preemptive", options=ORDERING_OPTIONS + (DURATIONS, HEAD_OF_LINE, Option(
                     "non_preemptive", bool, "a started job runs to its end (Helios's QSSF); only waiting jobs are "
                     "ranked", False, variant=True), Option(
                     "median_left", bool, "predicted: rank by the median GPU time left alone (default: by the "
                     "Gittins index of the prediction's spread, least attained service first where it is wide)",
-                    False, variant=True))),
+                    False, variant=True), Option(
+                    "lognormal", bool, "predicted: rank by the Gittins index of the lognormal prediction (default: "
+                    "over the job's group's recent finished jobs where it has 20 or more)", False, variant=True))),
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
                 "Gavel's max-min fairness over normalised throughput", is_lp=True,
                 options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "

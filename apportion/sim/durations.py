@@ -23,9 +23,13 @@ ALIKE_FROM = 256  # predicting more jobs than this at once, jobs alike are predi
 class HistoryFeed:
     """A predictor fed with the replay's finished jobs, and what it predicted for each job."""
 
-    def __init__(self, jobs: JobTable, rates: np.ndarray, predictor: DurationPredictor | None = None) -> None:
-        """``rates``: [n, T] steps/s of each job on each GPU type (its GPU time is at the fastest)."""
+    def __init__(self, jobs: JobTable, rates: np.ndarray, predictor: DurationPredictor | None = None, *,
+                 samples: bool = False) -> None:
+        """``rates``: [n, T] steps/s of each job on each GPU type (its GPU time is at the fastest);
+        ``samples``: also keep each group's recent GPU times, and say which group ranks each job
+        (a given predictor that kept none starts them from the jobs that finish in the replay)."""
         self.predictor = predictor if predictor is not None else DurationPredictor()
+        self.samples = self.predictor.keep_samples() if samples else None
         self.groups = self.predictor.groups(user=jobs.user, name=jobs.name, queue=jobs.queue,
                                             num_gpus=jobs.num_gpus, submit_time_s=jobs.submit_time_s)
         self.gpu_s = gpu_seconds(jobs.total_steps, jobs.num_gpus, rates.max(axis=1))  # what each turns out to need
@@ -34,6 +38,7 @@ class HistoryFeed:
         self.first_log_sd = np.full(n, np.nan)
         self._gpu_s = np.full(n, np.nan)  # each job's latest prediction
         self._log_sd = np.full(n, np.nan)
+        self._sample_group = np.full(n, -1, dtype=np.int64)  # the group whose sample ranks each job (-1: none)
         self._all_at = -1  # finished jobs the predictor had seen when every active job was last predicted
 
     def finished(self, rows: np.ndarray, finish_s: np.ndarray) -> None:
@@ -59,6 +64,10 @@ class HistoryFeed:
                 self.first_gpu_s[new], self.first_log_sd[new] = self._predict(new)
         return self._gpu_s[rows], self._log_sd[rows]
 
+    def sample_group(self, rows: np.ndarray) -> np.ndarray:
+        """[rows] the group whose sample ranks each job, as of its latest prediction (-1: none)."""
+        return self._sample_group[rows]
+
     def _predict(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Predict the jobs at ``rows`` from every job finished so far; what they are predicted."""
         groups = self.groups[rows]
@@ -70,4 +79,6 @@ class HistoryFeed:
             which = which.reshape(-1)
             gpu_s, log_sd = gpu_s[which], log_sd[which]
         self._gpu_s[rows], self._log_sd[rows] = gpu_s, log_sd
+        if self.samples is not None:
+            self._sample_group[rows] = self.samples.choose(groups)
         return gpu_s, log_sd

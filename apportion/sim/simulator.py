@@ -36,7 +36,7 @@ from apportion.mechanism.round_planner import RoundDecision, RoundPlanner, Round
 from apportion.mechanism.round_state import job_view, running_types, was_running
 from apportion.mechanism.service import held_service, pair_together_s
 from apportion.mechanism.timing import early_round_at, fill_event_at, idle_round_at, next_boundary
-from apportion.policies.base import Policy, wants_predictions
+from apportion.policies.base import Policy, wants_predictions, wants_samples
 from apportion.sim.admission import HeldJobs
 from apportion.sim.costs import AttemptCosts, JobCosts, MachineSlowness
 from apportion.sim.cpu_cores import CoreDivision
@@ -211,7 +211,7 @@ class Simulator:
         if self.config.wall_clock and self.config.first_round_s is not None:
             replay.now = replay.last_round_at = replay.round_end = self.config.first_round_s
         if wants_predictions(self.policy):
-            self.history = HistoryFeed(jobs, self.rates, self._predictor)
+            self.history = HistoryFeed(jobs, self.rates, self._predictor, samples=wants_samples(self.policy))
         never_run = self._never_run()
         replay.schedulable = fits.any(axis=1) & ~never_run
         self.unschedulable_reason = unschedulable_reasons(jobs, cluster, rates, never_run)
@@ -399,7 +399,10 @@ class Simulator:
         if self.history is None:
             return {}
         gpu_s, log_sd = self.history.predict(active)
-        return {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd}
+        if self.history.samples is None:
+            return {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd}
+        return {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd,
+                "sample_group": self.history.sample_group(active), "duration_samples": self.history.samples}
 
     def _pace(self, replay: Replay, decision: RoundDecision, view: JobView) -> RunPace:
         """How the running jobs run this span: at their (pair's) throughput, slowed by their cores,

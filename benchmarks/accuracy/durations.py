@@ -28,9 +28,15 @@ JCT), where any order that lets short jobs by comes close to the oracle. ``--per
 Philly as Helios does instead: each virtual cluster alone on its nodes × 8 GPUs (Helios's
 data/philly_vc.csv; ``--gpus-per-node 1`` squeezes it so that jobs queue), the jobs submitted in
 Oct–Nov 2017, the predictor first told the VC's jobs of September that finished by Oct 1; fifo,
-las, qssf, srtf on the true durations and Helios's forms (fifo:head-of-line,
-qssf:non-preemptive:head-of-line); ``--helios PATH --helios-python PY`` runs Helios's own
-simulator on the same jobs beside (benchmarks/compare/helios_philly.py; PY needs pandas):
+las, qssf (ranked by each group's recent jobs), qssf:lognormal (by the lognormal prediction, the
+form before), qssf:median-left, srtf on the true durations, Helios's forms (fifo:head-of-line,
+qssf:non-preemptive:head-of-line), and the hindsight bound: qssf ranked by each group's every job
+of the two months (its true distribution, known in hindsight; no rank that knows only a job's
+group can expect more, were the groups' jobs alike over time). A VC is loaded when fifo's average
+JCT is at least twice the oracle's; each VC says whether qssf meets item 19's target (0.85 of the
+oracle's gain over fifo, and no worse than las) and whether the hindsight bound would.
+``--helios PATH --helios-python PY`` runs Helios's own simulator on the same jobs beside
+(benchmarks/compare/helios_philly.py; PY needs pandas):
 
     python benchmarks/accuracy/durations.py --per-vc [--gpus-per-node 1] [--vcs 11cb48,...] \
         [--helios /tmp/HeliosArtifact --helios-python /tmp/helios-venv/bin/python]
@@ -55,6 +61,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from apportion.core.duration_samples import DurationSamples  # noqa: E402
 from apportion.core.durations import LADDER, DurationPredictor  # noqa: E402
 from apportion.experiment import WorkloadSettings, load_inputs, policy_from_spec  # noqa: E402
 from apportion.sim import SimConfig  # noqa: E402
@@ -179,11 +186,14 @@ VC_RUNS = (  # (label, policy spec, durations)
     ("fifo (Helios: head of line)", "fifo:head-of-line", None),
     ("las", "las", None),
     ("qssf", "qssf", "predicted"),
+    ("qssf (lognormal)", "qssf:lognormal", "predicted"),
     ("qssf (median left)", "qssf:median-left", "predicted"),
     ("qssf (Helios: non-preemptive, head of line)", "qssf:non-preemptive:head-of-line", "predicted"),
     ("srtf (oracle)", "srtf", "oracle"),
+    ("qssf (hindsight bound)", "qssf", "hindsight"),
 )
-LOADED = 1.25  # a VC is loaded when fifo's average JCT is at least this many times the oracle's
+LOADED = 2.0  # a VC is loaded when fifo's average JCT is at least this many times the oracle's
+TARGET = 0.85  # item 19: qssf's share of the oracle's gain over fifo on every loaded VC, and never behind las
 
 
 def vc_workloads(trace: Path, folder: Path, vcs: list[str]) -> dict[str, tuple[Path, dict]]:
@@ -219,13 +229,38 @@ def vc_workloads(trace: Path, folder: Path, vcs: list[str]) -> dict[str, tuple[P
 
 
 def taught(vc: str, history: dict) -> DurationPredictor:
-    """A predictor told about the VC's history, oldest finish first."""
+    """A predictor told about the VC's history, oldest finish first (its samples kept too)."""
     predictor = DurationPredictor()
+    predictor.keep_samples()
     n = len(history["gpus"])
     if n:
         groups = predictor.groups(user=None, name=None, queue=np.full(n, vc, dtype=object),
                                   num_gpus=history["gpus"], submit_time_s=np.zeros(n))
         predictor.observe(groups, history["gpu_s"])
+    return predictor
+
+
+class Hindsight(DurationSamples):
+    """Samples fixed before the replay, learning nothing from it: each group's every job of the VC,
+    known in hindsight (no policy that knows only a job's group can know more)."""
+
+    def observe(self, groups, gpu_s) -> None:
+        pass
+
+
+def hindsight(vc: str, history: dict, path: Path) -> DurationPredictor:
+    """A predictor told about the VC's history whose samples are every replayed job of the VC, by
+    group: the Gittins index over each group's true distribution of GPU time."""
+    predictor = taught(vc, history)
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    gpus = np.array([int(r["num_gpus"]) for r in rows], dtype=np.int64)
+    gpu_s = np.array([float(r["duration_s"]) for r in rows]) * gpus
+    groups = predictor.groups(user=None, name=None, queue=np.full(len(rows), vc, dtype=object), num_gpus=gpus,
+                              submit_time_s=np.zeros(len(rows)))
+    samples = Hindsight(window=max(len(rows), 1), least=1)
+    DurationSamples.observe(samples, groups, gpu_s)
+    predictor.samples = samples
     return predictor
 
 
@@ -240,22 +275,36 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
             path, history = workloads[vc]
             size = HELIOS_VC_NODES[vc] * gpus_per_node
             inputs = load_inputs(WorkloadSettings(path=str(path), cluster=f"v100:{size}"))
-            jct = {}
+            jct, cpu = {}, {}
             for label, spec, durations in VC_RUNS:
                 options = {"restart_cost_s": config.restart_cost_s}
+                predictor = None
+                if durations == "hindsight":
+                    durations, predictor = "predicted", hindsight(vc, history, path)
+                elif durations == "predicted":
+                    predictor = taught(vc, history)
                 if durations is not None:
                     options["durations"] = durations
                 simulator = Simulator(inputs.jobs, inputs.cluster, inputs.throughputs,
-                                      policy_from_spec(spec, **options), config,
-                                      predictor=taught(vc, history) if durations == "predicted" else None)
+                                      policy_from_spec(spec, **options), config, predictor=predictor)
+                started = time.process_time()
                 jct[label] = round(simulator.run().summary["avg_jct_s"], 1)
-                print(f"{vc} ({size} GPUs), {label}: avg JCT {jct[label]:,.0f} s", file=sys.stderr, flush=True)
+                cpu[label] = round(time.process_time() - started, 1)
+                print(f"{vc} ({size} GPUs), {label}: avg JCT {jct[label]:,.0f} s, {cpu[label]} s CPU", file=sys.stderr,
+                      flush=True)
             fifo, las, oracle = jct["fifo"], jct["las"], jct["srtf (oracle)"]
             share = {label: {"of_gain_over_fifo": _share(fifo, jct[label], oracle),
                              "of_gain_over_las": _share(las, jct[label], oracle)}
                      for label in jct if label.startswith("qssf")}
+            las_share = _share(fifo, las, oracle)
+            qssf, bound = share["qssf"]["of_gain_over_fifo"], share["qssf (hindsight bound)"]["of_gain_over_fifo"]
             out[vc] = {"gpus": size, "jobs": len(inputs.jobs), "history_jobs": len(history["gpus"]),
-                       "loaded": bool(fifo >= LOADED * oracle), "avg_jct_s": jct, "qssf_share": share}
+                       "fifo_over_oracle": round(fifo / oracle, 2), "loaded": bool(fifo >= LOADED * oracle),
+                       "avg_jct_s": jct, "replay_cpu_s": cpu, "las_share_of_gain_over_fifo": las_share,
+                       "qssf_share": share,
+                       "qssf_meets_target": bool(qssf >= TARGET and jct["qssf"] <= las),
+                       "reachable_knowing_only_the_group": bool(bound >= TARGET
+                                                                 and jct["qssf (hindsight bound)"] <= las)}
     return out
 
 
@@ -275,11 +324,11 @@ def timing_case(jobs: int, config: SimConfig) -> dict:
     names = np.array([f"job-{k}" for k in rng.integers(0, 2000, jobs)], dtype=object)
     inputs = replace(inputs, jobs=replace(inputs.jobs, user=users, name=names))
     cpu, rounds, predicted = {}, {}, None
-    for label, spec, durations in (("qssf", "qssf", "predicted"), ("qssf (oracle)", "qssf", "oracle"),
-                                   ("las", "las", None)):
+    for label, spec, durations in (("qssf", "qssf", "predicted"), ("qssf (lognormal)", "qssf:lognormal", "predicted"),
+                                   ("qssf (oracle)", "qssf", "oracle"), ("las", "las", None)):
         simulator, result, cpu_s = replay(inputs, spec, durations, config)
         cpu[label], rounds[label] = round(cpu_s, 2), result.summary["decisions"]
-        if durations == "predicted":
+        if label == "qssf":
             predicted = simulator
         print(f"timing, {label}: {cpu_s:.2f} s CPU, {rounds[label]} rounds", file=sys.stderr, flush=True)
     by_call = predicted.prediction_cpu_by_call()
@@ -290,6 +339,7 @@ def timing_case(jobs: int, config: SimConfig) -> dict:
         "prediction_cpu_s_by_call": {name: round(seconds, 2) for name, seconds in by_call.items()},
         "prediction_share": round(predicting_s / cpu["qssf"], 3),
         "qssf_cpu_over_oracle": round(cpu["qssf"] / cpu["qssf (oracle)"], 3),
+        "qssf_cpu_over_lognormal": round(cpu["qssf"] / cpu["qssf (lognormal)"], 3),
         "qssf_cpu_over_las": round(cpu["qssf"] / cpu["las"], 3),
     }
 
@@ -312,6 +362,8 @@ def vc_main(args, config: SimConfig) -> None:
     if unknown:
         sys.exit(f"--vcs: '{unknown[0]}' is not one of Helios's Philly VCs ({', '.join(HELIOS_VC_NODES)})")
     out = {"trace": str(args.trace), "gpus_per_node": args.gpus_per_node,
+           "loaded": f"fifo's average JCT >= {LOADED:g} x the oracle's (srtf on true durations)",
+           "target": f"qssf >= {TARGET:g} of the oracle's gain over fifo, and an average JCT no worse than las's",
            "window": f"submitted {REPLAY_FROM} .. {REPLAY_TO}, history from {HISTORY_FROM}",
            "per_vc": per_vc(args.trace, vcs, config, args.gpus_per_node)}
     if args.helios:

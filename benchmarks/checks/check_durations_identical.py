@@ -1,7 +1,8 @@
 """Check that this checkout predicts job durations exactly as another revision does (main by default).
 
 A faster predictor must not change what it predicts. This replays qssf on predicted durations
-twice per case, once with this checkout's code and once with the revision's (checked out in a
+(``qssf:lognormal``, ranked by the lognormal predictions alone: a revision without that variant
+replays its plain qssf, which is that form) twice per case, once with this checkout's code and once with the revision's (checked out in a
 temporary git worktree and put first on PYTHONPATH in a subprocess), and compares, bit for bit,
 each job's first prediction (GPU-seconds and log standard deviation) and each job's finish time.
 The cases: 30,000 synthetic jobs with 200 users and 2,000 job names at random (every level of
@@ -49,8 +50,11 @@ def fingerprint(case: str) -> dict:
     else:
         inputs = load_inputs(WorkloadSettings(path=str(PHILLY), cluster=CLUSTER, jobs=20_000))
     config = SimConfig()
-    simulator = Simulator(inputs.jobs, inputs.cluster, inputs.throughputs,
-                          policy_from_spec("qssf", restart_cost_s=config.restart_cost_s), config)
+    try:  # qssf ranked by its lognormal predictions alone (a revision before the variant: its qssf is that)
+        policy = policy_from_spec("qssf:lognormal", restart_cost_s=config.restart_cost_s)
+    except ValueError:
+        policy = policy_from_spec("qssf", restart_cost_s=config.restart_cost_s)
+    simulator = Simulator(inputs.jobs, inputs.cluster, inputs.throughputs, policy, config)
     result = simulator.run()
     columns = {"first_gpu_s": simulator.history.first_gpu_s, "first_log_sd": simulator.history.first_log_sd,
                "finish_s": result.finish_s}

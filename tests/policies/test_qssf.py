@@ -219,3 +219,24 @@ def test_finish_time_fairness_on_predicted_durations_solves_for_the_predicted_wo
 
     assert predicted == pytest.approx(as_if_true, abs=1e-6)
     assert np.abs(predicted - truth).max() > 0.05
+
+
+def with_sample(jobs: JobView, values) -> JobView:
+    """``jobs``, each ranked by one group's sample of finished jobs' GPU-seconds, ``values``."""
+    from apportion.core.duration_samples import DurationSamples
+
+    samples = DurationSamples(least=1)
+    samples.observe(np.zeros((len(values), 1), dtype=np.int64), values)
+    return replace(jobs, sample_group=np.zeros(len(jobs), dtype=np.int64), duration_samples=samples)
+
+
+def test_ranked_by_a_sample_a_running_job_yields_to_one_believed_to_need_less_than_half():
+    """The group's jobs took 100 or 1,000 GPU-s, half each. L runs with 256 done: only the
+    1,000s are left in its sample (744 to go). A newcomer's rank (1 / its index) is 200: a
+    fresh job of the group asks for 100, which half finish, at 100 each. Less than half of 744:
+    it goes first (the lognormal's margin, a quarter, would keep L: 186). With 700 done, counted
+    at 2**9.25 = 609 GPU-s (391 to go), L keeps its GPU: 200 is more than half of 391."""
+    sample = [100.0] * 10 + [1000.0] * 10
+    for done, runs in ((256.0, [0, 1]), (700.0, [1, 0])):
+        jobs = with_sample(view([1, 1], [5000.0, 5000.0], steps_done=[done, 0.0], running_type=[0, -1]), sample)
+        assert Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share[:, 0].tolist() == runs, done

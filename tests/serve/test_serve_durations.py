@@ -119,3 +119,24 @@ def test_qssf_runs_first_the_job_its_history_says_needs_the_least_gpu_time(tmp_p
 
     assert executor.started[-1].job_id == 3
     assert scheduler.store.job(2).status == "queued"
+
+
+def test_a_restarted_server_ranks_qssf_by_the_sample_of_the_jobs_it_finished_before(tmp_path):
+    """Twenty of ann's shorts took 10 GPU-s each: after a restart the state file gives back her
+    group's sample, and the round's view gives it to qssf for her next short (its index: 10 GPU-s)."""
+    scheduler, executor, _ = start(tmp_path, policy="qssf")
+    for job_id in range(1, 21):
+        scheduler.submit(job("short", 100), "ann")
+        complete(scheduler, executor, job_id, 100, 10.0)
+    scheduler.store.close()
+
+    scheduler, executor, _ = start(tmp_path, policy="qssf")
+    seen = []
+    allocate = scheduler.policy.allocate
+    scheduler.policy.allocate = lambda jobs, *rest: seen.append(jobs) or allocate(jobs, *rest)
+    scheduler.submit(job("short", 100), "ann")
+    scheduler.tick()
+
+    jobs = seen[-1]
+    assert jobs.duration_samples.sample(int(jobs.sample_group[0])).tolist() == pytest.approx([10.0] * 20)
+    assert jobs.duration_samples.keys(jobs.sample_group, [0.0])[0] == pytest.approx(10.0)

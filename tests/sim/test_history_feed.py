@@ -48,3 +48,56 @@ def test_a_policy_on_true_durations_gets_no_predictions():
                               make_policy(spec, **options))
         simulator.run()
         assert (simulator.history is not None) == predicts, (spec, options)
+
+
+def short_and_long_history() -> DurationPredictor:
+    """A history of 40 one-GPU jobs: 32 took 100 GPU-s and 8 took 20,000. Its quartiles are all 100:
+    the lognormal is sure of 100 (log sd at its floor); the sample knows a fifth run 200 times longer."""
+    predictor = DurationPredictor((("gpus",), ()))
+    predictor.keep_samples()
+    groups = predictor.groups(user=None, name=None, queue=None, num_gpus=np.ones(40, dtype=np.int64),
+                              submit_time_s=np.zeros(40))
+    predictor.observe(groups, np.where(np.arange(40) % 5 == 4, 20000.0, 100.0))
+    return predictor
+
+
+def test_a_job_past_its_groups_short_jobs_yields_to_new_ones_by_its_sample_not_by_its_lognormal():
+    """One v100, one step a second, rounds every 360 s. A long job (20,000 GPU-s) starts at 0; ten
+    100-GPU-s jobs arrive at 150. At the round at 360 the long job has done about 350 GPU-s. Its
+    sample says a job of its group that did that much is one of the long ones (about 19,650 to go):
+    the newcomers go first. The lognormal, sure of 100, believes a job past it has as much again to
+    go, rounded up to a doubling of 100: 400, a quarter of that for a running job (the preemption
+    margin), no more than a newcomer's 100: the long job keeps its GPU a round more, and every
+    newcomer finishes 360 s later. Both start from the same history and learn from the same
+    finishes."""
+    jobs = JobTable.build(job_id=[f"j{i}" for i in range(11)], submit_time_s=[0.0] + [150.0] * 10,
+                          kind_names=["a"] * 11, num_gpus=[1] * 11, total_steps=[20000.0] + [100.0] * 10,
+                          kinds=("a",))
+    short_jct = {}
+    for spec in ("qssf", "qssf:lognormal"):
+        simulator = Simulator(jobs, parse_cluster_shorthand("v100:1"), ONE_STEP_A_SECOND, make_policy(spec),
+                              predictor=short_and_long_history())
+        result = simulator.run()
+        short_jct[spec] = float(np.mean(result.finish_s[1:] - 150.0))
+
+    assert short_jct["qssf:lognormal"] - short_jct["qssf"] == pytest.approx(360.0, abs=1.0)
+
+
+def test_a_sample_holds_only_the_jobs_finished_by_the_round_that_reads_it():
+    """Twelve one-GPU jobs of 100 to 1,200 steps on two v100s; at every round qssf sees, its jobs'
+    sample (everyone's: the only group) holds exactly the GPU times of the jobs finished by then."""
+    steps = [100.0 * (i + 1) for i in range(12)]
+    jobs = JobTable.build(job_id=[f"j{i}" for i in range(12)], submit_time_s=[60.0 * i for i in range(12)],
+                          kind_names=["a"] * 12, num_gpus=[1] * 12, total_steps=steps, kinds=("a",))
+    predictor = DurationPredictor(((),))
+    predictor.keep_samples(least=1)
+    policy = make_policy("qssf")
+    seen = []
+    allocate = policy.allocate
+    policy.allocate = lambda view, *rest: seen.append((view.now_s, predictor.samples.sample(0).tolist())) or \
+        allocate(view, *rest)
+    result = Simulator(jobs, parse_cluster_shorthand("v100:2"), ONE_STEP_A_SECOND, policy, predictor=predictor).run()
+
+    assert any(0 < len(sample) < 12 for _, sample in seen)  # read while some jobs had finished and some not
+    for now, sample in seen:
+        assert sample == sorted(steps[i] for i in range(12) if result.finish_s[i] <= now)

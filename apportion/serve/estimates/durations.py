@@ -5,7 +5,8 @@ estimated finish time `apportion queue` shows.
 Each completed job's GPU time is kept in the state file (the ``durations`` table) in the same
 transaction that marks it completed, so a restarted server predicts from every job it ever
 finished. A job's GPU time is its steps × GPUs ÷ its fastest steps/s over the slot types (the
-throughput estimates), as in the simulator; what a job is believed to have left never goes
+throughput estimates), as in the simulator (each group's recent ones are also kept as a sample,
+qssf's rank: apportion.core.duration_samples); what a job is believed to have left never goes
 past its job file's ``total_steps``.
 """
 
@@ -29,6 +30,7 @@ class DurationHistory:
         self.throughputs = throughputs
         self.gpu_types = gpu_types
         self.predictor = DurationPredictor()
+        self.predictor.keep_samples()  # each group's recent GPU times, for qssf's index over them
         self._groups: dict[int, np.ndarray] = {}  # job id -> its group ids (what they depend on never changes)
         finished = store.durations()
         if finished:

@@ -23,7 +23,7 @@ from apportion.mechanism.node_per_type import NodePerType
 from apportion.mechanism.pair_clock import PairClock
 from apportion.mechanism.round_planner import RoundPlanner, RoundState
 from apportion.mechanism.round_state import job_view
-from apportion.policies.base import wants_predictions
+from apportion.policies.base import wants_predictions, wants_samples
 from apportion.serve.attempts.accounting import accrued
 from apportion.serve.round.admission import admit_round
 from apportion.serve.attempts.context import SchedulerState, ServeConfig, with_note
@@ -524,7 +524,10 @@ class Rounds:
         prediction = self.state.durations.predict(ids.tolist(), column("user", object), column("name", object),
                                                   column("queue", object), column("gpus", np.int64),
                                                   column("submitted", np.float64))
-        return {"predicted_gpu_s": prediction.gpu_s, "predicted_log_sd": prediction.log_sd}
+        if not wants_samples(self.policy) or prediction.sample_group is None:
+            return {"predicted_gpu_s": prediction.gpu_s, "predicted_log_sd": prediction.log_sd}
+        return {"predicted_gpu_s": prediction.gpu_s, "predicted_log_sd": prediction.log_sd,
+                "sample_group": prediction.sample_group, "duration_samples": self.state.durations.predictor.samples}
 
     def _at_core_share(self, table: dict, rows: np.ndarray, rates: np.ndarray) -> np.ndarray:
         """``rates`` at the speed each job trains at with the cores it gets (``--cpu-split``: its curve as
