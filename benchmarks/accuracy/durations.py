@@ -244,7 +244,7 @@ def helios_like_estimates(truth: np.ndarray, rng: np.random.Generator) -> np.nda
     buckets say (10% of jobs within 10%, 50% within 50%, 70% within 100%, 90% within 1000%, all within
     10000%; uniform within a bucket), too long or too short at random. Too long is truth × (1 + e), too
     short truth ÷ (1 + e), so an estimate stays positive; Helios's own truth + truth × e (e signed) goes
-    negative for any e below -1, a fifth of its draws."""
+    negative (or 0) for any e at or below -1, 15% of its draws (half of the 1000% and 10000% buckets)."""
     e = np.interp(rng.random(len(truth)), ERROR_SHARES, ERROR_BOUNDS)
     factor = 1.0 + e
     return np.where(rng.random(len(truth)) < 0.5, truth * factor, truth / factor)
