@@ -18,6 +18,11 @@ whole batch of jobs in a fixed number of array operations: each group keeps its 
 a ring of its own in one flat array, and recomputes its median and spread only when it is asked
 about after it gained a job, all such groups at once (one sort of a [groups, recent] window).
 
+A job may come with its own estimate (a user's guess, a time limit, an external estimator's):
+that is its most specific information, and it is predicted from it alone, corrected by how wrong
+the estimates of the jobs finished so far were (apportion.core.duration_estimates); a job without
+one walks the ladder.
+
 GPU time here is GPU-seconds at the job's fastest speed (steps × GPUs ÷ its fastest steps/s),
 so that it does not depend on which GPU type a job happened to run on.
 """
@@ -30,6 +35,7 @@ from itertools import repeat
 
 import numpy as np
 
+from apportion.core.duration_estimates import EstimateBias
 from apportion.core.duration_samples import LEAST, WINDOW, DurationSamples
 
 FEATURES = ("user", "name", "queue", "gpus", "hour")
@@ -55,6 +61,8 @@ class Prediction:
     # [n] the group whose sample of finished jobs ranks each job (``DurationPredictor.samples``), -1: none;
     # None when the predictor keeps no samples
     sample_group: np.ndarray | None = None
+    # [n] bool: predicted from the job's own estimate (then ``level`` is the ladder's, unused); None: no estimates
+    estimated: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.gpu_s)
@@ -99,6 +107,8 @@ class DurationPredictor:
         self._stale = np.zeros(1, dtype=bool)
         self.observed = 0  # finished jobs seen
         self.samples: DurationSamples | None = None  # each group's recent GPU times, once ``keep_samples``
+        # how wrong the finished jobs' own estimates were: what corrects a job's estimate
+        self.estimates = EstimateBias(recent=self.recent, shrinkage=self.shrinkage, min_log_sd=MIN_LOG_SD)
         # what a group's entry takes from how many values it keeps (1 … ``recent``): where its quartiles lie
         # in its sorted values (between ``_below`` and ``_above``, ``_fraction`` of the way), its pulls and
         # what they leave, its size; and the offsets of a window's rows
@@ -183,9 +193,12 @@ class DurationPredictor:
             self._place(np.arange(known, self._groups), np.minimum(members, self.recent))
         return out
 
-    def observe(self, groups: np.ndarray, gpu_s: np.ndarray) -> None:
+    def observe(self, groups: np.ndarray, gpu_s: np.ndarray, estimated_gpu_s: np.ndarray | None = None) -> None:
         """Learn from finished jobs, oldest first: their group ids (from ``groups``) and the
-        GPU-seconds each took. A group recomputes its median and spread when next asked about."""
+        GPU-seconds each took (and each one's own estimate, NaN: none). A group recomputes its median
+        and spread when next asked about."""
+        if estimated_gpu_s is not None:
+            self.estimates.observe(gpu_s, estimated_gpu_s)
         logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0))
         groups = np.asarray(groups, dtype=np.int64).reshape(len(logs), len(self.levels))
         if self.samples is not None:
@@ -217,18 +230,25 @@ class DurationPredictor:
         self._values[self._start[ids] + seq % capacity] = values
         self._stale[ids] = True
 
-    def predict(self, groups: np.ndarray) -> Prediction:
-        """The GPU time of jobs with these group ids, from what has been observed so far, and the
-        most specific level with history of each."""
+    def predict(self, groups: np.ndarray, estimated_gpu_s: np.ndarray | None = None) -> Prediction:
+        """The GPU time of jobs with these group ids (and their own estimates, NaN: none), from what
+        has been observed so far, and the most specific level with history of each. A job with an
+        estimate is ranked by its prediction, not by a group's sample (``sample_group`` -1)."""
         groups = np.asarray(groups, dtype=np.int64).reshape(-1, len(self.levels))
-        gpu_s, log_sd = self.predict_gpu_s(groups)
+        gpu_s, log_sd = self.predict_gpu_s(groups, estimated_gpu_s)
         known = self._table[SIZE, groups] > 0
-        return Prediction(gpu_s, log_sd, np.where(known.any(axis=1), np.argmax(known, axis=1), -1),
-                          None if self.samples is None else self.samples.choose(groups))
+        estimated = None if estimated_gpu_s is None else np.isfinite(np.asarray(estimated_gpu_s, dtype=np.float64))
+        sample_group = None if self.samples is None else self.samples.choose(groups)
+        if sample_group is not None and estimated is not None:
+            sample_group[estimated] = -1
+        return Prediction(gpu_s, log_sd, np.where(known.any(axis=1), np.argmax(known, axis=1), -1), sample_group,
+                          estimated)
 
-    def predict_gpu_s(self, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def predict_gpu_s(self, groups: np.ndarray,
+                      estimated_gpu_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """[n] the predicted GPU-seconds and log standard deviation of jobs with group ids
         ``groups`` ([n, levels]): ``predict`` without the levels, in the fewest array operations.
+        A job with its own estimate (``estimated_gpu_s``, NaN: none) is predicted from it alone.
 
         From the prior through every level, most general first, each pulling the estimate
         towards its median by n/(n + shrinkage): in closed form, a weighted sum of the levels'
@@ -243,7 +263,13 @@ class DurationPredictor:
         terms *= pull
         terms *= table[CENTRE]
         log_median, log_sd = left[..., -1] * self._prior + np.add.reduce(terms, axis=2)
-        return np.exp(log_median), np.maximum(log_sd, MIN_LOG_SD)
+        gpu_s, log_sd = np.exp(log_median), np.maximum(log_sd, MIN_LOG_SD)
+        if estimated_gpu_s is not None:
+            estimated = np.asarray(estimated_gpu_s, dtype=np.float64)
+            given = np.isfinite(estimated)
+            if given.any():
+                gpu_s[given], log_sd[given] = self.estimates.correct(estimated[given])
+        return gpu_s, log_sd
 
     def _ids_of(self, k: int, keys: list[tuple]) -> np.ndarray:
         """The ids of level ``k``'s groups with these keys, new ids for new keys."""

@@ -46,13 +46,16 @@ class JobTable:
     budget_usd: np.ndarray | None = None  # [n] dollars a job may spend on rented instances, NaN if no limit
     # each job's speed against the CPU cores beside each of its GPUs; None: no job's speed depends on them
     cpu_curves: CoreCurves | None = None
+    # [n] float, the steps each job's own estimate of its duration comes to (a user's guess, a time limit,
+    # an external estimator's output), NaN where it has none; None: no job has one
+    estimated_steps: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.job_id)
         for name in ("submit_time_s", "kind", "num_gpus", "total_steps", "priority", "user", "queue"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
-        for name in ("name", "cpus", "memory_gib", "budget_usd"):
+        for name in ("name", "cpus", "memory_gib", "budget_usd", "estimated_steps"):
             if getattr(self, name) is not None and len(getattr(self, name)) != n:
                 raise ValueError(f"JobTable column '{name}' has {len(getattr(self, name))} rows, expected {n}")
         if self.cpu_curves is not None and len(self.cpu_curves) != n:
@@ -86,6 +89,7 @@ class JobTable:
         memory_gib=None,
         budget_usd=None,
         cpu_curves: CoreCurves | None = None,
+        estimated_steps=None,
     ) -> JobTable:
         """Build from plain sequences, sorting by submit time (stable) and indexing kinds; ``after``
         names jobs by their position in these sequences."""
@@ -121,6 +125,9 @@ class JobTable:
             budget_usd=None if budget_usd is None or np.all(np.isnan(np.asarray(budget_usd, dtype=np.float64)))
             else np.asarray(budget_usd, dtype=np.float64)[order],
             cpu_curves=None if cpu_curves is None else cpu_curves.take(order),
+            estimated_steps=None if estimated_steps is None
+            or np.all(np.isnan(np.asarray(estimated_steps, dtype=np.float64)))
+            else np.asarray(estimated_steps, dtype=np.float64)[order],
         )
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
@@ -148,4 +155,5 @@ class JobTable:
             memory_gib=pick(self.memory_gib),
             budget_usd=pick(self.budget_usd),
             cpu_curves=None if self.cpu_curves is None else self.cpu_curves.take(rows),
+            estimated_steps=pick(self.estimated_steps),
         )

@@ -6,7 +6,9 @@ A job is predicted when the scheduler first sees it, from every job finished by 
 jobs already there are predicted again each time the history has grown by 1% since they last
 were (more often would change little and cost a prediction of every active job each round).
 When many jobs are predicted again at once, jobs with the same group at every level of the
-predictor's ladder are predicted once for all.
+predictor's ladder are predicted once for all. A job with its own estimate (the trace's
+``estimated_duration_s``) is predicted from it, and the predictor learns how wrong estimates are
+from the finished jobs that had one.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ class HistoryFeed:
         self.samples = self.predictor.keep_samples() if samples else None
         self.groups = self.predictor.groups(user=jobs.user, name=jobs.name, queue=jobs.queue,
                                             num_gpus=jobs.num_gpus, submit_time_s=jobs.submit_time_s)
-        self.gpu_s = gpu_seconds(jobs.total_steps, jobs.num_gpus, rates.max(axis=1))  # what each turns out to need
+        fastest = rates.max(axis=1)
+        self.gpu_s = gpu_seconds(jobs.total_steps, jobs.num_gpus, fastest)  # what each turns out to need
+        # each job's own estimate in the same unit (NaN: none); None: no job has one
+        self.estimated_gpu_s = (None if jobs.estimated_steps is None
+                                else gpu_seconds(jobs.estimated_steps, jobs.num_gpus, fastest))
         n = len(jobs)
         self.first_gpu_s = np.full(n, np.nan)  # each job's first prediction (on arrival), for measuring it
         self.first_log_sd = np.full(n, np.nan)
@@ -46,7 +52,8 @@ class HistoryFeed:
         if len(rows) > 1:
             rows = rows[np.argsort(finish_s, kind="stable")]
         if len(rows):  # the predictor leaves out a job whose GPU time is not known
-            self.predictor.observe(self.groups[rows], self.gpu_s[rows])
+            self.predictor.observe(self.groups[rows], self.gpu_s[rows],
+                                   None if self.estimated_gpu_s is None else self.estimated_gpu_s[rows])
 
     def predict(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """[rows] predicted GPU-seconds and log standard deviation of the jobs at ``rows``: a job new
@@ -78,7 +85,13 @@ class HistoryFeed:
             gpu_s, log_sd = self.predictor.predict_gpu_s(alike)
             which = which.reshape(-1)
             gpu_s, log_sd = gpu_s[which], log_sd[which]
+        estimated = None if self.estimated_gpu_s is None else self.estimated_gpu_s[rows]
+        if estimated is not None:  # a job's own estimate, corrected as the finished jobs' estimates say
+            given = np.isfinite(estimated)
+            gpu_s[given], log_sd[given] = self.predictor.estimates.correct(estimated[given])
         self._gpu_s[rows], self._log_sd[rows] = gpu_s, log_sd
         if self.samples is not None:
             self._sample_group[rows] = self.samples.choose(groups)
+            if estimated is not None:  # ranked by its own prediction, not by its group's sample
+                self._sample_group[rows[np.isfinite(estimated)]] = -1
         return gpu_s, log_sd

@@ -32,7 +32,7 @@ from apportion.workloads.text_file import read_text
 
 REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
 OPTIONAL_COLUMNS = ("gpu_type", "user", "queue", "status", "kind", "steps", "priority", "deadline_s", "budget_usd",
-                    "name", "after", "cpus", "memory_gib", "cpu_speed", *MODEL_COLUMNS)
+                    "name", "after", "cpus", "memory_gib", "cpu_speed", "estimated_duration_s", *MODEL_COLUMNS)
 NODE_RESOURCE_COLUMNS = ("cpus", "memory_gib")  # what a job needs beside its GPUs, over all of them
 # any of these in the header makes every row an elastic job (apportion.workloads.elastic_trace)
 ELASTIC_COLUMNS = ("min_gpus", "max_gpus", "batch_size", "target_examples")
@@ -63,7 +63,10 @@ def read_workload_csv(
     ``memory_gib`` (optional, empty = none) the CPU cores and GiB of memory it needs beside its GPUs,
     over all of them; ``cpu_speed`` (optional) its speed at a few CPU core counts per GPU
     (``workloads/cpu_speed_column.py``). ``after`` (optional) lists the ids of the jobs a job must see
-    completed before it starts (``workloads/dependencies.py``). ``start_s``/``end_s`` keep jobs submitted in
+    completed before it starts (``workloads/dependencies.py``). ``estimated_duration_s`` (optional, empty =
+    none) is the job's own estimate of its ``duration_s`` (wall seconds at its GPU count: a user's guess, a
+    time limit, an external estimator's output), turned into steps as the duration is; the duration
+    predictor takes it as its most specific information (``core/durations.py``). ``start_s``/``end_s`` keep jobs submitted in
     [start_s, end_s) and shift them so the first kept job is at 0; then ``max_jobs`` keeps the
     first N by submit time; a dependency on a job cut out is dropped. A public trace (Helios, Alibaba
     PAI 2020 or 2023, Philly's job log or extract) is read as it ships, told by its content or named
@@ -187,6 +190,15 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
                 field="duration_s",
             )
 
+    estimated_steps = None
+    if "estimated_duration_s" in table:
+        estimated = table["estimated_duration_s"][rows]
+        given = np.flatnonzero(~np.isnan(estimated))
+        estimated_steps = np.full(len(rows), np.nan)
+        # converted as the duration is (its steps at the reference type), so an exact estimate is exact
+        estimated_steps[given] = steps_for_durations(throughputs, reference_gpu_type, kind[rows][given],
+                                                     table["num_gpus"][rows][given], estimated[given], source)
+
     kind_names = np.asarray(throughputs.kinds, dtype=object)[kind[rows]]
     return JobTable.build(
         job_id=table["job_id"][rows],
@@ -203,6 +215,7 @@ def _jobs(source: str, columns: dict[str, np.ndarray], lines: np.ndarray, throug
         name=table["name"][rows] if "name" in table else None,
         after=table["after"].take(rows) if "after" in table else None,
         cpu_curves=table["cpu_curves"].take(rows) if table.get("cpu_curves") is not None else None,
+        estimated_steps=estimated_steps,
         **{column: table[column][rows] for column in NODE_RESOURCE_COLUMNS if column in table},
     )
 
@@ -334,6 +347,9 @@ def _parse_columns(
                              field="after")
         from apportion.workloads.elastic_trace import elastic_jobs_from_columns
 
+        if "estimated_duration_s" in columns:
+            raise InputError(source, "elastic jobs take no duration estimate (yet): leave the column out", line=1,
+                             field="estimated_duration_s")
         for name in (*NODE_RESOURCE_COLUMNS, "cpu_speed"):
             if name in columns:
                 raise InputError(source, "elastic jobs cannot ask for CPU cores or memory, nor depend on them (yet): "
@@ -376,6 +392,12 @@ def _parse_columns(
         given = numbers("priority", optional=True)
         fail(given <= 0, "priority", "must be > 0, got '{value}'")
         priority = np.where(np.isnan(given), 1.0, given)
+    estimates = {}
+    if "estimated_duration_s" in columns:
+        estimated = numbers("estimated_duration_s", optional=True)
+        fail((estimated <= 0) | (estimated > MAX_DURATION_S), "estimated_duration_s",
+             f"must be > 0 and at most {describe_seconds(MAX_DURATION_S)} (empty: no estimate), got '{{value}}'")
+        estimates["estimated_duration_s"] = estimated
 
     resources = {}
     for name in NODE_RESOURCE_COLUMNS:
@@ -422,6 +444,7 @@ def _parse_columns(
         **({"after": after_of_column(columns["after"], job_id, lines, source)} if "after" in columns else {}),
         **({"cpu_curves": curves_of_column(columns["cpu_speed"], lines, source)} if "cpu_speed" in columns else {}),
         **resources,
+        **estimates,
     }
 
 

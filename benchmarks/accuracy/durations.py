@@ -35,10 +35,15 @@ of the two months (its true distribution, known in hindsight; no rank that knows
 group can expect more, were the groups' jobs alike over time). A VC is loaded when fifo's average
 JCT is at least twice the oracle's; each VC says whether qssf meets item 19's target (0.85 of the
 oracle's gain over fifo, and no worse than las) and whether the hindsight bound would.
+``qssf (estimates)`` is qssf given each job's own estimate of its duration, as Helios's QSSF on
+Philly is given one: drawn from its true duration with Helios's error buckets
+(``helios_like_estimates``; seeded, ``--estimate-seed``), the predictor learning their bias and
+spread from the jobs that finish (its September history told with estimates drawn alike);
+``--estimates-only`` runs just fifo, las, the oracle, qssf and it.
 ``--helios PATH --helios-python PY`` runs Helios's own simulator on the same jobs beside
 (benchmarks/compare/helios_philly.py; PY needs pandas):
 
-    python benchmarks/accuracy/durations.py --per-vc [--gpus-per-node 1] [--vcs 11cb48,...] \
+    python benchmarks/accuracy/durations.py --per-vc [--gpus-per-node 1] [--vcs 11cb48,...] [--estimates-only] \
         [--helios /tmp/HeliosArtifact --helios-python /tmp/helios-venv/bin/python]
 """
 
@@ -191,7 +196,13 @@ VC_RUNS = (  # (label, policy spec, durations)
     ("qssf (Helios: non-preemptive, head of line)", "qssf:non-preemptive:head-of-line", "predicted"),
     ("srtf (oracle)", "srtf", "oracle"),
     ("qssf (hindsight bound)", "qssf", "hindsight"),
+    ("qssf (estimates)", "qssf", "estimates"),
 )
+ESTIMATES_ONLY = ("fifo", "las", "qssf", "srtf (oracle)", "qssf (estimates)")
+# Helios's error buckets for its Philly estimates (its estimators/philly_estimate.py, as described there):
+# the share of jobs whose relative error |e| is within each bound; within a bucket e is drawn uniformly
+ERROR_BOUNDS = np.array([0.0, 0.1, 0.5, 1.0, 10.0, 100.0])
+ERROR_SHARES = np.array([0.0, 0.1, 0.5, 0.7, 0.9, 1.0])
 LOADED = 2.0  # a VC is loaded when fifo's average JCT is at least this many times the oracle's
 TARGET = 0.85  # item 19: qssf's share of the oracle's gain over fifo on every loaded VC, and never behind las
 
@@ -228,15 +239,28 @@ def vc_workloads(trace: Path, folder: Path, vcs: list[str]) -> dict[str, tuple[P
     return out
 
 
-def taught(vc: str, history: dict) -> DurationPredictor:
-    """A predictor told about the VC's history, oldest finish first (its samples kept too)."""
+def helios_like_estimates(truth: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Estimates of ``truth`` (> 0) with Helios's error distribution: a relative error ``e`` drawn as its
+    buckets say (10% of jobs within 10%, 50% within 50%, 70% within 100%, 90% within 1000%, all within
+    10000%; uniform within a bucket), too long or too short at random. Too long is truth × (1 + e), too
+    short truth ÷ (1 + e), so an estimate stays positive; Helios's own truth + truth × e (e signed) goes
+    negative (or 0) for any e at or below -1, 15% of its draws (half of the 1000% and 10000% buckets)."""
+    e = np.interp(rng.random(len(truth)), ERROR_SHARES, ERROR_BOUNDS)
+    factor = 1.0 + e
+    return np.where(rng.random(len(truth)) < 0.5, truth * factor, truth / factor)
+
+
+def taught(vc: str, history: dict, estimates: np.random.Generator | None = None) -> DurationPredictor:
+    """A predictor told about the VC's history, oldest finish first (its samples kept too); with
+    ``estimates``, each history job with an estimate drawn by ``helios_like_estimates``."""
     predictor = DurationPredictor()
     predictor.keep_samples()
     n = len(history["gpus"])
     if n:
         groups = predictor.groups(user=None, name=None, queue=np.full(n, vc, dtype=object),
                                   num_gpus=history["gpus"], submit_time_s=np.zeros(n))
-        predictor.observe(groups, history["gpu_s"])
+        predictor.observe(groups, history["gpu_s"],
+                          None if estimates is None else helios_like_estimates(history["gpu_s"], estimates))
     return predictor
 
 
@@ -264,7 +288,8 @@ def hindsight(vc: str, history: dict, path: Path) -> DurationPredictor:
     return predictor
 
 
-def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 8) -> dict:
+def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 8, *, estimates_only: bool = False,
+           estimate_seed: int = 0) -> dict:
     """Each VC replayed under fifo, las, qssf and srtf on the true durations, apportion's forms and
     Helios's, on the VC's own cluster (Helios's nodes × ``gpus_per_node``): average JCT, and the share of
     the oracle's gain over fifo (and over las) that each qssf takes."""
@@ -277,15 +302,21 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
             inputs = load_inputs(WorkloadSettings(path=str(path), cluster=f"v100:{size}"))
             jct, cpu = {}, {}
             for label, spec, durations in VC_RUNS:
+                if estimates_only and label not in ESTIMATES_ONLY:
+                    continue
                 options = {"restart_cost_s": config.restart_cost_s}
-                predictor = None
-                if durations == "hindsight":
+                predictor, jobs = None, inputs.jobs
+                if durations == "estimates":  # the replay's jobs and the history's, each with an estimate
+                    rng = np.random.default_rng(estimate_seed)
+                    durations, predictor = "predicted", taught(vc, history, rng)
+                    jobs = replace(jobs, estimated_steps=helios_like_estimates(jobs.total_steps, rng))
+                elif durations == "hindsight":
                     durations, predictor = "predicted", hindsight(vc, history, path)
                 elif durations == "predicted":
                     predictor = taught(vc, history)
                 if durations is not None:
                     options["durations"] = durations
-                simulator = Simulator(inputs.jobs, inputs.cluster, inputs.throughputs,
+                simulator = Simulator(jobs, inputs.cluster, inputs.throughputs,
                                       policy_from_spec(spec, **options), config, predictor=predictor)
                 started = time.process_time()
                 jct[label] = round(simulator.run().summary["avg_jct_s"], 1)
@@ -297,14 +328,20 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
                              "of_gain_over_las": _share(las, jct[label], oracle)}
                      for label in jct if label.startswith("qssf")}
             las_share = _share(fifo, las, oracle)
-            qssf, bound = share["qssf"]["of_gain_over_fifo"], share["qssf (hindsight bound)"]["of_gain_over_fifo"]
             out[vc] = {"gpus": size, "jobs": len(inputs.jobs), "history_jobs": len(history["gpus"]),
                        "fifo_over_oracle": round(fifo / oracle, 2), "loaded": bool(fifo >= LOADED * oracle),
                        "avg_jct_s": jct, "replay_cpu_s": cpu, "las_share_of_gain_over_fifo": las_share,
-                       "qssf_share": share,
-                       "qssf_meets_target": bool(qssf >= TARGET and jct["qssf"] <= las),
-                       "reachable_knowing_only_the_group": bool(bound >= TARGET
-                                                                 and jct["qssf (hindsight bound)"] <= las)}
+                       "qssf_share": share}
+            for label, key in (("qssf", "qssf_meets_target"), ("qssf (hindsight bound)", "reachable_knowing_only_the_group"),
+                               ("qssf (estimates)", "qssf_with_estimates_meets_target")):
+                if label in jct:
+                    out[vc][key] = bool(share[label]["of_gain_over_fifo"] >= TARGET and jct[label] <= las)
+            if "qssf (estimates)" in jct:
+                print(f"{vc}: qssf (estimates) takes {share['qssf (estimates)']['of_gain_over_fifo']} of the oracle's "
+                      f"gain over fifo (qssf {share['qssf']['of_gain_over_fifo']}); "
+                      f"{'meets' if out[vc]['qssf_with_estimates_meets_target'] else 'misses'} the target; "
+                      f"{'beats' if jct['qssf (estimates)'] < las else 'ties' if jct['qssf (estimates)'] == las else 'LOSES TO'}"
+                      f" las; loaded: {out[vc]['loaded']}", file=sys.stderr, flush=True)
     return out
 
 
@@ -365,7 +402,9 @@ def vc_main(args, config: SimConfig) -> None:
            "loaded": f"fifo's average JCT >= {LOADED:g} x the oracle's (srtf on true durations)",
            "target": f"qssf >= {TARGET:g} of the oracle's gain over fifo, and an average JCT no worse than las's",
            "window": f"submitted {REPLAY_FROM} .. {REPLAY_TO}, history from {HISTORY_FROM}",
-           "per_vc": per_vc(args.trace, vcs, config, args.gpus_per_node)}
+           "estimates": f"qssf (estimates): each job's estimate drawn with Helios's error buckets, seed {args.estimate_seed}",
+           "per_vc": per_vc(args.trace, vcs, config, args.gpus_per_node, estimates_only=args.estimates_only,
+                            estimate_seed=args.estimate_seed)}
     if args.helios:
         helios = helios_figures(args.helios, args.helios_python, args.trace, vcs, args.gpus_per_node)
         for vc, figures in helios.items():
@@ -385,6 +424,9 @@ def main() -> None:
     parser.add_argument("--vcs", default=None, help="--per-vc: only these VCs (comma separated)")
     parser.add_argument("--gpus-per-node", type=int, default=8,
                         help="--per-vc: each VC's GPUs are Helios's nodes × this (8: Helios's; 1: squeezed, loaded)")
+    parser.add_argument("--estimates-only", action="store_true",
+                        help="--per-vc: only fifo, las, the oracle, qssf and qssf given Helios-like estimates")
+    parser.add_argument("--estimate-seed", type=int, default=0, help="--per-vc: the seed the estimates are drawn with")
     parser.add_argument("--helios", default=None, help="--per-vc: a HeliosArtifact checkout, to run its simulator beside")
     parser.add_argument("--helios-python", default="python3", help="a Python with pandas, for --helios")
     parser.add_argument("--quick", action="store_true",

@@ -101,3 +101,42 @@ def test_a_sample_holds_only_the_jobs_finished_by_the_round_that_reads_it():
     assert any(0 < len(sample) < 12 for _, sample in seen)  # read while some jobs had finished and some not
     for now, sample in seen:
         assert sample == sorted(steps[i] for i in range(12) if result.finish_s[i] <= now)
+
+
+def test_a_jobs_estimate_is_corrected_only_by_the_estimates_of_jobs_finished_before_it_was_seen():
+    """One v100, one step a second, qssf; rounds every 360 s. Job 0 (1000 steps, estimated at 2000)
+    starts at 0. Job 1 (20000 steps, estimated at 40000), first seen at 360, before any job finished:
+    its estimate as it is, give or take the prior's factor of e. Job 2 (500 steps, estimated at 1000),
+    first seen at 5040 after job 0 finished twice as short as estimated: the bias -log 2 shrunk by
+    1/2, a factor 2**-0.5; job 1's own ratio, not known until it finishes, is not in it."""
+    jobs = JobTable.build(job_id=["j0", "j1", "j2"], submit_time_s=[0.0, 100.0, 5000.0], kind_names=["a"] * 3,
+                          num_gpus=[1, 1, 1], total_steps=[1000.0, 20000.0, 500.0], kinds=("a",),
+                          estimated_steps=[2000.0, 40000.0, 1000.0])
+    predictor = DurationPredictor()
+    simulator = Simulator(jobs, parse_cluster_shorthand("v100:1"), ONE_STEP_A_SECOND, make_policy("qssf"),
+                          predictor=predictor)
+
+    result = simulator.run()
+
+    assert result.finish_s[0] < 5040.0 < result.finish_s[1]
+    history = simulator.history
+    assert history.first_gpu_s.tolist() == pytest.approx([2000.0, 40000.0, 1000.0 * 2 ** -0.5])
+    assert history.first_log_sd[:2].tolist() == pytest.approx([1.0, 1.0])
+    assert predictor.estimates.seen == 3  # each job's ratio, once, as it finished
+
+
+def test_estimates_let_qssf_run_first_a_short_job_its_group_cannot_tell_from_a_long_one():
+    """One v100, one step a second. Two one-GPU jobs of the same queue arrive at 0, the long one
+    (10,000 steps) first: by queue and GPU count they are alike, and qssf runs the long one first
+    until what it did makes it look long (the prior is wide), so the short one ends after 5,000 s.
+    Their own estimates (8,000 and 200 s, rough but in the right order) put the short one first."""
+    def replay(estimates):
+        jobs = JobTable.build(job_id=["long", "short"], submit_time_s=[0.0, 0.0], kind_names=["a"] * 2,
+                              num_gpus=[1, 1], total_steps=[10000.0, 100.0], queue=["vc"] * 2, kinds=("a",),
+                              estimated_steps=estimates)
+        return Simulator(jobs, parse_cluster_shorthand("v100:1"), ONE_STEP_A_SECOND, make_policy("qssf")).run()
+
+    alike, told = replay(None), replay([8000.0, 200.0])
+
+    assert alike.finish_s[1] > 5000.0
+    assert told.finish_s[1] == pytest.approx(100.0) and told.finish_s[0] == pytest.approx(360.0 + 10000.0)  # from the next round

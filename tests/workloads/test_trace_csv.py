@@ -289,3 +289,37 @@ def test_the_philly_trace_loads_whole():
     assert jobs.submit_time_s[0] == 0
     assert jobs.num_gpus.max() == 128
     assert np.all(np.isfinite(jobs.total_steps) & (jobs.total_steps > 0))
+
+
+def test_a_jobs_own_estimate_becomes_steps_as_its_duration_does(tmp_path):
+    path = write(
+        tmp_path,
+        "job_id,submit_time_s,duration_s,num_gpus,kind,estimated_duration_s\n"
+        "a,0,100,1,resnet50/bs64,250\n"
+        "b,10,10,2,resnet50/bs64,\n",
+    )
+    jobs = read_workload_csv(path, throughputs=throughputs(), reference_gpu_type="v100")
+
+    # a: 250 s x 10 steps/s on one v100, beside its 100 s x 10; b gave none
+    np.testing.assert_allclose(jobs.total_steps, [1000.0, 180.0])
+    np.testing.assert_allclose(jobs.estimated_steps, [2500.0, np.nan])
+
+
+def test_a_trace_without_estimates_has_no_estimate_column(tmp_path):
+    path = write(tmp_path, "job_id,submit_time_s,duration_s,num_gpus,kind,estimated_duration_s\n"
+                           "a,0,100,1,resnet50/bs64,\n")
+    assert read_workload_csv(path, throughputs=throughputs()).estimated_steps is None
+    path = write(tmp_path, "job_id,submit_time_s,duration_s,num_gpus,kind\na,0,100,1,resnet50/bs64\n")
+    assert read_workload_csv(path, throughputs=throughputs()).estimated_steps is None
+
+
+@pytest.mark.parametrize("value, message", [("-5", "must be > 0"), ("0", "must be > 0"), ("soon", "not a number"),
+                                            ("inf", "not a finite number")])
+def test_a_bad_estimate_names_the_file_line_and_column(tmp_path, value, message):
+    path = write(tmp_path, "job_id,submit_time_s,duration_s,num_gpus,kind,estimated_duration_s\n"
+                           "a,0,100,1,resnet50/bs64,50\n"
+                           f"b,5,100,1,resnet50/bs64,{value}\n")
+    with pytest.raises(InputError) as err:
+        read_workload_csv(path, throughputs=throughputs())
+    assert err.value.line == 3 and err.value.field == "estimated_duration_s"
+    assert message in str(err.value) and "trace.csv" in str(err.value)
