@@ -36,6 +36,7 @@ from itertools import repeat
 import numpy as np
 
 from apportion.core.duration_estimates import EstimateBias
+from apportion.core.estimate_ratios import EstimateRatios
 from apportion.core.duration_samples import LEAST, WINDOW, DurationSamples
 
 FEATURES = ("user", "name", "queue", "gpus", "hour")
@@ -109,6 +110,7 @@ class DurationPredictor:
         self.samples: DurationSamples | None = None  # each group's recent GPU times, once ``keep_samples``
         # how wrong the finished jobs' own estimates were: what corrects a job's estimate
         self.estimates = EstimateBias(recent=self.recent, shrinkage=self.shrinkage, min_log_sd=MIN_LOG_SD)
+        self.estimate_ratios: EstimateRatios | None = None  # their recent ratios as a sample, once kept
         # what a group's entry takes from how many values it keeps (1 … ``recent``): where its quartiles lie
         # in its sorted values (between ``_below`` and ``_above``, ``_fraction`` of the way), its pulls and
         # what they leave, its size; and the offsets of a window's rows
@@ -132,6 +134,13 @@ class DurationPredictor:
         if self.samples is None:
             self.samples = DurationSamples(window=window, least=least)
         return self.samples
+
+    def keep_estimate_ratios(self) -> EstimateRatios:
+        """From now on also keep the finished jobs' actual ÷ estimated GPU time as a sample
+        (apportion.core.estimate_ratios), for ranking estimated jobs by the Gittins index over it."""
+        if self.estimate_ratios is None:
+            self.estimate_ratios = EstimateRatios()
+        return self.estimate_ratios
 
     @property
     def level_names(self) -> tuple[str, ...]:
@@ -199,6 +208,8 @@ class DurationPredictor:
         and spread when next asked about."""
         if estimated_gpu_s is not None:
             self.estimates.observe(gpu_s, estimated_gpu_s)
+            if self.estimate_ratios is not None:
+                self.estimate_ratios.observe(gpu_s, estimated_gpu_s)
         logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0))
         groups = np.asarray(groups, dtype=np.int64).reshape(len(logs), len(self.levels))
         if self.samples is not None:

@@ -15,6 +15,7 @@ from apportion.core.rows import row_sum
 if TYPE_CHECKING:
     from apportion.core.duration_samples import DurationSamples
     from apportion.core.elastic import ElasticView
+    from apportion.core.estimate_ratios import EstimateRatios
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class JobView:
     # and those groups' samples (apportion.core.duration_samples); None unless the policy asked for them
     sample_group: np.ndarray | None = None
     duration_samples: DurationSamples | None = None
+    # [n] each job's own estimate of its GPU time (GPU-seconds at its fastest speed; NaN: none), and the
+    # finished estimated jobs' actual ÷ estimate as a sample (apportion.core.estimate_ratios), which ranks
+    # the estimated jobs once it is ready; None unless the policy asked for samples and a job has an estimate
+    estimated_gpu_s: np.ndarray | None = None
+    estimate_ratios: EstimateRatios | None = None
     # [n] CPU cores and GiB of memory each job needs beside its GPUs (JobTable.cpus, memory_gib);
     # None: no job asks for any
     cpus: np.ndarray | None = None

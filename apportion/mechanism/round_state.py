@@ -102,6 +102,8 @@ def job_view(
     predicted_log_sd: np.ndarray | None = None,
     sample_group: np.ndarray | None = None,
     duration_samples=None,
+    estimated_gpu_s: np.ndarray | None = None,
+    estimate_ratios=None,
     cpus: np.ndarray | None = None,
     memory_gib: np.ndarray | None = None,
 ) -> JobView:
@@ -120,7 +122,8 @@ def job_view(
         running_type=np.full(n, -1, dtype=np.int64) if running_type is None else running_type,
         queue=queue, user=user, now_s=now_s, deadline_s=deadline_s,
         predicted_gpu_s=predicted_gpu_s, predicted_log_sd=predicted_log_sd,
-        sample_group=sample_group, duration_samples=duration_samples, cpus=cpus, memory_gib=memory_gib,
+        sample_group=sample_group, duration_samples=duration_samples,
+        estimated_gpu_s=estimated_gpu_s, estimate_ratios=estimate_ratios, cpus=cpus, memory_gib=memory_gib,
     )
 
 

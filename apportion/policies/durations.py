@@ -17,6 +17,7 @@ import numpy as np
 from apportion.core.durations import PRIOR_GPU_S, PRIOR_LOG_SD, gpu_seconds, remaining_gpu_s
 from apportion.core.gittins import DONE_STEP, LOWEST_DOUBLING, SAMPLE_STEP, service_per_finish
 from apportion.core.allocation import Allocation
+from apportion.core.estimate_ratios import EstimateRatios
 from apportion.core.views import ClusterView, JobView, ThroughputView
 from apportion.policies.base import DEFAULT_RESTART_COST_S, OrderingPolicy, allocate_in_order, head_of_line
 
@@ -29,6 +30,9 @@ PREEMPT_MARGIN = 4.0
 # ranked by its group's sample, a job's rank is what jobs like it did: a waiting one goes ahead when
 # it needs less than half what the running one is believed to
 SAMPLE_PREEMPT_MARGIN = 2.0
+# ranked by its own estimate × the finished estimated jobs' ratios actual ÷ estimate, likewise (4 tried
+# on Philly's VCs with Helios-like estimates: no better; docs/durations.md)
+RATIO_PREEMPT_MARGIN = 2.0
 LOOK_AHEAD = 4  # checkpoints looked at beyond what a job did, at each allocation
 
 
@@ -75,6 +79,14 @@ def sampled(jobs: JobView) -> np.ndarray:
     return jobs.sample_group
 
 
+def ratio_ranked(jobs: JobView) -> np.ndarray:
+    """[n] whether each job is ranked by its own estimate × the sample of finished estimated jobs'
+    actual ÷ estimate (apportion.core.estimate_ratios): it has an estimate and the sample is ready."""
+    if jobs.estimated_gpu_s is None or jobs.estimate_ratios is None or not jobs.estimate_ratios.ready:
+        return np.zeros(len(jobs), dtype=bool)
+    return np.isfinite(jobs.estimated_gpu_s)
+
+
 def predictions(jobs: JobView) -> tuple[np.ndarray, np.ndarray]:
     """The view's predicted GPU time and its log standard deviation; with none (no history was
     given), every job alike: the predictor's prior."""
@@ -99,6 +111,9 @@ class DurationOrdering(OrderingPolicy):
     # index over the job's group's sample of finished jobs where it has one (qssf's default)
     by_index = False
     by_sample = False
+    # ``by_sample`` too: an estimated job by its estimate × the index over the finished estimated jobs'
+    # ratios actual ÷ estimate (qssf's ``estimate_ratios``; default: by its corrected lognormal)
+    by_ratios = False
 
     def __init__(self, *, durations: str = "oracle", agnostic: bool = False,
                  restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
@@ -136,33 +151,46 @@ class DurationOrdering(OrderingPolicy):
         # what is left as ``believed`` has it (total less done): ranks tie exactly where the beliefs do
         return self.rank_of(believed_total_steps(jobs, fastest) - jobs.steps_done, fastest, jobs.num_gpus)
 
+    def _ratio_ranked(self, jobs: JobView) -> np.ndarray:
+        """[n] the jobs this policy ranks by the estimates' ratios (``ratio_ranked``, if ``by_ratios``)."""
+        return ratio_ranked(jobs) if self.by_sample and self.by_ratios else np.zeros(len(jobs), dtype=bool)
+
     def preempt_margin(self, jobs: JobView) -> np.ndarray:
         """[n] how many times less a waiting job must be believed to need than each running one to go
         ahead: ``SAMPLE_PREEMPT_MARGIN`` for a job ranked by its group's sample, else ``PREEMPT_MARGIN``."""
         if not self.by_sample:
             return np.full(len(jobs), PREEMPT_MARGIN)
-        return np.where(sampled(jobs) >= 0, SAMPLE_PREEMPT_MARGIN, PREEMPT_MARGIN)
+        return np.where(sampled(jobs) >= 0, SAMPLE_PREEMPT_MARGIN,
+                        np.where(self._ratio_ranked(jobs), RATIO_PREEMPT_MARGIN, PREEMPT_MARGIN))
 
     def _index_gpu_s(self, jobs: JobView, predicted: np.ndarray, log_sd: np.ndarray, done: np.ndarray,
                      rows: np.ndarray | None = None) -> np.ndarray:
         """1 / the Gittins index of the jobs at ``rows`` (all: None) having done ``done`` ([rows] or
         [rows, k]: k points of each one's GPU time): over its group's sample where it has one
-        (``by_sample``), else of its lognormal prediction (``predicted``, ``log_sd``: at ``rows``)."""
+        (``by_sample``), or over the estimated jobs' ratios × its own estimate where it has one and they
+        are ready, else of its lognormal prediction (``predicted``, ``log_sd``: at ``rows``)."""
         shape = done.shape
         k = 1 if done.ndim == 1 else shape[1]
         done = done.ravel()
         group = np.full(len(done), -1, dtype=np.int64)
+        ratios = np.zeros(len(done), dtype=bool)
         if self.by_sample:
             group = np.repeat(sampled(jobs) if rows is None else sampled(jobs)[rows], k)
+            ranked = self._ratio_ranked(jobs)
+            ratios = np.repeat(ranked if rows is None else ranked[rows], k) & (group < 0)
         own = group >= 0
         if own.all():
             return jobs.duration_samples.keys(group, done).reshape(shape)
         key = np.empty(len(done))
-        rest = np.flatnonzero(~own)
+        rest = np.flatnonzero(~own & ~ratios)
         key[rest] = index_gpu_s(np.repeat(predicted, k)[rest], np.repeat(log_sd, k)[rest], done[rest])
-        if len(rest) < len(done):
+        if own.any():
             use = np.flatnonzero(own)
             key[use] = jobs.duration_samples.keys(group[use], done[use])
+        if ratios.any():
+            use = np.flatnonzero(ratios)
+            estimated = jobs.estimated_gpu_s if rows is None else jobs.estimated_gpu_s[rows]
+            key[use] = jobs.estimate_ratios.keys(np.repeat(estimated, k)[use], done[use])
         return key.reshape(shape)
 
     def allocate(self, jobs: JobView, cluster: ClusterView, throughputs: ThroughputView) -> Allocation:
@@ -227,6 +255,10 @@ class DurationOrdering(OrderingPolicy):
                 passed = np.maximum(np.ceil(np.log2(np.maximum(done, 1e-9)) / SAMPLE_STEP + 1e-9), 0.0)
                 own = np.exp2(SAMPLE_STEP * (passed[:, None] + np.arange(ahead)))
                 checkpoint = np.where((group >= 0)[:, None], own, checkpoint)
+            ratios = self._ratio_ranked(jobs)[rows] & (group < 0) if self.by_sample else np.zeros(len(rows), dtype=bool)
+            if ratios.any():  # ranked by the ratios: quarter doublings of its estimate ÷ their SCALE
+                own = EstimateRatios.checkpoints(jobs.estimated_gpu_s[rows], done, ahead)
+                checkpoint = np.where(ratios[:, None], own, checkpoint)
             left = self._index_gpu_s(jobs, predicted[rows], log_sd[rows], checkpoint, rows)
         else:
             left = remaining_gpu_s(np.repeat(predicted[rows], ahead), np.repeat(log_sd[rows], ahead),

@@ -14,7 +14,11 @@ like it that did as much went on to need), or, for a job of no group with 20 suc
 lognormal prediction (apportion.core.gittins): least predicted service first where the history is
 sure, least attained service first where it is wide (a queue's every 8-GPU job alike). ``lognormal``
 (``qssf:lognormal``) ranks every job by its lognormal's index (the form before the samples);
-``median_left`` (``qssf:median-left``) by the predicted median left alone.
+``median_left`` (``qssf:median-left``) by the predicted median left alone. A job with its own
+estimate is ranked by its corrected lognormal (apportion.core.duration_estimates); with
+``estimate_ratios`` (``qssf:estimate-ratios``), once 20 estimated jobs have finished, by its estimate
+× the index over their ratios actual ÷ estimate (apportion.core.estimate_ratios), which holds heavy
+error tails a lognormal cannot (on Philly with Helios-like estimates no better: docs/durations.md).
 
 Helios's own QSSF is not preemptive and is a strict queue: ``non_preemptive``
 (``qssf:non-preemptive``) lets a started job run to its end, ranking only the waiting jobs by
@@ -34,11 +38,13 @@ class Qssf(DurationOrdering):
     name = "qssf"
 
     def __init__(self, *, durations: str = "predicted", non_preemptive: bool = False, head_of_line: bool = False,
-                 median_left: bool = False, lognormal: bool = False, agnostic: bool = False,
+                 median_left: bool = False, lognormal: bool = False, estimate_ratios: bool = False,
+                 agnostic: bool = False,
                  restart_cost_s: float = DEFAULT_RESTART_COST_S) -> None:
         super().__init__(durations=durations, agnostic=agnostic, restart_cost_s=restart_cost_s)
         self.by_index = not (median_left or non_preemptive)  # Helios's form ranks by its prediction
         self.by_sample = self.by_index and not lognormal
+        self.by_ratios = self.by_sample and bool(estimate_ratios)
         self.non_preemptive = bool(non_preemptive)
         self.head_of_line = bool(head_of_line)
 

@@ -138,7 +138,11 @@ _BUILT_IN = (
                     "Gittins index of the prediction's spread, least attained service first where it is wide)",
                     False, variant=True), Option(
                     "lognormal", bool, "predicted: rank by the Gittins index of the lognormal prediction (default: "
-                    "over the job's group's recent finished jobs where it has 20 or more)", False, variant=True))),
+                    "over the job's group's recent finished jobs where it has 20 or more)", False, variant=True,
+                    excludes=("estimate_ratios",)), Option(
+                    "estimate_ratios", bool, "predicted: rank a job with its own estimate by it × the Gittins index "
+                    "over recent finished jobs' actual ÷ estimate, once 20 (default: by its corrected lognormal)",
+                    False, variant=True, excludes=("median_left", "non_preemptive")))),
     PolicyEntry("max-min-fairness", "apportion.policies.max_min_fairness:MaxMinFairness",
                 "Gavel's max-min fairness over normalised throughput", is_lp=True,
                 options=LP_OPTIONS + (Option("water_filling", bool, "raise jobs level by level, so none can rise "

@@ -8,7 +8,8 @@ were (more often would change little and cost a prediction of every active job e
 When many jobs are predicted again at once, jobs with the same group at every level of the
 predictor's ladder are predicted once for all. A job with its own estimate (the trace's
 ``estimated_duration_s``) is predicted from it, and the predictor learns how wrong estimates are
-from the finished jobs that had one.
+from the finished jobs that had one (ranking by samples: it also keeps their ratios actual ÷
+estimate as a sample, apportion.core.estimate_ratios, which ranks the estimated jobs).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class HistoryFeed:
         # each job's own estimate in the same unit (NaN: none); None: no job has one
         self.estimated_gpu_s = (None if jobs.estimated_steps is None
                                 else gpu_seconds(jobs.estimated_steps, jobs.num_gpus, fastest))
+        # ranking by samples, the estimated jobs are ranked by the finished ones' actual ÷ estimate
+        self.ratios = (self.predictor.keep_estimate_ratios()
+                       if samples and self.estimated_gpu_s is not None else None)
         n = len(jobs)
         self.first_gpu_s = np.full(n, np.nan)  # each job's first prediction (on arrival), for measuring it
         self.first_log_sd = np.full(n, np.nan)

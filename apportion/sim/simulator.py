@@ -401,8 +401,11 @@ class Simulator:
         gpu_s, log_sd = self.history.predict(active)
         if self.history.samples is None:
             return {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd}
-        return {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd,
-                "sample_group": self.history.sample_group(active), "duration_samples": self.history.samples}
+        samples = {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd,
+                   "sample_group": self.history.sample_group(active), "duration_samples": self.history.samples}
+        if self.history.ratios is not None:
+            samples.update(estimated_gpu_s=self.history.estimated_gpu_s[active], estimate_ratios=self.history.ratios)
+        return samples
 
     def _pace(self, replay: Replay, decision: RoundDecision, view: JobView) -> RunPace:
         """How the running jobs run this span: at their (pair's) throughput, slowed by their cores,

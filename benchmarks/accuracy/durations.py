@@ -39,7 +39,9 @@ oracle's gain over fifo, and no worse than las) and whether the hindsight bound 
 Philly is given one: drawn from its true duration with Helios's error buckets
 (``helios_like_estimates``; seeded, ``--estimate-seed``), the predictor learning their bias and
 spread from the jobs that finish (its September history told with estimates drawn alike);
-``--estimates-only`` runs just fifo, las, the oracle, qssf and it.
+``qssf (estimates, ratios)`` the same with qssf:estimate-ratios (an estimated job ranked by its
+estimate × the index over the recent finished jobs' ratios actual ÷ estimate);
+``--estimates-only`` runs just fifo, las, the oracle, qssf and those two.
 ``--helios PATH --helios-python PY`` runs Helios's own simulator on the same jobs beside
 (benchmarks/compare/helios_philly.py; PY needs pandas):
 
@@ -197,8 +199,9 @@ VC_RUNS = (  # (label, policy spec, durations)
     ("srtf (oracle)", "srtf", "oracle"),
     ("qssf (hindsight bound)", "qssf", "hindsight"),
     ("qssf (estimates)", "qssf", "estimates"),
+    ("qssf (estimates, ratios)", "qssf:estimate-ratios", "estimates"),
 )
-ESTIMATES_ONLY = ("fifo", "las", "qssf", "srtf (oracle)", "qssf (estimates)")
+ESTIMATES_ONLY = ("fifo", "las", "qssf", "srtf (oracle)", "qssf (estimates)", "qssf (estimates, ratios)")
 # Helios's error buckets for its Philly estimates (its estimators/philly_estimate.py, as described there):
 # the share of jobs whose relative error |e| is within each bound; within a bucket e is drawn uniformly
 ERROR_BOUNDS = np.array([0.0, 0.1, 0.5, 1.0, 10.0, 100.0])
@@ -252,9 +255,12 @@ def helios_like_estimates(truth: np.ndarray, rng: np.random.Generator) -> np.nda
 
 def taught(vc: str, history: dict, estimates: np.random.Generator | None = None) -> DurationPredictor:
     """A predictor told about the VC's history, oldest finish first (its samples kept too); with
-    ``estimates``, each history job with an estimate drawn by ``helios_like_estimates``."""
+    ``estimates``, each history job with an estimate drawn by ``helios_like_estimates`` (and the
+    ratios actual ÷ estimate kept as a sample too)."""
     predictor = DurationPredictor()
     predictor.keep_samples()
+    if estimates is not None:  # their ratios actual ÷ estimate rank the estimated jobs (qssf's default)
+        predictor.keep_estimate_ratios()
     n = len(history["gpus"])
     if n:
         groups = predictor.groups(user=None, name=None, queue=np.full(n, vc, dtype=object),
@@ -333,7 +339,8 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
                        "avg_jct_s": jct, "replay_cpu_s": cpu, "las_share_of_gain_over_fifo": las_share,
                        "qssf_share": share}
             for label, key in (("qssf", "qssf_meets_target"), ("qssf (hindsight bound)", "reachable_knowing_only_the_group"),
-                               ("qssf (estimates)", "qssf_with_estimates_meets_target")):
+                               ("qssf (estimates)", "qssf_with_estimates_meets_target"),
+                               ("qssf (estimates, ratios)", "qssf_with_estimates_by_ratios_meets_target")):
                 if label in jct:
                     out[vc][key] = bool(share[label]["of_gain_over_fifo"] >= TARGET and jct[label] <= las)
             if "qssf (estimates)" in jct:
@@ -342,6 +349,10 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
                       f"{'meets' if out[vc]['qssf_with_estimates_meets_target'] else 'misses'} the target; "
                       f"{'beats' if jct['qssf (estimates)'] < las else 'ties' if jct['qssf (estimates)'] == las else 'LOSES TO'}"
                       f" las; loaded: {out[vc]['loaded']}", file=sys.stderr, flush=True)
+            if "qssf (estimates, ratios)" in jct:
+                print(f"{vc}: qssf (estimates, ratios) takes {share['qssf (estimates, ratios)']['of_gain_over_fifo']}; "
+                      f"{'meets' if out[vc]['qssf_with_estimates_by_ratios_meets_target'] else 'misses'} the target",
+                      file=sys.stderr, flush=True)
     return out
 
 
@@ -425,7 +436,8 @@ def main() -> None:
     parser.add_argument("--gpus-per-node", type=int, default=8,
                         help="--per-vc: each VC's GPUs are Helios's nodes × this (8: Helios's; 1: squeezed, loaded)")
     parser.add_argument("--estimates-only", action="store_true",
-                        help="--per-vc: only fifo, las, the oracle, qssf and qssf given Helios-like estimates")
+                        help="--per-vc: only fifo, las, the oracle, qssf and qssf given Helios-like estimates "
+                             "(by its corrected lognormal, and by the estimates' ratios)")
     parser.add_argument("--estimate-seed", type=int, default=0, help="--per-vc: the seed the estimates are drawn with")
     parser.add_argument("--helios", default=None, help="--per-vc: a HeliosArtifact checkout, to run its simulator beside")
     parser.add_argument("--helios-python", default="python3", help="a Python with pandas, for --helios")

@@ -240,3 +240,53 @@ def test_ranked_by_a_sample_a_running_job_yields_to_one_believed_to_need_less_th
     for done, runs in ((256.0, [0, 1]), (700.0, [1, 0])):
         jobs = with_sample(view([1, 1], [5000.0, 5000.0], steps_done=[done, 0.0], running_type=[0, -1]), sample)
         assert Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share[:, 0].tolist() == runs, done
+
+
+def with_ratios(jobs: JobView, estimated, ratios, *, least: int = 1) -> JobView:
+    """``jobs`` with their own estimates and the finished estimated jobs' ``ratios`` actual ÷ estimate."""
+    from apportion.core.estimate_ratios import EstimateRatios
+
+    sample = EstimateRatios(least=least)
+    sample.observe(100.0 * np.asarray(ratios, dtype=float), np.full(len(ratios), 100.0))
+    return replace(jobs, estimated_gpu_s=np.asarray(estimated, dtype=float), estimate_ratios=sample)
+
+
+def test_past_its_estimate_a_running_job_is_believed_one_of_the_estimates_ten_times_short():
+    """Three of four estimates were right, one ten times short. L, estimated at 100, runs with 150
+    done (counted at 100 × 2**0.5): it is the ten-times one, 859 to go (429 with the margin of a
+    half). A newcomer estimated
+    at 300 asks for 300 × 4/3 = 400: it goes first (``estimate_ratios``). By its lognormal (100, sure:
+    the default and ``lognormal``) L has about as much again to go as it did, a quarter of that with
+    the lognormal's margin: L keeps its GPU. So it does below the 20 ratios the sample needs."""
+    ratios = [1.0, 1.0, 1.0, 10.0] * 5
+    base = view([1, 1], [100.0, 300.0], steps_done=[150.0, 0.0], running_type=[0, -1])
+    jobs = with_ratios(base, [100.0, 300.0], ratios)
+    few = with_ratios(base, [100.0, 300.0], ratios[:19], least=20)
+
+    ratios = Qssf(estimate_ratios=True)
+    assert ratios.rank_key(jobs, one_step_a_second(jobs)).tolist() == pytest.approx([1000.0 - 100.0 * 2 ** 0.5, 400.0])
+    assert ratios.allocate(jobs, gpus(1), one_step_a_second(jobs)).share[:, 0].tolist() == [0, 1]
+    assert Qssf().allocate(jobs, gpus(1), one_step_a_second(jobs)).share[:, 0].tolist() == [1, 0]  # the default
+    assert Qssf(lognormal=True).allocate(jobs, gpus(1), one_step_a_second(jobs)).share[:, 0].tolist() == [1, 0]
+    assert ratios.allocate(few, gpus(1), one_step_a_second(few)).share[:, 0].tolist() == [1, 0]
+
+
+def test_ranked_by_the_ratios_a_running_job_is_ranked_again_where_it_would_fall_behind():
+    """The same ratios; L (estimated at 100) runs with 10 done and keeps its GPU against a newcomer
+    estimated at 300 (400): short of its estimate it ranks about 100 ÷ 2. At 100 done it is one of
+    the ten-times ones (900 to go): it is ranked again then, 90 s on, and not before."""
+    ratios = [1.0, 1.0, 1.0, 10.0] * 5
+    base = view([1, 1], [100.0, 300.0], steps_done=[10.0, 0.0], running_type=[0, -1])
+    jobs = with_ratios(base, [100.0, 300.0], ratios)
+    policy = Qssf(estimate_ratios=True)
+
+    assert policy.allocate(jobs, gpus(1), one_step_a_second(jobs)).share[:, 0].tolist() == [1, 0]
+    at = policy.next_change_s(jobs, np.array([True, False]))
+    assert at == pytest.approx(90.0)  # at 100 GPU-s done (its estimate): counted as one of the ten-times ones
+
+
+@pytest.mark.parametrize("spec", ["qssf:lognormal:estimate-ratios", "qssf:median-left:estimate-ratios",
+                                  "qssf:non-preemptive:estimate-ratios"])
+def test_the_estimates_ratios_are_refused_beside_a_form_that_ranks_by_no_index(spec):
+    with pytest.raises(ValueError, match="cannot be combined"):
+        make_policy(spec)

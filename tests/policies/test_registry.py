@@ -78,7 +78,7 @@ def test_a_spec_parses_into_its_name_and_variants():
 
 @pytest.mark.parametrize("spec, options, message", [
     ("nope", {}, "unknown policy 'nope' (known: fifo, srtf, las, qssf, max-min-fairness, "),
-    ("max-min-fairness:shared", {}, "unknown policy variant ':shared' in 'max-min-fairness:shared' (known: :agnostic, :preemptive, :head-of-line, :continuous, :non-preemptive, :median-left, :lognormal, :space-sharing)"),
+    ("max-min-fairness:shared", {}, "unknown policy variant ':shared' in 'max-min-fairness:shared' (known: :agnostic, :preemptive, :head-of-line, :continuous, :non-preemptive, :median-left, :lognormal, :estimate-ratios, :space-sharing)"),
     ("las", {"partitions": 2}, "--partitions applies to LP policies (finish-time-fairness, max-min-fairness, "),
     ("max-min-fairness", {"partitions": 0}, "--partitions must be a whole number >= 1, got 0"),
     ("fifo:space-sharing", {}, "--space-sharing applies to finish-time-fairness, max-min-fairness, max-throughput, "

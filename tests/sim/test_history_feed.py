@@ -140,3 +140,49 @@ def test_estimates_let_qssf_run_first_a_short_job_its_group_cannot_tell_from_a_l
 
     assert alike.finish_s[1] > 5000.0
     assert told.finish_s[1] == pytest.approx(100.0) and told.finish_s[0] == pytest.approx(360.0 + 10000.0)  # from the next round
+
+
+def test_estimated_jobs_are_ranked_by_the_ratios_of_the_jobs_finished_by_the_round_that_reads_them():
+    """Twelve one-GPU jobs, each estimated at 100 steps, of 100 to 1,200 steps, on two v100s; at every
+    round qssf sees, the estimated jobs' ratios hold exactly those of the jobs finished by then, and
+    the view gives each job's own estimate."""
+    steps = [100.0 * (i + 1) for i in range(12)]
+    jobs = JobTable.build(job_id=[f"j{i}" for i in range(12)], submit_time_s=[60.0 * i for i in range(12)],
+                          kind_names=["a"] * 12, num_gpus=[1] * 12, total_steps=steps, kinds=("a",),
+                          estimated_steps=[100.0] * 12)
+    predictor = DurationPredictor(((),))
+    policy = make_policy("qssf:estimate-ratios")
+    seen = []
+    allocate = policy.allocate
+    policy.allocate = lambda view, *rest: seen.append(
+        (view.now_s, view.estimate_ratios.sample().tolist(), view.estimated_gpu_s.tolist())) or allocate(view, *rest)
+    result = Simulator(jobs, parse_cluster_shorthand("v100:2"), ONE_STEP_A_SECOND, policy, predictor=predictor).run()
+
+    assert any(0 < len(sample) < 12 for _, sample, _ in seen)
+    for now, sample, estimated in seen:
+        assert sample == sorted(steps[i] / 100.0 for i in range(12) if result.finish_s[i] <= now)
+        assert estimated and set(estimated) == {100.0}
+    assert predictor.estimate_ratios.seen == 12
+
+
+def test_with_enough_ratios_a_job_that_outlives_its_estimate_yields_to_new_estimated_ones():
+    """One v100, one step a second. The history: 40 jobs whose estimates were right for 32 and 200 times
+    short for 8 (every estimate 100). A job estimated at 100 that takes 20,000 starts at 0; ten jobs
+    estimated (rightly) at 100 arrive at 150. By the ratios (qssf:estimate-ratios), at the round at 360
+    the long job is one of the 200-times ones: the newcomers go first. By its lognormal (the ratios'
+    quartiles are all 1: sure of 100: qssf's default) it keeps its GPU a round more, and every newcomer finishes 360 s later."""
+    jobs = JobTable.build(job_id=[f"j{i}" for i in range(11)], submit_time_s=[0.0] + [150.0] * 10,
+                          kind_names=["a"] * 11, num_gpus=[1] * 11, total_steps=[20000.0] + [100.0] * 10,
+                          kinds=("a",), estimated_steps=[100.0] * 11)
+    short_jct = {}
+    for spec in ("qssf:estimate-ratios", "qssf"):
+        predictor = short_and_long_history()
+        predictor.keep_estimate_ratios()
+        groups = predictor.groups(user=None, name=None, queue=None, num_gpus=np.ones(40, dtype=np.int64),
+                                  submit_time_s=np.zeros(40))
+        predictor.observe(groups, np.where(np.arange(40) % 5 == 4, 20000.0, 100.0), np.full(40, 100.0))
+        result = Simulator(jobs, parse_cluster_shorthand("v100:1"), ONE_STEP_A_SECOND, make_policy(spec),
+                           predictor=predictor).run()
+        short_jct[spec] = float(np.mean(result.finish_s[1:] - 150.0))
+
+    assert short_jct["qssf"] - short_jct["qssf:estimate-ratios"] == pytest.approx(360.0, abs=1.0)
