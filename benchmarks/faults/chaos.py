@@ -4,7 +4,8 @@ A workload of the example training scripts (half the jobs given as argument list
 shell lines) runs on the real ``apportion serve`` with CPU slots, twice on fresh state
 directories: once undisturbed (the clean pass), once while ``--kills`` seeded random
 ``kill -9``s hit the server (started again at once on the same state directory), the jobs'
-training processes and their wrappers, spread over the clean pass's duration. Then:
+training processes and their wrappers, spread over the clean pass's duration (with
+``--no-clean-pass``, only the second, its kills spread over the time the reference runs suggest). Then:
 
 - ``jobs_lost``: jobs that did not complete (failed, or unfinished at ``--timeout-s``);
 - ``steps_redone``: steps redone *beyond* the last checkpoint: for each restart, how far the
@@ -25,13 +26,14 @@ training processes and their wrappers, spread over the clean pass's duration. Th
   makespans of two passes run minutes apart are not.
 
     python benchmarks/faults/chaos.py                          # 50 jobs, 20 kills
-    python benchmarks/faults/chaos.py --quick                  # the reduced form the tests run (4 jobs, 4 kills)
+    python benchmarks/faults/chaos.py --quick                  # the reduced form the tests run (4 jobs, 4 kills, no clean pass)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -316,12 +318,12 @@ def kinds_in_turn(rng: random.Random):
 
 
 def kill_one(server: Server, state_dir: Path, rng: random.Random, at: float, kind: str) -> dict:
-    """``kill -9`` one of: the server (started again at once), a training process, a wrapper (``kind``; the
-    server where no process of that kind runs now)."""
+    """``kill -9`` one of: the server (started again at once), a training process, a wrapper (``kind``; where
+    no process of that kind runs now, the other of the last two, else the server)."""
     wrappers = {a.pid: a.job_id for a in LocalExecutor(state_dir).scan()}
     targets = {"server": {server.process.pid: None}, "job": training_processes(state_dir), "wrapper": wrappers}
     if not targets[kind]:
-        kind = "server"
+        kind = next(k for k in (("wrapper", "job") if kind == "job" else ("job", "wrapper")) + ("server",) if targets[k])
     pid = rng.choice(sorted(targets[kind]))
     when = time.time()
     if kind == "server":
@@ -387,11 +389,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--timeout-s", type=float, default=900.0, help="the most each pass may take")
     parser.add_argument("--keep", help="keep both passes' state directories under this directory")
     parser.add_argument("--no-warm-start", action="store_true", help="every job start cold (serve --no-warm-start)")
+    parser.add_argument("--no-clean-pass", action="store_true",
+                        help="only the pass under kills, spread over the time the reference runs suggest the "
+                             "jobs take; no time lost is measured")
     parser.add_argument("--quick", action="store_true",
-                        help="4 jobs, 4 kills, seed 1: the reduced form tests/serve/test_chaos.py runs")
+                        help="4 jobs, 4 kills, seed 1, no clean pass: the reduced form tests/serve/test_chaos.py runs")
     args = parser.parse_args(argv)
     if args.quick:
-        args.jobs, args.kills, args.seed, args.timeout_s = 4, 4, 1, 400.0
+        args.jobs, args.kills, args.seed, args.timeout_s, args.no_clean_pass = 4, 4, 1, 400.0, True
 
     plans = workload(args.jobs)
     server_args = ["--slots", f"cpu:{args.slots}", "--policy", "fifo", "--round-s", "30",
@@ -400,21 +405,30 @@ def main(argv: list[str] | None = None) -> dict:
                    *(["--no-warm-start"] if args.no_warm_start else [])]
     began = time.time()
     become_subreaper()  # every process a pass starts is reaped here in the end: its CPU time is counted
+    referenced = time.time()
     expected = references(plans, args.slots)
+    # one job's time as the references ran (as many at once as there are slots), times the waves of jobs
+    foreseen_s = (time.time() - referenced) / math.ceil(len(expected) / args.slots) * math.ceil(len(plans) / args.slots)
     with tempfile.TemporaryDirectory(prefix="apportion-chaos-") as tmp:
         if args.keep:
             tmp = args.keep
             Path(tmp).mkdir(parents=True, exist_ok=True)
         clean_dir, chaos_dir = Path(tmp) / "clean", Path(tmp) / "chaos"
-        clean = run_pass(plans, clean_dir, server_args, [], random.Random(args.seed), args.timeout_s)
+        clean = None if args.no_clean_pass else run_pass(plans, clean_dir, server_args, [], random.Random(args.seed),
+                                                          args.timeout_s)
         rng = random.Random(args.seed)
-        window = 0.8 * clean["makespan_s"]  # kills land while jobs still run, spread over the run
+        # kills land while jobs still run, spread over the run
+        window = 0.8 * (foreseen_s if clean is None else clean["makespan_s"])
         kill_times = sorted(rng.uniform(0.05 * window, window) for _ in range(args.kills))
         chaos = run_pass(plans, chaos_dir, server_args, kill_times, rng, args.timeout_s)
-        clean_judged = judge(plans, clean, clean_dir, expected)
+        clean_judged = None if clean is None else judge(plans, clean, clean_dir, expected)
         chaos_judged = judge(plans, chaos, chaos_dir, expected)
         accounted = account(chaos_dir, chaos["kills"], args.slots, chaos["makespan_s"])
     kinds = [k["target"] for k in chaos["kills"]]
+
+    def clean_and_chaos(clean_value, chaos_value):
+        return {"clean": None if clean is None else clean_value(), "chaos": chaos_value}
+
     return {
         "jobs": len(plans),
         "kills": len(chaos["kills"]),
@@ -422,14 +436,15 @@ def main(argv: list[str] | None = None) -> dict:
         "jobs_lost": len(chaos_judged["lost"]),
         "steps_redone": chaos_judged["steps_redone"],
         "weights_identical": not chaos_judged["weights_differ"] and not chaos_judged["lost"],
-        "time_lost_fraction": round((chaos["makespan_s"] - clean["makespan_s"]) / clean["makespan_s"], 4),
+        "time_lost_fraction": None if clean is None else
+        round((chaos["makespan_s"] - clean["makespan_s"]) / clean["makespan_s"], 4),
         **accounted,
-        "clean_makespan_s": round(clean["makespan_s"], 2),
+        "clean_makespan_s": None if clean is None else round(clean["makespan_s"], 2),
         "chaos_makespan_s": round(chaos["makespan_s"], 2),
-        "attempts": {"clean": clean_judged["attempts"], "chaos": chaos_judged["attempts"]},
-        "cpu_s": {"clean": round(clean["cpu_s"], 1), "chaos": round(chaos["cpu_s"], 1)},
-        "cpu_s_by_role": {"clean": clean["cpu_s_by_role"], "chaos": chaos["cpu_s_by_role"]},
-        "clean_pass_ok": not clean_judged["lost"] and not clean_judged["weights_differ"]
+        "attempts": clean_and_chaos(lambda: clean_judged["attempts"], chaos_judged["attempts"]),
+        "cpu_s": clean_and_chaos(lambda: round(clean["cpu_s"], 1), round(chaos["cpu_s"], 1)),
+        "cpu_s_by_role": clean_and_chaos(lambda: clean["cpu_s_by_role"], chaos["cpu_s_by_role"]),
+        "clean_pass_ok": None if clean is None else not clean_judged["lost"] and not clean_judged["weights_differ"]
         and clean_judged["steps_redone"] == 0,
         "lost": chaos_judged["lost"],
         "weights_differ": chaos_judged["weights_differ"],

@@ -69,7 +69,7 @@ RUN_BY_OTHERS = {
     "accuracy/fidelity.py": "test_fidelity_quick_mode_serves_and_replays, below",
     "accuracy/fidelity_attempts.py": "test_fidelity_attempts_reads_a_kept_run, below",
     "faults/abuse_server.py": "every abuse case's server (faults/abuse.py --quick)",
-    "faults/chaos.py": "tests/serve/test_chaos.py (chaos.py --quick: 4 jobs, 4 kills, nothing lost)",
+    "faults/chaos.py": "tests/serve/test_chaos.py (chaos.py --quick: 4 jobs, 4 kills, no clean pass, nothing lost)",
     "faults/chaos_accounting.py": "chaos.py, which accounts every chaos pass with it",
     "jobs/loader_job.py": "compare/data_stalls_local.py --quick",
     "jobs/timed_job.py": "speed/warm_start.py, speed/preemption_roundtrip.py and accuracy/fidelity.py --quick",

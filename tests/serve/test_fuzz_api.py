@@ -26,7 +26,7 @@ from apportion.serve.store.state import StateStore
 
 JOB = {"name": "cnn", "command": ["python", "train.py"], "total_steps": 100, "user": "ann"}
 ANSWERS = {200, 400, 403, 404, 409}
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # numbers at and past every bound: 2**53 steps, 2**63 (SQLite), 2**64, floats that overflow
 EDGE_NUMBERS = st.sampled_from([0, -1, 1, 2**31, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -2**63 - 1, 10**30,

@@ -33,7 +33,7 @@ from apportion.serve.store.state import StateStore
 
 JOB = {"name": "cnn", "command": ["python", "train.py"], "total_steps": 100}
 ADMIN_TOKEN = "t" * 48
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 
