@@ -19,6 +19,36 @@ import numpy as np
 
 PRIOR_LOG_SD = 1.0  # how far off an estimate is believed to be before any has been checked: a factor of e
 IQR_TO_SD = 1.349  # a normal's interquartile range over its standard deviation
+MIN_GPU_S = 1.0  # an estimate or a GPU time under one GPU-second counts as one
+
+
+def finished_ratios(gpu_s: np.ndarray, estimated_gpu_s: np.ndarray) -> np.ndarray:
+    """[m] actual ÷ estimated GPU time of the finished jobs that have both (NaN: none, left out), in order."""
+    actual = np.asarray(gpu_s, dtype=np.float64)
+    estimated = np.asarray(estimated_gpu_s, dtype=np.float64)
+    both = np.isfinite(actual) & np.isfinite(estimated)
+    return np.maximum(actual[both], MIN_GPU_S) / np.maximum(estimated[both], MIN_GPU_S)
+
+
+class RecentValues:
+    """The last ``size`` values told, in a ring: the finite memory of finished jobs a learner keeps."""
+
+    def __init__(self, size: int) -> None:
+        self.size = int(size)
+        self._values = np.zeros(self.size)  # the ``seen``-th value at ``seen % size``
+        self.seen = 0  # values told so far
+
+    def add(self, values: np.ndarray) -> None:
+        """Values, oldest first."""
+        values = np.asarray(values, dtype=np.float64)
+        kept = values[-self.size:]
+        at = (self.seen + len(values) - len(kept) + np.arange(len(kept))) % self.size
+        self._values[at] = kept
+        self.seen += len(values)
+
+    def values(self) -> np.ndarray:
+        """The kept values (at most ``size``), in no particular order."""
+        return self._values[:min(self.seen, self.size)]
 
 
 class EstimateBias:
@@ -30,29 +60,27 @@ class EstimateBias:
             raise ValueError("recent must be >= 1, and shrinkage and prior_log_sd > 0")
         self.recent, self.shrinkage = int(recent), float(shrinkage)
         self.prior_log_sd, self.min_log_sd = float(prior_log_sd), float(min_log_sd)
-        self._ratios = np.zeros(self.recent)  # a ring: the ``seen``-th ratio at ``seen % recent``
-        self.seen = 0  # finished jobs with an estimate told so far
+        self._ratios = RecentValues(self.recent)  # log(actual ÷ estimate) of the finished jobs with one
         self._learnt: tuple[float, float] | None = (0.0, self.prior_log_sd)  # (bias, log sd); None: stale
 
     def observe(self, gpu_s: np.ndarray, estimated_gpu_s: np.ndarray) -> None:
         """Finished jobs, oldest first: the GPU-seconds each took and its estimate (NaN: none, left out)."""
-        actual = np.asarray(gpu_s, dtype=np.float64)
-        estimated = np.asarray(estimated_gpu_s, dtype=np.float64)
-        both = np.isfinite(actual) & np.isfinite(estimated)
-        if not both.any():
-            return
-        ratios = np.log(np.maximum(actual[both], 1.0) / np.maximum(estimated[both], 1.0))[-self.recent:]
-        told = int(both.sum())
-        at = (self.seen + told - len(ratios) + np.arange(len(ratios))) % self.recent
-        self._ratios[at] = ratios
-        self.seen += told
-        self._learnt = None
+        ratios = finished_ratios(gpu_s, estimated_gpu_s)
+        if len(ratios):
+            self._ratios.add(np.log(ratios))
+            self._learnt = None
+
+    @property
+    def seen(self) -> int:
+        """Finished jobs with an estimate told so far."""
+        return self._ratios.seen
 
     def learnt(self) -> tuple[float, float]:
         """(log bias, log standard deviation) an estimate is corrected by, from the ratios so far."""
         if self._learnt is None:
-            n = min(self.seen, self.recent)
-            low, median, high = np.percentile(self._ratios[:n], [25, 50, 75])
+            ratios = self._ratios.values()
+            n = len(ratios)
+            low, median, high = np.percentile(ratios, [25, 50, 75])
             bias = n / (n + self.shrinkage) * median
             pull = (n - 1) / (n - 1 + self.shrinkage)
             self._learnt = (float(bias), float(pull * (high - low) / IQR_TO_SD + (1.0 - pull) * self.prior_log_sd))

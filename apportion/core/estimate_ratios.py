@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from apportion.core.duration_estimates import MIN_GPU_S, RecentValues, finished_ratios
 from apportion.core.gittins import SAMPLE_STEP, sample_column, sample_keys
 
 WINDOW = 500  # the most recent finished jobs with an estimate kept
@@ -26,7 +27,6 @@ REFRESH = 0.05  # the index is worked out again once this share of the sample is
 REFRESH_LEAST = 2  # ... and at least this many ratios
 SCALE = 2.0 ** 20  # a ratio × SCALE is what the index's table counts in GPU-seconds
 LOWEST, HIGHEST = 2.0 ** -20, 2.0 ** 27  # ratios are kept within these
-MIN_GPU_S = 1.0  # an estimate or a GPU time under one GPU-second counts as one, as EstimateBias has it
 
 
 class EstimateRatios:
@@ -36,8 +36,7 @@ class EstimateRatios:
         if window < 1 or least < 1:
             raise ValueError("window and least must be >= 1")
         self.window, self.least = int(window), int(least)
-        self._ratios = np.zeros(self.window)  # a ring: the ``seen``-th ratio at ``seen % window``
-        self.seen = 0  # finished jobs with an estimate told so far
+        self._ratios = RecentValues(self.window)
         self._worked_at = -1  # ``seen`` when ``_keys`` was worked out (-1: never)
         self._keys = np.zeros(0)
 
@@ -48,21 +47,16 @@ class EstimateRatios:
 
     def observe(self, gpu_s: np.ndarray, estimated_gpu_s: np.ndarray) -> None:
         """Finished jobs, oldest first: the GPU-seconds each took and its estimate (NaN: none, left out)."""
-        actual = np.asarray(gpu_s, dtype=np.float64)
-        estimated = np.asarray(estimated_gpu_s, dtype=np.float64)
-        both = np.isfinite(actual) & np.isfinite(estimated)
-        if not both.any():
-            return
-        ratios = np.clip(np.maximum(actual[both], MIN_GPU_S) / np.maximum(estimated[both], MIN_GPU_S),
-                         LOWEST, HIGHEST)[-self.window:]
-        told = int(both.sum())
-        at = (self.seen + told - len(ratios) + np.arange(len(ratios))) % self.window
-        self._ratios[at] = ratios
-        self.seen += told
+        self._ratios.add(np.clip(finished_ratios(gpu_s, estimated_gpu_s), LOWEST, HIGHEST))
+
+    @property
+    def seen(self) -> int:
+        """Finished jobs with an estimate told so far."""
+        return self._ratios.seen
 
     def sample(self) -> np.ndarray:
         """The sorted ratios of the most recent finished jobs with an estimate (at most ``window``)."""
-        return np.sort(self._ratios[:min(self.seen, self.window)])
+        return np.sort(self._ratios.values())
 
     def keys(self, estimated_gpu_s: np.ndarray, done_gpu_s: np.ndarray) -> np.ndarray:
         """[n] 1 / the Gittins index (GPU-seconds) of jobs with these estimates that did ``done_gpu_s``:
