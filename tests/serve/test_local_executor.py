@@ -184,7 +184,7 @@ def test_a_scan_waits_for_a_leader_whose_exec_is_under_way(tmp_path, monkeypatch
     monkeypatch.setattr(local_executor, "_cmdline", mid_exec_at_first)
     try:
         assert [a.job_id for a in executor.scan()] == [1]
-        assert len(reads) == 2
+        assert len(reads) >= 2  # read again once its exec was through (more than once on a busy machine)
         monkeypatch.setattr(local_executor, "_cmdline", lambda pid: [] if pid == process.pid else real(pid))
         assert executor.scan(exec_wait_s=0.05) == []  # an exec that never ends is given up on
     finally:
