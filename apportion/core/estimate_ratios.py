@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from apportion.core.duration_estimates import MIN_GPU_S, RecentValues, finished_ratios
-from apportion.core.gittins import SAMPLE_STEP, sample_column, sample_keys
+from apportion.core.gittins import sample_checkpoints, sample_column, sample_keys
 
 WINDOW = 500  # the most recent finished jobs with an estimate kept
 LEAST = 20  # from this many on, an estimated job is ranked by the sample (before: by its lognormal)
@@ -76,6 +76,4 @@ class EstimateRatios:
         """[n, ahead] the next ``ahead`` GPU times past ``done_gpu_s`` at which each job's key may
         change: its estimate ÷ SCALE × each quarter doubling (the columns of ``sample_column``)."""
         unit = np.maximum(np.asarray(estimated_gpu_s, dtype=np.float64), MIN_GPU_S) / SCALE
-        done = np.maximum(np.asarray(done_gpu_s, dtype=np.float64), 1e-300)
-        passed = np.maximum(np.ceil(np.log2(done / unit) / SAMPLE_STEP + 1e-9), 0.0)
-        return unit[:, None] * np.exp2(SAMPLE_STEP * (passed[:, None] + np.arange(ahead)))
+        return sample_checkpoints(done_gpu_s, ahead, unit)

@@ -117,6 +117,16 @@ def sample_column(done: np.ndarray) -> np.ndarray:
     return np.where(done < 1.0, 0, np.clip(steps, 0, SAMPLE_COLUMNS - 2) + 1).astype(np.int64)
 
 
+def sample_checkpoints(done: np.ndarray, ahead: int, unit: np.ndarray | float = 1.0) -> np.ndarray:
+    """[n, ahead] the next ``ahead`` amounts of work past ``done`` [n] at which a key read off
+    ``sample_keys`` may change: ``unit`` × each quarter doubling from 1 on (the columns of ``sample_column``
+    for work counted in ``unit``s)."""
+    unit = np.broadcast_to(np.asarray(unit, dtype=np.float64), np.shape(done))
+    done = np.maximum(np.asarray(done, dtype=np.float64), 1e-300)
+    passed = np.maximum(np.ceil(np.log2(done / unit) / SAMPLE_STEP + 1e-9), 0.0)
+    return unit[:, None] * np.exp2(SAMPLE_STEP * (passed[:, None] + np.arange(ahead)))
+
+
 def sample_column_done() -> np.ndarray:
     """[columns] the GPU time each column counts a job as having done (0, then 1, 2**0.25, …)."""
     return np.concatenate(([0.0], np.exp2(np.arange(SAMPLE_COLUMNS - 1) * SAMPLE_STEP)))

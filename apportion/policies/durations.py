@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from apportion.core.durations import PRIOR_GPU_S, PRIOR_LOG_SD, gpu_seconds, remaining_gpu_s
-from apportion.core.gittins import DONE_STEP, LOWEST_DOUBLING, SAMPLE_STEP, service_per_finish
+from apportion.core.gittins import DONE_STEP, LOWEST_DOUBLING, sample_checkpoints, service_per_finish
 from apportion.core.allocation import Allocation
 from apportion.core.estimate_ratios import EstimateRatios
 from apportion.core.views import ClusterView, JobView, ThroughputView
@@ -155,6 +155,17 @@ class DurationOrdering(OrderingPolicy):
         """[n] the jobs this policy ranks by the estimates' ratios (``ratio_ranked``, if ``by_ratios``)."""
         return ratio_ranked(jobs) if self.by_sample and self.by_ratios else np.zeros(len(jobs), dtype=bool)
 
+    def _ranked_by(self, jobs: JobView, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Of the jobs at ``rows`` (all: None), the group whose sample ranks each (-1: none) and whether
+        the estimates' ratios rank it (only where no group does); neither: its lognormal."""
+        if not self.by_sample:
+            n = len(jobs) if rows is None else len(rows)
+            return np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool)
+        group, ratios = sampled(jobs), self._ratio_ranked(jobs)
+        if rows is not None:
+            group, ratios = group[rows], ratios[rows]
+        return group, ratios & (group < 0)
+
     def preempt_margin(self, jobs: JobView) -> np.ndarray:
         """[n] how many times less a waiting job must be believed to need than each running one to go
         ahead: ``SAMPLE_PREEMPT_MARGIN`` for a job ranked by its group's sample, else ``PREEMPT_MARGIN``."""
@@ -172,12 +183,7 @@ class DurationOrdering(OrderingPolicy):
         shape = done.shape
         k = 1 if done.ndim == 1 else shape[1]
         done = done.ravel()
-        group = np.full(len(done), -1, dtype=np.int64)
-        ratios = np.zeros(len(done), dtype=bool)
-        if self.by_sample:
-            group = np.repeat(sampled(jobs) if rows is None else sampled(jobs)[rows], k)
-            ranked = self._ratio_ranked(jobs)
-            ratios = np.repeat(ranked if rows is None else ranked[rows], k) & (group < 0)
+        group, ratios = (np.repeat(a, k) for a in self._ranked_by(jobs, rows))
         own = group >= 0
         if own.all():
             return jobs.duration_samples.keys(group, done).reshape(shape)
@@ -250,12 +256,9 @@ class DurationOrdering(OrderingPolicy):
         passed = np.maximum(np.ceil(np.log2(np.maximum(done, 1e-9) / predicted[rows]) / step + 1e-9), lowest)
         checkpoint = predicted[rows, None] * np.exp2(step * (passed[:, None] + np.arange(ahead)))
         if self.by_index:
-            group = sampled(jobs)[rows] if self.by_sample else np.full(len(rows), -1)
+            group, ratios = self._ranked_by(jobs, rows)
             if (group >= 0).any():  # ranked by a sample: quarter doublings of a GPU-second, from 1 on
-                passed = np.maximum(np.ceil(np.log2(np.maximum(done, 1e-9)) / SAMPLE_STEP + 1e-9), 0.0)
-                own = np.exp2(SAMPLE_STEP * (passed[:, None] + np.arange(ahead)))
-                checkpoint = np.where((group >= 0)[:, None], own, checkpoint)
-            ratios = self._ratio_ranked(jobs)[rows] & (group < 0) if self.by_sample else np.zeros(len(rows), dtype=bool)
+                checkpoint = np.where((group >= 0)[:, None], sample_checkpoints(done, ahead), checkpoint)
             if ratios.any():  # ranked by the ratios: quarter doublings of its estimate ÷ their SCALE
                 own = EstimateRatios.checkpoints(jobs.estimated_gpu_s[rows], done, ahead)
                 checkpoint = np.where(ratios[:, None], own, checkpoint)

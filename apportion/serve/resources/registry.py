@@ -112,9 +112,4 @@ class Resources(tuple):
         """[n] the fraction of their best speed the jobs train at with what the resources give them
         (the product over the resources that say; None: none does)."""
         found = [f for f in (r.speed_at_share(job_ids, gpus, cpus) for r in self) if f is not None]
-        if not found:
-            return None
-        product = found[0]
-        for factor in found[1:]:
-            product = product * factor
-        return product
+        return math.prod(found) if found else None

@@ -539,15 +539,20 @@ class Rounds:
             return rates
         ids = np.asarray(table["id"], dtype=np.int64)[rows]
         gpus = table.typed("gpus", np.int64)[rows]
-        factor = self.state.resources.speed_at_share(ids, gpus, table.typed("cpus", np.float64)[rows])
+        asked = table.typed("cpus", np.float64)[rows]
+        factor = self.state.resources.speed_at_share(ids, gpus, asked)
         if factor is None:
             slowed = np.zeros(0, dtype=np.int64)
-        else:
-            at_even = self.state.resources.speed_at_share(ids, gpus, np.zeros(len(rows)))
+        else:  # at the proportional share: the same, but for the jobs that asked for cores
+            at_even = factor
+            more = np.flatnonzero(np.nan_to_num(asked) > 0)
+            if len(more):
+                at_even = factor.copy()
+                at_even[more] = self.state.resources.speed_at_share(ids[more], gpus[more], np.zeros(len(more)))
             slowed = np.flatnonzero((factor < 1.0) | (at_even < 1.0))
-        key = ids[slowed].tobytes() + factor[slowed].round(3).tobytes() if len(slowed) else b""
-        if key != self._core_key:  # a curve learnt or moved: the allocation is stale (the planner re-solves)
-            self._core_key, self._core_version = key, self._core_version + 1
+        core_key = ids[slowed].tobytes() + factor[slowed].round(3).tobytes() if len(slowed) else b""
+        if core_key != self._core_key:  # a curve learnt or moved: the allocation is stale (the planner re-solves)
+            self._core_key, self._core_version = core_key, self._core_version + 1
         if not len(slowed):
             return rates
         rates = rates.copy()
