@@ -49,6 +49,35 @@ class CoreCurves:
         return self.points[first_best]
 
 
+def relative_speed_each(curves: list[tuple[np.ndarray, np.ndarray]], cores_per_gpu: np.ndarray) -> np.ndarray:
+    """[n] :func:`relative_speed` of n curves each on core counts of its own ((points, speeds) pairs, as a
+    job file or a server's measurements give them), at ``cores_per_gpu`` [n]: all at once, the curves
+    padded to the longest with their last speed (flat beyond their last point, as one is read)."""
+    longest = max((len(points) for points, _ in curves), default=1)
+    points = np.empty((len(curves), longest))
+    speed = np.empty((len(curves), longest))
+    for row, (p, v) in enumerate(curves):
+        k = len(p)
+        points[row, :k], points[row, k:] = p, p[-1] + np.arange(1, longest - k + 1)
+        speed[row, :k], speed[row, k:] = np.maximum.accumulate(v), np.max(v)
+    return _read_off(points, speed, np.maximum(np.asarray(cores_per_gpu, dtype=np.float64), 0.0))
+
+
+def _read_off(points: np.ndarray, speed: np.ndarray, cores: np.ndarray) -> np.ndarray:
+    """[n] each row's speed at ``cores`` over its best: linear between its ``points`` [n, K], in proportion
+    to the cores below the first, flat above the last."""
+    rows = np.arange(len(cores))
+    best = speed[:, -1]
+    if points.shape[1] == 1:
+        return speed[:, 0] * np.minimum(cores / points[:, 0], 1.0) / best
+    upper = np.clip((points <= cores[:, None]).sum(axis=1), 1, points.shape[1] - 1)
+    lower = upper - 1
+    x0, x1 = points[rows, lower], points[rows, upper]
+    y0, y1 = speed[rows, lower], speed[rows, upper]
+    between = y0 + (y1 - y0) * (np.clip(cores, x0, x1) - x0) / (x1 - x0)
+    return np.where(cores < points[:, 0], speed[:, 0] * cores / points[:, 0], between) / best
+
+
 def relative_speed(curves: CoreCurves, jobs: np.ndarray, cores_per_gpu: np.ndarray) -> np.ndarray:
     """[m] the fraction of its best speed each of ``jobs`` trains at with ``cores_per_gpu`` [m]."""
     jobs = np.asarray(jobs, dtype=np.int64)

@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from apportion.core.cpu_speed import CoreCurves, relative_speed
+from apportion.core.cpu_speed import CoreCurves, relative_speed, relative_speed_each
 from apportion.mechanism.cpu_split import split_cores
 from apportion.serve.resources.host import Host
 from apportion.workloads.cpu_speed_column import pairs_of_cell
@@ -154,19 +154,14 @@ class CoreSplit:
 
     def _speed_at(self, ids: np.ndarray, shares: np.ndarray) -> np.ndarray:
         """[n] the fraction of its best speed each job of ``ids`` trains at with ``shares`` [n] cores per GPU
-        (the jobs that share a curve, as many share a job file's, read off it at once)."""
+        (every curve read at once, each on its own core counts: one Python step a job, none a curve)."""
         out = np.ones(len(ids))
         curves = self._curves(ids)
         if not curves:
             return out
-        groups: dict[bytes, list[int]] = {}
-        for j in np.flatnonzero(np.isin(ids, np.fromiter(curves, dtype=np.int64, count=len(curves)))).tolist():
-            points, speed = curves[int(ids[j])]
-            groups.setdefault(points.tobytes() + b"|" + speed.tobytes(), []).append(j)
-        for at in groups.values():
-            points, speed = curves[int(ids[at[0]])]
-            out[at] = relative_speed(CoreCurves(points, speed[None, :]), np.zeros(len(at), dtype=np.int64),
-                                     np.asarray(shares, dtype=np.float64)[at])
+        rows = np.flatnonzero(np.isin(ids, np.fromiter(curves, dtype=np.int64, count=len(curves))))
+        out[rows] = relative_speed_each([curves[job_id] for job_id in ids[rows].tolist()],
+                                        np.asarray(shares, dtype=np.float64)[rows])
         return out
 
     def _curves(self, ids: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
