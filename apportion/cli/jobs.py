@@ -13,7 +13,7 @@ import typer
 
 from apportion.cli import options as opt
 from apportion.cli.arrays import collapse_arrays
-from apportion.cli.output import cell, console, errors, escape, fail, print_json, print_json_text, print_table
+from apportion.cli.output import console, errors, escape, fail, print_json, print_json_text, print_table
 from apportion.cli.output import cell_text as _text
 from apportion.cli.safe_text import log_text, printable
 from apportion.stdio import stdout_to_stderr

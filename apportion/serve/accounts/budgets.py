@@ -30,8 +30,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from apportion.serve.accounts.limits import BudgetRules, Limits
 from apportion.serve.store.state import ACTIVE, StateStore

@@ -114,7 +114,6 @@ class Rounds:
                 resource.round_starts(now)
             self.state.dirty = False  # before the jobs are read: one submitted meanwhile (no state lock) sets it again
             table = self.store.round_table()
-            status = table["status"]
             changes: dict[int, dict] = {}
             events: list[tuple] = []
             lease_end = start + self.config.round_s
@@ -550,7 +549,8 @@ class Rounds:
                 at_even = factor.copy()
                 at_even[more] = self.state.resources.speed_at_share(ids[more], gpus[more], np.zeros(len(more)))
             slowed = np.flatnonzero((factor < 1.0) | (at_even < 1.0))
-        core_key = ids[slowed].tobytes() + factor[slowed].round(3).tobytes() if len(slowed) else b""
+        core_key = (ids[slowed].tobytes() + factor[slowed].round(3).tobytes() + at_even[slowed].round(3).tobytes()
+                    if len(slowed) else b"")
         if core_key != self._core_key:  # a curve learnt or moved: the allocation is stale (the planner re-solves)
             self._core_key, self._core_version = core_key, self._core_version + 1
         if not len(slowed):

@@ -12,7 +12,6 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from apportion.serve.base.offline import job_nodes
 from apportion.serve.jobs.records import EventRecord, JobRecord
-from apportion.serve.store import usage
 
 
 class SchedulerViews:
