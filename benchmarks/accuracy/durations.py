@@ -41,7 +41,10 @@ Philly is given one: drawn from its true duration with Helios's error buckets
 spread from the jobs that finish (its September history told with estimates drawn alike);
 ``qssf (estimates, ratios)`` the same with qssf:estimate-ratios (an estimated job ranked by its
 estimate × the index over the recent finished jobs' ratios actual ÷ estimate);
-``--estimates-only`` runs just fifo, las, the oracle, qssf and those two.
+``qssf (estimates taken as true)`` believes each estimate exactly, learning nothing (what the estimates
+alone say; not a bound); ``estimates_extra_jct_by_error`` says where qssf (estimates) loses to the
+oracle: its extra JCT summed over the jobs whose estimate is over 2× too short, within 2×, and over
+2× too long. ``--estimates-only`` runs just fifo, las, the oracle, qssf and those three.
 ``--helios PATH --helios-python PY`` runs Helios's own simulator on the same jobs beside
 (benchmarks/compare/helios_philly.py; PY needs pandas):
 
@@ -68,6 +71,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from apportion.core.duration_estimates import EstimateBias  # noqa: E402
 from apportion.core.duration_samples import DurationSamples  # noqa: E402
 from apportion.core.durations import LADDER, DurationPredictor  # noqa: E402
 from apportion.experiment import WorkloadSettings, load_inputs, policy_from_spec  # noqa: E402
@@ -200,8 +204,12 @@ VC_RUNS = (  # (label, policy spec, durations)
     ("qssf (hindsight bound)", "qssf", "hindsight"),
     ("qssf (estimates)", "qssf", "estimates"),
     ("qssf (estimates, ratios)", "qssf:estimate-ratios", "estimates"),
+    ("qssf (estimates taken as true)", "qssf", "estimates taken as true"),
 )
-ESTIMATES_ONLY = ("fifo", "las", "qssf", "srtf (oracle)", "qssf (estimates)", "qssf (estimates, ratios)")
+ESTIMATES_ONLY = ("fifo", "las", "qssf", "srtf (oracle)", "qssf (estimates)", "qssf (estimates, ratios)",
+                  "qssf (estimates taken as true)")
+# the estimates' error bands (estimate ÷ truth) the extra JCT of qssf (estimates) over the oracle is summed in
+ERROR_BANDS = ((0.0, 0.5, "over 2x too short"), (0.5, 2.0, "within 2x"), (2.0, math.inf, "over 2x too long"))
 # Helios's error buckets for its Philly estimates (its estimators/philly_estimate.py, as described there):
 # the share of jobs whose relative error |e| is within each bound; within a bucket e is drawn uniformly
 ERROR_BOUNDS = np.array([0.0, 0.1, 0.5, 1.0, 10.0, 100.0])
@@ -270,6 +278,18 @@ def taught(vc: str, history: dict, estimates: np.random.Generator | None = None)
     return predictor
 
 
+class TakenAsTrue(EstimateBias):
+    """Each estimate believed exactly (no bias, the narrowest spread), learning nothing from the jobs that
+    finish: what the estimates alone say, without the correction (not a bound: the index over a wider
+    belief may do better or worse)."""
+
+    def observe(self, gpu_s, estimated_gpu_s) -> None:
+        pass
+
+    def learnt(self) -> tuple[float, float]:
+        return 0.0, self.min_log_sd
+
+
 class Hindsight(DurationSamples):
     """Samples fixed before the replay, learning nothing from it: each group's every job of the VC,
     known in hindsight (no policy that knows only a job's group can know more)."""
@@ -306,16 +326,20 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
             path, history = workloads[vc]
             size = HELIOS_VC_NODES[vc] * gpus_per_node
             inputs = load_inputs(WorkloadSettings(path=str(path), cluster=f"v100:{size}"))
-            jct, cpu = {}, {}
+            jct, cpu, each_jct, estimated_steps = {}, {}, {}, None
             for label, spec, durations in VC_RUNS:
                 if estimates_only and label not in ESTIMATES_ONLY:
                     continue
                 options = {"restart_cost_s": config.restart_cost_s}
                 predictor, jobs = None, inputs.jobs
-                if durations == "estimates":  # the replay's jobs and the history's, each with an estimate
+                if durations is not None and durations.startswith("estimates"):  # the replay's jobs and the history's, each with an estimate
                     rng = np.random.default_rng(estimate_seed)
+                    as_true = durations == "estimates taken as true"
                     durations, predictor = "predicted", taught(vc, history, rng)
                     jobs = replace(jobs, estimated_steps=helios_like_estimates(jobs.total_steps, rng))
+                    estimated_steps = jobs.estimated_steps
+                    if as_true:
+                        predictor.estimates = TakenAsTrue(min_log_sd=predictor.estimates.min_log_sd)
                 elif durations == "hindsight":
                     durations, predictor = "predicted", hindsight(vc, history, path)
                 elif durations == "predicted":
@@ -325,7 +349,10 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
                 simulator = Simulator(jobs, inputs.cluster, inputs.throughputs,
                                       policy_from_spec(spec, **options), config, predictor=predictor)
                 started = time.process_time()
-                jct[label] = round(simulator.run().summary["avg_jct_s"], 1)
+                result = simulator.run()
+                jct[label] = round(result.summary["avg_jct_s"], 1)
+                if label in ("srtf (oracle)", "qssf (estimates)"):
+                    each_jct[label] = result.jct_s
                 cpu[label] = round(time.process_time() - started, 1)
                 print(f"{vc} ({size} GPUs), {label}: avg JCT {jct[label]:,.0f} s, {cpu[label]} s CPU", file=sys.stderr,
                       flush=True)
@@ -338,9 +365,13 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
                        "fifo_over_oracle": round(fifo / oracle, 2), "loaded": bool(fifo >= LOADED * oracle),
                        "avg_jct_s": jct, "replay_cpu_s": cpu, "las_share_of_gain_over_fifo": las_share,
                        "qssf_share": share}
+            if len(each_jct) == 2 and estimated_steps is not None:
+                out[vc]["estimates_extra_jct_by_error"] = extra_by_error(
+                    each_jct["qssf (estimates)"] - each_jct["srtf (oracle)"], estimated_steps / inputs.jobs.total_steps)
             for label, key in (("qssf", "qssf_meets_target"), ("qssf (hindsight bound)", "reachable_knowing_only_the_group"),
                                ("qssf (estimates)", "qssf_with_estimates_meets_target"),
-                               ("qssf (estimates, ratios)", "qssf_with_estimates_by_ratios_meets_target")):
+                               ("qssf (estimates, ratios)", "qssf_with_estimates_by_ratios_meets_target"),
+                               ("qssf (estimates taken as true)", "qssf_with_estimates_taken_as_true_meets_target")):
                 if label in jct:
                     out[vc][key] = bool(share[label]["of_gain_over_fifo"] >= TARGET and jct[label] <= las)
             if "qssf (estimates)" in jct:
@@ -353,7 +384,26 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
                 print(f"{vc}: qssf (estimates, ratios) takes {share['qssf (estimates, ratios)']['of_gain_over_fifo']}; "
                       f"{'meets' if out[vc]['qssf_with_estimates_by_ratios_meets_target'] else 'misses'} the target",
                       file=sys.stderr, flush=True)
+            if "qssf (estimates taken as true)" in jct:
+                print(f"{vc}: qssf (estimates taken as true) takes "
+                      f"{share['qssf (estimates taken as true)']['of_gain_over_fifo']}", file=sys.stderr, flush=True)
+            if "estimates_extra_jct_by_error" in out[vc]:
+                print(f"{vc}: qssf (estimates) over the oracle, by estimate error: " + "; ".join(
+                    f"{name} ({band['jobs']} jobs) {band['avg_jct_s']:+,.0f} s"
+                    for name, band in out[vc]["estimates_extra_jct_by_error"].items()), file=sys.stderr, flush=True)
     return out
+
+
+def extra_by_error(extra_jct_s: np.ndarray, estimate_over_truth: np.ndarray) -> dict:
+    """Where qssf (estimates) loses to the oracle: its extra JCT per job (``extra_jct_s``, theirs less the
+    oracle's) summed over the jobs in each of ``ERROR_BANDS`` of estimate ÷ truth, as seconds of the
+    average JCT (the bands add up to the difference of the averages), and the jobs in each. A job
+    that did not finish in one of the two replays (NaN) is left out of both."""
+    finished = np.isfinite(extra_jct_s)
+    n = max(int(finished.sum()), 1)
+    return {name: {"jobs": int(band.sum()), "avg_jct_s": round(float(extra_jct_s[band].sum()) / n, 1)}
+            for low, high, name in ERROR_BANDS
+            for band in [finished & (estimate_over_truth >= low) & (estimate_over_truth < high)]}
 
 
 def _share(baseline: float, policy: float, oracle: float) -> float:
