@@ -101,6 +101,11 @@ class EstimateBias:
         """Finished jobs with an estimate told so far."""
         return self._ratios.seen
 
+    def seen_of(self, user: int) -> int:
+        """Finished jobs with an estimate told so far of user ``user`` (-1: none)."""
+        ring = self._users.get(user)
+        return 0 if ring is None else ring.seen
+
     def learnt(self) -> tuple[float, float]:
         """(log bias, log standard deviation) an estimate is corrected by, from the ratios so far."""
         if self._learnt is None:

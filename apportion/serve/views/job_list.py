@@ -83,7 +83,7 @@ def parse_statuses(text: str | None) -> tuple[str, ...] | None:
     return named
 
 
-_NO_SPEC = (None, None, None, [], None)
+_NO_SPEC = (None, None, None, [], None, None)
 
 
 class JobList:
@@ -91,7 +91,8 @@ class JobList:
 
     def __init__(self, scheduler) -> None:
         self.scheduler = scheduler
-        self._specs: dict[int, tuple] = {}  # job id -> what its spec shows: (gpu_types, hung_after_s, time_limit, after, command)
+        # job id -> what its spec shows: (gpu_types, hung_after_s, time_limit, after, command, estimated_duration_s)
+        self._specs: dict[int, tuple] = {}
         self._texts: dict[tuple, tuple[str, str]] = {}  # (row, private) -> its JSON text around the changing fields
 
     @property
@@ -144,7 +145,7 @@ class JobList:
          started, finished, _, _, _, steps_done, total_steps, preemptions, attempt, retries,
          hangs, exit_code, lease_end, last_lines, _, array_id, array_index, data_stall, fetch_stall,
          preprocess_stall) = row
-        gpu_types, hung_after_s, time_limit, after, command = spec
+        gpu_types, hung_after_s, time_limit, after, command, estimated_duration_s = spec
         head = {
             "id": str(job_id), "name": name, "user": user, "queue": queue, "priority": priority, "kind": kind,
             "status": status, "reason": reason + (f": {reason_log}" if private and reason_log else ""),
@@ -155,7 +156,7 @@ class JobList:
             "steps_done": steps_done, "total_steps": total_steps, "preemptions": preemptions, "attempts": attempt,
             "retries": retries, "hangs": hangs,
             "hung_after_s": hung_after_s if hung_after_s is not None else self.scheduler.config.hung_after_s,
-            "time_limit": time_limit, "after": after,
+            "time_limit": time_limit, "estimated_duration_s": estimated_duration_s, "after": after,
             "array_id": None if array_id is None else str(array_id), "array_index": array_index,
             "exit_code": exit_code, "lease_end": lease_end,
             "data_stall": data_stall, "fetch_stall": fetch_stall, "preprocess_stall": preprocess_stall,
@@ -182,7 +183,8 @@ class JobList:
                     spec = {}
                 spec = spec if isinstance(spec, dict) else {}
                 self._specs[key] = (spec.get("gpu_types"), spec.get("hung_after_s"), spec.get("time_limit"),
-                                    [str(i) for i in spec.get("after") or ()], spec.get("command"))
+                                    [str(i) for i in spec.get("after") or ()], spec.get("command"),
+                                    spec.get("estimated_duration_s"))
         return [self._specs.get(key, _NO_SPEC) for key in keys]
 
     def _estimates(self, rows: list[tuple], now: float) -> list[dict]:
