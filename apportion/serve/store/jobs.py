@@ -121,6 +121,9 @@ def _migrate(store) -> None:
             conn.execute("UPDATE jobs SET cpus = json_extract(spec, '$.cpus'), memory_gb = json_extract(spec,"
                          " '$.memory_gb') WHERE json_extract(spec, '$.cpus') IS NOT NULL"
                          " OR json_extract(spec, '$.memory_gb') IS NOT NULL")
+        if "estimated_duration_s" not in have:  # a job's own estimate, as a column the round reads without the spec
+            conn.execute("UPDATE jobs SET estimated_duration_s = json_extract(spec, '$.estimated_duration_s')"
+                         " WHERE json_extract(spec, '$.estimated_duration_s') IS NOT NULL")
         if "attempt_live" not in have:  # an older apportion recorded an attempt alive as a process id
             conn.execute("UPDATE jobs SET attempt_live = 1 WHERE pid IS NOT NULL")
         # the few jobs with a notification still to send, found without reading the others
