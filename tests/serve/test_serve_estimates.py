@@ -209,3 +209,21 @@ def test_qssf_by_estimate_ratios_is_given_each_estimate_stretched_by_its_users_r
     assert jobs.estimate_ratios.seen == 6
     lie, honest = jobs.estimated_gpu_s.tolist()
     assert lie > 5.0 and honest < 5.0  # her 1 GPU-s now reads more than ann's 10
+
+
+def test_the_job_list_estimates_finishes_as_each_jobs_page_does(tmp_path):
+    scheduler, executor, _ = start(tmp_path)
+    liar_and_honest_history(scheduler, executor)
+    client = TestClient(create_app(scheduler))
+    for spec in (job("big", 1000, "mallory", estimate=1), job("small", 100, "ann", estimate=10), job("small", 1000, "ann")):
+        scheduler.submit(spec, spec["user"])
+
+    listed = {j["id"]: j for j in client.get("/jobs").json()}
+
+    for job_id in ("7", "8", "9"):
+        page = client.get(f"/jobs/{job_id}").json()
+        assert listed[job_id]["predicted_remaining_s"] == pytest.approx(page["predicted_remaining_s"])
+        assert listed[job_id]["estimate_from"] == page["estimate_from"]
+    assert listed["7"]["estimate_from"] == \
+        "job file: estimated_duration_s, corrected by 3 of mallory's and 6 finished in all"
+    assert listed["9"]["estimate_from"].startswith("history: ")

@@ -105,24 +105,25 @@ class DurationHistory:
         left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, done)[0]
         declared = max(row.total_steps - row.steps_done, 0)
         left_steps = left_gpu_s / row.gpus * fastest
-        level = int(prediction.level[0])
-        source = f"history: {self.predictor.level_names[level]}" if level >= 0 else "no history yet"
-        if not math.isnan(estimated):
-            source = f"job file: estimated_duration_s, {self._corrected_by(row)}"
+        source = self.predicted_from(int(prediction.level[0]), estimated, self._row_group_ids(row), row.user)
         if left_steps >= declared:
             left_steps, source = declared, "job file: total_steps"
         seconds = left_steps / rate
         return {"estimated_finish": round(now + seconds, 3) if math.isfinite(seconds) else None,
                 "predicted_remaining_s": round(seconds, 3), "estimate_from": source}
 
-    def _corrected_by(self, row: JobRecord) -> str:
-        """How many finished estimates correct this job's: its user's own and everyone's."""
+    def predicted_from(self, level: int, estimated_gpu_s: float, groups: np.ndarray, user: str) -> str:
+        """What a job's prediction came from, as ``estimate_from`` says it: its job file's estimate and
+        how many finished estimates correct it (its user's own and everyone's), else the ladder's
+        most specific level with history (``level``, -1: none)."""
+        if math.isnan(estimated_gpu_s):
+            return f"history: {self.predictor.level_names[level]}" if level >= 0 else "no history yet"
         everyone = self.predictor.estimates.seen
         if not everyone:
-            return "not corrected yet (no estimated job finished)"
-        users = self.predictor.users_of(self._row_group_ids(row))
+            return "job file: estimated_duration_s, not corrected yet (no estimated job finished)"
+        users = self.predictor.users_of(groups)
         own = self.predictor.estimates.seen_of(int(users[0])) if users is not None else 0
-        return f"corrected by {own:,} of {row.user}'s and {everyone:,} finished in all"
+        return f"job file: estimated_duration_s, corrected by {own:,} of {user}'s and {everyone:,} finished in all"
 
     def speed_known(self, kind: str, gpu_type: str, gpus: int) -> bool:
         """Whether ``kind``'s speed on ``gpu_type`` is measured here or given by the prior table."""
@@ -148,7 +149,7 @@ class DurationHistory:
 
 def estimated_gpu_s(row: JobRecord) -> float:
     """A job's own estimate of its GPU time (its job file's ``estimated_duration_s`` × its GPUs); NaN: none."""
-    seconds = row.spec.get("estimated_duration_s")
+    seconds = row.spec.get("estimated_duration_s") if isinstance(row.spec, dict) else None
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
         return math.nan
     return float(seconds) * row.gpus

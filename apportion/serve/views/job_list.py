@@ -118,7 +118,7 @@ class JobList:
     def _json(self, rows: list[tuple], now: float, may_see) -> str:
         views = self.views
         specs = self._spec_fields(rows)
-        estimates = self._estimates(rows, now)
+        estimates = self._estimates(rows, now, [spec[5] for spec in specs])
         texts = self._texts
         if len(texts) + len(rows) > TEXTS_KEPT:  # the older half goes
             texts = self._texts = dict(list(texts.items())[len(texts) // 2:])
@@ -187,12 +187,12 @@ class JobList:
                                     spec.get("estimated_duration_s"))
         return [self._specs.get(key, _NO_SPEC) for key in keys]
 
-    def _estimates(self, rows: list[tuple], now: float) -> list[dict]:
+    def _estimates(self, rows: list[tuple], now: float, estimated_s: list) -> list[dict]:
         """Each job's estimated finish (``DurationHistory.estimate``'s fields), the active ones predicted
         together; when that raises, each job alone, as one job's page shows it (an unknown, for a job
         whose fields cannot be worked out)."""
         try:
-            return _estimates_together(self.views.durations, rows, now)
+            return _estimates_together(self.views.durations, rows, now, estimated_s)
         except Exception:
             return [_estimate_alone(self.scheduler, row[0], now) for row in rows]
 
@@ -242,9 +242,10 @@ _NONE = {"estimated_finish": None, "predicted_remaining_s": None, "estimate_from
 _ESTIMATE_KEYS = _NONE.keys()
 
 
-def _estimates_together(durations, rows: list[tuple], now: float) -> list[dict]:
-    """``DurationHistory.estimate`` for every row at once: the speeds once per (kind, GPUs, allowed
-    types), one prediction for all the active jobs."""
+def _estimates_together(durations, rows: list[tuple], now: float, estimated_s: list) -> list[dict]:
+    """``DurationHistory.estimate`` for every row at once (``estimated_s``: each one's job file's
+    ``estimated_duration_s``, None: none): the speeds once per (kind, GPUs, allowed types), one
+    prediction for all the active jobs."""
     at = _AT
     gpu_types = durations.gpu_types
     out: list[dict] = [_NONE] * len(rows)
@@ -276,17 +277,16 @@ def _estimates_together(durations, rows: list[tuple], now: float) -> list[dict]:
     groups = durations.group_ids([r[at["id"]] for r in chosen], [r[at["user"]] for r in chosen],
                                  [r[at["name"]] for r in chosen], [r[at["queue"]] for r in chosen],
                                  [r[at["gpus"]] for r in chosen], [r[at["submitted"]] for r in chosen])
-    prediction = durations.predictor.predict(groups)
     steps = np.array([r[at["steps_done"]] for r in chosen])
     gpus = np.array([r[at["gpus"]] for r in chosen])
+    own = np.array([_seconds(estimated_s[k]) for k, _, _, _ in picked]) * gpus  # NaN: none
+    prediction = durations.predictor.predict(groups, own if np.isfinite(own).any() else None)
     fastest = np.array([f for _, _, f, _ in picked])
     left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, gpu_seconds(steps, gpus, fastest))
     left_steps = left_gpu_s / gpus * fastest
-    names = durations.predictor.level_names
     for j, (k, row, _, rate) in enumerate(picked):
         declared = max(row[at["total_steps"]] - row[at["steps_done"]], 0)
-        level = int(prediction.level[j])
-        source = f"history: {names[level]}" if level >= 0 else "no history yet"
+        source = durations.predicted_from(int(prediction.level[j]), float(own[j]), groups[j:j + 1], row[at["user"]])
         left = left_steps[j]
         if left >= declared:
             left, source = declared, "job file: total_steps"
@@ -295,3 +295,10 @@ def _estimates_together(durations, rows: list[tuple], now: float) -> list[dict]:
                   "predicted_remaining_s": float(round(seconds, 3)), "estimate_from": source}
     return out
 
+
+
+def _seconds(value) -> float:
+    """A stored spec's ``estimated_duration_s`` (checked at submit) as a float; NaN: none or unreadable."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return math.nan
