@@ -57,6 +57,8 @@ FLAGS = (
     Flag("--array", "array", "text", "INDICES", "A job array: one job per index (0-15, 0-15:2, 1,3,5-7; %4: 4 at once)."),
     Flag("--privacy", "privacy", "privacy", "BLOCKS:EPS[:DELTA]", "Privacy budget it claims of each block (mon,tue:0.5:1e-7)."),
     Flag("--time-limit", "time_limit", "text", "TIME", "Running time over all its attempts, then it fails (3600, 90m, 12h, 2d)."),
+    Flag("--estimated-duration", "estimated_duration_s", "text", "TIME", "Its own estimate of its wall time on the "
+         "fastest type it may use (3600, 90m, 12h): qssf ranks by it, corrected by how wrong yours were."),
     Flag("--workdir", "workdir", "path", "DIR", "Where the command runs (default: this directory)."),
     Flag("--checkpoint-dir", "checkpoint_dir", "path", "DIR", "Where its checkpoints go (default: the server's state directory)."),
     Flag("--checkpoint-every", "checkpoint_every", "text", "WHEN", "Periodic checkpoints: auto, auto:SECONDS, off or SECONDS."),

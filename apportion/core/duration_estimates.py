@@ -9,6 +9,15 @@ is its estimate × e**bias, the bias that ratios' median shrunk towards 0 by n /
 its log standard deviation is their spread (interquartile range ÷ 1.349) pulled from
 ``prior_log_sd`` by (n − 1) / (n − 1 + shrinkage), as the predictor's ladder pulls a group's
 (apportion.core.durations). It learns only what it is told, when a job finishes.
+
+Users differ: one guesses well, another always asks for twice what a job takes, a hostile one says
+every job is a minute. Told who each finished job's user is, it also keeps each user's own recent
+ratios, and corrects a user's estimate by them, shrunk towards the cluster-wide correction while
+the user has few: the bias the cluster's + n / (n + shrinkage) × (the user's median − the
+cluster's), the spread pulled from the cluster's by (n − 1) / (n − 1 + shrinkage). So a user's
+lies soon cost that user alone, and read another user's estimates only through the cluster-wide
+correction, by 1 / (n + shrinkage) of it once that user has n finished. Without users (user -1)
+every estimate is read by the cluster-wide correction alone, as if all jobs were one user's.
 """
 
 from __future__ import annotations
@@ -62,18 +71,40 @@ class EstimateBias:
         self.prior_log_sd, self.min_log_sd = float(prior_log_sd), float(min_log_sd)
         self._ratios = RecentValues(self.recent)  # log(actual ÷ estimate) of the finished jobs with one
         self._learnt: tuple[float, float] | None = (0.0, self.prior_log_sd)  # (bias, log sd); None: stale
+        # each user's own: user id -> its recent log ratios, and -> (median, spread, how many) or None: stale
+        self._users: dict[int, RecentValues] = {}
+        self._user_learnt: dict[int, tuple[float, float, int] | None] = {}
 
-    def observe(self, gpu_s: np.ndarray, estimated_gpu_s: np.ndarray) -> None:
-        """Finished jobs, oldest first: the GPU-seconds each took and its estimate (NaN: none, left out)."""
-        ratios = finished_ratios(gpu_s, estimated_gpu_s)
-        if len(ratios):
-            self._ratios.add(np.log(ratios))
-            self._learnt = None
+    def observe(self, gpu_s: np.ndarray, estimated_gpu_s: np.ndarray, users: np.ndarray | None = None) -> None:
+        """Finished jobs, oldest first: the GPU-seconds each took and its estimate (NaN: none, left out),
+        and each one's user (an integer id, -1: none; None: no users)."""
+        actual = np.asarray(gpu_s, dtype=np.float64)
+        estimated = np.asarray(estimated_gpu_s, dtype=np.float64)
+        both = np.isfinite(actual) & np.isfinite(estimated)
+        if not both.any():
+            return
+        logs = np.log(finished_ratios(actual, estimated))
+        self._ratios.add(logs)
+        self._learnt = None
+        if users is None:
+            return
+        users = np.asarray(users, dtype=np.int64)[both]
+        for user in np.unique(users[users >= 0]).tolist():  # per user told, not per job
+            ring = self._users.get(user)
+            if ring is None:
+                ring = self._users[user] = RecentValues(self.recent)
+            ring.add(logs[users == user])
+            self._user_learnt[user] = None
 
     @property
     def seen(self) -> int:
         """Finished jobs with an estimate told so far."""
         return self._ratios.seen
+
+    def seen_of(self, user: int) -> int:
+        """Finished jobs with an estimate told so far of user ``user`` (-1: none)."""
+        ring = self._users.get(user)
+        return 0 if ring is None else ring.seen
 
     def learnt(self) -> tuple[float, float]:
         """(log bias, log standard deviation) an estimate is corrected by, from the ratios so far."""
@@ -86,8 +117,45 @@ class EstimateBias:
             self._learnt = (float(bias), float(pull * (high - low) / IQR_TO_SD + (1.0 - pull) * self.prior_log_sd))
         return self._learnt
 
-    def correct(self, estimated_gpu_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """[n] the predicted GPU-seconds and log standard deviation of jobs with these estimates."""
+    def learnt_for(self, users: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """[n] (log bias, log standard deviation) each of these users' estimates is corrected by (-1 or
+        None: no user, the cluster-wide correction): the user's own, shrunk towards the cluster's."""
         bias, log_sd = self.learnt()
+        if users is None or not self._users:
+            n = 0 if users is None else len(users)
+            return np.full(n, bias), np.full(n, log_sd)
+        distinct, which = np.unique(np.asarray(users, dtype=np.int64), return_inverse=True)
+        own = np.array([self._own(user) for user in distinct.tolist()]).reshape(-1, 3)  # per user, not per job
+        median, spread, n = own[:, 0], own[:, 1], own[:, 2]
+        lean = n / (n + self.shrinkage)
+        pull = np.maximum(n - 1.0, 0.0) / (np.maximum(n - 1.0, 0.0) + self.shrinkage)
+        which = which.reshape(-1)
+        return (bias + lean * (median - bias))[which], (log_sd + pull * (spread - log_sd))[which]
+
+    def user_factor(self, users: np.ndarray | None) -> np.ndarray | float:
+        """[n] how much more each user's estimates are to be stretched than the cluster-wide correction
+        stretches estimates (1: no user, or one whose estimates are as wrong as everyone's)."""
+        if users is None or not self._users:
+            return 1.0
+        return np.exp(self.learnt_for(users)[0] - self.learnt()[0])
+
+    def correct(self, estimated_gpu_s: np.ndarray, users: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """[n] the predicted GPU-seconds and log standard deviation of jobs with these estimates (and
+        users, ids from the predictor's user level, -1: none; None: no users)."""
         estimated = np.asarray(estimated_gpu_s, dtype=np.float64)
-        return estimated * math.exp(bias), np.full(len(estimated), max(log_sd, self.min_log_sd))
+        if users is None or not self._users:
+            bias, log_sd = self.learnt()
+            return estimated * math.exp(bias), np.full(len(estimated), max(log_sd, self.min_log_sd))
+        bias, log_sd = self.learnt_for(users)
+        return estimated * np.exp(bias), np.maximum(log_sd, self.min_log_sd)
+
+    def _own(self, user: int) -> tuple[float, float, int]:
+        """A user's own (median log ratio, spread, how many kept); (0, 0, 0) for one with none."""
+        if user not in self._users:
+            return 0.0, 0.0, 0
+        own = self._user_learnt.get(user)
+        if own is None:
+            ratios = self._users[user].values()
+            low, median, high = np.percentile(ratios, [25, 50, 75])
+            own = self._user_learnt[user] = (float(median), float((high - low) / IQR_TO_SD), len(ratios))
+        return own

@@ -20,8 +20,8 @@ about after it gained a job, all such groups at once (one sort of a [groups, rec
 
 A job may come with its own estimate (a user's guess, a time limit, an external estimator's):
 that is its most specific information, and it is predicted from it alone, corrected by how wrong
-the estimates of the jobs finished so far were (apportion.core.duration_estimates); a job without
-one walks the ladder.
+the estimates of the jobs finished so far were, and by how wrong its own user's were, where the
+ladder has a ``user`` level (apportion.core.duration_estimates); a job without one walks the ladder.
 
 GPU time here is GPU-seconds at the job's fastest speed (steps × GPUs ÷ its fastest steps/s),
 so that it does not depend on which GPU type a job happened to run on.
@@ -111,6 +111,8 @@ class DurationPredictor:
         # how wrong the finished jobs' own estimates were: what corrects a job's estimate
         self.estimates = EstimateBias(recent=self.recent, shrinkage=self.shrinkage, min_log_sd=MIN_LOG_SD)
         self.estimate_ratios: EstimateRatios | None = None  # their recent ratios as a sample, once kept
+        # the ladder's level of users alone: a job's group there is its user, whose estimates are corrected apart
+        self._user_level = self.levels.index(("user",)) if ("user",) in self.levels else None
         # what a group's entry takes from how many values it keeps (1 … ``recent``): where its quartiles lie
         # in its sorted values (between ``_below`` and ``_above``, ``_fraction`` of the way), its pulls and
         # what they leave, its size; and the offsets of a window's rows
@@ -206,12 +208,12 @@ class DurationPredictor:
         """Learn from finished jobs, oldest first: their group ids (from ``groups``) and the
         GPU-seconds each took (and each one's own estimate, NaN: none). A group recomputes its median
         and spread when next asked about."""
-        if estimated_gpu_s is not None:
-            self.estimates.observe(gpu_s, estimated_gpu_s)
-            if self.estimate_ratios is not None:
-                self.estimate_ratios.observe(gpu_s, estimated_gpu_s)
         logs = np.log(np.maximum(np.asarray(gpu_s, dtype=np.float64), 1.0))
         groups = np.asarray(groups, dtype=np.int64).reshape(len(logs), len(self.levels))
+        if estimated_gpu_s is not None:
+            self.estimates.observe(gpu_s, estimated_gpu_s, self.users_of(groups))
+            if self.estimate_ratios is not None:
+                self.estimate_ratios.observe(gpu_s, estimated_gpu_s)
         if self.samples is not None:
             self.samples.observe(groups, gpu_s)
         if not math.isfinite(logs.sum()):  # a job whose GPU time is not known teaches nothing
@@ -279,8 +281,26 @@ class DurationPredictor:
             estimated = np.asarray(estimated_gpu_s, dtype=np.float64)
             given = np.isfinite(estimated)
             if given.any():
-                gpu_s[given], log_sd[given] = self.estimates.correct(estimated[given])
+                gpu_s[given], log_sd[given] = self.correct_estimates(groups[given], estimated[given])
         return gpu_s, log_sd
+
+    def users_of(self, groups: np.ndarray) -> np.ndarray | None:
+        """[n] each job's user, as its group id at the ladder's ``user`` level (-1: none); None when the
+        ladder has no such level (then every job counts as one user's)."""
+        if self._user_level is None:
+            return None
+        return np.asarray(groups, dtype=np.int64).reshape(-1, len(self.levels))[:, self._user_level]
+
+    def correct_estimates(self, groups: np.ndarray, estimated_gpu_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """[n] the predicted GPU-seconds and log standard deviation of jobs (group ids ``groups``) with
+        these estimates: each corrected by how wrong its user's and everyone's finished estimates were."""
+        return self.estimates.correct(estimated_gpu_s, self.users_of(groups))
+
+    def ranked_estimates(self, groups: np.ndarray, estimated_gpu_s: np.ndarray) -> np.ndarray:
+        """[n] jobs' estimates (NaN: none) as the index over everyone's ratios actual ÷ estimate is to read
+        them (``estimate_ratios``): stretched by how much more wrong each one's user's estimates were than
+        everyone's, so that one user's lies are that user's to pay for."""
+        return np.asarray(estimated_gpu_s, dtype=np.float64) * self.estimates.user_factor(self.users_of(groups))
 
     def _ids_of(self, k: int, keys: list[tuple]) -> np.ndarray:
         """The ids of level ``k``'s groups with these keys, new ids for new keys."""

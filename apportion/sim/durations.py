@@ -75,6 +75,11 @@ class HistoryFeed:
                 self.first_gpu_s[new], self.first_log_sd[new] = self._predict(new)
         return self._gpu_s[rows], self._log_sd[rows]
 
+    def ranked_estimates(self, rows: np.ndarray) -> np.ndarray:
+        """[rows] the jobs' own estimates (NaN: none) as the index over the ratios actual ÷ estimate reads
+        them: each stretched by how much more wrong its user's estimates were than everyone's."""
+        return self.predictor.ranked_estimates(self.groups[rows], self.estimated_gpu_s[rows])
+
     def sample_group(self, rows: np.ndarray) -> np.ndarray:
         """[rows] the group whose sample ranks each job, as of its latest prediction (-1: none)."""
         return self._sample_group[rows]
@@ -92,7 +97,7 @@ class HistoryFeed:
         estimated = None if self.estimated_gpu_s is None else self.estimated_gpu_s[rows]
         if estimated is not None:  # a job's own estimate, corrected as the finished jobs' estimates say
             given = np.isfinite(estimated)
-            gpu_s[given], log_sd[given] = self.predictor.estimates.correct(estimated[given])
+            gpu_s[given], log_sd[given] = self.predictor.correct_estimates(groups[given], estimated[given])
         self._gpu_s[rows], self._log_sd[rows] = gpu_s, log_sd
         if self.samples is not None:
             self._sample_group[rows] = self.samples.choose(groups)

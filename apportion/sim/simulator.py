@@ -404,7 +404,7 @@ class Simulator:
         samples = {"predicted_gpu_s": gpu_s, "predicted_log_sd": log_sd,
                    "sample_group": self.history.sample_group(active), "duration_samples": self.history.samples}
         if self.history.ratios is not None:
-            samples.update(estimated_gpu_s=self.history.estimated_gpu_s[active], estimate_ratios=self.history.ratios)
+            samples.update(estimated_gpu_s=self.history.ranked_estimates(active), estimate_ratios=self.history.ratios)
         return samples
 
     def _pace(self, replay: Replay, decision: RoundDecision, view: JobView) -> RunPace:

@@ -64,3 +64,59 @@ def test_only_the_most_recent_ratios_count():
     bias.observe(np.full(6, 300.0), np.full(6, 100.0))  # 3 × too short, long ago
     bias.observe(np.full(4, 100.0), np.full(4, 100.0))  # right, lately
     assert bias.correct(np.array([100.0]))[0][0] == pytest.approx(100.0)
+
+
+def two_user_predictor(jobs: int) -> tuple[DurationPredictor, np.ndarray, np.ndarray]:
+    """A predictor whose ladder has a user level, and the groups of ``jobs`` jobs of alice then as many of bob."""
+    predictor = DurationPredictor()
+    users = np.array(["alice"] * jobs + ["bob"] * jobs, dtype=object)
+    groups = predictor.groups(user=users, name=None, queue=None, num_gpus=np.ones(2 * jobs, dtype=np.int64),
+                              submit_time_s=np.zeros(2 * jobs))
+    return predictor, groups[:jobs], groups[jobs:]
+
+
+@pytest.mark.parametrize("n", [1, 3, 9])
+def test_a_users_estimates_always_twice_too_long_are_halved_as_far_as_their_own_n_jobs_allow(n):
+    """Bob's estimates were exact on 40 jobs, so the cluster's correction is 0; alice's were each twice
+    what her job took: her median log ratio is -log 2, shrunk towards the cluster's 0 by n/(n+1)."""
+    predictor, alice, bob = two_user_predictor(40)
+    took = np.linspace(50.0, 5000.0, 40)
+    predictor.observe(bob, took, took)
+    predictor.observe(alice[:n], took[:n], 2.0 * took[:n])
+
+    gpu_s, _ = predictor.predict_gpu_s(np.stack([alice[0], bob[0]]), np.array([800.0, 800.0]))
+
+    assert gpu_s[0] == pytest.approx(800.0 * 2.0 ** (-n / (n + 1)))
+    assert gpu_s[1] == pytest.approx(800.0)  # bob's read as his own record says: exact
+
+
+def test_a_liars_estimates_are_read_as_theirs_and_leave_an_honest_users_nearly_as_they_were():
+    """Alice says every job takes a hundredth of what it does; bob is honest. Read alone, alice's
+    lies would make the cluster's correction × ~100 for everyone; per user, bob's (9 finished) moves
+    by 1/10 of the cluster's shift at most, alice's by nearly all of hers."""
+    predictor, alice, bob = two_user_predictor(30)
+    took = np.full(30, 1000.0)
+    predictor.observe(bob[:9], took[:9], took[:9])
+    predictor.observe(alice, took, took / 100.0)
+
+    gpu_s, _ = predictor.predict_gpu_s(np.stack([alice[0], bob[0]]), np.array([10.0, 1000.0]))
+
+    assert gpu_s[0] > 500.0  # her 10 s is read as most of the 1,000 s her jobs take
+    cluster = predictor.estimates.learnt()[0]
+    assert gpu_s[1] == pytest.approx(1000.0 * math.exp(cluster / 10))
+    assert gpu_s[1] < 1000.0 * 1.6
+
+
+def test_without_users_every_estimate_is_read_by_the_cluster_wide_correction():
+    predictor, groups = one_group_predictor()  # its ladder has no user level
+    predictor.observe(groups[:4], np.full(4, 300.0), np.full(4, 100.0))
+    assert predictor.users_of(groups) is None
+    gpu_s, _ = predictor.predict_gpu_s(groups[4:5], np.array([100.0]))
+    assert gpu_s[0] == pytest.approx(100.0 * 3.0 ** (4 / 5))
+
+
+def test_a_users_own_ratios_are_bounded_to_the_most_recent():
+    bias = EstimateBias(recent=4)
+    users = np.zeros(10, dtype=np.int64)
+    bias.observe(np.full(10, 300.0), np.full(10, 100.0), users)
+    assert len(bias._users[0].values()) == 4

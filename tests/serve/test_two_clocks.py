@@ -190,6 +190,20 @@ def test_cpu_starved_jobs_are_ranked_at_the_speed_their_cores_allow_on_both_cloc
     assert_alike(simulated, served, jobs)
 
 
+@pytest.mark.parametrize(("spec", "options"), [
+    ("qssf", {}), ("qssf:median-left", {}), ("qssf:estimate-ratios", {}), ("srtf", {"durations": "predicted"}),
+], ids=["qssf", "qssf-median-left", "qssf-estimate-ratios", "srtf-predicted"])
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_jobs_own_estimates_rank_alike_corrected_by_each_users_record(spec, options, seed, tmp_path):
+    """A trace's ``estimated_duration_s`` in the simulator, a job file's on the server: ann's estimates
+    are half what her jobs take, bob's four times it, and every fourth job has none. Both clocks
+    correct each user's by that user's finished jobs, and decide alike."""
+    jobs = workload(seed, n=32)
+    factor = np.where(np.asarray(jobs.user) == "ann", 0.5, 4.0)
+    jobs = replace(jobs, estimated_steps=np.where(np.arange(len(jobs)) % 4 == 3, np.nan, jobs.total_steps * factor))
+    assert_alike(*both_clocks(jobs, policy(spec, **options), policy(spec, **options), tmp_path), jobs)
+
+
 @pytest.mark.parametrize("spec", ["srtf", "las", "fifo"])
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("report_rates", [False, True], ids=["prior-speeds", "measured-speeds"])

@@ -165,6 +165,11 @@ def on_server(jobs: JobTable, slots: str, throughputs: ThroughputTable, policy, 
                     "priority": float(jobs.priority[row])}
             if queues is not None:
                 spec["queue"] = queues[row]
+            if jobs.estimated_steps is not None and np.isfinite(jobs.estimated_steps[row]):
+                # the trace's estimate in the job file's unit: wall seconds at its GPUs on its fastest type
+                k, gpus = throughputs.kind_index(kind_of[row + 1]), int(jobs.num_gpus[row])
+                fastest = float(throughputs.steps_per_s[k, :, scale[gpus]].max())
+                spec["estimated_duration_s"] = float(jobs.estimated_steps[row]) / fastest
             if cores is not None and curves_from == "job file":
                 spec["cpu_speed"] = {float(c): float(v) for c, v in zip(jobs.cpu_curves.points.tolist(),
                                                                         jobs.cpu_curves.speed[row].tolist())}

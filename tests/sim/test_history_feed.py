@@ -125,6 +125,22 @@ def test_a_jobs_estimate_is_corrected_only_by_the_estimates_of_jobs_finished_bef
     assert predictor.estimates.seen == 3  # each job's ratio, once, as it finished
 
 
+def test_in_a_trace_with_users_each_users_estimates_are_corrected_by_their_own_record():
+    """One v100, one step a second, qssf. mallory's first two jobs (1000 steps each) say 10 s; ann's
+    (100 steps) say 100: exact. Then both submit again, at 10,000. Read by everyone's record (half
+    100 × too short, half exact: × 10**0.8), mallory's next "10 s" would be 63 GPU-s and ann's "100 s"
+    630; each read by their own, shrunk towards everyone's by 2/3, mallory's is 398 and ann's 185:
+    ann's runs first (ranked by the median left, so that the spreads do not count)."""
+    jobs = JobTable.build(job_id=[f"j{k}" for k in range(6)], submit_time_s=[0.0, 0.0, 0.0, 0.0, 10000.0, 10000.0],
+                          kind_names=["a"] * 6, num_gpus=[1] * 6, total_steps=[1000.0, 100.0] * 3, kinds=("a",),
+                          user=["mallory", "ann"] * 3, estimated_steps=[10.0, 100.0] * 3)
+
+    result = Simulator(jobs, parse_cluster_shorthand("v100:1"), ONE_STEP_A_SECOND, make_policy("qssf:median-left")).run()
+
+    assert result.finish_s[5] < result.finish_s[4]
+    assert result.finish_s[5] == pytest.approx(10000.0 + 360.0 - 10000.0 % 360.0 + 100.0)
+
+
 def test_estimates_let_qssf_run_first_a_short_job_its_group_cannot_tell_from_a_long_one():
     """One v100, one step a second. Two one-GPU jobs of the same queue arrive at 0, the long one
     (10,000 steps) first: by queue and GPU count they are alike, and qssf runs the long one first

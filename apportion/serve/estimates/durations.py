@@ -8,6 +8,12 @@ finished. A job's GPU time is its steps × GPUs ÷ its fastest steps/s over the 
 throughput estimates), as in the simulator (each group's recent ones are also kept as a sample,
 qssf's rank: apportion.core.duration_samples); what a job is believed to have left never goes
 past its job file's ``total_steps``.
+
+A job file may give the job's own estimate (``estimated_duration_s``: its wall seconds at its GPU
+count on the fastest type it may use, so × its GPUs its GPU time in the same unit). Such a job is
+predicted from it, corrected by how wrong its user's (and, while they have few, everyone's)
+finished estimates were; each completed job's estimate is kept beside its GPU time, so a restarted
+server corrects estimates as before it stopped.
 """
 
 from __future__ import annotations
@@ -31,13 +37,15 @@ class DurationHistory:
         self.gpu_types = gpu_types
         self.predictor = DurationPredictor()
         self.predictor.keep_samples()  # each group's recent GPU times, for qssf's index over them
+        self.predictor.keep_estimate_ratios()  # the finished estimated jobs' actual ÷ estimate: qssf:estimate-ratios
         self._groups: dict[int, np.ndarray] = {}  # job id -> its group ids (what they depend on never changes)
         finished = store.durations()
         if finished:
             self.predictor.observe(self.group_ids([r.job_id for r in finished], [r.user for r in finished],
                                                   [r.name for r in finished], [r.queue for r in finished],
                                                   [r.gpus for r in finished], [r.submitted for r in finished]),
-                                   [r.gpu_s for r in finished])
+                                   [r.gpu_s for r in finished],
+                                   [math.nan if r.estimated_gpu_s is None else r.estimated_gpu_s for r in finished])
 
     def record(self, row: JobRecord, now: float) -> None:
         """Job ``row`` (a state-file row) completed at ``now``: keep its GPU time and learn from it."""
@@ -46,13 +54,28 @@ class DurationHistory:
             return
         steps = row.steps_done or row.total_steps  # a job that never reported progress did all it said
         gpu_s = steps * row.gpus / fastest
+        estimated = estimated_gpu_s(row)
         self.store.put_duration(row.id, user=row.user, name=row.name, queue=row.queue, gpus=row.gpus,
-                                submitted=row.submitted, finished=now, gpu_s=gpu_s)
-        self.predictor.observe(self._row_group_ids(row), [gpu_s])
+                                submitted=row.submitted, finished=now, gpu_s=gpu_s,
+                                estimated_gpu_s=None if math.isnan(estimated) else estimated)
+        self.predictor.observe(self._row_group_ids(row), [gpu_s], [estimated])
 
-    def predict(self, ids, users, names, queues, gpus, submitted) -> Prediction:
-        """The GPU time of the jobs with these ids (and users, names, queues, GPUs, submission times)."""
-        return self.predictor.predict(self.group_ids(ids, users, names, queues, gpus, submitted))
+    def predict(self, ids, users, names, queues, gpus, submitted, estimated_duration_s=None) -> Prediction:
+        """The GPU time of the jobs with these ids (and users, names, queues, GPUs, submission times, and
+        their job files' own estimates in seconds, NaN: none)."""
+        groups = self.group_ids(ids, users, names, queues, gpus, submitted)
+        if estimated_duration_s is None:
+            return self.predictor.predict(groups)
+        return self.predictor.predict(groups, np.asarray(estimated_duration_s, dtype=np.float64)
+                                      * np.asarray(gpus, dtype=np.float64))
+
+    def ranked_estimates(self, ids, estimated_duration_s, gpus) -> np.ndarray:
+        """[n] the jobs' own estimates in GPU-seconds (NaN: none), as qssf:estimate-ratios reads them: each
+        stretched by how much more wrong its user's estimates were than everyone's (jobs predicted already)."""
+        groups = (np.stack([self._groups[job_id] for job_id in ids]) if len(ids)
+                  else np.zeros((0, len(self.predictor.levels)), dtype=np.int64))
+        return self.predictor.ranked_estimates(groups, np.asarray(estimated_duration_s, dtype=np.float64)
+                                               * np.asarray(gpus, dtype=np.float64))
 
     def fastest_rate(self, kind: str, gpus: int, allowed: tuple[str, ...] | None) -> float:
         return max((self.throughputs.rate(kind, t, gpus, allowed) for t in self.gpu_types), default=0.0)
@@ -76,18 +99,31 @@ class DurationHistory:
         if own is None and not self.speed_known(kind, on, gpus):  # 1 step/s until measured: no time to tell
             return dict(none, estimate_from="speed not measured yet")
         rate = own if own is not None else rates[on]
-        prediction = self.predictor.predict(self._row_group_ids(row))
+        estimated = estimated_gpu_s(row)
+        prediction = self.predictor.predict(self._row_group_ids(row), np.array([estimated]))
         done = gpu_seconds(np.array([row.steps_done]), np.array([row.gpus]), np.array([fastest]))
         left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, done)[0]
         declared = max(row.total_steps - row.steps_done, 0)
         left_steps = left_gpu_s / row.gpus * fastest
-        level = int(prediction.level[0])
-        source = f"history: {self.predictor.level_names[level]}" if level >= 0 else "no history yet"
+        source = self.predicted_from(int(prediction.level[0]), estimated, self._row_group_ids(row), row.user)
         if left_steps >= declared:
             left_steps, source = declared, "job file: total_steps"
         seconds = left_steps / rate
         return {"estimated_finish": round(now + seconds, 3) if math.isfinite(seconds) else None,
                 "predicted_remaining_s": round(seconds, 3), "estimate_from": source}
+
+    def predicted_from(self, level: int, estimated_gpu_s: float, groups: np.ndarray, user: str) -> str:
+        """What a job's prediction came from, as ``estimate_from`` says it: its job file's estimate and
+        how many finished estimates correct it (its user's own and everyone's), else the ladder's
+        most specific level with history (``level``, -1: none)."""
+        if math.isnan(estimated_gpu_s):
+            return f"history: {self.predictor.level_names[level]}" if level >= 0 else "no history yet"
+        everyone = self.predictor.estimates.seen
+        if not everyone:
+            return "job file: estimated_duration_s, not corrected yet (no estimated job finished)"
+        users = self.predictor.users_of(groups)
+        own = self.predictor.estimates.seen_of(int(users[0])) if users is not None else 0
+        return f"job file: estimated_duration_s, corrected by {own:,} of {user}'s and {everyone:,} finished in all"
 
     def speed_known(self, kind: str, gpu_type: str, gpus: int) -> bool:
         """Whether ``kind``'s speed on ``gpu_type`` is measured here or given by the prior table."""
@@ -109,3 +145,11 @@ class DurationHistory:
     def _row_group_ids(self, row: JobRecord) -> np.ndarray:
         return self.group_ids([row.id], [row.user], [row.name], [row.queue], [row.gpus],
                               [row.submitted])
+
+
+def estimated_gpu_s(row: JobRecord) -> float:
+    """A job's own estimate of its GPU time (its job file's ``estimated_duration_s`` × its GPUs); NaN: none."""
+    seconds = row.spec.get("estimated_duration_s") if isinstance(row.spec, dict) else None
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
+        return math.nan
+    return float(seconds) * row.gpus

@@ -15,6 +15,7 @@ from apportion.serve.base.bounds import (
     MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S, MAX_MEMORY_GB,
     MAX_JOB_ID, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_URL, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
 )
+from apportion.core.limits import MAX_DURATION_S
 from apportion.runtime.client import MAX_SKIPPED, MAX_SKIPPED_CHARS
 from apportion.runtime.stalls import FETCH, PREPROCESS, STALL
 from apportion.serve.base.bounds import MAX_BATCH, MAX_NOISE_SCALE, MAX_STEP_S
@@ -112,6 +113,12 @@ JOB_SPEC = {
         "time_limit": {"description": "Running time over all its attempts, then it fails: seconds, or text with a "
                                       "unit s, m, h or d (90m, 12h).",
                        "anyOf": [{"type": "number", "minimum": 1, "maximum": MAX_TIME_LIMIT_S}, {"type": "string"}]},
+        "estimated_duration_s": {"description": "Its own estimate of its wall time at its GPU count on the fastest type it "
+                                                "may use: seconds, or text with a unit s, m, h or d (90m, 12h); > 0, "
+                                                "at most 10 years. qssf ranks by it, corrected by how wrong its user's "
+                                                "finished estimates were.",
+                                 "anyOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": MAX_DURATION_S},
+                                           {"type": "string"}]},
         "cpus": {"type": "integer", "minimum": 1, "maximum": MAX_CPUS,
                  "description": "CPU cores it needs at least, over all its GPUs; default the scheduler's split."},
         "memory_gb": {"type": "number", "minimum": 1 / 1024, "maximum": MAX_MEMORY_GB,

@@ -18,6 +18,9 @@ memory_gb: 32                     # host memory it needs, GiB; a job that could 
 cpu_speed: "1:0.3 2:0.66 4:1"     # its speed at a few CPU cores per GPU (a trace's cpu_speed column): ranked at
                                   #   its share's speed under --cpu-split until measured (data-stalls.md)
 time_limit: 12h                   # running time over all attempts, then it fails; seconds or N s/m/h/d; default none
+estimated_duration_s: 2h          # its own estimate of its wall time at `gpus` on the fastest type it may use
+                                  #   (seconds or N s/m/h/d, > 0, at most 10 years): qssf ranks by it, corrected
+                                  #   by how wrong its user's finished estimates were (docs/durations.md)
 after: [12, 14]                   # jobs that must complete before it starts; it fails if one fails or is cancelled
 notify: https://hooks.example.com/apportion   # POSTed a JSON summary when the job ends (serve/notify/notifier.py)
 array: 0-15                       # one job per index (0-15:2, 1,3,5-7; %4: at most 4 at once): serve/jobs/job_array.py
@@ -49,6 +52,7 @@ Relative ``workdir`` and ``checkpoint_dir`` are resolved against the job file's 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field, fields, replace
@@ -57,6 +61,7 @@ from pathlib import Path
 import yaml
 
 from apportion.core.errors import InputError
+from apportion.core.limits import MAX_DURATION_S
 from apportion.serve.base.bounds import (
     MAX_AFTER, MAX_ARGS, MAX_COMMAND, MAX_CPUS, MAX_ENV, MAX_ENV_VALUE, MAX_GPU_TYPES, MAX_GPUS, MAX_HUNG_AFTER_S,
     MAX_JOB_ID, MAX_MEMORY_GB, MAX_NAME, MAX_PATH, MAX_PRIORITY, MAX_STEPS, MAX_TIME_LIMIT_S, MIN_HUNG_AFTER_S,
@@ -75,7 +80,7 @@ FIELDS = (
     "name", "command", "gpus", "gpu_types", "total_steps", "epochs", "steps_per_epoch", "priority",
     "queue", "user", "checkpoint_dir", "env", "workdir", "kind", "checkpoint_every", "model", "global_batch",
     "layout", "elastic", "warm_start", "hung_after_s", "time_limit", "after", "notify", "array", "privacy",
-    "cpus", "memory_gb", "cpu_speed",
+    "cpus", "memory_gb", "cpu_speed", "estimated_duration_s",
 )
 # variables the server sets for every attempt (docs/serve-contract.md); a job may not override them
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -112,6 +117,7 @@ class JobSpec:
     cpus: int | None = None  # CPU cores it needs at least, over all its GPUs; None: the scheduler decides
     memory_gb: float | None = None  # host memory it needs, GiB; None: not counted
     cpu_speed: str | None = None  # its speed at a few cores per GPU, checked text ("1:0.3 4:1"); None: not given
+    estimated_duration_s: float | None = None  # its own estimate of its wall seconds (fastest type); None: none
 
     @property
     def throughput_kind(self) -> str:
@@ -270,6 +276,7 @@ def read_job(data: object, source: str) -> ReadJob:
         memory_gb=None if data.get("memory_gb") is None else check_number(
             data["memory_gb"], "memory_gb", source, least=1 / 1024, most=MAX_MEMORY_GB),
         cpu_speed=_cpu_speed(data.get("cpu_speed"), source),
+        estimated_duration_s=_estimated_duration(data.get("estimated_duration_s"), source),
     )
     return ReadJob(spec, target, None if array is None else array[1])
 
@@ -454,6 +461,28 @@ def _time_limit(value: object, source: str) -> float | None:
                              f"{_short(value)}", field="time_limit")
         value = float(match.group(1)) * _UNITS[match.group(2)]
     return check_number(value, "time_limit", source, least=1.0, most=MAX_TIME_LIMIT_S)
+
+
+def _estimated_duration(value: object, source: str) -> float | None:
+    """The job's own estimate of its wall seconds, as the trace column's (> 0, at most 10 years): a
+    number, or text with a unit as ``time_limit``'s (``90m``, ``12h``)."""
+    if value is None:
+        return None
+    shown = _short(value)
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value)
+        if match is None:
+            raise InputError(source, f"must be seconds, or a number with a unit s, m, h or d (90m, 12h), got "
+                             f"{shown}", field="estimated_duration_s")
+        value = float(match.group(1)) * _UNITS[match.group(2)]
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise InputError(source, f"must be seconds, or a number with a unit s, m, h or d (90m, 12h), got {shown}",
+                         field="estimated_duration_s")
+    seconds = float(value) if not isinstance(value, int) or abs(value) < 2**63 else math.inf
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_DURATION_S):
+        raise InputError(source, f"must be > 0 and at most {MAX_DURATION_S:,.0f} s (10 years), got {shown}",
+                         field="estimated_duration_s")
+    return seconds
 
 
 def _after(value: object, source: str) -> tuple[int, ...] | None:

@@ -148,6 +148,7 @@ class DurationRecord:
     submitted: float
     finished: float
     gpu_s: float
+    estimated_gpu_s: float | None = None  # its job file's estimate × its GPUs, in the same unit; None: none
 
 
 @dataclass(frozen=True, slots=True)

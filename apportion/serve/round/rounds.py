@@ -520,13 +520,20 @@ class Rounds:
         """The jobs' predicted GPU time, for a policy that ranks by predicted durations."""
         if self.state.durations is None or not wants_predictions(self.policy):
             return {}
-        prediction = self.state.durations.predict(ids.tolist(), column("user", object), column("name", object),
-                                                  column("queue", object), column("gpus", np.int64),
-                                                  column("submitted", np.float64))
+        durations, gpus = self.state.durations, column("gpus", np.int64)
+        estimated = column("estimated_duration_s", np.float64)  # the job files' own estimates (NaN: none)
+        given = np.isfinite(estimated).any()
+        prediction = durations.predict(ids.tolist(), column("user", object), column("name", object),
+                                       column("queue", object), gpus, column("submitted", np.float64),
+                                       estimated if given else None)
         if not wants_samples(self.policy) or prediction.sample_group is None:
             return {"predicted_gpu_s": prediction.gpu_s, "predicted_log_sd": prediction.log_sd}
-        return {"predicted_gpu_s": prediction.gpu_s, "predicted_log_sd": prediction.log_sd,
-                "sample_group": prediction.sample_group, "duration_samples": self.state.durations.predictor.samples}
+        found = {"predicted_gpu_s": prediction.gpu_s, "predicted_log_sd": prediction.log_sd,
+                 "sample_group": prediction.sample_group, "duration_samples": durations.predictor.samples}
+        if given:  # as the simulator gives them: qssf:estimate-ratios ranks an estimated job by them
+            found.update(estimated_gpu_s=durations.ranked_estimates(ids.tolist(), estimated, gpus),
+                         estimate_ratios=durations.predictor.estimate_ratios)
+        return found
 
     def _at_core_share(self, table: dict, rows: np.ndarray, rates: np.ndarray) -> np.ndarray:
         """``rates`` at the speed each job trains at with the cores it gets (``--cpu-split``: its curve as

@@ -73,6 +73,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     preprocess_stall REAL,              -- and pre-processing (CPU); NULL: not known
     cpus REAL,                          -- the CPU cores its spec asks for beside its GPUs; NULL: none
     memory_gb REAL,                     -- the GiB of host memory its spec asks for; NULL: none
+    estimated_duration_s REAL,          -- its spec's own estimate of its wall seconds (fastest type); NULL: none
     hangs INTEGER NOT NULL DEFAULT 0,   -- attempts declared hung (silent for its hung_after_s) and stopped
     exit_code INTEGER,
     last_lines TEXT NOT NULL DEFAULT '',
@@ -107,7 +108,7 @@ _ADDED_COLUMNS = {"attempt_live": "INTEGER NOT NULL DEFAULT 0", "partner": "INTE
                   "after": "TEXT NOT NULL DEFAULT ''", "notify_pending": "INTEGER NOT NULL DEFAULT 0",
                   "array_id": "INTEGER", "array_index": "INTEGER",
                   "data_stall": "REAL", "fetch_stall": "REAL", "preprocess_stall": "REAL",
-                  "cpus": "REAL", "memory_gb": "REAL"}
+                  "cpus": "REAL", "memory_gb": "REAL", "estimated_duration_s": "REAL"}
 _FAILED_WITH_LINE = re.compile(r"(.* on attempt \d+, after \d+ retr(?:y|ies)): (.*)", re.DOTALL)
 
 
@@ -120,6 +121,9 @@ def _migrate(store) -> None:
             conn.execute("UPDATE jobs SET cpus = json_extract(spec, '$.cpus'), memory_gb = json_extract(spec,"
                          " '$.memory_gb') WHERE json_extract(spec, '$.cpus') IS NOT NULL"
                          " OR json_extract(spec, '$.memory_gb') IS NOT NULL")
+        if "estimated_duration_s" not in have:  # a job's own estimate, as a column the round reads without the spec
+            conn.execute("UPDATE jobs SET estimated_duration_s = json_extract(spec, '$.estimated_duration_s')"
+                         " WHERE json_extract(spec, '$.estimated_duration_s') IS NOT NULL")
         if "attempt_live" not in have:  # an older apportion recorded an attempt alive as a process id
             conn.execute("UPDATE jobs SET attempt_live = 1 WHERE pid IS NOT NULL")
         # the few jobs with a notification still to send, found without reading the others
@@ -179,18 +183,19 @@ class JobTables(StoreConnection):
         array_id, array_index = array if array is not None else (None, None)
         cursor = conn.execute(
             "INSERT INTO jobs (id, name, user, queue, priority, kind, gpus, gpu_types, total_steps, spec, status,"
-            " reason, submitted, elastic, after, array_id, array_index, notify_pending, cpus, memory_gb) VALUES (?, ?,"
-            " ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'waiting for its first round', ?, ?, ?, ?, ?, ?, ?, ?)",
+            " reason, submitted, elastic, after, array_id, array_index, notify_pending, cpus, memory_gb,"
+            " estimated_duration_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'waiting for its first round', ?,"
+            " ?, ?, ?, ?, ?, ?, ?, ?)",
             (job_id, name, user, queue, priority, kind, gpus, allowed, total_steps,
              json.dumps(spec if stored is None else stored), submitted,
              elastic, after, array_id, array_index, int(bool(spec.get("notify"))), spec.get("cpus"),
-             spec.get("memory_gb")),
+             spec.get("memory_gb"), spec.get("estimated_duration_s")),
         )
         job_id = int(cursor.lastrowid)
         self._stored(
             id=job_id, name=name, user=user, queue=queue, priority=priority, kind=kind, gpus=gpus, gpu_types=allowed,
             total_steps=total_steps, submitted=submitted, elastic=elastic, after=after, array_id=array_id,
-            cpus=spec.get("cpus"), memory_gb=spec.get("memory_gb"))
+            cpus=spec.get("cpus"), memory_gb=spec.get("memory_gb"), estimated_duration_s=spec.get("estimated_duration_s"))
         self.add_event(submitted, job_id, "submit", f"{name} by {user}")
         return job_id
 

@@ -8,7 +8,7 @@ import json
 
 from apportion.serve.jobs.records import DurationRecord, ElasticStepRecord, record
 from apportion.serve.store.connection import StoreConnection
-from apportion.serve.store.schema import TableFamily
+from apportion.serve.store.schema import TableFamily, add_columns
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS throughputs (
@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS durations (  -- finished jobs' GPU time: what the dur
     gpus INTEGER NOT NULL,
     submitted REAL NOT NULL,
     finished REAL NOT NULL,
-    gpu_s REAL NOT NULL                 -- GPU-seconds at its fastest speed: steps × GPUs ÷ fastest steps/s
+    gpu_s REAL NOT NULL,                -- GPU-seconds at its fastest speed: steps × GPUs ÷ fastest steps/s
+    estimated_gpu_s REAL                -- its job file's estimated_duration_s × GPUs, in the same unit; NULL: none
 );
 CREATE TABLE IF NOT EXISTS elastic_steps (  -- elastic jobs' measured steps, one row a size: what their models fit
     job_id INTEGER NOT NULL,
@@ -57,7 +58,15 @@ CREATE TABLE IF NOT EXISTS core_speeds (  -- each job's steps at each share of C
     PRIMARY KEY (job_id, cores_per_gpu)
 );
 """
-MEASUREMENTS = TableFamily("measurements", SCHEMA)
+
+
+def _migrate(store) -> None:
+    """A state file written by an older apportion gains the columns added since (its jobs had no estimates)."""
+    with store.transaction() as conn:
+        add_columns(conn, "durations", {"estimated_gpu_s": "REAL"})
+
+
+MEASUREMENTS = TableFamily("measurements", SCHEMA, _migrate)
 
 
 class MeasurementTables(StoreConnection):
@@ -82,10 +91,11 @@ class MeasurementTables(StoreConnection):
     # finished jobs' durations ------------------------------------------------------------
 
     def put_duration(self, job_id: int, *, user: str, name: str, queue: str, gpus: int, submitted: float,
-                     finished: float, gpu_s: float) -> None:
+                     finished: float, gpu_s: float, estimated_gpu_s: float | None = None) -> None:
         with self.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO durations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (job_id, user, name, queue, gpus, submitted, finished, gpu_s))
+            conn.execute("INSERT OR REPLACE INTO durations (job_id, user, name, queue, gpus, submitted, finished, gpu_s,"
+                         " estimated_gpu_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (job_id, user, name, queue, gpus, submitted, finished, gpu_s, estimated_gpu_s))
 
     def durations(self) -> list[DurationRecord]:
         """Every finished job's GPU time, in the order they finished."""

@@ -17,7 +17,7 @@ _ROUND_NAMES = (
     "id", "status", "reason", "kind", "gpus", "gpu_types", "priority", "total_steps", "steps_done", "submitted",
     "started", "live", "pid", "stop", "slots", "gpu_type", "lease_end", "run_s", "service_gpu_s", "service_by_type",
     "accounted_at", "attempt", "attempt_started", "contact_at", "queue", "user", "partner", "shared_by_type", "move_to",
-    "name", "elastic", "batch_size", "batch_log", "after", "array_id", "cpus", "memory_gb",
+    "name", "elastic", "batch_size", "batch_log", "after", "array_id", "cpus", "memory_gb", "estimated_duration_s",
 )
 # the round columns whose values update_jobs can give the kept round rows as SQLite reads them back: not
 # status or live (they decide whether a row is kept at all); name -> how SQLite stores a value there
@@ -196,7 +196,7 @@ class RoundTable(JobTables):
 def _inserted_round_row(**stored) -> tuple:
     """The round-table row of a job just stored with these values (the rest its columns' defaults), as
     SQLite reads it back: REAL columns give floats, INTEGER ones ints."""
-    real = {"priority", "submitted", "cpus", "memory_gb"}
+    real = {"priority", "submitted", "cpus", "memory_gb", "estimated_duration_s"}
     values = {**_INSERT_DEFAULTS, **stored}
     for name in real:
         if values[name] is not None:

@@ -83,7 +83,7 @@ def parse_statuses(text: str | None) -> tuple[str, ...] | None:
     return named
 
 
-_NO_SPEC = (None, None, None, [], None)
+_NO_SPEC = (None, None, None, [], None, None)
 
 
 class JobList:
@@ -91,7 +91,8 @@ class JobList:
 
     def __init__(self, scheduler) -> None:
         self.scheduler = scheduler
-        self._specs: dict[int, tuple] = {}  # job id -> what its spec shows: (gpu_types, hung_after_s, time_limit, after, command)
+        # job id -> what its spec shows: (gpu_types, hung_after_s, time_limit, after, command, estimated_duration_s)
+        self._specs: dict[int, tuple] = {}
         self._texts: dict[tuple, tuple[str, str]] = {}  # (row, private) -> its JSON text around the changing fields
 
     @property
@@ -117,7 +118,7 @@ class JobList:
     def _json(self, rows: list[tuple], now: float, may_see) -> str:
         views = self.views
         specs = self._spec_fields(rows)
-        estimates = self._estimates(rows, now)
+        estimates = self._estimates(rows, now, [spec[5] for spec in specs])
         texts = self._texts
         if len(texts) + len(rows) > TEXTS_KEPT:  # the older half goes
             texts = self._texts = dict(list(texts.items())[len(texts) // 2:])
@@ -144,7 +145,7 @@ class JobList:
          started, finished, _, _, _, steps_done, total_steps, preemptions, attempt, retries,
          hangs, exit_code, lease_end, last_lines, _, array_id, array_index, data_stall, fetch_stall,
          preprocess_stall) = row
-        gpu_types, hung_after_s, time_limit, after, command = spec
+        gpu_types, hung_after_s, time_limit, after, command, estimated_duration_s = spec
         head = {
             "id": str(job_id), "name": name, "user": user, "queue": queue, "priority": priority, "kind": kind,
             "status": status, "reason": reason + (f": {reason_log}" if private and reason_log else ""),
@@ -155,7 +156,7 @@ class JobList:
             "steps_done": steps_done, "total_steps": total_steps, "preemptions": preemptions, "attempts": attempt,
             "retries": retries, "hangs": hangs,
             "hung_after_s": hung_after_s if hung_after_s is not None else self.scheduler.config.hung_after_s,
-            "time_limit": time_limit, "after": after,
+            "time_limit": time_limit, "estimated_duration_s": estimated_duration_s, "after": after,
             "array_id": None if array_id is None else str(array_id), "array_index": array_index,
             "exit_code": exit_code, "lease_end": lease_end,
             "data_stall": data_stall, "fetch_stall": fetch_stall, "preprocess_stall": preprocess_stall,
@@ -182,15 +183,16 @@ class JobList:
                     spec = {}
                 spec = spec if isinstance(spec, dict) else {}
                 self._specs[key] = (spec.get("gpu_types"), spec.get("hung_after_s"), spec.get("time_limit"),
-                                    [str(i) for i in spec.get("after") or ()], spec.get("command"))
+                                    [str(i) for i in spec.get("after") or ()], spec.get("command"),
+                                    spec.get("estimated_duration_s"))
         return [self._specs.get(key, _NO_SPEC) for key in keys]
 
-    def _estimates(self, rows: list[tuple], now: float) -> list[dict]:
+    def _estimates(self, rows: list[tuple], now: float, estimated_s: list) -> list[dict]:
         """Each job's estimated finish (``DurationHistory.estimate``'s fields), the active ones predicted
         together; when that raises, each job alone, as one job's page shows it (an unknown, for a job
         whose fields cannot be worked out)."""
         try:
-            return _estimates_together(self.views.durations, rows, now)
+            return _estimates_together(self.views.durations, rows, now, estimated_s)
         except Exception:
             return [_estimate_alone(self.scheduler, row[0], now) for row in rows]
 
@@ -240,9 +242,10 @@ _NONE = {"estimated_finish": None, "predicted_remaining_s": None, "estimate_from
 _ESTIMATE_KEYS = _NONE.keys()
 
 
-def _estimates_together(durations, rows: list[tuple], now: float) -> list[dict]:
-    """``DurationHistory.estimate`` for every row at once: the speeds once per (kind, GPUs, allowed
-    types), one prediction for all the active jobs."""
+def _estimates_together(durations, rows: list[tuple], now: float, estimated_s: list) -> list[dict]:
+    """``DurationHistory.estimate`` for every row at once (``estimated_s``: each one's job file's
+    ``estimated_duration_s``, None: none): the speeds once per (kind, GPUs, allowed types), one
+    prediction for all the active jobs."""
     at = _AT
     gpu_types = durations.gpu_types
     out: list[dict] = [_NONE] * len(rows)
@@ -274,17 +277,16 @@ def _estimates_together(durations, rows: list[tuple], now: float) -> list[dict]:
     groups = durations.group_ids([r[at["id"]] for r in chosen], [r[at["user"]] for r in chosen],
                                  [r[at["name"]] for r in chosen], [r[at["queue"]] for r in chosen],
                                  [r[at["gpus"]] for r in chosen], [r[at["submitted"]] for r in chosen])
-    prediction = durations.predictor.predict(groups)
     steps = np.array([r[at["steps_done"]] for r in chosen])
     gpus = np.array([r[at["gpus"]] for r in chosen])
+    own = np.array([_seconds(estimated_s[k]) for k, _, _, _ in picked]) * gpus  # NaN: none
+    prediction = durations.predictor.predict(groups, own if np.isfinite(own).any() else None)
     fastest = np.array([f for _, _, f, _ in picked])
     left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, gpu_seconds(steps, gpus, fastest))
     left_steps = left_gpu_s / gpus * fastest
-    names = durations.predictor.level_names
     for j, (k, row, _, rate) in enumerate(picked):
         declared = max(row[at["total_steps"]] - row[at["steps_done"]], 0)
-        level = int(prediction.level[j])
-        source = f"history: {names[level]}" if level >= 0 else "no history yet"
+        source = durations.predicted_from(int(prediction.level[j]), float(own[j]), groups[j:j + 1], row[at["user"]])
         left = left_steps[j]
         if left >= declared:
             left, source = declared, "job file: total_steps"
@@ -293,3 +295,10 @@ def _estimates_together(durations, rows: list[tuple], now: float) -> list[dict]:
                   "predicted_remaining_s": float(round(seconds, 3)), "estimate_from": source}
     return out
 
+
+
+def _seconds(value) -> float:
+    """A stored spec's ``estimated_duration_s`` (checked at submit) as a float; NaN: none or unreadable."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return math.nan
