@@ -34,7 +34,9 @@ qssf:non-preemptive:head-of-line), and the hindsight bound: qssf ranked by each 
 of the two months (its true distribution, known in hindsight; no rank that knows only a job's
 group can expect more, were the groups' jobs alike over time). A VC is loaded when fifo's average
 JCT is at least twice the oracle's; each VC says whether qssf meets item 19's target (0.85 of the
-oracle's gain over fifo, and no worse than las) and whether the hindsight bound would.
+oracle's gain over fifo, and no worse than las) and whether the hindsight bound would; each qssf's
+share is also given over Helios's FIFO (strictly head of line, the baseline Helios's own QSSF figures
+are measured from; ``of_gain_over_head_of_line_fifo``) where that ran.
 ``qssf (estimates)`` is qssf given each job's own estimate of its duration, as Helios's QSSF on
 Philly is given one: drawn from its true duration with Helios's error buckets
 (``helios_like_estimates``; seeded, ``--estimate-seed``), the predictor learning their bias and
@@ -214,6 +216,7 @@ ERROR_BANDS = ((0.0, 0.5, "over 2x too short"), (0.5, 2.0, "within 2x"), (2.0, m
 # the share of jobs whose relative error |e| is within each bound; within a bucket e is drawn uniformly
 ERROR_BOUNDS = np.array([0.0, 0.1, 0.5, 1.0, 10.0, 100.0])
 ERROR_SHARES = np.array([0.0, 0.1, 0.5, 0.7, 0.9, 1.0])
+HEAD_OF_LINE = "fifo (Helios: head of line)"  # Helios's FIFO, the baseline its own QSSF figures are measured from
 LOADED = 2.0  # a VC is loaded when fifo's average JCT is at least this many times the oracle's
 TARGET = 0.85  # item 19: qssf's share of the oracle's gain over fifo on every loaded VC, and never behind las
 
@@ -283,7 +286,7 @@ class TakenAsTrue(EstimateBias):
     finish: what the estimates alone say, without the correction (not a bound: the index over a wider
     belief may do better or worse)."""
 
-    def observe(self, gpu_s, estimated_gpu_s) -> None:
+    def observe(self, gpu_s, estimated_gpu_s, users=None) -> None:
         pass
 
     def learnt(self) -> tuple[float, float]:
@@ -318,7 +321,8 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
            estimate_seed: int = 0) -> dict:
     """Each VC replayed under fifo, las, qssf and srtf on the true durations, apportion's forms and
     Helios's, on the VC's own cluster (Helios's nodes × ``gpus_per_node``): average JCT, and the share of
-    the oracle's gain over fifo (and over las) that each qssf takes."""
+    the oracle's gain over fifo (and over las, and over Helios's head-of-line fifo where it ran) that each
+    qssf takes."""
     out = {}
     with tempfile.TemporaryDirectory() as folder:
         workloads = vc_workloads(trace, Path(folder), vcs)
@@ -358,7 +362,9 @@ def per_vc(trace: Path, vcs: list[str], config: SimConfig, gpus_per_node: int = 
                       flush=True)
             fifo, las, oracle = jct["fifo"], jct["las"], jct["srtf (oracle)"]
             share = {label: {"of_gain_over_fifo": _share(fifo, jct[label], oracle),
-                             "of_gain_over_las": _share(las, jct[label], oracle)}
+                             "of_gain_over_las": _share(las, jct[label], oracle),
+                             **({"of_gain_over_head_of_line_fifo": _share(jct[HEAD_OF_LINE], jct[label], oracle)}
+                                if HEAD_OF_LINE in jct else {})}
                      for label in jct if label.startswith("qssf")}
             las_share = _share(fifo, las, oracle)
             out[vc] = {"gpus": size, "jobs": len(inputs.jobs), "history_jobs": len(history["gpus"]),

@@ -41,7 +41,7 @@ def test_estimates_taken_as_true_are_read_as_they_are_whatever_the_finished_jobs
     """Estimates always 2x too long: the corrected one learns to halve them, the one taken as true does not."""
     corrected, as_true = bench.EstimateBias(), bench.TakenAsTrue()
     for bias in (corrected, as_true):
-        bias.observe(np.full(40, 100.0), np.full(40, 200.0))
+        bias.observe(np.full(40, 100.0), np.full(40, 200.0), np.zeros(40, dtype=np.int64))
     assert corrected.correct(np.array([200.0]))[0][0] == pytest.approx(200.0 * 2 ** -(40 / 41), rel=1e-6)
     gpu_s, log_sd = as_true.correct(np.array([200.0]))
     assert gpu_s.tolist() == [200.0] and log_sd.tolist() == [as_true.min_log_sd]
