@@ -26,8 +26,8 @@ training processes and their wrappers, spread over the clean pass's duration (wi
   makespans of two passes run minutes apart are not.
 
     python benchmarks/faults/chaos.py                          # 50 jobs, 20 kills
-    python benchmarks/faults/chaos.py --quick                  # the reduced form the tests run (4 jobs of half the steps,
-                                                               # 4 kills, no clean pass, retries at once)
+    python benchmarks/faults/chaos.py --quick                  # the reduced form the tests run (4 jobs of half
+                                                               # the steps, 4 kills, no clean pass, retries at once)
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_pair(directory: Path, name: str, checkpoints: Path, every: str = "0.1") -> list[tuple[subprocess.Popen, Path]]:
+def start_pair(directory: Path, name: str, checkpoints: Path,
+               every: str = "0.1") -> list[tuple[subprocess.Popen, Path]]:
     """Both ranks of ddp_random_job.py, as the Ray executor starts them (torchrun's variables), output in
     files; ``every``: APPORTION_CHECKPOINT_EVERY ("off": only the checkpoint of a stop)."""
     port = free_port()
