@@ -26,7 +26,7 @@ from apportion.sim import SimConfig
 WORKLOADS = {
     "elastic": (load_inputs(WorkloadSettings(jobs=16, rate_per_hour=20.0, seed=2, shape="pollux",
                                              cluster="t4:8,v100:4,k80:4")),
-                SimConfig(round_s=60.0, restart_cost_s=30.0)),
+                SimConfig(round_s=120.0, restart_cost_s=30.0)),  # 2-minute rounds: every policy still decides each
     "fixed": (load_inputs(WorkloadSettings(jobs=40, rate_per_hour=30.0, seed=3, cluster="v100:4,p100:4,k80:8")),
               SimConfig(round_s=360.0, restart_cost_s=30.0)),
 }

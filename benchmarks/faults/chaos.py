@@ -26,7 +26,8 @@ training processes and their wrappers, spread over the clean pass's duration (wi
   makespans of two passes run minutes apart are not.
 
     python benchmarks/faults/chaos.py                          # 50 jobs, 20 kills
-    python benchmarks/faults/chaos.py --quick                  # the reduced form the tests run (4 jobs, 4 kills, no clean pass)
+    python benchmarks/faults/chaos.py --quick                  # the reduced form the tests run (4 jobs of half
+                                                               # the steps, 4 kills, no clean pass, retries at once)
 """
 
 from __future__ import annotations
@@ -76,10 +77,11 @@ class Planned:
     example: str
     seed: int
     shell: bool  # a shell line (run under /bin/sh -c) rather than a list of arguments
+    steps: int  # its total steps
 
     @property
-    def config(self) -> tuple[str, int]:
-        return self.example, self.seed
+    def config(self) -> tuple[str, int, int]:
+        return self.example, self.seed, self.steps
 
     def argv(self) -> list[str]:
         script, args, _ = EXAMPLES[self.example]
@@ -88,15 +90,20 @@ class Planned:
     def spec(self) -> dict:
         argv = self.argv()
         return {"name": self.name, "command": " ".join(argv) if self.shell else argv,
-                "total_steps": EXAMPLES[self.example][2], "gpu_types": ["cpu"], "workdir": str(REPO),
+                "total_steps": self.steps, "gpu_types": ["cpu"], "workdir": str(REPO),
                 "env": {"PYTHONUNBUFFERED": "1"}, "user": "chaos"}
 
 
-def workload(jobs: int) -> list[Planned]:
-    """Jobs of the two examples with a few seeds each, every other one a shell line."""
+def workload(jobs: int, steps_scale: float = 1.0) -> list[Planned]:
+    """Jobs of the two examples with a few seeds each, every other one a shell line; each of its example's
+    total steps times ``steps_scale``."""
     seeds = max(1, min(5, jobs // 4))
-    return [Planned(f"{'cnn' if i % 2 == 0 else 'lm'}-{i}", "cnn" if i % 2 == 0 else "lm", (i // 2) % seeds, i % 4 >= 2)
-            for i in range(jobs)]
+    plans = []
+    for i in range(jobs):
+        example = "cnn" if i % 2 == 0 else "lm"
+        plans.append(Planned(f"{example}-{i}", example, (i // 2) % seeds, i % 4 >= 2,
+                             max(1, round(EXAMPLES[example][2] * steps_scale))))
+    return plans
 
 
 def environment() -> dict[str, str]:
@@ -107,14 +114,14 @@ def environment() -> dict[str, str]:
     return env
 
 
-def references(plans: list[Planned], parallel: int) -> dict[tuple[str, int], str]:
+def references(plans: list[Planned], parallel: int) -> dict[tuple[str, int, int], str]:
     """The final checksum line of an uninterrupted standalone run of each distinct job."""
     todo = sorted({p.config: p for p in plans}.values(), key=lambda p: p.config)
     done, running = {}, []
     while todo or running:
         while todo and len(running) < parallel:
             plan = todo.pop(0)
-            argv = [sys.executable, *plan.argv()[1:], "--steps", str(EXAMPLES[plan.example][2])]
+            argv = [sys.executable, *plan.argv()[1:], "--steps", str(plan.steps)]
             running.append((plan, subprocess.Popen(argv, cwd=REPO, env=environment(), stdout=subprocess.PIPE,
                                                    stderr=subprocess.STDOUT, text=True)))
         plan, process = running.pop(0)
@@ -392,17 +399,25 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-clean-pass", action="store_true",
                         help="only the pass under kills, spread over the time the reference runs suggest the "
                              "jobs take; no time lost is measured")
+    parser.add_argument("--steps-scale", type=float, default=1.0,
+                        help="each job's total steps times this (the kills land over the time the jobs take)")
+    parser.add_argument("--retry-backoff-s", type=float,
+                        help="serve --retry-backoff-s (the wait before a crashed job's retry; the server's default "
+                             "where not given)")
     parser.add_argument("--quick", action="store_true",
-                        help="4 jobs, 4 kills, seed 1, no clean pass: the reduced form tests/serve/test_chaos.py runs")
+                        help="4 jobs of half the steps, 4 kills, seed 1, no clean pass, crashed jobs retried at once: "
+                             "the reduced form tests/serve/test_chaos.py runs")
     args = parser.parse_args(argv)
     if args.quick:
         args.jobs, args.kills, args.seed, args.timeout_s, args.no_clean_pass = 4, 4, 1, 400.0, True
+        args.steps_scale, args.retry_backoff_s = 0.5, 0.0
 
-    plans = workload(args.jobs)
+    plans = workload(args.jobs, args.steps_scale)
     server_args = ["--slots", f"cpu:{args.slots}", "--policy", "fifo", "--round-s", "30",
                    "--max-retries", str(args.kills + 3),  # a job may be hit by every kill and must not fail
                    "--run-as", "server-user",  # the jobs run as this account, root included
-                   *(["--no-warm-start"] if args.no_warm_start else [])]
+                   *(["--no-warm-start"] if args.no_warm_start else []),
+                   *([] if args.retry_backoff_s is None else ["--retry-backoff-s", str(args.retry_backoff_s)])]
     began = time.time()
     become_subreaper()  # every process a pass starts is reaped here in the end: its CPU time is counted
     referenced = time.time()

@@ -3,6 +3,7 @@ to the job, exactly like one exec'd cold; anything that cannot be made the same 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -323,50 +324,59 @@ def test_a_warm_job_enters_a_workdir_only_as_its_account(warm_executor, work):
     assert "cannot enter the workdir" in warm_executor.log_path(9, 1).read_text()
 
 
+WARM_UP_JOB_IDS = itertools.count(101)  # the jobs forked_spare runs, on any executor: ids no test uses
+
+
 def forked_spare(executor, work, timeout: float = 120.0):
     """Run jobs until the executor's next spare is one its factory forked (the first ones are
     processes of their own: the factory imports alongside them), and that spare is ready."""
     deadline = time.time() + timeout
-    job_id = 100
     while time.time() < deadline:
         executor.poll()
         spares = executor._pool.waiting()
         if spares and executor._pool.is_ready(spares[0]):
             if spares[0].process is None:
                 return spares[0]
-            job_id += 1
-            run(executor, work, job_id, [sys.executable, "probe.py"])
+            run(executor, work, next(WARM_UP_JOB_IDS), [sys.executable, "probe.py"])
         time.sleep(0.05)
     raise AssertionError("no spare was forked in time")
 
 
-def test_later_spares_are_forked_by_the_factory_and_their_jobs_see_what_a_cold_one_sees(tmp_path, work):
-    executor = LocalExecutor(tmp_path / "warm", spares=1)
+@pytest.fixture(scope="module")
+def factory_executor(tmp_path_factory):
+    """An executor of one spare whose later spares its factory forks (the factory's imports done once for
+    the tests that need it)."""
+    executor = LocalExecutor(tmp_path_factory.mktemp("factory-state"), spares=1)
+    yield executor
+    executor.close()
+
+
+def test_later_spares_are_forked_by_the_factory_and_their_jobs_see_what_a_cold_one_sees(factory_executor, tmp_path,
+                                                                                        work):
+    executor = factory_executor
     spare = forked_spare(executor, work)
     own_line = Path(f"/proc/{spare.pid}/cmdline").read_bytes().split(b"\0")
     _, warm_code, warm_log = run(executor, work, 2, [sys.executable, "probe.py", "3"])
     _, cold_code, cold_log = run(LocalExecutor(tmp_path / "cold"), work, 2, [sys.executable, "probe.py", "3"])
-    executor.close()
 
     assert spare.spare_id.encode() in own_line  # how scan() finds its attempt after a restart
     assert warm_log.splitlines()[-1] == "warm" and warm_code == cold_code == 3
     assert facts(warm_log) == facts(cold_log)
 
 
-def test_a_job_outlives_its_killed_forked_wrapper_and_its_own_exit_code_is_recorded(tmp_path, work):
-    executor = LocalExecutor(tmp_path, spares=1)
+def test_a_job_outlives_its_killed_forked_wrapper_and_its_own_exit_code_is_recorded(factory_executor, work):
+    executor = factory_executor
     forked_spare(executor, work)
     (work / "slow.py").write_text("import time\ntime.sleep(1.5)\nraise SystemExit(3)\n")
-    attempt = executor.start(2, 1, [sys.executable, "slow.py"], job_env(), str(work), ("cpu:0",))
+    attempt = executor.start(3, 1, [sys.executable, "slow.py"], job_env(), str(work), ("cpu:0",))
     deadline = time.time() + 10
-    while not executor.pid_path(2, 1).exists() and time.time() < deadline:
+    while not executor.pid_path(3, 1).exists() and time.time() < deadline:
         time.sleep(0.02)
     os.kill(attempt.pid, signal.SIGKILL)
     ended = wait_exit(executor)
-    executor.close()
 
-    assert (ended.job_id, ended.code) == (2, 3)  # supervised by the executor, it ran to its end
-    assert executor.exit_record(2, 1) == 3
+    assert (ended.job_id, ended.code) == (3, 3)  # supervised by the executor, it ran to its end
+    assert executor.exit_record(3, 1) == 3
 
 
 def test_when_the_factory_cannot_be_reached_spares_start_as_processes_and_jobs_still_start_warm(tmp_path, work):

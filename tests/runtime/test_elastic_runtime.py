@@ -79,6 +79,11 @@ def free_port() -> int:
 
 def launch(replicas: int, workdir: Path, *args: str) -> str:
     """Run the example as ``replicas`` processes (rank 0's output returned); fail on a crash."""
+    return ended(started(replicas, workdir, *args))
+
+
+def started(replicas: int, workdir: Path, *args: str) -> list[subprocess.Popen]:
+    """The example started as ``replicas`` processes (see ``ended``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     port = str(free_port())
@@ -88,6 +93,11 @@ def launch(replicas: int, workdir: Path, *args: str) -> str:
         procs.append(subprocess.Popen([sys.executable, str(EXAMPLE), "--steps", "30", *args], cwd=workdir,
                                       env={**env, **extra} if replicas > 1 else env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return procs
+
+
+def ended(procs: list[subprocess.Popen]) -> str:
+    """Rank 0's output once every process has ended; fail on a crash."""
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     for p, out in zip(procs, outputs):
         assert p.returncode in (0, 75), out
@@ -101,12 +111,14 @@ def losses(path: Path) -> dict[int, float]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """An unrescaled run of 30 steps at batch 32, and the same job on 1 replica to step 10, 2
-    to step 20 and 1 to the end (each attempt a fresh set of processes, as after a preemption)."""
+    to step 20 and 1 to the end (each attempt a fresh set of processes, as after a preemption); the
+    unrescaled run beside the first attempt."""
     work = tmp_path_factory.mktemp("elastic")
-    base = launch(1, work, "--loss-log", "base.log")
+    unrescaled = started(1, work, "--loss-log", "base.log")
     first = launch(1, work, "--checkpoint-dir", "same", "--stop-at", "10", "--loss-log", "same.log")
     middle = launch(2, work, "--checkpoint-dir", "same", "--stop-at", "20", "--loss-log", "same.log")
     last = launch(1, work, "--checkpoint-dir", "same", "--loss-log", "same.log")
+    base = ended(unrescaled)
     return {"work": work, "base": base, "first": first, "middle": middle, "last": last}
 
 
@@ -154,7 +166,7 @@ def test_a_larger_batch_continues_at_the_next_example():
 @pytest.fixture(scope="module")
 def batch_change(tmp_path_factory):
     """A job with a target of 1,000 examples: 10 steps at batch 32 on one replica, then resumed at
-    batch 64 on one replica, and (from a copy of the same checkpoint) at batch 64 on two."""
+    batch 64 on one replica, and (from a copy of the same checkpoint) at batch 64 on two, side by side."""
     import shutil
 
     work = tmp_path_factory.mktemp("elastic-batch")
@@ -162,8 +174,9 @@ def batch_change(tmp_path_factory):
     first = launch(1, work, *target, "--checkpoint-dir", "one", "--stop-at", "10", "--loss-log", "one.log")
     shutil.copytree(work / "one", work / "two")
     shutil.copy(work / "one.log", work / "two.log")
-    one = launch(1, work, *target, "--batch-size", "64", "--checkpoint-dir", "one", "--loss-log", "one.log")
+    on_one = started(1, work, *target, "--batch-size", "64", "--checkpoint-dir", "one", "--loss-log", "one.log")
     two = launch(2, work, *target, "--batch-size", "64", "--checkpoint-dir", "two", "--loss-log", "two.log")
+    one = ended(on_one)
     return {"work": work, "first": first, "one": one, "two": two}
 
 

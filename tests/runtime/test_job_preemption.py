@@ -87,15 +87,20 @@ def baseline():
             process.communicate()
 
 
-def run_until_done(server: FakeLeaseServer, script: Path, steps: int, directory: Path, job_id: str):
-    """Start attempts 1, 2, ... until one does not exit 75; each attempt's (code, out, err)."""
+def run_until_done(server: FakeLeaseServer, script: Path, steps: int, directory: Path, job_id: str,
+                   running: dict[str, subprocess.Popen] | None = None):
+    """Start attempts 1, 2, ... until one does not exit 75; each attempt's (code, out, err); ``running``,
+    if given, holds the attempt running now (under "p")."""
     attempts = []
     while len(attempts) < 10:
         env = server.job_env(job_id=job_id, attempt=len(attempts) + 1, total_steps=steps, checkpoint_dir=str(directory))
         # periodic checkpoints come by the clock (apportion.runtime.cadence): off, so that the files
         # left are the preemptions' whatever the machine's speed
         env["APPORTION_CHECKPOINT_EVERY"] = "off"
-        attempts.append(finish(start(script, env=env)))
+        process = start(script, env=env)
+        if running is not None:
+            running["p"] = process
+        attempts.append(finish(process))
         if attempts[-1][0] != PREEMPTED_EXIT_CODE:
             break
     return attempts
@@ -105,14 +110,26 @@ def refusals(server: FakeLeaseServer) -> list[tuple[int, int]]:
     return [(c["attempt"], c["steps_done"]) for c in server.lease_calls() if c["answer"] == {"renew": False}]
 
 
-def test_cnn_preempted_three_times_ends_with_the_weights_of_an_uninterrupted_run(tmp_path, baseline):
-    with FakeLeaseServer(refuse_at=[25, 60, 61]) as server:
-        attempts = run_until_done(server, CNN, CNN_STEPS, tmp_path, "cnn")
+def test_cnn_stopped_by_sigterm_then_refused_twice_ends_with_the_weights_of_an_uninterrupted_run(tmp_path, baseline):
+    """Three stops: SIGTERM mid-run (the executor's stop signal: it checkpoints at the next step boundary and exits
+    75), then the lease refused mid-run and once more right after a resume."""
+    running: dict[str, subprocess.Popen] = {}
+
+    def sigterm_at_30(body):  # sent while attempt 1 is mid-run; its lease is renewed: the signal alone stops it
+        if body["attempt"] == 1 and body["steps_done"] == 30:
+            os.kill(running["p"].pid, signal.SIGTERM)
+        return None
+
+    with FakeLeaseServer(refuse_at=[60, 61], on_lease=sigterm_at_30) as server:
+        attempts = run_until_done(server, CNN, CNN_STEPS, tmp_path, "cnn", running)
         progress = server.progress_calls()
     codes = [code for code, _, _ in attempts]
     assert codes == [75, 75, 75, 0], attempts[-1][2]
-    assert refusals(server) == [(1, 25), (2, 60), (3, 61)]
-    for attempt, step in [(2, 25), (3, 60), (4, 61)]:
+    assert "(signal SIGTERM)" in attempts[0][2]
+    stopped = re.search(r"attempt 2: resumed from step-(\d+)\.pt", attempts[1][2])
+    assert stopped and int(stopped.group(1)) in (30, 31), attempts[1][2]  # the next step boundary
+    assert refusals(server) == [(2, 60), (3, 61)]
+    for attempt, step in [(2, int(stopped.group(1))), (3, 60), (4, 61)]:
         resumed = f"attempt {attempt}: resumed from step-{step:08d}.pt at step {step}/{CNN_STEPS} (loaded in"
         assert resumed in attempts[attempt - 1][2]
     assert checksum(attempts[-1][1]) == baseline["cnn"]
@@ -126,29 +143,6 @@ def test_lm_with_dropout_resumes_exactly(tmp_path, baseline):
         attempts = run_until_done(server, LM, LM_STEPS, tmp_path, "lm")
     assert [code for code, _, _ in attempts] == [75, 0], attempts[-1][2]
     assert checksum(attempts[-1][1]) == baseline["lm"]
-
-
-def test_sigterm_mid_run_checkpoints_exits_75_and_the_resumed_run_is_identical(tmp_path, baseline):
-    process: dict[str, subprocess.Popen] = {}
-
-    def stop_at_30(body):  # the executor's stop signal, sent while the job is mid-run
-        if body["attempt"] == 1 and body["steps_done"] == 30:
-            os.kill(process["p"].pid, signal.SIGTERM)
-        return None  # renewed: the signal alone stops it
-
-    with FakeLeaseServer(on_lease=stop_at_30) as server:
-        env = server.job_env(job_id="cnn", attempt=1, total_steps=CNN_STEPS, checkpoint_dir=str(tmp_path))
-        process["p"] = start(CNN, env=env)
-        code, _, err = finish(process["p"])
-        assert code == PREEMPTED_EXIT_CODE, err
-        assert "(signal SIGTERM)" in err
-        saved = checkpoint_files(tmp_path)
-        assert saved in (["step-00000030.pt"], ["step-00000031.pt"])  # the next step boundary
-
-        env = server.job_env(job_id="cnn", attempt=2, total_steps=CNN_STEPS, checkpoint_dir=str(tmp_path))
-        code, out, err = finish(start(CNN, env=env))
-    assert code == 0, err
-    assert checksum(out) == baseline["cnn"]
 
 
 def test_a_stale_attempt_exits_at_once_without_writing(tmp_path):

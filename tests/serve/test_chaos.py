@@ -1,5 +1,6 @@
-"""The chaos benchmark in its reduced form: 4 example jobs on the real server, 4 random kill -9s
-of the server, the training processes and the wrappers (no clean pass). Nothing may be lost: every job
+"""The chaos benchmark in its reduced form: 4 example jobs (half the benchmark's steps) on the real
+server, 4 random kill -9s of the server, the training processes and the wrappers (no clean pass;
+crashed jobs retried at once, not after the server's back-off). Nothing may be lost: every job
 completes, no restart starts below the newest checkpoint, and every job ends with the weights
 of an uninterrupted run."""
 

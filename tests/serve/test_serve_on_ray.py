@@ -196,7 +196,7 @@ def test_a_node_lost_under_some_ranks_of_a_gang_is_a_lost_node_not_a_crash(clust
     ray_cluster, _, _, _ = cluster
     for _ in range(2):  # two v100 nodes, whatever the tests before left
         ray_cluster.add_node(num_cpus=0, num_gpus=1, resources={"accelerator_type:V100": 1})
-    job_id = submit(server, "gang", DDP_JOB, 300, 2, "v100", STEP_S=0.03)
+    job_id = submit(server, "gang", DDP_JOB, 150, 2, "v100", STEP_S=0.03)
     checkpoints = shared(cluster) / "jobs" / job_id / "checkpoints"
     wait_for(lambda: checkpoints.exists() and any(checkpoints.glob("step-*.pt")), 90, "a checkpoint", server)
     second = node_of(cluster, job_id, 1, 1)

@@ -1,7 +1,7 @@
 """`apportion serve --executor slurm` against a real Slurm started on this machine (munged, slurmctld, one
 slurmd per node, made-up GPU types: executors/slurm/local_cluster.py): the end-to-end scenario of the local
-executor (three jobs take turns under las and end with the weights of uninterrupted runs), a drained
-node's slot offline and back, and a server killed with SIGKILL whose Slurm jobs the next one adopts."""
+executor (three jobs take turns under las, their server is killed with SIGKILL and the next one adopts their
+Slurm jobs, and they end with the weights of uninterrupted runs), and a drained node's slot offline and back."""
 
 from __future__ import annotations
 
@@ -45,12 +45,32 @@ def las_args(up_to: int) -> tuple[str, ...]:
             "--grace-s", "20")
 
 
-def test_three_jobs_take_turns_on_slurm_and_end_as_if_never_stopped(tmp_path, slurm, references):
-    with Server(tmp_path / "state", *las_args(16)) as server:
-        assert "on Slurm: slots per node h100 1+1" in server.log()
-        ids = submit_all(server, tmp_path)
-        wait_for(lambda: all_done(server, len(JOBS)), 240, "all jobs to finish", server)
-        jobs = check_finished(server, ids, references)
+def test_three_jobs_take_turns_on_slurm_survive_a_server_sigkill_and_end_as_if_never_stopped(tmp_path, slurm,
+                                                                                         references):
+    """One scenario, two behaviours (one Slurm, one set of torch runs): the jobs take turns under las as Slurm
+    tasks, and the server is killed with SIGKILL while they train; their Slurm jobs run on, the next server
+    adopts them, and every job ends with the weights of an uninterrupted run."""
+    state = tmp_path / "state"
+    first, second = Server(state, *las_args(16)), None
+    try:
+        first.start()
+        assert "on Slurm: slots per node h100 1+1" in first.log()
+        ids = submit_all(first, tmp_path)
+        wait_for(lambda: any(j["status"] == "running" and j["steps_done"] >= 10 for j in first.jobs()),
+                 120, "a job to be mid-run", first)
+        first.kill()
+        alive = {a.job_id: a.attempt for a in SlurmExecutor(state, env=slurm.env).scan()}
+        assert alive, "killing the server must not end its Slurm jobs"
+
+        second = Server(state, *las_args(16), port=first.port).start()
+        assert "recovered: adopted jobs" in second.log()
+        wait_for(lambda: all_done(second, len(JOBS)), 240, "all jobs to finish after the restart", second)
+        jobs = check_finished(second, ids, references)
+        check_adopted(state, alive)
+    finally:
+        for server in (second, first):
+            if server is not None and server.process is not None and server.process.poll() is None:
+                server.stop()
     # they take turns: at least two of them preempted (which two depends on Slurm's start latency, a second
     # or so, by which the first two's attained service drifts apart; on this machine it is always the first two)
     preempted = [name for name, job in jobs.items() if job["preemptions"] >= 1]
@@ -59,14 +79,14 @@ def test_three_jobs_take_turns_on_slurm_and_end_as_if_never_stopped(tmp_path, sl
     for job in jobs.values():
         assert job["retries"] == 0
         for n in range(1, job["attempts"] + 1):  # every attempt ran as a Slurm task on a node of the partition
-            nodes.add((server.state_dir / "jobs" / job["id"] / f"attempt-{n}.node").read_text())
+            nodes.add((state / "jobs" / job["id"] / f"attempt-{n}.node").read_text())
         if job["preemptions"]:
-            last = (server.state_dir / "jobs" / job["id"] / f"attempt-{job['attempts']}.log").read_text()
+            last = (state / "jobs" / job["id"] / f"attempt-{job['attempts']}.log").read_text()
             assert "resumed from step-" in last
     assert nodes == {"n1", "n2"}
     # Slurm's accounting (jobcomp/filetxt here: no slurmdbd) agrees with the server's run time per job,
-    # within its whole seconds and the start latency, attempt by attempt
-    accounted = from_jobcomp(slurm.dir / "jobcomp.txt", SlurmExecutor(server.state_dir, env=slurm.env).prefix)
+    # within its whole seconds and the start latency, attempt by attempt, an adopted attempt included
+    accounted = from_jobcomp(slurm.dir / "jobcomp.txt", SlurmExecutor(state, env=slurm.env).prefix)
     slurm_s = gpu_seconds(accounted, {int(j["id"]): 1 for j in jobs.values()})
     for job in jobs.values():
         assert sum(a.job_id == int(job["id"]) for a in accounted) == job["attempts"]
@@ -120,30 +140,6 @@ def _read(path) -> str:
         return path.read_text().strip()
     except OSError:
         return ""
-
-
-def test_a_server_killed_with_sigkill_leaves_its_slurm_jobs_running_and_the_next_adopts_them(tmp_path, slurm,
-                                                                                            references):
-    state = tmp_path / "state"
-    first, second = Server(state, *las_args(6)), None
-    try:
-        first.start()
-        ids = submit_all(first, tmp_path)
-        wait_for(lambda: any(j["status"] == "running" and j["steps_done"] >= 10 for j in first.jobs()),
-                 120, "a job to be mid-run", first)
-        first.kill()
-        alive = {a.job_id: a.attempt for a in SlurmExecutor(state, env=slurm.env).scan()}
-        assert alive, "killing the server must not end its Slurm jobs"
-
-        second = Server(state, *las_args(6), port=first.port).start()
-        assert "recovered: adopted jobs" in second.log()
-        wait_for(lambda: all_done(second, len(JOBS)), 240, "all jobs to finish after the restart", second)
-        check_finished(second, ids, references)
-        check_adopted(state, alive)
-    finally:
-        for server in (second, first):
-            if server is not None and server.process is not None and server.process.poll() is None:
-                server.stop()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="sbatch --uid needs root")
