@@ -191,7 +191,10 @@ def test_a_stale_attempt_exits_without_writing(tmp_path, monkeypatch):
         job = Job.from_env(checkpoint_every_s=1000.0)
         with pytest.raises(SystemExit) as exit_info:
             run(job, {})
-        assert server.lease_calls()[-1]["status"] == 409
+        # it learns it is stale from whichever call comes first after the move: its next lease, or a
+        # progress report it sends in the background (on a busy machine that can be the first)
+        told = [c for c in server.calls if c.get("status") == 409]
+        assert told and all(c["attempt"] == 1 for c in told)
     assert exit_info.value.code == PREEMPTED_EXIT_CODE
     assert job.step == 9 and os.listdir(tmp_path) == []
 
