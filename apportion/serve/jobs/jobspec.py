@@ -454,13 +454,19 @@ def _time_limit(value: object, source: str) -> float | None:
     """Seconds, as a number or as text with a unit (``90m``, ``12h``, ``2d``, ``3600s``)."""
     if value is None:
         return None
-    if isinstance(value, str):
-        match = _DURATION.fullmatch(value)
-        if match is None:
-            raise InputError(source, f"must be seconds, or a number with a unit s, m, h or d (90m, 12h), got "
-                             f"{_short(value)}", field="time_limit")
-        value = float(match.group(1)) * _UNITS[match.group(2)]
-    return check_number(value, "time_limit", source, least=1.0, most=MAX_TIME_LIMIT_S)
+    return check_number(_with_unit(value, "time_limit", source), "time_limit", source, least=1.0,
+                        most=MAX_TIME_LIMIT_S)
+
+
+def _with_unit(value: object, name: str, source: str) -> object:
+    """``value`` as seconds where it is text with a unit (``90m``, ``12h``, ``2d``, ``3600s``); else as it is."""
+    if not isinstance(value, str):
+        return value
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        raise InputError(source, f"must be seconds, or a number with a unit s, m, h or d (90m, 12h), got "
+                         f"{_short(value)}", field=name)
+    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def _estimated_duration(value: object, source: str) -> float | None:
@@ -469,12 +475,7 @@ def _estimated_duration(value: object, source: str) -> float | None:
     if value is None:
         return None
     shown = _short(value)
-    if isinstance(value, str):
-        match = _DURATION.fullmatch(value)
-        if match is None:
-            raise InputError(source, f"must be seconds, or a number with a unit s, m, h or d (90m, 12h), got "
-                             f"{shown}", field="estimated_duration_s")
-        value = float(match.group(1)) * _UNITS[match.group(2)]
+    value = _with_unit(value, "estimated_duration_s", source)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise InputError(source, f"must be seconds, or a number with a unit s, m, h or d (90m, 12h), got {shown}",
                          field="estimated_duration_s")
