@@ -94,7 +94,8 @@ def _print_jobs(report: dict, now: float) -> None:
     from rich import box
     from rich.table import Table
 
-    from apportion.cli.jobs import cell, span
+    from apportion.cli.jobs import span
+    from apportion.cli.output import cell
 
     jobs = report["jobs"]
     if not jobs:
@@ -121,7 +122,8 @@ def _print_groups(report: dict) -> None:
     from rich import box
     from rich.table import Table
 
-    from apportion.cli.jobs import cell, span
+    from apportion.cli.jobs import span
+    from apportion.cli.output import cell
 
     key = report["by"]
     if not report["groups"]:
