@@ -207,7 +207,8 @@ def _workload(run: ServedRun, done: list[JobRecord], measured: Measured,
     """The completed jobs as a JobTable, their speeds as a ThroughputTable, and each kind label's
     job kind. With ``per_job`` each job is its own kind ("KIND #ID"), running at its own measured
     speed; else at its kind's. Where it never trained on a type: its kind's speed there, else the
-    server's last estimate, else it cannot run there."""
+    server's last estimate, else it cannot run there. Each keeps its user, name and queue (what the
+    duration predictor groups by) and its job file's own estimate (``estimated_duration_s``)."""
     types = tuple(run.settings.capacity())
     scales = tuple(sorted({int(j.gpus) for j in done}))
     labels = [f"{j.kind} #{j.id}" if per_job else j.kind for j in done]
@@ -223,6 +224,13 @@ def _workload(run: ServedRun, done: list[JobRecord], measured: Measured,
             rate = (measured.job_speed(j.id, gpu_type) if per_job else None) \
                 or measured.kind_speed(j.kind, gpu_type) or run.estimates.get((j.kind, gpu_type, int(j.gpus)))
             speeds[k, t, s] = rate if rate else np.nan
+    # a job file's own estimate of its wall time, as steps at the job's fastest speed (as the server reads it)
+    fastest = np.array([np.nanmax(speeds[vocabulary.index(label), :, scales.index(int(j.gpus))], initial=0.0)
+                        for j, label in zip(done, labels)])
+    estimated_s = np.array([np.nan if (j.spec or {}).get("estimated_duration_s") is None
+                            else float(j.spec["estimated_duration_s"]) for j in done])
+    given = np.isfinite(estimated_s) & (fastest > 0)
+    estimated_steps = np.where(given, estimated_s * np.where(given, fastest, 0.0), np.nan) if given.any() else None
     first_submit = min(j.submitted for j in run.jobs)
     position = {int(j.id): p for p, j in enumerate(done)}  # a completed job's `after` jobs all completed
     # an array's tasks keep their `after` in its spec, not in their rows (state.py: after_edges)
@@ -232,7 +240,7 @@ def _workload(run: ServedRun, done: list[JobRecord], measured: Measured,
         job_id=[str(j.id) for j in done], submit_time_s=[j.submitted - first_submit for j in done],
         kind_names=labels, num_gpus=[j.gpus for j in done], total_steps=[j.total_steps for j in done],
         priority=[max(j.priority, MIN_WEIGHT) for j in done], user=[j.user for j in done],
-        queue=[j.queue for j in done], kinds=vocabulary,
+        name=[j.name for j in done], queue=[j.queue for j in done], kinds=vocabulary, estimated_steps=estimated_steps,
         after=Dependencies.of_lists(after) if any(after) else None,
     )
     return jobs, ThroughputTable(vocabulary, types, scales, speeds), kind_names

@@ -32,6 +32,7 @@ class FakeJob:
     submit_s: float
     after: tuple[int, ...] = ()  # ids of the jobs it runs after (ids count from 1, in the order given)
     user: str = "ann"
+    estimated_duration_s: float | None = None  # its job file's own estimate of its wall time; None: none
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,9 @@ def serve_on_fake_clock(jobs: list[FakeJob], state_dir: Path, policy, *, slots: 
             _, job = todo.pop(0)
             job_id = scheduler.submit({"name": f"{job.kind}-job", "kind": job.kind, "command": "train",
                                        "total_steps": job.steps, "gpus": 1,
-                                       **({"after": list(job.after)} if job.after else {})}, job.user)
+                                       **({"after": list(job.after)} if job.after else {}),
+                                       **({"estimated_duration_s": job.estimated_duration_s}
+                                          if job.estimated_duration_s is not None else {})}, job.user)
             spec_of[job_id], steps[job_id] = job, 0.0
         scheduler.tick()
         for job_id, handle in executor.running().items():

@@ -237,3 +237,18 @@ def test_a_run_shared_by_user_replays_shared_by_user(tmp_path):
     for row in fidelity.rows:
         assert row.sim_jct_s == pytest.approx(row.real_jct_s, abs=2 * TICK_S), row
         assert row.sim_preemptions == row.real_preemptions, row
+
+
+def test_a_qssf_run_ranked_by_the_job_files_own_estimates_replays_in_the_order_the_server_ran(tmp_path):
+    """One slot under qssf, two jobs submitted together with no history: the second's job file says it
+    takes 5 s, the first's 300 s. The server runs the second first (the first waits for it), and so
+    must the replay, which reads the same estimates (without them the two tie and the first goes first)."""
+    jobs = [FakeJob("a", 300, 10.0, 0.0, estimated_duration_s=300.0), FakeJob("a", 50, 10.0, 0.0, estimated_duration_s=5.0)]
+    serve_on_fake_clock(jobs, tmp_path, make_policy("qssf"), behaviour={"a": Behaviour(start_s=2.0, finish_s=0.5)},
+                        tick_s=TICK_S)
+
+    long_job, short_job = replay_run(tmp_path).rows
+
+    assert short_job.real_queueing_s == pytest.approx(0.0, abs=TICK_S) and long_job.real_queueing_s > 5.0
+    assert (long_job.sim_queueing_s, short_job.sim_queueing_s) == pytest.approx(
+        (long_job.real_queueing_s, short_job.real_queueing_s), abs=2 * TICK_S)
