@@ -12,12 +12,12 @@ its log standard deviation is their spread (interquartile range ÷ 1.349) pulled
 
 Users differ: one guesses well, another always asks for twice what a job takes, a hostile one says
 every job is a minute. Told who each finished job's user is, it also keeps each user's own recent
-ratios, and corrects a user's estimate by them, shrunk towards the cluster-wide correction while
-the user has few: the bias the cluster's + n / (n + shrinkage) × (the user's median − the
-cluster's), the spread pulled from the cluster's by (n − 1) / (n − 1 + shrinkage). So a user's
-lies soon cost that user alone, and read another user's estimates only through the cluster-wide
-correction, by 1 / (n + shrinkage) of it once that user has n finished. Without users (user -1)
-every estimate is read by the cluster-wide correction alone, as if all jobs were one user's.
+ratios, and corrects a user's estimate by them alone, shrunk towards no correction while the user
+has few: the bias n / (n + shrinkage) × the user's median, the spread pulled from ``prior_log_sd``
+by (n − 1) / (n − 1 + shrinkage). So a user's lies soon cost that user, and never change how
+another user's estimates are read (a newcomer's are read as given, with the prior's spread, until
+some of theirs finish). Without users (user -1) every estimate is read by the cluster-wide
+correction, as if all jobs were one user's.
 """
 
 from __future__ import annotations
@@ -118,24 +118,28 @@ class EstimateBias:
         return self._learnt
 
     def learnt_for(self, users: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """[n] (log bias, log standard deviation) each of these users' estimates is corrected by (-1 or
-        None: no user, the cluster-wide correction): the user's own, shrunk towards the cluster's."""
+        """[n] (log bias, log standard deviation) each of these users' estimates is corrected by: a user's
+        own record, shrunk towards no correction (the prior's spread) while it is short, and read from no
+        one else's; -1 (no user): the cluster-wide correction. None: no users (an empty answer)."""
+        if users is None:
+            return np.zeros(0), np.zeros(0)
         bias, log_sd = self.learnt()
-        if users is None or not self._users:
-            n = 0 if users is None else len(users)
-            return np.full(n, bias), np.full(n, log_sd)
         distinct, which = np.unique(np.asarray(users, dtype=np.int64), return_inverse=True)
         own = np.array([self._own(user) for user in distinct.tolist()]).reshape(-1, 3)  # per user, not per job
         median, spread, n = own[:, 0], own[:, 1], own[:, 2]
         lean = n / (n + self.shrinkage)
         pull = np.maximum(n - 1.0, 0.0) / (np.maximum(n - 1.0, 0.0) + self.shrinkage)
+        user_bias = lean * median
+        user_sd = self.prior_log_sd + pull * (spread - self.prior_log_sd)
+        anonymous = distinct < 0
+        user_bias[anonymous], user_sd[anonymous] = bias, log_sd
         which = which.reshape(-1)
-        return (bias + lean * (median - bias))[which], (log_sd + pull * (spread - log_sd))[which]
+        return user_bias[which], user_sd[which]
 
     def user_factor(self, users: np.ndarray | None) -> np.ndarray | float:
         """[n] how much more each user's estimates are to be stretched than the cluster-wide correction
         stretches estimates (1: no user, or one whose estimates are as wrong as everyone's)."""
-        if users is None or not self._users:
+        if users is None:
             return 1.0
         return np.exp(self.learnt_for(users)[0] - self.learnt()[0])
 
@@ -143,7 +147,7 @@ class EstimateBias:
         """[n] the predicted GPU-seconds and log standard deviation of jobs with these estimates (and
         users, ids from the predictor's user level, -1: none; None: no users)."""
         estimated = np.asarray(estimated_gpu_s, dtype=np.float64)
-        if users is None or not self._users:
+        if users is None:
             bias, log_sd = self.learnt()
             return estimated * math.exp(bias), np.full(len(estimated), max(log_sd, self.min_log_sd))
         bias, log_sd = self.learnt_for(users)

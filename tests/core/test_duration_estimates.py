@@ -90,21 +90,25 @@ def test_a_users_estimates_always_twice_too_long_are_halved_as_far_as_their_own_
     assert gpu_s[1] == pytest.approx(800.0)  # bob's read as his own record says: exact
 
 
-def test_a_liars_estimates_are_read_as_theirs_and_leave_an_honest_users_nearly_as_they_were():
-    """Alice says every job takes a hundredth of what it does; bob is honest. Read alone, alice's
-    lies would make the cluster's correction × ~100 for everyone; per user, bob's (9 finished) moves
-    by 1/10 of the cluster's shift at most, alice's by nearly all of hers."""
-    predictor, alice, bob = two_user_predictor(30)
+def test_a_liars_estimates_are_read_as_theirs_and_leave_an_honest_users_as_they_were():
+    """Alice says every job takes a hundredth of what it does; bob is honest; carol has finished none.
+    Read alone, alice's lies would make the cluster's correction × ~100 for everyone; per user, hers
+    are stretched by nearly all of it, bob's are read by his own exact record, and carol's as given."""
+    predictor = DurationPredictor()
+    users = np.array(["alice"] * 30 + ["bob"] * 9 + ["carol"], dtype=object)
+    groups = predictor.groups(user=users, name=None, queue=None, num_gpus=np.ones(40, dtype=np.int64),
+                              submit_time_s=np.zeros(40))
+    alice, bob, carol = groups[:30], groups[30:39], groups[39:]
     took = np.full(30, 1000.0)
-    predictor.observe(bob[:9], took[:9], took[:9])
+    predictor.observe(bob, took[:9], took[:9])
     predictor.observe(alice, took, took / 100.0)
+    assert math.exp(predictor.estimates.learnt()[0]) > 50  # everyone's ratios: mostly alice's
 
-    gpu_s, _ = predictor.predict_gpu_s(np.stack([alice[0], bob[0]]), np.array([10.0, 1000.0]))
+    gpu_s, log_sd = predictor.predict_gpu_s(np.stack([alice[0], bob[0], carol[0]]), np.array([10.0, 1000.0, 1000.0]))
 
     assert gpu_s[0] > 500.0  # her 10 s is read as most of the 1,000 s her jobs take
-    cluster = predictor.estimates.learnt()[0]
-    assert gpu_s[1] == pytest.approx(1000.0 * math.exp(cluster / 10))
-    assert gpu_s[1] < 1000.0 * 1.6
+    assert gpu_s[1:].tolist() == pytest.approx([1000.0, 1000.0])
+    assert log_sd[2] == pytest.approx(predictor.estimates.prior_log_sd)  # carol's: as given, the prior's spread
 
 
 def test_without_users_every_estimate_is_read_by_the_cluster_wide_correction():

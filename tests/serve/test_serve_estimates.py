@@ -80,7 +80,7 @@ def test_qssf_runs_first_the_job_whose_own_estimate_says_it_is_short_though_its_
     assert first_started(scheduler, executor, probe, sweep) == 8
     assert scheduler.job_info(scheduler.row(8))["estimated_duration_s"] == 5
     assert scheduler.job_info(scheduler.row(8))["estimate_from"] == \
-        "job file: estimated_duration_s, not corrected yet (no estimated job finished)"
+        "job file: estimated_duration_s, as given (ann has no estimated job finished yet)"
 
 
 def liar_and_honest_history(scheduler, executor) -> None:
@@ -152,7 +152,7 @@ def test_a_restarted_server_rebuilds_each_users_correction_from_the_state_file(t
 
     assert first_started(scheduler, executor, lie, honest) == 8
     assert scheduler.job_info(scheduler.row(7))["estimate_from"] == \
-        "job file: estimated_duration_s, corrected by 3 of mallory's and 6 finished in all"
+        "job file: estimated_duration_s, corrected by 3 of mallory's finished"
 
 
 @pytest.mark.parametrize("value", [0, -5, "nan", "inf", "-inf", 1e300, "1e300", "soon", [10], {"s": 1}, True])
@@ -208,7 +208,7 @@ def test_qssf_by_estimate_ratios_is_given_each_estimate_stretched_by_its_users_r
     jobs = seen[-1]
     assert jobs.estimate_ratios.seen == 6
     lie, honest = jobs.estimated_gpu_s.tolist()
-    assert lie > 5.0 and honest < 5.0  # her 1 GPU-s now reads more than ann's 10
+    assert lie > honest  # her 1 GPU-s now reads more than ann's 10 (about 4.4 against 1.4)
 
 
 def test_the_job_list_estimates_finishes_as_each_jobs_page_does(tmp_path):
@@ -225,5 +225,5 @@ def test_the_job_list_estimates_finishes_as_each_jobs_page_does(tmp_path):
         assert listed[job_id]["predicted_remaining_s"] == pytest.approx(page["predicted_remaining_s"])
         assert listed[job_id]["estimate_from"] == page["estimate_from"]
     assert listed["7"]["estimate_from"] == \
-        "job file: estimated_duration_s, corrected by 3 of mallory's and 6 finished in all"
+        "job file: estimated_duration_s, corrected by 3 of mallory's finished"
     assert listed["9"]["estimate_from"].startswith("history: ")

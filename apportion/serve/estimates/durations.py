@@ -114,16 +114,19 @@ class DurationHistory:
 
     def predicted_from(self, level: int, estimated_gpu_s: float, groups: np.ndarray, user: str) -> str:
         """What a job's prediction came from, as ``estimate_from`` says it: its job file's estimate and
-        how many finished estimates correct it (its user's own and everyone's), else the ladder's
-        most specific level with history (``level``, -1: none)."""
+        how many of its user's finished estimates correct it (none yet: read as given), else the
+        ladder's most specific level with history (``level``, -1: none)."""
         if math.isnan(estimated_gpu_s):
             return f"history: {self.predictor.level_names[level]}" if level >= 0 else "no history yet"
-        everyone = self.predictor.estimates.seen
-        if not everyone:
-            return "job file: estimated_duration_s, not corrected yet (no estimated job finished)"
         users = self.predictor.users_of(groups)
-        own = self.predictor.estimates.seen_of(int(users[0])) if users is not None else 0
-        return f"job file: estimated_duration_s, corrected by {own:,} of {user}'s and {everyone:,} finished in all"
+        if users is None or users[0] < 0:  # no user: everyone's finished estimates correct it
+            everyone = self.predictor.estimates.seen
+            return (f"job file: estimated_duration_s, corrected by {everyone:,} finished" if everyone else
+                    "job file: estimated_duration_s, not corrected yet (no estimated job finished)")
+        own = self.predictor.estimates.seen_of(int(users[0]))
+        if not own:
+            return f"job file: estimated_duration_s, as given ({user} has no estimated job finished yet)"
+        return f"job file: estimated_duration_s, corrected by {own:,} of {user}'s finished"
 
     def speed_known(self, kind: str, gpu_type: str, gpus: int) -> bool:
         """Whether ``kind``'s speed on ``gpu_type`` is measured here or given by the prior table."""
