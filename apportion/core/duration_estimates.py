@@ -71,9 +71,9 @@ class EstimateBias:
         self.prior_log_sd, self.min_log_sd = float(prior_log_sd), float(min_log_sd)
         self._ratios = RecentValues(self.recent)  # log(actual ÷ estimate) of the finished jobs with one
         self._learnt: tuple[float, float] | None = (0.0, self.prior_log_sd)  # (bias, log sd); None: stale
-        # each user's own: user id -> its recent log ratios, and -> (median, spread, how many) or None: stale
+        # each user's own: user id -> its recent log ratios, and -> its (bias, log sd) or None: stale
         self._users: dict[int, RecentValues] = {}
-        self._user_learnt: dict[int, tuple[float, float, int] | None] = {}
+        self._user_learnt: dict[int, tuple[float, float] | None] = {}
 
     def observe(self, gpu_s: np.ndarray, estimated_gpu_s: np.ndarray, users: np.ndarray | None = None) -> None:
         """Finished jobs, oldest first: the GPU-seconds each took and its estimate (NaN: none, left out),
@@ -109,12 +109,7 @@ class EstimateBias:
     def learnt(self) -> tuple[float, float]:
         """(log bias, log standard deviation) an estimate is corrected by, from the ratios so far."""
         if self._learnt is None:
-            ratios = self._ratios.values()
-            n = len(ratios)
-            low, median, high = np.percentile(ratios, [25, 50, 75])
-            bias = n / (n + self.shrinkage) * median
-            pull = (n - 1) / (n - 1 + self.shrinkage)
-            self._learnt = (float(bias), float(pull * (high - low) / IQR_TO_SD + (1.0 - pull) * self.prior_log_sd))
+            self._learnt = self._correction(self._ratios.values())
         return self._learnt
 
     def learnt_for(self, users: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -123,18 +118,10 @@ class EstimateBias:
         one else's; -1 (no user): the cluster-wide correction. None: no users (an empty answer)."""
         if users is None:
             return np.zeros(0), np.zeros(0)
-        bias, log_sd = self.learnt()
         distinct, which = np.unique(np.asarray(users, dtype=np.int64), return_inverse=True)
-        own = np.array([self._own(user) for user in distinct.tolist()]).reshape(-1, 3)  # per user, not per job
-        median, spread, n = own[:, 0], own[:, 1], own[:, 2]
-        lean = n / (n + self.shrinkage)
-        pull = np.maximum(n - 1.0, 0.0) / (np.maximum(n - 1.0, 0.0) + self.shrinkage)
-        user_bias = lean * median
-        user_sd = self.prior_log_sd + pull * (spread - self.prior_log_sd)
-        anonymous = distinct < 0
-        user_bias[anonymous], user_sd[anonymous] = bias, log_sd
+        learnt = np.array([self._user_correction(user) for user in distinct.tolist()]).reshape(-1, 2)  # per user
         which = which.reshape(-1)
-        return user_bias[which], user_sd[which]
+        return learnt[which, 0], learnt[which, 1]
 
     def user_factor(self, users: np.ndarray | None) -> np.ndarray | float:
         """[n] how much more each user's estimates are to be stretched than the cluster-wide correction
@@ -153,13 +140,24 @@ class EstimateBias:
         bias, log_sd = self.learnt_for(users)
         return estimated * np.exp(bias), np.maximum(log_sd, self.min_log_sd)
 
-    def _own(self, user: int) -> tuple[float, float, int]:
-        """A user's own (median log ratio, spread, how many kept); (0, 0, 0) for one with none."""
+    def _user_correction(self, user: int) -> tuple[float, float]:
+        """User ``user``'s (log bias, log sd), from their own ratios alone; -1: the cluster-wide correction."""
+        if user < 0:
+            return self.learnt()
         if user not in self._users:
-            return 0.0, 0.0, 0
-        own = self._user_learnt.get(user)
-        if own is None:
-            ratios = self._users[user].values()
-            low, median, high = np.percentile(ratios, [25, 50, 75])
-            own = self._user_learnt[user] = (float(median), float((high - low) / IQR_TO_SD), len(ratios))
-        return own
+            return 0.0, self.prior_log_sd
+        learnt = self._user_learnt.get(user)
+        if learnt is None:
+            learnt = self._user_learnt[user] = self._correction(self._users[user].values())
+        return learnt
+
+    def _correction(self, ratios: np.ndarray) -> tuple[float, float]:
+        """(log bias, log sd) from log ratios: their median shrunk towards 0 by n / (n + shrinkage), their
+        spread pulled from ``prior_log_sd`` by (n − 1) / (n − 1 + shrinkage); none: (0, the prior's)."""
+        n = len(ratios)
+        if not n:
+            return 0.0, self.prior_log_sd
+        low, median, high = np.percentile(ratios, [25, 50, 75])
+        pull = (n - 1) / (n - 1 + self.shrinkage)
+        return float(n / (n + self.shrinkage) * median), float(pull * (high - low) / IQR_TO_SD
+                                                                + (1.0 - pull) * self.prior_log_sd)

@@ -100,12 +100,13 @@ class DurationHistory:
             return dict(none, estimate_from="speed not measured yet")
         rate = own if own is not None else rates[on]
         estimated = estimated_gpu_s(row)
-        prediction = self.predictor.predict(self._row_group_ids(row), np.array([estimated]))
+        groups = self._row_group_ids(row)
+        prediction = self.predictor.predict(groups, np.array([estimated]))
         done = gpu_seconds(np.array([row.steps_done]), np.array([row.gpus]), np.array([fastest]))
         left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, done)[0]
         declared = max(row.total_steps - row.steps_done, 0)
         left_steps = left_gpu_s / row.gpus * fastest
-        source = self.predicted_from(int(prediction.level[0]), estimated, self._row_group_ids(row), row.user)
+        source = self.predicted_from(int(prediction.level[0]), estimated, groups, row.user)
         if left_steps >= declared:
             left_steps, source = declared, "job file: total_steps"
         seconds = left_steps / rate
@@ -150,9 +151,14 @@ class DurationHistory:
                               [row.submitted])
 
 
+def estimated_seconds(value: object) -> float:
+    """A stored spec's ``estimated_duration_s`` (checked at submit) as a float; NaN: none or unreadable."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return math.nan
+
+
 def estimated_gpu_s(row: JobRecord) -> float:
     """A job's own estimate of its GPU time (its job file's ``estimated_duration_s`` × its GPUs); NaN: none."""
-    seconds = row.spec.get("estimated_duration_s") if isinstance(row.spec, dict) else None
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
-        return math.nan
-    return float(seconds) * row.gpus
+    spec = row.spec if isinstance(row.spec, dict) else {}
+    return estimated_seconds(spec.get("estimated_duration_s")) * row.gpus

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from apportion.core.durations import gpu_seconds, remaining_gpu_s
+from apportion.serve.estimates.durations import estimated_seconds
 from apportion.serve.estimates.elastic_batch import examples_info
 from apportion.serve.store.state import ACTIVE, STATUSES, parsed_spec
 
@@ -279,7 +280,7 @@ def _estimates_together(durations, rows: list[tuple], now: float, estimated_s: l
                                  [r[at["gpus"]] for r in chosen], [r[at["submitted"]] for r in chosen])
     steps = np.array([r[at["steps_done"]] for r in chosen])
     gpus = np.array([r[at["gpus"]] for r in chosen])
-    own = np.array([_seconds(estimated_s[k]) for k, _, _, _ in picked]) * gpus  # NaN: none
+    own = np.array([estimated_seconds(estimated_s[k]) for k, _, _, _ in picked]) * gpus  # NaN: none
     prediction = durations.predictor.predict(groups, own if np.isfinite(own).any() else None)
     fastest = np.array([f for _, _, f, _ in picked])
     left_gpu_s = remaining_gpu_s(prediction.gpu_s, prediction.log_sd, gpu_seconds(steps, gpus, fastest))
@@ -294,11 +295,3 @@ def _estimates_together(durations, rows: list[tuple], now: float, estimated_s: l
         out[k] = {"estimated_finish": float(round(now + seconds, 3)) if math.isfinite(seconds) else None,
                   "predicted_remaining_s": float(round(seconds, 3)), "estimate_from": source}
     return out
-
-
-
-def _seconds(value) -> float:
-    """A stored spec's ``estimated_duration_s`` (checked at submit) as a float; NaN: none or unreadable."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return math.nan
