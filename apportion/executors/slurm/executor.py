@@ -166,25 +166,30 @@ class SlurmExecutor:
     def capacity(self) -> dict[str, int] | None:
         """GPUs of each offered type on the usable nodes, less those others' jobs hold (apportion's own jobs'
         GPUs are its slots' still); None when Slurm cannot be asked now (all slots, as before)."""
-        if not self.types:
+        cluster = self._offered_cluster()
+        if cluster is None:
             return None
-        try:
-            nodes, jobs = self._read_cluster()
-        except OSError:
-            return None
+        nodes, jobs = cluster
         others = [j for j in jobs if not j.name.startswith(self.prefix)]
         return online(nodes, self.types, others)
 
     def slots_per_node(self) -> dict[str, list[int]] | None:
         """GPUs of each offered type on each usable node (others' jobs' included: a node's size), which a
         policy that sizes jobs counts; None when Slurm cannot be asked now."""
+        cluster = self._offered_cluster()
+        if cluster is None:
+            return None
+        return {t: [n.gpus[s] for n in cluster[0] if n.usable and n.gpus.get(s)] for t, s in self.types.items()}
+
+    def _offered_cluster(self):
+        """Slurm's nodes and jobs (``_read_cluster``) where GPU types are offered; None where none are, or
+        when Slurm cannot be asked now."""
         if not self.types:
             return None
         try:
-            nodes, _ = self._read_cluster()
+            return self._read_cluster()
         except OSError:
             return None
-        return {t: [n.gpus[s] for n in nodes if n.usable and n.gpus.get(s)] for t, s in self.types.items()}
 
     def refusal(self, gpu_types, gpus, cpus, memory_gb):
         """None: Slurm itself refuses a job no node can hold (it is withdrawn as never placed)."""
