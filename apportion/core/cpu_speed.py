@@ -64,34 +64,24 @@ def relative_speed_each(curves: list[tuple[np.ndarray, np.ndarray]], cores_per_g
 
 
 def _read_off(points: np.ndarray, speed: np.ndarray, cores: np.ndarray) -> np.ndarray:
-    """[n] each row's speed at ``cores`` over its best: linear between its ``points`` [n, K], in proportion
-    to the cores below the first, flat above the last."""
+    """[n] each row's speed at ``cores`` over its best: linear between its ``points`` ([K] shared by every
+    row, or [n, K] a row's own), in proportion to the cores below the first, flat above the last."""
     rows = np.arange(len(cores))
     best = speed[:, -1]
-    if points.shape[1] == 1:
-        return speed[:, 0] * np.minimum(cores / points[:, 0], 1.0) / best
-    upper = np.clip((points <= cores[:, None]).sum(axis=1), 1, points.shape[1] - 1)
+    shared = points.ndim == 1
+    first = points[0] if shared else points[:, 0]
+    if speed.shape[1] == 1:
+        return speed[:, 0] * np.minimum(cores / first, 1.0) / best
+    count = np.searchsorted(points, cores, side="right") if shared else (points <= cores[:, None]).sum(axis=1)
+    upper = np.clip(count, 1, speed.shape[1] - 1)
     lower = upper - 1
-    x0, x1 = points[rows, lower], points[rows, upper]
+    x0, x1 = (points[lower], points[upper]) if shared else (points[rows, lower], points[rows, upper])
     y0, y1 = speed[rows, lower], speed[rows, upper]
     between = y0 + (y1 - y0) * (np.clip(cores, x0, x1) - x0) / (x1 - x0)
-    return np.where(cores < points[:, 0], speed[:, 0] * cores / points[:, 0], between) / best
+    return np.where(cores < first, speed[:, 0] * cores / first, between) / best
 
 
 def relative_speed(curves: CoreCurves, jobs: np.ndarray, cores_per_gpu: np.ndarray) -> np.ndarray:
     """[m] the fraction of its best speed each of ``jobs`` trains at with ``cores_per_gpu`` [m]."""
-    jobs = np.asarray(jobs, dtype=np.int64)
-    cores = np.maximum(np.asarray(cores_per_gpu, dtype=np.float64), 0.0)
-    points, speed = curves.points, curves.speed[jobs]
-    best = speed[:, -1]
-    upper = np.clip(np.searchsorted(points, cores, side="right"), 1, len(points) - 1) if len(points) > 1 else None
-    if upper is None:
-        at = speed[:, 0] * np.minimum(cores / points[0], 1.0)
-    else:
-        lower = upper - 1
-        rows = np.arange(len(jobs))
-        x0, x1 = points[lower], points[upper]
-        y0, y1 = speed[rows, lower], speed[rows, upper]
-        between = y0 + (y1 - y0) * (np.clip(cores, x0, x1) - x0) / (x1 - x0)
-        at = np.where(cores < points[0], speed[:, 0] * cores / points[0], between)
-    return at / best
+    speed = curves.speed[np.asarray(jobs, dtype=np.int64)]
+    return _read_off(curves.points, speed, np.maximum(np.asarray(cores_per_gpu, dtype=np.float64), 0.0))
