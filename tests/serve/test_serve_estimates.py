@@ -10,31 +10,13 @@ import sqlite3
 import pytest
 from fastapi.testclient import TestClient
 
-from apportion.executors.fake import FakeExecutor
 from apportion.policies import make_policy
-from apportion.serve.base.slots import parse_slots
 from apportion.serve.http.api import create_app
-from apportion.serve.scheduler.scheduler import Scheduler, ServeConfig
-from apportion.serve.store.state import StateStore
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from fake_server import one_slot_scheduler
 
 
 def start(tmp_path, policy="qssf"):
-    """A server on one CPU slot over the state file in ``tmp_path`` (the same file each time: a restart)."""
-    config = ServeConfig(state_dir=tmp_path, round_s=10.0, fill_gap_s=0.0, renew_wait_s=0.0)
-    executor = FakeExecutor(tmp_path)
-    clock = Clock()
-    policy = make_policy(policy) if isinstance(policy, str) else policy
-    scheduler = Scheduler(StateStore(tmp_path / "state.db"), executor, parse_slots("cpu:1"), policy, config,
-                          clock=clock)
-    return scheduler, executor, clock
+    return one_slot_scheduler(tmp_path, policy)
 
 
 def job(name, steps, user, estimate=None, **extra):
