@@ -230,7 +230,7 @@ def _workload(run: ServedRun, done: list[JobRecord], measured: Measured,
     estimated_s = np.array([np.nan if (j.spec or {}).get("estimated_duration_s") is None
                             else float(j.spec["estimated_duration_s"]) for j in done])
     given = np.isfinite(estimated_s) & (fastest > 0)
-    estimated_steps = np.where(given, estimated_s * np.where(given, fastest, 0.0), np.nan) if given.any() else None
+    estimated_steps = np.where(given, estimated_s * fastest, np.nan) if given.any() else None
     first_submit = min(j.submitted for j in run.jobs)
     position = {int(j.id): p for p, j in enumerate(done)}  # a completed job's `after` jobs all completed
     # an array's tasks keep their `after` in its spec, not in their rows (state.py: after_edges)
